@@ -1,0 +1,97 @@
+r"""Composition of per-matrix covers and the allocation of the scale budget.
+
+If matrix ``j``'s cover has log-size ``K_j(eps_j)`` and a perturbation of its
+output of size ``eps_j`` moves the network output by at most ``rho_j eps_j``, then
+(Bartlett et al. 2017, Lemma A.7 style composition)
+
+.. math:: \log N(\varepsilon) \le \sum_j K_j(\varepsilon_j)
+          \quad\text{whenever}\quad \sum_j \rho_j\varepsilon_j \le \varepsilon.
+
+Writing ``eps_j = eps w_j / rho_j`` with ``w`` on the simplex and
+``K_j(eps_j) = a_j eps_j^(-p)`` gives ``eps^-p sum_j c_j w_j^-p`` with
+``c_j = a_j rho_j^p``. SymPy solves the Lagrange conditions for a common ``p``
+(:func:`derive_common_p_allocation`):
+
+.. math:: \min_{w\in\Delta} \sum_j c_j w_j^{-p} = \Big(\sum_j c_j^{1/(1+p)}\Big)^{1+p},
+          \qquad w_j^\star \propto c_j^{1/(1+p)} .
+
+At ``p = 2`` this is Bartlett et al.'s ``(sum (.)^(2/3))^3``. Mixed indices are
+solved numerically and exactly (one multiplier, a 1-D root find) in
+:mod:`numerics.allocation`.
+
+*Status:* the composition rule is verbatim (standard); its use with the
+Theorem 4.1 covers is the paper's construction as reconstructed in MATH.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import sympy as sp
+
+from theory.symbols import SYMBOLS
+
+__all__ = ["Allocation", "derive_common_p_allocation", "allocation_for"]
+
+p, J, lam = SYMBOLS["p"], SYMBOLS["J"], SYMBOLS["lam"]
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """Result of the common-``p`` allocation derivation.
+
+    Attributes:
+        weight: ``w_j^*`` as a function of ``c[j]`` and the sum (indexed form).
+        minimum: the minimal value, ``(Sum_j c_j^(1/(1+p)))^(1+p)``.
+        c: the ``IndexedBase`` of coefficients; ``j`` the summation index.
+    """
+
+    weight: sp.Expr
+    minimum: sp.Expr
+    c: sp.IndexedBase
+    j: sp.Symbol
+
+
+@lru_cache(maxsize=None)
+def derive_common_p_allocation() -> Allocation:
+    r"""Derive the optimal allocation for ``min_w sum_j c_j w_j^-p`` s.t. ``sum_j w_j = 1``.
+
+    Steps carried out by SymPy: stationarity of the Lagrangian
+    ``c_j w_j^-p + lam w_j`` in ``w_j`` solved for ``w_j``; the constraint
+    ``Sum_j w_j = 1`` solved for ``lam``; both substituted into the objective.
+
+    References:
+        MATH.md section 3, step 1; Bartlett et al. (2017), proof of Theorem 3.3
+        (the p = 2 case).
+    """
+    c = sp.IndexedBase("c", positive=True)
+    j = sp.Symbol("j", positive=True, integer=True)
+    wj = sp.Symbol("w_j", positive=True)
+    cj = sp.Symbol("c_j", positive=True)
+    # Stationarity of the Lagrangian c_j w_j^-p + lam w_j in w_j, solved for w_j.
+    (w_of_lam,) = sp.solve(sp.diff(cj * wj**-p, wj) + lam, wj)
+    w_of_lam = sp.expand_power_base(w_of_lam, force=True)
+    lam_factor, c_factor = w_of_lam.as_independent(cj)  # w_j = lam_factor(lam) * c_factor(c_j)
+    # Constraint Sum_j w_j = 1 reads lam_factor * S = 1 with S = Sum_j c_factor(c_j).
+    S = sp.Symbol("S_sum", positive=True)
+    (lam_star,) = sp.solve(sp.Eq(lam_factor * S, 1), lam)
+    w_star = sp.simplify(w_of_lam.subs(lam, lam_star))  # = c_factor / S
+    term = sp.powsimp(sp.expand_power_base(cj * w_star**-p, force=True), force=True)  # c_j (w_j^*)^-p
+    outside, inside = term.as_independent(cj)
+    S_value = sp.Sum(c_factor.subs(cj, c[j]), (j, 1, J))
+    if sp.simplify(inside - c_factor) != 0:
+        raise ArithmeticError(f"the objective term {term} did not reduce to S**p * {c_factor}.")
+    # Sum_j c_j (w_j^*)^-p = outside * Sum_j c_factor(c_j) = outside * S.
+    minimum = sp.powsimp(outside * S, force=True).subs(S, S_value)
+    weight = w_star.subs(cj, c[j]).subs(S, S_value)
+    return Allocation(weight=weight, minimum=minimum, c=c, j=j)
+
+
+def allocation_for(coefficients: list[sp.Expr], power: sp.Expr = p) -> sp.Expr:
+    """The derived minimum evaluated for an explicit finite list of coefficients."""
+    alloc = derive_common_p_allocation()
+    n_terms = len(coefficients)
+    expr = alloc.minimum.subs(J, n_terms).subs(p, power)
+    expr = expr.replace(lambda e: isinstance(e, sp.Sum), lambda e: e.doit())
+    return expr.subs({alloc.c[i + 1]: coefficients[i] for i in range(n_terms)})

@@ -1,0 +1,66 @@
+r"""Lipschitz constants of Transformer blocks and the propagation factors ``rho_j``.
+
+*Modelling choices (documented, following Edelman et al. 2022):* row-vector
+convention ``Y = X W``; all norms of token matrices are ``2 -> inf`` (max row
+l2 norm); LayerNorm is modelled as the row-wise projection onto the ball of
+radius ``B`` (1-Lipschitz), so every block input has rows of norm ``<= B``;
+residual connections add 1 to a block's constant.
+
+Derivations (each step elementary; the softmax step is Edelman et al. 2022,
+Corollary A.7: ``||softmax(z) - softmax(z')||_1 <= 2 ||z - z'||_inf``):
+
+* Head ``h``, output row ``t``: ``sum_u a_tu x_u W_VO``. Perturbing the input by
+  ``delta`` in ``2 -> inf`` moves each score by at most ``2 B ||W_QK||_2 delta``,
+  the attention row by ``4 B ||W_QK||_2 delta`` in l1, so the head moves by
+  ``||W_VO||_2 (1 + 4 B^2 ||W_QK||_2) delta``. Attention block:
+  ``1 + sum_h ||W_VO^h||_2 (1 + 4 B^2 ||W_QK^h||_2)``.
+* Feedforward block: ``1 + L_sigma ||W_1||_2 ||W_2||_2``.
+* A matrix's own perturbation, measured in its Theorem 4.1 metric, reaches its
+  block output with factor: VO ``1`` (a convex combination of perturbed rows);
+  QK ``2 B ||W_VO^h||_2`` (scores -> l1 attention change via Cor. A.7, times rows
+  of norm ``<= B`` mapped by ``W_VO``); FF1 ``L_sigma ||W_2||_2``; FF2 ``1``.
+* ``rho_j`` = that local factor times the product of the constants of every
+  later block (the LayerNorm projections contribute 1). Input scales: ``B`` for
+  QK (bilinear, ``B^2`` on ``x y^T``), VO and FF1; ``L_sigma ||W_1||_2 B`` for FF2
+  (activation with ``sigma(0) = 0``).
+
+Products over depth are evaluated in log space by :mod:`numerics.bounds`.
+"""
+
+from __future__ import annotations
+
+import sympy as sp
+
+from theory.symbols import SYMBOLS
+
+__all__ = ["attention_head_lipschitz", "feedforward_lipschitz", "local_factor", "input_scale"]
+
+B, L_sigma, s_qk, s_vo, s_1, s_2 = (SYMBOLS[k] for k in ("B", "L_sigma", "s_qk", "s_vo", "s_1", "s_2"))
+
+
+def attention_head_lipschitz() -> sp.Expr:
+    """Lipschitz constant of one head in ``2 -> inf``: ``s_vo (1 + 4 B^2 s_qk)`` (reconstructed from Edelman et al. 2022)."""
+    score_shift = 2 * B * s_qk  # |x_t^T W x_u - x'_t^T W x'_u| <= 2 B ||W||_2 delta
+    attention_l1 = 2 * score_shift  # Cor. A.7
+    return s_vo * (1 + attention_l1 * B)
+
+
+def feedforward_lipschitz() -> sp.Expr:
+    """``L_sigma ||W_1||_2 ||W_2||_2`` (the residual adds 1)."""
+    return L_sigma * s_1 * s_2
+
+
+def local_factor(kind: str) -> sp.Expr:
+    """Factor from a matrix's own Theorem 4.1 metric to its block's output (see module docstring)."""
+    table = {"qk": 2 * B * s_vo, "vo": sp.Integer(1), "ff1": L_sigma * s_2, "ff2": sp.Integer(1)}
+    if kind not in table:
+        raise ValueError(f"kind={kind!r} must be one of {sorted(table)}.")
+    return table[kind]
+
+
+def input_scale(kind: str) -> sp.Expr:
+    """Bound on the rows a matrix sees (``B`` after the LayerNorm projection; FF2 sees activations)."""
+    table = {"qk": B, "vo": B, "ff1": B, "ff2": L_sigma * s_1 * B}
+    if kind not in table:
+        raise ValueError(f"kind={kind!r} must be one of {sorted(table)}.")
+    return table[kind]

@@ -1,0 +1,74 @@
+"""The catalogue of SymPy symbols, with their meanings.
+
+Every factory in :mod:`theory` builds its expressions from these symbols, so a
+string printed by ``specbound derive --json`` reads back with ``sympy.sympify``
+into the same names. Assumptions (``positive=True``) let SymPy simplify powers
+and logarithms; the Schatten index ``p`` is positive in derivations (the
+``p = 0`` forms are obtained as limits ``p -> 0+``).
+"""
+
+from __future__ import annotations
+
+import sympy as sp
+
+__all__ = ["SYMBOLS", "MEANINGS", "meaning", "symbol_table"]
+
+_DEFS: dict[str, tuple[dict[str, bool], str]] = {
+    "p": ({"positive": True}, "Schatten index in (0, 2]; p -> 0+ is the rank, p = 2 the Frobenius norm squared"),
+    "eps": ({"positive": True}, "covering scale epsilon (in the metric of the output kind)"),
+    "s": ({"positive": True}, "spectral-norm bound ||W||_2 <= s"),
+    "R": ({"positive": True}, "Schatten radius: S_p(W) = sum_i s_i(W)^p <= R (the p-th power, not the quasi-norm)"),
+    "B": ({"positive": True}, "bound on the rows entering the matrix, ||x_i||_2 <= B"),
+    "a": ({"positive": True, "integer": True}, "number of rows of W (input width)"),
+    "b": ({"positive": True, "integer": True}, "number of columns of W (output width)"),
+    "r": ({"positive": True, "integer": True}, "rank bound of W (at most min(a, b); d_h for a per-head product)"),
+    "m": ({"positive": True, "integer": True}, "number of sample rows (tokens n*T) or token pairs the metric runs over"),
+    "tau": ({"positive": True}, "threshold on the singular values splitting W into lead and tail"),
+    "k": ({"positive": True}, "number of singular values above tau"),
+    "F": ({"positive": True}, "Frobenius-norm bound"),
+    "X": ({"positive": True}, "bound on the norm of the points a linear functional is evaluated at"),
+    "eta": ({"positive": True}, "net resolution"),
+    "n": ({"positive": True, "integer": True}, "number of training sequences"),
+    "T": ({"positive": True, "integer": True}, "number of tokens per sequence"),
+    "N": ({"positive": True, "integer": True}, "hidden width of the Transformer"),
+    "L": ({"positive": True, "integer": True}, "number of layers"),
+    "J": ({"positive": True, "integer": True}, "number of matrices covered"),
+    "C": ({"positive": True}, "Theorem 3.1 complexity: log N(eps) <= C * eps^-p for a common p"),
+    "alpha": ({"positive": True}, "lower limit of the Dudley integral"),
+    "B_out": ({"positive": True}, "bound on the network output (upper limit of the Dudley integral)"),
+    "gamma": ({"positive": True}, "margin"),
+    "delta": ({"positive": True}, "failure probability of the margin bound"),
+    "risk_gamma": ({"nonnegative": True}, "empirical margin risk R_hat_gamma"),
+    "grid_size": ({"positive": True, "integer": True}, "number of points |P| of the post hoc p grid"),
+    "groups": ({"positive": True, "integer": True}, "number of independently chosen Schatten indices (3L when tied per layer and type)"),
+    "peel": ({"nonnegative": True}, "sum over matrices of the dyadic peeling costs log((k_j + 1)(k_j + 2))"),
+    "Lambda": ({"positive": True}, "logarithmic factor"),
+    "c": ({"positive": True}, "per-matrix cover coefficient: K_j(eps_j) = c_j * eps_j^-p"),
+    "w": ({"positive": True}, "share of the scale budget, eps_j = eps * w_j / rho_j"),
+    "lam": ({"positive": True}, "Lagrange multiplier"),
+    "rho": ({"positive": True}, "propagation factor from a matrix's output to the network output"),
+    "eps_min": ({"positive": True}, "smallest scale a matrix is covered at; the log factors are evaluated there (they decrease in eps)"),
+    "L_sigma": ({"positive": True}, "Lipschitz constant of the feedforward activation"),
+    "s_qk": ({"positive": True}, "spectral norm of a head's query-key matrix"),
+    "s_vo": ({"positive": True}, "spectral norm of a head's value-output matrix"),
+    "s_1": ({"positive": True}, "spectral norm of the first feedforward matrix"),
+    "s_2": ({"positive": True}, "spectral norm of the second feedforward matrix"),
+    "H": ({"positive": True, "integer": True}, "number of attention heads"),
+    "M": ({"positive": True, "integer": True}, "number of matrices (M = 3L for one per layer and type)"),
+}
+
+SYMBOLS: dict[str, sp.Symbol] = {name: sp.Symbol(name, **assume) for name, (assume, _) in _DEFS.items()}
+MEANINGS: dict[str, str] = {name: text for name, (_, text) in _DEFS.items()}
+
+
+def meaning(sym: sp.Symbol | str) -> str:
+    """The documented meaning of a catalogue symbol (``KeyError`` for a stranger)."""
+    return MEANINGS[str(sym)]
+
+
+def symbol_table(expr: sp.Basic) -> list[dict[str, str]]:
+    """``[{"name", "meaning"}]`` for the free symbols of ``expr``, sorted by name."""
+    rows = []
+    for sym in sorted(expr.free_symbols, key=str):
+        rows.append({"name": str(sym), "meaning": MEANINGS.get(str(sym), "(not in the catalogue)")})
+    return rows
