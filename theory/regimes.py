@@ -51,13 +51,18 @@ def exponent(expr: sp.Expr, x: sp.Symbol) -> sp.Expr:
     if not core.has(x):
         return sp.Integer(0)
     result = sp.simplify(sp.limit(sp.simplify(x * sp.diff(sp.log(core), x)), x, sp.oo))
-    if result.free_symbols:
+    placeholders = {sym for sym in result.free_symbols if sym.name.startswith("Lambda_")}
+    if placeholders:
         # SymPy sometimes leaves a ratio that is identically 1 but not recognised as such
         # (e.g. 20**(1/3) against 2**(2/3)*5**(1/3)); it must not depend on the constants.
-        probes = [result.subs({sym: val for sym in result.free_symbols}) for val in (sp.Rational(3, 2), sp.Integer(7))]
+        probes = [result.subs({sym: val for sym in placeholders}) for val in (sp.Rational(3, 2), sp.Integer(7))]
+        if probes[0].free_symbols:
+            if sp.simplify(probes[0] - probes[1]) != 0:
+                raise ArithmeticError(f"the exponent of {x} depends on log factors: {result}")
+            return sp.simplify(probes[0])
         values = [float(sp.N(v, 30)) for v in probes]
         if abs(values[0] - values[1]) > 1e-12:
-            raise ArithmeticError(f"the exponent of {x} depends on constants: {result}")
+            raise ArithmeticError(f"the exponent of {x} depends on log factors: {result}")
         result = sp.nsimplify(values[0], rational=True, tolerance=1e-12)
     return result
 

@@ -192,7 +192,7 @@ def derive(kind: Kind = "bilinear") -> Thm41Form:
         objective = lead + tail
         A, C, tau_star, _minimum, kap = minimise_power_pair(objective, tau, p)
         expr = kap * A ** (1 - p / 2) * C ** (p / 2)
-        p0 = sp.factor_terms(sp.logcombine(sp.limit(expr, p, 0, "+"), force=True))
+        p0 = sp.factor_terms(sp.limit(expr, p, 0, "+"))
         p2 = sp.factor_terms(sp.limit(expr, p, 2, "-"))
         return Thm41Form(kind, objective, tau_star, expr, kap, p0, p2)
     # vector kind: lead by L-rank, tail dropped (L-trunc) with its cost solved to eps/2

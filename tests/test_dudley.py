@@ -1,0 +1,64 @@
+"""The Dudley step: SymPy's integral and infimum against quadrature and the numeric engine."""
+
+import math
+
+import numpy as np
+import sympy as sp
+from hypothesis import example, given, strategies as st
+from scipy.integrate import quad
+from scipy.optimize import minimize_scalar
+
+from numerics.lambdified import compile_expr, dudley_p_eq_2, dudley_p_lt_2
+from theory import dudley
+from theory.symbols import SYMBOLS
+
+alpha = SYMBOLS["alpha"]
+
+
+def test_alpha_star_is_stationary():
+    for case in ("p<2", "p=2"):
+        f = dudley.derive(case)
+        assert sp.simplify(sp.diff(f.objective, alpha).subs(alpha, f.alpha_star)) == 0
+
+
+@given(st.floats(0.1, 1.9), st.floats(1e-3, 10.0), st.floats(1e2, 1e8), st.floats(0.5, 5.0))
+@example(1.125, 0.015625, 2882672.0, 5.0)  # a linear search in alpha was too coarse here
+@example(1.0, 1.0, 100.0, 1.0)  # a log-space Brent search stalled on the flat part here
+def test_p_lt_2_infimum_matches_quadrature(pv, C, n, B_out):
+    # Reference: scipy.integrate.quad of sqrt(C eps^-p) and a bounded scalar minimisation in alpha.
+    def obj(a):
+        integral, _ = quad(lambda e: math.sqrt(C * e**-pv), a, B_out, limit=200)
+        return 4 * a + 12 / math.sqrt(n) * integral
+    us = np.linspace(math.log(1e-30), math.log(B_out), 120)  # coarse scan (the objective is flat for tiny alpha)
+    u0 = us[int(np.argmin([obj(math.exp(u)) for u in us]))]
+    res = minimize_scalar(lambda u: obj(math.exp(u)), bounds=(u0 - 0.6, min(u0 + 0.6, math.log(B_out))),
+                          method="bounded", options={"xatol": 1e-10})
+    got = dudley_p_lt_2(p=pv, C=C, n=n, B_out=B_out)
+    assert got <= 4 * B_out + 1e-12
+    # The closed form is the exact infimum: never above a numeric minimiser, and close to it.
+    ref = min(res.fun, 4 * B_out)
+    assert got <= ref * (1 + 1e-7)  # quad is accurate to ~1e-8 relative
+    assert got >= ref * (1 - 1e-3)
+
+
+@given(st.floats(1e-3, 10.0), st.floats(1e2, 1e8), st.floats(0.5, 5.0))
+def test_p_eq_2_matches_quadrature(C, n, B_out):
+    def obj(a):
+        return 4 * a + 12 / math.sqrt(n) * math.sqrt(C) * math.log(B_out / a)
+    res = minimize_scalar(obj, bounds=(1e-12, B_out), method="bounded", options={"xatol": 1e-14})
+    ref = min(res.fun, 4 * B_out)
+    got = dudley_p_eq_2(C=C, n=n, B_out=B_out)
+    assert ref * (1 - 1e-4) <= got <= ref * (1 + 1e-9)
+
+
+def test_p_lt_2_converges_without_log_n_and_p2_has_it():
+    # Reference: MATH.md section 3 step 2 -- p < 2 converges at 0, p = 2 carries log(B_out/alpha).
+    f = dudley.derive("p<2")
+    assert not f.alpha_to_zero.has(sp.log)
+    assert dudley.derive("p=2").value.has(sp.log)
+
+
+def test_alpha_to_zero_form_is_an_upper_bound_of_the_infimum():
+    fns = compile_expr(dudley.derive("p<2").alpha_to_zero, ("p", "C", "n", "B_out"))
+    for pv in (0.3, 1.0, 1.7):
+        assert dudley_p_lt_2(p=pv, C=2.0, n=1e6, B_out=1.0) <= float(fns(pv, 2.0, 1e6, 1.0)) + 1e-12
