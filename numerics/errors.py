@@ -1,0 +1,65 @@
+"""Errors raised while reading checkpoints.
+
+Every problem with a checkpoint (a malformed safetensors file, an unknown architecture, a
+missing tensor, NaN weights, a failed download of a registered checkpoint) is reported as a
+:class:`CheckpointError` whose message is exactly one line that names the file and, where
+relevant, the tensor::
+
+    model.safetensors: tensor 'encoder.layer.0.attention.self.query.weight' contains NaN
+
+The error derives from :class:`ValueError`, so callers that only know the standard library
+can still catch it.
+"""
+
+from __future__ import annotations
+
+import os
+
+__all__ = ["CheckpointError", "FetchError"]
+
+
+def _one_line(text: str) -> str:
+    """Collapse whitespace runs that contain line breaks into single spaces."""
+    return " ".join(str(text).split())
+
+
+class CheckpointError(ValueError):
+    """A checkpoint cannot be read or analysed.
+
+    Args:
+      file: the file (or folder, or hub repository id) the problem is in.
+      problem: what is wrong, as a clause ("contains NaN", "is missing", ...).
+      tensor: the tensor concerned, if any.
+
+    The message is ``"{file}: tensor {tensor!r} {problem}"`` or ``"{file}: {problem}"``,
+    always a single line. The parts stay available as attributes ``file``, ``tensor`` and
+    ``problem``.
+    """
+
+    def __init__(
+        self,
+        file: str | os.PathLike[str] | None,
+        problem: str,
+        tensor: str | None = None,
+    ) -> None:
+        self.file = None if file is None else os.fspath(file)
+        self.tensor = tensor
+        self.problem = _one_line(problem)
+        where = self.file if self.file is not None else "<checkpoint>"
+        if tensor is None:
+            message = f"{where}: {self.problem}"
+        else:
+            message = f"{where}: tensor {tensor!r} {self.problem}"
+        super().__init__(_one_line(message))
+
+    def __reduce__(self) -> tuple[type[CheckpointError], tuple[str | None, str, str | None]]:
+        # keeps the error picklable across process pools
+        return (type(self), (self.file, self.problem, self.tensor))
+
+
+class FetchError(CheckpointError):
+    """A registered checkpoint could not be downloaded, extracted or verified.
+
+    A subclass of :class:`CheckpointError` so that one ``except CheckpointError`` covers
+    every way of not getting usable weights.
+    """

@@ -1,0 +1,658 @@
+r"""Singular-value spectra and norms of Transformer weight matrices, per head and per matrix.
+
+Notation (MATH.md section 1; row-vector convention ``Y = X W``, ``W`` of shape ``[in, out]``):
+for ``W in R^{a x b}`` with singular values ``s_1 >= s_2 >= ... >= 0``,
+
+.. math::
+
+    S_p(W) = \sum_{i \le r} s_i^p \quad (p > 0), \qquad S_0(W) = r = \operatorname{rank}(W),
+
+    \|W\|_2 = s_1, \quad \|W\|_F^2 = \sum_i s_i^2 = S_2(W), \quad
+    \operatorname{srank}(W) = \|W\|_F^2 / \|W\|_2^2,
+
+    \|W\|_{2,1} = \sum_{j=1}^{b} \|W_{:,j}\|_2, \qquad \|W\|_{1,1} = \sum_{i,j} |W_{ij}|.
+
+``||W||_{2,1}`` sums, over the *output* units ``j`` (columns, in the ``[in, out]``
+convention), the l2 norm of that unit's incoming weights; for a PyTorch ``weight`` of shape
+``[out, in]`` it is ``weight.norm(dim=1).sum()``. It is not transpose-invariant.
+
+Numerical rank: ``r = #{i : s_i > tol}`` with ``tol = s_1 * max(a, b) * eps`` and ``eps`` the
+machine epsilon of the **stored** dtype of the weights (:data:`DTYPE_EPS`; the numpy
+``matrix_rank`` rule applied to the precision the weights were saved in). Weights saved in
+float32 and widened to float64 carry float32 rounding, so float64's eps would call rounding
+noise "rank". ``rank_rtol`` replaces ``max(a, b) * eps`` when given. ``S_p`` sums over the same
+``r`` values, so ``S_p -> S_0 = r`` as ``p -> 0+`` holds for the computed quantities too.
+
+Per head ``h`` with head width ``d_h`` (query head ``h`` uses key/value head
+``g = h // (H / H_kv)``; ``g = h`` without grouped-query attention):
+
+.. math::
+
+    W_{QK}^h = W_Q^h (W_K^g)^\top / \sqrt{d_h}, \qquad W_{VO}^h = W_V^g W_O^h,
+
+with ``W_Q^h = q[:, h d_h:(h+1) d_h]`` and ``W_O^h = o[h d_h:(h+1) d_h, :]``. Both are
+``N x N`` of rank ``<= d_h``. Their singular values come from a ``d_h x d_h`` core, never from
+an ``N x N`` SVD (:func:`product_singular_values`).
+
+Only singular values are ever computed (``scipy.linalg.svdvals``; never U and V).
+
+.. warning::
+   With rotary position embeddings (LLaMA, Mistral) the score between tokens ``t`` and ``u``
+   is ``x_t^T W_Q^h R_{u-t} (W_K^g)^T x_u / sqrt(d_h)`` with a rotation ``R`` between the
+   factors; ``W_QK^h`` here is the position-free product (``R = I``). Its rank bound
+   ``<= d_h`` holds for every offset; its other statistics are those of offset zero.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import math
+import os
+import threading
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import Executor, ThreadPoolExecutor
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+import scipy.linalg
+
+if TYPE_CHECKING:
+    from .checkpoint import Checkpoint, LayerWeights
+
+__all__ = [
+    "DTYPE_EPS",
+    "KINDS",
+    "MatrixStats",
+    "singular_values",
+    "product_singular_values",
+    "matrix_stats",
+    "weight_stats",
+    "product_stats",
+    "layer_matrices",
+    "analyze_spectra",
+]
+
+#: Machine epsilon of each stored dtype: float64 ``2**-52``, float32 ``2**-23``,
+#: float16 ``2**-10`` (``np.finfo``), bfloat16 ``2**-7`` (8 significand bits, 7 stored).
+DTYPE_EPS: Mapping[str, float] = MappingProxyType(
+    {
+        "F64": float(np.finfo(np.float64).eps),
+        "F32": float(np.finfo(np.float32).eps),
+        "F16": float(np.finfo(np.float16).eps),
+        "BF16": 2.0**-7,
+    }
+)
+
+Kind = Literal["qk", "vo", "q", "k", "v", "o", "ff1", "ff2"]
+#: Matrix kinds: per-head products ``qk``, ``vo``; whole matrices ``q k v o ff1 ff2``.
+KINDS: tuple[str, ...] = ("qk", "vo", "q", "k", "v", "o", "ff1", "ff2")
+
+_F64_EPS = DTYPE_EPS["F64"]
+_NORM_BLOCK_ROWS = 1024  # rows of an N x N product formed at once for the (1,1) norm
+
+
+def _as_matrix(name: str, w: Any) -> np.ndarray:
+    a = np.asarray(w, dtype=np.float64)
+    if a.ndim != 2:
+        raise ValueError(f"{name} must be a 2-D matrix, got shape {a.shape}")
+    if not np.isfinite(a).all():
+        raise ValueError(f"{name} of shape {a.shape} must be finite (contains NaN or Inf)")
+    return a
+
+
+def singular_values(W: Any) -> np.ndarray:
+    """All singular values of ``W``, descending, float64 (``scipy.linalg.svdvals``).
+
+    Args:
+      W: a finite 2-D array ``[a, b]``.
+
+    Returns:
+      ``min(a, b)`` singular values ``s_1 >= ... >= s_min(a,b) >= 0``.
+    """
+    a = _as_matrix("W", W)
+    if a.size == 0:
+        return np.zeros(0)
+    return np.asarray(scipy.linalg.svdvals(a, check_finite=False), dtype=np.float64)
+
+
+def _qr_r(a: np.ndarray) -> np.ndarray:
+    """The ``min(m, d) x d`` upper-triangular factor of ``a = Q R`` (``a`` is ``m x d``)."""
+    (r,) = scipy.linalg.qr(a, mode="r", check_finite=False)
+    return np.asarray(r[: min(a.shape)])
+
+
+def product_singular_values(A: Any, B: Any) -> np.ndarray:
+    """Singular values of ``A @ B.T`` without forming or decomposing the product.
+
+    With ``A = Q_A R_A`` and ``B = Q_B R_B`` (thin QR, ``Q`` with orthonormal columns),
+    ``A B^T = Q_A (R_A R_B^T) Q_B^T``, so ``A B^T`` and the small core ``R_A R_B^T`` have the
+    same non-zero singular values. For ``A, B`` of shape ``[N, d]`` this costs ``O(N d^2)``
+    instead of the ``O(N^3)`` of an ``N x N`` SVD.
+
+    Args:
+      A: ``[m, d]``.
+      B: ``[n, d]`` (same number of columns as ``A``).
+
+    Returns:
+      The ``min(m, n, d)`` leading singular values of ``A B^T``, descending; the other
+      ``min(m, n) - min(m, n, d)`` singular values are exactly zero and are not listed.
+    """
+    a, b = _as_matrix("A", A), _as_matrix("B", B)
+    if a.shape[1] != b.shape[1]:
+        raise ValueError(f"A and B must have the same number of columns, got shapes {a.shape} and {b.shape}")
+    if a.size == 0 or b.size == 0:
+        return np.zeros(0)
+    core = _qr_r(a) @ _qr_r(b).T
+    return np.asarray(scipy.linalg.svdvals(core, check_finite=False), dtype=np.float64)
+
+
+@dataclass(frozen=True, eq=False)
+class MatrixStats:
+    """Spectrum and norms of one matrix (a whole weight, or one head's product).
+
+    Attributes:
+      name: a readable identifier (the tensor name for whole matrices).
+      layer: layer index.
+      kind: one of :data:`KINDS`.
+      head: head index for ``qk``/``vo``, ``None`` for whole matrices.
+      shape: ``(a, b)`` in the ``[in, out]`` convention.
+      singular_values: descending, float64, read-only; for a product only the ``<= d_h``
+        possibly non-zero values (the rest are exactly zero).
+      rank: numerical rank, ``#{s_i > rank_tolerance}``.
+      rank_tolerance: ``s_1 * max(a, b) * dtype_eps``, or ``s_1 * rank_rtol`` when given.
+      rank_bound: the algebraic bound on the rank: ``min(a, b)``, or ``d_h`` for a product.
+      dtype_eps: machine epsilon of the stored dtype used in the tolerance.
+      spectral_norm: ``s_1 = ||W||_2`` (not squared).
+      frobenius_norm: ``||W||_F``.
+      frobenius_norm_squared: ``||W||_F^2 = sum_i s_i^2``.
+      norm_2_1: ``||W||_{2,1}``, sum of column (output-unit) l2 norms; ``None`` if not computed.
+      norm_1_1: entrywise ``||W||_{1,1}``; ``None`` if not computed.
+      stable_rank: ``||W||_F^2 / ||W||_2^2`` (``0`` for a zero matrix).
+    """
+
+    name: str
+    layer: int
+    kind: str
+    head: int | None
+    shape: tuple[int, int]
+    singular_values: np.ndarray
+    rank: int
+    rank_tolerance: float
+    rank_bound: int
+    dtype_eps: float
+    spectral_norm: float
+    frobenius_norm: float
+    frobenius_norm_squared: float
+    norm_2_1: float | None
+    norm_1_1: float | None
+    stable_rank: float
+
+    def schatten_p(self, p: float | Iterable[float] | np.ndarray) -> float | np.ndarray:
+        """``S_p(W) = sum_{i <= rank} s_i^p`` (the p-th power of the Schatten quasi-norm).
+
+        ``S_0 = rank``, ``S_1`` is the nuclear norm, ``S_2 = ||W||_F^2`` up to the squares of the
+        singular values below the rank tolerance.
+
+        Args:
+          p: one exponent or an array of exponents, each finite and ``>= 0``.
+
+        Returns:
+          A float for a scalar ``p``, else an array of the same shape as ``p``.
+        """
+        ps = np.asarray(p, dtype=np.float64)
+        if not (np.isfinite(ps).all() and (ps >= 0).all()):
+            raise ValueError(f"p={p!r} must be finite and >= 0")
+        s = self.singular_values[: self.rank]
+        out = np.power(s[None, :], ps.reshape(-1, 1)).sum(axis=1).reshape(ps.shape)
+        return float(out) if out.ndim == 0 else out
+
+    def energy_rank(self, fraction: float = 0.9) -> int:
+        """Smallest ``k`` with ``sum_{i<=k} s_i^2 >= fraction * ||W||_F^2`` (0 for a zero matrix)."""
+        if not 0.0 < fraction <= 1.0:
+            raise ValueError(f"fraction={fraction!r} must be in (0, 1]")
+        energy = np.cumsum(self.singular_values**2)
+        if energy.size == 0 or energy[-1] == 0.0:
+            return 0
+        return int(np.searchsorted(energy, fraction * energy[-1] * (1 - 1e-12)) + 1)
+
+    @property
+    def normalized_stable_rank(self) -> float:
+        """``stable_rank / rank_bound`` in ``[0, 1]``: a scale-free measure of spectral decay.
+
+        ``1`` for a flat spectrum filling every available direction; small when a few
+        directions carry the energy (fast decay).
+        """
+        return self.stable_rank / self.rank_bound if self.rank_bound else 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        """The scalar fields as a plain dict (no singular values), for tables and JSON."""
+        return {
+            "name": self.name,
+            "layer": self.layer,
+            "kind": self.kind,
+            "head": self.head,
+            "rows": self.shape[0],
+            "cols": self.shape[1],
+            "rank": self.rank,
+            "rank_bound": self.rank_bound,
+            "rank_tolerance": self.rank_tolerance,
+            "spectral_norm": self.spectral_norm,
+            "frobenius_norm": self.frobenius_norm,
+            "frobenius_norm_squared": self.frobenius_norm_squared,
+            "norm_2_1": self.norm_2_1,
+            "norm_1_1": self.norm_1_1,
+            "stable_rank": self.stable_rank,
+        }
+
+
+def matrix_stats(
+    name: str,
+    sv: Any,
+    *,
+    shape: tuple[int, int],
+    kind: str,
+    layer: int,
+    head: int | None,
+    weight: Any = None,
+    norm_2_1: float | None = None,
+    norm_1_1: float | None = None,
+    rank_bound: int | None = None,
+    rank_rtol: float | None = None,
+    dtype_eps: float = _F64_EPS,
+) -> MatrixStats:
+    """Build :class:`MatrixStats` from singular values (and optionally the matrix itself).
+
+    Args:
+      name: identifier of the matrix.
+      sv: its singular values (any order; the zero ones may be left out).
+      shape: ``(a, b)``, the matrix's shape in the ``[in, out]`` convention.
+      kind: one of :data:`KINDS`.
+      layer: layer index.
+      head: head index, or ``None`` for a whole matrix.
+      weight: the matrix ``[a, b]``; when given, ``norm_2_1`` and ``norm_1_1`` are computed
+        from it (column norms, entrywise sum).
+      norm_2_1, norm_1_1: precomputed norms, used when ``weight`` is ``None``.
+      rank_bound: algebraic rank bound (default ``min(a, b)``).
+      rank_rtol: relative rank tolerance; default ``max(a, b) * dtype_eps``.
+      dtype_eps: machine epsilon of the stored dtype (:data:`DTYPE_EPS`); default float64's.
+
+    Returns:
+      The frozen :class:`MatrixStats`.
+    """
+    if kind not in KINDS:
+        raise ValueError(f"kind={kind!r} must be one of {KINDS}")
+    if len(shape) != 2 or min(shape) < 0:
+        raise ValueError(f"shape={shape!r} must be a pair of non-negative ints")
+    s = np.sort(np.asarray(sv, dtype=np.float64).ravel())[::-1].copy()
+    if s.size > min(shape) or (s.size and (not np.isfinite(s).all() or s[-1] < 0)):
+        raise ValueError(f"sv must hold at most min{tuple(shape)} finite non-negative values, got {s.size}")
+    if not (dtype_eps > 0 and math.isfinite(dtype_eps)):
+        raise ValueError(f"dtype_eps={dtype_eps!r} must be a positive float")
+    if rank_rtol is not None and not (rank_rtol >= 0 and math.isfinite(rank_rtol)):
+        raise ValueError(f"rank_rtol={rank_rtol!r} must be a non-negative float")
+    s.setflags(write=False)
+    s1 = float(s[0]) if s.size else 0.0
+    rtol = max(shape) * dtype_eps if rank_rtol is None else rank_rtol
+    tol = s1 * rtol
+    rank = int(np.count_nonzero(s > tol))
+    fro2 = float(np.sum(s * s))
+    if weight is not None:
+        w = _as_matrix("weight", weight)
+        if w.shape != tuple(shape):
+            raise ValueError(f"weight has shape {w.shape}, must match shape={tuple(shape)!r}")
+        norm_2_1 = float(np.linalg.norm(w, axis=0).sum())
+        norm_1_1 = float(np.abs(w).sum())
+    return MatrixStats(
+        name=name,
+        layer=layer,
+        kind=kind,
+        head=head,
+        shape=(int(shape[0]), int(shape[1])),
+        singular_values=s,
+        rank=rank,
+        rank_tolerance=tol,
+        rank_bound=int(min(shape) if rank_bound is None else rank_bound),
+        dtype_eps=float(dtype_eps),
+        spectral_norm=s1,
+        frobenius_norm=math.sqrt(fro2),
+        frobenius_norm_squared=fro2,
+        norm_2_1=None if norm_2_1 is None else float(norm_2_1),
+        norm_1_1=None if norm_1_1 is None else float(norm_1_1),
+        stable_rank=fro2 / (s1 * s1) if s1 > 0 else 0.0,
+    )
+
+
+def weight_stats(
+    name: str,
+    W: Any,
+    *,
+    kind: str,
+    layer: int,
+    dtype_eps: float = _F64_EPS,
+    rank_rtol: float | None = None,
+) -> MatrixStats:
+    """:class:`MatrixStats` of a whole matrix ``W`` ``[in, out]``: all singular values and norms."""
+    w = _as_matrix(name, W)
+    return matrix_stats(
+        name,
+        singular_values(w),
+        shape=w.shape,
+        kind=kind,
+        layer=layer,
+        head=None,
+        weight=w,
+        rank_rtol=rank_rtol,
+        dtype_eps=dtype_eps,
+    )
+
+
+def product_stats(
+    name: str,
+    A: Any,
+    B: Any,
+    *,
+    kind: str,
+    layer: int,
+    head: int | None,
+    dtype_eps: float = _F64_EPS,
+    rank_rtol: float | None = None,
+) -> MatrixStats:
+    """:class:`MatrixStats` of ``P = A @ B.T`` (``A`` ``[m, d]``, ``B`` ``[n, d]``), shape ``[m, n]``.
+
+    Singular values from the ``d x d`` core (:func:`product_singular_values`). Norms:
+
+    * ``||P||_{2,1} = sum_j ||A B_{j,:}^T||_2 = sum_j ||R_A B_{j,:}^T||_2`` (``Q_A`` is an
+      isometry), i.e. the row norms of ``B R_A^T``: ``O(n d^2)``, no ``m x n`` array;
+    * ``||P||_{1,1}`` needs the entries: ``P`` is formed in blocks of rows.
+
+    The rank bound is ``d``.
+    """
+    a, b = _as_matrix(f"{name} A", A), _as_matrix(f"{name} B", B)
+    if a.shape[1] != b.shape[1]:
+        raise ValueError(f"{name}: A and B must have the same number of columns, got {a.shape} and {b.shape}")
+    r_a = _qr_r(a) if a.size else np.zeros((0, a.shape[1]))
+    r_b = _qr_r(b) if b.size else np.zeros((0, b.shape[1]))
+    sv = scipy.linalg.svdvals(r_a @ r_b.T, check_finite=False) if r_a.size and r_b.size else np.zeros(0)
+    norm_2_1 = float(np.linalg.norm(b @ r_a.T, axis=1).sum())
+    norm_1_1 = 0.0
+    for start in range(0, a.shape[0], _NORM_BLOCK_ROWS):
+        norm_1_1 += float(np.abs(a[start : start + _NORM_BLOCK_ROWS] @ b.T).sum())
+    return matrix_stats(
+        name,
+        sv,
+        shape=(a.shape[0], b.shape[0]),
+        kind=kind,
+        layer=layer,
+        head=head,
+        norm_2_1=norm_2_1,
+        norm_1_1=norm_1_1,
+        rank_bound=min(a.shape[0], b.shape[0], a.shape[1]),
+        rank_rtol=rank_rtol,
+        dtype_eps=dtype_eps,
+    )
+
+
+# --------------------------------------------------------------------------- one layer
+
+_Job = tuple[Callable[..., MatrixStats], tuple[Any, ...], dict[str, Any]]
+
+
+def _check_heads(layer: LayerWeights, num_heads: int, num_kv_heads: int, head_dim: int) -> None:
+    for label, value in (("num_heads", num_heads), ("num_kv_heads", num_kv_heads), ("head_dim", head_dim)):
+        if not (isinstance(value, int) and value > 0):
+            raise ValueError(f"{label}={value!r} must be a positive int")
+    if num_heads % num_kv_heads:
+        raise ValueError(f"num_heads={num_heads!r} must be a multiple of num_kv_heads={num_kv_heads!r}")
+    n = layer.q.shape[0]
+    want = {
+        "q": (n, num_heads * head_dim),
+        "k": (n, num_kv_heads * head_dim),
+        "v": (n, num_kv_heads * head_dim),
+        "o": (num_heads * head_dim, n),
+    }
+    for role, shape in want.items():
+        got = getattr(layer, role).shape
+        if got != shape:
+            raise ValueError(
+                f"layer {layer.index}: {role} has shape {got}, must be {shape} for num_heads={num_heads}, "
+                f"num_kv_heads={num_kv_heads}, head_dim={head_dim}"
+            )
+
+
+def _layer_jobs(
+    layer: LayerWeights,
+    *,
+    num_heads: int,
+    num_kv_heads: int,
+    head_dim: int,
+    dtype_eps: float | None,
+    rank_rtol: float | None,
+) -> list[_Job]:
+    """The independent computations of one layer, as ``(function, args, kwargs)``."""
+    _check_heads(layer, num_heads, num_kv_heads, head_dim)
+    eps = DTYPE_EPS[layer.dtype] if dtype_eps is None else dtype_eps
+    opts = {"layer": layer.index, "dtype_eps": eps, "rank_rtol": rank_rtol}
+    i, d = layer.index, head_dim
+    group = num_heads // num_kv_heads
+    jobs: list[_Job] = []
+    for role in ("q", "k", "v", "o"):
+        name = layer.names[role] + (f"[{role}]" if layer.packed_qkv and role != "o" else "")
+        jobs.append((weight_stats, (name, getattr(layer, role)), {"kind": role, **opts}))
+    scale = 1.0 / math.sqrt(d)
+    for h in range(num_heads):
+        g = h // group
+        q_h = layer.q[:, h * d : (h + 1) * d] * scale
+        k_g = layer.k[:, g * d : (g + 1) * d]
+        jobs.append((product_stats, (f"layer{i}.head{h}.qk", q_h, k_g), {"kind": "qk", "head": h, **opts}))
+    for h in range(num_heads):
+        g = h // group
+        v_g = layer.v[:, g * d : (g + 1) * d]
+        o_h = layer.o[h * d : (h + 1) * d, :]
+        jobs.append((product_stats, (f"layer{i}.head{h}.vo", v_g, o_h.T), {"kind": "vo", "head": h, **opts}))
+    for kind, mats in (("ff1", layer.ff1), ("ff2", layer.ff2)):
+        for name, w in mats:
+            jobs.append((weight_stats, (name, w), {"kind": kind, **opts}))
+    return jobs
+
+
+def layer_matrices(
+    layer: LayerWeights,
+    *,
+    num_heads: int,
+    num_kv_heads: int,
+    head_dim: int,
+    dtype_eps: float | None = None,
+    rank_rtol: float | None = None,
+) -> list[MatrixStats]:
+    """Statistics of every matrix of one layer, computed serially.
+
+    Order: whole ``q, k, v, o``; per-head ``qk`` for ``h = 0..H-1``; per-head ``vo``; then
+    ``ff1`` matrices and ``ff2`` matrices in map order.
+
+    Args:
+      layer: the layer's weights (row-vector convention, see :class:`LayerWeights`).
+      num_heads: query heads ``H``.
+      num_kv_heads: key/value heads ``H_kv`` (divides ``H``); query head ``h`` uses key/value
+        head ``h // (H / H_kv)``.
+      head_dim: ``d_h``.
+      dtype_eps: epsilon for the rank tolerance; default that of ``layer.dtype``.
+      rank_rtol: relative rank tolerance overriding ``max(a, b) * dtype_eps``.
+    """
+    jobs = _layer_jobs(
+        layer,
+        num_heads=num_heads,
+        num_kv_heads=num_kv_heads,
+        head_dim=head_dim,
+        dtype_eps=dtype_eps,
+        rank_rtol=rank_rtol,
+    )
+    return [fn(*args, **kwargs) for fn, args, kwargs in jobs]
+
+
+# --------------------------------------------------------------------------- BLAS threads
+#
+# Parallelising across matrices while OpenBLAS also spawns its own threads oversubscribes
+# the cores. Measured on this project's 2-core machines (MiniLM-L6, 180 matrices): 0.9 s
+# with one BLAS thread, 3 to 25 s with OpenBLAS's default threads. analyze_spectra therefore
+# limits BLAS to one thread while it runs and restores the previous count afterwards: through
+# threadpoolctl when installed, else by calling OpenBLAS's own get/set functions in the
+# libraries numpy and scipy have already loaded (Linux; a no-op elsewhere). Nothing happens at
+# import time.
+
+_OPENBLAS_GETTERS = (
+    "openblas_get_num_threads",
+    "openblas_get_num_threads64_",
+    "scipy_openblas_get_num_threads",
+    "scipy_openblas_get_num_threads64_",
+)
+_blas_lock = threading.Lock()
+_blas_depth = 0
+_blas_saved: list[tuple[Callable[[int], Any], int]] = []
+
+
+def _loaded_openblas() -> list[tuple[Callable[[], int], Callable[[int], Any]]]:
+    """(get, set) thread-count functions of every OpenBLAS already mapped into the process."""
+    try:
+        with open("/proc/self/maps", encoding="utf-8") as fh:
+            fields = [line.split() for line in fh]
+    except OSError:
+        return []
+    paths = sorted({f[-1] for f in fields if len(f) >= 6 and "openblas" in f[-1].lower() and ".so" in f[-1]})
+    found = []
+    for path in paths:
+        if not path.startswith("/"):
+            continue
+        try:
+            lib = ctypes.CDLL(path, mode=os.RTLD_NOLOAD)
+        except OSError:
+            continue
+        for getter in _OPENBLAS_GETTERS:
+            setter = getter.replace("_get_", "_set_")
+            if hasattr(lib, getter) and hasattr(lib, setter):
+                get_fn, set_fn = getattr(lib, getter), getattr(lib, setter)
+                get_fn.restype, get_fn.argtypes = ctypes.c_int, []
+                set_fn.restype, set_fn.argtypes = None, [ctypes.c_int]
+                found.append((get_fn, set_fn))
+                break
+    return found
+
+
+@contextlib.contextmanager
+def _single_threaded_blas(enabled: bool = True) -> Iterator[None]:
+    """Limit BLAS to one thread inside the block (re-entrant, thread-safe, restores)."""
+    if not enabled:
+        yield
+        return
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        threadpool_limits = None
+    if threadpool_limits is not None:
+        with threadpool_limits(limits=1, user_api="blas"):
+            yield
+        return
+    global _blas_depth
+    with _blas_lock:
+        if _blas_depth == 0:
+            _blas_saved.clear()
+            for get_fn, set_fn in _loaded_openblas():
+                _blas_saved.append((set_fn, int(get_fn())))
+                set_fn(1)
+        _blas_depth += 1
+    try:
+        yield
+    finally:
+        with _blas_lock:
+            _blas_depth -= 1
+            if _blas_depth == 0:
+                for set_fn, previous in _blas_saved:
+                    set_fn(previous)
+                _blas_saved.clear()
+
+
+# --------------------------------------------------------------------------- a checkpoint
+
+
+def analyze_spectra(
+    checkpoint: Checkpoint,
+    *,
+    executor: Executor | None = None,
+    progress: Callable[[int, int, str], None] | None = None,
+    rank_rtol: float | None = None,
+    layers_in_flight: int = 2,
+    single_threaded_blas: bool = True,
+) -> list[MatrixStats]:
+    """Statistics of every analysed matrix of a checkpoint, computed in parallel.
+
+    Layers are streamed (:meth:`Checkpoint.iter_layers`); each matrix is one task submitted
+    with ``executor.submit``; at most ``layers_in_flight`` layers are held in memory, the next
+    one loading while earlier tasks run. Results come back in the order of
+    :func:`layer_matrices`, layer by layer, whatever the executor.
+
+    Args:
+      checkpoint: from :func:`numerics.checkpoint.open_checkpoint`.
+      executor: anything with ``submit(fn, *args, **kwargs) -> future`` whose futures have
+        ``result()`` (``concurrent.futures`` executors, ``distributed.Client.get_executor()``).
+        Default: a ``ThreadPoolExecutor(max_workers=os.cpu_count())``, created and shut down
+        here (LAPACK releases the GIL). A given executor is not shut down.
+      progress: called as ``progress(done, total, name)`` from the calling thread after each
+        matrix, ``done`` running ``1..total``.
+      rank_rtol: relative rank tolerance, see :func:`matrix_stats`.
+      layers_in_flight: layers held in memory at once (those with pending tasks plus the
+        one loading); bounds memory.
+      single_threaded_blas: limit BLAS to one thread while this runs (restored after), so
+        that parallel tasks do not oversubscribe the cores. Process-pool workers do not see
+        this limit: start them with ``OPENBLAS_NUM_THREADS=1`` (or ``OMP_NUM_THREADS=1``).
+
+    Returns:
+      One :class:`MatrixStats` per matrix:
+      ``L * (4 + 2 H + n_ff1 + n_ff2)`` of them.
+    """
+    if not (isinstance(layers_in_flight, int) and layers_in_flight >= 1):
+        raise ValueError(f"layers_in_flight={layers_in_flight!r} must be a positive int")
+    per_layer = 4 + 2 * checkpoint.num_heads + checkpoint.num_ff1 + checkpoint.num_ff2
+    total = checkpoint.num_layers * per_layer
+    own = executor is None
+    pool: Any = ThreadPoolExecutor(max_workers=os.cpu_count() or 1) if own else executor
+    results: list[MatrixStats] = []
+    pending: deque[list[Any]] = deque()
+
+    def drain_one() -> None:
+        for future in pending.popleft():
+            stats = future.result()
+            results.append(stats)
+            if progress is not None:
+                progress(len(results), total, stats.name)
+
+    try:
+        with _single_threaded_blas(single_threaded_blas):
+            for layer in checkpoint.iter_layers():
+                jobs = _layer_jobs(
+                    layer,
+                    num_heads=checkpoint.num_heads,
+                    num_kv_heads=checkpoint.num_kv_heads,
+                    head_dim=checkpoint.head_dim,
+                    dtype_eps=None,
+                    rank_rtol=rank_rtol,
+                )
+                pending.append([pool.submit(fn, *args, **kwargs) for fn, args, kwargs in jobs])
+                del layer, jobs
+                while len(pending) >= layers_in_flight:
+                    drain_one()
+            while pending:
+                drain_one()
+    except BaseException:
+        for futures in pending:
+            for future in futures:
+                cancel = getattr(future, "cancel", None)
+                if cancel is not None:
+                    cancel()
+        raise
+    finally:
+        if own:
+            pool.shutdown(wait=True, cancel_futures=True)
+    return results
