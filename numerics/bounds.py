@@ -140,6 +140,12 @@ def coefficients(terms: Sequence[MatrixTerm], p: np.ndarray, settings: BoundSett
     return out
 
 
+def _lse(z: np.ndarray) -> np.ndarray:
+    """Row-wise log-sum-exp (faster than scipy's for the small rows here)."""
+    zmax = z.max(axis=1)
+    return np.log(np.exp(z - zmax[:, None]).sum(axis=1)) + zmax
+
+
 def log_cover_at(log_c: np.ndarray, p: np.ndarray, eps: np.ndarray) -> np.ndarray:
     """``log G(eps)`` for each scale in ``eps``: ``G = min_v sum_j c_j (eps v_j)^-p_j`` (exact, vectorised)."""
     eps = np.atleast_1d(np.asarray(eps, dtype=np.float64))
@@ -151,23 +157,26 @@ def log_cover_at(log_c: np.ndarray, p: np.ndarray, eps: np.ndarray) -> np.ndarra
     if not np.any(~zero):
         return np.full(eps.shape, log_const)
     lc, pa = log_c[~zero], p[~zero]
-    log_eps = np.log(eps)[:, None]
-    log_pc = np.log(pa) + lc
-    # log w_j(lam) = (log(p_j c_j) - p_j log eps - log lam) / (1 + p_j); find log lam with sum w = 1.
-    lo = np.full(eps.shape, -1e3)
-    hi = np.full(eps.shape, 1e3)
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        s = logsumexp((log_pc - pa * log_eps - mid[:, None]) / (1 + pa), axis=1)
-        too_big = s > 0
-        lo = np.where(too_big, mid, lo)
-        hi = np.where(too_big, hi, mid)
-        if np.max(hi - lo) < 1e-12:
+    x = (np.log(pa) + lc)[None, :] - pa[None, :] * np.log(eps)[:, None]  # log(p_j c_j eps^-p_j)
+    inv = 1.0 / (1.0 + pa)
+    # Solve f(u) = log sum_j exp((x_j - u) / (1 + p_j)) = 0 for u = log lam. f is convex and
+    # decreasing; Newton from u0 = max_j x_j (where f >= 0) increases monotonically to the root.
+    u = x.max(axis=1)
+    for _ in range(100):
+        z = (x - u[:, None]) * inv
+        zmax = z.max(axis=1, keepdims=True)
+        e = np.exp(z - zmax)
+        s = e.sum(axis=1)
+        f = np.log(s) + zmax[:, 0]
+        slope = -(e * inv).sum(axis=1) / s
+        step = f / slope
+        u = u - step
+        if np.max(np.abs(step)) < 1e-13 * max(1.0, float(np.max(np.abs(u)))):
             break
-    log_w = (log_pc - pa * log_eps - hi[:, None]) / (1 + pa)
-    log_w = log_w - logsumexp(log_w, axis=1, keepdims=True)
-    log_terms = lc - pa * (log_eps + log_w)
-    log_var = logsumexp(log_terms, axis=1)
+    log_w = (x - u[:, None]) * inv
+    log_w = log_w - _lse(log_w)[:, None]
+    log_terms = lc[None, :] - pa[None, :] * (np.log(eps)[:, None] + log_w)
+    log_var = _lse(log_terms)
     return np.logaddexp(log_var, log_const)
 
 
@@ -309,6 +318,6 @@ def posthoc(terms: Sequence[MatrixTerm], settings: BoundSettings = BoundSettings
     n, delta = settings.n, settings.delta
     conf = 3 * math.sqrt((math.log(2 / delta) + log_union) / (2 * n))
     union_cost = conf - 3 * math.sqrt(math.log(2 / delta) / (2 * n))
-    gap = 2 / settings.gamma * best + conf
+    gap = 2 / settings.gamma * min(best, 4 * settings.B_out) + conf
     return PosthocResult(p_terms, tuple(labels), {uniq[g]: float(grid[choice[g]]) for g in range(len(uniq))}, best,
                          by_common, log_union, union_cost, gap, search)

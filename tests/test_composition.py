@@ -82,3 +82,16 @@ def test_bad_allocation_input(c, pp, frag):
 def test_bad_eps():
     with pytest.raises(ValueError, match="eps=0"):
         solve_allocation(np.array([1.0]), 1.0, eps=0)
+
+
+@given(st.lists(st.tuples(st.floats(1e-3, 1e3), st.sampled_from([0.0, 0.3, 1.0, 1.7, 2.0])), min_size=1, max_size=8),
+       st.lists(st.floats(1e-4, 10.0), min_size=1, max_size=5))
+def test_vectorised_newton_solver_matches_the_root_finder(pairs, scales):
+    # numerics.bounds.log_cover_at (Newton, vectorised over scales) against solve_allocation (brentq), one scale at a time.
+    from numerics.bounds import log_cover_at
+
+    c = np.array([q[0] for q in pairs])
+    pp = np.array([q[1] for q in pairs])
+    got = log_cover_at(np.log(c), pp, np.array(scales))
+    for value, eps in zip(got, scales):
+        assert math.isclose(value, math.log(solve_allocation(c, pp, eps=eps).value), rel_tol=1e-9, abs_tol=1e-9)

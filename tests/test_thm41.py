@@ -109,3 +109,14 @@ def test_bad_kind_and_symbolic_validation():
         thm41.value_at(thm41.derive("vector"), 3)
     # a symbol with assumptions passes (three-valued validation)
     assert thm41.value_at(thm41.derive("vector"), sp.Symbol("q", positive=True)) is not None
+
+
+def test_disk_cache_of_derivations_matches_a_fresh_derivation():
+    # numerics.lambdified caches srepr strings of the derived forms; they must equal SymPy's output now.
+    from numerics import lambdified
+
+    cached = lambdified.derived()
+    fresh = lambdified._derive_all()
+    assert set(cached) == set(fresh)
+    for key in fresh:
+        assert sp.srepr(cached[key]) == sp.srepr(fresh[key]), key

@@ -26,7 +26,7 @@ import sympy as sp
 from theory import composition, dudley, margin, thm41
 from theory.symbols import SYMBOLS
 
-__all__ = ["Thm31Form", "per_matrix_coefficient", "derive"]
+__all__ = ["Thm31Form", "per_matrix_coefficient", "per_matrix_coefficient_without_logs", "derive"]
 
 p, eps, eps_min, C, J = (SYMBOLS[k] for k in ("p", "eps", "eps_min", "C", "J"))
 
@@ -39,6 +39,15 @@ def per_matrix_coefficient(kind: str) -> sp.Expr:
     if eps in coef.free_symbols:
         raise ArithmeticError(f"the Theorem 4.1 form is not a power of eps outside its logs: {coef}")
     return coef
+
+
+def per_matrix_coefficient_without_logs(kind: str) -> sp.Expr:
+    """``a_j`` with every logarithmic factor set to 1: the leading factor the proxies use.
+
+    Bilinear: ``kappa(p) R (a+b+1)^(1-p/2) (12 B^2)^p``; vector: ``R (a+b+1) (2B)^p``.
+    """
+    coef = per_matrix_coefficient(kind)
+    return sp.powsimp(coef.replace(lambda e: isinstance(e, sp.log), lambda e: sp.Integer(1)), force=True)
 
 
 @dataclass(frozen=True)

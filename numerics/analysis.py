@@ -1,0 +1,304 @@
+r"""Evaluate the bounds on a checkpoint: spectra -> propagation factors -> ours and the baselines.
+
+The Transformer model (documented in :mod:`theory.lipschitz`): rows after each
+LayerNorm have norm at most ``B`` (default ``sqrt(N)``, the norm of a LayerNorm
+output with unit gain and zero bias); the activation is ``L_sigma``-Lipschitz
+(default 1.13, the largest slope of GELU); residual connections add 1.
+
+Matrices in the bound: per-head ``W_QK^h`` (bilinear cover, rank bound ``d_h``),
+per-head ``W_VO^h`` (vector cover, rank bound ``d_h``), and every feedforward
+matrix (vector cover). Whole ``Q, K, V, O`` are reported but do not enter the
+bound (the per-head products do). Tie groups follow the paper's
+``p in [0,2]^(3L)``: per layer, ``qk``, ``v`` (the VO products) and ``ff``.
+
+Bounds reported on the same spectra:
+
+* ``spectrum_adaptive``: Theorem 3.1 with post hoc indices (:func:`numerics.bounds.posthoc`);
+* ``edelman2022`` (reconstructed): ``C = B^2 (sum_l alpha_l^(2/3) tau_l)^3 log(N m T)``,
+  ``alpha_l`` the product of the Lipschitz constants of the layers after ``l``,
+  ``tau_l`` the sum of ``||M^T||_{2,1}^(2/3)`` over the layer's per-head QK, whole V,
+  whole O and (BERT adaptation) feedforward matrices;
+* ``bartlett2017`` (verbatim cover per matrix, composed with the same propagation factors):
+  ``c_j = (B_j rho_j ||W_j^T||_{2,1})^2 ln(2 W^2)`` at ``p = 2``, i.e.
+  ``C = (sum_j c_j^(1/3))^3``.
+
+``complexity`` is comparable across the three: ``sqrt(n) Rad / 12`` for ours (the
+Dudley value with the trivial cap removed) and ``sqrt(C)`` for a ``log N <= C eps^-2``
+baseline (its Dudley value is ``12 sqrt(C/n)`` times ``1 + log(B_out sqrt(n)/(3 sqrt C))``).
+``rademacher`` is the valid bound, at most ``4 B_out``.
+
+Proxies (MATH.md section 7): ``phi_sa = min over the common grid of sqrt(C_nolog(p))``
+with the log factors set to 1, and ``phi_edelman = (sum_l alpha_l^(2/3) tau_l)^(3/2)``.
+Both are reported as logarithms too, since they overflow floats on deep models.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Sequence
+
+import numpy as np
+from scipy.special import logsumexp
+
+from numerics import lambdified
+from numerics.bounds import BoundSettings, MatrixTerm, PosthocResult, posthoc
+
+__all__ = ["ModelSettings", "Analysis", "analyze", "analyze_stats", "build_terms"]
+
+GROUP_OF_KIND = {"qk": "qk", "vo": "v", "ff1": "ff", "ff2": "ff"}
+
+
+@dataclass(frozen=True)
+class ModelSettings:
+    """Modelling constants of the Lipschitz model.
+
+    Attributes:
+        input_norm: ``B``, bound on token rows after LayerNorm; ``None`` means ``sqrt(N)``.
+        activation_lipschitz: ``L_sigma`` (GELU: 1.13).
+    """
+
+    input_norm: float | None = None
+    activation_lipschitz: float = 1.13
+
+    def __post_init__(self) -> None:
+        if self.input_norm is not None and not (self.input_norm > 0 and math.isfinite(self.input_norm)):
+            raise ValueError(f"input_norm={self.input_norm!r} must be positive and finite.")
+        if not (self.activation_lipschitz > 0 and math.isfinite(self.activation_lipschitz)):
+            raise ValueError(f"activation_lipschitz={self.activation_lipschitz!r} must be positive and finite.")
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """Everything ``specbound analyze`` reports, as plain data.
+
+    Attributes:
+        model: ``{source, architecture, num_layers, hidden_size, num_heads, head_dim, intermediate_size}``.
+        matrices: one dict per matrix (see :meth:`matrix_rows`).
+        bounds: ``{spectrum_adaptive, edelman2022, bartlett2017}`` each with ``complexity`` and more.
+        proxies: ``{phi_sa, phi_edelman, log_phi_sa, log_phi_edelman}``.
+        skipped: ``[{name, reason}]``.
+        settings: the bound and model settings used.
+        posthoc: the raw post hoc result (not serialised).
+    """
+
+    model: dict[str, Any]
+    matrices: list[dict[str, Any]]
+    bounds: dict[str, dict[str, Any]]
+    proxies: dict[str, float | None]
+    skipped: list[dict[str, str]]
+    settings: dict[str, Any]
+    singular_values: dict[str, np.ndarray] = field(repr=False, default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON document (finite floats only; ``null`` where a value overflowed)."""
+        return _finite({"model": self.model, "matrices": self.matrices, "bounds": self.bounds, "proxies": self.proxies,
+                        "skipped": self.skipped, "settings": self.settings})
+
+    def to_dataframe(self) -> Any:
+        """The per-matrix table as a pandas DataFrame (pandas is optional: ``pip install specbound[frames]``)."""
+        try:
+            import pandas as pd
+        except ImportError as exc:  # pragma: no cover - depends on the environment
+            raise ImportError("to_dataframe() needs pandas: pip install 'specbound[frames]'") from exc
+        return pd.DataFrame(self.matrices)
+
+
+def _finite(obj: Any) -> Any:
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, (np.floating,)):
+        return _finite(float(obj))
+    if isinstance(obj, (np.integer,)):
+        return int(obj)
+    if isinstance(obj, dict):
+        return {str(k): _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj
+
+
+def _layer_lipschitz_logs(stats: Sequence[Any], num_layers: int, B: float, L_sigma: float) -> tuple[np.ndarray, np.ndarray]:
+    """log Lipschitz constants of each layer's attention block and feedforward block."""
+    by_layer: dict[int, dict[str, dict[int | None, float]]] = defaultdict(lambda: defaultdict(dict))
+    ff_norms: dict[int, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for st in stats:
+        if st.kind in ("qk", "vo"):
+            by_layer[st.layer][st.kind][st.head] = st.spectral_norm
+        elif st.kind in ("ff1", "ff2"):
+            ff_norms[st.layer][st.kind].append(st.spectral_norm)
+    log_attn = np.zeros(num_layers)
+    log_ff = np.zeros(num_layers)
+    for layer in range(num_layers):
+        heads = by_layer[layer]
+        total = 0.0
+        for h, s_vo in heads["vo"].items():
+            total += s_vo * (1 + 4 * B**2 * heads["qk"].get(h, 0.0))
+        log_attn[layer] = math.log1p(total)
+        s1 = sum(ff_norms[layer]["ff1"])  # a gated MLP's two input matrices: bound by the sum
+        s2 = sum(ff_norms[layer]["ff2"])
+        log_ff[layer] = math.log1p(L_sigma * s1 * s2)
+    return log_attn, log_ff
+
+
+def build_terms(stats: Sequence[Any], *, num_layers: int, hidden_size: int, model: ModelSettings = ModelSettings()) -> tuple[list[MatrixTerm], dict[str, Any]]:
+    """Turn per-matrix statistics into :class:`MatrixTerm` records with propagation factors.
+
+    Returns the terms and a dict of the per-layer log Lipschitz constants (for reports).
+    """
+    B = model.input_norm if model.input_norm is not None else math.sqrt(hidden_size)
+    Ls = model.activation_lipschitz
+    log_attn, log_ff = _layer_lipschitz_logs(stats, num_layers, B, Ls)
+    # log of the product of every block after (layer, block): block 0 = attention, 1 = feedforward
+    blocks = np.stack([log_attn, log_ff], axis=1).ravel()
+    after = np.concatenate([np.cumsum(blocks[::-1])[::-1][1:], [0.0]])
+    vo_norm = {(st.layer, st.head): st.spectral_norm for st in stats if st.kind == "vo"}
+    ff_norm = defaultdict(float)
+    for st in stats:
+        if st.kind in ("ff1", "ff2"):
+            ff_norm[(st.layer, st.kind)] += st.spectral_norm
+    terms = []
+    for st in stats:
+        if st.kind not in GROUP_OF_KIND:
+            continue
+        layer = st.layer
+        if st.kind == "qk":
+            local = math.log(2 * B * vo_norm.get((layer, st.head), 0.0) or 1e-300)
+            downstream = after[2 * layer]
+            scale = B
+        elif st.kind == "vo":
+            local, downstream, scale = 0.0, after[2 * layer], B
+        elif st.kind == "ff1":
+            local = math.log(Ls * ff_norm[(layer, "ff2")] or 1e-300)
+            downstream, scale = after[2 * layer + 1], B
+        else:
+            local, downstream = 0.0, after[2 * layer + 1]
+            scale = Ls * ff_norm[(layer, "ff1")] * B
+        terms.append(MatrixTerm(
+            name=st.name, kind=st.kind, shape=tuple(st.shape), rank_bound=int(st.rank_bound),
+            singular_values=np.asarray(st.singular_values, dtype=np.float64), rank=int(st.rank),
+            log_rho=float(local + downstream), input_scale=float(scale if scale > 0 else 1e-300),
+            group=f"layer{layer}/{GROUP_OF_KIND[st.kind]}",
+        ))
+    info = {"input_norm": B, "activation_lipschitz": Ls, "log_lipschitz_attention": log_attn.tolist(),
+            "log_lipschitz_feedforward": log_ff.tolist()}
+    return terms, info
+
+
+def _edelman(stats: Sequence[Any], info: dict[str, Any], settings: BoundSettings, hidden_size: int, num_layers: int) -> dict[str, Any]:
+    log_attn = np.asarray(info["log_lipschitz_attention"])
+    log_ff = np.asarray(info["log_lipschitz_feedforward"])
+    layer_log = log_attn + log_ff
+    log_alpha = np.concatenate([np.cumsum(layer_log[::-1])[::-1][1:], [0.0]])  # layers after l
+    tau = np.zeros(num_layers)
+    for st in stats:
+        if st.kind in ("qk", "v", "o", "ff1", "ff2") and st.norm_2_1:
+            tau[st.layer] += st.norm_2_1 ** (2 / 3)
+    with np.errstate(divide="ignore"):
+        log_terms = (2 / 3) * log_alpha + np.log(tau)
+    log_phi = 1.5 * float(logsumexp(log_terms))
+    B = info["input_norm"]
+    log_factor = math.log(hidden_size * settings.n * settings.T * settings.T)
+    log_C = 2 * math.log(B) + 2 * log_phi + math.log(log_factor)
+    return _p2_summary(log_C, settings, status="reconstructed", log_phi=log_phi)
+
+
+def _p2_summary(log_C: float, settings: BoundSettings, **extra: Any) -> dict[str, Any]:
+    """Report a ``log N <= C eps^-2`` cover: ``complexity = sqrt(C)`` and the Dudley bound."""
+    C = math.exp(log_C) if log_C < 700 else math.inf
+    rad = lambdified.dudley_p_eq_2(C=C, n=settings.n, B_out=settings.B_out) if math.isfinite(C) else 4 * settings.B_out
+    return {**extra, "complexity": math.exp(0.5 * log_C) if log_C < 1400 else math.inf, "log_complexity": 0.5 * log_C,
+            "log_cover_coefficient": log_C, "rademacher": rad}
+
+
+def _bartlett(terms: Sequence[MatrixTerm], stats_by_name: dict[str, Any], settings: BoundSettings) -> dict[str, Any]:
+    width = max(max(t.shape) for t in terms)
+    log_c = []
+    for t in terms:
+        b21 = stats_by_name[t.name].norm_2_1
+        if not b21:
+            continue
+        log_c.append(2 * (math.log(t.input_scale) + t.log_rho + math.log(b21)) + math.log(math.log(2 * width**2)))
+    log_C = 3 * float(logsumexp(np.asarray(log_c) / 3)) if log_c else -math.inf
+    return _p2_summary(log_C, settings, status="verbatim cover per matrix, composed with specbound's propagation factors")
+
+
+def _phi_sa(terms: Sequence[MatrixTerm], settings: BoundSettings) -> tuple[float, float]:
+    """``log phi_sa`` and the common ``p`` attaining it (log factors set to 1)."""
+    best = (math.inf, 0.0)
+    for q in settings.p_grid:
+        logs = []
+        for t in terms:
+            R = float(t.schatten(np.array(q)))
+            if R <= 0:
+                continue
+            a = lambdified.thm41_coefficient_without_logs(t.cover_kind, p=q, R=R, B=t.input_scale, a=t.shape[0], b=t.shape[1])
+            logs.append(math.log(a) + q * t.log_rho)
+        if not logs:
+            continue
+        log_C = (1 + q) * float(logsumexp(np.asarray(logs) / (1 + q)))
+        if 0.5 * log_C < best[0]:
+            best = (0.5 * log_C, float(q))
+    return best
+
+
+def analyze_stats(stats: Sequence[Any], *, model_info: dict[str, Any], skipped: Sequence[tuple[str, str]] = (),
+                  settings: BoundSettings = BoundSettings(), model: ModelSettings = ModelSettings()) -> Analysis:
+    """Bounds and proxies from already computed :class:`numerics.spectra.MatrixStats`."""
+    num_layers, hidden = int(model_info["num_layers"]), int(model_info["hidden_size"])
+    terms, info = build_terms(stats, num_layers=num_layers, hidden_size=hidden, model=model)
+    if not terms:
+        raise ValueError("no attention or feedforward matrices to bound.")
+    post: PosthocResult = posthoc(terms, settings)
+    p_of = dict(zip((t.name for t in terms), post.p))
+    rows = []
+    for st in stats:
+        row = st.as_dict()
+        row["shape"] = [row.pop("rows"), row.pop("cols")]
+        row["p_star"] = float(p_of[st.name]) if st.name in p_of else None
+        row["schatten_p_at_p_star"] = float(st.schatten_p(p_of[st.name])) if st.name in p_of else None
+        rows.append(row)
+    dudley_complexity = post.rademacher * math.sqrt(settings.n) / 12
+    ours = {
+        "status": "reconstructed Theorem 3.1",
+        "complexity": dudley_complexity,
+        "log_complexity": math.log(dudley_complexity) if dudley_complexity > 0 else -math.inf,
+        "rademacher": min(post.rademacher, 4 * settings.B_out),
+        "rademacher_uncapped": post.rademacher,
+        "generalization_gap": post.generalization_gap,
+        "union_cost": post.union_cost,
+        "log_union": post.log_union,
+        "p_by_group": post.p_by_group,
+        "rademacher_by_common_p": {str(k): v for k, v in post.by_common_p.items()},
+        "search": post.search,
+    }
+    stats_by_name = {st.name: st for st in stats}
+    edel = _edelman(stats, info, settings, hidden, num_layers)
+    bart = _bartlett(terms, stats_by_name, settings)
+    log_phi_sa, p_phi = _phi_sa(terms, settings)
+    proxies = {
+        "phi_sa": math.exp(log_phi_sa) if log_phi_sa < 700 else None,
+        "log_phi_sa": log_phi_sa,
+        "phi_sa_common_p": p_phi,
+        "phi_edelman": math.exp(edel["log_phi"]) if edel["log_phi"] < 700 else None,
+        "log_phi_edelman": edel["log_phi"],
+    }
+    settings_out = {**{k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(settings).items()}, **info}
+    return Analysis(
+        model=dict(model_info), matrices=rows,
+        bounds={"spectrum_adaptive": ours, "edelman2022": edel, "bartlett2017": bart},
+        proxies=proxies, skipped=[{"name": n, "reason": r} for n, r in skipped], settings=settings_out,
+        singular_values={st.name: np.asarray(st.singular_values) for st in stats},
+    )
+
+
+def analyze(source: str, *, heads: int | None = None, settings: BoundSettings = BoundSettings(), model: ModelSettings = ModelSettings(),
+            executor: Any = None, progress: Callable[[int, int, str], None] | None = None) -> Analysis:
+    """Open ``source`` (file, folder or hub id), compute every spectrum and evaluate the bounds."""
+    from numerics.checkpoint import open_checkpoint
+    from numerics.spectra import analyze_spectra
+
+    ckpt = open_checkpoint(source, heads=heads)
+    stats = analyze_spectra(ckpt, executor=executor, progress=progress)
+    return analyze_stats(stats, model_info=ckpt.describe(), skipped=ckpt.skipped, settings=settings, model=model)

@@ -1,0 +1,130 @@
+"""Bounds on a checkpoint: propagation factors, baselines, the JSON document and the CLI."""
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from numerics.analysis import ModelSettings, analyze, build_terms
+from numerics.bounds import BoundSettings
+from numerics.cli import main
+from tests.synthetic import bert_config, bert_state, write_checkpoint
+
+FAST = BoundSettings(p_grid=(0.0, 1.0, 2.0), grid_points=48)
+
+
+@pytest.fixture(scope="module")
+def bert_folder(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("bert")
+    return write_checkpoint(folder, bert_state(layers=2, hidden=24, ff=48, task_head=True),
+                            bert_config(layers=2, hidden=24, heads=3, ff=48))
+
+
+@pytest.fixture(scope="module")
+def result(bert_folder):
+    return analyze(str(bert_folder), settings=FAST)
+
+
+def test_json_document_has_the_documented_fields(result):
+    doc = result.to_json()
+    assert set(doc["model"]) >= {"source", "architecture", "num_layers", "hidden_size", "num_heads", "head_dim", "intermediate_size"}
+    assert doc["model"]["num_layers"] == 2 and doc["model"]["num_heads"] == 3 and doc["model"]["head_dim"] == 8
+    kinds = {m["kind"] for m in doc["matrices"]}
+    assert kinds == {"qk", "vo", "q", "k", "v", "o", "ff1", "ff2"}
+    for m in doc["matrices"]:
+        assert set(m) >= {"name", "layer", "kind", "head", "shape", "rank", "spectral_norm", "frobenius_norm", "norm_2_1", "stable_rank", "p_star"}
+        assert (m["head"] is None) == (m["kind"] not in ("qk", "vo"))
+        assert (m["p_star"] is None) == (m["kind"] in ("q", "k", "v", "o"))
+        if m["kind"] in ("qk", "vo"):
+            assert m["rank"] == 8  # random heads: rank exactly d_h
+    for name in ("spectrum_adaptive", "edelman2022", "bartlett2017"):
+        assert "complexity" in doc["bounds"][name]
+    assert set(doc["proxies"]) >= {"phi_sa", "phi_edelman"}
+    assert any(s["name"].startswith("cls.") for s in doc["skipped"])
+    json.dumps(doc, allow_nan=False)  # finite numbers only
+
+
+def test_propagation_factors_against_a_naive_product(result):
+    # Independent computation of rho for layer 0's VO head 0: the FF block of layer 0, then both blocks of layer 1.
+    rows = {(m["layer"], m["kind"], m["head"]): m for m in result.matrices}
+    B = math.sqrt(24)
+    Ls = 1.13
+
+    def attn(layer):
+        return 1 + sum(rows[(layer, "vo", h)]["spectral_norm"] * (1 + 4 * B**2 * rows[(layer, "qk", h)]["spectral_norm"]) for h in range(3))
+
+    def ff(layer):
+        return 1 + Ls * rows[(layer, "ff1", None)]["spectral_norm"] * rows[(layer, "ff2", None)]["spectral_norm"]
+
+    class S:  # minimal stand-in carrying the fields build_terms reads
+        def __init__(self, m):
+            self.__dict__.update(m)
+            self.shape = tuple(m["shape"])
+            self.singular_values = result.singular_values[m["name"]]
+            self.rank_bound = 8 if m["kind"] in ("qk", "vo") else min(m["shape"])
+
+    terms, _ = build_terms([S(m) for m in result.matrices], num_layers=2, hidden_size=24, model=ModelSettings())
+    by = {t.name: t for t in terms}
+    vo0 = by[rows[(0, "vo", 0)]["name"]]
+    assert vo0.log_rho == pytest.approx(math.log(ff(0) * attn(1) * ff(1)), rel=1e-12)
+    qk1 = by[rows[(1, "qk", 2)]["name"]]
+    assert qk1.log_rho == pytest.approx(math.log(2 * B * rows[(1, "vo", 2)]["spectral_norm"] * ff(1)), rel=1e-12)
+    ff2_0 = by[rows[(0, "ff2", None)]["name"]]
+    assert ff2_0.input_scale == pytest.approx(Ls * rows[(0, "ff1", None)]["spectral_norm"] * B, rel=1e-12)
+
+
+def test_edelman_proxy_against_a_naive_sum(result):
+    rows = result.matrices
+    B = math.sqrt(24)
+
+    def lip(layer):
+        r = {(m["kind"], m["head"]): m for m in rows if m["layer"] == layer}
+        a = 1 + sum(r[("vo", h)]["spectral_norm"] * (1 + 4 * B**2 * r[("qk", h)]["spectral_norm"]) for h in range(3))
+        return a * (1 + 1.13 * r[("ff1", None)]["spectral_norm"] * r[("ff2", None)]["spectral_norm"])
+
+    tau = [sum(m["norm_2_1"] ** (2 / 3) for m in rows if m["layer"] == l and m["kind"] in ("qk", "v", "o", "ff1", "ff2")) for l in (0, 1)]
+    phi = (lip(1) ** (2 / 3) * tau[0] + tau[1]) ** 1.5
+    assert result.proxies["log_phi_edelman"] == pytest.approx(math.log(phi), rel=1e-12)
+
+
+def test_posthoc_not_worse_than_any_common_index(result):
+    ours = result.bounds["spectrum_adaptive"]
+    assert all(ours["rademacher_uncapped"] <= v * (1 + 1e-12) for v in ours["rademacher_by_common_p"].values())
+
+
+def run_cli(*args):
+    env = {**os.environ, "PYTHONWARNINGS": "error"}
+    return subprocess.run([sys.executable, "-m", "numerics.cli", *args], capture_output=True, text=True, env=env, timeout=300)
+
+
+def test_cli_formats_and_report_folder(bert_folder, tmp_path, capsys):
+    out = tmp_path / "rep"
+    assert main(["analyze", str(bert_folder), "--format", "json", "--out", str(out), "--p-grid", "0,1,2"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["model"]["architecture"] == "bert"
+    assert {p.name for p in out.iterdir()} >= {"table.txt", "report.json", "matrices.csv", "spectra.png", "p_star.png", "bounds.png"}
+    assert main(["analyze", str(bert_folder), "--format", "csv", "--p-grid", "0,2"]) == 0
+    csv_text = capsys.readouterr().out
+    assert csv_text.splitlines()[0].startswith("name,") and len(csv_text.splitlines()) == 1 + len(doc["matrices"])
+
+
+def test_cli_bad_input_one_line_no_output(tmp_path):
+    bad = tmp_path / "broken.safetensors"
+    bad.write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json")
+    out = tmp_path / "never"
+    proc = run_cli("analyze", str(bad), "--out", str(out))
+    assert proc.returncode != 0
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "broken.safetensors" in lines[0] and "Traceback" not in proc.stderr
+    assert not out.exists()
+    assert not any(p.name.startswith(".never") for p in tmp_path.iterdir())
+
+
+def test_cli_bad_argument(tmp_path):
+    proc = run_cli("analyze", str(tmp_path), "--p-grid", "0,3")
+    assert proc.returncode == 2 and "--p-grid" in proc.stderr
