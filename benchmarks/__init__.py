@@ -1,0 +1,1 @@
+"""specbound's benchmarks: run them all with ``./run bench`` (results in ``benchmarks/results.json``)."""

@@ -1,0 +1,126 @@
+"""``specbound analyze`` on MiniLM-L6 against a plain scipy floor and WeightWatcher, in one run.
+
+* floor: a plain script that loads every matrix with ``safetensors.numpy`` and computes the
+  same singular values with ``scipy.linalg.svdvals`` (whole Q, K, V, O, FF1, FF2, and every
+  head's QK and VO through the d_h x d_h core of QR factors), single process, no bounds;
+* specbound: ``numerics.analysis.analyze`` in a fresh process (spectra, propagation factors,
+  post hoc indices, baselines), measured end to end and also its spectra stage alone;
+* WeightWatcher: ``weightwatcher.WeightWatcher(model=folder).analyze()`` in a fresh process
+  (installed on demand with ``pip install weightwatcher==0.7.7``; skipped with a note if that
+  fails). It computes whole-matrix spectra only (no heads).
+
+Each timing is the median of ``repeats`` runs; ratios are against the floor measured in the
+same run, since the machines are shared and noisy.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+FLOOR = r'''
+import json, sys, time
+import numpy as np, scipy.linalg
+from safetensors.numpy import load_file
+t0 = time.perf_counter()
+folder = sys.argv[1]
+cfg = json.load(open(folder + "/config.json"))
+H = cfg["num_attention_heads"]; N = cfg["hidden_size"]; d = N // H
+w = load_file(folder + "/model.safetensors")
+count = 0
+for i in range(cfg["num_hidden_layers"]):
+    p = f"encoder.layer.{i}."
+    q, k, v = (w[p + f"attention.self.{n}.weight"].astype(np.float64).T for n in ("query", "key", "value"))
+    o = w[p + "attention.output.dense.weight"].astype(np.float64).T
+    f1 = w[p + "intermediate.dense.weight"].astype(np.float64).T
+    f2 = w[p + "output.dense.weight"].astype(np.float64).T
+    for m in (q, k, v, o, f1, f2):
+        scipy.linalg.svdvals(m); count += 1
+    for h in range(H):
+        s = slice(h * d, (h + 1) * d)
+        for a, b in ((q[:, s], k[:, s]), (v[:, s], o[s, :].T)):
+            ra = scipy.linalg.qr(a, mode="r")[0][:d]; rb = scipy.linalg.qr(b, mode="r")[0][:d]
+            scipy.linalg.svdvals(ra @ rb.T); count += 1
+print(json.dumps({"seconds": time.perf_counter() - t0, "matrices": count}))
+'''
+
+SPECBOUND = r'''
+import json, sys, time
+t0 = time.perf_counter()
+from numerics.analysis import analyze
+a = analyze(sys.argv[1])
+t1 = time.perf_counter()
+from numerics.checkpoint import open_checkpoint
+from numerics.spectra import analyze_spectra
+t2 = time.perf_counter(); stats = analyze_spectra(open_checkpoint(sys.argv[1])); t3 = time.perf_counter()
+print(json.dumps({"seconds": t1 - t0, "spectra_seconds": t3 - t2, "matrices": len(a.matrices)}))
+'''
+
+WEIGHTWATCHER = r'''
+import json, sys, time, warnings, logging
+warnings.simplefilter("ignore")
+t0 = time.perf_counter()
+import weightwatcher as ww
+t1 = time.perf_counter()
+details = ww.WeightWatcher(model=sys.argv[1]).analyze()
+t2 = time.perf_counter()
+print(json.dumps({"seconds": t2 - t1, "import_seconds": t1 - t0, "matrices": int(len(details))}))
+'''
+
+
+def _timed(code: str, folder: str, python: str = sys.executable) -> dict[str, Any]:
+    proc = subprocess.run([python, "-c", code, folder], capture_output=True, text=True, timeout=900)
+    if proc.returncode != 0:
+        raise RuntimeError(proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else "failed")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _weightwatcher_available(python: str) -> bool:
+    ok = subprocess.run([python, "-c", "import weightwatcher"], capture_output=True).returncode == 0
+    if ok:
+        return True
+    print("[bench] installing weightwatcher==0.7.7 for the comparison", file=sys.stderr)
+    subprocess.run([python, "-m", "pip", "install", "--quiet", "weightwatcher==0.7.7"], capture_output=True)
+    return subprocess.run([python, "-c", "import weightwatcher"], capture_output=True).returncode == 0
+
+
+def run(repeats: int = 3) -> dict[str, Any]:
+    from numerics.registry import fetch
+
+    folder = str(fetch("minilm-l6"))
+    _timed(SPECBOUND, folder)  # warm the derivation cache and the page cache
+    floor = [_timed(FLOOR, folder) for _ in range(repeats)]
+    ours = [_timed(SPECBOUND, folder) for _ in range(repeats)]
+    result: dict[str, Any] = {
+        "checkpoint": "minilm-l6",
+        "repeats": repeats,
+        "floor_seconds": statistics.median(r["seconds"] for r in floor),
+        "floor_matrices": floor[0]["matrices"],
+        "specbound_seconds": statistics.median(r["seconds"] for r in ours),
+        "specbound_spectra_seconds": statistics.median(r["spectra_seconds"] for r in ours),
+        "specbound_matrices": ours[0]["matrices"],
+    }
+    result["ratio_specbound_to_floor"] = result["specbound_seconds"] / result["floor_seconds"]
+    result["ratio_spectra_to_floor"] = result["specbound_spectra_seconds"] / result["floor_seconds"]
+    if _weightwatcher_available(sys.executable):
+        try:
+            wws = [_timed(WEIGHTWATCHER, folder) for _ in range(repeats)]
+            result["weightwatcher_seconds"] = statistics.median(r["seconds"] for r in wws)
+            result["weightwatcher_matrices"] = wws[0]["matrices"]
+            result["speedup_vs_weightwatcher"] = result["weightwatcher_seconds"] / result["specbound_seconds"]
+        except RuntimeError as exc:
+            result["weightwatcher_error"] = str(exc)
+    else:
+        result["weightwatcher_error"] = "weightwatcher could not be installed"
+    result["targets"] = {"within_1.5x_of_floor": result["ratio_specbound_to_floor"] <= 1.5,
+                         "2x_faster_than_weightwatcher": result.get("speedup_vs_weightwatcher", 0) >= 2}
+    return result
+
+
+if __name__ == "__main__":
+    print(json.dumps(run(), indent=2))
