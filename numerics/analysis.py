@@ -295,10 +295,16 @@ def analyze_stats(stats: Sequence[Any], *, model_info: dict[str, Any], skipped: 
 
 def analyze(source: str, *, heads: int | None = None, settings: BoundSettings = BoundSettings(), model: ModelSettings = ModelSettings(),
             executor: Any = None, progress: Callable[[int, int, str], None] | None = None) -> Analysis:
-    """Open ``source`` (file, folder or hub id), compute every spectrum and evaluate the bounds."""
+    """Open ``source`` and evaluate the bounds.
+
+    ``source``: a ``.safetensors`` file, a folder (safetensors, sharded, or an ONNX export,
+    converted once), a registry name (``minilm-l6``, ``minilm-l3``; fetched and verified) or
+    a HuggingFace repository id (needs ``huggingface_hub``).
+    """
     from numerics.checkpoint import open_checkpoint
+    from numerics.sources import resolve_source
     from numerics.spectra import analyze_spectra
 
-    ckpt = open_checkpoint(source, heads=heads)
+    ckpt = open_checkpoint(resolve_source(source), heads=heads)
     stats = analyze_spectra(ckpt, executor=executor, progress=progress)
     return analyze_stats(stats, model_info=ckpt.describe(), skipped=ckpt.skipped, settings=settings, model=model)

@@ -170,6 +170,79 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_sweep(args: argparse.Namespace) -> int:
+    from numerics import sweep as sw
+
+    sources = list(args.sources)
+    if args.grid is not None:
+        sources += list(sw.expand_grid(args.grid))
+    if not sources:
+        raise CliError("sweep needs at least one SOURCE or --grid")
+    settings, model = _settings(args)
+    executor = _executor(args)
+    try:
+        result = sw.sweep(sources, settings=settings, model=model, executor=executor, progress=_Progress("checkpoints"))
+    finally:
+        if executor is not None:
+            executor.shutdown()
+    doc = sw.sweep_rows_json(result)
+    if args.out is not None:
+        import os
+        import shutil
+        import tempfile
+        from pathlib import Path
+
+        from numerics.sweep_plots import plot_sweep
+
+        out = Path(args.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
+        try:
+            (tmp / "sweep.json").write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+            plot_sweep(result, tmp / "sweep.png")
+            if out.exists():
+                shutil.rmtree(out)
+            os.replace(tmp, out)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+    if args.format == "json":
+        print(json.dumps(doc, indent=2))
+    else:
+        for row in result.rows:
+            print(f"{row.source:50.50} L={row.num_layers:<3} N={row.hidden_size:<5} log phi_sa={row.log_phi_sa:9.3f}  "
+                  f"log phi_edelman={row.log_phi_edelman:9.3f}")
+        for fit in result.fits:
+            where = f"{fit.proxy:12} against {fit.against} at fixed {'N' if fit.against == 'L' else 'L'}={fit.fixed}"
+            if fit.slope is None:
+                print(f"fit: {where}: {fit.note}")
+            else:
+                print(f"fit: {where}: slope {fit.slope:.3f} over {fit.num_checkpoints} checkpoints (rms residual {fit.rms_residual:.2g})")
+        c8 = sw.evaluate_c8(result)
+        print(f"C8: {c8['status']} -- {c8['figure']}")
+    return 0
+
+
+def _cmd_claims(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from numerics import claims
+
+    ids = [c.strip().upper() for c in args.only.split(",")] if args.only else None
+    rows = claims.measure(ids)
+    if args.update_readme:
+        readme = Path(args.readme)
+        changed = claims.update_readme(readme, claims.markdown_table(rows))
+        print(f"specbound: {'updated' if changed else 'already current:'} {readme}", file=sys.stderr)
+    tests = None if args.no_tests else claims.run_claim_tests(ids)
+    if args.json:
+        print(json.dumps([{"claim": c.id, "statement": c.statement, "how": c.how, "status": m.status, "measured": m.figure,
+                           **({"tests": tests.get(c.id, "no tests")} if tests is not None else {})} for c, m in rows], indent=2))
+    else:
+        sys.stdout.write(claims.markdown_table(rows, tests))
+    return 0
+
+
 def _add_bound_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--heads", type=_positive_int, default=None, help="number of attention heads (when config.json lacks it)")
     p.add_argument("--n", type=_positive_int, default=10**6, help="training sequences n (default 1e6)")
@@ -211,6 +284,22 @@ def build_parser() -> argparse.ArgumentParser:
     dm.add_argument("--out", default=None, help="report folder (default ./specbound-report)")
     _add_bound_options(dm)
     dm.set_defaults(func=_cmd_demo)
+
+    sw = sub.add_parser("sweep", help="proxies and bounds across checkpoints, log-log slopes in L and N (claim C8)")
+    sw.add_argument("sources", nargs="*", help="folders, files, registry names (minilm-l6, minilm-l3) or hub ids")
+    sw.add_argument("--grid", choices=["bert-miniatures"], default=None, help="add the 24 BERT Miniatures (needs the hub)")
+    sw.add_argument("--format", choices=["table", "json"], default="table")
+    sw.add_argument("--out", default=None, help="folder for sweep.json and sweep.png (written atomically)")
+    _add_bound_options(sw)
+    sw.set_defaults(func=_cmd_sweep)
+
+    c = sub.add_parser("claims", help="measure the paper's claims C1-C9 and run their tests")
+    c.add_argument("--only", default=None, help="comma-separated claim ids, e.g. C1,C7")
+    c.add_argument("--no-tests", action="store_true", help="measure only; do not run the marked pytest tests")
+    c.add_argument("--update-readme", action="store_true", help="rewrite the claims table in README.md")
+    c.add_argument("--readme", default="README.md", help="README to update (default ./README.md)")
+    c.add_argument("--json", action="store_true", help="JSON instead of a markdown table")
+    c.set_defaults(func=_cmd_claims)
     return parser
 
 
