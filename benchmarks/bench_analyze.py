@@ -73,20 +73,34 @@ print(json.dumps({"seconds": t2 - t1, "import_seconds": t1 - t0, "matrices": int
 '''
 
 
-def _timed(code: str, folder: str, python: str = sys.executable) -> dict[str, Any]:
-    proc = subprocess.run([python, "-c", code, folder], capture_output=True, text=True, timeout=900)
+# The floor runs with one BLAS thread: with this machine's default OpenBLAS threading the same
+# script is several times slower, which would flatter specbound (which pins BLAS to one thread).
+SINGLE_THREAD = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
+def _timed(code: str, folder: str, python: str = sys.executable, env: dict[str, str] | None = None) -> dict[str, Any]:
+    import os
+
+    proc = subprocess.run([python, "-c", code, folder], capture_output=True, text=True, timeout=900,
+                          env={**os.environ, **(env or {})})
     if proc.returncode != 0:
         raise RuntimeError(proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else "failed")
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def _weightwatcher_available(python: str) -> bool:
-    ok = subprocess.run([python, "-c", "import weightwatcher"], capture_output=True).returncode == 0
-    if ok:
-        return True
-    print("[bench] installing weightwatcher==0.7.7 for the comparison", file=sys.stderr)
-    subprocess.run([python, "-m", "pip", "install", "--quiet", "weightwatcher==0.7.7"], capture_output=True)
-    return subprocess.run([python, "-c", "import weightwatcher"], capture_output=True).returncode == 0
+WW_VENV = Path(__file__).resolve().parent / ".venv-weightwatcher"
+
+
+def _weightwatcher_python() -> str | None:
+    """A separate virtual environment with weightwatcher (and the CPU torch it imports), made on demand."""
+    python = WW_VENV / "bin" / "python"
+    check = [str(python), "-c", "import weightwatcher"]
+    if python.exists() and subprocess.run(check, capture_output=True).returncode == 0:
+        return str(python)
+    print(f"[bench] creating {WW_VENV} with weightwatcher==0.7.7 and torch==2.13.0 (CPU)", file=sys.stderr)
+    subprocess.run([sys.executable, "-m", "venv", str(WW_VENV)], check=True)
+    subprocess.run([str(python), "-m", "pip", "install", "--quiet", "torch==2.13.0", "weightwatcher==0.7.7"], capture_output=True)
+    return str(python) if subprocess.run(check, capture_output=True).returncode == 0 else None
 
 
 def run(repeats: int = 3) -> dict[str, Any]:
@@ -94,7 +108,7 @@ def run(repeats: int = 3) -> dict[str, Any]:
 
     folder = str(fetch("minilm-l6"))
     _timed(SPECBOUND, folder)  # warm the derivation cache and the page cache
-    floor = [_timed(FLOOR, folder) for _ in range(repeats)]
+    floor = [_timed(FLOOR, folder, env=SINGLE_THREAD) for _ in range(repeats)]
     ours = [_timed(SPECBOUND, folder) for _ in range(repeats)]
     result: dict[str, Any] = {
         "checkpoint": "minilm-l6",
@@ -107,9 +121,10 @@ def run(repeats: int = 3) -> dict[str, Any]:
     }
     result["ratio_specbound_to_floor"] = result["specbound_seconds"] / result["floor_seconds"]
     result["ratio_spectra_to_floor"] = result["specbound_spectra_seconds"] / result["floor_seconds"]
-    if _weightwatcher_available(sys.executable):
+    ww_python = _weightwatcher_python()
+    if ww_python is not None:
         try:
-            wws = [_timed(WEIGHTWATCHER, folder) for _ in range(repeats)]
+            wws = [_timed(WEIGHTWATCHER, folder, ww_python) for _ in range(repeats)]
             result["weightwatcher_seconds"] = statistics.median(r["seconds"] for r in wws)
             result["weightwatcher_matrices"] = wws[0]["matrices"]
             result["speedup_vs_weightwatcher"] = result["weightwatcher_seconds"] / result["specbound_seconds"]

@@ -97,7 +97,7 @@ def _c1() -> Measurement:
     rng = np.random.default_rng(1)
     jump = 0.0
     for _ in range(50):
-        prm = dict(eps=float(rng.uniform(1e-3, 0.5)), s=float(rng.uniform(1, 5)), R=float(rng.uniform(1, 50)), B=1.0,
+        prm: dict[str, Any] = dict(eps=float(rng.uniform(1e-3, 0.5)), s=float(rng.uniform(1, 5)), R=float(rng.uniform(1, 50)), B=1.0,
                    a=int(rng.integers(2, 512)), b=int(rng.integers(2, 512)), r=int(rng.integers(1, 64)), m=10**6)
         for kind in ("bilinear", "vector"):
             f = lambda q: thm41_log_cover(kind, p=q, cap_by_rank=False, **prm)  # noqa: E731
