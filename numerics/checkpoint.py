@@ -309,7 +309,11 @@ def _hub_snapshot(repo_id: str, revision: str | None) -> Path:
 def _read_json(path: Path) -> Any:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except RecursionError:
+        raise CheckpointError(path, "is not readable JSON (nested too deeply)") from None
+    except (OSError, ValueError) as exc:
+        # ValueError covers JSONDecodeError, UnicodeDecodeError and integer literals longer
+        # than sys.get_int_max_str_digits() digits.
         raise CheckpointError(path, f"is not readable JSON ({exc})") from exc
 
 

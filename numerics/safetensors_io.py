@@ -14,8 +14,9 @@ Everything in the header is validated *before* anything is allocated or mapped:
 * ``n <= file size - 8`` and ``n <= MAX_HEADER_BYTES`` (100 MB);
 * the header is UTF-8, a JSON object, without duplicate keys;
 * every entry has exactly the keys ``dtype``, ``shape``, ``data_offsets``; ``dtype`` is one
-  of :data:`DTYPES`; ``shape`` a list of non-negative ints; ``0 <= begin <= end <=`` the size
-  of the data section; ``end - begin == prod(shape) * itemsize``;
+  of :data:`DTYPES`; ``shape`` a list of at most :data:`MAX_DIMS` non-negative ints that numpy
+  can allocate; ``0 <= begin <= end <=`` the size of the data section;
+  ``end - begin == prod(shape) * itemsize``;
 * no two non-empty byte ranges overlap.
 
 :func:`load_tensor` then maps the file and copies out only the one tensor asked for, widened
@@ -41,6 +42,7 @@ __all__ = [
     "DTYPES",
     "FLOAT_DTYPES",
     "MAX_HEADER_BYTES",
+    "MAX_DIMS",
     "TensorInfo",
     "read_header",
     "load_tensor",
@@ -48,6 +50,11 @@ __all__ = [
 
 #: Largest header accepted, in bytes (the reference implementation uses the same cap).
 MAX_HEADER_BYTES: int = 100_000_000
+
+#: Most dimensions a tensor may have: numpy 1.x's ``NPY_MAXDIMS`` (numpy 2 allows 64).
+MAX_DIMS: int = 32
+
+_MAX_ARRAY_BYTES = 2**63 - 1  # numpy's limit on an array's byte size (a signed 64-bit intp)
 
 #: safetensors dtype tag -> little-endian numpy dtype of the *stored* bytes.
 #: BF16 is stored as its raw 16-bit pattern and widened by :func:`load_tensor`.
@@ -162,6 +169,12 @@ def read_header(path: str | os.PathLike[str]) -> dict[str, TensorInfo]:
         raise CheckpointError(where, "is listed twice in the header", tensor=exc.args[0]) from None
     except json.JSONDecodeError as exc:
         raise CheckpointError(where, f"header is not JSON ({exc.msg} at char {exc.pos})") from exc
+    except RecursionError:
+        # json recurses once per nesting level: a few KB of brackets exhaust the stack.
+        raise CheckpointError(where, "header is not a safetensors header (JSON nested too deeply)") from None
+    except ValueError as exc:
+        # e.g. an integer literal longer than sys.get_int_max_str_digits() (4300) digits
+        raise CheckpointError(where, f"header is not usable JSON ({exc})") from None
     if not isinstance(header, dict):
         raise CheckpointError(where, f"header must be a JSON object, got {type(header).__name__}")
 
@@ -197,10 +210,16 @@ def _validate_entry(where: str, name: str, entry: object, data_start: int, data_
             where, f"has header entry keys {sorted(keys)}, expected ['data_offsets', 'dtype', 'shape']", tensor=name
         )
     dtype, shape, offsets = entry["dtype"], entry["shape"], entry["data_offsets"]
-    if dtype not in DTYPES:
+    if not (isinstance(dtype, str) and dtype in DTYPES):
         raise CheckpointError(where, f"dtype={dtype!r} must be one of {sorted(DTYPES)}", tensor=name)
     if not isinstance(shape, list) or not all(_is_int(d) and d >= 0 for d in shape):
         raise CheckpointError(where, f"shape={shape!r} must be a list of non-negative ints", tensor=name)
+    if len(shape) > MAX_DIMS:
+        raise CheckpointError(where, f"shape has {len(shape)} dimensions, at most {MAX_DIMS} are supported", tensor=name)
+    # numpy refuses shapes whose non-zero extents multiply past the address space, even when
+    # another extent is 0 (an empty tensor of shape [0, 2**70] cannot be created).
+    if math.prod(d for d in shape if d) * DTYPES[dtype].itemsize > _MAX_ARRAY_BYTES:
+        raise CheckpointError(where, f"shape={shape!r} is too large for an array", tensor=name)
     if not (isinstance(offsets, list) and len(offsets) == 2 and all(_is_int(o) for o in offsets)):
         raise CheckpointError(where, f"data_offsets={offsets!r} must be a list of two ints", tensor=name)
     begin, end = offsets
@@ -269,10 +288,13 @@ def load_tensor(
         )
     mm = np.memmap(where, dtype=stored, mode="r", offset=start, shape=(count,))
     try:
-        if info.dtype == "BF16":
-            out = _widen_bf16(np.asarray(mm)).astype(np.float64)
-        else:
-            out = np.asarray(mm).astype(np.float64)
+        # Widening a signalling NaN raises the "invalid" flag (a RuntimeWarning, an exception
+        # under -W error); NaNs are reported below as a CheckpointError instead.
+        with np.errstate(invalid="ignore"):
+            if info.dtype == "BF16":
+                out = _widen_bf16(np.asarray(mm)).astype(np.float64)
+            else:
+                out = np.asarray(mm).astype(np.float64)
     finally:
         del mm
     out = out.reshape(info.shape)

@@ -191,6 +191,14 @@ class MatrixStats:
     norm_1_1: float | None
     stable_rank: float
 
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # Unpickling (process pools, dask workers) bypasses __init__, and pickle protocols < 5
+        # rebuild arrays writable: restore the read-only singular values.
+        self.__dict__.update(state)
+        values = self.__dict__.get("singular_values")
+        if isinstance(values, np.ndarray):
+            values.setflags(write=False)
+
     def schatten_p(self, p: float | Iterable[float] | np.ndarray) -> float | np.ndarray:
         """``S_p(W) = sum_{i <= rank} s_i^p`` (the p-th power of the Schatten quasi-norm).
 
@@ -431,6 +439,7 @@ def _layer_jobs(
     head_dim: int,
     dtype_eps: float | None,
     rank_rtol: float | None,
+    leading_k: int | None = None,
 ) -> list[_Job]:
     """The independent computations of one layer, as ``(function, args, kwargs)``."""
     _check_heads(layer, num_heads, num_kv_heads, head_dim)
@@ -439,9 +448,17 @@ def _layer_jobs(
     i, d = layer.index, head_dim
     group = num_heads // num_kv_heads
     jobs: list[_Job] = []
+
+    def whole(name: str, w: np.ndarray, kind: str) -> _Job:
+        if leading_k is not None and min(w.shape) > leading_k + 1:
+            from .huge import huge_matrix_stats  # lazily: numerics.huge imports this module
+
+            return (huge_matrix_stats, (name, w), {"kind": kind, "k": leading_k, **opts})
+        return (weight_stats, (name, w), {"kind": kind, **opts})
+
     for role in ("q", "k", "v", "o"):
         name = layer.names[role] + (f"[{role}]" if layer.packed_qkv and role != "o" else "")
-        jobs.append((weight_stats, (name, getattr(layer, role)), {"kind": role, **opts}))
+        jobs.append(whole(name, getattr(layer, role), role))
     scale = 1.0 / math.sqrt(d)
     for h in range(num_heads):
         g = h // group
@@ -455,7 +472,7 @@ def _layer_jobs(
         jobs.append((product_stats, (f"layer{i}.head{h}.vo", v_g, o_h.T), {"kind": "vo", "head": h, **opts}))
     for kind, mats in (("ff1", layer.ff1), ("ff2", layer.ff2)):
         for name, w in mats:
-            jobs.append((weight_stats, (name, w), {"kind": kind, **opts}))
+            jobs.append(whole(name, w, kind))
     return jobs
 
 
@@ -585,6 +602,7 @@ def analyze_spectra(
     rank_rtol: float | None = None,
     layers_in_flight: int = 2,
     single_threaded_blas: bool = True,
+    leading_k: int | None = None,
 ) -> list[MatrixStats]:
     """Statistics of every analysed matrix of a checkpoint, computed in parallel.
 
@@ -599,6 +617,9 @@ def analyze_spectra(
         ``result()`` (``concurrent.futures`` executors, ``distributed.Client.get_executor()``).
         Default: a ``ThreadPoolExecutor(max_workers=os.cpu_count())``, created and shut down
         here (LAPACK releases the GIL). A given executor is not shut down.
+        :func:`numerics.executors.make_executor` builds one for a dask cluster
+        (``scheduler="tcp://..."``) or a thread pool of a given size; every task is a
+        module-level function of arrays, so it pickles, and results are bit-identical.
       progress: called as ``progress(done, total, name)`` from the calling thread after each
         matrix, ``done`` running ``1..total``.
       rank_rtol: relative rank tolerance, see :func:`matrix_stats`.
@@ -607,6 +628,12 @@ def analyze_spectra(
       single_threaded_blas: limit BLAS to one thread while this runs (restored after), so
         that parallel tasks do not oversubscribe the cores. Process-pool workers do not see
         this limit: start them with ``OPENBLAS_NUM_THREADS=1`` (or ``OMP_NUM_THREADS=1``).
+      leading_k: for huge matrices: every whole matrix with ``min(a, b) > leading_k + 1`` gets
+        only its ``leading_k`` leading singular values and a certified bound on the rest
+        (:func:`numerics.huge.huge_matrix_stats`; its statistics are a
+        :class:`numerics.huge.LeadingKStats` recording ``approximation="leading-k"``). Per-head
+        products are always exact (their ``d_h x d_h`` cores are small). ``None``: every
+        matrix exact.
 
     Returns:
       One :class:`MatrixStats` per matrix:
@@ -614,6 +641,8 @@ def analyze_spectra(
     """
     if not (isinstance(layers_in_flight, int) and layers_in_flight >= 1):
         raise ValueError(f"layers_in_flight={layers_in_flight!r} must be a positive int")
+    if leading_k is not None and not (isinstance(leading_k, int) and not isinstance(leading_k, bool) and leading_k >= 1):
+        raise ValueError(f"leading_k={leading_k!r} must be a positive int or None")
     per_layer = 4 + 2 * checkpoint.num_heads + checkpoint.num_ff1 + checkpoint.num_ff2
     total = checkpoint.num_layers * per_layer
     own = executor is None
@@ -638,6 +667,7 @@ def analyze_spectra(
                     head_dim=checkpoint.head_dim,
                     dtype_eps=None,
                     rank_rtol=rank_rtol,
+                    leading_k=leading_k,
                 )
                 pending.append([pool.submit(fn, *args, **kwargs) for fn, args, kwargs in jobs])
                 del layer, jobs
