@@ -154,7 +154,7 @@ def build_terms(stats: Sequence[Any], *, num_layers: int, hidden_size: int, mode
     blocks = np.stack([log_attn, log_ff], axis=1).ravel()
     after = np.concatenate([np.cumsum(blocks[::-1])[::-1][1:], [0.0]])
     vo_norm = {(st.layer, st.head): st.spectral_norm for st in stats if st.kind == "vo"}
-    ff_norm = defaultdict(float)
+    ff_norm: defaultdict[tuple[int, str], float] = defaultdict(float)
     for st in stats:
         if st.kind in ("ff1", "ff2"):
             ff_norm[(st.layer, st.kind)] += st.spectral_norm
@@ -225,7 +225,12 @@ def _bartlett(terms: Sequence[MatrixTerm], stats_by_name: dict[str, Any], settin
 
 
 def _phi_sa(terms: Sequence[MatrixTerm], settings: BoundSettings) -> tuple[float, float]:
-    """``log phi_sa`` and the common ``p`` attaining it (log factors set to 1)."""
+    """``log phi_sa`` and the common ``p`` attaining it (log factors set to 1).
+
+    A model whose every matrix is zero has ``phi_sa = 0`` (``log phi_sa = -inf``) at every ``p``.
+    """
+    if all(t.spectral_norm == 0 for t in terms):
+        return -math.inf, float(min(settings.p_grid))
     best = (math.inf, 0.0)
     for q in settings.p_grid:
         logs = []
@@ -256,14 +261,16 @@ def analyze_stats(stats: Sequence[Any], *, model_info: dict[str, Any], skipped: 
     for st in stats:
         row = st.as_dict()
         row["shape"] = [row.pop("rows"), row.pop("cols")]
+        row.setdefault("approximation", getattr(st, "approximation", "none"))
         row["p_star"] = float(p_of[st.name]) if st.name in p_of else None
         row["schatten_p_at_p_star"] = float(st.schatten_p(p_of[st.name])) if st.name in p_of else None
         rows.append(row)
-    dudley_complexity = post.rademacher * math.sqrt(settings.n) / 12
+    # log space: on deep models the uncapped Dudley value overflows floats, its logarithm does not
+    log_complexity = post.log_rademacher + 0.5 * math.log(settings.n) - math.log(12)
     ours = {
         "status": "reconstructed Theorem 3.1",
-        "complexity": dudley_complexity,
-        "log_complexity": math.log(dudley_complexity) if dudley_complexity > 0 else -math.inf,
+        "complexity": math.exp(log_complexity) if log_complexity < 709 else math.inf,
+        "log_complexity": log_complexity,
         "rademacher": min(post.rademacher, 4 * settings.B_out),
         "rademacher_uncapped": post.rademacher,
         "generalization_gap": post.generalization_gap,
@@ -278,7 +285,7 @@ def analyze_stats(stats: Sequence[Any], *, model_info: dict[str, Any], skipped: 
     bart = _bartlett(terms, stats_by_name, settings)
     log_phi_sa, p_phi = _phi_sa(terms, settings)
     proxies = {
-        "phi_sa": math.exp(log_phi_sa) if log_phi_sa < 700 else None,
+        "phi_sa": math.exp(log_phi_sa) if log_phi_sa < 700 else None,  # exp(-inf) = 0.0 for an all-zero model
         "log_phi_sa": log_phi_sa,
         "phi_sa_common_p": p_phi,
         "phi_edelman": math.exp(edel["log_phi"]) if edel["log_phi"] < 700 else None,
@@ -294,17 +301,19 @@ def analyze_stats(stats: Sequence[Any], *, model_info: dict[str, Any], skipped: 
 
 
 def analyze(source: str, *, heads: int | None = None, settings: BoundSettings = BoundSettings(), model: ModelSettings = ModelSettings(),
-            executor: Any = None, progress: Callable[[int, int, str], None] | None = None) -> Analysis:
+            executor: Any = None, progress: Callable[[int, int, str], None] | None = None, leading_k: int | None = None) -> Analysis:
     """Open ``source`` and evaluate the bounds.
 
     ``source``: a ``.safetensors`` file, a folder (safetensors, sharded, or an ONNX export,
     converted once), a registry name (``minilm-l6``, ``minilm-l3``; fetched and verified) or
-    a HuggingFace repository id (needs ``huggingface_hub``).
+    a HuggingFace repository id (needs ``huggingface_hub``). ``leading_k``: for huge
+    matrices, compute only the ``k`` leading singular values of each whole matrix plus a
+    certified tail (see :mod:`numerics.huge`; recorded per matrix in ``approximation``).
     """
     from numerics.checkpoint import open_checkpoint
     from numerics.sources import resolve_source
     from numerics.spectra import analyze_spectra
 
     ckpt = open_checkpoint(resolve_source(source), heads=heads)
-    stats = analyze_spectra(ckpt, executor=executor, progress=progress)
+    stats = analyze_spectra(ckpt, executor=executor, progress=progress, leading_k=leading_k)
     return analyze_stats(stats, model_info=ckpt.describe(), skipped=ckpt.skipped, settings=settings, model=model)

@@ -20,7 +20,7 @@ from theory import dudley, thm31, thm41
 from theory._validate import check_positive, check_schatten_index
 from theory.symbols import SYMBOLS
 
-__all__ = ["compile_expr", "thm41_log_cover", "thm41_coefficient", "thm41_coefficient_without_logs", "dudley_p_lt_2", "dudley_p_eq_2", "rank_cover"]
+__all__ = ["compile_expr", "thm41_log_cover", "thm41_coefficient", "thm41_log_coefficient", "thm41_coefficient_without_logs", "dudley_p_lt_2", "dudley_p_eq_2", "rank_cover"]
 
 _THM41_ARGS = ("p", "eps", "s", "R", "B", "a", "b", "r", "m")
 
@@ -166,6 +166,112 @@ def thm41_coefficient(kind: str, *, p: float | np.ndarray, eps_min: float, s: fl
             _, at0, _ = _thm41_fns(kind)
             out[zero] = at0(0.0, eps_min, s, R_arr[zero], B, a, b, r, m)
     return np.maximum(out, 0.0)
+
+
+class _LogAddExp(sp.Function):
+    """``log(exp(x) + exp(y))``, left unevaluated by SymPy and lambdified to ``numpy.logaddexp``."""
+
+
+class _XLogY(sp.Function):
+    """``x log(y)`` with ``0 log 0 = 0``, lambdified to ``scipy.special.xlogy``."""
+
+
+_LOG_EPS_MIN = sp.Symbol("log_eps_min", real=True)
+
+
+def _log_space(expr: sp.Expr, p: sp.Symbol, eps_min: sp.Symbol) -> sp.Expr:
+    """``log(expr)`` as a function of ``log_eps_min = log(eps_min)`` that never forms ``eps_min``.
+
+    Exact rewrites (all factors are positive): ``eps_min -> exp(log_eps_min)``; the logarithm
+    of a product is expanded into a sum of logarithms (``expand_log(force=True)``), so
+    ``log(x / eps_min) = log x - log_eps_min``; the logarithm of a sum of positive terms that
+    contain ``eps_min`` becomes a chain of ``logaddexp``; and each ``k(p) log(u(p))`` becomes
+    ``xlogy(k, u)``, so that the factors ``p^(-p/2)`` and ``(2-p)^(p/2-1)`` take their limits
+    ``1`` at ``p = 0`` and ``p = 2`` instead of ``0 * inf``.
+    """
+    e = expr.subs(eps_min, sp.exp(_LOG_EPS_MIN))
+
+    def sum_with_floor(x: sp.Basic) -> bool:
+        return isinstance(x, sp.log) and isinstance(x.args[0], sp.Add) and x.args[0].has(_LOG_EPS_MIN)
+
+    def as_logaddexp(x: sp.Basic) -> sp.Expr:
+        parts = [sp.expand_log(sp.log(t), force=True) for t in sp.Add.make_args(x.args[0])]
+        acc = parts[0]
+        for part in parts[1:]:
+            acc = _LogAddExp(acc, part)
+        return acc
+
+    e = e.replace(sum_with_floor, as_logaddexp)
+    out = sp.expand_mul(sp.expand_log(sp.log(e), force=True))
+    terms: list[sp.Expr] = []
+    coefficient_of: dict[sp.Expr, sp.Expr] = {}  # u(p) -> total coefficient k(p) of log(u(p))
+    for term in sp.Add.make_args(out):
+        singular = [f for f in sp.Mul.make_args(term) if isinstance(f, sp.log) and f.args[0].free_symbols == {p}]
+        if len(singular) == 1:
+            (f,) = singular
+            coefficient_of[f.args[0]] = coefficient_of.get(f.args[0], sp.Integer(0)) + term / f
+        else:
+            terms.append(term)
+    terms += [_XLogY(sp.factor(k), u) for u, k in coefficient_of.items()]
+    result = sp.Add(*terms)
+    if result.has(sp.I) or result.has(sp.zoo) or result.has(sp.nan):
+        raise ArithmeticError(f"log-space form of {expr} is not real: {result}")
+    return result
+
+
+@lru_cache(maxsize=None)
+def _log_coef_fn(kind: str) -> Callable[..., np.ndarray]:
+    import scipy.special
+
+    p, eps_min = SYMBOLS["p"], SYMBOLS["eps_min"]
+    expr = _log_space(derived()[f"coef.{kind}"], p, eps_min)
+    args = [SYMBOLS[n] if n != "log_eps_min" else _LOG_EPS_MIN for n in ("p", "log_eps_min", "s", "R", "B", "a", "b", "r", "m")]
+    modules = [{"_LogAddExp": np.logaddexp, "_XLogY": scipy.special.xlogy}, "numpy"]
+    return sp.lambdify(args, expr, modules=modules)
+
+
+def thm41_log_coefficient(kind: str, *, p: float | np.ndarray, log_eps_min: float | np.ndarray, s: float | np.ndarray,
+                          R: float | np.ndarray, B: float | np.ndarray, a: float | np.ndarray, b: float | np.ndarray,
+                          r: float | np.ndarray, m: float | np.ndarray) -> np.ndarray:
+    """``log a_j(p)`` of :func:`thm41_coefficient`, computed in log space (every argument broadcasts).
+
+    ``eps_min`` enters only as ``log_eps_min``: on deep models ``eps_min = alpha theta / (J rho_j)``
+    underflows (``rho_j`` is a product over hundreds of layers), while its logarithm and the
+    coefficient's log factors ``log(... / eps_min)`` stay finite. The same expression serves
+    ``p = 0`` and ``p = 2`` (its ``xlogy`` terms take the limits; see ``_log_space``) and agrees
+    with the derived ``p -> 0+`` and ``p = 2`` forms there.
+
+    Args:
+      kind: ``"bilinear"`` or ``"vector"``.
+      p: Schatten index in ``[0, 2]``; log_eps_min: ``log(eps_min)``, below the class radius
+        ``log(s B^2)`` (bilinear) or ``log(s B)`` (vector); s, R, B, a, b, r, m: as in
+        :func:`thm41_coefficient` (``R = 0`` gives ``-inf``).
+
+    Returns:
+      ``log a_j`` with the broadcast shape of the arguments.
+    """
+    if kind not in ("bilinear", "vector"):
+        raise ValueError(f"kind={kind!r} must be 'bilinear' or 'vector'.")
+    p_arr = np.asarray(p, dtype=np.float64)
+    if not np.all((p_arr >= 0) & (p_arr <= 2)):
+        raise ValueError(f"p={p!r} must lie in [0, 2].")
+    for name, value in (("s", s), ("B", B), ("a", a), ("b", b), ("r", r), ("m", m)):
+        v = np.asarray(value, dtype=np.float64)
+        if not np.all((v > 0) & np.isfinite(v)):
+            raise ValueError(f"{name}={value!r} must be positive and finite.")
+    R_arr = np.asarray(R, dtype=np.float64)
+    if not np.all(R_arr >= 0):
+        raise ValueError(f"R={R!r} must be non-negative.")
+    power = 2 if kind == "bilinear" else 1
+    if not np.all(np.asarray(log_eps_min) < np.log(s) + power * np.log(B)):
+        # At and above the radius of the class (s B^2 for scores, s B for vectors) one ball
+        # covers it (K = 0, see thm41_log_cover); the log factors are not defined there.
+        raise ValueError(f"log_eps_min={log_eps_min!r} must lie below log(s B^{power}), the radius of the class.")
+    with np.errstate(divide="ignore"):
+        out = _log_coef_fn(kind)(p_arr, log_eps_min, s, R_arr, B, a, b, r, m)
+    return np.asarray(np.broadcast_to(out, np.broadcast_shapes(p_arr.shape, np.shape(log_eps_min), np.shape(s), R_arr.shape,
+                                                               np.shape(B), np.shape(a), np.shape(b), np.shape(r), np.shape(m))),
+                      dtype=np.float64)
 
 
 @lru_cache(maxsize=None)
