@@ -100,24 +100,19 @@ def _settings(args: argparse.Namespace) -> tuple[Any, Any]:
 
 
 def _executor(args: argparse.Namespace) -> Any:
-    if getattr(args, "workers", None):
-        from concurrent.futures import ThreadPoolExecutor
+    """``make_executor`` for ``--scheduler`` / ``--workers`` (a context manager yielding None by default)."""
+    from numerics.executors import make_executor
 
-        return ThreadPoolExecutor(max_workers=args.workers)
-    return None
+    return make_executor(scheduler=getattr(args, "scheduler", None), workers=getattr(args, "workers", None))
 
 
 def _run_analysis(source: str, args: argparse.Namespace) -> Any:
     from numerics.analysis import analyze
 
     settings, model = _settings(args)
-    executor = _executor(args)
-    try:
+    with _executor(args) as executor:
         return analyze(source, heads=args.heads, settings=settings, model=model, executor=executor,
-                       progress=_Progress("spectra"))
-    finally:
-        if executor is not None:
-            executor.shutdown()
+                       progress=_Progress("spectra"), leading_k=getattr(args, "leading_k", None))
 
 
 def _emit(analysis: Any, args: argparse.Namespace) -> None:
@@ -179,12 +174,8 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     if not sources:
         raise CliError("sweep needs at least one SOURCE or --grid")
     settings, model = _settings(args)
-    executor = _executor(args)
-    try:
+    with _executor(args) as executor:
         result = sw.sweep(sources, settings=settings, model=model, executor=executor, progress=_Progress("checkpoints"))
-    finally:
-        if executor is not None:
-            executor.shutdown()
     doc = sw.sweep_rows_json(result)
     if args.out is not None:
         import os
@@ -289,7 +280,10 @@ def _add_bound_options(p: argparse.ArgumentParser) -> None:
                    help="one Schatten index per layer and type (paper), per matrix, or one for all")
     p.add_argument("--p-grid", type=_p_grid, default=None, help="comma-separated post hoc grid (default 0,0.1,...,2)")
     p.add_argument("--input-norm", type=float, default=None, help="bound B on token rows after LayerNorm (default sqrt(N))")
-    p.add_argument("--workers", type=_positive_int, default=None, help="threads for the per-matrix work (default: all cores)")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--workers", type=_positive_int, default=None, help="local threads for the per-matrix work (default: all cores)")
+    where.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                       help="run the per-matrix / per-checkpoint work on a dask.distributed scheduler (needs specbound[dask])")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -309,6 +303,8 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--format", choices=["table", "json", "csv"], default="table")
     a.add_argument("--out", default=None, help="folder for table, JSON, CSV and plots (written atomically)")
     a.add_argument("--no-plots", action="store_true", help="with --out: skip the plots")
+    a.add_argument("--leading-k", type=_positive_int, default=None, metavar="K",
+                   help="for huge matrices: only the K leading singular values plus a certified tail bound (recorded per matrix)")
     _add_bound_options(a)
     a.set_defaults(func=_cmd_analyze)
 
@@ -360,12 +356,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args))
     except BrokenPipeError:
         return 0
-    except (CliError, ValueError, TypeError, OSError) as exc:
+    except (CliError, ValueError, TypeError, OSError, ImportError) as exc:
         if args.debug:
             raise
         message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         print(f"specbound: error: {message}", file=sys.stderr)
-        return 2 if isinstance(exc, (CliError, ValueError, TypeError)) else 1
+        return 2 if isinstance(exc, (CliError, ValueError, TypeError, ImportError)) else 1
     except KeyboardInterrupt:
         print("specbound: interrupted", file=sys.stderr)
         return 130

@@ -63,8 +63,11 @@ def format_table(analysis: Any, *, max_name: int = 48) -> str:
 def to_csv(analysis: Any) -> str:
     """The per-matrix table as CSV (one row per matrix)."""
     buf = io.StringIO()
-    keys = list(analysis.matrices[0].keys()) if analysis.matrices else list(TABLE_COLUMNS)
-    w = csv.DictWriter(buf, fieldnames=keys, lineterminator="\n")
+    keys: list[str] = []
+    for row in analysis.matrices:  # the union of keys, in first-seen order (approximated rows carry more)
+        keys += [k for k in row if k not in keys]
+    keys = keys or list(TABLE_COLUMNS)
+    w = csv.DictWriter(buf, fieldnames=keys, lineterminator="\n", restval="")
     w.writeheader()
     for r in analysis.matrices:
         w.writerow({k: ("x".join(map(str, v)) if isinstance(v, (list, tuple)) else v) for k, v in r.items()})
