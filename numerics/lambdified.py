@@ -11,14 +11,14 @@ version, in ``<cache>/derived/``) so later processes skip it. Set
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
-import sympy as sp
 
-from theory import dudley, thm31, thm41
 from theory._validate import check_positive, check_schatten_index
-from theory.symbols import SYMBOLS
+
+if TYPE_CHECKING:
+    import sympy as sp
 
 __all__ = ["compile_expr", "thm41_log_cover", "thm41_coefficient", "thm41_log_coefficient", "thm41_coefficient_without_logs", "dudley_p_lt_2", "dudley_p_eq_2", "rank_cover"]
 
@@ -26,6 +26,8 @@ _THM41_ARGS = ("p", "eps", "s", "R", "B", "a", "b", "r", "m")
 
 
 def _derive_all() -> dict[str, sp.Expr]:
+    from theory import dudley, thm31, thm41
+
     out: dict[str, sp.Expr] = {}
     for kind in ("bilinear", "vector"):
         form = thm41.derive(kind)  # type: ignore[arg-type]
@@ -37,14 +39,16 @@ def _derive_all() -> dict[str, sp.Expr]:
     return out
 
 
+@lru_cache(maxsize=None)
 def _theory_fingerprint() -> str:
+    """Hash of the ``theory`` sources, this module and the SymPy version (no SymPy import)."""
     import hashlib
+    from importlib.metadata import version
     from pathlib import Path
 
-    import theory
-
-    h = hashlib.sha256(sp.__version__.encode())
-    for path in sorted(Path(theory.__file__).parent.glob("*.py")):
+    h = hashlib.sha256(version("sympy").encode())
+    theory_dir = Path(check_positive.__code__.co_filename).resolve().parent
+    for path in [*sorted(theory_dir.glob("*.py")), Path(__file__).resolve()]:
         h.update(path.name.encode())
         h.update(path.read_bytes())
     return h.hexdigest()[:20]
@@ -56,7 +60,8 @@ def derived() -> dict[str, sp.Expr]:
     import json
     import os
     import tempfile
-    from pathlib import Path
+
+    import sympy as sp
 
     if os.environ.get("SPECBOUND_NO_DERIVATION_CACHE"):
         return _derive_all()
@@ -82,13 +87,131 @@ def derived() -> dict[str, sp.Expr]:
 
 def compile_expr(expr: sp.Expr, names: tuple[str, ...]) -> Callable[..., np.ndarray]:
     """``lambdify`` over the catalogue symbols ``names`` with numpy (vectorised)."""
+    import sympy as sp
+
+    from theory.symbols import SYMBOLS
+
     return sp.lambdify([SYMBOLS[n] for n in names], expr, modules="numpy")
+
+
+# --------------------------------------------------------------------------- compiled functions
+#
+# Every numeric function is ``sympy.lambdify`` of a derived expression. The generated Python
+# source is cached on disk next to the derived expressions (same fingerprint), so a process
+# that finds the cache never imports SymPy: it executes the cached source in a numpy
+# namespace. A source whose names do not all resolve there is rebuilt with SymPy.
+
+_PLAIN = ("thm41.bilinear.expr", "thm41.bilinear.p0", "thm41.bilinear.p2", "thm41.vector.expr", "thm41.vector.p0",
+          "thm41.vector.p2", "coef.bilinear", "coef.vector", "coef_nolog.bilinear", "coef_nolog.vector",
+          "dudley.lt2.value", "dudley.lt2.alpha_star", "dudley.eq2.value")
+_ARGS: dict[str, tuple[str, ...]] = {
+    **{f"thm41.{k}.{part}": _THM41_ARGS for k in ("bilinear", "vector") for part in ("expr", "p0", "p2")},
+    **{f"coef.{k}": ("p", "eps_min", "s", "R", "B", "a", "b", "r", "m") for k in ("bilinear", "vector")},
+    **{f"coef_nolog.{k}": ("p", "R", "B", "a", "b") for k in ("bilinear", "vector")},
+    **{f"logcoef.{k}": ("p", "log_eps_min", "s", "R", "B", "a", "b", "r", "m") for k in ("bilinear", "vector")},
+    "dudley.lt2.value": ("p", "C", "n", "B_out"),
+    "dudley.lt2.alpha_star": ("p", "C", "n", "B_out"),
+    "dudley.eq2.value": ("C", "n", "B_out"),
+}
+
+
+def _namespace() -> dict[str, Any]:
+    import scipy.special
+
+    ns: dict[str, Any] = {}
+    exec("from numpy import *", ns)  # the namespace lambdify(modules="numpy") evaluates in
+    ns.update({"_LogAddExp": np.logaddexp, "_XLogY": scipy.special.xlogy, "I": 1j})
+    return ns
+
+
+def _build_source(key: str) -> str:
+    """Lambdify the expression behind ``key`` with SymPy and return the generated source."""
+    import inspect
+
+    import sympy as sp
+
+    from theory.symbols import SYMBOLS
+
+    if key.startswith("logcoef."):
+        fn = _build_log_coef(key.split(".", 1)[1])
+    else:
+        fn = sp.lambdify([SYMBOLS[n] for n in _ARGS[key]], derived()[key], modules="numpy")
+    return inspect.getsource(fn)
+
+
+def _exec_source(source: str) -> Callable[..., np.ndarray] | None:
+    import builtins
+
+    ns = _namespace()
+    before = set(ns)
+    exec(compile(source, "<specbound-derived>", "exec"), ns)
+    defined = [ns[k] for k in ns if k not in before and callable(ns[k])]
+    if len(defined) != 1:
+        return None
+    fn = defined[0]
+    missing = [name for name in fn.__code__.co_names if name not in ns and not hasattr(builtins, name)]
+    return None if missing else fn
+
+
+@lru_cache(maxsize=None)
+def _sources() -> dict[str, str]:
+    """The cached generated sources (``{}`` when absent or disabled)."""
+    import json
+    import os
+
+    if os.environ.get("SPECBOUND_NO_DERIVATION_CACHE"):
+        return {}
+    from numerics.registry import cache_root
+
+    path = cache_root() / "derived" / f"functions-{_theory_fingerprint()}.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def _store_sources(sources: dict[str, str]) -> None:
+    import json
+    import os
+    import tempfile
+
+    if os.environ.get("SPECBOUND_NO_DERIVATION_CACHE"):
+        return
+    from numerics.registry import cache_root
+
+    path = cache_root() / "derived" / f"functions-{_theory_fingerprint()}.json"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".functions-")
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(sources, fh)
+        os.replace(tmp, path)
+    except OSError:
+        pass  # a read-only cache only costs time
+
+
+@lru_cache(maxsize=None)
+def _function(key: str) -> Callable[..., np.ndarray]:
+    """The compiled numeric function of the derived expression ``key`` (see above)."""
+    cached = _sources().get(key)
+    if cached is not None:
+        fn = _exec_source(cached)
+        if fn is not None:
+            return fn
+    source = _build_source(key)
+    fn = _exec_source(source)
+    if fn is None:
+        raise RuntimeError(f"the generated source for {key!r} does not run in the numpy namespace.")
+    sources = {**_sources(), key: source}
+    _sources.cache_clear()
+    _store_sources(sources)
+    return fn
 
 
 @lru_cache(maxsize=None)
 def _thm41_fns(kind: str) -> tuple[Callable[..., np.ndarray], Callable[..., np.ndarray], Callable[..., np.ndarray]]:
-    d = derived()
-    return tuple(compile_expr(d[f"thm41.{kind}.{part}"], _THM41_ARGS) for part in ("expr", "p0", "p2"))  # type: ignore[return-value]
+    return tuple(_function(f"thm41.{kind}.{part}") for part in ("expr", "p0", "p2"))  # type: ignore[return-value]
 
 
 def _check_thm41(p: object, eps: object, s: object, R: object, B: object, a: object, b: object, r: object, m: object) -> None:
@@ -145,7 +268,7 @@ def rank_cover(kind: str, *, eps: float, s: float, B: float, a: int, b: int, r: 
 @lru_cache(maxsize=None)
 def _coef_fn(kind: str) -> Callable[..., np.ndarray]:
     names = ("p", "eps_min", "s", "R", "B", "a", "b", "r", "m")
-    return compile_expr(derived()[f"coef.{kind}"], names)
+    return _function(f"coef.{kind}")
 
 
 def thm41_coefficient(kind: str, *, p: float | np.ndarray, eps_min: float, s: float, R: float | np.ndarray, B: float, a: int, b: int, r: int, m: int) -> np.ndarray:
@@ -168,15 +291,18 @@ def thm41_coefficient(kind: str, *, p: float | np.ndarray, eps_min: float, s: fl
     return np.maximum(out, 0.0)
 
 
-class _LogAddExp(sp.Function):
-    """``log(exp(x) + exp(y))``, left unevaluated by SymPy and lambdified to ``numpy.logaddexp``."""
+@lru_cache(maxsize=None)
+def _log_space_symbols() -> tuple[Any, Any, Any]:
+    """``(_LogAddExp, _XLogY, log_eps_min)``: made on first use so importing this module needs no SymPy.
 
+    ``_LogAddExp(x, y) = log(exp(x) + exp(y))`` is left unevaluated by SymPy and lambdified to
+    ``numpy.logaddexp``; ``_XLogY(x, y) = x log(y)`` with ``0 log 0 = 0``, to ``scipy.special.xlogy``.
+    """
+    import sympy as sp
 
-class _XLogY(sp.Function):
-    """``x log(y)`` with ``0 log 0 = 0``, lambdified to ``scipy.special.xlogy``."""
-
-
-_LOG_EPS_MIN = sp.Symbol("log_eps_min", real=True)
+    log_add_exp = type("_LogAddExp", (sp.Function,), {"__module__": __name__})
+    xlogy = type("_XLogY", (sp.Function,), {"__module__": __name__})
+    return log_add_exp, xlogy, sp.Symbol("log_eps_min", real=True)
 
 
 def _log_space(expr: sp.Expr, p: sp.Symbol, eps_min: sp.Symbol) -> sp.Expr:
@@ -189,6 +315,9 @@ def _log_space(expr: sp.Expr, p: sp.Symbol, eps_min: sp.Symbol) -> sp.Expr:
     ``xlogy(k, u)``, so that the factors ``p^(-p/2)`` and ``(2-p)^(p/2-1)`` take their limits
     ``1`` at ``p = 0`` and ``p = 2`` instead of ``0 * inf``.
     """
+    import sympy as sp
+
+    _LogAddExp, _XLogY, _LOG_EPS_MIN = _log_space_symbols()
     e = expr.subs(eps_min, sp.exp(_LOG_EPS_MIN))
 
     def sum_with_floor(x: sp.Basic) -> bool:
@@ -219,10 +348,17 @@ def _log_space(expr: sp.Expr, p: sp.Symbol, eps_min: sp.Symbol) -> sp.Expr:
     return result
 
 
-@lru_cache(maxsize=None)
 def _log_coef_fn(kind: str) -> Callable[..., np.ndarray]:
-    import scipy.special
+    return _function(f"logcoef.{kind}")
 
+
+def _build_log_coef(kind: str) -> Callable[..., np.ndarray]:
+    import scipy.special
+    import sympy as sp
+
+    from theory.symbols import SYMBOLS
+
+    _LogAddExp, _XLogY, _LOG_EPS_MIN = _log_space_symbols()
     p, eps_min = SYMBOLS["p"], SYMBOLS["eps_min"]
     expr = _log_space(derived()[f"coef.{kind}"], p, eps_min)
     args = [SYMBOLS[n] if n != "log_eps_min" else _LOG_EPS_MIN for n in ("p", "log_eps_min", "s", "R", "B", "a", "b", "r", "m")]
@@ -276,7 +412,7 @@ def thm41_log_coefficient(kind: str, *, p: float | np.ndarray, log_eps_min: floa
 
 @lru_cache(maxsize=None)
 def _coef_nolog_fn(kind: str) -> Callable[..., np.ndarray]:
-    return compile_expr(derived()[f"coef_nolog.{kind}"], ("p", "R", "B", "a", "b"))
+    return _function(f"coef_nolog.{kind}")
 
 
 def thm41_coefficient_without_logs(kind: str, *, p: float, R: float, B: float, a: int, b: int) -> float:
@@ -291,10 +427,7 @@ def thm41_coefficient_without_logs(kind: str, *, p: float, R: float, B: float, a
 
 @lru_cache(maxsize=None)
 def _dudley_fns() -> tuple[Callable[..., np.ndarray], Callable[..., np.ndarray], Callable[..., np.ndarray]]:
-    d = derived()
-    names = ("p", "C", "n", "B_out")
-    return (compile_expr(d["dudley.lt2.value"], names), compile_expr(d["dudley.lt2.alpha_star"], names),
-            compile_expr(d["dudley.eq2.value"], ("C", "n", "B_out")))
+    return (_function("dudley.lt2.value"), _function("dudley.lt2.alpha_star"), _function("dudley.eq2.value"))
 
 
 def dudley_p_lt_2(*, p: float, C: float, n: float, B_out: float) -> float:

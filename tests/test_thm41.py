@@ -120,3 +120,25 @@ def test_disk_cache_of_derivations_matches_a_fresh_derivation():
     assert set(cached) == set(fresh)
     for key in fresh:
         assert sp.srepr(cached[key]) == sp.srepr(fresh[key]), key
+
+
+def test_cached_compiled_functions_match_fresh_lambdify():
+    # numerics.lambdified runs cached lambdify sources without SymPy; they must compute what
+    # lambdify of the freshly derived expressions computes.
+    import numpy as np
+
+    from numerics import lambdified
+
+    rng = np.random.default_rng(3)
+    for key, names in lambdified._ARGS.items():
+        if key.startswith("logcoef."):
+            fresh = lambdified._build_log_coef(key.split(".", 1)[1])
+        else:
+            fresh = lambdified.compile_expr(lambdified._derive_all()[key], names)
+        cached = lambdified._function(key)
+        for _ in range(5):
+            args = {n: float(rng.uniform(0.2, 1.8)) for n in names}
+            args.update({n: float(rng.integers(2, 50)) for n in ("a", "b", "r") if n in names})
+            args.update({"m": 1e4, "n": 1e6, "B_out": 1.0, "eps": 0.01, "eps_min": 1e-3, "log_eps_min": -7.0, "s": 3.0, "C": 5.0})
+            vals = [args[n] for n in names]
+            assert np.allclose(cached(*vals), fresh(*vals), rtol=1e-13, equal_nan=True), key

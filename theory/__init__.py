@@ -2,25 +2,21 @@
 
 Each module is one concept; see the module docstrings for the mathematics,
 the lemma each step rests on and whether it is verbatim or reconstructed.
+Sub-modules load on first use (``from theory import thm41`` works as usual), so the
+numeric half can import :mod:`theory._validate` without importing SymPy.
 """
 
-from theory import baselines
-from theory import composition
-from theory import covers
-from theory import dudley
-from theory import lipschitz
-from theory import margin
-from theory import regimes
-from theory import schatten
-from theory import thm31
-from theory import thm41
-from theory.symbols import SYMBOLS
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 __all__ = [
     "SYMBOLS",
     "baselines",
     "composition",
     "covers",
+    "derive",
     "dudley",
     "lipschitz",
     "margin",
@@ -29,3 +25,11 @@ __all__ = [
     "thm31",
     "thm41",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "SYMBOLS":
+        return importlib.import_module("theory.symbols").SYMBOLS
+    if name in __all__:
+        return importlib.import_module(f"theory.{name}")
+    raise AttributeError(f"module 'theory' has no attribute {name!r}")

@@ -9,24 +9,30 @@ and the value received.
 from __future__ import annotations
 
 import math
+import sys
 from typing import Any
-
-import sympy as sp
 
 __all__ = ["check_schatten_index", "check_positive", "check_probability", "check_nonnegative"]
 
 
+def _is_sympy(value: Any) -> bool:
+    """Whether ``value`` is a SymPy object (without importing SymPy: if it is not loaded, it is not)."""
+    sp = sys.modules.get("sympy")
+    return sp is not None and isinstance(value, sp.Basic)
+
+
 def _truth(cond: Any) -> bool | None:
     """Return True/False when ``cond`` is decided, None when it is not."""
-    if isinstance(cond, (bool, sp.logic.boolalg.BooleanAtom)):
+    sp = sys.modules.get("sympy")
+    if isinstance(cond, bool) or (sp is not None and isinstance(cond, sp.logic.boolalg.BooleanAtom)):
         return bool(cond)
-    if isinstance(cond, sp.Basic):
+    if _is_sympy(cond):
         return None
     return bool(cond)
 
 
 def _as_number(name: str, value: Any) -> Any:
-    if isinstance(value, sp.Basic):
+    if _is_sympy(value):
         if value.is_number and not value.is_real:
             raise ValueError(f"{name}={value!r} must be a real number.")
         return value
@@ -42,8 +48,8 @@ def _as_number(name: str, value: Any) -> Any:
 def check_schatten_index(value: Any, name: str = "p") -> Any:
     """Check ``0 <= p <= 2`` (the range of Schatten indices of Theorem 4.1)."""
     v = _as_number(name, value)
-    lo = _truth(sp.Ge(v, 0)) if isinstance(v, sp.Basic) else v >= 0
-    hi = _truth(sp.Le(v, 2)) if isinstance(v, sp.Basic) else v <= 2
+    lo = _truth(sys.modules['sympy'].Ge(v, 0)) if _is_sympy(v) else v >= 0
+    hi = _truth(sys.modules['sympy'].Le(v, 2)) if _is_sympy(v) else v <= 2
     if lo is False or hi is False:
         raise ValueError(f"{name}={value!r} must lie in [0, 2].")
     return value
@@ -52,7 +58,7 @@ def check_schatten_index(value: Any, name: str = "p") -> Any:
 def check_positive(value: Any, name: str) -> Any:
     """Check ``value > 0`` (scales, radii, sample sizes, dimensions)."""
     v = _as_number(name, value)
-    ok = _truth(sp.Gt(v, 0)) if isinstance(v, sp.Basic) else (v > 0 and not math.isinf(float(v)))
+    ok = _truth(sys.modules['sympy'].Gt(v, 0)) if _is_sympy(v) else (v > 0 and not math.isinf(float(v)))
     if ok is False:
         raise ValueError(f"{name}={value!r} must be positive and finite.")
     return value
@@ -61,7 +67,7 @@ def check_positive(value: Any, name: str) -> Any:
 def check_nonnegative(value: Any, name: str) -> Any:
     """Check ``value >= 0``."""
     v = _as_number(name, value)
-    ok = _truth(sp.Ge(v, 0)) if isinstance(v, sp.Basic) else (v >= 0 and not math.isinf(float(v)))
+    ok = _truth(sys.modules['sympy'].Ge(v, 0)) if _is_sympy(v) else (v >= 0 and not math.isinf(float(v)))
     if ok is False:
         raise ValueError(f"{name}={value!r} must be non-negative and finite.")
     return value
@@ -70,8 +76,8 @@ def check_nonnegative(value: Any, name: str) -> Any:
 def check_probability(value: Any, name: str = "delta") -> Any:
     """Check ``0 < value < 1`` (confidence parameters)."""
     v = _as_number(name, value)
-    if isinstance(v, sp.Basic):
-        lo, hi = _truth(sp.Gt(v, 0)), _truth(sp.Lt(v, 1))
+    if _is_sympy(v):
+        lo, hi = _truth(sys.modules['sympy'].Gt(v, 0)), _truth(sys.modules['sympy'].Lt(v, 1))
     else:
         lo, hi = v > 0, v < 1
     if lo is False or hi is False:

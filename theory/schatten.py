@@ -24,10 +24,14 @@ References:
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import sympy as sp
 
 from theory._validate import check_schatten_index
+
+if TYPE_CHECKING:
+    import sympy as sp
 
 __all__ = [
     "schatten_power_symbolic",
@@ -45,12 +49,16 @@ def schatten_power_symbolic(singular_values: list[sp.Expr], p: sp.Expr) -> sp.Ex
 
     .. math:: S_p(W) = \sum_{i=1}^{r} s_i(W)^p
     """
+    import sympy as sp
+
     check_schatten_index(p)
     return sp.Add(*[sv**p for sv in singular_values])
 
 
 def rank_as_limit(singular_values: list[sp.Expr]) -> sp.Expr:
     """``lim_{p -> 0+} S_p`` computed by SymPy: equals the number of positive singular values."""
+    import sympy as sp
+
     p = sp.Symbol("p", positive=True)
     return sp.limit(schatten_power_symbolic(singular_values, p), p, 0, "+")
 
