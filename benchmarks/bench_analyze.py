@@ -4,7 +4,9 @@
   same singular values with ``scipy.linalg.svdvals`` (whole Q, K, V, O, FF1, FF2, and every
   head's QK and VO through the d_h x d_h core of QR factors), single process, no bounds;
 * specbound: ``numerics.analysis.analyze`` in a fresh process (spectra, propagation factors,
-  post hoc indices, baselines), measured end to end and also its spectra stage alone;
+  post hoc indices, baselines), timed from after its import to the finished analysis (the
+  floor and WeightWatcher are timed the same way, after their imports; import times are
+  reported separately), and its spectra stage alone;
 * WeightWatcher: ``weightwatcher.WeightWatcher(model=folder).analyze()`` in a fresh process
   (installed on demand with ``pip install weightwatcher==0.7.7``; skipped with a note if that
   fails). It computes whole-matrix spectra only (no heads).
@@ -51,14 +53,15 @@ print(json.dumps({"seconds": time.perf_counter() - t0, "matrices": count}))
 
 SPECBOUND = r'''
 import json, sys, time
-t0 = time.perf_counter()
+ti = time.perf_counter()
 from numerics.analysis import analyze
+t0 = time.perf_counter()
 a = analyze(sys.argv[1])
 t1 = time.perf_counter()
 from numerics.checkpoint import open_checkpoint
 from numerics.spectra import analyze_spectra
 t2 = time.perf_counter(); stats = analyze_spectra(open_checkpoint(sys.argv[1])); t3 = time.perf_counter()
-print(json.dumps({"seconds": t1 - t0, "spectra_seconds": t3 - t2, "matrices": len(a.matrices)}))
+print(json.dumps({"seconds": t1 - t0, "import_seconds": t0 - ti, "spectra_seconds": t3 - t2, "matrices": len(a.matrices)}))
 '''
 
 WEIGHTWATCHER = r'''
@@ -116,6 +119,7 @@ def run(repeats: int = 3) -> dict[str, Any]:
         "floor_seconds": statistics.median(r["seconds"] for r in floor),
         "floor_matrices": floor[0]["matrices"],
         "specbound_seconds": statistics.median(r["seconds"] for r in ours),
+        "specbound_import_seconds": statistics.median(r["import_seconds"] for r in ours),
         "specbound_spectra_seconds": statistics.median(r["spectra_seconds"] for r in ours),
         "specbound_matrices": ours[0]["matrices"],
     }
@@ -126,6 +130,7 @@ def run(repeats: int = 3) -> dict[str, Any]:
         try:
             wws = [_timed(WEIGHTWATCHER, folder, ww_python) for _ in range(repeats)]
             result["weightwatcher_seconds"] = statistics.median(r["seconds"] for r in wws)
+            result["weightwatcher_import_seconds"] = statistics.median(r["import_seconds"] for r in wws)
             result["weightwatcher_matrices"] = wws[0]["matrices"]
             result["speedup_vs_weightwatcher"] = result["weightwatcher_seconds"] / result["specbound_seconds"]
         except RuntimeError as exc:
