@@ -85,9 +85,9 @@ def _blas_scope(single_thread_blas: bool) -> Any:
     """
     if not single_thread_blas:
         return contextlib.nullcontext()
-    from numerics.spectra import _single_threaded_blas
+    from numerics.spectra import single_threaded_blas
 
-    return _single_threaded_blas()
+    return single_threaded_blas()
 
 
 def _check_metric(metric: object) -> None:

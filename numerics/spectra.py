@@ -74,6 +74,7 @@ __all__ = [
     "product_stats",
     "layer_matrices",
     "analyze_spectra",
+    "single_threaded_blas",
 ]
 
 #: Machine epsilon of each stored dtype: float64 ``2**-52``, float32 ``2**-23``,
@@ -559,7 +560,7 @@ def _loaded_openblas() -> list[tuple[Callable[[], int], Callable[[int], Any]]]:
 
 
 @contextlib.contextmanager
-def _single_threaded_blas(enabled: bool = True) -> Iterator[None]:
+def single_threaded_blas(enabled: bool = True) -> Iterator[None]:
     """Limit BLAS to one thread inside the block (re-entrant, thread-safe, restores)."""
     if not enabled:
         yield
@@ -658,7 +659,7 @@ def analyze_spectra(
                 progress(len(results), total, stats.name)
 
     try:
-        with _single_threaded_blas(single_threaded_blas):
+        with _pin_blas(single_threaded_blas):
             for layer in checkpoint.iter_layers():
                 jobs = _layer_jobs(
                     layer,
@@ -686,3 +687,6 @@ def analyze_spectra(
         if own:
             pool.shutdown(wait=True, cancel_futures=True)
     return results
+
+
+_pin_blas = single_threaded_blas  # analyze_spectra has a parameter of the same name

@@ -436,11 +436,11 @@ def sweep(
         raise TypeError(f"executor={executor!r} must have a submit(fn, *args, **kwargs) method")
     if progress is not None and not callable(progress):
         raise TypeError(f"progress={progress!r} must be callable or None")
-    from .spectra import _single_threaded_blas
+    from .spectra import single_threaded_blas
 
     pool = executor if executor is not None else _Serial()
     rows: list[SweepRow] = []
-    with _single_threaded_blas(True):
+    with single_threaded_blas(True):
         futures = [pool.submit(analyze_row, source, settings=settings, model=model) for source in items]
         try:
             for source, future in zip(items, futures):
