@@ -13,6 +13,7 @@ import pytest
 from numerics.analysis import ModelSettings, analyze, build_terms
 from numerics.bounds import BoundSettings
 from numerics.cli import main
+from tests import synthetic
 from tests.synthetic import bert_config, bert_state, write_checkpoint
 
 FAST = BoundSettings(p_grid=(0.0, 1.0, 2.0), grid_points=48)
@@ -173,3 +174,26 @@ def test_debug_flag_shows_the_traceback(tmp_path):
     (tmp_path / "x.safetensors").write_bytes(b"\x00" * 4)
     proc = run_cli("--debug", "analyze", str(tmp_path / "x.safetensors"))
     assert proc.returncode != 0 and "Traceback" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    "make, config, heads",
+    [
+        (lambda: synthetic.gpt2_state(prefix="transformer."), {"n_embd": 16, "n_head": 2}, None),
+        (lambda: synthetic.llama_state(), {"num_attention_heads": 4, "num_key_value_heads": 2}, None),
+        (lambda: synthetic.torch_encoder_state(), None, 4),
+        (lambda: synthetic.distilbert_state(), {"n_heads": 2}, None),
+    ],
+    ids=["gpt2", "llama-gqa", "torch-encoder", "distilbert"],
+)
+def test_bounds_on_every_architecture(tmp_path, make, config, heads):
+    # The whole pipeline (spectra -> propagation factors -> post hoc -> baselines) on each map.
+    folder = write_checkpoint(tmp_path / "ckpt", make(), config)
+    doc = analyze(str(folder), heads=heads, settings=FAST).to_json()
+    json.dumps(doc, allow_nan=False)
+    bounded = [m for m in doc["matrices"] if m["kind"] in ("qk", "vo", "ff1", "ff2")]
+    assert bounded and all(m["p_star"] in (0.0, 1.0, 2.0) for m in bounded)
+    for name in ("spectrum_adaptive", "edelman2022", "bartlett2017"):
+        assert doc["bounds"][name]["log_complexity"] is not None
+    d_h = doc["model"]["head_dim"]
+    assert all(m["rank"] <= d_h for m in bounded if m["kind"] in ("qk", "vo"))
