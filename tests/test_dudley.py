@@ -24,10 +24,12 @@ def test_alpha_star_is_stationary():
 @given(st.floats(0.1, 1.9), st.floats(1e-3, 10.0), st.floats(1e2, 1e8), st.floats(0.5, 5.0))
 @example(1.125, 0.015625, 2882672.0, 5.0)  # a linear search in alpha was too coarse here
 @example(1.0, 1.0, 100.0, 1.0)  # a log-space Brent search stalled on the flat part here
+@example(1.25, 0.001, 401643.0, 5.0)  # linear-scale quadrature was 0.3% high here
 def test_p_lt_2_infimum_matches_quadrature(pv, C, n, B_out):
     # Reference: scipy.integrate.quad of sqrt(C eps^-p) and a bounded scalar minimisation in alpha.
     def obj(a):
-        integral, _ = quad(lambda e: math.sqrt(C * e**-pv), a, B_out, limit=200)
+        # quadrature in u = log(eps): on the linear scale quad is off by ~0.3% when alpha is tiny
+        integral, _ = quad(lambda u: math.sqrt(C * math.exp(u) ** -pv) * math.exp(u), math.log(a), math.log(B_out), limit=200)
         return 4 * a + 12 / math.sqrt(n) * integral
     us = np.linspace(math.log(1e-30), math.log(B_out), 120)  # coarse scan (the objective is flat for tiny alpha)
     u0 = us[int(np.argmin([obj(math.exp(u)) for u in us]))]
