@@ -262,14 +262,6 @@ def _lse_last(z: np.ndarray) -> np.ndarray:
         return np.log(np.exp(z - safe[..., None]).sum(axis=-1)) + safe
 
 
-def _lse_first(z: np.ndarray) -> np.ndarray:
-    """log-sum-exp over the first axis; ``-inf`` where every entry is ``-inf``."""
-    zmax = z.max(axis=0)
-    safe = np.where(np.isfinite(zmax), zmax, 0.0)
-    with np.errstate(divide="ignore"):
-        return np.log(np.exp(z - safe).sum(axis=0)) + safe
-
-
 def _lse_masked(z: np.ndarray, mask: np.ndarray) -> np.ndarray:
     """Row-wise log-sum-exp of the entries of ``z`` where ``mask`` (``-inf`` for an empty row)."""
     return _lse_last(np.where(mask, z, -np.inf))
@@ -414,6 +406,12 @@ def peeling_levels(values: Iterable[float], base: float = 1.0) -> np.ndarray:
     return np.maximum(k, 0)
 
 
+def _peeling_cost(values: Iterable[float]) -> float:
+    """``sum log((k+1)(k+2))`` over the dyadic levels ``k`` of ``values`` (:func:`theory.margin.peeling_cost`)."""
+    k = peeling_levels(values)
+    return float(np.sum(np.log((k + 1) * (k + 2))))
+
+
 def _group_class_logs(table: np.ndarray, grid: np.ndarray, index: np.ndarray, n_groups: int) -> np.ndarray:
     """``S[g, i] = log sum_{j in g} c_j(q_i)^(1/(1+q_i))``: each group's share of the merged term at ``q_i``."""
     scaled = table / (1.0 + grid)[:, None]  # (n_grid, J)
@@ -537,8 +535,7 @@ def posthoc(terms: Sequence[MatrixTerm], settings: BoundSettings = BoundSettings
     rad = _exp(best)
     # union bound: G log|P| + peeling of each matrix's radius and spectral norm
     chosen = radii[choice[index], np.arange(len(terms))]
-    peel = float(np.sum(np.log((peeling_levels(chosen) + 1) * (peeling_levels(chosen) + 2))))
-    peel += float(np.sum(np.log((peeling_levels([t.spectral_norm for t in terms]) + 1) * (peeling_levels([t.spectral_norm for t in terms]) + 2))))
+    peel = _peeling_cost(chosen) + _peeling_cost([t.spectral_norm for t in terms])
     log_union = len(uniq) * math.log(n_grid) + peel
     n, delta = settings.n, settings.delta
     conf = 3 * math.sqrt((math.log(2 / delta) + log_union) / (2 * n))

@@ -54,34 +54,63 @@ def _theory_fingerprint() -> str:
     return h.hexdigest()[:20]
 
 
-@lru_cache(maxsize=None)
-def derived() -> dict[str, sp.Expr]:
-    """Every expression the numerics use, derived by :mod:`theory` (cached on disk, see module docs)."""
+def _cache_file(stem: str) -> Any:
+    """``<cache>/derived/<stem>-<fingerprint>.json``, or ``None`` when the cache is disabled."""
+    import os
+
+    if os.environ.get("SPECBOUND_NO_DERIVATION_CACHE"):
+        return None
+    from numerics.registry import cache_root
+
+    return cache_root() / "derived" / f"{stem}-{_theory_fingerprint()}.json"
+
+
+def _read_cache(stem: str) -> dict[str, str]:
+    """The string-to-string mapping stored under ``stem`` (``{}`` when absent, unreadable or disabled)."""
+    import json
+
+    path = _cache_file(stem)
+    if path is None:
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
+
+
+def _write_cache(stem: str, data: dict[str, str]) -> None:
+    """Store ``data`` under ``stem`` atomically; a read-only cache only costs time."""
     import json
     import os
     import tempfile
 
-    import sympy as sp
-
-    if os.environ.get("SPECBOUND_NO_DERIVATION_CACHE"):
-        return _derive_all()
-    from numerics.registry import cache_root
-
-    path = cache_root() / "derived" / f"theory-{_theory_fingerprint()}.json"
-    try:
-        stored = json.loads(path.read_text(encoding="utf-8"))
-        return {k: sp.sympify(v) for k, v in stored.items()}
-    except (OSError, ValueError, SyntaxError, TypeError, sp.SympifyError):
-        pass
-    exprs = _derive_all()
+    path = _cache_file(stem)
+    if path is None:
+        return
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".derived-")
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{stem}-")
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump({k: sp.srepr(v) for k, v in exprs.items()}, fh)
+            json.dump(data, fh)
         os.replace(tmp, path)
     except OSError:
-        pass  # a read-only cache only costs time
+        pass
+
+
+@lru_cache(maxsize=None)
+def derived() -> dict[str, sp.Expr]:
+    """Every expression the numerics use, derived by :mod:`theory` (cached on disk, see module docs)."""
+    import sympy as sp
+
+    stored = _read_cache("theory")
+    if stored:
+        try:
+            return {k: sp.sympify(v) for k, v in stored.items()}
+        except (ValueError, SyntaxError, TypeError, sp.SympifyError):
+            pass
+    exprs = _derive_all()
+    _write_cache("theory", {k: sp.srepr(v) for k, v in exprs.items()})
     return exprs
 
 
@@ -156,39 +185,7 @@ def _exec_source(source: str) -> Callable[..., np.ndarray] | None:
 @lru_cache(maxsize=None)
 def _sources() -> dict[str, str]:
     """The cached generated sources (``{}`` when absent or disabled)."""
-    import json
-    import os
-
-    if os.environ.get("SPECBOUND_NO_DERIVATION_CACHE"):
-        return {}
-    from numerics.registry import cache_root
-
-    path = cache_root() / "derived" / f"functions-{_theory_fingerprint()}.json"
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
-    except (OSError, ValueError):
-        return {}
-
-
-def _store_sources(sources: dict[str, str]) -> None:
-    import json
-    import os
-    import tempfile
-
-    if os.environ.get("SPECBOUND_NO_DERIVATION_CACHE"):
-        return
-    from numerics.registry import cache_root
-
-    path = cache_root() / "derived" / f"functions-{_theory_fingerprint()}.json"
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".functions-")
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(sources, fh)
-        os.replace(tmp, path)
-    except OSError:
-        pass  # a read-only cache only costs time
+    return _read_cache("functions")
 
 
 @lru_cache(maxsize=None)
@@ -205,7 +202,7 @@ def _function(key: str) -> Callable[..., np.ndarray]:
         raise RuntimeError(f"the generated source for {key!r} does not run in the numpy namespace.")
     sources = {**_sources(), key: source}
     _sources.cache_clear()
-    _store_sources(sources)
+    _write_cache("functions", sources)
     return fn
 
 
