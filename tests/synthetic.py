@@ -286,3 +286,13 @@ def write_checkpoint(
     index = {"metadata": {"total_size": 0}, "weight_map": weight_map}
     (folder / "model.safetensors.index.json").write_text(json.dumps(index))
     return folder
+
+
+def stats_from_analysis(analysis: object) -> list[object]:
+    """Per-matrix records rebuilt from an ``Analysis`` (its rows plus singular values), carrying
+    the fields :func:`numerics.analysis.build_terms` reads, for recomputing terms in tests."""
+    from types import SimpleNamespace
+
+    return [SimpleNamespace(**{**row, "shape": tuple(row["shape"]),
+                               "singular_values": analysis.singular_values[row["name"]]})  # type: ignore[attr-defined]
+            for row in analysis.matrices]  # type: ignore[attr-defined]

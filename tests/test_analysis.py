@@ -62,14 +62,7 @@ def test_propagation_factors_against_a_naive_product(result):
     def ff(layer):
         return 1 + Ls * rows[(layer, "ff1", None)]["spectral_norm"] * rows[(layer, "ff2", None)]["spectral_norm"]
 
-    class S:  # minimal stand-in carrying the fields build_terms reads
-        def __init__(self, m):
-            self.__dict__.update(m)
-            self.shape = tuple(m["shape"])
-            self.singular_values = result.singular_values[m["name"]]
-            self.rank_bound = 8 if m["kind"] in ("qk", "vo") else min(m["shape"])
-
-    terms, _ = build_terms([S(m) for m in result.matrices], num_layers=2, hidden_size=24, model=ModelSettings())
+    terms, _ = build_terms(synthetic.stats_from_analysis(result), num_layers=2, hidden_size=24, model=ModelSettings())
     by = {t.name: t for t in terms}
     vo0 = by[rows[(0, "vo", 0)]["name"]]
     assert vo0.log_rho == pytest.approx(math.log(ff(0) * attn(1) * ff(1)), rel=1e-12)

@@ -9,6 +9,7 @@ import pytest
 from numerics.bounds import BoundSettings, rademacher
 from numerics.analysis import build_terms
 from numerics.report import summary_markdown
+from tests.synthetic import stats_from_analysis
 
 
 @pytest.mark.real_weights
@@ -34,13 +35,7 @@ def test_c7_post_hoc_index_on_minilm_l6(minilm_l6_analysis, record_property):
     record_property("c7_fraction_p0", json.dumps(fractions))
     assert f"ff: {fractions['ff']:.2f}" in summary_markdown(a)
     # coordinate-wise optimality of the reported choice, recomputed from the spectra
-    class S:
-        def __init__(self, m):
-            self.__dict__.update(m)
-            self.shape = tuple(m["shape"])
-            self.singular_values = a.singular_values[m["name"]]
-
-    terms, _ = build_terms([S(m) for m in a.matrices], num_layers=a.model["num_layers"], hidden_size=a.model["hidden_size"])
+    terms, _ = build_terms(stats_from_analysis(a), num_layers=a.model["num_layers"], hidden_size=a.model["hidden_size"])
     cfg = BoundSettings()
     p_now = np.array([groups[t.group] for t in terms])
     base = rademacher(terms, p_now, cfg).rademacher
