@@ -122,6 +122,16 @@ def test_bad_inputs_are_named(call, error, message):
 STEEP = mc.Profile("rank-1+steep", lead_rank=1, tail="power", alpha=3.0, tail_scale=0.9)
 
 
+def _radius(base: np.ndarray, p: float, r_factor: float | None) -> float | None:
+    """Schatten radius for a test: ``None`` (the profile's own ``S_p``) or ``r_factor`` times it
+    (at ``p = 0`` the rank, truncated to ``max(1, floor(r_factor * rank))``)."""
+    if r_factor is None:
+        return None
+    if p == 0:
+        return float(max(1, math.floor(r_factor * np.count_nonzero(base))))
+    return r_factor * float(np.sum(base**p))
+
+
 @pytest.mark.parametrize("profile", [*mc.DEFAULT_PROFILES, STEEP], ids=lambda pr: pr.name)
 @pytest.mark.parametrize("p", [*P_GRID, 0.3])
 @pytest.mark.parametrize("r_factor", [None, 0.4])
@@ -138,12 +148,7 @@ def test_generator_constraints_hold_exactly(profile, p, r_factor):
     """
     a, b, s = 7, 5, 1.7
     base = profile.spectrum(r=min(a, b), s=s)
-    if r_factor is None:
-        R = None
-    elif p == 0:
-        R = float(max(1, math.floor(r_factor * np.count_nonzero(base))))
-    else:
-        R = r_factor * float(np.sum(base**p))
+    R = _radius(base, p, r_factor)
     sample = mc.sample_class(np.random.default_rng(11), a=a, b=b, profile=profile, s=s, p=p, count=40, R=R)
     if R is None:  # default radius: S_p of the un-perturbed profile (definition of S_p, MATH.md section 1)
         expected = float(np.count_nonzero(base)) if p == 0 else float(np.sum(base**p))
@@ -509,12 +514,7 @@ def test_c9_monte_carlo_lower_bound_below_theorem41(kind, profile, p, eps_rel, a
         b = a
     rng = np.random.default_rng(seed)
     base = profile.spectrum(r=min(a, b), s=s)
-    if r_factor is None:
-        R = None
-    elif p == 0:
-        R = float(max(1, math.floor(r_factor * np.count_nonzero(base))))
-    else:
-        R = r_factor * float(np.sum(base**p))
+    R = _radius(base, p, r_factor)
     X = mc.sample_rows(rng, m=m, dim=a, B=B, kind=rows)
     sample = mc.sample_class(rng, a=a, b=b, profile=profile, s=s, p=p, count=250, R=R)
     pts = mc.class_outputs(sample.matrices, X, kind=kind)
