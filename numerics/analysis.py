@@ -119,27 +119,32 @@ def _finite(obj: Any) -> Any:
     return obj
 
 
-def _layer_lipschitz_logs(stats: Sequence[Any], num_layers: int, B: float, L_sigma: float) -> tuple[np.ndarray, np.ndarray]:
-    """log Lipschitz constants of each layer's attention block and feedforward block."""
-    by_layer: dict[int, dict[str, dict[int | None, float]]] = defaultdict(lambda: defaultdict(dict))
-    ff_norms: dict[int, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+def _norm_tables(stats: Sequence[Any]) -> tuple[dict[tuple[int, str, int | None], float], defaultdict[tuple[int, str], float]]:
+    """Spectral norms read once: per head ``(layer, "qk"|"vo", head)`` and per layer the sum over
+    the ``ff1``/``ff2`` matrices ``(layer, kind)`` (a gated MLP's two input matrices are bounded by the sum)."""
+    heads = {(st.layer, st.kind, st.head): st.spectral_norm for st in stats if st.kind in ("qk", "vo")}
+    ff: defaultdict[tuple[int, str], float] = defaultdict(float)
     for st in stats:
-        if st.kind in ("qk", "vo"):
-            by_layer[st.layer][st.kind][st.head] = st.spectral_norm
-        elif st.kind in ("ff1", "ff2"):
-            ff_norms[st.layer][st.kind].append(st.spectral_norm)
-    log_attn = np.zeros(num_layers)
-    log_ff = np.zeros(num_layers)
-    for layer in range(num_layers):
-        heads = by_layer[layer]
-        total = 0.0
-        for h, s_vo in heads["vo"].items():
-            total += s_vo * (1 + 4 * B**2 * heads["qk"].get(h, 0.0))
-        log_attn[layer] = math.log1p(total)
-        s1 = sum(ff_norms[layer]["ff1"])  # a gated MLP's two input matrices: bound by the sum
-        s2 = sum(ff_norms[layer]["ff2"])
-        log_ff[layer] = math.log1p(L_sigma * s1 * s2)
-    return log_attn, log_ff
+        if st.kind in ("ff1", "ff2"):
+            ff[(st.layer, st.kind)] += st.spectral_norm
+    return heads, ff
+
+
+def _log_after(log_values: np.ndarray) -> np.ndarray:
+    """``log`` of the product of every later entry: ``sum_{k > i} log_values[k]`` (0 for the last)."""
+    return np.concatenate([np.cumsum(log_values[::-1])[::-1][1:], [0.0]])
+
+
+def _layer_lipschitz_logs(heads: dict[tuple[int, str, int | None], float], ff: dict[tuple[int, str], float],
+                          num_layers: int, B: float, L_sigma: float) -> tuple[np.ndarray, np.ndarray]:
+    """log Lipschitz constants of each layer's attention block and feedforward block."""
+    attn = np.zeros(num_layers)  # sum_h ||W_VO^h|| (1 + 4 B^2 ||W_QK^h||) per layer
+    for (layer, kind, h), s_vo in heads.items():
+        if kind == "vo":
+            attn[layer] += s_vo * (1 + 4 * B**2 * heads.get((layer, "qk", h), 0.0))
+    log_ff = np.array([math.log1p(L_sigma * ff.get((layer, "ff1"), 0.0) * ff.get((layer, "ff2"), 0.0))
+                       for layer in range(num_layers)])
+    return np.log1p(attn), log_ff
 
 
 def build_terms(stats: Sequence[Any], *, num_layers: int, hidden_size: int, model: ModelSettings = ModelSettings()) -> tuple[list[MatrixTerm], dict[str, Any]]:
@@ -149,22 +154,17 @@ def build_terms(stats: Sequence[Any], *, num_layers: int, hidden_size: int, mode
     """
     B = model.input_norm if model.input_norm is not None else math.sqrt(hidden_size)
     Ls = model.activation_lipschitz
-    log_attn, log_ff = _layer_lipschitz_logs(stats, num_layers, B, Ls)
+    head_norm, ff_norm = _norm_tables(stats)
+    log_attn, log_ff = _layer_lipschitz_logs(head_norm, ff_norm, num_layers, B, Ls)
     # log of the product of every block after (layer, block): block 0 = attention, 1 = feedforward
-    blocks = np.stack([log_attn, log_ff], axis=1).ravel()
-    after = np.concatenate([np.cumsum(blocks[::-1])[::-1][1:], [0.0]])
-    vo_norm = {(st.layer, st.head): st.spectral_norm for st in stats if st.kind == "vo"}
-    ff_norm: defaultdict[tuple[int, str], float] = defaultdict(float)
-    for st in stats:
-        if st.kind in ("ff1", "ff2"):
-            ff_norm[(st.layer, st.kind)] += st.spectral_norm
+    after = _log_after(np.stack([log_attn, log_ff], axis=1).ravel())
     terms = []
     for st in stats:
         if st.kind not in GROUP_OF_KIND:
             continue
         layer = st.layer
         if st.kind == "qk":
-            local = math.log(2 * B * vo_norm.get((layer, st.head), 0.0) or 1e-300)
+            local = math.log(2 * B * head_norm.get((layer, "vo", st.head), 0.0) or 1e-300)
             downstream = after[2 * layer]
             scale = B
         elif st.kind == "vo":
@@ -190,7 +190,7 @@ def _edelman(stats: Sequence[Any], info: dict[str, Any], settings: BoundSettings
     log_attn = np.asarray(info["log_lipschitz_attention"])
     log_ff = np.asarray(info["log_lipschitz_feedforward"])
     layer_log = log_attn + log_ff
-    log_alpha = np.concatenate([np.cumsum(layer_log[::-1])[::-1][1:], [0.0]])  # layers after l
+    log_alpha = _log_after(layer_log)  # layers after l
     tau = np.zeros(num_layers)
     for st in stats:
         if st.kind in ("qk", "v", "o", "ff1", "ff2") and st.norm_2_1:
