@@ -178,25 +178,12 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         result = sw.sweep(sources, settings=settings, model=model, executor=executor, progress=_Progress("checkpoints"))
     doc = sw.sweep_rows_json(result)
     if args.out is not None:
-        import os
-        import shutil
-        import tempfile
-        from pathlib import Path
-
+        from numerics.report import atomic_folder
         from numerics.sweep_plots import plot_sweep
 
-        out = Path(args.out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
-        try:
+        with atomic_folder(args.out) as tmp:
             (tmp / "sweep.json").write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
             plot_sweep(result, tmp / "sweep.png")
-            if out.exists():
-                shutil.rmtree(out)
-            os.replace(tmp, out)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
     if args.format == "json":
         print(json.dumps(doc, indent=2))
     else:

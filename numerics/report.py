@@ -6,6 +6,7 @@ place at the end, so a failure leaves no half-written report.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
@@ -14,9 +15,9 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
-__all__ = ["TABLE_COLUMNS", "format_table", "to_csv", "summary_markdown", "write_report"]
+__all__ = ["TABLE_COLUMNS", "atomic_folder", "format_table", "to_csv", "summary_markdown", "write_report"]
 
 TABLE_COLUMNS = ("name", "layer", "kind", "head", "shape", "rank", "spectral_norm", "frobenius_norm", "norm_2_1",
                  "stable_rank", "p_star")
@@ -121,22 +122,18 @@ def summary_markdown(analysis: Any) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_report(analysis: Any, out_dir: str | Path, *, plots: bool = True, summary: bool = True) -> Path:
-    """Write ``table.txt``, ``report.json``, ``matrices.csv``, plots and ``summary.md`` atomically."""
+@contextlib.contextmanager
+def atomic_folder(out_dir: str | Path) -> Iterator[Path]:
+    """Yield a temporary folder beside ``out_dir`` that replaces it only if the block succeeds.
+
+    On any error the temporary folder is removed and an existing ``out_dir`` is left as it was.
+    """
     out = Path(out_dir)
     parent = out.parent if str(out.parent) else Path(".")
     parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=parent))
     try:
-        (tmp / "table.txt").write_text(format_table(analysis), encoding="utf-8")
-        (tmp / "report.json").write_text(json.dumps(analysis.to_json(), indent=2) + "\n", encoding="utf-8")
-        (tmp / "matrices.csv").write_text(to_csv(analysis), encoding="utf-8")
-        if plots:
-            from numerics import plots as plotting
-
-            plotting.write_all(analysis, tmp)
-        if summary:
-            (tmp / "summary.md").write_text(summary_markdown(analysis), encoding="utf-8")
+        yield tmp
         if out.exists():
             backup = Path(tempfile.mkdtemp(prefix=f".{out.name}-old-", dir=parent))
             os.replace(out, backup / out.name)
@@ -147,4 +144,18 @@ def write_report(analysis: Any, out_dir: str | Path, *, plots: bool = True, summ
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return out
+
+
+def write_report(analysis: Any, out_dir: str | Path, *, plots: bool = True, summary: bool = True) -> Path:
+    """Write ``table.txt``, ``report.json``, ``matrices.csv``, plots and ``summary.md`` atomically."""
+    with atomic_folder(out_dir) as tmp:
+        (tmp / "table.txt").write_text(format_table(analysis), encoding="utf-8")
+        (tmp / "report.json").write_text(json.dumps(analysis.to_json(), indent=2) + "\n", encoding="utf-8")
+        (tmp / "matrices.csv").write_text(to_csv(analysis), encoding="utf-8")
+        if plots:
+            from numerics import plots as plotting
+
+            plotting.write_all(analysis, tmp)
+        if summary:
+            (tmp / "summary.md").write_text(summary_markdown(analysis), encoding="utf-8")
+    return Path(out_dir)
