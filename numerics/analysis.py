@@ -77,7 +77,9 @@ class Analysis:
         model: ``{source, architecture, num_layers, hidden_size, num_heads, head_dim, intermediate_size}``.
         matrices: one dict per matrix (see :meth:`matrix_rows`).
         bounds: ``{spectrum_adaptive, edelman2022, bartlett2017}`` each with ``complexity`` and more.
-        proxies: ``{phi_sa, phi_edelman, log_phi_sa, log_phi_edelman}``.
+        proxies: ``{phi_sa, phi_edelman, log_phi_sa, log_phi_edelman}``, the common ``p`` attaining
+            ``phi_sa`` (``phi_sa_common_p``) and ``log phi_sa`` at every common ``p`` of the grid
+            (``log_phi_sa_by_common_p``, keyed by ``str(p)``).
         skipped: ``[{name, reason}]``.
         settings: the bound and model settings used.
         posthoc: the raw post hoc result (not serialised).
@@ -86,7 +88,7 @@ class Analysis:
     model: dict[str, Any]
     matrices: list[dict[str, Any]]
     bounds: dict[str, dict[str, Any]]
-    proxies: dict[str, float | None]
+    proxies: dict[str, Any]
     skipped: list[dict[str, str]]
     settings: dict[str, Any]
     singular_values: dict[str, np.ndarray] = field(repr=False, default_factory=dict)
@@ -224,28 +226,38 @@ def _bartlett(terms: Sequence[MatrixTerm], stats_by_name: dict[str, Any], settin
     return _p2_summary(log_C, settings, status="verbatim cover per matrix, composed with specbound's propagation factors")
 
 
-def _phi_sa(terms: Sequence[MatrixTerm], settings: BoundSettings) -> tuple[float, float]:
-    """``log phi_sa`` and the common ``p`` attaining it (log factors set to 1).
+def _log_phi_sa_by_p(terms: Sequence[MatrixTerm], settings: BoundSettings) -> dict[float, float]:
+    """``log phi_sa(p)`` at every common ``p`` of the grid (log factors set to 1).
 
-    A model whose every matrix is zero has ``phi_sa = 0`` (``log phi_sa = -inf``) at every ``p``.
+    ``phi_sa(p) = (sum_j (a_j(p) rho_j^p)^(1/(1+p)))^((1+p)/2)`` with ``a_j`` the Theorem 4.1
+    coefficient without its log factors. All grid points are evaluated at once per matrix
+    (one ``S_p`` and one coefficient call per matrix, not per matrix and ``p``). Matrices
+    with ``S_p = 0`` contribute nothing; ``-inf`` when none contributes.
     """
-    if all(t.spectral_norm == 0 for t in terms):
-        return -math.inf, float(min(settings.p_grid))
-    best = (math.inf, 0.0)
-    for q in settings.p_grid:
-        logs = []
-        for t in terms:
-            R = float(t.schatten(np.array(q)))
-            if R <= 0:
-                continue
-            a = lambdified.thm41_coefficient_without_logs(t.cover_kind, p=q, R=R, B=t.input_scale, a=t.shape[0], b=t.shape[1])
-            logs.append(math.log(a) + q * t.log_rho)
-        if not logs:
-            continue
-        log_C = (1 + q) * float(logsumexp(np.asarray(logs) / (1 + q)))
-        if 0.5 * log_C < best[0]:
-            best = (0.5 * log_C, float(q))
-    return best
+    qs = np.asarray(settings.p_grid, dtype=np.float64)
+    logs = np.full((len(terms), qs.size), -np.inf)
+    for i, t in enumerate(terms):
+        R = np.asarray(t.schatten(qs), dtype=np.float64)
+        ok = R > 0
+        if ok.any():
+            coef = lambdified.thm41_coefficient_without_logs(t.cover_kind, p=qs[ok], R=R[ok], B=t.input_scale,
+                                                             a=t.shape[0], b=t.shape[1])
+            logs[i, ok] = np.log(coef) + qs[ok] * t.log_rho
+    out = {}
+    for j, q in enumerate(qs):
+        column = logs[:, j]
+        out[float(q)] = 0.5 * (1 + q) * float(logsumexp(column / (1 + q))) if np.isfinite(column).any() else -math.inf
+    return out
+
+
+def _phi_sa(by_p: dict[float, float]) -> tuple[float, float]:
+    """``log phi_sa`` minimised over the common ``p``, and the first ``p`` attaining it.
+
+    A model whose every matrix is zero has ``phi_sa = 0`` (``log phi_sa = -inf``) at every
+    ``p``; the smallest ``p`` is reported.
+    """
+    q, value = min(by_p.items(), key=lambda item: (item[1], item[0]))
+    return value, q
 
 
 def analyze_stats(stats: Sequence[Any], *, model_info: dict[str, Any], skipped: Sequence[tuple[str, str]] = (),
@@ -283,11 +295,13 @@ def analyze_stats(stats: Sequence[Any], *, model_info: dict[str, Any], skipped: 
     stats_by_name = {st.name: st for st in stats}
     edel = _edelman(stats, info, settings, hidden, num_layers)
     bart = _bartlett(terms, stats_by_name, settings)
-    log_phi_sa, p_phi = _phi_sa(terms, settings)
+    phi_by_p = _log_phi_sa_by_p(terms, settings)
+    log_phi_sa, p_phi = _phi_sa(phi_by_p)
     proxies = {
         "phi_sa": math.exp(log_phi_sa) if log_phi_sa < 700 else None,  # exp(-inf) = 0.0 for an all-zero model
         "log_phi_sa": log_phi_sa,
         "phi_sa_common_p": p_phi,
+        "log_phi_sa_by_common_p": {str(q): v for q, v in phi_by_p.items()},
         "phi_edelman": math.exp(edel["log_phi"]) if edel["log_phi"] < 700 else None,
         "log_phi_edelman": edel["log_phi"],
     }

@@ -13,6 +13,8 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Callable
 
+from numpy.typing import ArrayLike
+
 import numpy as np
 
 from theory._validate import check_positive, check_schatten_index
@@ -412,14 +414,19 @@ def _coef_nolog_fn(kind: str) -> Callable[..., np.ndarray]:
     return _function(f"coef_nolog.{kind}")
 
 
-def thm41_coefficient_without_logs(kind: str, *, p: float, R: float, B: float, a: int, b: int) -> float:
+def thm41_coefficient_without_logs(kind: str, *, p: ArrayLike, R: ArrayLike, B: float, a: int, b: int) -> Any:
     """The leading factor of ``a_j(p)`` with the log factors set to 1 (for the proxies).
 
     At ``p = 0`` this is ``R (a+b+1)`` for both kinds (``kappa(0) = 1``; the limit, not ``0**0``).
+    ``p`` and ``R`` may be arrays of one shape (one coefficient per pair): a float for
+    scalars, else an array.
     """
-    if p == 0:
-        return float(R * (a + b + 1))
-    return float(_coef_nolog_fn(kind)(p, R, B, a, b))
+    p_arr, R_arr = np.broadcast_arrays(np.asarray(p, dtype=np.float64), np.asarray(R, dtype=np.float64))
+    out = np.asarray(R_arr * (a + b + 1), dtype=np.float64).copy()
+    positive = p_arr != 0
+    if positive.any():
+        out[positive] = _coef_nolog_fn(kind)(p_arr[positive], R_arr[positive], B, a, b)
+    return float(out) if out.ndim == 0 else out
 
 
 @lru_cache(maxsize=None)

@@ -86,6 +86,43 @@ def test_edelman_proxy_against_a_naive_sum(result):
     assert result.proxies["log_phi_edelman"] == pytest.approx(math.log(phi), rel=1e-12)
 
 
+def test_phi_sa_against_a_naive_loop_over_the_grid(bert_folder, result):
+    # The definition term by term, one scalar coefficient per (matrix, p), min over the common p:
+    # phi_sa(p) = (sum_j (a_j(p) rho_j^p)^(1/(1+p)))^((1+p)/2).
+    from numerics import lambdified
+    from numerics.checkpoint import open_checkpoint
+    from numerics.spectra import analyze_spectra
+
+    terms, _ = build_terms(analyze_spectra(open_checkpoint(str(bert_folder))), num_layers=2, hidden_size=24, model=ModelSettings())
+    curve = {}
+    for q in FAST.p_grid:
+        total = 0.0
+        for t in terms:
+            R = float(np.sum(np.sort(t.singular_values)[::-1][: t.rank] ** q))
+            a = lambdified.thm41_coefficient_without_logs(t.cover_kind, p=q, R=R, B=t.input_scale, a=t.shape[0], b=t.shape[1])
+            assert isinstance(a, float)
+            total += (a * math.exp(q * t.log_rho)) ** (1 / (1 + q))
+        curve[q] = total ** ((1 + q) / 2)
+    got = result.proxies["log_phi_sa_by_common_p"]
+    assert set(got) == {str(q) for q in FAST.p_grid}
+    for q, value in curve.items():
+        assert got[str(q)] == pytest.approx(math.log(value), rel=1e-12)
+    best = min(curve, key=curve.get)
+    assert result.proxies["log_phi_sa"] == pytest.approx(math.log(curve[best]), rel=1e-12)
+    assert result.proxies["phi_sa_common_p"] == best
+
+
+def test_coefficient_without_logs_takes_arrays():
+    from numerics import lambdified
+
+    ps, Rs = np.array([0.0, 0.5, 1.0, 2.0]), np.array([7.0, 3.0, 2.5, 9.0])
+    for kind in ("vector", "bilinear"):
+        got = lambdified.thm41_coefficient_without_logs(kind, p=ps, R=Rs, B=1.5, a=6, b=4)
+        want = [lambdified.thm41_coefficient_without_logs(kind, p=float(p), R=float(R), B=1.5, a=6, b=4) for p, R in zip(ps, Rs)]
+        assert got.shape == (4,) and got[0] == 7.0 * (6 + 4 + 1)  # p = 0: R (a + b + 1), the documented limit
+        np.testing.assert_allclose(got, want, rtol=1e-14)
+
+
 def test_posthoc_not_worse_than_any_common_index(result):
     ours = result.bounds["spectrum_adaptive"]
     assert all(ours["rademacher_uncapped"] <= v * (1 + 1e-12) for v in ours["rademacher_by_common_p"].values())
