@@ -48,7 +48,7 @@ from .architectures import (
 from .errors import CheckpointError
 from .safetensors_io import FLOAT_DTYPES, TensorInfo, load_tensor, read_header
 
-__all__ = ["LayerWeights", "Checkpoint", "open_checkpoint"]
+__all__ = ["LayerWeights", "Checkpoint", "MatrixSource", "open_checkpoint"]
 
 #: Stored float dtypes from most to least precise (used to pick a layer's rank tolerance).
 _PRECISION_ORDER: tuple[str, ...] = ("F64", "F32", "F16", "BF16")
@@ -56,6 +56,46 @@ _PRECISION_ORDER: tuple[str, ...] = ("F64", "F32", "F16", "BF16")
 _SINGLE_FILE = "model.safetensors"
 _INDEX_FILE = "model.safetensors.index.json"
 _REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+@dataclass(frozen=True)
+class MatrixSource:
+    """Where one analysed matrix comes from, small enough to send to another process.
+
+    :meth:`load` reads the matrix from its file exactly as :meth:`Checkpoint.load_layer`
+    does (memory-mapped, widened to float64, checked for NaN and Inf), so a worker process
+    that receives a ``MatrixSource`` computes on the same numbers as the parent, without the
+    matrix being copied between the processes.
+
+    Attributes:
+      path: the safetensors file.
+      tensor: the tensor's name in that file.
+      info: its header entry.
+      transpose: whether the stored layout is ``[out, in]`` (transposed on load).
+      columns: ``(start, stop)`` for a matrix split from a packed tensor (after the
+        transpose), else ``None``.
+    """
+
+    path: Path
+    tensor: str
+    info: TensorInfo
+    transpose: bool = False
+    columns: tuple[int, int] | None = None
+
+    def load(self) -> np.ndarray:
+        """The matrix, float64, row-vector ``[in, out]``, read-only.
+
+        Raises:
+          CheckpointError: the tensor contains NaN or Inf, or its file shrank.
+        """
+        return _frozen(self._view(load_tensor(self.path, self.tensor, self.info)))
+
+    def _view(self, w: np.ndarray) -> np.ndarray:
+        if self.transpose:
+            w = w.T
+        if self.columns is not None:
+            w = w[:, self.columns[0] : self.columns[1]]
+        return w
 
 
 @dataclass(frozen=True, eq=False)
@@ -77,6 +117,9 @@ class LayerWeights:
         three share one name).
       packed_qkv: whether q, k, v were split from one packed tensor.
       dtype: the least precise stored dtype among this layer's matrices (``"F32"``, ...).
+      sources: where each matrix was read from (:class:`MatrixSource`), keyed by role for
+        ``q``, ``k``, ``v``, ``o`` and by tensor name for the ``ff1``/``ff2`` entries; empty
+        for layers built by hand.
 
     The arrays are read-only.
     """
@@ -91,6 +134,7 @@ class LayerWeights:
     names: Mapping[str, str]
     packed_qkv: bool = False
     dtype: str = "F64"
+    sources: Mapping[str, MatrixSource] = field(default_factory=lambda: MappingProxyType({}), repr=False)
 
 
 @dataclass(frozen=True, eq=False)
@@ -181,24 +225,23 @@ class Checkpoint:
         ff2: list[tuple[str, np.ndarray]] = []
         packed = False
         least = 0
+        sources: dict[str, MatrixSource] = {}
         for spec, name in self._plan[index]:
             path, info = self._tensors[name]
             least = max(least, _PRECISION_ORDER.index(info.dtype))
-            w = load_tensor(path, name, info)
-            if spec.layout == "out_in":
-                w = w.T
+            whole = MatrixSource(path, name, info, transpose=spec.layout == "out_in")
+            w = whole._view(load_tensor(path, name, info))
             if spec.role == "qkv":
                 packed = True
                 for j, role in enumerate("qkv"):
-                    mats[role] = _frozen(w[:, j * inner : (j + 1) * inner])
-                    names[role] = name
-            elif spec.role == "ff1":
-                ff1.append((name, _frozen(w)))
-            elif spec.role == "ff2":
-                ff2.append((name, _frozen(w)))
+                    columns = (j * inner, (j + 1) * inner)
+                    mats[role] = _frozen(w[:, columns[0] : columns[1]])
+                    names[role], sources[role] = name, MatrixSource(path, name, info, whole.transpose, columns)
+            elif spec.role in ("ff1", "ff2"):
+                (ff1 if spec.role == "ff1" else ff2).append((name, _frozen(w)))
+                sources[name] = whole
             else:
-                mats[spec.role] = _frozen(w)
-                names[spec.role] = name
+                mats[spec.role], names[spec.role], sources[spec.role] = _frozen(w), name, whole
         return LayerWeights(
             index=index,
             q=mats["q"],
@@ -210,6 +253,7 @@ class Checkpoint:
             names=MappingProxyType(names),
             packed_qkv=packed,
             dtype=_PRECISION_ORDER[least],
+            sources=MappingProxyType(sources),
         )
 
     def iter_layers(self) -> Iterator[LayerWeights]:
