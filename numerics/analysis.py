@@ -315,7 +315,8 @@ def analyze_stats(stats: Sequence[Any], *, model_info: dict[str, Any], skipped: 
 
 
 def analyze(source: str, *, heads: int | None = None, settings: BoundSettings = BoundSettings(), model: ModelSettings = ModelSettings(),
-            executor: Any = None, progress: Callable[[int, int, str], None] | None = None, leading_k: int | None = None) -> Analysis:
+            executor: Any = None, progress: Callable[[int, int, str], None] | None = None, leading_k: int | None = None,
+            processes: int | None = None) -> Analysis:
     """Open ``source`` and evaluate the bounds.
 
     ``source``: a ``.safetensors`` file, a folder (safetensors, sharded, or an ONNX export,
@@ -323,11 +324,14 @@ def analyze(source: str, *, heads: int | None = None, settings: BoundSettings = 
     a HuggingFace repository id (needs ``huggingface_hub``). ``leading_k``: for huge
     matrices, compute only the ``k`` leading singular values of each whole matrix plus a
     certified tail (see :mod:`numerics.huge`; recorded per matrix in ``approximation``).
+    ``processes``: worker processes for the whole-matrix SVDs (default: one per CPU for
+    checkpoints large enough, none with an ``executor``; ``0``: none); see
+    :func:`numerics.spectra.analyze_spectra`.
     """
     from numerics.checkpoint import open_checkpoint
     from numerics.sources import resolve_source
     from numerics.spectra import analyze_spectra
 
     ckpt = open_checkpoint(resolve_source(source), heads=heads)
-    stats = analyze_spectra(ckpt, executor=executor, progress=progress, leading_k=leading_k)
+    stats = analyze_spectra(ckpt, executor=executor, progress=progress, leading_k=leading_k, processes=processes)
     return analyze_stats(stats, model_info=ckpt.describe(), skipped=ckpt.skipped, settings=settings, model=model)

@@ -55,13 +55,13 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 import numpy as np
 import scipy.linalg
 
 if TYPE_CHECKING:
-    from .checkpoint import Checkpoint, LayerWeights
+    from .checkpoint import Checkpoint, LayerWeights, MatrixSource
 
 __all__ = [
     "DTYPE_EPS",
@@ -74,6 +74,8 @@ __all__ = [
     "product_stats",
     "layer_matrices",
     "analyze_spectra",
+    "auto_processes",
+    "whole_matrix_work",
     "single_threaded_blas",
 ]
 
@@ -410,6 +412,19 @@ def product_stats(
 _Job = tuple[Callable[..., MatrixStats], tuple[Any, ...], dict[str, Any]]
 
 
+class _Task(NamedTuple):
+    """One matrix's computation; ``source`` is where a whole matrix was read from (else ``None``)."""
+
+    fn: Callable[..., MatrixStats]
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    source: MatrixSource | None = None
+
+    @property
+    def job(self) -> _Job:
+        return (self.fn, self.args, self.kwargs)
+
+
 def _check_heads(layer: LayerWeights, num_heads: int, num_kv_heads: int, head_dim: int) -> None:
     for label, value in (("num_heads", num_heads), ("num_kv_heads", num_kv_heads), ("head_dim", head_dim)):
         if not (isinstance(value, int) and value > 0):
@@ -441,39 +456,40 @@ def _layer_jobs(
     dtype_eps: float | None,
     rank_rtol: float | None,
     leading_k: int | None = None,
-) -> list[_Job]:
-    """The independent computations of one layer, as ``(function, args, kwargs)``."""
+) -> list[_Task]:
+    """The independent computations of one layer, with the file source of each whole matrix."""
     _check_heads(layer, num_heads, num_kv_heads, head_dim)
     eps = DTYPE_EPS[layer.dtype] if dtype_eps is None else dtype_eps
     opts = {"layer": layer.index, "dtype_eps": eps, "rank_rtol": rank_rtol}
     i, d = layer.index, head_dim
     group = num_heads // num_kv_heads
-    jobs: list[_Job] = []
+    jobs: list[_Task] = []
 
-    def whole(name: str, w: np.ndarray, kind: str) -> _Job:
+    def whole(name: str, w: np.ndarray, kind: str, key: str) -> _Task:
+        source = layer.sources.get(key)
         if leading_k is not None and min(w.shape) > leading_k + 1:
             from .huge import huge_matrix_stats  # lazily: numerics.huge imports this module
 
-            return (huge_matrix_stats, (name, w), {"kind": kind, "k": leading_k, **opts})
-        return (weight_stats, (name, w), {"kind": kind, **opts})
+            return _Task(huge_matrix_stats, (name, w), {"kind": kind, "k": leading_k, **opts}, source)
+        return _Task(weight_stats, (name, w), {"kind": kind, **opts}, source)
 
     for role in ("q", "k", "v", "o"):
         name = layer.names[role] + (f"[{role}]" if layer.packed_qkv and role != "o" else "")
-        jobs.append(whole(name, getattr(layer, role), role))
+        jobs.append(whole(name, getattr(layer, role), role, role))
     scale = 1.0 / math.sqrt(d)
     for h in range(num_heads):
         g = h // group
         q_h = layer.q[:, h * d : (h + 1) * d] * scale
         k_g = layer.k[:, g * d : (g + 1) * d]
-        jobs.append((product_stats, (f"layer{i}.head{h}.qk", q_h, k_g), {"kind": "qk", "head": h, **opts}))
+        jobs.append(_Task(product_stats, (f"layer{i}.head{h}.qk", q_h, k_g), {"kind": "qk", "head": h, **opts}))
     for h in range(num_heads):
         g = h // group
         v_g = layer.v[:, g * d : (g + 1) * d]
         o_h = layer.o[h * d : (h + 1) * d, :]
-        jobs.append((product_stats, (f"layer{i}.head{h}.vo", v_g, o_h.T), {"kind": "vo", "head": h, **opts}))
+        jobs.append(_Task(product_stats, (f"layer{i}.head{h}.vo", v_g, o_h.T), {"kind": "vo", "head": h, **opts}))
     for kind, mats in (("ff1", layer.ff1), ("ff2", layer.ff2)):
         for name, w in mats:
-            jobs.append(whole(name, w, kind))
+            jobs.append(whole(name, w, kind, name))
     return jobs
 
 
@@ -508,7 +524,7 @@ def layer_matrices(
         dtype_eps=dtype_eps,
         rank_rtol=rank_rtol,
     )
-    return [fn(*args, **kwargs) for fn, args, kwargs in jobs]
+    return [task.fn(*task.args, **task.kwargs) for task in jobs]
 
 
 # --------------------------------------------------------------------------- BLAS threads
@@ -604,6 +620,7 @@ def analyze_spectra(
     layers_in_flight: int = 2,
     single_threaded_blas: bool = True,
     leading_k: int | None = None,
+    processes: int | None = None,
 ) -> list[MatrixStats]:
     """Statistics of every analysed matrix of a checkpoint, computed in parallel.
 
@@ -635,6 +652,14 @@ def analyze_spectra(
         :class:`numerics.huge.LeadingKStats` recording ``approximation="leading-k"``). Per-head
         products are always exact (their ``d_h x d_h`` cores are small). ``None``: every
         matrix exact.
+      processes: worker processes for the whole-matrix SVDs
+        (:class:`numerics.processes.WholeMatrixPool`: each worker reads its matrices from the
+        checkpoint file itself; results bit-identical to the in-process ones). ``None``
+        (default): without an ``executor``, one per CPU when the whole matrices are large
+        enough to repay the pool's start (about 0.3 s; :func:`auto_processes`), else none;
+        with an ``executor``, none. ``0``: none. A positive count is used even with an
+        ``executor``, which then runs the per-head work only. Per-head work never goes to
+        the processes (it scales on threads).
 
     Returns:
       One :class:`MatrixStats` per matrix:
@@ -644,12 +669,24 @@ def analyze_spectra(
         raise ValueError(f"layers_in_flight={layers_in_flight!r} must be a positive int")
     if leading_k is not None and not (isinstance(leading_k, int) and not isinstance(leading_k, bool) and leading_k >= 1):
         raise ValueError(f"leading_k={leading_k!r} must be a positive int or None")
+    if processes is not None and not (isinstance(processes, int) and not isinstance(processes, bool) and processes >= 0):
+        raise ValueError(f"processes={processes!r} must be a non-negative int or None")
     per_layer = 4 + 2 * checkpoint.num_heads + checkpoint.num_ff1 + checkpoint.num_ff2
     total = checkpoint.num_layers * per_layer
     own = executor is None
     pool: Any = ThreadPoolExecutor(max_workers=os.cpu_count() or 1) if own else executor
+    if own and processes is None:
+        processes = auto_processes(checkpoint, leading_k=leading_k)
+    from .processes import WholeMatrixPool
+
+    whole_pool = WholeMatrixPool(processes) if processes else None
     results: list[MatrixStats] = []
     pending: deque[list[Any]] = deque()
+
+    def submit(task: _Task) -> Any:
+        if whole_pool is not None and task.source is not None:
+            return whole_pool.submit(task.job, task.source)
+        return pool.submit(task.fn, *task.args, **task.kwargs)
 
     def drain_one() -> None:
         for future in pending.popleft():
@@ -670,7 +707,7 @@ def analyze_spectra(
                     rank_rtol=rank_rtol,
                     leading_k=leading_k,
                 )
-                pending.append([pool.submit(fn, *args, **kwargs) for fn, args, kwargs in jobs])
+                pending.append([submit(task) for task in jobs])
                 del layer, jobs
                 while len(pending) >= layers_in_flight:
                     drain_one()
@@ -682,11 +719,56 @@ def analyze_spectra(
                 cancel = getattr(future, "cancel", None)
                 if cancel is not None:
                     cancel()
+        if whole_pool is not None:
+            whole_pool.close(cancel=True)
+            whole_pool = None
         raise
     finally:
+        if whole_pool is not None:
+            whole_pool.close()
         if own:
             pool.shutdown(wait=True, cancel_futures=True)
     return results
+
+
+#: Whole-matrix SVD work (sum of ``a b min(a, b)`` over the whole matrices) above which
+#: :func:`auto_processes` starts worker processes. Measured on this project's 2-core machine:
+#: MiniLM-L6 has 4.1e9 and its whole-matrix SVDs take 0.72 s on one core (5.7e9 per second);
+#: the pool starts in about 0.3 s, during which the calling process runs SVDs itself, so
+#: below about 1e9 (0.2 s of SVDs) there is nothing to win.
+PROCESS_THRESHOLD = 1.0e9
+
+
+def whole_matrix_work(checkpoint: Checkpoint, *, leading_k: int | None = None) -> float:
+    """``sum a b min(a, b)`` over the checkpoint's whole matrices (the SVD cost, up to a constant).
+
+    With ``leading_k``, matrices with ``min(a, b) > leading_k + 1`` count ``a b (leading_k + 1)``.
+    """
+    N, H, Hkv, d, F = (checkpoint.hidden_size, checkpoint.num_heads, checkpoint.num_kv_heads,
+                       checkpoint.head_dim, checkpoint.intermediate_size)
+    shapes = [(N, H * d), (N, Hkv * d), (N, Hkv * d), (H * d, N)]
+    shapes += [(N, F)] * (checkpoint.num_ff1 + checkpoint.num_ff2)
+
+    def cost(a: int, b: int) -> float:
+        m = min(a, b)
+        if leading_k is not None and m > leading_k + 1:
+            m = leading_k + 1
+        return float(a) * float(b) * float(m)
+
+    return checkpoint.num_layers * sum(cost(a, b) for a, b in shapes)
+
+
+def auto_processes(checkpoint: Checkpoint, *, leading_k: int | None = None) -> int:
+    """Worker processes :func:`analyze_spectra` uses by default: one per CPU, or 0.
+
+    0 on a single CPU, or when :func:`whole_matrix_work` is below :data:`PROCESS_THRESHOLD`.
+    """
+    from .processes import available_cpus
+
+    cpus = available_cpus()
+    if cpus < 2 or whole_matrix_work(checkpoint, leading_k=leading_k) < PROCESS_THRESHOLD:
+        return 0
+    return cpus
 
 
 _pin_blas = single_threaded_blas  # analyze_spectra has a parameter of the same name

@@ -174,11 +174,12 @@ def _number(value: Any) -> float:
 
 
 def analyze_row(source: str, *, settings: BoundSettings = BoundSettings(),
-                model: ModelSettings = ModelSettings()) -> SweepRow:
+                model: ModelSettings = ModelSettings(), processes: int | None = None) -> SweepRow:
     """Resolve, analyse and summarise one checkpoint (the unit of work of :func:`sweep`).
 
     A module-level function of picklable arguments, so process pools and distributed
-    executors can run it.
+    executors can run it. ``processes``: worker processes for the whole-matrix SVDs, as in
+    :func:`numerics.analysis.analyze` (``None``: automatic; ``0``: none).
 
     Raises:
       CheckpointError: the checkpoint cannot be fetched, converted, read or analysed; the
@@ -186,7 +187,7 @@ def analyze_row(source: str, *, settings: BoundSettings = BoundSettings(),
     """
     path = resolve_source(source)
     try:
-        analysis = analyze(path, settings=settings, model=model)
+        analysis = analyze(path, settings=settings, model=model, processes=processes)
     except CheckpointError:
         raise
     except ValueError as exc:
@@ -408,8 +409,9 @@ def sweep(
       model: Lipschitz-model settings, the same for every checkpoint.
       executor: anything with ``submit(fn, *args, **kwargs) -> future`` whose futures have
         ``result()`` (``concurrent.futures`` executors, ``distributed.Client.get_executor()``);
-        one task (:func:`analyze_row`) per checkpoint. Not shut down here. Default: serial,
-        in this process, in order.
+        one task (:func:`analyze_row`) per checkpoint, each without SVD worker processes.
+        Not shut down here. Default: serial, in this process, in order, each checkpoint
+        with the automatic SVD worker processes of :func:`numerics.analysis.analyze`.
       progress: called as ``progress(done, total, source)`` from the calling thread after
         each checkpoint, in the order of ``sources``.
 
@@ -441,7 +443,9 @@ def sweep(
     pool = executor if executor is not None else _Serial()
     rows: list[SweepRow] = []
     with single_threaded_blas(True):
-        futures = [pool.submit(analyze_row, source, settings=settings, model=model) for source in items]
+        # with an executor the parallelism is across checkpoints: no SVD processes per checkpoint
+        processes = 0 if executor is not None else None
+        futures = [pool.submit(analyze_row, source, settings=settings, model=model, processes=processes) for source in items]
         try:
             for source, future in zip(items, futures):
                 rows.append(future.result())

@@ -1,0 +1,253 @@
+"""Worker processes for the whole-matrix SVDs: same numbers, no lost jobs, clean stops.
+
+The reference everywhere is the same computation in this process (``processes=0`` or a
+direct call): the workers load the same bytes and run the same single-threaded LAPACK call,
+so the results must be identical to the bit, not merely close.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from numerics import processes
+from numerics.checkpoint import open_checkpoint
+from numerics.errors import CheckpointError
+from numerics.spectra import analyze_spectra, auto_processes, weight_stats, whole_matrix_work
+from tests import synthetic
+
+pytestmark = pytest.mark.skipif(not processes.supported(), reason="worker processes need POSIX fork")
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _same(a, b) -> bool:
+    """Bit-identical statistics, matrix by matrix, in the same order."""
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        if (x.name, x.kind, x.layer, x.head, x.shape, x.rank) != (y.name, y.kind, y.layer, y.head, y.shape, y.rank):
+            return False
+        if not np.array_equal(x.singular_values, y.singular_values):
+            return False
+        if (x.norm_2_1, x.norm_1_1, x.rank_tolerance) != (y.norm_2_1, y.norm_1_1, y.rank_tolerance):
+            return False
+    return True
+
+
+@pytest.fixture
+def spy(monkeypatch):
+    """Every WholeMatrixPool that analyze_spectra creates, to see who ran the jobs."""
+    made = []
+
+    class Spy(processes.WholeMatrixPool):
+        def __init__(self, n):
+            super().__init__(n, local_until_ready=False)  # tiny test models: else the local thread is done first
+            made.append(self)
+
+    monkeypatch.setattr(processes, "WholeMatrixPool", Spy)
+    return made
+
+
+CASES = {
+    "bert-bf16-sharded": (lambda: synthetic.bert_state(layers=2, prefix="bert.", task_head=True), synthetic.bert_config(layers=2),
+                          {"dtype": "BF16", "shards": 3}),
+    "gpt2-conv1d-fused": (lambda: synthetic.gpt2_state(prefix="transformer."), {"n_embd": 16, "n_head": 2}, {}),
+    "llama-gqa-gated": (lambda: synthetic.llama_state(), {"num_attention_heads": 4, "num_key_value_heads": 2}, {}),
+    "torch-packed": (lambda: synthetic.torch_encoder_state(), {"num_attention_heads": 4}, {"dtype": "F16"}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_workers_give_bit_identical_statistics(tmp_path, spy, case):
+    make, config, opts = CASES[case]
+    ckpt = open_checkpoint(synthetic.write_checkpoint(tmp_path, make(), config, **opts))
+    local = analyze_spectra(ckpt, processes=0)
+    remote = analyze_spectra(ckpt, processes=2)
+    assert _same(local, remote)
+    (pool,) = spy
+    whole = sum(s.head is None for s in remote)
+    assert pool.error is None and pool.ran_remotely == whole and pool.ran_locally == 0
+
+
+def test_leading_k_jobs_run_on_workers_too(tmp_path, spy):
+    ckpt = open_checkpoint(synthetic.write_checkpoint(tmp_path, synthetic.bert_state(layers=2), synthetic.bert_config(layers=2)))
+    assert _same(analyze_spectra(ckpt, processes=0, leading_k=4), analyze_spectra(ckpt, processes=2, leading_k=4))
+    assert spy[0].ran_remotely == 2 * 6
+
+
+def _bert_file(tmp_path, *, layers=3, hidden=96, ff=384):
+    state = synthetic.bert_state(layers=layers, hidden=hidden, ff=ff)
+    return open_checkpoint(synthetic.write_checkpoint(tmp_path, state, synthetic.bert_config(layers=layers, hidden=hidden, heads=4, ff=ff)))
+
+
+def _jobs(ckpt):
+    """(job, source, expected stats) for every whole matrix of the checkpoint, computed here."""
+    out = []
+    for layer in ckpt.iter_layers():
+        for role in ("q", "k", "v", "o"):
+            w, source = getattr(layer, role), layer.sources[role]
+            job = (weight_stats, (role, w), {"kind": role, "layer": layer.index})
+            out.append((job, source, weight_stats(role, w, kind=role, layer=layer.index)))
+    return out
+
+
+def test_a_killed_worker_loses_no_job(tmp_path):
+    jobs = _jobs(_bert_file(tmp_path)) * 8
+    pool = processes.WholeMatrixPool(2)
+    try:
+        deadline = time.monotonic() + 60
+        while not pool._worker_pids and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert pool._worker_pids, pool.error
+        futures = [pool.submit(job, source) for job, source, _ in jobs]
+        os.kill(pool._worker_pids[0], signal.SIGKILL)
+        results = [f.result(timeout=120) for f in futures]
+    finally:
+        pool.close()
+    assert _same(results, [want for _, _, want in jobs])
+    assert pool.error is not None and "worker" in pool.error
+
+
+def test_without_workers_everything_runs_in_process(tmp_path, monkeypatch):
+    monkeypatch.setattr(processes, "supported", lambda: False)
+    jobs = _jobs(_bert_file(tmp_path, layers=1))
+    with processes.WholeMatrixPool(2) as pool:
+        results = [f.result(timeout=60) for f in [pool.submit(job, source) for job, source, _ in jobs]]
+    assert _same(results, [want for _, _, want in jobs])
+    assert pool.ran_locally == len(jobs) and pool.ran_remotely == 0 and "could not start" in pool.error
+
+
+def test_a_worker_that_cannot_start_is_reported_and_replaced_by_the_local_thread(tmp_path, monkeypatch):
+    monkeypatch.setattr(processes, "_BOOTSTRAP", "raise SystemExit('no numerics here')")
+    jobs = _jobs(_bert_file(tmp_path, layers=1))
+    with processes.WholeMatrixPool(2) as pool:
+        results = [f.result(timeout=60) for f in [pool.submit(job, source) for job, source, _ in jobs]]
+    assert _same(results, [want for _, _, want in jobs])
+    assert pool.ran_remotely == 0 and "no numerics here" in pool.error
+
+
+def test_an_error_in_a_worker_reaches_the_caller(tmp_path):
+    (job, source, _), *_ = _jobs(_bert_file(tmp_path, layers=1))
+    fn, args, _ = job
+    with processes.WholeMatrixPool(1) as pool:
+        while pool._ready == 0 and pool.error is None:
+            time.sleep(0.01)
+        future = pool.submit((fn, args, {"kind": "bogus", "layer": 0}), source)
+        with pytest.raises(ValueError, match="kind='bogus' must be one of"):
+            future.result(timeout=60)
+    assert pool.ran_remotely == 0
+
+
+def test_a_file_changed_under_the_workers_is_a_checkpoint_error(tmp_path):
+    ckpt = _bert_file(tmp_path, layers=1)
+    (job, source, _), *_ = _jobs(ckpt)
+    with open(source.path, "r+b") as fh:
+        fh.truncate(source.info.data_start + source.info.begin + 4)
+    with processes.WholeMatrixPool(1) as pool:
+        while pool._ready == 0 and pool.error is None:
+            time.sleep(0.01)
+        with pytest.raises(CheckpointError, match="is truncated") as info:
+            pool.submit(job, source).result(timeout=60)
+    assert info.value.tensor == source.tensor and info.value.file == str(source.path)
+
+
+def test_cancel_drops_queued_jobs_and_stops_the_workers(tmp_path):
+    jobs = _jobs(_bert_file(tmp_path, hidden=192, ff=384)) * 50  # 600 SVDs of 192 x 192: seconds of work
+    pool = processes.WholeMatrixPool(2)
+    futures = [pool.submit(job, source) for job, source, _ in jobs]
+    deadline = time.monotonic() + 60
+    while len(pool._worker_pids) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    pids = list(pool._worker_pids)
+    t0 = time.monotonic()
+    pool.close(cancel=True)
+    assert time.monotonic() - t0 < 30
+    assert any(f.cancelled() for f in futures)
+    assert all(f.done() for f in futures)
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            _wait_gone(pid)
+            os.kill(pid, 0)
+    assert pool._process.poll() is not None
+
+
+def _wait_gone(pid, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.02)
+
+
+def test_a_script_without_main_guard_runs_once(tmp_path):
+    # multiprocessing's spawn and forkserver re-run the caller's main script in every worker;
+    # these workers must not: the script prints its marker once and finishes.
+    folder = synthetic.write_checkpoint(tmp_path / "ck", synthetic.bert_state(layers=2), synthetic.bert_config(layers=2))
+    script = tmp_path / "unguarded.py"
+    script.write_text(textwrap.dedent(f"""
+        from numerics.checkpoint import open_checkpoint
+        from numerics.spectra import analyze_spectra
+        print("MARKER", flush=True)
+        stats = analyze_spectra(open_checkpoint({str(folder)!r}), processes=2)
+        print("DONE", len(stats), flush=True)
+    """))
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-W", "error", str(script)], capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.count("MARKER") == 1 and proc.stdout.count("DONE") == 1 and proc.stderr == ""
+
+
+def test_ctrl_c_stops_the_cli_and_its_workers(tmp_path):
+    # BERT-base-shaped layers: about 3 s of SVDs on two workers here
+    ckpt_dir = synthetic.write_checkpoint(tmp_path / "big", synthetic.bert_state(layers=4, hidden=768, ff=3072),
+                                          synthetic.bert_config(layers=4, hidden=768, heads=12, ff=3072))
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-m", "numerics.cli", "analyze", str(ckpt_dir), "--processes", "2",
+                             "--out", str(tmp_path / "never")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    time.sleep(1.5)  # past the imports and the workers' start, inside the SVDs
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    if proc.returncode == 0:
+        pytest.skip("the analysis finished before the interrupt on this machine")
+    assert proc.returncode == 130 and err.strip().splitlines() == ["specbound: interrupted"], err
+    assert not (tmp_path / "never").exists()
+    left = subprocess.run(["pgrep", "-f", "numerics.processes import _zygote"], capture_output=True, text=True).stdout.split()
+    assert left == [], f"worker processes left behind: {left}"
+
+
+def _shape_only(layers, hidden, ff, heads=12):
+    """What whole_matrix_work reads of a checkpoint: its shapes."""
+    return SimpleNamespace(num_layers=layers, hidden_size=hidden, num_heads=heads, num_kv_heads=heads, head_dim=hidden // heads,
+                           intermediate_size=ff, num_ff1=1, num_ff2=1)
+
+
+def test_auto_processes_needs_two_cpus_and_enough_work(monkeypatch):
+    small = _shape_only(2, 24, 48, heads=3)  # the synthetic BERT of most tests
+    minilm = _shape_only(6, 384, 1536)  # MiniLM-L6: 6 layers, N=384, F=1536
+    # sum of a*b*min(a,b): 4 attention matrices 384^3 and 2 FF matrices 384^2*1536, per layer
+    assert whole_matrix_work(minilm) == 6 * (4 * 384**3 + 2 * 384**2 * 1536)
+    assert whole_matrix_work(minilm, leading_k=9) == 6 * (4 * 384**2 * 10 + 2 * 384 * 1536 * 10)
+    monkeypatch.setattr(processes, "available_cpus", lambda: 2)
+    assert auto_processes(minilm) == 2 and auto_processes(small) == 0
+    assert auto_processes(minilm, leading_k=9) == 0
+    monkeypatch.setattr(processes, "available_cpus", lambda: 1)
+    assert auto_processes(minilm) == 0
+
+
+def test_processes_argument_is_checked(tmp_path):
+    ckpt = open_checkpoint(synthetic.write_checkpoint(tmp_path, synthetic.bert_state(layers=1), synthetic.bert_config(layers=1)))
+    for bad in (-1, 1.5, True, "2"):
+        with pytest.raises(ValueError, match="processes="):
+            analyze_spectra(ckpt, processes=bad)
+    with pytest.raises(ValueError, match="processes="):
+        processes.WholeMatrixPool(0)
