@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any, Sequence
+from typing import Any, NoReturn, Sequence
 
 __all__ = ["main"]
 
@@ -79,6 +79,16 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be 0 or more")
+    return value
+
+
 def _p_grid(text: str) -> tuple[float, ...]:
     try:
         values = tuple(float(x) for x in text.split(",") if x.strip())
@@ -112,7 +122,8 @@ def _run_analysis(source: str, args: argparse.Namespace) -> Any:
     settings, model = _settings(args)
     with _executor(args) as executor:
         return analyze(source, heads=args.heads, settings=settings, model=model, executor=executor,
-                       progress=_Progress("spectra"), leading_k=getattr(args, "leading_k", None))
+                       progress=_Progress("spectra"), leading_k=getattr(args, "leading_k", None),
+                       processes=getattr(args, "processes", None))
 
 
 def _emit(analysis: Any, args: argparse.Namespace) -> None:
@@ -273,8 +284,15 @@ def _add_bound_options(p: argparse.ArgumentParser) -> None:
                        help="run the per-matrix / per-checkpoint work on a dask.distributed scheduler (needs specbound[dask])")
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors: ``specbound analyze: error: ...`` (``--help`` shows the usage)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {' '.join(message.split())} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="specbound", description="Spectrum-adaptive generalization bounds for Transformers.")
+    parser = _Parser(prog="specbound", description="Spectrum-adaptive generalization bounds for Transformers.")
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
     sub = parser.add_subparsers(dest="command", required=True)
     d = sub.add_parser("derive", help="print the derived forms (Theorem 4.1, 3.1, regimes, baselines)")
@@ -292,6 +310,9 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--no-plots", action="store_true", help="with --out: skip the plots")
     a.add_argument("--leading-k", type=_positive_int, default=None, metavar="K",
                    help="for huge matrices: only the K leading singular values plus a certified tail bound (recorded per matrix)")
+    a.add_argument("--processes", type=_non_negative_int, default=None, metavar="N",
+                   help="worker processes for the whole-matrix SVDs (default: one per core when the model is large "
+                        "enough and neither --workers nor --scheduler is given; 0: none)")
     _add_bound_options(a)
     a.set_defaults(func=_cmd_analyze)
 

@@ -156,9 +156,12 @@ def test_cli_bad_input_one_line_no_output(tmp_path):
     assert not any(p.name.startswith(".never") for p in tmp_path.iterdir())
 
 
-def test_cli_bad_argument(tmp_path):
-    proc = run_cli("analyze", str(tmp_path), "--p-grid", "0,3")
-    assert proc.returncode == 2 and "--p-grid" in proc.stderr
+@pytest.mark.parametrize("args, named", [(("--p-grid", "0,3"), "--p-grid"), (("--processes", "-1"), "--processes"),
+                                         (("--workers", "0"), "--workers"), (("--bogus",), "--bogus")])
+def test_cli_bad_argument(tmp_path, args, named):
+    proc = run_cli("analyze", str(tmp_path), *args)
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert proc.returncode == 2 and len(lines) == 1 and named in lines[0] and proc.stdout == ""
 
 
 def _bad_cases(tmp_path):
