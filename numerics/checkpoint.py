@@ -74,6 +74,7 @@ class MatrixSource:
       transpose: whether the stored layout is ``[out, in]`` (transposed on load).
       columns: ``(start, stop)`` for a matrix split from a packed tensor (after the
         transpose), else ``None``.
+      role: what the matrix is in its layer: ``q``, ``k``, ``v``, ``o``, ``ff1`` or ``ff2``.
     """
 
     path: Path
@@ -81,6 +82,15 @@ class MatrixSource:
     info: TensorInfo
     transpose: bool = False
     columns: tuple[int, int] | None = None
+    role: str = ""
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """The matrix's shape ``[in, out]``, from the header (nothing is read)."""
+        rows, cols = (self.info.shape[1], self.info.shape[0]) if self.transpose else (self.info.shape[0], self.info.shape[1])
+        if self.columns is not None:
+            cols = self.columns[1] - self.columns[0]
+        return (int(rows), int(cols))
 
     def load(self) -> np.ndarray:
         """The matrix, float64, row-vector ``[in, out]``, read-only.
@@ -118,8 +128,11 @@ class LayerWeights:
       packed_qkv: whether q, k, v were split from one packed tensor.
       dtype: the least precise stored dtype among this layer's matrices (``"F32"``, ...).
       sources: where each matrix was read from (:class:`MatrixSource`), keyed by role for
-        ``q``, ``k``, ``v``, ``o`` and by tensor name for the ``ff1``/``ff2`` entries; empty
-        for layers built by hand.
+        ``q``, ``k``, ``v``, ``o`` and by tensor name for the ``ff1``/``ff2`` entries, in map
+        order; empty for layers built by hand.
+      feedforward_loaded: ``False`` when the layer was loaded with ``feedforward=False``:
+        ``ff1`` and ``ff2`` are then empty and the feedforward matrices are known only by their
+        ``sources``.
 
     The arrays are read-only.
     """
@@ -135,6 +148,7 @@ class LayerWeights:
     packed_qkv: bool = False
     dtype: str = "F64"
     sources: Mapping[str, MatrixSource] = field(default_factory=lambda: MappingProxyType({}), repr=False)
+    feedforward_loaded: bool = True
 
 
 @dataclass(frozen=True, eq=False)
@@ -209,8 +223,11 @@ class Checkpoint:
             "intermediate_size": self.intermediate_size,
         }
 
-    def load_layer(self, index: int) -> LayerWeights:
+    def load_layer(self, index: int, *, feedforward: bool = True) -> LayerWeights:
         """Load layer ``index`` (its matrices only) as :class:`LayerWeights`.
+
+        With ``feedforward=False`` only the attention matrices are read; the feedforward
+        matrices are listed in ``sources`` for whoever loads them later (worker processes).
 
         Raises:
           ValueError: ``index`` is out of range.
@@ -229,17 +246,19 @@ class Checkpoint:
         for spec, name in self._plan[index]:
             path, info = self._tensors[name]
             least = max(least, _PRECISION_ORDER.index(info.dtype))
-            whole = MatrixSource(path, name, info, transpose=spec.layout == "out_in")
+            whole = MatrixSource(path, name, info, transpose=spec.layout == "out_in", role=spec.role)
+            if spec.role in ("ff1", "ff2"):
+                sources[name] = whole
+                if feedforward:
+                    (ff1 if spec.role == "ff1" else ff2).append((name, whole.load()))
+                continue
             w = whole._view(load_tensor(path, name, info))
             if spec.role == "qkv":
                 packed = True
-                for j, role in enumerate("qkv"):
+                for j, part in enumerate("qkv"):
                     columns = (j * inner, (j + 1) * inner)
-                    mats[role] = _frozen(w[:, columns[0] : columns[1]])
-                    names[role], sources[role] = name, MatrixSource(path, name, info, whole.transpose, columns)
-            elif spec.role in ("ff1", "ff2"):
-                (ff1 if spec.role == "ff1" else ff2).append((name, _frozen(w)))
-                sources[name] = whole
+                    mats[part] = _frozen(w[:, columns[0] : columns[1]])
+                    names[part], sources[part] = name, MatrixSource(path, name, info, whole.transpose, columns, role=part)
             else:
                 mats[spec.role], names[spec.role], sources[spec.role] = _frozen(w), name, whole
         return LayerWeights(
@@ -254,12 +273,13 @@ class Checkpoint:
             packed_qkv=packed,
             dtype=_PRECISION_ORDER[least],
             sources=MappingProxyType(sources),
+            feedforward_loaded=feedforward,
         )
 
-    def iter_layers(self) -> Iterator[LayerWeights]:
-        """Yield the layers one at a time, each loaded only when it is reached."""
+    def iter_layers(self, *, feedforward: bool = True) -> Iterator[LayerWeights]:
+        """Yield the layers one at a time, each loaded only when it is reached (see :meth:`load_layer`)."""
         for index in range(self.num_layers):
-            yield self.load_layer(index)
+            yield self.load_layer(index, feedforward=feedforward)
 
 
 def _frozen(a: np.ndarray) -> np.ndarray:

@@ -125,7 +125,8 @@ def _picklable(exc: BaseException) -> BaseException:
 
 def _serve(read_fd: int, write_fd: int) -> None:
     """A worker's loop: receive ``(fn, source, name, kwargs)``, answer ``(ok, result or error)``, until EOF."""
-    with os.fdopen(read_fd, "rb") as inbox, os.fdopen(write_fd, "wb") as outbox:
+    inbox, outbox = os.fdopen(read_fd, "rb"), os.fdopen(write_fd, "wb")
+    try:
         _send(outbox, ("ready", os.getpid()))
         while True:
             try:
@@ -136,10 +137,13 @@ def _serve(read_fd: int, write_fd: int) -> None:
                 answer: tuple[bool, Any] = (True, stats_from_source(fn, source, name, kwargs))
             except Exception as exc:  # sent back, raised by the caller's future
                 answer = (False, _picklable(exc))
-            try:
-                _send(outbox, answer)
-            except (BrokenPipeError, OSError):
-                return
+            _send(outbox, answer)
+    except OSError:  # the caller is gone (broken pipe): nothing left to do
+        return
+    finally:
+        for fh in (inbox, outbox):
+            with contextlib.suppress(OSError):
+                fh.close()
 
 
 def _zygote(pairs: list[list[int]]) -> None:
@@ -216,7 +220,11 @@ class WholeMatrixPool:
     # ------------------------------------------------------------------ public
 
     def submit(self, job: _Job, source: MatrixSource) -> Future[Any]:
-        """Queue ``fn(*args, **kwargs)`` (``job``), whose matrix ``args[1]`` was read from ``source``."""
+        """Queue ``fn(*args, **kwargs)`` (``job``), whose matrix ``args[1]`` was read from ``source``.
+
+        ``args[1]`` may be ``None``: the matrix is then loaded from ``source`` by whoever runs
+        the job (a worker always loads it from ``source``).
+        """
         future: Future[Any] = Future()
         with self._cond:
             if self._closed:
@@ -271,16 +279,17 @@ class WholeMatrixPool:
 
     def _local(self) -> None:
         while (item := self._take_local()) is not None:
-            future, (fn, args, kwargs), _ = item
+            future, (fn, args, kwargs), source = item
             if not future.set_running_or_notify_cancel():
                 continue
             try:
-                result = fn(*args, **kwargs)
+                result = fn(*args, **kwargs) if args[1] is not None else stats_from_source(fn, source, args[0], kwargs)
             except BaseException as exc:  # delivered to whoever waits on the future
                 future.set_exception(exc)
             else:
                 future.set_result(result)
-                self.ran_locally += 1
+                with self._cond:
+                    self.ran_locally += 1
 
     # ------------------------------------------------------------------ the workers
 
@@ -338,48 +347,58 @@ class WholeMatrixPool:
         """Feed one worker and deliver its answers; on its death, give its jobs back to the queue."""
         sent: deque[_Item] = deque()
         alive = False
-        with os.fdopen(write_fd, "wb") as outbox, os.fdopen(read_fd, "rb") as inbox:
-            try:
-                status, pid = _receive(inbox)
-                if status != "ready":
-                    raise EOFError(f"unexpected first message {status!r}")
-                with self._cond:
-                    self._worker_pids.append(pid)
-                    self._starting -= 1
-                    self._ready += 1
-                    alive = True
-                    self._cond.notify_all()
-                while True:
-                    while len(sent) < _DEPTH and (item := self._take_remote(wait=not sent)) is not None:
-                        future, (fn, args, kwargs), source = item
-                        if not future.set_running_or_notify_cancel():
-                            self._answered()
-                            continue
-                        sent.append(item)
-                        _send(outbox, (fn, source, args[0], kwargs))
-                    if not sent:
-                        return
-                    ok, payload = _receive(inbox)
-                    future = sent.popleft()[0]
-                    if ok:
-                        future.set_result(payload)
-                        self.ran_remotely += 1
-                    else:
-                        future.set_exception(payload)
-                    self._answered()
-            except (EOFError, OSError, pickle.UnpicklingError) as exc:
-                self._worker_lost(index, exc, sent)
-            finally:
-                with self._cond:
-                    if alive:
-                        self._ready -= 1
-                    else:
-                        self._starting = max(0, self._starting - 1)
-                    self._cond.notify_all()
+        outbox, inbox = os.fdopen(write_fd, "wb"), os.fdopen(read_fd, "rb")
+        try:
+            status, pid = _receive(inbox)
+            if status != "ready":
+                raise EOFError(f"unexpected first message {status!r}")
+            with self._cond:
+                self._worker_pids.append(pid)
+                self._starting -= 1
+                self._ready += 1
+                alive = True
+                self._cond.notify_all()
+            while True:
+                while len(sent) < _DEPTH and (item := self._take_remote(wait=not sent)) is not None:
+                    future, (fn, args, kwargs), source = item
+                    if not future.set_running_or_notify_cancel():
+                        self._answered()
+                        continue
+                    try:
+                        message = pickle.dumps((fn, source, args[0], kwargs), protocol=pickle.HIGHEST_PROTOCOL)
+                    except Exception as exc:  # e.g. a lambda: this job fails, the worker goes on
+                        future.set_exception(TypeError(f"job for {args[0]!r} cannot be sent to a worker process: {exc}"))
+                        self._answered()
+                        continue
+                    sent.append(item)
+                    outbox.write(_HEADER.pack(len(message)) + message)
+                    outbox.flush()
+                if not sent:
+                    return
+                ok, payload = _receive(inbox)
+                future = sent.popleft()[0]
+                if ok:
+                    future.set_result(payload)
+                else:
+                    future.set_exception(payload)
+                self._answered(remote=bool(ok))
+        except Exception as exc:  # the worker died or its pipe broke: its jobs go back to the queue
+            self._worker_lost(index, exc, sent)
+        finally:
+            for fh in (outbox, inbox):  # closing the worker's pipes ends it (EOF); a dead one may not read
+                with contextlib.suppress(OSError):
+                    fh.close()
+            with self._cond:
+                if alive:
+                    self._ready -= 1
+                else:
+                    self._starting = max(0, self._starting - 1)
+                self._cond.notify_all()
 
-    def _answered(self) -> None:
+    def _answered(self, *, remote: bool = False) -> None:
         with self._cond:
             self._outstanding -= 1
+            self.ran_remotely += remote
             self._cond.notify_all()
 
     def _worker_lost(self, index: int, exc: BaseException, sent: deque[_Item]) -> None:

@@ -456,8 +456,14 @@ def _layer_jobs(
     dtype_eps: float | None,
     rank_rtol: float | None,
     leading_k: int | None = None,
+    from_sources: bool = False,
 ) -> list[_Task]:
-    """The independent computations of one layer, with the file source of each whole matrix."""
+    """The independent computations of one layer, with the file source of each whole matrix.
+
+    With ``from_sources`` the whole-matrix jobs carry ``None`` instead of the matrix (and the
+    layer may have been loaded with ``feedforward=False``): they must be run through
+    :func:`numerics.processes.stats_from_source`, which loads the matrix from its source.
+    """
     _check_heads(layer, num_heads, num_kv_heads, head_dim)
     eps = DTYPE_EPS[layer.dtype] if dtype_eps is None else dtype_eps
     opts = {"layer": layer.index, "dtype_eps": eps, "rank_rtol": rank_rtol}
@@ -465,9 +471,17 @@ def _layer_jobs(
     group = num_heads // num_kv_heads
     jobs: list[_Task] = []
 
-    def whole(name: str, w: np.ndarray, kind: str, key: str) -> _Task:
+    def whole(name: str, w: np.ndarray | None, kind: str, key: str) -> _Task:
+        # from_sources: the matrix is not passed (w is None); whoever runs the job loads it
         source = layer.sources.get(key)
-        if leading_k is not None and min(w.shape) > leading_k + 1:
+        if from_sources:
+            if source is None:
+                raise ValueError(f"layer {layer.index}: no source recorded for {key!r}; load it with Checkpoint.load_layer")
+            w, shape = None, source.shape
+        else:
+            assert w is not None
+            shape = w.shape
+        if leading_k is not None and min(shape) > leading_k + 1:
             from .huge import huge_matrix_stats  # lazily: numerics.huge imports this module
 
             return _Task(huge_matrix_stats, (name, w), {"kind": kind, "k": leading_k, **opts}, source)
@@ -487,9 +501,17 @@ def _layer_jobs(
         v_g = layer.v[:, g * d : (g + 1) * d]
         o_h = layer.o[h * d : (h + 1) * d, :]
         jobs.append(_Task(product_stats, (f"layer{i}.head{h}.vo", v_g, o_h.T), {"kind": "vo", "head": h, **opts}))
-    for kind, mats in (("ff1", layer.ff1), ("ff2", layer.ff2)):
-        for name, w in mats:
-            jobs.append(whole(name, w, kind, name))
+    if layer.feedforward_loaded:
+        for kind, mats in (("ff1", layer.ff1), ("ff2", layer.ff2)):
+            for name, w in mats:
+                jobs.append(whole(name, w, kind, name))
+    else:
+        if not from_sources:
+            raise ValueError(f"layer {layer.index} was loaded without its feedforward matrices: use from_sources=True")
+        for kind in ("ff1", "ff2"):
+            for name, source in layer.sources.items():
+                if source.role == kind:
+                    jobs.append(whole(name, None, kind, name))
     return jobs
 
 
@@ -697,7 +719,7 @@ def analyze_spectra(
 
     try:
         with _pin_blas(single_threaded_blas):
-            for layer in checkpoint.iter_layers():
+            for layer in checkpoint.iter_layers(feedforward=whole_pool is None):
                 jobs = _layer_jobs(
                     layer,
                     num_heads=checkpoint.num_heads,
@@ -706,6 +728,7 @@ def analyze_spectra(
                     dtype_eps=None,
                     rank_rtol=rank_rtol,
                     leading_k=leading_k,
+                    from_sources=whole_pool is not None,
                 )
                 pending.append([submit(task) for task in jobs])
                 del layer, jobs

@@ -146,6 +146,18 @@ def test_an_error_in_a_worker_reaches_the_caller(tmp_path):
     assert pool.ran_remotely == 0
 
 
+def test_a_job_that_cannot_be_sent_fails_alone(tmp_path):
+    jobs = _jobs(_bert_file(tmp_path, layers=1))
+    (fn, args, kwargs), source, _ = jobs[0]
+    with processes.WholeMatrixPool(1, local_until_ready=False) as pool:
+        bad = pool.submit((lambda name, w, **kw: fn(name, w, **kw), args, kwargs), source)  # lambdas do not pickle
+        good = [pool.submit(job, src) for job, src, _ in jobs]
+        with pytest.raises(TypeError, match="cannot be sent to a worker process"):
+            bad.result(timeout=60)
+        results = [f.result(timeout=60) for f in good]
+    assert _same(results, [want for _, _, want in jobs]) and pool.ran_remotely == len(jobs) and pool.error is None
+
+
 def test_a_file_changed_under_the_workers_is_a_checkpoint_error(tmp_path):
     ckpt = _bert_file(tmp_path, layers=1)
     (job, source, _), *_ = _jobs(ckpt)
@@ -157,6 +169,34 @@ def test_a_file_changed_under_the_workers_is_a_checkpoint_error(tmp_path):
         with pytest.raises(CheckpointError, match="is truncated") as info:
             pool.submit(job, source).result(timeout=60)
     assert info.value.tensor == source.tensor and info.value.file == str(source.path)
+
+
+def test_nan_in_a_feedforward_matrix_is_found_by_the_worker(tmp_path, spy):
+    # with worker processes the calling process never loads the FF matrices: the worker's
+    # load must still refuse NaN, naming the file and the tensor
+    state = synthetic.bert_state(layers=2)
+    name = "encoder.layer.1.output.dense.weight"
+    state[name] = state[name].copy()
+    state[name][3, 2] = np.nan
+    ckpt = open_checkpoint(synthetic.write_checkpoint(tmp_path, state, synthetic.bert_config(layers=2)))
+    with pytest.raises(CheckpointError, match="contains NaN") as info:
+        analyze_spectra(ckpt, processes=2)
+    assert info.value.tensor == name and info.value.file.endswith("model.safetensors")
+    with pytest.raises(CheckpointError, match="contains NaN"):
+        analyze_spectra(ckpt, processes=0)
+
+
+def test_the_calling_process_loads_only_the_attention_matrices(tmp_path, spy, monkeypatch):
+    import numerics.checkpoint as checkpoint_module
+
+    loaded = []
+    original = checkpoint_module.load_tensor
+    monkeypatch.setattr(checkpoint_module, "load_tensor", lambda path, name, info, **kw: loaded.append(name) or original(path, name, info, **kw))
+    ckpt = open_checkpoint(synthetic.write_checkpoint(tmp_path, synthetic.bert_state(layers=2), synthetic.bert_config(layers=2)))
+    stats = analyze_spectra(ckpt, processes=2)
+    assert len(stats) == 2 * (4 + 2 * 3 + 2) and spy[0].ran_remotely == 2 * 6
+    assert loaded and not any("intermediate" in n or n.endswith("output.dense.weight") and "attention" not in n for n in loaded)
+    assert len(loaded) == 2 * 4  # q, k, v, o of each layer, for the per-head products
 
 
 def test_cancel_drops_queued_jobs_and_stops_the_workers(tmp_path):
