@@ -4,9 +4,10 @@
   same singular values with ``scipy.linalg.svdvals`` (whole Q, K, V, O, FF1, FF2, and every
   head's QK and VO through the d_h x d_h core of QR factors), single process, no bounds;
 * specbound: ``numerics.analysis.analyze`` in a fresh process (spectra, propagation factors,
-  post hoc indices, baselines), timed from after its import to the finished analysis (the
-  floor and WeightWatcher are timed the same way, after their imports; import times are
-  reported separately), and its spectra stage alone;
+  post hoc indices, baselines), timed from after importing the modules it runs (the floor and
+  WeightWatcher are timed the same way, after importing scipy and weightwatcher; import times
+  are reported separately), then its spectra stage alone, with the default worker processes
+  for the whole-matrix SVDs and with threads only (``processes=0``);
 * WeightWatcher: ``weightwatcher.WeightWatcher(model=folder).analyze()`` in a fresh process
   (installed on demand with ``pip install weightwatcher==0.7.7``; skipped with a note if that
   fails). It computes whole-matrix spectra only (no heads).
@@ -55,13 +56,16 @@ SPECBOUND = r'''
 import json, sys, time
 ti = time.perf_counter()
 from numerics.analysis import analyze
+from numerics.checkpoint import open_checkpoint
+from numerics.spectra import analyze_spectra
+import numerics.processes, numerics.sources
 t0 = time.perf_counter()
 a = analyze(sys.argv[1])
 t1 = time.perf_counter()
-from numerics.checkpoint import open_checkpoint
-from numerics.spectra import analyze_spectra
 t2 = time.perf_counter(); stats = analyze_spectra(open_checkpoint(sys.argv[1])); t3 = time.perf_counter()
-print(json.dumps({"seconds": t1 - t0, "import_seconds": t0 - ti, "spectra_seconds": t3 - t2, "matrices": len(a.matrices)}))
+stats = analyze_spectra(open_checkpoint(sys.argv[1]), processes=0); t4 = time.perf_counter()
+print(json.dumps({"seconds": t1 - t0, "import_seconds": t0 - ti, "spectra_seconds": t3 - t2,
+                  "threads_only_spectra_seconds": t4 - t3, "matrices": len(a.matrices)}))
 '''
 
 WEIGHTWATCHER = r'''
@@ -121,6 +125,7 @@ def run(repeats: int = 3) -> dict[str, Any]:
         "specbound_seconds": statistics.median(r["seconds"] for r in ours),
         "specbound_import_seconds": statistics.median(r["import_seconds"] for r in ours),
         "specbound_spectra_seconds": statistics.median(r["spectra_seconds"] for r in ours),
+        "specbound_threads_only_spectra_seconds": statistics.median(r["threads_only_spectra_seconds"] for r in ours),
         "specbound_matrices": ours[0]["matrices"],
     }
     result["ratio_specbound_to_floor"] = result["specbound_seconds"] / result["floor_seconds"]

@@ -19,8 +19,11 @@ Reported beside the checkpoint's size: ``ratio_peak_to_size`` (target below 25%)
 in units of the largest tensor and of the largest layer widened to float64. Streaming is per
 layer (a head's ``W_Q W_K^T`` needs both matrices), so the design predicts about
 ``layers_in_flight`` layers in float64 plus the copies LAPACK makes of the matrices being
-decomposed; both ``layers_in_flight = 2`` (the default: the next layer loads while the previous
-one is decomposed) and ``1`` are measured. The folder is deleted afterwards, also on failure or
+decomposed. Measured: the default (``layers_in_flight = 2``, the next layer loading while the
+previous one is decomposed, with the automatic worker processes for the whole-matrix SVDs),
+the same on threads only, and ``layers_in_flight = 1`` on threads only. With worker processes
+the peak counts the workers' whole resident high-water marks too (``VmHWM`` of each, read just
+before they stop: their imports plus the one matrix each decomposes at a time). The folder is deleted afterwards, also on failure or
 interruption.
 
 Run: ``python -m benchmarks.bench_streaming`` (about 5 minutes on the 2-core machines).
@@ -77,6 +80,22 @@ def counting_load(*args, **kwargs):
     return out
 checkpoint_module.load_tensor = counting_load
 
+# Worker processes (numerics.processes) hold matrices too: read their high-water marks just
+# before the pool stops them.
+import numerics.processes as processes_module
+workers = {"peaks": [], "pids": 0}
+original_close = processes_module.WholeMatrixPool.close
+def reading_close(self, **kwargs):
+    for pid in list(self._worker_pids):
+        try:
+            with open(f"/proc/{pid}/status") as fh:
+                workers["peaks"] += [int(line.split()[1]) * 1024 for line in fh if line.startswith("VmHWM:")]
+        except OSError:
+            pass
+    workers["pids"] += len(self._worker_pids)
+    return original_close(self, **kwargs)
+processes_module.WholeMatrixPool.close = reading_close
+
 ckpt = open_checkpoint(sys.argv[1])
 baseline = status("VmRSS")
 try:
@@ -90,7 +109,8 @@ def progress(done, total, name):
     if done % 25 == 0 or done == total:
         samples.append(status("VmRSS"))
 start = time.perf_counter()
-stats = analyze_spectra(ckpt, progress=progress, layers_in_flight=int(sys.argv[2]))
+processes = None if sys.argv[3] == "auto" else int(sys.argv[3])
+stats = analyze_spectra(ckpt, progress=progress, layers_in_flight=int(sys.argv[2]), processes=processes)
 seconds = time.perf_counter() - start
 print(json.dumps({
     "baseline_rss_bytes": baseline,
@@ -98,6 +118,8 @@ print(json.dumps({
     "hwm_reset_after_baseline": reset,
     "ru_maxrss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
     "max_sampled_rss_bytes": max(samples),
+    "worker_processes": workers["pids"],
+    "worker_peak_rss_bytes": workers["peaks"],
     "seconds": seconds,
     "import_and_open_seconds": start - t0,
     "matrices": len(stats),
@@ -163,22 +185,27 @@ def write_checkpoint(folder: Path, *, seed: int = 0) -> dict[str, Any]:
     return {"checkpoint_bytes": total, "largest_tensor_bytes": largest_tensor, "largest_layer_float64_bytes": layer_f64}
 
 
-def _analyse(folder: Path, layers_in_flight: int) -> dict[str, Any]:
+def _analyse(folder: Path, layers_in_flight: int, processes: str) -> dict[str, Any]:
     env = {**os.environ, "PYTHONWARNINGS": "error"}
     root = str(Path(__file__).resolve().parent.parent)
     env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
-    proc = subprocess.run([sys.executable, "-c", CHILD, str(folder), str(layers_in_flight)], capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-c", CHILD, str(folder), str(layers_in_flight), processes], capture_output=True, text=True,
                           env=env, timeout=3600)
     if proc.returncode != 0:
         raise RuntimeError(proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"exit {proc.returncode}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def run(*, layers_in_flight: tuple[int, ...] = (2, 1), keep: bool = False, where: str | None = None) -> dict[str, Any]:
+#: (layers_in_flight, processes) settings measured: the default first (2 layers, automatic
+#: worker processes), then threads only, then one layer in flight.
+SETTINGS: tuple[tuple[int, str], ...] = ((2, "auto"), (2, "0"), (1, "0"))
+
+
+def run(*, settings: tuple[tuple[int, str], ...] = SETTINGS, keep: bool = False, where: str | None = None) -> dict[str, Any]:
     """Write the checkpoint, analyse it in a subprocess per setting, report memory and time (module docs).
 
     Args:
-      layers_in_flight: the ``analyze_spectra`` settings to measure (2 is its default).
+      settings: ``(layers_in_flight, processes)`` pairs; ``processes`` is ``"auto"`` or a count.
       keep: keep the folder (for debugging; it is deleted by default).
       where: parent of the temporary folder (default: the system's temporary directory).
     """
@@ -189,21 +216,25 @@ def run(*, layers_in_flight: tuple[int, ...] = (2, 1), keep: bool = False, where
         start = time.perf_counter()
         sizes = write_checkpoint(folder)
         write_seconds = time.perf_counter() - start
-        children = {n: _analyse(folder, n) for n in layers_in_flight}
+        children = [(n, procs, _analyse(folder, n, procs)) for n, procs in settings]
     finally:
         if not keep:
             shutil.rmtree(folder, ignore_errors=True)
     size = sizes["checkpoint_bytes"]
     runs = []
-    for n, child in children.items():
+    for n, procs, child in children:
         # ru_maxrss survives fork + exec on Linux: it carries the parent's resident size at the
         # fork (``python -m benchmarks`` still holds the packing benchmark's memory), so it is
         # used only when the kernel's high-water mark could not be reset after the baseline.
-        peak = child["peak_rss_bytes"] if child["hwm_reset_after_baseline"] else max(child["peak_rss_bytes"], child["ru_maxrss_bytes"])
+        own = child["peak_rss_bytes"] if child["hwm_reset_after_baseline"] else max(child["peak_rss_bytes"], child["ru_maxrss_bytes"])
+        # worker processes: their whole resident peak counts (imports included)
+        peak = own + sum(child["worker_peak_rss_bytes"])
         runs.append({
             "layers_in_flight": n,
+            "processes": procs,
             **child,
             "analysis_peak_bytes": child["peak_rss_bytes"] if child["hwm_reset_after_baseline"] else None,
+            "total_peak_bytes": peak,
             "ratio_peak_to_size": peak / size,
             "peak_over_largest_tensor": peak / sizes["largest_tensor_bytes"],
             "peak_over_largest_layer_float64": peak / sizes["largest_layer_float64_bytes"],

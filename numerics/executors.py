@@ -7,21 +7,26 @@
   tasks are shipped to its workers, with the matrices as arguments;
 * ``workers=N``: a local pool of ``N`` threads;
 * neither: ``None``, and the caller uses its own default (``analyze_spectra`` then runs a
-  thread pool with one thread per core).
+  thread pool with one thread per core, plus worker processes for the whole-matrix SVDs of
+  large enough models).
 
 Results are identical to the bit whichever executor runs the tasks: each task is a
 module-level function of arrays (:func:`numerics.spectra.weight_stats`,
 :func:`numerics.spectra.product_stats`), computed with single-threaded BLAS everywhere, so
 every worker performs the same floating-point operations in the same order.
 
-Why threads for ``workers=N``: LAPACK releases the GIL (a Python loop keeps 65-75% of its
-speed while an SVD runs in another thread), so threads run the SVDs in parallel without
-copying anything, while a process pool pickles every matrix to its workers and starts
-interpreters that import numpy and scipy. Measured on this project's 2-core machine (shared,
-so absolute times are noisy; same run, same checkpoint, identical results): MiniLM-shaped
-synthetic BERT (6 layers, N=384, 12 heads, F=1536) 0.86 s with 2 threads against 1.6 s with a
-2-process ``forkserver`` pool; BERT-base-shaped layers (2 layers, N=768, F=3072) 2.3 s against
-3.2 s. Processes pay off only across machines, which is what the dask scheduler is for.
+Why threads for ``workers=N``: the tasks an executor runs here are the per-head products
+(QR factorisations and small SVDs, which scale on threads) and, unless worker processes take
+them, the whole-matrix SVDs. Whole-matrix SVDs keep the GIL for most of their run, so on
+threads they run one after another; ``analyze_spectra`` therefore sends them to its own
+worker processes (:mod:`numerics.processes`), which read the matrices from the checkpoint
+file instead of receiving them, by default when no executor is given and the model is large
+enough, or with ``processes=N`` alongside any executor. A ``concurrent.futures`` process
+pool as the executor would instead pickle every matrix to its workers and re-run the
+caller's main script in each (``spawn``/``forkserver``): measured on this project's 2-core
+machine, MiniLM-shaped synthetic BERT took 1.6 s on a 2-process ``forkserver`` pool against
+0.86 s on 2 threads. Processes that receive matrices pay off only across machines, which is
+what the dask scheduler is for.
 
 BLAS threads: parallel tasks plus a multi-threaded OpenBLAS oversubscribe the cores (measured
 30x slower here), so ``analyze_spectra`` pins BLAS to one thread in its own process. Remote
