@@ -20,8 +20,9 @@ caller's main script in every worker (a script without an ``if __name__ == "__ma
 guard would run twice), and ``fork`` is unsafe in a process with threads. Instead one fresh
 interpreter is started (``sys.executable``, with one BLAS thread), imports numpy, scipy and
 this package once, and forks the other workers from itself while it is still
-single-threaded. Parent and workers talk over pipes (length-prefixed pickles). POSIX only;
-elsewhere :func:`supported` is false and everything runs on threads.
+single-threaded (on Linux; on other POSIX systems each worker is its own interpreter).
+Parent and workers talk over pipes (length-prefixed pickles). POSIX only; elsewhere
+:func:`supported` is false and everything runs on threads.
 
 Starting the workers costs about 0.3 s. Until the first worker is ready, and if the workers
 cannot be started or all die, one thread of the calling process runs the jobs instead, so no
@@ -56,6 +57,9 @@ _Item = tuple[Future[Any], _Job, "MatrixSource"]
 
 #: Environment of the workers: one BLAS/OpenMP thread each (the workers are the parallelism).
 WORKER_ENV: dict[str, str] = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+#: Whether the first worker forks the others (Linux) or each worker is its own interpreter.
+FORK_WORKERS: bool = sys.platform.startswith("linux")
 
 #: Jobs handed to one worker at a time: one running, one waiting in its pipe.
 _DEPTH = 2
@@ -208,7 +212,7 @@ class WholeMatrixPool:
         self._ready = 0  # workers that answered and are alive
         self._starting = processes  # workers not yet ready nor dead
         self._outstanding = 0  # jobs handed to workers and not answered
-        self._process: subprocess.Popen[bytes] | None = None
+        self._procs: list[subprocess.Popen[bytes]] = []  # the interpreters started (one, or one per worker)
         self._worker_pids: list[int] = []
         self._stderr: Any = None
         self.error: str | None = None
@@ -246,12 +250,12 @@ class WholeMatrixPool:
             self._kill_workers()
         for thread in self._threads:
             thread.join()
-        if self._process is not None:
+        for proc in self._procs:
             try:
-                self._process.wait(timeout=10)
+                proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 self._kill_workers()
-                self._process.wait()
+                proc.wait()
         if self._stderr is not None:
             self._stderr.close()
 
@@ -306,15 +310,19 @@ class WholeMatrixPool:
                 mine.append((to_child_w, from_child_r))
             env = {**os.environ, **WORKER_ENV, "SPECBOUND_WORKER_PATH": json.dumps([p for p in sys.path if p])}
             self._stderr = tempfile.TemporaryFile()
-            self._process = subprocess.Popen(
-                [sys.executable, "-c", _BOOTSTRAP, json.dumps(pairs)],
-                pass_fds=[fd for pair in pairs for fd in pair],
-                stdin=subprocess.DEVNULL,
-                stdout=self._stderr,
-                stderr=self._stderr,
-                env=env,
-                close_fds=True,
-            )
+            # Linux: one interpreter imports once and forks the others; elsewhere (macOS, where
+            # forking after some system libraries are loaded is unsafe) one interpreter each.
+            groups = [pairs] if FORK_WORKERS else [[pair] for pair in pairs]
+            for group in groups:
+                self._procs.append(subprocess.Popen(
+                    [sys.executable, "-c", _BOOTSTRAP, json.dumps(group)],
+                    pass_fds=[fd for pair in group for fd in pair],
+                    stdin=subprocess.DEVNULL,
+                    stdout=self._stderr,
+                    stderr=self._stderr,
+                    env=env,
+                    close_fds=True,
+                ))
         except Exception as exc:  # no processes here: the local thread runs everything
             for fd in [fd for pair in pairs for fd in pair] + [fd for pair in mine for fd in pair]:
                 with contextlib.suppress(OSError):
@@ -432,9 +440,10 @@ class WholeMatrixPool:
         for pid in list(self._worker_pids):
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGTERM)
-        if self._process is not None and self._process.poll() is None:
-            with contextlib.suppress(OSError):
-                self._process.terminate()
+        for proc in self._procs:
+            if proc.poll() is None:
+                with contextlib.suppress(OSError):
+                    proc.terminate()
 
 
 def _copy_outcome(source: Future[Any], *, target: Future[Any]) -> None:

@@ -77,6 +77,15 @@ def test_workers_give_bit_identical_statistics(tmp_path, spy, case):
     assert pool.error is None and pool.ran_remotely == whole and pool.ran_locally == 0
 
 
+def test_one_interpreter_per_worker_where_forking_is_not_used(tmp_path, spy, monkeypatch):
+    # the macOS path (each worker its own interpreter), run here by switching off the fork
+    monkeypatch.setattr(processes, "FORK_WORKERS", False)
+    make, config, opts = CASES["gpt2-conv1d-fused"]
+    ckpt = open_checkpoint(synthetic.write_checkpoint(tmp_path, make(), config, **opts))
+    assert _same(analyze_spectra(ckpt, processes=0), analyze_spectra(ckpt, processes=2))
+    assert len(spy[0]._procs) == 2 and spy[0].ran_remotely > 0 and spy[0].error is None
+
+
 def test_leading_k_jobs_run_on_workers_too(tmp_path, spy):
     ckpt = open_checkpoint(synthetic.write_checkpoint(tmp_path, synthetic.bert_state(layers=2), synthetic.bert_config(layers=2)))
     assert _same(analyze_spectra(ckpt, processes=0, leading_k=4), analyze_spectra(ckpt, processes=2, leading_k=4))
@@ -216,7 +225,7 @@ def test_cancel_drops_queued_jobs_and_stops_the_workers(tmp_path):
         with pytest.raises(ProcessLookupError):
             _wait_gone(pid)
             os.kill(pid, 0)
-    assert pool._process.poll() is not None
+    assert pool._procs and all(proc.poll() is not None for proc in pool._procs)
 
 
 def _wait_gone(pid, timeout=10.0):
