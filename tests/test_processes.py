@@ -270,8 +270,24 @@ def test_ctrl_c_stops_the_cli_and_its_workers(tmp_path):
         pytest.skip("the analysis finished before the interrupt on this machine")
     assert proc.returncode == 130 and err.strip().splitlines() == ["specbound: interrupted"], err
     assert not (tmp_path / "never").exists()
-    left = subprocess.run(["pgrep", "-f", "numerics.processes import _zygote"], capture_output=True, text=True).stdout.split()
+    deadline = time.monotonic() + 10
+    while (left := _worker_processes()) and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert left == [], f"worker processes left behind: {left}"
+
+
+def _worker_processes() -> list[int]:
+    """Pids whose command line is a specbound worker's (read from /proc, no pgrep needed)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if b"numerics.processes import _zygote" in cmdline:
+                found.append(int(entry.name))
+    return found
 
 
 def _shape_only(layers, hidden, ff, heads=12):
