@@ -150,6 +150,20 @@ _MAPS: tuple[ArchitectureMap, ...] = (
         model_types=("bert", "roberta", "xlm-roberta", "electra", "camembert", "megatron-bert"),
     ),
     ArchitectureMap(
+        name="mpnet",
+        description="HuggingFace MPNet (post-LayerNorm like BERT; relative position bias added to the scores)",
+        layer_stem="encoder.layer.{i}.",
+        matrices=(
+            _linear("q", "attention.attn.q.weight", "attn.q"),
+            _linear("k", "attention.attn.k.weight", "attn.k"),
+            _linear("v", "attention.attn.v.weight", "attn.v"),
+            _linear("o", "attention.attn.o.weight", "attn.o"),
+            _linear("ff1", "intermediate.dense.weight", "intermediate.dense"),
+            _linear("ff2", "output.dense.weight", "output.dense"),
+        ),
+        model_types=("mpnet",),
+    ),
+    ArchitectureMap(
         name="distilbert",
         description="HuggingFace DistilBERT",
         layer_stem="transformer.layer.{i}.",
@@ -237,6 +251,10 @@ SKIP_RULES: tuple[tuple[str, str], ...] = (
         "normalisation parameter (LayerNorm modelled as a 1-Lipschitz projection)",
     ),
     (r"(^|[._])bias$", "bias vector (the bound covers weight matrices)"),
+    (
+        r"relative_attention_bias(\.|$)",
+        "relative position bias table (added to the attention scores; not a weight matrix)",
+    ),
     (
         r"(embeddings?|(^|\.)wte|(^|\.)wpe|embed_tokens|embed_positions)(\.|$)",
         "embedding table (input lookup, not a layer matrix)",

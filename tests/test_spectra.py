@@ -213,8 +213,9 @@ def check_layer_against_naive(ckpt, layer) -> None:
         (lambda: synthetic.llama_state(heads=4, kv_heads=1), {"num_attention_heads": 4}, {}),
         (lambda: synthetic.torch_encoder_state(), None, {"heads": 4}),
         (lambda: synthetic.distilbert_state(), {"n_heads": 2}, {}),
+        (lambda: synthetic.mpnet_state(prefix="mpnet.", lm_head=True), {"num_attention_heads": 3, "model_type": "mpnet"}, {}),
     ],
-    ids=["bert", "gpt2-split", "llama-gqa", "llama-mqa", "torch-encoder-split", "distilbert"],
+    ids=["bert", "gpt2-split", "llama-gqa", "llama-mqa", "torch-encoder-split", "distilbert", "mpnet"],
 )
 def test_layer_matrices_match_naive(tmp_path, make, config, kwargs) -> None:
     ckpt = open_checkpoint(synthetic.write_checkpoint(tmp_path, make(), config), **kwargs)
