@@ -14,7 +14,7 @@ def test_every_claim_has_marked_tests():
         assert f'claim("{c.id}")' in text, c.id
 
 
-def test_readme_claims_table_is_current(minilm_l6_folder):
+def test_readme_claims_table_is_current(minilm_l6_folder, mpnet_base_folder):
     fresh = claims.markdown_table(claims.measure())
     committed = claims.readme_table(README)
     assert committed == fresh, "README claims table is stale: run `./run claims --update-readme`"
