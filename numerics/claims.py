@@ -195,20 +195,16 @@ def _c5() -> Measurement:
                                f"symbolic T dependence: {', '.join(f'{k} {v}' for k, v in forms.items())}", {"growth": math.exp(growth)})
 
 
-def _k90(sv: Any) -> int:
-    """Energy rank: fewest leading singular values holding 90% of ``||W||_F^2``."""
-    energy = np.cumsum(np.asarray(sv, dtype=float) ** 2)
-    return int(np.searchsorted(energy, 0.9 * energy[-1] * (1 - 1e-12)) + 1) if energy.size and energy[-1] > 0 else 0
-
-
 def _c6_one(a: Any) -> Measurement:
     """C6 on one analysed checkpoint: per-head ranks, and FF's spread against the heads' by two measures."""
+    from numerics.spectra import energy_rank
+
     d_h = a.model["head_dim"]
     heads = [m for m in a.matrices if m["kind"] in ("qk", "vo")]
     max_rank = max(m["rank"] for m in heads)
     kinds = ("qk", "vo", "ff1", "ff2")
     med = {k: statistics.median(m["stable_rank"] for m in a.matrices if m["kind"] == k) for k in kinds}
-    k90 = {k: statistics.median(_k90(a.singular_values[m["name"]]) for m in a.matrices if m["kind"] == k) for k in kinds}
+    k90 = {k: statistics.median(energy_rank(a.singular_values[m["name"]], 0.9) for m in a.matrices if m["kind"] == k) for k in kinds}
     ranks_ok = max_rank <= d_h
     by = {name: min(v["ff1"], v["ff2"]) > max(v["qk"], v["vo"]) for name, v in (("stable rank", med), ("k_90", k90))}
 

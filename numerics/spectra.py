@@ -67,6 +67,7 @@ __all__ = [
     "DTYPE_EPS",
     "KINDS",
     "MatrixStats",
+    "energy_rank",
     "singular_values",
     "product_singular_values",
     "matrix_stats",
@@ -223,12 +224,7 @@ class MatrixStats:
 
     def energy_rank(self, fraction: float = 0.9) -> int:
         """Smallest ``k`` with ``sum_{i<=k} s_i^2 >= fraction * ||W||_F^2`` (0 for a zero matrix)."""
-        if not 0.0 < fraction <= 1.0:
-            raise ValueError(f"fraction={fraction!r} must be in (0, 1]")
-        energy = np.cumsum(self.singular_values**2)
-        if energy.size == 0 or energy[-1] == 0.0:
-            return 0
-        return int(np.searchsorted(energy, fraction * energy[-1] * (1 - 1e-12)) + 1)
+        return energy_rank(self.singular_values, fraction)
 
     @property
     def normalized_stable_rank(self) -> float:
@@ -258,6 +254,16 @@ class MatrixStats:
             "norm_1_1": self.norm_1_1,
             "stable_rank": self.stable_rank,
         }
+
+
+def energy_rank(singular_values: Any, fraction: float = 0.9) -> int:
+    """Smallest ``k`` with ``sum_{i<=k} s_i^2 >= fraction * sum_i s_i^2`` for descending ``s`` (0 if all are zero)."""
+    if not 0.0 < fraction <= 1.0:
+        raise ValueError(f"fraction={fraction!r} must be in (0, 1]")
+    energy = np.cumsum(np.asarray(singular_values, dtype=np.float64) ** 2)
+    if energy.size == 0 or energy[-1] == 0.0:
+        return 0
+    return int(np.searchsorted(energy, fraction * energy[-1] * (1 - 1e-12)) + 1)
 
 
 def matrix_stats(
