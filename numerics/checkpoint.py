@@ -252,15 +252,14 @@ class Checkpoint:
                 if feedforward:
                     (ff1 if spec.role == "ff1" else ff2).append((name, whole.load()))
                 continue
-            w = whole._view(load_tensor(path, name, info))
+            raw = load_tensor(path, name, info)
             if spec.role == "qkv":
                 packed = True
                 for j, part in enumerate("qkv"):
-                    columns = (j * inner, (j + 1) * inner)
-                    mats[part] = _frozen(w[:, columns[0] : columns[1]])
-                    names[part], sources[part] = name, MatrixSource(path, name, info, whole.transpose, columns, role=part)
+                    source = MatrixSource(path, name, info, whole.transpose, (j * inner, (j + 1) * inner), role=part)
+                    mats[part], names[part], sources[part] = _frozen(source._view(raw)), name, source
             else:
-                mats[spec.role], names[spec.role], sources[spec.role] = _frozen(w), name, whole
+                mats[spec.role], names[spec.role], sources[spec.role] = _frozen(whole._view(raw)), name, whole
         return LayerWeights(
             index=index,
             q=mats["q"],
