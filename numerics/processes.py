@@ -89,10 +89,18 @@ def supported() -> bool:
 # --------------------------------------------------------------------------- wire format
 
 
-def _send(fh: BinaryIO, obj: Any) -> None:
-    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+def _pickle(obj: Any) -> bytes:
+    return pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _write_frame(fh: BinaryIO, data: bytes) -> None:
+    """One message: its length (8 bytes, little-endian) then the pickled bytes."""
     fh.write(_HEADER.pack(len(data)) + data)
     fh.flush()
+
+
+def _send(fh: BinaryIO, obj: Any) -> None:
+    _write_frame(fh, _pickle(obj))
 
 
 def _read_exactly(fh: BinaryIO, n: int) -> bytes:
@@ -373,14 +381,13 @@ class WholeMatrixPool:
                         self._answered()
                         continue
                     try:
-                        message = pickle.dumps((fn, source, args[0], kwargs), protocol=pickle.HIGHEST_PROTOCOL)
+                        message = _pickle((fn, source, args[0], kwargs))
                     except Exception as exc:  # e.g. a lambda: this job fails, the worker goes on
                         future.set_exception(TypeError(f"job for {args[0]!r} cannot be sent to a worker process: {exc}"))
                         self._answered()
                         continue
                     sent.append(item)
-                    outbox.write(_HEADER.pack(len(message)) + message)
-                    outbox.flush()
+                    _write_frame(outbox, message)
                 if not sent:
                     return
                 ok, payload = _receive(inbox)
