@@ -97,6 +97,13 @@ def _bert_file(tmp_path, *, layers=3, hidden=96, ff=384):
     return open_checkpoint(synthetic.write_checkpoint(tmp_path, state, synthetic.bert_config(layers=layers, hidden=hidden, heads=4, ff=ff)))
 
 
+def _wait_for_workers(pool, n, timeout=60.0):
+    """Until ``n`` workers have answered, the pool gave up on its workers, or ``timeout`` seconds passed."""
+    deadline = time.monotonic() + timeout
+    while len(pool._worker_pids) < n and pool.error is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
 def _jobs(ckpt):
     """(job, source, expected stats) for every whole matrix of the checkpoint, computed here."""
     out = []
@@ -112,9 +119,7 @@ def test_a_killed_worker_loses_no_job(tmp_path):
     jobs = _jobs(_bert_file(tmp_path)) * 8
     pool = processes.WholeMatrixPool(2)
     try:
-        deadline = time.monotonic() + 60
-        while not pool._worker_pids and time.monotonic() < deadline:
-            time.sleep(0.01)
+        _wait_for_workers(pool, 1)
         assert pool._worker_pids, pool.error
         futures = [pool.submit(job, source) for job, source, _ in jobs]
         os.kill(pool._worker_pids[0], signal.SIGKILL)
@@ -147,8 +152,7 @@ def test_an_error_in_a_worker_reaches_the_caller(tmp_path):
     (job, source, _), *_ = _jobs(_bert_file(tmp_path, layers=1))
     fn, args, _ = job
     with processes.WholeMatrixPool(1) as pool:
-        while pool._ready == 0 and pool.error is None:
-            time.sleep(0.01)
+        _wait_for_workers(pool, 1)
         future = pool.submit((fn, args, {"kind": "bogus", "layer": 0}), source)
         with pytest.raises(ValueError, match="kind='bogus' must be one of"):
             future.result(timeout=60)
@@ -173,8 +177,7 @@ def test_a_file_changed_under_the_workers_is_a_checkpoint_error(tmp_path):
     with open(source.path, "r+b") as fh:
         fh.truncate(source.info.data_start + source.info.begin + 4)
     with processes.WholeMatrixPool(1) as pool:
-        while pool._ready == 0 and pool.error is None:
-            time.sleep(0.01)
+        _wait_for_workers(pool, 1)
         with pytest.raises(CheckpointError, match="is truncated") as info:
             pool.submit(job, source).result(timeout=60)
     assert info.value.tensor == source.tensor and info.value.file == str(source.path)
@@ -212,9 +215,7 @@ def test_cancel_drops_queued_jobs_and_stops_the_workers(tmp_path):
     jobs = _jobs(_bert_file(tmp_path, hidden=192, ff=384)) * 50  # 600 SVDs of 192 x 192: seconds of work
     pool = processes.WholeMatrixPool(2)
     futures = [pool.submit(job, source) for job, source, _ in jobs]
-    deadline = time.monotonic() + 60
-    while len(pool._worker_pids) < 2 and time.monotonic() < deadline:
-        time.sleep(0.01)
+    _wait_for_workers(pool, 2)
     pids = list(pool._worker_pids)
     t0 = time.monotonic()
     pool.close(cancel=True)
