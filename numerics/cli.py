@@ -19,6 +19,15 @@ class CliError(Exception):
     """A user-facing error: printed as one line, exit code 2."""
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread so that every ``finally`` and ``except BaseException``
+    cleanup runs exactly as for Ctrl-C (temporary folders removed, workers stopped)."""
+
+
+def _raise_terminated(signum: int, frame: Any) -> None:
+    raise Terminated()
+
+
 def _print_blocks(data: dict[str, Any], indent: str = "") -> None:
     for key, value in data.items():
         if isinstance(value, dict):
@@ -361,6 +370,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     args = parser.parse_args(argv)
+    previous = _on_sigterm(_raise_terminated)
     try:
         return int(args.func(args))
     except BrokenPipeError:
@@ -371,14 +381,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         print(f"specbound: error: {message}", file=sys.stderr)
         return 2 if isinstance(exc, (CliError, ValueError, TypeError, ImportError)) else 1
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         print("specbound: interrupted", file=sys.stderr)
-        return 130
+        return 143 if isinstance(exc, Terminated) else 130
     except Exception as exc:  # anything else is a bug: one line unless --debug
         if args.debug:
             raise
         print(f"specbound: error: internal error ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); rerun with --debug", file=sys.stderr)
         return 1
+    finally:
+        _on_sigterm(previous)
+
+
+def _on_sigterm(handler: Any) -> Any:
+    """Install ``handler`` for SIGTERM (main thread only; elsewhere a no-op) and return the previous one."""
+    import signal
+    import threading
+
+    if handler is None or threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGTERM, handler)
 
 
 if __name__ == "__main__":
