@@ -49,6 +49,9 @@ __all__ = ["ModelSettings", "Analysis", "analyze", "analyze_stats", "build_terms
 
 GROUP_OF_KIND = {"qk": "qk", "vo": "v", "ff1": "ff", "ff2": "ff"}
 
+#: Largest input norm B and activation constant accepted: B^4 and the like stay finite floats.
+MAX_MODEL_CONSTANT = 1e50
+
 
 @dataclass(frozen=True)
 class ModelSettings:
@@ -63,10 +66,13 @@ class ModelSettings:
     activation_lipschitz: float = 1.13
 
     def __post_init__(self) -> None:
-        if self.input_norm is not None and not (self.input_norm > 0 and math.isfinite(self.input_norm)):
-            raise ValueError(f"input_norm={self.input_norm!r} must be positive and finite.")
-        if not (self.activation_lipschitz > 0 and math.isfinite(self.activation_lipschitz)):
-            raise ValueError(f"activation_lipschitz={self.activation_lipschitz!r} must be positive and finite.")
+        for name in ("input_norm", "activation_lipschitz"):
+            v = getattr(self, name)
+            if v is None and name == "input_norm":
+                continue
+            if not (isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v <= MAX_MODEL_CONSTANT):
+                raise ValueError(f"{name}={v!r} must be positive and at most {MAX_MODEL_CONSTANT:.0e} "
+                                 "(powers of it must stay finite floats).")
 
 
 @dataclass(frozen=True)
@@ -140,13 +146,17 @@ def _log_after(log_values: np.ndarray) -> np.ndarray:
 def _layer_lipschitz_logs(heads: dict[tuple[int, str, int | None], float], ff: dict[tuple[int, str], float],
                           num_layers: int, B: float, L_sigma: float) -> tuple[np.ndarray, np.ndarray]:
     """log Lipschitz constants of each layer's attention block and feedforward block."""
-    attn = np.zeros(num_layers)  # sum_h ||W_VO^h|| (1 + 4 B^2 ||W_QK^h||) per layer
-    for (layer, kind, h), s_vo in heads.items():
-        if kind == "vo":
-            attn[layer] += s_vo * (1 + 4 * B**2 * heads.get((layer, "qk", h), 0.0))
-    log_ff = np.array([math.log1p(L_sigma * ff.get((layer, "ff1"), 0.0) * ff.get((layer, "ff2"), 0.0))
-                       for layer in range(num_layers)])
-    return np.log1p(attn), log_ff
+    # log of sum_h ||W_VO^h|| (1 + 4 B^2 ||W_QK^h||) per layer, in log space (B may be huge)
+    terms: list[list[float]] = [[] for _ in range(num_layers)]
+    with np.errstate(divide="ignore"):
+        for (layer, kind, h), s_vo in heads.items():
+            if kind == "vo" and s_vo > 0:
+                log_qk = math.log(4.0) + 2 * math.log(B) + float(np.log(heads.get((layer, "qk", h), 0.0)))
+                terms[layer].append(math.log(s_vo) + float(np.logaddexp(0.0, log_qk)))
+        log_attn = np.array([float(logsumexp(t)) if t else -math.inf for t in terms])
+        log_ff = np.array([math.log(L_sigma) + float(np.log(ff.get((layer, "ff1"), 0.0)) + np.log(ff.get((layer, "ff2"), 0.0)))
+                           for layer in range(num_layers)])
+    return np.logaddexp(0.0, log_attn), np.logaddexp(0.0, log_ff)
 
 
 def build_terms(stats: Sequence[Any], *, num_layers: int, hidden_size: int, model: ModelSettings = ModelSettings()) -> tuple[list[MatrixTerm], dict[str, Any]]:

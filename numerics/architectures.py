@@ -295,12 +295,22 @@ class KeyMatch:
         return tuple(sorted({i for i, _ in self.found}))
 
 
-def _matches(arch: ArchitectureMap, keys: Iterable[str]) -> dict[str, dict[tuple[int, str], str]]:
+#: Most digits accepted in a layer index of a tensor name (a billion layers is far beyond any model).
+MAX_LAYER_DIGITS = 9
+
+
+def _matches(arch: ArchitectureMap, keys: Iterable[str], where: str) -> dict[str, dict[tuple[int, str], str]]:
     by_prefix: dict[str, dict[tuple[int, str], str]] = {}
     for name in keys:
         m = arch._pattern.match(name)
         if m is not None:
-            by_prefix.setdefault(m["prefix"], {})[(int(m["i"]), m["key"])] = name
+            digits = m["i"]
+            if len(digits) > MAX_LAYER_DIGITS:
+                shown = digits if len(digits) <= 20 else f"{digits[:8]}...{digits[-4:]}"
+                raise CheckpointError(
+                    where, f"has layer index {shown} ({len(digits)} digits, at most {MAX_LAYER_DIGITS} are accepted)",
+                    tensor=name)
+            by_prefix.setdefault(m["prefix"], {})[(int(digits), m["key"])] = name
     return by_prefix
 
 
@@ -325,7 +335,7 @@ def match_architecture(
     maps = [ARCHITECTURES[architecture]] if architecture else list(ARCHITECTURES.values())
     candidates: list[tuple[int, ArchitectureMap, str, dict[tuple[int, str], str]]] = []
     for arch in maps:
-        for prefix, found in _matches(arch, keys).items():
+        for prefix, found in _matches(arch, keys, where).items():
             candidates.append((len(found), arch, prefix, found))
     if not candidates:
         sample = ", ".join(repr(k) for k in sorted(keys)[:6])

@@ -300,6 +300,13 @@ class _Resolved:
 def _resolve(source: str | os.PathLike[str], revision: str | None) -> _Resolved:
     text = os.fspath(source)
     path = Path(text)
+    if not text.strip():
+        raise ValueError(f"source={text!r} must name a .safetensors file, a folder, a registry name or a hub id")
+    try:
+        path.exists()
+    except OSError as exc:  # e.g. a name longer than the file system allows
+        raise CheckpointError(text, f"cannot be used as a path ({exc.strerror or exc})") from None
+    path = Path(text)
     if path.is_file():
         if path.name.endswith(".index.json"):
             return _Resolved(text, (), _config_beside(path), path)
@@ -519,6 +526,10 @@ def open_checkpoint(
 
     layer0 = dict((spec.role, (spec, name)) for spec, name in reversed(plan[0]))
     inner, hidden = shape_of(*layer0["o"])
+    if inner == 0 or hidden == 0:
+        o_spec, o_name = layer0["o"]
+        raise CheckpointError(tensors[o_name][0], f"has shape {list(tensors[o_name][1].shape)}: an attention output "
+                              "projection with no rows or columns leaves nothing to analyse", tensor=o_name)
     ff_width = shape_of(*layer0["ff1"])[1]
     kv_inner = inner if arch.packed_qkv else shape_of(*layer0["k"])[1]
     expected = {

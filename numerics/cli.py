@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from typing import Any, NoReturn, Sequence
 
@@ -78,23 +79,69 @@ class _Progress:
         sys.stderr.flush()
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be positive")
+def _shown(text: str, limit: int = 40) -> str:
+    """``repr(text)``, cut in the middle when long (error messages stay one short line)."""
+    return repr(text) if len(text) <= limit else repr(f"{text[: limit - 12]}...{text[-8:]}") + f" ({len(text)} characters)"
+
+
+def _integer(text: str, *, minimum: int, maximum: int | None = None, scientific: bool = False) -> int:
+    """An integer argument in ``[minimum, maximum]``; with ``scientific``, ``1e6`` style is accepted too."""
+    import decimal
+
+    stripped = text.strip()
+    value: int | None = None
+    if stripped.lstrip("+-").isdigit() and len(stripped) <= 400:
+        value = int(stripped)
+    elif scientific and len(stripped) <= 40:
+        try:
+            number = decimal.Decimal(stripped)
+        except decimal.InvalidOperation:
+            number = None
+        if number is not None and number.is_finite() and number == number.to_integral_value() and number.adjusted() <= 400:
+            value = int(number)
+    if value is None:
+        kind = "an integer (digits, or 1e6 style)" if scientific else "an integer"
+        raise argparse.ArgumentTypeError(f"{_shown(text)} is not {kind} of at most 400 digits")
+    if value < minimum:
+        raise argparse.ArgumentTypeError(f"{_shown(text)} must be at least {minimum}")
+    if maximum is not None and value > maximum:
+        raise argparse.ArgumentTypeError(f"{_shown(text)} must be at most {maximum}")
     return value
 
 
+def _positive_int(text: str) -> int:
+    return _integer(text, minimum=1)
+
+
 def _non_negative_int(text: str) -> int:
+    return _integer(text, minimum=0)
+
+
+def _count(text: str) -> int:
+    """A sample or token count: a positive integer, also written ``1e6``."""
+    return _integer(text, minimum=1, scientific=True)
+
+
+#: Most threads or processes a command line may ask for.
+MAX_PARALLEL = 1024
+
+
+def _parallelism(text: str) -> int:
+    return _integer(text, minimum=0, maximum=MAX_PARALLEL)
+
+
+def _positive_int_parallel(text: str) -> int:
+    return _integer(text, minimum=1, maximum=MAX_PARALLEL)
+
+
+def _real(text: str) -> float:
+    """A finite real number."""
     try:
-        value = int(text)
+        value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be 0 or more")
+        raise argparse.ArgumentTypeError(f"{_shown(text)} is not a number") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{_shown(text)} must be a finite number")
     return value
 
 
@@ -102,9 +149,9 @@ def _p_grid(text: str) -> tuple[float, ...]:
     try:
         values = tuple(float(x) for x in text.split(",") if x.strip())
     except ValueError:
-        raise argparse.ArgumentTypeError(f"--p-grid={text!r} must be comma-separated numbers") from None
+        raise argparse.ArgumentTypeError(f"--p-grid={_shown(text)} must be comma-separated numbers") from None
     if not values or any(not 0 <= v <= 2 for v in values):
-        raise argparse.ArgumentTypeError(f"--p-grid={text!r} must hold numbers in [0, 2]")
+        raise argparse.ArgumentTypeError(f"--p-grid={_shown(text)} must hold numbers in [0, 2]")
     return values
 
 
@@ -264,7 +311,11 @@ def _cmd_claims(args: argparse.Namespace) -> int:
 
     from numerics import claims
 
-    ids = [c.strip().upper() for c in args.only.split(",")] if args.only else None
+    ids = None
+    if args.only is not None:
+        ids = [c.strip().upper() for c in args.only.split(",") if c.strip()]
+        if not ids:
+            raise CliError(f"--only={_shown(args.only)} names no claim; give ids such as C1,C7")
     rows = claims.measure(ids)
     if args.update_readme:
         readme = Path(args.readme)
@@ -281,15 +332,15 @@ def _cmd_claims(args: argparse.Namespace) -> int:
 
 def _add_bound_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--heads", type=_positive_int, default=None, help="number of attention heads (when config.json lacks it)")
-    p.add_argument("--n", type=_positive_int, default=10**6, help="training sequences n (default 1e6)")
-    p.add_argument("--T", type=_positive_int, default=128, help="tokens per sequence T (default 128)")
-    p.add_argument("--delta", type=float, default=0.01, help="confidence delta in (0, 1)")
+    p.add_argument("--n", type=_count, default=10**6, help="training sequences n (default 1e6)")
+    p.add_argument("--T", type=_count, default=128, help="tokens per sequence T (default 128)")
+    p.add_argument("--delta", type=_real, default=0.01, help="confidence delta in (0, 1)")
     p.add_argument("--tie", choices=["layer-type", "matrix", "common"], default="layer-type",
                    help="one Schatten index per layer and type (paper), per matrix, or one for all")
     p.add_argument("--p-grid", type=_p_grid, default=None, help="comma-separated post hoc grid (default 0,0.1,...,2)")
-    p.add_argument("--input-norm", type=float, default=None, help="bound B on token rows after LayerNorm (default sqrt(N))")
+    p.add_argument("--input-norm", type=_real, default=None, help="bound B on token rows after LayerNorm (default sqrt(N))")
     where = p.add_mutually_exclusive_group()
-    where.add_argument("--workers", type=_positive_int, default=None, help="local threads for the per-matrix work (default: all cores)")
+    where.add_argument("--workers", type=_positive_int_parallel, default=None, help="local threads for the per-matrix work (default: all cores)")
     where.add_argument("--scheduler", default=None, metavar="ADDRESS",
                        help="run the per-matrix / per-checkpoint work on a dask.distributed scheduler (needs specbound[dask])")
 
@@ -320,7 +371,7 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--no-plots", action="store_true", help="with --out: skip the plots")
     a.add_argument("--leading-k", type=_positive_int, default=None, metavar="K",
                    help="for huge matrices: only the K leading singular values plus a certified tail bound (recorded per matrix)")
-    a.add_argument("--processes", type=_non_negative_int, default=None, metavar="N",
+    a.add_argument("--processes", type=_parallelism, default=None, metavar="N",
                    help="worker processes for the whole-matrix SVDs (default: one per core when the model is large "
                         "enough and neither --workers nor --scheduler is given; 0: none)")
     _add_bound_options(a)
@@ -351,7 +402,7 @@ def build_parser() -> argparse.ArgumentParser:
     mc.add_argument("--m", type=_positive_int, default=16, help="sample rows (tokens)")
     mc.add_argument("--samples", type=_positive_int, default=1000, help="sampled class members per (profile, p)")
     mc.add_argument("--rows", choices=["gaussian", "sphere", "aligned"], default="gaussian", help="how the sample rows are drawn")
-    mc.add_argument("--seed", type=int, default=0)
+    mc.add_argument("--seed", type=_non_negative_int, default=0, help="seed of the random streams (0 or more)")
     mc.add_argument("--format", choices=["table", "json"], default="table")
     mc.add_argument("--plot", default=None, help="write the figure (log N against 1/eps per profile) to this file")
     mc.set_defaults(func=_cmd_mc)
@@ -381,6 +432,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         print(f"specbound: error: {message}", file=sys.stderr)
         return 2 if isinstance(exc, (CliError, ValueError, TypeError, ImportError)) else 1
+    except MemoryError as exc:  # the library names the file where it knows it; here, the command's input
+        if args.debug:
+            raise
+        what = getattr(args, "source", None) or ", ".join(getattr(args, "sources", None) or ()) or args.command
+        detail = str(exc).splitlines()[0] if str(exc) else "no detail"
+        print(f"specbound: error: {what}: out of memory ({detail})", file=sys.stderr)
+        return 2
     except KeyboardInterrupt as exc:
         print("specbound: interrupted", file=sys.stderr)
         return 143 if isinstance(exc, Terminated) else 130

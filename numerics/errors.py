@@ -23,6 +23,11 @@ def _one_line(text: str) -> str:
     return " ".join(str(text).split())
 
 
+def _shortened(text: str, limit: int = 240) -> str:
+    """``text`` cut in the middle when longer than ``limit`` (a message stays one readable line)."""
+    return text if len(text) <= limit else f"{text[: limit - 60]}...{text[-40:]} ({len(text)} characters)"
+
+
 class CheckpointError(ValueError):
     """A checkpoint cannot be read or analysed.
 
@@ -45,11 +50,11 @@ class CheckpointError(ValueError):
         self.file = None if file is None else os.fspath(file)
         self.tensor = tensor
         self.problem = _one_line(problem)
-        where = self.file if self.file is not None else "<checkpoint>"
+        where = _shortened(self.file) if self.file is not None else "<checkpoint>"
         if tensor is None:
             message = f"{where}: {self.problem}"
         else:
-            message = f"{where}: tensor {tensor!r} {self.problem}"
+            message = f"{where}: tensor {_shortened(repr(tensor))} {self.problem}"
         super().__init__(_one_line(message))
 
     def __reduce__(self) -> tuple[type[CheckpointError], tuple[str | None, str, str | None]]:

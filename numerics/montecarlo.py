@@ -53,6 +53,7 @@ Example::
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import asdict, dataclass, field
 from collections.abc import Sequence
 from typing import Any, Literal
@@ -530,6 +531,30 @@ def default_eps_grid(kind: Kind, *, s: float = 1.0, B: float = 1.0) -> tuple[flo
     return tuple(float(unit * f) for f in (0.35, 0.45, 0.6, 0.8, 1.0, 1.2))
 
 
+def experiment_bytes(*, a: int, b: int, m: int, samples: int, kind: Kind) -> int:
+    """Memory one (profile, p) cell of :func:`mc_experiment` needs, in bytes, roughly (an upper estimate).
+
+    The sampled matrices with their singular frames and outputs (``samples (a b + a r + b r + out)``
+    float64, twice for temporaries) and the greedy cover's ``samples x samples`` distance table and
+    boolean adjacency (9 bytes per pair).
+    """
+    r = min(a, b)
+    out = m * b if kind == "vector" else m * m
+    return 16 * samples * (a * b + a * r + b * r + out) + 9 * samples * samples
+
+
+def _check_memory(*, a: int, b: int, m: int, samples: int, kind: Kind) -> None:
+    """Refuse sizes whose arrays could never fit in this machine's memory (before allocating anything)."""
+    need = experiment_bytes(a=a, b=b, m=m, samples=samples, kind=kind)
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):  # not POSIX: nothing to compare with
+        return
+    if need > total:
+        raise ValueError(f"a={a}, b={b}, m={m}, samples={samples} ({kind}) need about {need / 2**30:.3g} GiB, more than "
+                         f"this machine's {total / 2**30:.3g} GiB of memory; use fewer samples or smaller matrices.")
+
+
 def mc_experiment(
     *,
     profiles: Sequence[Profile] = DEFAULT_PROFILES,
@@ -583,6 +608,7 @@ def mc_experiment(
     profiles = tuple(profiles)
     if not profiles:
         raise ValueError("profiles=() must hold at least one Profile.")
+    _check_memory(a=a, b=b, m=m, samples=samples, kind=kind)
     p_list = [_check_p(q) for q in p_grid]
     eps_list = list(default_eps_grid(kind, s=s, B=B) if eps_grid is None else eps_grid)
     eps_arr = np.array([_check_pos(e, "eps_grid[]") for e in eps_list])

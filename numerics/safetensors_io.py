@@ -29,6 +29,7 @@ Every failure is a :class:`~numerics.errors.CheckpointError` naming the file (an
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
@@ -104,17 +105,18 @@ class TensorInfo:
         return math.prod(self.shape)
 
 
-def _reject_duplicates(pairs: list[tuple[str, object]]) -> dict[str, object]:
-    out: dict[str, object] = {}
-    for key, value in pairs:
-        if key in out:
-            raise _DuplicateKey(key)
-        out[key] = value
+class _Object(dict):  # type: ignore[type-arg]
+    """A JSON object as parsed, with the keys it repeated (``json`` keeps only the last value)."""
+
+    repeated: tuple[str, ...] = ()
+
+
+def _keep_repeats(pairs: list[tuple[str, object]]) -> _Object:
+    out = _Object(pairs)
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        out.repeated = tuple(dict.fromkeys(k for k, _ in pairs if k in seen or seen.add(k)))  # type: ignore[func-returns-value]
     return out
-
-
-class _DuplicateKey(Exception):
-    pass
 
 
 def _is_int(value: object) -> bool:
@@ -155,6 +157,8 @@ def read_header(path: str | os.PathLike[str]) -> dict[str, TensorInfo]:
                     where, f"header length {n} exceeds the cap of {MAX_HEADER_BYTES} bytes"
                 )
             raw = fh.read(n)
+    except MemoryError:
+        raise CheckpointError(where, f"header of {n:,} bytes cannot be read: out of memory") from None
     except OSError as exc:
         raise CheckpointError(where, f"cannot be read: {exc.strerror or exc}") from exc
     if len(raw) != n:
@@ -164,11 +168,11 @@ def read_header(path: str | os.PathLike[str]) -> dict[str, TensorInfo]:
     except UnicodeDecodeError as exc:
         raise CheckpointError(where, f"header is not UTF-8 ({exc.reason} at byte {exc.start})") from exc
     try:
-        header = json.loads(text, object_pairs_hook=_reject_duplicates)
-    except _DuplicateKey as exc:
-        raise CheckpointError(where, "is listed twice in the header", tensor=exc.args[0]) from None
+        header = json.loads(text, object_pairs_hook=_keep_repeats)
     except json.JSONDecodeError as exc:
         raise CheckpointError(where, f"header is not JSON ({exc.msg} at char {exc.pos})") from exc
+    except MemoryError:
+        raise CheckpointError(where, f"header of {n:,} bytes cannot be parsed: out of memory") from None
     except RecursionError:
         # json recurses once per nesting level: a few KB of brackets exhaust the stack.
         raise CheckpointError(where, "header is not a safetensors header (JSON nested too deeply)") from None
@@ -177,6 +181,8 @@ def read_header(path: str | os.PathLike[str]) -> dict[str, TensorInfo]:
         raise CheckpointError(where, f"header is not usable JSON ({exc})") from None
     if not isinstance(header, dict):
         raise CheckpointError(where, f"header must be a JSON object, got {type(header).__name__}")
+    if isinstance(header, _Object) and header.repeated:
+        raise CheckpointError(where, "is listed twice in the header", tensor=header.repeated[0])
 
     data_start = 8 + n
     data_len = size - data_start
@@ -187,6 +193,8 @@ def read_header(path: str | os.PathLike[str]) -> dict[str, TensorInfo]:
                 isinstance(v, str) for v in entry.values()
             ):
                 raise CheckpointError(where, "__metadata__ must be an object of strings")
+            if isinstance(entry, _Object) and entry.repeated:
+                raise CheckpointError(where, f"__metadata__ has the key {entry.repeated[0]!r} twice")
             continue
         infos[name] = _validate_entry(where, name, entry, data_start, data_len)
 
@@ -204,6 +212,8 @@ def _validate_entry(where: str, name: str, entry: object, data_start: int, data_
         raise CheckpointError(
             where, f"has a header entry of type {type(entry).__name__}, expected an object", tensor=name
         )
+    if isinstance(entry, _Object) and entry.repeated:
+        raise CheckpointError(where, f"has the key {entry.repeated[0]!r} twice in its header entry", tensor=name)
     keys = set(entry)
     if keys != {"dtype", "shape", "data_offsets"}:
         raise CheckpointError(
@@ -247,6 +257,34 @@ def _widen_bf16(raw: np.ndarray) -> np.ndarray:
     return (raw.astype(np.uint32) << 16).view(np.float32)
 
 
+def _read_widened(where: str, stored: np.dtype, start: int, info: TensorInfo) -> np.ndarray:
+    """The tensor's bytes, memory-mapped and widened to a new float64 array of its shape."""
+    mm = np.memmap(where, dtype=stored, mode="r", offset=start, shape=(info.size,))
+    try:
+        # Widening a signalling NaN raises the "invalid" flag (a RuntimeWarning, an exception
+        # under -W error); NaNs are reported by _check_finite as a CheckpointError instead.
+        with np.errstate(invalid="ignore"):
+            if info.dtype == "BF16":
+                out = _widen_bf16(np.asarray(mm)).astype(np.float64)
+            else:
+                out = np.asarray(mm).astype(np.float64)
+    finally:
+        del mm
+    return out.reshape(info.shape)
+
+
+def _check_finite(where: str, name: str, out: np.ndarray) -> None:
+    finite = np.isfinite(out)
+    if not finite.all():
+        nan = int(np.isnan(out).sum())
+        inf = int(out.size - finite.sum()) - nan
+        first = tuple(int(i) for i in np.argwhere(~finite)[0])
+        what = " and ".join(
+            part for part in (f"NaN ({nan} values)" if nan else "", f"Inf ({inf} values)" if inf else "") if part
+        )
+        raise CheckpointError(where, f"contains {what}, first at index {first}", tensor=name)
+
+
 def load_tensor(
     path: str | os.PathLike[str],
     name: str,
@@ -286,27 +324,16 @@ def load_tensor(
         raise CheckpointError(
             where, f"is truncated: bytes [{start}, {start + info.nbytes}) lie past its {size} bytes", tensor=name
         )
-    mm = np.memmap(where, dtype=stored, mode="r", offset=start, shape=(count,))
     try:
-        # Widening a signalling NaN raises the "invalid" flag (a RuntimeWarning, an exception
-        # under -W error); NaNs are reported below as a CheckpointError instead.
-        with np.errstate(invalid="ignore"):
-            if info.dtype == "BF16":
-                out = _widen_bf16(np.asarray(mm)).astype(np.float64)
-            else:
-                out = np.asarray(mm).astype(np.float64)
-    finally:
-        del mm
-    out = out.reshape(info.shape)
-    if check_finite and info.dtype in FLOAT_DTYPES:
-        finite = np.isfinite(out)
-        if not finite.all():
-            nan = int(np.isnan(out).sum())
-            inf = int(out.size - finite.sum()) - nan
-            first = tuple(int(i) for i in np.argwhere(~finite)[0])
-            what = " and ".join(
-                part for part in (f"NaN ({nan} values)" if nan else "", f"Inf ({inf} values)" if inf else "") if part
-            )
-            raise CheckpointError(where, f"contains {what}, first at index {first}", tensor=name)
+        out = _read_widened(where, stored, start, info)
+        if check_finite and info.dtype in FLOAT_DTYPES:
+            _check_finite(where, name, out)
+    except MemoryError:
+        raise CheckpointError(where, f"cannot be loaded: out of memory ({count * 8:,} bytes needed as float64)",
+                              tensor=name) from None
+    except OSError as exc:
+        if exc.errno == errno.ENOMEM:
+            raise CheckpointError(where, f"cannot be mapped: out of memory ({info.nbytes:,} bytes)", tensor=name) from None
+        raise CheckpointError(where, f"cannot be read: {exc.strerror or exc}", tensor=name) from exc
     return out
 

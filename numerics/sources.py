@@ -22,6 +22,12 @@ def resolve_source(source: str | os.PathLike[str]) -> str:
     """
     text = os.fspath(source)
     path = Path(text)
+    try:
+        path.exists()
+    except OSError as exc:  # e.g. a name longer than the file system allows
+        from .errors import CheckpointError
+
+        raise CheckpointError(text, f"cannot be used as a path ({exc.strerror or exc})") from None
     if path.is_file() and path.suffix.lower() == ".onnx":
         from .onnx_convert import open_onnx
 

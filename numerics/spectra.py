@@ -60,6 +60,8 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 import numpy as np
 import scipy.linalg
 
+from .errors import CheckpointError
+
 if TYPE_CHECKING:
     from .checkpoint import Checkpoint, LayerWeights, MatrixSource
 
@@ -717,8 +719,14 @@ def analyze_spectra(
         return pool.submit(task.fn, *task.args, **task.kwargs)
 
     def drain_one() -> None:
-        for future in pending.popleft():
-            stats = future.result()
+        for future, task in pending.popleft():
+            try:
+                stats = future.result()
+            except MemoryError:
+                where = task.source.path if task.source is not None else checkpoint.source
+                shape = task.source.shape if task.source is not None else None
+                raise CheckpointError(where, f"out of memory while computing the singular values of {task.args[0]}"
+                                      + (f" (shape {list(shape)})" if shape else "")) from None
             results.append(stats)
             if progress is not None:
                 progress(len(results), total, stats.name)
@@ -736,7 +744,7 @@ def analyze_spectra(
                     leading_k=leading_k,
                     from_sources=whole_pool is not None,
                 )
-                pending.append([submit(task) for task in jobs])
+                pending.append([(submit(task), task) for task in jobs])
                 del layer, jobs
                 while len(pending) >= layers_in_flight:
                     drain_one()
@@ -744,7 +752,7 @@ def analyze_spectra(
                 drain_one()
     except BaseException:
         for futures in pending:
-            for future in futures:
+            for future, _ in futures:
                 cancel = getattr(future, "cancel", None)
                 if cancel is not None:
                     cancel()
