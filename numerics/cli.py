@@ -136,10 +136,11 @@ def _run_analysis(source: str, args: argparse.Namespace) -> Any:
 
 
 def _emit(analysis: Any, args: argparse.Namespace) -> None:
-    from numerics import report
+    from numerics import outputs, report
 
     if args.out is not None:
-        report.write_report(analysis, args.out, plots=not args.no_plots)
+        report.write_report(analysis, args.out, plots=not args.no_plots, force=args.force,
+                            protect=outputs.source_paths(args.source))
     if args.format == "json":
         print(json.dumps(analysis.to_json(), indent=2))
     elif args.format == "csv":
@@ -151,6 +152,10 @@ def _emit(analysis: Any, args: argparse.Namespace) -> None:
 
 
 def _cmd_analyze(args: argparse.Namespace) -> int:
+    from numerics import outputs
+
+    if args.out is not None:  # refuse a destination before the long analysis, not after
+        outputs.check_output_folder(args.out, force=args.force, protect=outputs.source_paths(args.source))
     analysis = _run_analysis(args.source, args)
     _emit(analysis, args)
     return 0
@@ -173,13 +178,15 @@ def _cmd_fetch(args: argparse.Namespace) -> int:
 def _cmd_demo(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from numerics import report
+    from numerics import outputs, report
     from numerics.registry import fetch
 
+    out = Path(args.out) if args.out is not None else Path("specbound-report")
+    protect = outputs.source_paths("minilm-l6")
+    outputs.check_output_folder(out, force=args.force, protect=protect)
     folder = fetch("minilm-l6")
     analysis = _run_analysis(str(folder), args)
-    out = Path(args.out) if args.out is not None else Path("specbound-report")
-    report.write_report(analysis, out)
+    report.write_report(analysis, out, force=args.force, protect=(folder, *protect))
     sys.stdout.write(report.format_table(analysis).split("\n\n", 1)[-1])
     print(report.summary_markdown(analysis))
     print(f"report folder: {out.resolve()}")
@@ -195,16 +202,19 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     if not sources:
         raise CliError("sweep needs at least one SOURCE or --grid")
     settings, model = _settings(args)
+    protect: list[Any] = []
+    if args.out is not None:  # refuse a destination before the sweep, not after
+        from numerics import outputs
+
+        protect = [p for source in sources for p in outputs.source_paths(source)]
+        outputs.check_output_folder(args.out, force=args.force, protect=protect)
     with _executor(args) as executor:
         result = sw.sweep(sources, settings=settings, model=model, executor=executor, progress=_Progress("checkpoints"))
     doc = sw.sweep_rows_json(result)
     if args.out is not None:
-        from numerics.report import atomic_folder
-        from numerics.sweep_plots import plot_sweep
+        from numerics.report import write_sweep_report
 
-        with atomic_folder(args.out) as tmp:
-            (tmp / "sweep.json").write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
-            plot_sweep(result, tmp / "sweep.png")
+        write_sweep_report(result, args.out, force=args.force, protect=protect)
     if args.format == "json":
         print(json.dumps(doc, indent=2))
     else:
@@ -294,6 +304,12 @@ def _add_bound_options(p: argparse.ArgumentParser) -> None:
                        help="run the per-matrix / per-checkpoint work on a dask.distributed scheduler (needs specbound[dask])")
 
 
+def _add_force_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--force", action="store_true",
+                   help="replace the --out folder specbound wrote even if other files were added to it "
+                        "(never a folder specbound did not write)")
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse with one-line errors: ``specbound analyze: error: ...`` (``--help`` shows the usage)."""
 
@@ -316,7 +332,9 @@ def build_parser() -> argparse.ArgumentParser:
     a = sub.add_parser("analyze", help="spectra and bounds of a checkpoint (file, folder or hub id)")
     a.add_argument("source", help="a .safetensors file, a folder with config.json, or a HuggingFace repo id")
     a.add_argument("--format", choices=["table", "json", "csv"], default="table")
-    a.add_argument("--out", default=None, help="folder for table, JSON, CSV and plots (written atomically)")
+    a.add_argument("--out", default=None, help="folder for table, JSON, CSV and plots (written atomically; must be new, "
+                   "empty, or a report specbound wrote)")
+    _add_force_option(a)
     a.add_argument("--no-plots", action="store_true", help="with --out: skip the plots")
     a.add_argument("--leading-k", type=_positive_int, default=None, metavar="K",
                    help="for huge matrices: only the K leading singular values plus a certified tail bound (recorded per matrix)")
@@ -332,7 +350,9 @@ def build_parser() -> argparse.ArgumentParser:
     f.set_defaults(func=_cmd_fetch)
 
     dm = sub.add_parser("demo", help="fetch MiniLM-L6 if needed, analyze it, write a report folder")
-    dm.add_argument("--out", default=None, help="report folder (default ./specbound-report)")
+    dm.add_argument("--out", default=None, help="report folder (default ./specbound-report; must be new, empty, or a "
+                    "report specbound wrote)")
+    _add_force_option(dm)
     _add_bound_options(dm)
     dm.set_defaults(func=_cmd_demo)
 
@@ -340,7 +360,9 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("sources", nargs="*", help="folders, files, registry names (minilm-l6, minilm-l3) or hub ids")
     sw.add_argument("--grid", choices=["bert-miniatures"], default=None, help="add the 24 BERT Miniatures (needs the hub)")
     sw.add_argument("--format", choices=["table", "json"], default="table")
-    sw.add_argument("--out", default=None, help="folder for sweep.json and sweep.png (written atomically)")
+    sw.add_argument("--out", default=None, help="folder for sweep.json and sweep.png (written atomically; must be new, "
+                    "empty, or a folder specbound wrote)")
+    _add_force_option(sw)
     _add_bound_options(sw)
     sw.set_defaults(func=_cmd_sweep)
 
