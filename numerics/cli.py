@@ -235,26 +235,17 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 def _cmd_mc(args: argparse.Namespace) -> int:
     from numerics.montecarlo import mc_experiment, mc_report_rows
 
+    if args.plot is not None:  # refuse a destination before the experiment, not after
+        from numerics.outputs import check_output_file
+
+        check_output_file(args.plot)
     result = mc_experiment(a=args.a, b=args.b, m=args.m, samples=args.samples, kind=args.kind, seed=args.seed,
                            rows=args.rows)
     rows = mc_report_rows(result)
     if args.plot is not None:
-        import os
-        import tempfile
-        from pathlib import Path
-
         from numerics.mc_plots import plot_mc
 
-        target = Path(args.plot)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.stem}-", suffix=target.suffix or ".png")
-        os.close(fd)
-        try:
-            plot_mc(result, tmp)
-            os.replace(tmp, target)
-        except BaseException:
-            os.unlink(tmp)
-            raise
+        plot_mc(result, args.plot)
     if args.format == "json":
         print(json.dumps(rows, indent=2))
     else:
@@ -375,7 +366,8 @@ def build_parser() -> argparse.ArgumentParser:
     mc.add_argument("--rows", choices=["gaussian", "sphere", "aligned"], default="gaussian", help="how the sample rows are drawn")
     mc.add_argument("--seed", type=int, default=0)
     mc.add_argument("--format", choices=["table", "json"], default="table")
-    mc.add_argument("--plot", default=None, help="write the figure (log N against 1/eps per profile) to this file")
+    mc.add_argument("--plot", default=None, help="write the figure (log N against 1/eps per profile) to this file "
+                    "(new, or a PNG specbound wrote)")
     mc.set_defaults(func=_cmd_mc)
 
     c = sub.add_parser("claims", help="measure the paper's claims C1-C9 and run their tests")

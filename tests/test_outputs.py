@@ -10,9 +10,11 @@ import os
 import shutil
 import signal
 import stat
+import struct
 import subprocess
 import sys
 import textwrap
+import zlib
 from pathlib import Path
 
 import pytest
@@ -350,4 +352,60 @@ def test_killed_write_is_cleaned_by_the_next_run(tmp_path, ckpt, capsys):
     assert hidden(where) == [".rep-mine", ".specbound-out-x"]
     assert (where / ".rep-mine" / "keep.txt").read_text() == "keep\n"
     assert not (where / "rep").exists()
+    capsys.readouterr()
+
+
+# -- mc --plot: one file ---------------------------------------------------------------------------
+
+def png_text_chunks(path: Path) -> dict[str, str]:
+    """tEXt chunks of a PNG (the PNG spec: 8-byte signature, then length, type, data, CRC)."""
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    found, i = {}, 8
+    while i < len(data):
+        (n,), kind = struct.unpack(">I", data[i:i + 4]), data[i + 4:i + 8]
+        if kind == b"tEXt":
+            key, _, value = data[i + 8:i + 8 + n].partition(b"\0")
+            found[key.decode("latin-1")] = value.decode("latin-1")
+        i += 12 + n
+    return found
+
+
+def tiny_png(software: str) -> bytes:
+    """A valid 1x1 grey PNG with a tEXt Software chunk, built by hand."""
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 1, 1, 8, 0, 0, 0, 0))
+            + chunk(b"tEXt", b"Software\0" + software.encode()) + chunk(b"IDAT", zlib.compress(b"\0\x80"))
+            + chunk(b"IEND", b""))
+
+
+@pytest.mark.parametrize("content", [b"my data\n", tiny_png("GIMP 2.10")])
+def test_mc_plot_refuses_a_foreign_file(tmp_path, capsys, content):
+    target = tmp_path / "figure.png"
+    target.write_bytes(content)
+    assert main(["mc", *MC_SMALL, "--plot", str(target)]) == 2
+    refusal(capsys, target)
+    assert target.read_bytes() == content
+    assert hidden(tmp_path) == []
+
+
+def test_mc_plot_refuses_a_symlink(tmp_path, capsys):
+    (tmp_path / "real.png").write_bytes(tiny_png("specbound"))
+    (tmp_path / "link.png").symlink_to(tmp_path / "real.png")
+    before = tree(tmp_path)
+    assert main(["mc", *MC_SMALL, "--plot", str(tmp_path / "link.png")]) == 2
+    refusal(capsys, tmp_path / "link.png")
+    assert tree(tmp_path) == before
+
+
+def test_mc_plot_replaces_its_own_png(tmp_path, capsys):
+    target = tmp_path / "figure.png"
+    assert main(["mc", *MC_SMALL, "--plot", str(target)]) == 0
+    assert png_text_chunks(target).get("Software") == "specbound"
+    first = target.read_bytes()
+    assert main(["mc", *MC_SMALL, "--seed", "1", "--plot", str(target)]) == 0
+    assert target.read_bytes() != first and png_text_chunks(target).get("Software") == "specbound"
+    assert hidden(tmp_path) == []
     capsys.readouterr()
