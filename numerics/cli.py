@@ -266,9 +266,13 @@ def _cmd_claims(args: argparse.Namespace) -> int:
     from numerics import claims
 
     ids = [c.strip().upper() for c in args.only.split(",")] if args.only else None
+    readme = Path(args.readme)
+    if args.update_readme:  # refuse a symlink or non-regular README before measuring
+        from numerics.outputs import check_editable_file
+
+        check_editable_file(readme)
     rows = claims.measure(ids)
     if args.update_readme:
-        readme = Path(args.readme)
         changed = claims.update_readme(readme, claims.markdown_table(rows))
         print(f"specbound: {'updated' if changed else 'already current:'} {readme}", file=sys.stderr)
     tests = None if args.no_tests else claims.run_claim_tests(ids)

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 import numerics.analysis
-from numerics import outputs
+from numerics import claims, outputs
 from numerics.cli import main
 from numerics.errors import OutputError
 from tests.synthetic import bert_config, bert_state, write_checkpoint
@@ -407,5 +407,44 @@ def test_mc_plot_replaces_its_own_png(tmp_path, capsys):
     first = target.read_bytes()
     assert main(["mc", *MC_SMALL, "--seed", "1", "--plot", str(target)]) == 0
     assert target.read_bytes() != first and png_text_chunks(target).get("Software") == "specbound"
+    assert hidden(tmp_path) == []
+    capsys.readouterr()
+
+
+# -- claims --update-readme: one region of an existing file ---------------------------------------
+
+@pytest.fixture
+def cheap_claims(monkeypatch):
+    monkeypatch.setattr(claims, "measure", lambda ids=None: [(claims.CLAIMS[0], claims.Measurement("holds", "cheap"))])
+
+
+def _readme_text() -> str:
+    return f"intro\n{claims.README_BEGIN}\nOLD-TABLE\n{claims.README_END}\noutro\n"
+
+
+def test_update_readme_refuses_a_symlink(tmp_path, capsys, cheap_claims):
+    (tmp_path / "real.md").write_text(_readme_text())
+    (tmp_path / "README.md").symlink_to(tmp_path / "real.md")
+    before = tree(tmp_path)
+    assert main(["claims", "--no-tests", "--update-readme", "--readme", str(tmp_path / "README.md")]) == 2
+    refusal(capsys, tmp_path / "README.md")
+    assert tree(tmp_path) == before
+
+
+def test_update_readme_refuses_a_folder(tmp_path, capsys, cheap_claims):
+    (tmp_path / "README.md").mkdir()
+    assert main(["claims", "--no-tests", "--update-readme", "--readme", str(tmp_path / "README.md")]) == 2
+    refusal(capsys, tmp_path / "README.md")
+
+
+def test_update_readme_keeps_the_mode_and_the_rest(tmp_path, capsys, cheap_claims):
+    readme = tmp_path / "README.md"
+    readme.write_text(_readme_text())
+    readme.chmod(0o604)
+    assert main(["claims", "--no-tests", "--update-readme", "--readme", str(readme)]) == 0
+    text = readme.read_text()
+    assert text.startswith(f"intro\n{claims.README_BEGIN}\n| claim |") and text.endswith(f"{claims.README_END}\noutro\n")
+    assert "cheap" in text and "OLD-TABLE" not in text
+    assert stat.S_IMODE(readme.stat().st_mode) == 0o604
     assert hidden(tmp_path) == []
     capsys.readouterr()
