@@ -183,10 +183,11 @@ def _run_analysis(source: str, args: argparse.Namespace) -> Any:
 
 
 def _emit(analysis: Any, args: argparse.Namespace) -> None:
-    from numerics import report
+    from numerics import outputs, report
 
     if args.out is not None:
-        report.write_report(analysis, args.out, plots=not args.no_plots)
+        report.write_report(analysis, args.out, plots=not args.no_plots, force=args.force,
+                            protect=outputs.source_paths(args.source))
     if args.format == "json":
         print(json.dumps(analysis.to_json(), indent=2))
     elif args.format == "csv":
@@ -198,6 +199,10 @@ def _emit(analysis: Any, args: argparse.Namespace) -> None:
 
 
 def _cmd_analyze(args: argparse.Namespace) -> int:
+    from numerics import outputs
+
+    if args.out is not None:  # refuse a destination before the long analysis, not after
+        outputs.check_output_folder(args.out, force=args.force, protect=outputs.source_paths(args.source))
     analysis = _run_analysis(args.source, args)
     _emit(analysis, args)
     return 0
@@ -220,13 +225,15 @@ def _cmd_fetch(args: argparse.Namespace) -> int:
 def _cmd_demo(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from numerics import report
+    from numerics import outputs, report
     from numerics.registry import fetch
 
+    out = Path(args.out) if args.out is not None else Path("specbound-report")
+    protect = outputs.source_paths("minilm-l6")
+    outputs.check_output_folder(out, force=args.force, protect=protect)
     folder = fetch("minilm-l6")
     analysis = _run_analysis(str(folder), args)
-    out = Path(args.out) if args.out is not None else Path("specbound-report")
-    report.write_report(analysis, out)
+    report.write_report(analysis, out, force=args.force, protect=(folder, *protect))
     sys.stdout.write(report.format_table(analysis).split("\n\n", 1)[-1])
     print(report.summary_markdown(analysis))
     print(f"report folder: {out.resolve()}")
@@ -242,16 +249,19 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     if not sources:
         raise CliError("sweep needs at least one SOURCE or --grid")
     settings, model = _settings(args)
+    protect: list[Any] = []
+    if args.out is not None:  # refuse a destination before the sweep, not after
+        from numerics import outputs
+
+        protect = [p for source in sources for p in outputs.source_paths(source)]
+        outputs.check_output_folder(args.out, force=args.force, protect=protect)
     with _executor(args) as executor:
         result = sw.sweep(sources, settings=settings, model=model, executor=executor, progress=_Progress("checkpoints"))
     doc = sw.sweep_rows_json(result)
     if args.out is not None:
-        from numerics.report import atomic_folder
-        from numerics.sweep_plots import plot_sweep
+        from numerics.report import write_sweep_report
 
-        with atomic_folder(args.out) as tmp:
-            (tmp / "sweep.json").write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
-            plot_sweep(result, tmp / "sweep.png")
+        write_sweep_report(result, args.out, force=args.force, protect=protect)
     if args.format == "json":
         print(json.dumps(doc, indent=2))
     else:
@@ -272,26 +282,17 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 def _cmd_mc(args: argparse.Namespace) -> int:
     from numerics.montecarlo import mc_experiment, mc_report_rows
 
+    if args.plot is not None:  # refuse a destination before the experiment, not after
+        from numerics.outputs import check_output_file
+
+        check_output_file(args.plot)
     result = mc_experiment(a=args.a, b=args.b, m=args.m, samples=args.samples, kind=args.kind, seed=args.seed,
                            rows=args.rows)
     rows = mc_report_rows(result)
     if args.plot is not None:
-        import os
-        import tempfile
-        from pathlib import Path
-
         from numerics.mc_plots import plot_mc
 
-        target = Path(args.plot)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.stem}-", suffix=target.suffix or ".png")
-        os.close(fd)
-        try:
-            plot_mc(result, tmp)
-            os.replace(tmp, target)
-        except BaseException:
-            os.unlink(tmp)
-            raise
+        plot_mc(result, args.plot)
     if args.format == "json":
         print(json.dumps(rows, indent=2))
     else:
@@ -316,9 +317,13 @@ def _cmd_claims(args: argparse.Namespace) -> int:
         ids = [c.strip().upper() for c in args.only.split(",") if c.strip()]
         if not ids:
             raise CliError(f"--only={_shown(args.only)} names no claim; give ids such as C1,C7")
+    readme = Path(args.readme)
+    if args.update_readme:  # refuse a symlink or non-regular README before measuring
+        from numerics.outputs import check_editable_file
+
+        check_editable_file(readme)
     rows = claims.measure(ids)
     if args.update_readme:
-        readme = Path(args.readme)
         changed = claims.update_readme(readme, claims.markdown_table(rows))
         print(f"specbound: {'updated' if changed else 'already current:'} {readme}", file=sys.stderr)
     tests = None if args.no_tests else claims.run_claim_tests(ids)
@@ -345,6 +350,12 @@ def _add_bound_options(p: argparse.ArgumentParser) -> None:
                        help="run the per-matrix / per-checkpoint work on a dask.distributed scheduler (needs specbound[dask])")
 
 
+def _add_force_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--force", action="store_true",
+                   help="replace the --out folder specbound wrote even if other files were added to it "
+                        "(never a folder specbound did not write)")
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse with one-line errors: ``specbound analyze: error: ...`` (``--help`` shows the usage)."""
 
@@ -367,7 +378,9 @@ def build_parser() -> argparse.ArgumentParser:
     a = sub.add_parser("analyze", help="spectra and bounds of a checkpoint (file, folder or hub id)")
     a.add_argument("source", help="a .safetensors file, a folder with config.json, or a HuggingFace repo id")
     a.add_argument("--format", choices=["table", "json", "csv"], default="table")
-    a.add_argument("--out", default=None, help="folder for table, JSON, CSV and plots (written atomically)")
+    a.add_argument("--out", default=None, help="folder for table, JSON, CSV and plots (written atomically; must be new, "
+                   "empty, or a report specbound wrote)")
+    _add_force_option(a)
     a.add_argument("--no-plots", action="store_true", help="with --out: skip the plots")
     a.add_argument("--leading-k", type=_positive_int, default=None, metavar="K",
                    help="for huge matrices: only the K leading singular values plus a certified tail bound (recorded per matrix)")
@@ -383,7 +396,9 @@ def build_parser() -> argparse.ArgumentParser:
     f.set_defaults(func=_cmd_fetch)
 
     dm = sub.add_parser("demo", help="fetch MiniLM-L6 if needed, analyze it, write a report folder")
-    dm.add_argument("--out", default=None, help="report folder (default ./specbound-report)")
+    dm.add_argument("--out", default=None, help="report folder (default ./specbound-report; must be new, empty, or a "
+                    "report specbound wrote)")
+    _add_force_option(dm)
     _add_bound_options(dm)
     dm.set_defaults(func=_cmd_demo)
 
@@ -391,7 +406,9 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("sources", nargs="*", help="folders, files, registry names (minilm-l6, minilm-l3) or hub ids")
     sw.add_argument("--grid", choices=["bert-miniatures"], default=None, help="add the 24 BERT Miniatures (needs the hub)")
     sw.add_argument("--format", choices=["table", "json"], default="table")
-    sw.add_argument("--out", default=None, help="folder for sweep.json and sweep.png (written atomically)")
+    sw.add_argument("--out", default=None, help="folder for sweep.json and sweep.png (written atomically; must be new, "
+                    "empty, or a folder specbound wrote)")
+    _add_force_option(sw)
     _add_bound_options(sw)
     sw.set_defaults(func=_cmd_sweep)
 
@@ -404,7 +421,8 @@ def build_parser() -> argparse.ArgumentParser:
     mc.add_argument("--rows", choices=["gaussian", "sphere", "aligned"], default="gaussian", help="how the sample rows are drawn")
     mc.add_argument("--seed", type=_non_negative_int, default=0, help="seed of the random streams (0 or more)")
     mc.add_argument("--format", choices=["table", "json"], default="table")
-    mc.add_argument("--plot", default=None, help="write the figure (log N against 1/eps per profile) to this file")
+    mc.add_argument("--plot", default=None, help="write the figure (log N against 1/eps per profile) to this file "
+                    "(new, or a PNG specbound wrote)")
     mc.set_defaults(func=_cmd_mc)
 
     c = sub.add_parser("claims", help="measure the paper's claims C1-C9 and run their tests")

@@ -1,4 +1,4 @@
-"""Errors raised while reading checkpoints.
+"""Errors raised while reading checkpoints, and when specbound refuses to write an output.
 
 Every problem with a checkpoint (a malformed safetensors file, an unknown architecture, a
 missing tensor, NaN weights, a failed download of a registered checkpoint) is reported as a
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["CheckpointError", "FetchError"]
+__all__ = ["CheckpointError", "FetchError", "OutputError"]
 
 
 def _one_line(text: str) -> str:
@@ -68,3 +68,24 @@ class FetchError(CheckpointError):
     A subclass of :class:`CheckpointError` so that one ``except CheckpointError`` covers
     every way of not getting usable weights.
     """
+
+
+class OutputError(ValueError):
+    """specbound refuses to write to a destination (see :mod:`numerics.outputs`).
+
+    Args:
+      path: the destination (or the part of it) that is refused.
+      why: why, as a clause ("is a symbolic link", "holds 'notes.txt', which ...").
+
+    The message is ``"{path}: {why} (refused; nothing was changed)"``, always a single line;
+    the parts stay available as attributes ``path`` and ``why``.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], why: str) -> None:
+        self.path = os.fspath(path)
+        self.why = _one_line(why)
+        super().__init__(_one_line(f"{self.path}: {self.why} (refused; nothing was changed)"))
+
+    def __reduce__(self) -> tuple[type[OutputError], tuple[str, str]]:
+        # keeps the error picklable across process pools
+        return (type(self), (self.path, self.why))

@@ -2,6 +2,8 @@
 
 Figures are built with :class:`matplotlib.figure.Figure` directly: no pyplot state, no
 global style changes, nothing at import (matplotlib is imported when a plot is made).
+Files are written by :func:`numerics.outputs.save_figure`: a new file, or a PNG specbound
+wrote, never anything else.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from .outputs import save_figure
 
 __all__ = ["plot_spectra", "plot_p_star", "plot_bound_terms", "write_all"]
 
@@ -44,9 +48,7 @@ def plot_spectra(analysis: Any, path: str | Path) -> Path:
         ax.set_ylabel("s_i / s_1")
     for ax in axes.ravel()[len(kinds):]:
         ax.set_visible(False)
-    out = Path(path)
-    fig.savefig(out, dpi=110)
-    return out
+    return save_figure(fig, path, dpi=110)
 
 
 def plot_p_star(analysis: Any, path: str | Path) -> Path:
@@ -69,9 +71,7 @@ def plot_p_star(analysis: Any, path: str | Path) -> Path:
     ax.set_ylabel("p* (offset slightly per type for visibility)")
     ax.set_title("post hoc Schatten index by layer and type")
     ax.legend()
-    out = Path(path)
-    fig.savefig(out, dpi=110)
-    return out
+    return save_figure(fig, path, dpi=110)
 
 
 def plot_bound_terms(analysis: Any, path: str | Path) -> Path:
@@ -90,9 +90,7 @@ def plot_bound_terms(analysis: Any, path: str | Path) -> Path:
     ax2.set_xlabel("common p")
     ax2.set_ylabel("Dudley bound (uncapped)")
     ax2.set_title("Theorem 3.1 against a common index")
-    out = Path(path)
-    fig.savefig(out, dpi=110)
-    return out
+    return save_figure(fig, path, dpi=110)
 
 
 def write_all(analysis: Any, folder: str | Path) -> list[Path]:

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from .outputs import save_figure
 from .sweep import PROXIES, SlopeFit, SweepResult
 
 __all__ = ["plot_sweep"]
@@ -67,7 +68,8 @@ def plot_sweep(result: SweepResult, path: str | Path) -> Path:
 
     Args:
       result: from :func:`numerics.sweep.sweep`.
-      path: the image file to write (format from the suffix).
+      path: the image file to write (format from the suffix): new, or a PNG specbound wrote
+        (:func:`numerics.outputs.save_figure`).
 
     Returns:
       ``path`` as a :class:`~pathlib.Path`.
@@ -79,6 +81,4 @@ def plot_sweep(result: SweepResult, path: str | Path) -> Path:
     left, right = fig.subplots(1, 2)
     _panel(left, [f for f in fits if f.against == "L"], "L")
     _panel(right, [f for f in fits if f.against == "N"], "N")
-    out = Path(path)
-    fig.savefig(out, dpi=110)
-    return out
+    return save_figure(fig, path, dpi=110)

@@ -3,6 +3,7 @@
 import json
 
 from numerics.cli import main
+from numerics.outputs import MARKER
 from tests.synthetic import bert_config, bert_state, write_checkpoint
 
 
@@ -16,7 +17,7 @@ def test_sweep_cli_json_and_out(tmp_path, capsys):
     assert main(["sweep", *sources, "--format", "json", "--p-grid", "0,1,2", "--out", str(out)]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert len(doc["rows"]) == 3
-    assert {p.name for p in out.iterdir()} == {"sweep.json", "sweep.png"}
+    assert {p.name for p in out.iterdir()} == {"sweep.json", "sweep.png", MARKER}
     assert main(["sweep", *sources, "--p-grid", "0,2"]) == 0
     text = capsys.readouterr().out
     assert "C8:" in text and "slope" in text
