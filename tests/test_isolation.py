@@ -1,16 +1,21 @@
-"""specbound runs no code from where the user stands.
+"""specbound runs no code from where the user stands, nor from its cache.
 
-The interpreters specbound starts (the whole-matrix SVD workers of :mod:`numerics.processes`)
-must not import from the current folder, from ``PYTHONPATH`` or from whatever the caller had
-on ``sys.path``: the modules planted below write a marker file when imported, and no marker
-may appear.
+- The interpreters specbound starts (the whole-matrix SVD workers of
+  :mod:`numerics.processes`) must not import from the current folder, from ``PYTHONPATH``
+  or from whatever the caller had on ``sys.path``: the modules planted below write a marker
+  file when imported, and no marker may appear.
+- Nothing read from the cache folder is executed: the numeric forms ship as generated
+  Python inside the package (:mod:`numerics._derived_forms`), so files planted where the
+  old derivation cache lived (``<cache>/derived/``) must never be read.
 """
 
 import ast
+import hashlib
 import json
 import os
 import subprocess
 import sys
+from importlib.metadata import version
 from pathlib import Path
 
 import pytest
@@ -122,3 +127,59 @@ def test_isolated_python_sees_only_the_package_folder(tmp_path, monkeypatch):
     assert Path(file_line).resolve() == Path(processes.__file__).resolve().with_name("__init__.py")
     assert processes.package_home() in path
     assert sorted(p.name for p in markers.iterdir()) == []
+
+
+# --------------------------------------------------------------------------- the cache holds no code
+
+
+def _old_fingerprint() -> str:
+    """The name the old derivation cache used (``numerics.lambdified._theory_fingerprint`` before
+    the forms shipped in the package): sha256 of the SymPy version, the ``theory`` sources and
+    ``numerics/lambdified.py``, first 20 hex digits."""
+    h = hashlib.sha256(version("sympy").encode())
+    for path in [*sorted((ROOT / "theory").glob("*.py")), ROOT / "numerics" / "lambdified.py"]:
+        h.update(path.name.encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()[:20]
+
+
+def test_a_planted_derivation_cache_is_never_read(tmp_path):
+    # Files where the old code looked for its derivation cache, under the name it computed:
+    # generated source it ran with exec (for a few of the keys, so that the others made it read
+    # the srepr strings it passed to sympify). Each would write a marker; none may appear.
+    exec_marker, sympify_marker = tmp_path / "exec-ran", tmp_path / "sympify-ran"
+    derived = tmp_path / "cache" / "derived"
+    derived.mkdir(parents=True)
+    planted_source = (f"import pathlib\npathlib.Path({str(exec_marker)!r}).write_text('x')\n"
+                      "def _lambdifygenerated(*args):\n    return 0.0\n")
+    planted_expr = f"__import__('pathlib').Path({str(sympify_marker)!r}).write_text('x')"
+    keys = [f"{f}.{k}" for f in ("coef_nolog", "logcoef") for k in ("bilinear", "vector")]
+    theory_keys = [f"thm41.{k}.{part}" for k in ("bilinear", "vector") for part in ("expr", "p0", "p2")]
+    theory_keys += [f"{f}.{k}" for f in ("coef", "coef_nolog") for k in ("bilinear", "vector")]
+    theory_keys += ["dudley.lt2.value", "dudley.lt2.alpha_star", "dudley.eq2.value"]
+    fingerprint = _old_fingerprint()
+    (derived / f"functions-{fingerprint}.json").write_text(json.dumps({k: planted_source for k in keys}))
+    (derived / f"theory-{fingerprint}.json").write_text(json.dumps({k: planted_expr for k in theory_keys}))
+    folder = _checkpoint(tmp_path / "ck")
+    env = {**os.environ, "SPECBOUND_CACHE": str(tmp_path / "cache")}
+    command = [str(SPECBOUND), "analyze", str(folder), "--processes", "0", "--format", "json"]
+    got = _run(command, cwd=tmp_path, env=env)
+    assert [m.name for m in (exec_marker, sympify_marker) if m.exists()] == []
+    assert got.returncode == 0, got.stderr
+    # Reference: the same analysis with an empty cache folder.
+    want = _run(command, cwd=tmp_path, env={**env, "SPECBOUND_CACHE": str(tmp_path / "empty")})
+    assert want.returncode == 0, want.stderr
+    assert json.loads(got.stdout) == json.loads(want.stdout)
+    assert not (tmp_path / "empty").exists()  # nothing is written to the cache any more
+
+
+def test_the_numeric_path_imports_no_sympy(tmp_path):
+    # The shipped forms need no derivation: a whole analysis (spectra, post hoc choice, Dudley
+    # bounds, proxies) runs with an empty cache and never loads SymPy.
+    folder = _checkpoint(tmp_path / "ck")
+    code = ("import sys; from numerics.analysis import analyze; "
+            f"analyze({str(folder)!r}, processes=0); print(sorted(m for m in sys.modules if m.split('.')[0] == 'sympy')[:3])")
+    env = {**os.environ, "SPECBOUND_CACHE": str(tmp_path / "cache"), "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
