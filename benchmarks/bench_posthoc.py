@@ -101,10 +101,8 @@ def _median_time(fn: Any, repeats: int) -> tuple[float, Any]:
 
 def run(repeats: int = 3) -> dict[str, Any]:
     """Time the post hoc choice on the 96-layer model against same-run baselines (module docs)."""
-    from numerics import lambdified
     from numerics.bounds import BoundSettings, posthoc, rademacher
 
-    lambdified.derived()  # derivations and lambdify are one-off costs, not the search's
     settings = BoundSettings()
     terms = make_terms()
     posthoc(terms[:26], settings)  # warm the compiled functions

@@ -20,7 +20,9 @@ caller's main script in every worker (a script without an ``if __name__ == "__ma
 guard would run twice), and ``fork`` is unsafe in a process with threads. Instead one fresh
 interpreter is started (``sys.executable``, with one BLAS thread), imports numpy, scipy and
 this package once, and forks the other workers from itself while it is still
-single-threaded (on Linux; on other POSIX systems each worker is its own interpreter).
+single-threaded (on Linux; on other POSIX systems each worker is its own interpreter). That
+interpreter runs isolated (:func:`isolated_python_command`): it imports nothing from the
+folder the user stands in nor from ``PYTHONPATH``, only this package and the installed ones.
 Parent and workers talk over pipes (length-prefixed pickles). POSIX only; elsewhere
 :func:`supported` is false and everything runs on threads.
 
@@ -50,7 +52,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 if TYPE_CHECKING:
     from .checkpoint import MatrixSource
 
-__all__ = ["WholeMatrixPool", "available_cpus", "supported"]
+__all__ = ["WholeMatrixPool", "available_cpus", "isolated_python_command", "package_home", "supported"]
 
 _Job = tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]
 _Item = tuple[Future[Any], _Job, "MatrixSource"]
@@ -66,11 +68,11 @@ _DEPTH = 2
 
 _HEADER = struct.Struct("<Q")
 
-_BOOTSTRAP = (
-    "import json, os, sys; "
-    "sys.path[:0] = json.loads(os.environ.pop('SPECBOUND_WORKER_PATH')); "
-    "from numerics.processes import _zygote; _zygote(json.loads(sys.argv[1]))"
-)
+#: What the first worker runs (after :func:`isolated_python_command`'s prologue).
+_BOOTSTRAP = "import json, sys; from numerics.processes import _zygote; _zygote(json.loads(sys.argv[1]))"
+
+#: Put first on an isolated interpreter's path: the folder holding this ``numerics`` package.
+_PROLOGUE = "import sys; _home = sys.argv.pop(1); _home in sys.path or sys.path.insert(0, _home); del _home\n"
 
 
 def available_cpus() -> int:
@@ -79,6 +81,36 @@ def available_cpus() -> int:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         return os.cpu_count() or 1
+
+
+def package_home() -> str:
+    """The folder that holds this ``numerics`` package (its parent), from this module's own file.
+
+    For an installed package that is its ``site-packages``; for an editable install or a
+    checkout, the project's root.
+    """
+    return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def isolated_python_command(code: str, *args: str) -> list[str]:
+    """A command line that runs ``code`` in a fresh interpreter importing nothing from where the user stands.
+
+    The interpreter is :data:`sys.executable` in isolated mode (``-I``): neither the current
+    folder nor ``PYTHONPATH`` (nor any other ``PYTHON*`` variable) nor the user's
+    site-packages are on its path, so a ``json.py`` or ``numpy.py`` lying in the folder where
+    specbound runs is never imported. Only :func:`package_home` is added (first, unless the
+    interpreter has it already), so that ``import numerics`` finds this same package; never the
+    caller's ``sys.path``, which holds the current folder under ``python -m`` or a script.
+
+    Args:
+      code: Python source run as with ``python -c`` (it must not rely on the current folder).
+      args: its ``sys.argv[1:]``.
+
+    Example::
+
+      subprocess.run(isolated_python_command("import sys; print(sys.argv[1:])", "a", "b"))
+    """
+    return [sys.executable, "-I", "-c", _PROLOGUE + code, package_home(), *args]
 
 
 def supported() -> bool:
@@ -316,14 +348,14 @@ class WholeMatrixPool:
                 from_child_r, from_child_w = os.pipe()
                 pairs.append([to_child_r, from_child_w])
                 mine.append((to_child_w, from_child_r))
-            env = {**os.environ, **WORKER_ENV, "SPECBOUND_WORKER_PATH": json.dumps([p for p in sys.path if p])}
+            env = {**os.environ, **WORKER_ENV}
             self._stderr = tempfile.TemporaryFile()
             # Linux: one interpreter imports once and forks the others; elsewhere (macOS, where
             # forking after some system libraries are loaded is unsafe) one interpreter each.
             groups = [pairs] if FORK_WORKERS else [[pair] for pair in pairs]
             for group in groups:
                 self._procs.append(subprocess.Popen(
-                    [sys.executable, "-c", _BOOTSTRAP, json.dumps(group)],
+                    isolated_python_command(_BOOTSTRAP, json.dumps(group)),
                     pass_fds=[fd for pair in group for fd in pair],
                     stdin=subprocess.DEVNULL,
                     stdout=self._stderr,

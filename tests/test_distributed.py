@@ -28,7 +28,6 @@ else:
     distributed = pytest.importorskip("distributed", reason="needs the dask extra: pip install 'specbound[dask]'")
 
 import synthetic
-from numerics import lambdified
 from numerics.analysis import Analysis, analyze
 from numerics.bounds import BoundSettings
 from numerics.checkpoint import open_checkpoint
@@ -40,7 +39,6 @@ FAST = BoundSettings(p_grid=(0.0, 0.5, 1.0, 1.5, 2.0), grid_points=48)
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[distributed.LocalCluster]:
-    lambdified.derived()  # fill the on-disk derivation cache once, before workers read it
     with distributed.LocalCluster(
         processes=True, n_workers=2, threads_per_worker=1, host="127.0.0.1", dashboard_address=None,
     ) as local:

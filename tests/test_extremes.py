@@ -31,7 +31,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import synthetic
-from numerics import lambdified
+from numerics import codegen, lambdified
 from numerics.analysis import analyze, analyze_stats, build_terms
 from numerics.bounds import BoundSettings, MatrixTerm, coefficients, posthoc, rademacher
 from numerics.huge import LeadingKStats, huge_matrix_stats, spectral_norm
@@ -161,7 +161,7 @@ PARAMS = {"log_eps_min": math.log(1e-9), "s": 3.0, "R": 7.5, "B": 4.0, "a": 64.0
 def test_log_coefficient_limits_at_p0_and_p2(kind: str) -> None:
     # Reference: the derived p -> 0+ form (thm41.<kind>.p0) and p = 2 form (thm41.<kind>.p2), both at
     # eps = eps_min, times eps^p (theory.thm31.per_matrix_coefficient: a_j = K_j(eps) eps^p).
-    d = lambdified.derived()
+    d = codegen.derive_forms()
     args = ("p", "eps", "s", "R", "B", "a", "b", "r", "m")
     at0 = lambdified.compile_expr(d[f"thm41.{kind}.p0"], args)
     at2 = lambdified.compile_expr(d[f"thm41.{kind}.p2"], args)

@@ -1,0 +1,185 @@
+"""specbound runs no code from where the user stands, nor from its cache.
+
+- The interpreters specbound starts (the whole-matrix SVD workers of
+  :mod:`numerics.processes`) must not import from the current folder, from ``PYTHONPATH``
+  or from whatever the caller had on ``sys.path``: the modules planted below write a marker
+  file when imported, and no marker may appear.
+- Nothing read from the cache folder is executed: the numeric forms ship as generated
+  Python inside the package (:mod:`numerics._derived_forms`), so files planted where the
+  old derivation cache lived (``<cache>/derived/``) must never be read.
+"""
+
+import ast
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from importlib.metadata import version
+from pathlib import Path
+
+import pytest
+
+from numerics import processes
+from numerics.checkpoint import open_checkpoint
+from numerics.spectra import weight_stats
+from tests import synthetic
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: Module names a worker imports (``json`` by its bootstrap, numpy and scipy for the SVDs,
+#: ``threadpoolctl`` to pin BLAS threads when installed): each is planted as a decoy.
+PLANTED = ("json", "numpy", "scipy", "threadpoolctl")
+
+#: The console script ``pip install`` made for this interpreter (``./run`` installs it).
+SPECBOUND = Path(sys.executable).with_name("specbound")
+
+
+def _plant(folder: Path) -> Path:
+    """Decoy modules in ``folder`` that record their import in ``folder/markers`` and then fail."""
+    markers = folder / "markers"
+    markers.mkdir(parents=True)
+    for name in PLANTED:
+        (folder / f"{name}.py").write_text(
+            "import os, sys\n"
+            f"with open(os.path.join({str(markers)!r}, {name!r} + '-' + str(os.getpid())), 'w') as fh:\n"
+            "    fh.write(repr(sys.argv))\n"
+            f"raise ImportError('planted {name}.py was imported')\n"
+        )
+    return markers
+
+
+def _checkpoint(folder: Path) -> Path:
+    return synthetic.write_checkpoint(folder, synthetic.bert_state(layers=2), synthetic.bert_config(layers=2))
+
+
+def _run(command: list[str], *, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+
+
+# --------------------------------------------------------------------------- worker interpreters
+
+
+def test_workers_import_nothing_from_the_callers_folder_path_or_pythonpath(tmp_path, monkeypatch):
+    # The caller stands in the planted folder, has it on sys.path (as `python -m` or a script in
+    # that folder would) and in PYTHONPATH. Its own modules are already imported, so only the
+    # workers could import the decoys.
+    decoys = tmp_path / "here"
+    markers = _plant(decoys)
+    ckpt = open_checkpoint(_checkpoint(tmp_path / "ck"))
+    jobs = []
+    for layer in ckpt.iter_layers():
+        for role in ("q", "k", "v", "o"):
+            w = getattr(layer, role)
+            jobs.append(((weight_stats, (role, w), {"kind": role, "layer": layer.index}), layer.sources[role],
+                         weight_stats(role, w, kind=role, layer=layer.index)))
+    monkeypatch.chdir(decoys)
+    monkeypatch.setenv("PYTHONPATH", str(decoys))
+    monkeypatch.syspath_prepend(str(decoys))
+    monkeypatch.syspath_prepend("")
+    with processes.WholeMatrixPool(2, local_until_ready=False) as pool:
+        results = [f.result(timeout=120) for f in [pool.submit(job, source) for job, source, _ in jobs]]
+    assert sorted(p.name for p in markers.iterdir()) == []
+    assert pool.error is None and pool.ran_remotely == len(jobs)
+    for got, (_, _, want) in zip(results, jobs):
+        assert (got.name, got.rank, got.norm_2_1) == (want.name, want.rank, want.norm_2_1)
+        assert (got.singular_values == want.singular_values).all()
+
+
+@pytest.mark.parametrize("pythonpath", [False, True], ids=["cwd", "cwd+PYTHONPATH"])
+def test_cli_workers_import_nothing_from_the_working_folder(tmp_path, pythonpath):
+    # `specbound analyze --processes 2` run from a folder holding decoy json/numpy/scipy/
+    # threadpoolctl modules. With PYTHONPATH the interpreter running the console script would
+    # itself obey it before specbound has any say, so that one runs isolated (-I): any marker
+    # then comes from an interpreter specbound started.
+    assert SPECBOUND.exists(), f"{SPECBOUND} missing: install the project with ./run"
+    decoys = tmp_path / "here"
+    markers = _plant(decoys)
+    folder = _checkpoint(tmp_path / "ck")
+    env = {**os.environ, "SPECBOUND_CACHE": str(tmp_path / "cache")}
+    env.pop("PYTHONPATH", None)
+    want = _run([str(SPECBOUND), "analyze", str(folder), "--processes", "0", "--format", "json"], cwd=tmp_path, env=env)
+    assert want.returncode == 0, want.stderr
+    command = [str(SPECBOUND), "analyze", str(folder), "--processes", "2", "--format", "json"]
+    if pythonpath:
+        env["PYTHONPATH"] = str(decoys)
+        command = [sys.executable, "-I", *command]
+    got = _run(command, cwd=decoys, env=env)
+    assert sorted(p.name for p in markers.iterdir()) == []
+    assert got.returncode == 0 and got.stderr == "", got.stderr
+    assert json.loads(got.stdout) == json.loads(want.stdout)
+
+
+def test_isolated_python_sees_only_the_package_folder(tmp_path, monkeypatch):
+    # What the workers' interpreter has on its path, asked directly: not the caller's folder,
+    # not '' (the current folder), not PYTHONPATH; and `numerics` is this very package.
+    decoys = tmp_path / "here"
+    markers = _plant(decoys)
+    monkeypatch.chdir(decoys)
+    monkeypatch.setenv("PYTHONPATH", str(decoys))
+    monkeypatch.syspath_prepend(str(decoys))
+    code = "import sys, numerics; print(numerics.__file__); print(repr(sys.path))"
+    done = subprocess.run(processes.isolated_python_command(code), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    file_line, path_line = done.stdout.splitlines()
+    path = ast.literal_eval(path_line)
+    assert "" not in path and str(decoys) not in path and os.getcwd() not in path
+    assert Path(file_line).resolve() == Path(processes.__file__).resolve().with_name("__init__.py")
+    assert processes.package_home() in path
+    assert sorted(p.name for p in markers.iterdir()) == []
+
+
+# --------------------------------------------------------------------------- the cache holds no code
+
+
+def _old_fingerprint() -> str:
+    """The name the old derivation cache used (``numerics.lambdified._theory_fingerprint`` before
+    the forms shipped in the package): sha256 of the SymPy version, the ``theory`` sources and
+    ``numerics/lambdified.py``, first 20 hex digits."""
+    h = hashlib.sha256(version("sympy").encode())
+    for path in [*sorted((ROOT / "theory").glob("*.py")), ROOT / "numerics" / "lambdified.py"]:
+        h.update(path.name.encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()[:20]
+
+
+def test_a_planted_derivation_cache_is_never_read(tmp_path):
+    # Files where the old code looked for its derivation cache, under the name it computed:
+    # generated source it ran with exec (for a few of the keys, so that the others made it read
+    # the srepr strings it passed to sympify). Each would write a marker; none may appear.
+    exec_marker, sympify_marker = tmp_path / "exec-ran", tmp_path / "sympify-ran"
+    derived = tmp_path / "cache" / "derived"
+    derived.mkdir(parents=True)
+    planted_source = (f"import pathlib\npathlib.Path({str(exec_marker)!r}).write_text('x')\n"
+                      "def _lambdifygenerated(*args):\n    return 0.0\n")
+    planted_expr = f"__import__('pathlib').Path({str(sympify_marker)!r}).write_text('x')"
+    keys = [f"{f}.{k}" for f in ("coef_nolog", "logcoef") for k in ("bilinear", "vector")]
+    theory_keys = [f"thm41.{k}.{part}" for k in ("bilinear", "vector") for part in ("expr", "p0", "p2")]
+    theory_keys += [f"{f}.{k}" for f in ("coef", "coef_nolog") for k in ("bilinear", "vector")]
+    theory_keys += ["dudley.lt2.value", "dudley.lt2.alpha_star", "dudley.eq2.value"]
+    fingerprint = _old_fingerprint()
+    (derived / f"functions-{fingerprint}.json").write_text(json.dumps({k: planted_source for k in keys}))
+    (derived / f"theory-{fingerprint}.json").write_text(json.dumps({k: planted_expr for k in theory_keys}))
+    folder = _checkpoint(tmp_path / "ck")
+    env = {**os.environ, "SPECBOUND_CACHE": str(tmp_path / "cache")}
+    command = [str(SPECBOUND), "analyze", str(folder), "--processes", "0", "--format", "json"]
+    got = _run(command, cwd=tmp_path, env=env)
+    assert [m.name for m in (exec_marker, sympify_marker) if m.exists()] == []
+    assert got.returncode == 0, got.stderr
+    # Reference: the same analysis with an empty cache folder.
+    want = _run(command, cwd=tmp_path, env={**env, "SPECBOUND_CACHE": str(tmp_path / "empty")})
+    assert want.returncode == 0, want.stderr
+    assert json.loads(got.stdout) == json.loads(want.stdout)
+    assert not (tmp_path / "empty").exists()  # nothing is written to the cache any more
+
+
+def test_the_numeric_path_imports_no_sympy(tmp_path):
+    # The shipped forms need no derivation: a whole analysis (spectra, post hoc choice, Dudley
+    # bounds, proxies) runs with an empty cache and never loads SymPy.
+    folder = _checkpoint(tmp_path / "ck")
+    code = ("import sys; from numerics.analysis import analyze; "
+            f"analyze({str(folder)!r}, processes=0); print(sorted(m for m in sys.modules if m.split('.')[0] == 'sympy')[:3])")
+    env = {**os.environ, "SPECBOUND_CACHE": str(tmp_path / "cache"), "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
