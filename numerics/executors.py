@@ -46,12 +46,25 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from typing import Any
 
-__all__ = ["DaskExecutor", "make_executor", "pin_blas_threads"]
+__all__ = ["DaskExecutor", "SchedulerError", "make_executor", "pin_blas_threads"]
 
 #: Environment variables read by the BLAS/OpenMP runtimes when they are loaded.
 BLAS_THREAD_VARIABLES: tuple[str, ...] = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 _DASK_HINT = "needs the dask extra: pip install 'specbound[dask]'"
+
+#: Seconds to wait for a dask scheduler to answer before giving up (a running scheduler
+#: answers in milliseconds; dask's own default, 30 s, is long for a mistyped address).
+CONNECT_TIMEOUT = 5.0
+
+
+class SchedulerError(ValueError):
+    """The ``scheduler`` address is malformed, or no dask scheduler can be reached there.
+
+    A :class:`ValueError`: the address is the caller's input, and the command line reports it
+    as bad input (one line, exit status 2).
+    """
+
 
 _pin_lock = threading.Lock()
 _pinned_pid: int | None = None
@@ -140,9 +153,11 @@ def make_executor(*, scheduler: str | None = None, workers: int | None = None) -
 
     Raises:
       ValueError: both given, or ``workers`` is not a positive int, or ``scheduler`` is empty.
+      SchedulerError: (a ``ValueError``) ``scheduler`` is not an address dask can parse, or
+        no scheduler answers there within :data:`CONNECT_TIMEOUT` seconds; the one-line
+        message names the address. Nothing is left running, and nothing prints at exit.
       TypeError: ``scheduler`` is not a string.
       ImportError: ``scheduler`` is given and ``distributed`` is not installed.
-      OSError: the scheduler cannot be reached (message names the address).
 
     Example::
 
@@ -171,11 +186,8 @@ def make_executor(*, scheduler: str | None = None, workers: int | None = None) -
         import distributed
     except ImportError as exc:
         raise ImportError(f"scheduler={scheduler!r} {_DASK_HINT}") from exc
-    try:
-        client = distributed.Client(scheduler, set_as_default=False)
-    except (OSError, TimeoutError) as exc:
-        first = next((line for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
-        raise OSError(f"scheduler={scheduler!r} cannot be reached: {first}") from exc
+    _check_address(scheduler)
+    client = _connect(distributed, scheduler)
     try:
         executor = DaskExecutor(client)
         try:
@@ -184,3 +196,74 @@ def make_executor(*, scheduler: str | None = None, workers: int | None = None) -
             executor.shutdown(wait=True, cancel_futures=True)
     finally:
         client.close()
+
+
+def _first_line(exc: BaseException) -> str:
+    return next((line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
+
+
+def _check_address(scheduler: str) -> None:
+    """Refuse an address dask cannot parse, before any connection is tried.
+
+    Uses dask's own parser (``distributed.comm.addressing``), so exactly the addresses dask
+    accepts pass. A malformed address given to ``distributed.Client`` fails inside its
+    event loop with a ``ValueError`` that dask does not clean up after (see :func:`_connect`).
+
+    Raises:
+      SchedulerError: unknown scheme, no port, a port that is not a number in 1..65535, or
+        a host dask cannot split from the port (``'nonsense::::'``, ``'tcp://[::1'``).
+    """
+    from distributed.comm.addressing import parse_address
+    from distributed.comm.registry import get_backend
+
+    try:
+        scheme, location = parse_address(scheduler)
+        backend = get_backend(scheme)
+        try:
+            _, port = backend.get_address_host_port(location)
+        except NotImplementedError:  # a scheme without host and port (e.g. inproc://)
+            return
+    except (ValueError, TypeError) as exc:
+        reason = _first_line(exc)
+        if reason.startswith("invalid literal for int()"):  # dask's int(port)
+            reason = "the port must be a number in 1..65535"
+        raise SchedulerError(f"scheduler={scheduler!r} is not a dask scheduler address: {reason}") from None
+    if not 0 < port < 65536:
+        raise SchedulerError(f"scheduler={scheduler!r} is not a dask scheduler address: the port must be a number "
+                             f"in 1..65535, not {port}")
+
+
+def _connect(distributed: Any, scheduler: str) -> Any:
+    """A connected ``distributed.Client``; on failure, the half-built client is closed at once.
+
+    The connection attempt gives up after :data:`CONNECT_TIMEOUT` seconds (or dask's
+    ``distributed.comm.timeouts.connect`` if that is shorter).
+
+    ``distributed.Client.__init__`` starts an event-loop thread before it connects; when the
+    connection fails with anything but ``OSError`` (a TLS address without a TLS context, an
+    address only the transport rejects), dask leaves the client "connecting", and its
+    ``__del__`` runs only at interpreter exit, when that thread is gone: it then waits twice
+    the timeout and prints ``Exception ignored in: Client.__del__ ... TimeoutError``. The
+    client is therefore created in two steps (``__new__``, then ``__init__``), so that a
+    failed ``__init__`` still leaves a reference to close while its loop is running.
+
+    Raises:
+      SchedulerError: no scheduler answered in time, or the connection failed (the message
+        names the address and dask's reason).
+    """
+    import dask
+    from dask.utils import parse_timedelta
+
+    configured = parse_timedelta(dask.config.get("distributed.comm.timeouts.connect"), "s")
+    timeout = min(CONNECT_TIMEOUT, configured) if configured else CONNECT_TIMEOUT
+    client = distributed.Client.__new__(distributed.Client)
+    try:
+        client.__init__(scheduler, set_as_default=False, timeout=timeout)
+    except BaseException as exc:  # Ctrl-C during the attempt included
+        with contextlib.suppress(Exception):
+            client.close(timeout=timeout)
+        if not isinstance(exc, Exception):
+            raise
+        reason = "cannot be reached" if isinstance(exc, OSError) else "cannot be used"
+        raise SchedulerError(f"scheduler={scheduler!r} {reason}: {_first_line(exc)}") from exc
+    return client

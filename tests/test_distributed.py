@@ -15,6 +15,9 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,7 +34,7 @@ import synthetic
 from numerics.analysis import Analysis, analyze
 from numerics.bounds import BoundSettings
 from numerics.checkpoint import open_checkpoint
-from numerics.executors import DaskExecutor, make_executor
+from numerics.executors import DaskExecutor, SchedulerError, make_executor
 from numerics.spectra import MatrixStats, analyze_spectra
 
 FAST = BoundSettings(p_grid=(0.0, 0.5, 1.0, 1.5, 2.0), grid_points=48)
@@ -163,18 +166,81 @@ def test_make_executor_arguments() -> None:
 
 
 def test_missing_distributed_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
-    import sys
-
     monkeypatch.setitem(sys.modules, "distributed", None)  # makes `import distributed` raise ImportError
     with pytest.raises(ImportError, match=r"needs the dask extra: pip install 'specbound\[dask\]'"):
         with make_executor(scheduler="tcp://127.0.0.1:8786"):
             pass
 
 
-def test_unreachable_scheduler_is_one_oserror() -> None:
+@pytest.fixture
+def refusing_address() -> Iterator[str]:
+    """``tcp://127.0.0.1:<port>`` of a socket bound but not listening: every connection is refused.
+
+    Holding the socket keeps the port from being taken by anything else during the test.
+    """
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        yield f"tcp://127.0.0.1:{sock.getsockname()[1]}"
+
+
+def test_unreachable_scheduler_is_one_scheduler_error(refusing_address: str) -> None:
     import dask
 
     with dask.config.set({"distributed.comm.timeouts.connect": "1s"}):
-        with pytest.raises(OSError, match=r"scheduler='tcp://127.0.0.1:9' cannot be reached"):
-            with make_executor(scheduler="tcp://127.0.0.1:9"):
+        with pytest.raises(SchedulerError, match=rf"scheduler={refusing_address!r} cannot be reached"):
+            with make_executor(scheduler=refusing_address):
                 pass
+
+
+@pytest.mark.parametrize(
+    "address, says",
+    [
+        # Addresses dask's own parser (distributed.comm.addressing) refuses.
+        ("nonsense::::", "ipv6 needs brackets"),
+        ("tcp://[::1", "ipv6 needs brackets"),
+        ("tcp://127.0.0.1", "missing port number"),
+        ("tcp://127.0.0.1:http", "port"),
+        ("tcp://127.0.0.1:70000", "port"),
+        ("nosuchscheme://127.0.0.1:8786", "unknown address scheme"),
+    ],
+)
+def test_malformed_scheduler_address_is_refused_before_connecting(address: str, says: str) -> None:
+    with pytest.raises(SchedulerError) as info:
+        with make_executor(scheduler=address):
+            pass
+    message = str(info.value)
+    assert message.startswith(f"scheduler={address!r} ") and says in message and "\n" not in message
+
+
+def test_a_failed_connection_leaves_no_client_to_finalise(refusing_address: str) -> None:
+    # A half-built Client is closed at once: none is left for its __del__ to close at exit.
+    import gc
+
+    with pytest.raises(SchedulerError):
+        with make_executor(scheduler="tls://" + refusing_address.split("://")[1]):  # TLS without a context
+            pass
+    gc.collect()
+    alive = [o for o in gc.get_objects() if isinstance(o, distributed.Client)]
+    assert [c.status for c in alive if c.status not in ("closed", "newly-created")] == []
+
+
+@pytest.mark.parametrize("kind", ["nonsense::::", "tcp://[::1", "refused", "tls-without-context"])
+def test_cli_bad_scheduler_fails_fast_with_one_line(kind: str, refusing_address: str, tmp_path: Path) -> None:
+    # The requirement: exit 2, exactly one stderr line naming the address, nothing else (no
+    # "Exception ignored in Client.__del__" traceback at interpreter exit), within 10 s in all,
+    # interpreter exit included. Run as a subprocess so that what prints at exit is seen.
+    address = {"refused": refusing_address,
+               "tls-without-context": "tls://" + refusing_address.split("://")[1]}.get(kind, kind)
+    env = {**os.environ, "SPECBOUND_CACHE": str(tmp_path / "cache")}
+    start = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "numerics.cli", "analyze", "minilm-l6", "--scheduler", address],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env, check=False,
+    )
+    elapsed = time.monotonic() - start
+    lines = done.stderr.splitlines()
+    assert done.returncode == 2, done.stderr
+    assert len(lines) == 1 and lines[0].startswith(f"specbound: error: scheduler={address!r} "), done.stderr
+    assert done.stdout == ""
+    assert not (tmp_path / "cache").exists()  # failed before touching the checkpoint
+    assert elapsed < 10, f"took {elapsed:.1f} s"  # hang guard, and the requirement itself

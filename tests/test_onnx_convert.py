@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import safetensors.numpy
 
 onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
@@ -331,6 +332,122 @@ def test_open_onnx_default_cache_and_bad_inputs(synthetic: tuple[Path, _Builder]
         open_onnx(tmp_path / "root")
     with pytest.raises(CheckpointError, match=r"no such file or folder"):
         open_onnx(tmp_path / "absent.onnx")
+
+
+def _tensors(data: bytes) -> dict[str, np.ndarray]:
+    return safetensors.numpy.load(data)
+
+
+def _open_onnx_counting(monkeypatch: pytest.MonkeyPatch) -> list:
+    """Record each call of the converter that ``open_onnx`` makes."""
+    import numerics.onnx_convert as mod
+
+    calls: list = []
+    real = mod.onnx_to_safetensors
+    monkeypatch.setattr(mod, "onnx_to_safetensors", lambda *a, **k: calls.append(a) or real(*a, **k))
+    return calls
+
+
+@pytest.mark.parametrize("damage", ["weights", "config", "old-manifest"])
+def test_a_cached_conversion_that_does_not_verify_is_converted_again(synthetic: tuple[Path, _Builder], tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch, damage: str) -> None:
+    # The converted weights are read as weights later: a cached copy is used only if every file
+    # still has the size and sha256 recorded in its manifest when it was written.
+    path, _ = synthetic
+    calls = _open_onnx_counting(monkeypatch)
+    folder = open_onnx(path, cache_dir=tmp_path / "cache")
+    good = {name: (folder / name).read_bytes() for name in ("model.safetensors", "config.json", MANIFEST)}
+    if damage == "weights":  # same size, last byte of the last tensor changed
+        data = bytearray(good["model.safetensors"])
+        data[-1] ^= 0x01
+        (folder / "model.safetensors").write_bytes(bytes(data))
+    elif damage == "config":
+        (folder / "config.json").write_text(good["config.json"].decode().replace('"num_hidden_layers": 2', '"num_hidden_layers": 1'))
+    else:  # written by an older specbound: no file hashes to check against
+        manifest = json.loads(good[MANIFEST])
+        del manifest["files"]
+        manifest["format_version"] = 1
+        (folder / MANIFEST).write_text(json.dumps(manifest))
+    assert {name: (folder / name).read_bytes() for name in good} != good
+    assert open_onnx(path, cache_dir=tmp_path / "cache") == folder
+    assert len(calls) == 2
+    # The same conversion again (compared by content: safetensors writes its metadata entries
+    # in no fixed order, so the file's bytes may differ).
+    assert (folder / "config.json").read_bytes() == good["config.json"]
+    again, first = safetensors.numpy.load_file(folder / "model.safetensors"), _tensors(good["model.safetensors"])
+    assert again.keys() == first.keys() and all(np.array_equal(again[k], first[k]) for k in first)
+    assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == [folder.name]  # the damaged copy is gone
+    assert open_onnx(path, cache_dir=tmp_path / "cache") == folder and len(calls) == 2  # and now it verifies
+
+
+def test_the_manifest_records_what_was_written(synthetic: tuple[Path, _Builder], tmp_path: Path) -> None:
+    import hashlib
+
+    path, _ = synthetic
+    folder = onnx_to_safetensors(path, tmp_path / "c")
+    files = json.loads((folder / MANIFEST).read_text())["files"]
+    assert files == {name: {"size": (folder / name).stat().st_size,
+                            "sha256": hashlib.sha256((folder / name).read_bytes()).hexdigest()}
+                     for name in ("config.json", "model.safetensors")}
+
+
+def test_converted_cache_folders_are_private(synthetic: tuple[Path, _Builder], tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+    import stat
+
+    path, _ = synthetic
+    monkeypatch.setenv("SPECBOUND_CACHE", str(tmp_path / "root"))  # does not exist yet
+    previous = os.umask(0o022)  # the common umask: "default permissions" would be 0755
+    try:
+        folder = open_onnx(path)
+    finally:
+        os.umask(previous)
+    modes = {str(p.relative_to(tmp_path)): oct(stat.S_IMODE(p.stat().st_mode))
+             for p in (tmp_path / "root", tmp_path / "root" / "converted", folder)}
+    assert modes == {"root": "0o700", "root/converted": "0o700", f"root/converted/{folder.name}": "0o700"}
+
+
+KILLED_CONVERSION = """
+import sys, time
+import safetensors.numpy
+from numerics.onnx_convert import open_onnx
+
+real_save = safetensors.numpy.save_file
+
+def save_then_wait(tensors, filename, metadata=None):
+    real_save(tensors, filename, metadata=metadata)
+    open(sys.argv[3], "w").close()
+    time.sleep(600)
+
+safetensors.numpy.save_file = save_then_wait
+open_onnx(sys.argv[1], cache_dir=sys.argv[2])
+"""
+
+
+def test_a_killed_conversion_is_cleaned_up_by_the_next(synthetic: tuple[Path, _Builder], tmp_path: Path) -> None:
+    # SIGKILL while the weights are being written leaves the temporary folder; the next
+    # conversion into the same cache removes it, and the cache then holds the conversion only.
+    import signal
+    import subprocess
+    import time
+
+    path, _ = synthetic
+    cache, marker = tmp_path / "cache", tmp_path / "written"
+    child = subprocess.Popen([sys.executable, "-c", KILLED_CONVERSION, str(path), str(cache), str(marker)],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120  # hang guard only
+        while not marker.exists() and child.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert marker.exists(), "the conversion did not reach the write"
+        child.send_signal(signal.SIGKILL)
+    finally:
+        child.kill()
+        child.wait()
+    assert [p.name for p in cache.iterdir() if p.name.startswith(".")]  # the temporary folder is left behind
+    folder = open_onnx(path, cache_dir=cache)
+    assert sorted(p.name for p in cache.iterdir()) == [folder.name]
 
 
 # --------------------------------------------------------------------------- real weights
