@@ -169,7 +169,9 @@ def test_psi_leaves_out_an_axis_without_groups():
     assert g.axis("A").psi == pytest.approx(2 / 3, abs=1e-15)
     assert g.Psi == pytest.approx(0.5, abs=1e-15)
     assert g.axes_used == ("A", "B")
-    assert g.as_dict()["axes"][2]["psi"] is None
+    doc = g.as_dict()
+    assert doc["axes"][2]["psi"] is None
+    assert [grp["fixed"] for grp in doc["axes"][1]["groups"]] == [{"A": 0, "C": 0}, {"A": 1, "C": 0}, {"A": 2, "C": 0}]
 
 
 def test_granulated_tau_excludes_nan_models_from_their_groups():
@@ -280,6 +282,9 @@ def test_random_label_check_by_hand():
     assert (r.num_groups, r.num_increasing) == (2, 1)
     assert r.fraction_increasing == 0.5
     assert r.tau == pytest.approx(5 / 6, abs=1e-15)
+    # the report keeps every group's sequence
+    doc = r.as_dict()
+    assert {g["fixed"]["width"]: g["values"] for g in doc["groups"]} == {8: [1, 2, 3, 4], 16: [2, 1, 3, 5]}
 
 
 def test_random_label_check_equal_values_are_not_increasing():

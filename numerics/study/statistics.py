@@ -99,7 +99,7 @@ Variant = Literal["a", "b"]
 def _plain(obj: Any) -> Any:
     """JSON-ready data: dataclasses as dicts, tuples as lists, numpy scalars as Python, non-finite as None."""
     if hasattr(obj, "__dataclass_fields__"):
-        return {f.name: _plain(getattr(obj, f.name)) for f in fields(obj) if f.repr}
+        return {f.name: _plain(getattr(obj, f.name)) for f in fields(obj)}
     if isinstance(obj, (bool, np.bool_)):
         return bool(obj)
     if isinstance(obj, (int, np.integer)):
