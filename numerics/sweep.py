@@ -81,6 +81,7 @@ __all__ = [
     "analyze_row",
     "sweep",
     "fit_slopes",
+    "least_squares",
     "evaluate_c8",
     "expand_grid",
     "sweep_rows_json",
@@ -267,8 +268,18 @@ class SlopeFit:
         })
 
 
-def _least_squares(x: np.ndarray, y: np.ndarray) -> tuple[float, float, float]:
-    """Slope, intercept and RMS residual of ``y ~ a + b x`` (``numpy.linalg.lstsq``)."""
+def least_squares(x: np.ndarray, y: np.ndarray) -> tuple[float, float, float]:
+    r"""Slope ``b``, intercept ``a`` and RMS residual of the least-squares line ``y ~ a + b x``.
+
+    .. math::
+
+        (a, b) = \arg\min_{a, b} \sum_i (y_i - a - b x_i)^2, \qquad
+        \text{residual} = \Big(\tfrac{1}{n} \sum_i (y_i - a - b x_i)^2\Big)^{1/2}
+
+    (``numpy.linalg.lstsq``). The one home of this fit: :func:`fit_slopes` and
+    :func:`numerics.study.statistics.loglog_slopes` call it with ``x = log`` of the axis value.
+    Needs at least two distinct ``x`` for a unique slope (callers check).
+    """
     design = np.column_stack([x, np.ones_like(x)])
     (b, a), *_ = np.linalg.lstsq(design, y, rcond=None)
     residual = y - (a + b * x)
@@ -305,7 +316,7 @@ def fit_slopes(rows: Sequence[SweepRow]) -> tuple[SlopeFit, ...]:
                     fits.append(SlopeFit(proxy, against, fixed, None, None, None, len(usable), distinct,
                                          tuple(r.source for r in usable), xs, ys, note))
                     continue
-                slope, intercept, rms = _least_squares(np.log(np.asarray(xs, dtype=np.float64)),
+                slope, intercept, rms = least_squares(np.log(np.asarray(xs, dtype=np.float64)),
                                                        np.asarray(ys, dtype=np.float64))
                 fits.append(SlopeFit(proxy, against, fixed, slope, intercept, rms, len(usable), distinct,
                                      tuple(r.source for r in usable), xs, ys, extra.lstrip("; ")))

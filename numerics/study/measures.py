@@ -1,0 +1,350 @@
+r"""Named complexity measures of a trained model: ``(analysis, record) -> float``.
+
+A measure reads the model's :class:`numerics.analysis.Analysis` (spectra, bounds, proxies)
+and ``record``, the training record of the model: at least ``"margin"`` (the margin
+``gamma`` at the stated quantile, see :func:`margin_at_quantile`) and ``"num_parameters"``.
+Each is registered under a name with :func:`measure`; :func:`evaluate` computes the
+registered measures of one model. Add your own in a few lines:
+
+.. code-block:: python
+
+    from numerics.study.measures import bound_matrices, measure
+
+    @measure("sum_norm_2_1", margin_normalised=True,
+             description="sum of ||W^T||_{2,1} over the bound's matrices")
+    def sum_norm_2_1(analysis, record):
+        return sum(row["norm_2_1"] for row in bound_matrices(analysis))
+
+The function returns the complexity itself; with ``margin_normalised=True`` the registry
+divides it by ``gamma`` (Bartlett et al. 2017; Jiang et al. 2020, "/margin" measures), and
+with ``log=True`` the function returns a natural logarithm and the division is done in log
+space: ``log C - log gamma`` (the bounds overflow floats on deep models, their logs do not).
+A margin of ``None`` or NaN (no correctly classified training point) makes a
+margin-normalised measure NaN, which :mod:`numerics.study.statistics` leaves out and counts.
+
+Built-in measures (``log``: the value is a natural log; ``/margin``: margin-normalised):
+
+===================  =====  =======  ===================================================
+name                 log    /margin  quantity
+===================  =====  =======  ===================================================
+spectrum_adaptive    yes    yes      specbound's post hoc bound, ``log(sqrt(n) Rad / 12)``
+phi_sa@p=<p>         yes    yes      ``log phi_sa(p)`` at each common ``p`` of the grid
+phi_sa               yes    yes      ``min_p log phi_sa(p)`` (MATH.md section 7's proxy)
+edelman2022          yes    yes      Edelman et al. 2022 (reconstructed), ``log sqrt(C)``
+bartlett2017         yes    yes      Bartlett et al. 2017, ``log sqrt(C)``
+num_parameters       no     no       ``record["num_parameters"]``
+sum_spectral         no     no       ``sum_j ||W_j||_2``
+log_prod_spectral    yes    no       ``sum_j log ||W_j||_2`` (log of the product)
+sum_frobenius        no     no       ``sum_j ||W_j||_F``
+sum_stable_rank      no     no       ``sum_j ||W_j||_F^2 / ||W_j||_2^2``
+log_lipschitz        yes    no       log of the network's Lipschitz bound (the model's)
+===================  =====  =======  ===================================================
+
+The sums and the product run over the matrices that enter the bound
+(:func:`bound_matrices`): per layer the per-head products ``W_QK^h`` and ``W_VO^h`` and the
+feedforward matrices (``ff1``, ``ff2``; both input matrices of a gated MLP), not the whole
+``Q, K, V, O``. They are the plain sums and product; Jiang et al.'s "sum-of-spec" is instead
+``d (prod_j ||W_j||_2^2)^(1/d)``. ``log_lipschitz`` is the Transformer counterpart of the
+product of spectral norms: ``sum_l log[(1 + sum_h ||W_VO^h|| (1 + 4 B^2 ||W_QK^h||))
+(1 + L_sigma ||W_1|| ||W_2||)]``, the propagation model of :mod:`numerics.analysis`.
+
+The per-``p`` measures use ``log phi_sa(p) = 1/2 log C_nolog(p)``
+(``proxies["log_phi_sa_by_common_p"]``), not the bound's ``rademacher_by_common_p``: the
+latter is stored exponentiated and saturates at ``inf`` past ``e^709``, which would tie every
+model that overflowed, whereas the proxy is a log computed in log space and is always finite.
+At a fixed common ``p`` the bound's Rademacher value is an increasing function of the cover
+coefficient ``C(p)`` for fixed ``(n, B_out)``, so the two rank models alike up to the log
+factors of ``C`` (and ``n``, when it varies across the family). They are registered for
+:data:`numerics.bounds.DEFAULT_P_GRID`; an analysis on another grid needs
+:func:`register_common_p_measures` for its grid.
+
+.. warning::
+   ``B_out`` (the output bound of the Dudley integral) is a setting of the analysis, not
+   measured on the model. With ``p < 2`` the cover coefficient scales as ``c^p`` when the
+   network's output is scaled by ``c``, the margin as ``c``: ``phi_sa(p) / gamma`` scales as
+   ``c^(p/2 - 1)`` and is scale-invariant only at ``p = 2`` (Bartlett's case), unless ``B_out``
+   is set to the output bound of each model.
+
+References:
+  Y. Jiang et al., "Fantastic Generalization Measures and Where to Find Them", ICLR 2020,
+  arXiv 1912.02178, section 2 (margin: 10th percentile over correctly classified points) and
+  appendix C (the measures).
+  P. Bartlett, D. Foster, M. Telgarsky, "Spectrally-normalized margin bounds for neural
+  networks", NeurIPS 2017 (spectral complexity over the margin).
+  B. Edelman, S. Goel, S. Kakade, C. Zhang, "Inductive Biases and Variable Creation in
+  Self-Attention Mechanisms", ICML 2022.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import numpy as np
+
+from numerics.analysis import GROUP_OF_KIND, Analysis
+from numerics.bounds import DEFAULT_P_GRID
+
+__all__ = [
+    "MeasureFunction",
+    "Measure",
+    "REGISTRY",
+    "measure",
+    "evaluate",
+    "describe",
+    "bound_matrices",
+    "register_common_p_measures",
+    "training_margins",
+    "margin_at_quantile",
+]
+
+#: ``(analysis, record) -> float``.
+MeasureFunction = Callable[[Analysis, Mapping[str, Any]], float]
+F = TypeVar("F", bound=MeasureFunction)
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
+
+
+def _margin(record: Mapping[str, Any]) -> float:
+    """``record["margin"]`` as a float: NaN for ``None``/NaN; otherwise it must be positive and finite."""
+    if "margin" not in record:
+        raise ValueError(f"record has no 'margin' (keys: {sorted(record)}); a margin-normalised measure needs it.")
+    value = record["margin"]
+    if value is None or (_number(value) and math.isnan(value)):
+        return math.nan
+    if not (_number(value) and 0 < value < math.inf):
+        raise ValueError(f"record['margin']={value!r} must be a positive finite number "
+                         "(the margin quantile over correctly classified points), or None when there is none.")
+    return float(value)
+
+
+@dataclass(frozen=True)
+class Measure:
+    """A registered complexity measure.
+
+    Attributes:
+      name: the registry key.
+      function: ``(analysis, record) -> float``, the complexity before margin normalisation.
+      margin_normalised: the value is divided by ``gamma = record["margin"]``.
+      log: ``function`` returns a natural log (normalisation subtracts ``log gamma``).
+      description: one line for reports.
+    """
+
+    name: str
+    function: MeasureFunction
+    margin_normalised: bool
+    log: bool
+    description: str
+
+    def raw(self, analysis: Analysis, record: Mapping[str, Any]) -> float:
+        """The complexity without margin normalisation."""
+        return float(self.function(analysis, record))
+
+    def __call__(self, analysis: Analysis, record: Mapping[str, Any]) -> float:
+        """The measure: :meth:`raw`, divided by the margin when ``margin_normalised``."""
+        if not self.margin_normalised:
+            return self.raw(analysis, record)
+        gamma = _margin(record)
+        value = self.raw(analysis, record)
+        if math.isnan(gamma):
+            return math.nan
+        return value - math.log(gamma) if self.log else value / gamma
+
+    def as_dict(self) -> dict[str, Any]:
+        """Name, flags and description (for reports)."""
+        return {"name": self.name, "margin_normalised": self.margin_normalised, "log": self.log,
+                "description": self.description}
+
+
+#: The built-in measures and those added with :func:`measure`, by name.
+REGISTRY: dict[str, Measure] = {}
+
+
+def measure(name: str, *, margin_normalised: bool, description: str, log: bool = False,
+            registry: dict[str, Measure] | None = None) -> Callable[[F], F]:
+    """Register ``(analysis, record) -> float`` under ``name``; returns the function unchanged.
+
+    Args:
+      name: the registry key (also the column name in the study's table).
+      margin_normalised: divide by the margin ``record["margin"]`` (for margin bounds).
+      description: one line saying what is computed.
+      log: the function returns a natural log.
+      registry: where to register (default :data:`REGISTRY`).
+
+    Raises:
+      ValueError: an empty name or description, or ``name`` already registered.
+    """
+    target = REGISTRY if registry is None else registry
+    if not (isinstance(name, str) and name.strip()):
+        raise ValueError(f"name={name!r} must be a non-empty string.")
+    for flag, value in (("margin_normalised", margin_normalised), ("log", log)):
+        if not isinstance(value, bool):
+            raise TypeError(f"{flag}={value!r} must be True or False.")
+    if not (isinstance(description, str) and description.strip()):
+        raise ValueError(f"description={description!r} must say what the measure computes.")
+
+    def register(function: F) -> F:
+        if name in target:
+            raise ValueError(f"measure {name!r} is already registered; choose another name.")
+        target[name] = Measure(name=name, function=function, margin_normalised=margin_normalised, log=log,
+                               description=description)
+        return function
+
+    return register
+
+
+def evaluate(analysis: Analysis, record: Mapping[str, Any], *, names: Iterable[str] | None = None,
+             registry: Mapping[str, Measure] | None = None) -> dict[str, float]:
+    """``{name: value}`` of the registered measures (all, or ``names``) for one model."""
+    source = REGISTRY if registry is None else registry
+    chosen = list(source) if names is None else list(names)
+    unknown = [n for n in chosen if n not in source]
+    if unknown:
+        raise ValueError(f"names={unknown!r} are not registered measures (registered: {sorted(source)}).")
+    return {n: source[n](analysis, record) for n in chosen}
+
+
+def describe(registry: Mapping[str, Measure] | None = None) -> list[dict[str, Any]]:
+    """:meth:`Measure.as_dict` of every registered measure, in registration order."""
+    return [m.as_dict() for m in (REGISTRY if registry is None else registry).values()]
+
+
+def bound_matrices(analysis: Analysis) -> list[dict[str, Any]]:
+    """The rows of ``analysis.matrices`` that enter the bound: per-head ``qk``, ``vo`` and ``ff1``/``ff2``."""
+    return [row for row in analysis.matrices if row["kind"] in GROUP_OF_KIND]
+
+
+# --------------------------------------------------------------------------- margins
+
+
+def training_margins(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """Margins ``f(x)_y - max_{j != y} f(x)_j`` of each example (positive iff correctly classified).
+
+    Args:
+      logits: ``[n, classes]`` network outputs.
+      labels: ``[n]`` integer classes (the labels trained on, noisy ones included).
+    """
+    out = np.asarray(logits, dtype=np.float64)
+    y = np.asarray(labels)
+    if out.ndim != 2 or out.shape[1] < 2:
+        raise ValueError(f"logits must have shape [n, classes >= 2]; got {out.shape}.")
+    if y.shape != (out.shape[0],) or not np.issubdtype(y.dtype, np.integer) or (y.size and (y.min() < 0 or y.max() >= out.shape[1])):
+        raise ValueError(f"labels must be {out.shape[0]} integers in [0, {out.shape[1]}); got shape {y.shape}, dtype {y.dtype}.")
+    rows = np.arange(out.shape[0])
+    true = out[rows, y]
+    others = out.copy()
+    others[rows, y] = -np.inf
+    return true - others.max(axis=1)
+
+
+def margin_at_quantile(margins: np.ndarray, *, quantile: float = 0.1) -> float:
+    """``gamma``: the ``quantile`` of the margins of the correctly classified examples (margin > 0).
+
+    Jiang et al. 2020 take the 10th percentile (the default). ``numpy.quantile`` with linear
+    interpolation. NaN when no example is correctly classified.
+    """
+    if not (_number(quantile) and 0.0 <= quantile <= 1.0):
+        raise ValueError(f"quantile={quantile!r} must lie in [0, 1].")
+    m = np.asarray(margins, dtype=np.float64).ravel()
+    correct = m[m > 0]
+    return float(np.quantile(correct, quantile)) if correct.size else math.nan
+
+
+# --------------------------------------------------------------------------- built-in measures
+
+
+@measure("spectrum_adaptive", margin_normalised=True, log=True,
+         description="specbound's post hoc bound: log(sqrt(n) Rad / 12) over the margin")
+def _spectrum_adaptive(analysis: Analysis, record: Mapping[str, Any]) -> float:
+    return float(analysis.bounds["spectrum_adaptive"]["log_complexity"])
+
+
+def _common_p(p: float) -> MeasureFunction:
+    key = str(float(p))
+
+    def at_p(analysis: Analysis, record: Mapping[str, Any]) -> float:
+        by_p = analysis.proxies["log_phi_sa_by_common_p"]
+        if key not in by_p:
+            raise ValueError(f"the analysis has no common p={float(p):g} (p_grid={[float(q) for q in by_p]}); "
+                             "analyse with that grid or register the measures of its grid (register_common_p_measures).")
+        return float(by_p[key])
+
+    return at_p
+
+
+def register_common_p_measures(p_grid: Sequence[float], *, registry: dict[str, Measure] | None = None) -> list[str]:
+    """Register ``phi_sa@p=<p>`` (``log phi_sa(p)`` over the margin) for each ``p`` of ``p_grid``; returns the names."""
+    names = []
+    for p in p_grid:
+        name = f"phi_sa@p={float(p):g}"
+        measure(name, margin_normalised=True, log=True, registry=registry,
+                description=f"log phi_sa at the common p = {float(p):g}: 1/2 log C(p) without log factors, over the margin",
+                )(_common_p(p))
+        names.append(name)
+    return names
+
+
+register_common_p_measures(DEFAULT_P_GRID)
+
+
+@measure("phi_sa", margin_normalised=True, log=True,
+         description="log phi_sa: min over the common p of 1/2 log C(p) without log factors, over the margin")
+def _phi_sa(analysis: Analysis, record: Mapping[str, Any]) -> float:
+    return float(analysis.proxies["log_phi_sa"])
+
+
+@measure("edelman2022", margin_normalised=True, log=True,
+         description="Edelman et al. 2022 (reconstructed): log sqrt(C) over the margin")
+def _edelman(analysis: Analysis, record: Mapping[str, Any]) -> float:
+    return float(analysis.bounds["edelman2022"]["log_complexity"])
+
+
+@measure("bartlett2017", margin_normalised=True, log=True,
+         description="Bartlett et al. 2017 with specbound's propagation factors: log sqrt(C) over the margin")
+def _bartlett(analysis: Analysis, record: Mapping[str, Any]) -> float:
+    return float(analysis.bounds["bartlett2017"]["log_complexity"])
+
+
+@measure("num_parameters", margin_normalised=False, description="number of trained parameters (record['num_parameters'])")
+def _num_parameters(analysis: Analysis, record: Mapping[str, Any]) -> float:
+    if "num_parameters" not in record:
+        raise ValueError(f"record has no 'num_parameters' (keys: {sorted(record)}).")
+    value = record["num_parameters"]
+    if not (_number(value) and value > 0):
+        raise ValueError(f"record['num_parameters']={value!r} must be a positive number.")
+    return float(value)
+
+
+@measure("sum_spectral", margin_normalised=False, description="sum of spectral norms over per-head QK, VO and feedforward")
+def _sum_spectral(analysis: Analysis, record: Mapping[str, Any]) -> float:
+    return float(sum(row["spectral_norm"] for row in bound_matrices(analysis)))
+
+
+@measure("log_prod_spectral", margin_normalised=False, log=True,
+         description="log of the product of spectral norms over per-head QK, VO and feedforward")
+def _log_prod_spectral(analysis: Analysis, record: Mapping[str, Any]) -> float:
+    norms = np.array([row["spectral_norm"] for row in bound_matrices(analysis)], dtype=np.float64)
+    with np.errstate(divide="ignore"):  # a zero matrix: log 0 = -inf, ordered below every model
+        return float(np.sum(np.log(norms)))
+
+
+@measure("sum_frobenius", margin_normalised=False, description="sum of Frobenius norms over per-head QK, VO and feedforward")
+def _sum_frobenius(analysis: Analysis, record: Mapping[str, Any]) -> float:
+    return float(sum(row["frobenius_norm"] for row in bound_matrices(analysis)))
+
+
+@measure("sum_stable_rank", margin_normalised=False,
+         description="sum of stable ranks ||W||_F^2/||W||_2^2 over per-head QK, VO and feedforward")
+def _sum_stable_rank(analysis: Analysis, record: Mapping[str, Any]) -> float:
+    return float(sum(row["stable_rank"] for row in bound_matrices(analysis)))
+
+
+@measure("log_lipschitz", margin_normalised=False, log=True,
+         description="log of the network's Lipschitz bound: product over layers of (1 + attention) (1 + feedforward)")
+def _log_lipschitz(analysis: Analysis, record: Mapping[str, Any]) -> float:
+    s = analysis.settings
+    return float(sum(s["log_lipschitz_attention"]) + sum(s["log_lipschitz_feedforward"]))
