@@ -32,25 +32,20 @@ attend (key ``u`` valid, and ``u <= t`` for the causal models).
 Where each quantity is taken (``i`` the layer index; module paths are those of the base model,
 which are also the tensor-name stems in its checkpoint, no prefix):
 
-=================  ==========================================  ====================================
-architecture       attention block input is the output of       FF block input is the output of
-=================  ==========================================  ====================================
-bert, roberta      ``embeddings.LayerNorm`` (i = 0),            ``encoder.layer.{i}.attention.
-                   ``encoder.layer.{i-1}.output.LayerNorm``     output.LayerNorm``
-electra            ``embeddings_project`` (i = 0: a Linear      as bert
-                   ``E -> N`` after ``embeddings.LayerNorm``,
-                   *not* a norm), then as bert
-distilbert         ``embeddings.LayerNorm``,                    ``transformer.layer.{i}.
-                   ``transformer.layer.{i-1}.output_layer_norm``  sa_layer_norm``
-mpnet              as bert                                      ``encoder.layer.{i}.attention.
-                                                                LayerNorm``
-gpt2 (3 variants)  ``h.{i}.ln_1`` (pre-LN)                      ``h.{i}.ln_2``
-llama              ``layers.{i}.input_layernorm`` (RMSNorm)     ``layers.{i}.post_attention_
-                                                                layernorm``
-torch-encoder-post the raw input (i = 0, *no* norm),            ``layers.{i}.norm1``
-                   ``layers.{i-1}.norm2``
-torch-encoder-pre  ``layers.{i}.norm1``                         ``layers.{i}.norm2``
-=================  ==========================================  ====================================
+* bert, roberta: attention ``embeddings.LayerNorm`` (i = 0), ``encoder.layer.{i-1}.output.LayerNorm``;
+  FF ``encoder.layer.{i}.attention.output.LayerNorm`` (post-LN);
+* electra: as bert, except layer 0's attention input is ``embeddings_project``, a Linear
+  ``E -> N`` after ``embeddings.LayerNorm`` (``embedding_size`` 16 != ``hidden_size`` 24 here),
+  *not* a norm output;
+* distilbert: attention ``embeddings.LayerNorm``, ``transformer.layer.{i-1}.output_layer_norm``;
+  FF ``transformer.layer.{i}.sa_layer_norm``;
+* mpnet: attention as bert; FF ``encoder.layer.{i}.attention.LayerNorm``;
+* gpt2 (three variants): attention ``h.{i}.ln_1``, FF ``h.{i}.ln_2`` (pre-LN);
+* llama: attention ``layers.{i}.input_layernorm``, FF ``layers.{i}.post_attention_layernorm``
+  (RMSNorm, pre-norm);
+* torch-encoder-post (``norm_first=False``): attention the raw input (i = 0, *no* norm), then
+  ``layers.{i-1}.norm2``; FF ``layers.{i}.norm1``;
+* torch-encoder-pre (``norm_first=True``): attention ``layers.{i}.norm1``, FF ``layers.{i}.norm2``.
 
 (:class:`Anatomy` holds these as data, and a self-check asserts each equality exactly.)
 
@@ -60,6 +55,21 @@ The scores are those the model adds its mask to before the softmax: ``(x W_q^T +
 output of a layer is the output projection's output, bias included, before dropout, residual and
 norm; it equals ``sum_h head_outputs[:, h] + output_bias``. The FF output is the last FF linear's
 output, bias included, before residual and norm.
+
+Config keys the models read (transformers 5; checked by the self-checks):
+
+* activation: ``hidden_act`` (bert family, mpnet: ``"gelu"`` = erf GELU; llama: ``"silu"``),
+  ``activation`` (distilbert; torch encoder config written here), ``activation_function``
+  (gpt2: ``"gelu_new"`` = tanh GELU);
+* norm epsilon: ``layer_norm_eps`` (bert family, mpnet, torch), ``layer_norm_epsilon`` (gpt2),
+  ``rms_norm_eps`` (llama); DistilBERT's is fixed at 1e-12 in the code, no config key;
+* scaling: ``1/sqrt(d_h)`` everywhere except gpt2's ``scale_attn_weights`` and
+  ``scale_attn_by_inverse_layer_idx``; llama's ``head_dim`` sets ``d_h``;
+* RoPE: ``rope_parameters = {"rope_theta": ..., "rope_type": "default"}`` (transformers 5; older
+  configs have a top-level ``rope_theta``); the ``rotate_half`` layout pairs coordinate ``j``
+  with ``j + d_h/2``;
+* MPNet: the bucketing of the relative positions ignores ``relative_attention_num_buckets``
+  (32 buckets, distance 128 are fixed in the code; :func:`mpnet_position_bias`).
 
 .. warning::
    LLaMA computes RMSNorm, the RoPE angles and the attention softmax in float32 even in a float64
