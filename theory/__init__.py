@@ -1,4 +1,5 @@
-"""specbound.theory: the symbolic half -- Theorem 4.1, Theorem 3.1, baselines and regimes, derived by SymPy.
+"""specbound.theory: the symbolic half -- Theorem 4.1, Theorem 3.1, baselines and regimes, derived by SymPy,
+and the network a checkpoint computes (biases, norm layers, activations, gated blocks, rotary heads, score scales).
 
 Each module is one concept; see the module docstrings for the mathematics,
 the lemma each step rests on and whether it is verbatim or reconstructed.
@@ -13,14 +14,20 @@ from typing import Any
 
 __all__ = [
     "SYMBOLS",
+    "activations",
+    "affine",
     "baselines",
     "composition",
     "covers",
     "derive",
     "dudley",
+    "gated",
     "lipschitz",
     "margin",
+    "normlayers",
     "regimes",
+    "rope",
+    "scaling",
     "schatten",
     "thm31",
     "thm41",

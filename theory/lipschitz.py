@@ -25,6 +25,14 @@ Corollary A.7: ``||softmax(z) - softmax(z')||_1 <= 2 ||z - z'||_inf``):
   (activation with ``sigma(0) = 0``).
 
 Products over depth are evaluated in log space by :mod:`numerics.bounds`.
+
+Keyword options (defaults give the forms above): ``row_bound`` replaces ``B``
+wherever it bounds the rows a matrix sees -- :mod:`theory.affine` passes
+``sqrt(B^2 + 1)`` for rows in homogeneous coordinates ``[x; 1]`` -- while the
+size of an input perturbation is unchanged; ``gain`` replaces ``L_sigma`` where it
+bounds the activation output, ``|sigma(t)| <= gain |t|`` (``L_sigma`` is a valid
+gain for any ``L_sigma``-Lipschitz activation with ``sigma(0) = 0``; every
+activation of :mod:`theory.activations` has gain 1).
 """
 
 from __future__ import annotations
@@ -38,11 +46,14 @@ __all__ = ["attention_head_lipschitz", "feedforward_lipschitz", "local_factor", 
 B, L_sigma, s_qk, s_vo, s_1, s_2 = (SYMBOLS[k] for k in ("B", "L_sigma", "s_qk", "s_vo", "s_1", "s_2"))
 
 
-def attention_head_lipschitz() -> sp.Expr:
-    """Lipschitz constant of one head in ``2 -> inf``: ``s_vo (1 + 4 B^2 s_qk)`` (reconstructed from Edelman et al. 2022)."""
-    score_shift = 2 * B * s_qk  # |x_t^T W x_u - x'_t^T W x'_u| <= 2 B ||W||_2 delta
+def attention_head_lipschitz(*, row_bound: sp.Expr = B) -> sp.Expr:
+    """Lipschitz constant of one head in ``2 -> inf``: ``s_vo (1 + 4 B^2 s_qk)`` (reconstructed from Edelman et al. 2022).
+
+    ``row_bound`` (default ``B``) bounds the rows entering ``W_QK`` and ``W_VO``.
+    """
+    score_shift = 2 * row_bound * s_qk  # |x_t^T W x_u - x'_t^T W x'_u| <= 2 B ||W||_2 delta
     attention_l1 = 2 * score_shift  # Cor. A.7
-    return s_vo * (1 + attention_l1 * B)
+    return s_vo * (1 + attention_l1 * row_bound)
 
 
 def feedforward_lipschitz() -> sp.Expr:
@@ -50,17 +61,25 @@ def feedforward_lipschitz() -> sp.Expr:
     return L_sigma * s_1 * s_2
 
 
-def local_factor(kind: str) -> sp.Expr:
-    """Factor from a matrix's own Theorem 4.1 metric to its block's output (see module docstring)."""
-    table = {"qk": 2 * B * s_vo, "vo": sp.Integer(1), "ff1": L_sigma * s_2, "ff2": sp.Integer(1)}
+def local_factor(kind: str, *, row_bound: sp.Expr = B) -> sp.Expr:
+    """Factor from a matrix's own Theorem 4.1 metric to its block's output (see module docstring).
+
+    ``row_bound`` (default ``B``) bounds the value rows the attention weights mix (QK only).
+    """
+    table = {"qk": 2 * row_bound * s_vo, "vo": sp.Integer(1), "ff1": L_sigma * s_2, "ff2": sp.Integer(1)}
     if kind not in table:
         raise ValueError(f"kind={kind!r} must be one of {sorted(table)}.")
     return table[kind]
 
 
-def input_scale(kind: str) -> sp.Expr:
-    """Bound on the rows a matrix sees (``B`` after the LayerNorm projection; FF2 sees activations)."""
-    table = {"qk": B, "vo": B, "ff1": B, "ff2": L_sigma * s_1 * B}
+def input_scale(kind: str, *, row_bound: sp.Expr = B, gain: sp.Expr = L_sigma) -> sp.Expr:
+    """Bound on the rows a matrix sees (``B`` after the LayerNorm projection; FF2 sees activations).
+
+    ``row_bound`` (default ``B``) bounds the block's input rows; ``gain`` (default
+    ``L_sigma``) is a constant with ``|sigma(t)| <= gain |t|``, so FF2 sees rows of
+    norm at most ``gain s_1 row_bound``.
+    """
+    table = {"qk": row_bound, "vo": row_bound, "ff1": row_bound, "ff2": gain * s_1 * row_bound}
     if kind not in table:
         raise ValueError(f"kind={kind!r} must be one of {sorted(table)}.")
     return table[kind]
