@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Literal
 
-from .errors import CheckpointError
+from numerics.errors import CheckpointError
 
 __all__ = [
     "MatrixSpec",

@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from .architectures import (
+from numerics.architectures import (
     ARCHITECTURES,
     CONFIG_KEYS,
     ArchitectureMap,
@@ -45,8 +45,8 @@ from .architectures import (
     match_architecture,
     skip_reason,
 )
-from .errors import CheckpointError
-from .safetensors_io import FLOAT_DTYPES, TensorInfo, load_tensor, read_header
+from numerics.errors import CheckpointError
+from numerics.safetensors_io import FLOAT_DTYPES, TensorInfo, load_tensor, read_header
 
 __all__ = ["LayerWeights", "Checkpoint", "MatrixSource", "open_checkpoint"]
 

@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .outputs import edit_text_file
+from numerics.outputs import edit_text_file
 
 __all__ = ["Claim", "Measurement", "CLAIMS", "measure", "markdown_table", "README_BEGIN", "README_END"]
 

@@ -88,7 +88,7 @@ def pin_blas_threads() -> None:
         try:
             from threadpoolctl import threadpool_limits
         except ImportError:
-            from .spectra import _loaded_openblas
+            from numerics.spectra import _loaded_openblas
 
             for _, set_fn in _loaded_openblas():
                 set_fn(1)

@@ -57,9 +57,9 @@ from typing import Any
 
 import numpy as np
 
-from .errors import CheckpointError
-from .registry import make_private_dirs, sha256_file
-from .workdirs import remove_abandoned, work_folder
+from numerics.errors import CheckpointError
+from numerics.registry import make_private_dirs, sha256_file
+from numerics.workdirs import remove_abandoned, work_folder
 
 __all__ = ["onnx_to_safetensors", "open_onnx", "find_onnx_file", "MANIFEST"]
 
@@ -498,7 +498,7 @@ def open_onnx(
         raise ValueError(f"heads={heads!r} must be a positive int or None")
     source = find_onnx_file(path_or_folder)
     if cache_dir is None:
-        from .registry import cache_root
+        from numerics.registry import cache_root
 
         root = cache_root() / "converted"
     else:

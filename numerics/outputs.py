@@ -34,8 +34,8 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from .errors import OutputError
-from .workdirs import remove_abandoned, work_folder
+from numerics.errors import OutputError
+from numerics.workdirs import remove_abandoned, work_folder
 
 __all__ = [
     "MARKER",
@@ -400,7 +400,7 @@ def source_paths(source: PathLike) -> tuple[Path, ...]:
     """What analysing ``source`` reads, as far as it is known before opening it: the path itself
     (if it exists), the cache folder of a registry name, and the cache (which also holds ONNX
     conversions). Meant for ``protect=``; nothing is fetched or converted."""
-    from .registry import REGISTRY, cache_root
+    from numerics.registry import REGISTRY, cache_root
 
     text = os.fspath(source)
     found = [Path(text)] if os.path.lexists(text) else []

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from .outputs import save_figure
+from numerics.outputs import save_figure
 
 __all__ = ["plot_spectra", "plot_p_star", "plot_bound_terms", "write_all"]
 

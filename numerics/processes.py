@@ -50,7 +50,7 @@ from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 if TYPE_CHECKING:
-    from .checkpoint import MatrixSource
+    from numerics.checkpoint import MatrixSource
 
 __all__ = ["WholeMatrixPool", "available_cpus", "isolated_python_command", "package_home", "supported"]
 

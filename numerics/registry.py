@@ -54,8 +54,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal
 
-from .errors import FetchError
-from .workdirs import remove_abandoned, work_folder
+from numerics.errors import FetchError
+from numerics.workdirs import remove_abandoned, work_folder
 
 __all__ = [
     "RegisteredFile",

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from .outputs import safe_output_folder
+from numerics.outputs import safe_output_folder
 
 __all__ = ["TABLE_COLUMNS", "format_table", "to_csv", "summary_markdown", "write_report", "write_sweep_report"]
 

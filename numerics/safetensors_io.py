@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import CheckpointError
+from numerics.errors import CheckpointError
 
 __all__ = [
     "DTYPES",

@@ -25,28 +25,28 @@ def resolve_source(source: str | os.PathLike[str]) -> str:
     try:
         path.exists()
     except OSError as exc:  # e.g. a name longer than the file system allows
-        from .errors import CheckpointError
+        from numerics.errors import CheckpointError
 
         raise CheckpointError(text, f"cannot be used as a path ({exc.strerror or exc})") from None
     if path.is_file() and path.suffix.lower() == ".onnx":
-        from .onnx_convert import open_onnx
+        from numerics.onnx_convert import open_onnx
 
         return os.fspath(open_onnx(path))
     if path.is_dir():
         if not any(path.glob("*.safetensors")) and not (path / "model.safetensors.index.json").is_file() \
                 and any(path.glob("*.onnx")):
-            from .onnx_convert import open_onnx
+            from numerics.onnx_convert import open_onnx
 
             return os.fspath(open_onnx(path))
         return text
     if path.exists():
         return text
-    from .registry import REGISTRY, fetch
+    from numerics.registry import REGISTRY, fetch
 
     if text in REGISTRY:
         folder = fetch(text, progress=None)
         if REGISTRY[text].format == "onnx":
-            from .onnx_convert import open_onnx
+            from numerics.onnx_convert import open_onnx
 
             return os.fspath(open_onnx(folder))
         return os.fspath(folder)

@@ -60,10 +60,10 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 import numpy as np
 import scipy.linalg
 
-from .errors import CheckpointError
+from numerics.errors import CheckpointError
 
 if TYPE_CHECKING:
-    from .checkpoint import Checkpoint, LayerWeights, MatrixSource
+    from numerics.checkpoint import Checkpoint, LayerWeights, MatrixSource
 
 __all__ = [
     "DTYPE_EPS",
@@ -490,7 +490,7 @@ def _layer_jobs(
             assert w is not None
             shape = w.shape
         if leading_k is not None and min(shape) > leading_k + 1:
-            from .huge import huge_matrix_stats  # lazily: numerics.huge imports this module
+            from numerics.huge import huge_matrix_stats  # lazily: numerics.huge imports this module
 
             return _Task(huge_matrix_stats, (name, w), {"kind": kind, "k": leading_k, **opts}, source)
         return _Task(weight_stats, (name, w), {"kind": kind, **opts}, source)
@@ -707,7 +707,7 @@ def analyze_spectra(
     pool: Any = ThreadPoolExecutor(max_workers=os.cpu_count() or 1) if own else executor
     if own and processes is None:
         processes = auto_processes(checkpoint, leading_k=leading_k)
-    from .processes import WholeMatrixPool
+    from numerics.processes import WholeMatrixPool
 
     whole_pool = WholeMatrixPool(processes) if processes else None
     results: list[MatrixStats] = []
@@ -800,7 +800,7 @@ def auto_processes(checkpoint: Checkpoint, *, leading_k: int | None = None) -> i
 
     0 on a single CPU, or when :func:`whole_matrix_work` is below :data:`PROCESS_THRESHOLD`.
     """
-    from .processes import available_cpus
+    from numerics.processes import available_cpus
 
     cpus = available_cpus()
     if cpus < 2 or whole_matrix_work(checkpoint, leading_k=leading_k) < PROCESS_THRESHOLD:

@@ -66,10 +66,10 @@ from typing import Any, Literal
 
 import numpy as np
 
-from .analysis import ModelSettings, analyze
-from .bounds import BoundSettings
-from .errors import CheckpointError
-from .sources import resolve_source
+from numerics.analysis import ModelSettings, analyze
+from numerics.bounds import BoundSettings
+from numerics.errors import CheckpointError
+from numerics.sources import resolve_source
 
 __all__ = [
     "BERT_MINIATURES",
@@ -449,7 +449,7 @@ def sweep(
         raise TypeError(f"executor={executor!r} must have a submit(fn, *args, **kwargs) method")
     if progress is not None and not callable(progress):
         raise TypeError(f"progress={progress!r} must be callable or None")
-    from .spectra import single_threaded_blas
+    from numerics.spectra import single_threaded_blas
 
     pool = executor if executor is not None else _Serial()
     rows: list[SweepRow] = []

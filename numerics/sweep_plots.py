@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from .outputs import save_figure
-from .sweep import PROXIES, SlopeFit, SweepResult
+from numerics.outputs import save_figure
+from numerics.sweep import PROXIES, SlopeFit, SweepResult
 
 __all__ = ["plot_sweep"]
 
