@@ -46,7 +46,9 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from typing import Any
 
-__all__ = ["DaskExecutor", "SchedulerError", "make_executor", "pin_blas_threads"]
+from numerics.errors import SchedulerError
+
+__all__ = ["DaskExecutor", "make_executor", "pin_blas_threads"]
 
 #: Environment variables read by the BLAS/OpenMP runtimes when they are loaded.
 BLAS_THREAD_VARIABLES: tuple[str, ...] = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
@@ -56,14 +58,6 @@ _DASK_HINT = "needs the dask extra: pip install 'specbound[dask]'"
 #: Seconds to wait for a dask scheduler to answer before giving up (a running scheduler
 #: answers in milliseconds; dask's own default, 30 s, is long for a mistyped address).
 CONNECT_TIMEOUT = 5.0
-
-
-class SchedulerError(ValueError):
-    """The ``scheduler`` address is malformed, or no dask scheduler can be reached there.
-
-    A :class:`ValueError`: the address is the caller's input, and the command line reports it
-    as bad input (one line, exit status 2).
-    """
 
 
 _pin_lock = threading.Lock()

@@ -28,7 +28,7 @@ from numerics import checkpoint as checkpoint_module
 from numerics import registry, safetensors_io
 from numerics.architectures import ARCHITECTURES, match_architecture, skip_reason
 from numerics.checkpoint import Checkpoint, LayerWeights, open_checkpoint
-from numerics.errors import CheckpointError, FetchError
+from numerics.errors import CheckpointError, FetchError, OutputError, SchedulerError, SpecboundError
 from numerics.safetensors_io import TensorInfo, load_tensor, read_header
 
 
@@ -214,6 +214,22 @@ def test_checkpoint_error_is_picklable() -> None:
     again = pickle.loads(pickle.dumps(err))
     assert str(again) == str(err) == "model.safetensors: tensor 'x' contains NaN"
     assert (again.file, again.tensor) == ("model.safetensors", "x")
+
+
+@pytest.mark.parametrize("error", [
+    CheckpointError("model.safetensors", "contains NaN", tensor="x"),
+    FetchError("pkg==1", "pip download failed: no network"),
+    OutputError("report", "is a symbolic link"),
+    SchedulerError("scheduler='tcp://x:1' cannot be reached: timed out"),
+], ids=lambda e: type(e).__name__)
+def test_every_error_is_one_specbound_error(error: Exception) -> None:
+    # one `except SpecboundError` catches every error specbound raises on purpose; each is also a
+    # ValueError (the caller's input is at fault), one line, and survives pickling (process pools)
+    import pickle
+
+    assert isinstance(error, SpecboundError) and isinstance(error, ValueError)
+    again = pickle.loads(pickle.dumps(error))
+    assert type(again) is type(error) and str(again) == str(error) and "\n" not in str(error)
 
 
 # =========================================================================== architectures
