@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from numerics.outputs import edit_text_file
+from numerics._util.outputs import edit_text_file
 
 __all__ = ["Claim", "Measurement", "CLAIMS", "measure", "markdown_table", "README_BEGIN", "README_END"]
 
@@ -363,7 +363,7 @@ def update_readme(path: Any, table: str) -> bool:
 
     Only that region changes; the file is rewritten atomically with its mode kept, and a
     symbolic link or anything but a regular file is refused
-    (:func:`numerics.outputs.edit_text_file`).
+    (:func:`numerics._util.outputs.edit_text_file`).
     """
     def edit(text: str) -> str:
         if README_BEGIN not in text or README_END not in text:

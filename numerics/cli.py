@@ -183,7 +183,8 @@ def _run_analysis(source: str, args: argparse.Namespace) -> Any:
 
 
 def _emit(analysis: Any, args: argparse.Namespace) -> None:
-    from numerics import outputs, report
+    from numerics import report
+    from numerics._util import outputs
 
     if args.out is not None:
         report.write_report(analysis, args.out, plots=not args.no_plots, force=args.force,
@@ -199,7 +200,7 @@ def _emit(analysis: Any, args: argparse.Namespace) -> None:
 
 
 def _cmd_analyze(args: argparse.Namespace) -> int:
-    from numerics import outputs
+    from numerics._util import outputs
 
     if args.out is not None:  # refuse a destination before the long analysis, not after
         outputs.check_output_folder(args.out, force=args.force, protect=outputs.source_paths(args.source))
@@ -225,7 +226,8 @@ def _cmd_fetch(args: argparse.Namespace) -> int:
 def _cmd_demo(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from numerics import outputs, report
+    from numerics import report
+    from numerics._util import outputs
     from numerics.registry import fetch
 
     out = Path(args.out) if args.out is not None else Path("specbound-report")
@@ -251,7 +253,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     settings, model = _settings(args)
     protect: list[Any] = []
     if args.out is not None:  # refuse a destination before the sweep, not after
-        from numerics import outputs
+        from numerics._util import outputs
 
         protect = [p for source in sources for p in outputs.source_paths(source)]
         outputs.check_output_folder(args.out, force=args.force, protect=protect)
@@ -283,7 +285,7 @@ def _cmd_mc(args: argparse.Namespace) -> int:
     from numerics.montecarlo import mc_experiment, mc_report_rows
 
     if args.plot is not None:  # refuse a destination before the experiment, not after
-        from numerics.outputs import check_output_file
+        from numerics._util.outputs import check_output_file
 
         check_output_file(args.plot)
     result = mc_experiment(a=args.a, b=args.b, m=args.m, samples=args.samples, kind=args.kind, seed=args.seed,
@@ -319,7 +321,7 @@ def _cmd_claims(args: argparse.Namespace) -> int:
             raise CliError(f"--only={_shown(args.only)} names no claim; give ids such as C1,C7")
     readme = Path(args.readme)
     if args.update_readme:  # refuse a symlink or non-regular README before measuring
-        from numerics.outputs import check_editable_file
+        from numerics._util.outputs import check_editable_file
 
         check_editable_file(readme)
     rows = claims.measure(ids)

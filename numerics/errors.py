@@ -85,7 +85,7 @@ class FetchError(CheckpointError):
 
 
 class OutputError(SpecboundError, ValueError):
-    """specbound refuses to write to a destination (see :mod:`numerics.outputs`).
+    """specbound refuses to write to a destination (see :mod:`numerics._util.outputs`).
 
     Args:
       path: the destination (or the part of it) that is refused.

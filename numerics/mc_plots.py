@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from numerics.montecarlo import MCResult
-from numerics.outputs import save_figure
+from numerics._util.outputs import save_figure
 
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.figure import Figure
@@ -84,7 +84,7 @@ def mc_figure(result: MCResult) -> Figure:
 def plot_mc(result: MCResult, path: str | os.PathLike[str]) -> str:
     """Draw :func:`mc_figure` and save it to ``path`` (format from the extension); returns the path.
 
-    ``path`` must be new or a PNG specbound wrote (:func:`numerics.outputs.save_figure`); anything
+    ``path`` must be new or a PNG specbound wrote (:func:`numerics._util.outputs.save_figure`); anything
     else raises :class:`~numerics.errors.OutputError` and is left as it was.
     """
     save_figure(mc_figure(result), path, dpi=120)

@@ -34,7 +34,7 @@ reused only if every file still has the size and sha256 its manifest recorded wh
 written; otherwise it is converted again. This catches truncated, damaged or hand-edited
 files; it cannot catch someone who rewrites a file and its manifest together (the cache
 folders are private to the user, mode ``0700``, to keep others from doing so). Temporary
-folders are :func:`numerics.workdirs.work_folder` s: a conversion killed half-way leaves one
+folders are :func:`numerics._util.workdirs.work_folder` s: a conversion killed half-way leaves one
 that the next conversion of the same file removes.
 
 ``onnx`` is an optional dependency (``pip install 'specbound[onnx]'``), imported only when a
@@ -59,7 +59,7 @@ import numpy as np
 
 from numerics.errors import CheckpointError
 from numerics.registry import make_private_dirs, sha256_file
-from numerics.workdirs import remove_abandoned, work_folder
+from numerics._util.workdirs import remove_abandoned, work_folder
 
 __all__ = ["onnx_to_safetensors", "open_onnx", "find_onnx_file", "MANIFEST"]
 

@@ -2,7 +2,7 @@
 
 Figures are built with :class:`matplotlib.figure.Figure` directly: no pyplot state, no
 global style changes, nothing at import (matplotlib is imported when a plot is made).
-Files are written by :func:`numerics.outputs.save_figure`: a new file, or a PNG specbound
+Files are written by :func:`numerics._util.outputs.save_figure`: a new file, or a PNG specbound
 wrote, never anything else.
 """
 
@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from numerics.outputs import save_figure
+from numerics._util.outputs import save_figure
 
 __all__ = ["plot_spectra", "plot_p_star", "plot_bound_terms", "write_all"]
 

@@ -18,7 +18,7 @@ Cache folder: ``$SPECBOUND_CACHE``, else ``$XDG_CACHE_HOME/specbound``, else
 specbound creates there are private to the user (mode ``0700``, :func:`make_private_dirs`);
 folders that already exist keep their permissions.
 
-Interruptions. Everything is written inside a :func:`numerics.workdirs.work_folder`
+Interruptions. Everything is written inside a :func:`numerics._util.workdirs.work_folder`
 ``<cache>/.<name>-XXXXXXXX`` (pip's own temporary files too: the child's ``TMPDIR`` points
 into it), and only the finished folder is moved into place. Ctrl-C and SIGTERM (which the
 CLI turns into an exception) kill and reap the pip child and remove the work folder; after
@@ -55,7 +55,7 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 from numerics.errors import FetchError
-from numerics.workdirs import remove_abandoned, work_folder
+from numerics._util.workdirs import remove_abandoned, work_folder
 
 __all__ = [
     "RegisteredFile",

@@ -2,7 +2,7 @@
 
 Everything is written into a temporary folder beside the destination and moved into
 place at the end, so a failure leaves no half-written report; a destination is written
-only if it is new, empty, or a report specbound wrote (:mod:`numerics.outputs`).
+only if it is new, empty, or a report specbound wrote (:mod:`numerics._util.outputs`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from numerics.outputs import safe_output_folder
+from numerics._util.outputs import safe_output_folder
 
 __all__ = ["TABLE_COLUMNS", "format_table", "to_csv", "summary_markdown", "write_report", "write_sweep_report"]
 
@@ -132,7 +132,7 @@ def write_report(analysis: Any, out_dir: str | os.PathLike[str], *, plots: bool 
     """Write ``table.txt``, ``report.json``, ``matrices.csv``, plots and ``summary.md`` atomically.
 
     ``out_dir`` must be new, empty, or a report specbound wrote (see
-    :func:`numerics.outputs.safe_output_folder`, which also explains ``force``); the analysed
+    :func:`numerics._util.outputs.safe_output_folder`, which also explains ``force``); the analysed
     checkpoint (``analysis.model["source"]``) and ``protect`` are never replaced.
 
     Raises:

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from numerics.outputs import save_figure
+from numerics._util.outputs import save_figure
 from numerics.sweep import PROXIES, SlopeFit, SweepResult
 
 __all__ = ["plot_sweep"]
@@ -69,7 +69,7 @@ def plot_sweep(result: SweepResult, path: str | Path) -> Path:
     Args:
       result: from :func:`numerics.sweep.sweep`.
       path: the image file to write (format from the suffix): new, or a PNG specbound wrote
-        (:func:`numerics.outputs.save_figure`).
+        (:func:`numerics._util.outputs.save_figure`).
 
     Returns:
       ``path`` as a :class:`~pathlib.Path`.

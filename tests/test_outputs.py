@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 
 import numerics.analysis
-from numerics import claims, outputs
+from numerics import claims
+from numerics._util import outputs
 from numerics.cli import main
 from numerics.errors import OutputError
 from tests.synthetic import bert_config, bert_state, write_checkpoint

@@ -16,7 +16,7 @@ Every output goes through this module (``analyze --out``, ``demo``, ``sweep --ou
 
 The checks run before the work (:func:`check_output_folder`, :func:`check_output_file`, so a
 long analysis does not start for nothing) and again right before the result is moved into
-place. Results are built in a :func:`numerics.workdirs.work_folder` beside the destination, so
+place. Results are built in a :func:`numerics._util.workdirs.work_folder` beside the destination, so
 an interrupted write (Ctrl-C, SIGTERM) leaves nothing, and the folder a SIGKILL leaves is
 removed by the next write into the same parent folder. Folders and files are created with the
 ordinary ``os.mkdir`` / ``open`` modes, so they follow the umask.
@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from numerics.errors import OutputError
-from numerics.workdirs import remove_abandoned, work_folder
+from numerics._util.workdirs import remove_abandoned, work_folder
 
 __all__ = [
     "MARKER",
@@ -56,7 +56,7 @@ MARKER = ".specbound-report.json"
 #: The PNG ``tEXt`` ``Software`` value of every figure specbound writes.
 PNG_SOFTWARE = "specbound"
 
-_TMP_PREFIX = ".specbound-out-"  # the work folders beside destinations (see numerics.workdirs)
+_TMP_PREFIX = ".specbound-out-"  # the work folders beside destinations (see numerics._util.workdirs)
 _MARKER_MAX_BYTES = 1 << 20
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
