@@ -56,9 +56,9 @@ SPECBOUND = r'''
 import json, sys, time
 ti = time.perf_counter()
 from numerics.analysis import analyze
-from numerics.checkpoint import open_checkpoint
+from numerics.io.checkpoint import open_checkpoint
 from numerics.spectra import analyze_spectra
-import numerics.processes, numerics.sources
+import numerics.processes, numerics.io.resolve
 t0 = time.perf_counter()
 a = analyze(sys.argv[1])
 t1 = time.perf_counter()
@@ -111,7 +111,7 @@ def _weightwatcher_python() -> str | None:
 
 
 def run(repeats: int = 3) -> dict[str, Any]:
-    from numerics.registry import fetch
+    from numerics.io.registry import fetch
 
     folder = str(fetch("minilm-l6"))
     _timed(SPECBOUND, folder)  # warm the derivation cache and the page cache

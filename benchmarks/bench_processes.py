@@ -26,7 +26,7 @@ LAYERS, HIDDEN, HEADS, FF = 4, 768, 12, 3072
 
 CHILD = r'''
 import hashlib, json, sys, time
-from numerics.checkpoint import open_checkpoint
+from numerics.io.checkpoint import open_checkpoint
 from numerics.spectra import analyze_spectra, auto_processes
 ckpt = open_checkpoint(sys.argv[1])
 processes = None if sys.argv[2] == "auto" else int(sys.argv[2])

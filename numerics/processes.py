@@ -8,7 +8,7 @@ runs ``svdvals``, but 98% while it runs a QR. The per-head work (QRs, small prod
 on threads and stays in the calling process.
 
 How: :class:`WholeMatrixPool` takes whole-matrix jobs, each with the
-:class:`numerics.checkpoint.MatrixSource` it was loaded from. A worker receives only the source
+:class:`numerics.io.checkpoint.MatrixSource` it was loaded from. A worker receives only the source
 (a path, a tensor name and offsets: a few hundred bytes), loads the matrix itself
 (memory-mapped from the page cache, widened and checked exactly as the calling process does)
 and sends back the :class:`numerics.spectra.MatrixStats`. Nothing large crosses between the
@@ -50,7 +50,7 @@ from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 if TYPE_CHECKING:
-    from numerics.checkpoint import MatrixSource
+    from numerics.io.checkpoint import MatrixSource
 
 __all__ = ["WholeMatrixPool", "available_cpus", "isolated_python_command", "package_home", "supported"]
 
@@ -193,7 +193,7 @@ def _serve(read_fd: int, write_fd: int) -> None:
 def _zygote(pairs: list[list[int]]) -> None:
     """First worker: import once, fork the others while single-threaded, then serve the first pair."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the caller's; it closes our pipes
-    import numerics.checkpoint  # noqa: F401  (imported here, once, for every forked worker)
+    import numerics.io.checkpoint  # noqa: F401  (imported here, once, for every forked worker)
     import numerics.spectra  # noqa: F401
 
     children = []

@@ -63,7 +63,7 @@ import scipy.linalg
 from numerics.errors import CheckpointError
 
 if TYPE_CHECKING:
-    from numerics.checkpoint import Checkpoint, LayerWeights, MatrixSource
+    from numerics.io.checkpoint import Checkpoint, LayerWeights, MatrixSource
 
 __all__ = [
     "DTYPE_EPS",
@@ -660,7 +660,7 @@ def analyze_spectra(
     :func:`layer_matrices`, layer by layer, whatever the executor.
 
     Args:
-      checkpoint: from :func:`numerics.checkpoint.open_checkpoint`.
+      checkpoint: from :func:`numerics.io.checkpoint.open_checkpoint`.
       executor: anything with ``submit(fn, *args, **kwargs) -> future`` whose futures have
         ``result()`` (``concurrent.futures`` executors, ``distributed.Client.get_executor()``).
         Default: a ``ThreadPoolExecutor(max_workers=os.cpu_count())``, created and shut down

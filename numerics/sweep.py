@@ -25,8 +25,8 @@ section 8) is that ``Phi_SA`` grows more slowly than ``Phi_Edelman`` in ``L`` an
 
 The paper evaluates this on the 24 BERT Miniatures (:data:`BERT_MINIATURES`, Turc et al. 2019),
 reachable only with ``huggingface_hub`` and network access (:func:`expand_grid`). Without the
-hub, the registry names ``minilm-l6`` and ``minilm-l3`` (:mod:`numerics.registry`; the latter
-an ONNX export converted by :mod:`numerics.onnx_convert`) give two real checkpoints at
+hub, the registry names ``minilm-l6`` and ``minilm-l3`` (:mod:`numerics.io.registry`; the latter
+an ONNX export converted by :mod:`numerics.io.onnx`) give two real checkpoints at
 ``N = 384``: a depth slope from two points, and no width slope.
 
 .. warning::
@@ -69,7 +69,7 @@ import numpy as np
 from numerics.analysis import ModelSettings, analyze
 from numerics.bounds import BoundSettings
 from numerics.errors import CheckpointError
-from numerics.sources import resolve_source
+from numerics.io.resolve import resolve_source
 
 __all__ = [
     "BERT_MINIATURES",

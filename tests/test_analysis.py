@@ -90,7 +90,7 @@ def test_phi_sa_against_a_naive_loop_over_the_grid(bert_folder, result):
     # The definition term by term, one scalar coefficient per (matrix, p), min over the common p:
     # phi_sa(p) = (sum_j (a_j(p) rho_j^p)^(1/(1+p)))^((1+p)/2).
     from numerics import lambdified
-    from numerics.checkpoint import open_checkpoint
+    from numerics.io.checkpoint import open_checkpoint
     from numerics.spectra import analyze_spectra
 
     terms, _ = build_terms(analyze_spectra(open_checkpoint(str(bert_folder))), num_layers=2, hidden_size=24, model=ModelSettings())

@@ -3,7 +3,7 @@
 Reference values come from (a) the ``safetensors`` library itself (``safe_open``,
 ``framework="numpy"``), (b) the bfloat16 bit layout (sign, 8 exponent bits, 7 mantissa bits:
 ``0x3F80 = 1.0``), and (c) the synthetic state dicts of ``tests/synthetic.py`` transposed *by
-hand in this file*, per architecture, independently of ``numerics.architectures``.
+hand in this file*, per architecture, independently of ``numerics.io.architectures``.
 No test here needs the network.
 """
 
@@ -24,12 +24,13 @@ import safetensors
 import safetensors.numpy
 
 import synthetic
-from numerics import checkpoint as checkpoint_module
-from numerics import registry, safetensors_io
-from numerics.architectures import ARCHITECTURES, match_architecture, skip_reason
-from numerics.checkpoint import Checkpoint, LayerWeights, open_checkpoint
+from numerics.io import checkpoint as checkpoint_module
+from numerics.io import registry
+from numerics.io import safetensors_reader
+from numerics.io.architectures import ARCHITECTURES, match_architecture, skip_reason
+from numerics.io.checkpoint import Checkpoint, LayerWeights, open_checkpoint
 from numerics.errors import CheckpointError, FetchError, OutputError, SchedulerError, SpecboundError
-from numerics.safetensors_io import TensorInfo, load_tensor, read_header
+from numerics.io.safetensors_reader import TensorInfo, load_tensor, read_header
 
 
 def assert_one_line(exc: BaseException, *parts: str) -> None:
@@ -169,7 +170,7 @@ def test_bad_file_is_one_line_checkpoint_error(tmp_path: Path, build, parts: lis
 
 def test_header_cap_is_enforced_before_reading(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = _good(tmp_path)
-    monkeypatch.setattr(safetensors_io, "MAX_HEADER_BYTES", 8)
+    monkeypatch.setattr(safetensors_reader, "MAX_HEADER_BYTES", 8)
     with pytest.raises(CheckpointError) as info:
         read_header(path)
     assert_one_line(info.value, str(path), "exceeds the cap of 8 bytes")
@@ -872,6 +873,6 @@ def test_default_progress_prints_to_stderr(capsys: pytest.CaptureFixture[str]) -
 def test_no_output_at_import() -> None:
     import subprocess
 
-    code = "import numerics.errors, numerics.safetensors_io, numerics.architectures, numerics.checkpoint, numerics.spectra, numerics.registry"
+    code = "import numerics.errors, numerics.io.safetensors_reader, numerics.io.architectures, numerics.io.checkpoint, numerics.spectra, numerics.io.registry"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout == "" and done.stderr == ""

@@ -184,7 +184,7 @@ def test_out_of_memory_names_file_and_tensor(tmp_path: Path) -> None:
 
 def _baseline_address_space() -> int:
     """Address space of a fresh interpreter that imported the analysis stack (bytes)."""
-    code = ("import numerics.cli, numerics.analysis, numerics.spectra, numerics.checkpoint, resource, sys; "
+    code = ("import numerics.cli, numerics.analysis, numerics.spectra, numerics.io.checkpoint, resource, sys; "
             "print(open('/proc/self/statm').read().split()[0])")
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
     pages = int(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True).stdout)

@@ -33,7 +33,7 @@ else:
 import synthetic
 from numerics.analysis import Analysis, analyze
 from numerics.bounds import BoundSettings
-from numerics.checkpoint import open_checkpoint
+from numerics.io.checkpoint import open_checkpoint
 from numerics.errors import SchedulerError
 from numerics.executors import DaskExecutor, make_executor
 from numerics.spectra import MatrixStats, analyze_spectra

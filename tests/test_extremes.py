@@ -472,7 +472,7 @@ def test_posthoc_matches_the_naive_search(seed: int, layers: int, zero_every: in
 def test_analyze_spectra_leading_k_option(tmp_path: Path) -> None:
     # Whole matrices larger than leading_k + 1 get leading-k statistics, recorded as such; their S_p
     # bound the exact ones (numerics.spectra.weight_stats on the same checkpoint); heads stay exact.
-    from numerics.checkpoint import open_checkpoint
+    from numerics.io.checkpoint import open_checkpoint
     from numerics.spectra import analyze_spectra
 
     ckpt = open_checkpoint(_bert(tmp_path))

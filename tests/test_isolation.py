@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from numerics import processes
-from numerics.checkpoint import open_checkpoint
+from numerics.io.checkpoint import open_checkpoint
 from numerics.spectra import weight_stats
 from tests import synthetic
 

@@ -243,9 +243,9 @@ def test_sweep_refuses_any_of_its_sources(tmp_path, ckpt_template, capsys):
 
 
 def test_demo_twice_in_the_same_folder(tmp_path, ckpt, capsys, monkeypatch):
-    import numerics.registry
+    import numerics.io.registry
 
-    monkeypatch.setattr(numerics.registry, "fetch", lambda *a, **k: ckpt)
+    monkeypatch.setattr(numerics.io.registry, "fetch", lambda *a, **k: ckpt)
     work = tmp_path / "cwd"
     work.mkdir()
     monkeypatch.chdir(work)
@@ -296,7 +296,7 @@ def test_modes_follow_the_umask(tmp_path, ckpt):
 
 BLOCKING = textwrap.dedent("""
     import sys, time
-    import numerics.registry, numerics.report, numerics.sweep_plots
+    import numerics.io.registry, numerics.report, numerics.sweep_plots
 
     def block(*args, **kwargs):  # stands for a slow write: the signal arrives in the middle of it
         print("WRITING", flush=True)
@@ -305,7 +305,7 @@ BLOCKING = textwrap.dedent("""
     numerics.report.summary_markdown = block
     numerics.sweep_plots.plot_sweep = block
     CKPT = sys.argv.pop(1)
-    numerics.registry.fetch = lambda *args, **kwargs: CKPT
+    numerics.io.registry.fetch = lambda *args, **kwargs: CKPT
     from numerics.cli import main
     sys.exit(main(sys.argv[1:]))
 """)

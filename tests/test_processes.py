@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from numerics import processes
-from numerics.checkpoint import open_checkpoint
+from numerics.io.checkpoint import open_checkpoint
 from numerics.errors import CheckpointError
 from numerics.spectra import analyze_spectra, auto_processes, weight_stats, whole_matrix_work
 from tests import synthetic
@@ -199,7 +199,7 @@ def test_nan_in_a_feedforward_matrix_is_found_by_the_worker(tmp_path, spy):
 
 
 def test_the_calling_process_loads_only_the_attention_matrices(tmp_path, spy, monkeypatch):
-    import numerics.checkpoint as checkpoint_module
+    import numerics.io.checkpoint as checkpoint_module
 
     loaded = []
     original = checkpoint_module.load_tensor
@@ -245,7 +245,7 @@ def test_a_script_without_main_guard_runs_once(tmp_path):
     folder = synthetic.write_checkpoint(tmp_path / "ck", synthetic.bert_state(layers=2), synthetic.bert_config(layers=2))
     script = tmp_path / "unguarded.py"
     script.write_text(textwrap.dedent(f"""
-        from numerics.checkpoint import open_checkpoint
+        from numerics.io.checkpoint import open_checkpoint
         from numerics.spectra import analyze_spectra
         print("MARKER", flush=True)
         stats = analyze_spectra(open_checkpoint({str(folder)!r}), processes=2)

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 import synthetic
 from numerics import spectra
-from numerics.checkpoint import open_checkpoint
+from numerics.io.checkpoint import open_checkpoint
 from numerics.errors import FetchError
 from numerics.spectra import (
     DTYPE_EPS,
@@ -418,6 +418,6 @@ def test_c6_on_minilm_l6() -> None:
 
 
 def _fetch_minilm():
-    from numerics import registry
+    from numerics.io import registry
 
     return registry.fetch("minilm-l6", progress=None)

@@ -121,7 +121,7 @@ def test_results_do_not_depend_on_the_executor(folders: list[str], serial: Sweep
 
 
 def test_registry_names_are_fetched(folders: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    import numerics.registry
+    import numerics.io.registry
 
     asked: list[str] = []
 
@@ -129,7 +129,7 @@ def test_registry_names_are_fetched(folders: list[str], monkeypatch: pytest.Monk
         asked.append(name)
         return Path(folders[0])
 
-    monkeypatch.setattr(numerics.registry, "fetch", fake_fetch)
+    monkeypatch.setattr(numerics.io.registry, "fetch", fake_fetch)
     result = sweep(["minilm-l6"], settings=FAST)
     assert asked == ["minilm-l6"]
     assert result.rows[0].source == "minilm-l6" and result.rows[0].path == folders[0]

