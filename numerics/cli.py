@@ -184,11 +184,11 @@ def _run_analysis(source: str, args: argparse.Namespace) -> Any:
 
 def _emit(analysis: Any, args: argparse.Namespace) -> None:
     from numerics import report
-    from numerics._util import outputs
+    from numerics.io import resolve
 
     if args.out is not None:
         report.write_report(analysis, args.out, plots=not args.no_plots, force=args.force,
-                            protect=outputs.source_paths(args.source))
+                            protect=resolve.source_paths(args.source))
     if args.format == "json":
         print(json.dumps(analysis.to_json(), indent=2))
     elif args.format == "csv":
@@ -201,9 +201,10 @@ def _emit(analysis: Any, args: argparse.Namespace) -> None:
 
 def _cmd_analyze(args: argparse.Namespace) -> int:
     from numerics._util import outputs
+    from numerics.io import resolve
 
     if args.out is not None:  # refuse a destination before the long analysis, not after
-        outputs.check_output_folder(args.out, force=args.force, protect=outputs.source_paths(args.source))
+        outputs.check_output_folder(args.out, force=args.force, protect=resolve.source_paths(args.source))
     analysis = _run_analysis(args.source, args)
     _emit(analysis, args)
     return 0
@@ -228,10 +229,11 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
     from numerics import report
     from numerics._util import outputs
+    from numerics.io import resolve
     from numerics.io.registry import fetch
 
     out = Path(args.out) if args.out is not None else Path("specbound-report")
-    protect = outputs.source_paths("minilm-l6")
+    protect = resolve.source_paths("minilm-l6")
     outputs.check_output_folder(out, force=args.force, protect=protect)
     folder = fetch("minilm-l6")
     analysis = _run_analysis(str(folder), args)
@@ -254,8 +256,9 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     protect: list[Any] = []
     if args.out is not None:  # refuse a destination before the sweep, not after
         from numerics._util import outputs
+        from numerics.io import resolve
 
-        protect = [p for source in sources for p in outputs.source_paths(source)]
+        protect = [p for source in sources for p in resolve.source_paths(source)]
         outputs.check_output_folder(args.out, force=args.force, protect=protect)
     with _executor(args) as executor:
         result = sw.sweep(sources, settings=settings, model=model, executor=executor, progress=_Progress("checkpoints"))

@@ -21,7 +21,7 @@ guard would run twice), and ``fork`` is unsafe in a process with threads. Instea
 interpreter is started (``sys.executable``, with one BLAS thread), imports numpy, scipy and
 this package once, and forks the other workers from itself while it is still
 single-threaded (on Linux; on other POSIX systems each worker is its own interpreter). That
-interpreter runs isolated (:func:`isolated_python_command`): it imports nothing from the
+interpreter runs isolated (:func:`numerics._util.subprocesses.isolated_python_command`): it imports nothing from the
 folder the user stands in nor from ``PYTHONPATH``, only this package and the installed ones.
 Parent and workers talk over pipes (length-prefixed pickles). POSIX only; elsewhere
 :func:`supported` is false and everything runs on threads.
@@ -49,10 +49,12 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, BinaryIO
 
+from numerics._util.subprocesses import isolated_python_command
+
 if TYPE_CHECKING:
     from numerics.io.checkpoint import MatrixSource
 
-__all__ = ["WholeMatrixPool", "available_cpus", "isolated_python_command", "package_home", "supported"]
+__all__ = ["WholeMatrixPool", "available_cpus", "supported"]
 
 _Job = tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]
 _Item = tuple[Future[Any], _Job, "MatrixSource"]
@@ -71,8 +73,6 @@ _HEADER = struct.Struct("<Q")
 #: What the first worker runs (after :func:`isolated_python_command`'s prologue).
 _BOOTSTRAP = "import json, sys; from numerics.processes import _zygote; _zygote(json.loads(sys.argv[1]))"
 
-#: Put first on an isolated interpreter's path: the folder holding this ``numerics`` package.
-_PROLOGUE = "import sys; _home = sys.argv.pop(1); _home in sys.path or sys.path.insert(0, _home); del _home\n"
 
 
 def available_cpus() -> int:
@@ -81,36 +81,6 @@ def available_cpus() -> int:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         return os.cpu_count() or 1
-
-
-def package_home() -> str:
-    """The folder that holds this ``numerics`` package (its parent), from this module's own file.
-
-    For an installed package that is its ``site-packages``; for an editable install or a
-    checkout, the project's root.
-    """
-    return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def isolated_python_command(code: str, *args: str) -> list[str]:
-    """A command line that runs ``code`` in a fresh interpreter importing nothing from where the user stands.
-
-    The interpreter is :data:`sys.executable` in isolated mode (``-I``): neither the current
-    folder nor ``PYTHONPATH`` (nor any other ``PYTHON*`` variable) nor the user's
-    site-packages are on its path, so a ``json.py`` or ``numpy.py`` lying in the folder where
-    specbound runs is never imported. Only :func:`package_home` is added (first, unless the
-    interpreter has it already), so that ``import numerics`` finds this same package; never the
-    caller's ``sys.path``, which holds the current folder under ``python -m`` or a script.
-
-    Args:
-      code: Python source run as with ``python -c`` (it must not rely on the current folder).
-      args: its ``sys.argv[1:]``.
-
-    Example::
-
-      subprocess.run(isolated_python_command("import sys; print(sys.argv[1:])", "a", "b"))
-    """
-    return [sys.executable, "-I", "-c", _PROLOGUE + code, package_home(), *args]
 
 
 def supported() -> bool:

@@ -69,6 +69,7 @@ import numpy as np
 from numerics.analysis import ModelSettings, analyze
 from numerics.bounds import BoundSettings
 from numerics.errors import CheckpointError
+from numerics.io import hub
 from numerics.io.resolve import resolve_source
 
 __all__ = [
@@ -102,8 +103,6 @@ PROXIES: tuple[Proxy, ...] = ("phi_sa", "phi_edelman")
 AXES: tuple[Axis, ...] = ("L", "N")
 BOUNDS: tuple[str, ...] = ("spectrum_adaptive", "edelman2022", "bartlett2017")
 
-_NO_HUB = "the HuggingFace hub is not reachable from here"
-_INSTEAD = "pass local folders or registry names (minilm-l6, minilm-l3)"
 
 
 # --------------------------------------------------------------------------- rows
@@ -545,19 +544,6 @@ def evaluate_c8(result: SweepResult) -> dict[str, Any]:
 # --------------------------------------------------------------------------- the hub
 
 
-def _env_true(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() in {"1", "true", "yes", "on"}
-
-
-def _cached_on_hub(hub: Any, repo_id: str) -> bool:
-    """Whether ``repo_id``'s ``config.json`` is in the local HuggingFace cache."""
-    try:
-        found = hub.try_to_load_from_cache(repo_id, "config.json")
-    except Exception:  # an old huggingface_hub, an unreadable cache
-        return False
-    return isinstance(found, (str, os.PathLike))
-
-
 def expand_grid(name: str, *, offline_ok: bool = True, timeout: float = 3.0) -> tuple[str, ...]:
     """The checkpoint ids of a named grid, if they can be fetched from here.
 
@@ -582,29 +568,7 @@ def expand_grid(name: str, *, offline_ok: bool = True, timeout: float = 3.0) -> 
         raise ValueError(f"name={name!r} must be one of {sorted(GRIDS)}")
     if not (isinstance(timeout, (int, float)) and timeout > 0 and math.isfinite(timeout)):
         raise ValueError(f"timeout={timeout!r} must be a positive number of seconds")
-    ids = GRIDS[name]
-    try:
-        import huggingface_hub as hub
-    except ImportError:
-        raise CheckpointError(name, f"{_NO_HUB} (huggingface_hub is not installed: pip install 'specbound[hub]'); "
-                                    f"{_INSTEAD}") from None
-
-    def cached_or_fail(why: str) -> tuple[str, ...]:
-        if offline_ok:
-            cached = tuple(r for r in ids if _cached_on_hub(hub, r))
-            if cached:
-                return cached
-            why += f" and none of the {len(ids)} repositories is in the local cache"
-        raise CheckpointError(name, f"{_NO_HUB} ({why}); {_INSTEAD}")
-
-    if _env_true("HF_HUB_OFFLINE"):
-        return cached_or_fail("HF_HUB_OFFLINE=1")
-    try:
-        hub.model_info(ids[0], timeout=timeout)
-    except Exception as exc:  # offline, DNS, proxy, HTTP errors: all mean "not from here"
-        first = next((line for line in str(exc).splitlines() if line.strip()), "")
-        return cached_or_fail(f"{type(exc).__name__}: {first}" if first else type(exc).__name__)
-    return ids
+    return hub.available(GRIDS[name], label=name, offline_ok=offline_ok, timeout=timeout)
 
 
 # --------------------------------------------------------------------------- JSON

@@ -25,6 +25,7 @@ import safetensors.numpy
 
 import synthetic
 from numerics.io import checkpoint as checkpoint_module
+from numerics._util import cache
 from numerics.io import registry
 from numerics.io import safetensors_reader
 from numerics.io.architectures import ARCHITECTURES, match_architecture, skip_reason
@@ -660,12 +661,12 @@ def test_registry_entries() -> None:
 def test_cache_root_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SPECBOUND_CACHE", str(tmp_path / "a"))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "b"))
-    assert registry.cache_root() == tmp_path / "a"
+    assert cache.cache_root() == tmp_path / "a"
     monkeypatch.delenv("SPECBOUND_CACHE")
-    assert registry.cache_root() == tmp_path / "b" / "specbound"
+    assert cache.cache_root() == tmp_path / "b" / "specbound"
     monkeypatch.delenv("XDG_CACHE_HOME")
     monkeypatch.setenv("HOME", str(tmp_path / "h"))
-    assert registry.cache_root() == tmp_path / "h" / ".cache" / "specbound"
+    assert cache.cache_root() == tmp_path / "h" / ".cache" / "specbound"
 
 
 class FakePip:
@@ -855,13 +856,13 @@ def test_an_existing_cache_folder_keeps_its_permissions(tmp_path: Path, monkeypa
 
 def test_make_private_dirs(tmp_path: Path, umask_022: None) -> None:
     (tmp_path / "mine").mkdir(mode=0o755)
-    made = registry.make_private_dirs(tmp_path / "mine" / "a" / "b")
+    made = cache.make_private_dirs(tmp_path / "mine" / "a" / "b")
     assert made == tmp_path / "mine" / "a" / "b"
     assert [oct(_mode(p)) for p in (tmp_path / "mine", tmp_path / "mine" / "a", made)] == ["0o755", "0o700", "0o700"]
-    assert registry.make_private_dirs(made) == made  # exists: nothing to do
+    assert cache.make_private_dirs(made) == made  # exists: nothing to do
     (tmp_path / "file").write_text("")
     with pytest.raises(OSError):
-        registry.make_private_dirs(tmp_path / "file" / "sub")
+        cache.make_private_dirs(tmp_path / "file" / "sub")
 
 
 def test_default_progress_prints_to_stderr(capsys: pytest.CaptureFixture[str]) -> None:

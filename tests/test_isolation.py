@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from numerics import processes
+from numerics._util import subprocesses
 from numerics.io.checkpoint import open_checkpoint
 from numerics.spectra import weight_stats
 from tests import synthetic
@@ -119,13 +120,13 @@ def test_isolated_python_sees_only_the_package_folder(tmp_path, monkeypatch):
     monkeypatch.setenv("PYTHONPATH", str(decoys))
     monkeypatch.syspath_prepend(str(decoys))
     code = "import sys, numerics; print(numerics.__file__); print(repr(sys.path))"
-    done = subprocess.run(processes.isolated_python_command(code), capture_output=True, text=True, timeout=120)
+    done = subprocess.run(subprocesses.isolated_python_command(code), capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     file_line, path_line = done.stdout.splitlines()
     path = ast.literal_eval(path_line)
     assert "" not in path and str(decoys) not in path and os.getcwd() not in path
     assert Path(file_line).resolve() == Path(processes.__file__).resolve().with_name("__init__.py")
-    assert processes.package_home() in path
+    assert subprocesses.package_home() in path
     assert sorted(p.name for p in markers.iterdir()) == []
 
 

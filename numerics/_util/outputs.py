@@ -48,7 +48,6 @@ __all__ = [
     "save_figure",
     "check_editable_file",
     "edit_text_file",
-    "source_paths",
 ]
 
 #: The file at the top of every folder specbound writes; lists the files it wrote.
@@ -394,18 +393,3 @@ def edit_text_file(path: PathLike, edit: Callable[[str], str]) -> bool:
             raise OutputError(where, "was replaced by something else while specbound prepared its edit")
         os.replace(tmp, where)
     return True
-
-
-def source_paths(source: PathLike) -> tuple[Path, ...]:
-    """What analysing ``source`` reads, as far as it is known before opening it: the path itself
-    (if it exists), the cache folder of a registry name, and the cache (which also holds ONNX
-    conversions). Meant for ``protect=``; nothing is fetched or converted."""
-    from numerics.io.registry import REGISTRY, cache_root
-
-    text = os.fspath(source)
-    found = [Path(text)] if os.path.lexists(text) else []
-    if not found and text in REGISTRY:
-        entry = REGISTRY[text]
-        found.append(cache_root() / f"{entry.name}-{entry.version}")
-    found.append(cache_root())
-    return tuple(found)

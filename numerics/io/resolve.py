@@ -1,6 +1,7 @@
 """Where a checkpoint comes from: local paths, ONNX exports, registry names, hub ids.
 
-One resolver serves ``specbound analyze``, ``sweep`` and ``demo``.
+One resolver serves ``specbound analyze``, ``sweep`` and ``demo``; :func:`source_paths` says
+what resolving a source reads, so that no output replaces it.
 """
 
 from __future__ import annotations
@@ -8,7 +9,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["resolve_source"]
+from numerics._util.cache import cache_root
+from numerics.errors import CheckpointError
+from numerics.io import registry
+from numerics.io.onnx import open_onnx
+
+__all__ = ["resolve_source", "source_paths"]
 
 
 def resolve_source(source: str | os.PathLike[str]) -> str:
@@ -25,29 +31,32 @@ def resolve_source(source: str | os.PathLike[str]) -> str:
     try:
         path.exists()
     except OSError as exc:  # e.g. a name longer than the file system allows
-        from numerics.errors import CheckpointError
-
         raise CheckpointError(text, f"cannot be used as a path ({exc.strerror or exc})") from None
     if path.is_file() and path.suffix.lower() == ".onnx":
-        from numerics.io.onnx import open_onnx
-
         return os.fspath(open_onnx(path))
     if path.is_dir():
         if not any(path.glob("*.safetensors")) and not (path / "model.safetensors.index.json").is_file() \
                 and any(path.glob("*.onnx")):
-            from numerics.io.onnx import open_onnx
-
             return os.fspath(open_onnx(path))
         return text
     if path.exists():
         return text
-    from numerics.io.registry import REGISTRY, fetch
-
-    if text in REGISTRY:
-        folder = fetch(text, progress=None)
-        if REGISTRY[text].format == "onnx":
-            from numerics.io.onnx import open_onnx
-
+    if text in registry.REGISTRY:
+        folder = registry.fetch(text, progress=None)
+        if registry.REGISTRY[text].format == "onnx":
             return os.fspath(open_onnx(folder))
         return os.fspath(folder)
     return text
+
+
+def source_paths(source: str | os.PathLike[str]) -> tuple[Path, ...]:
+    """What analysing ``source`` reads, as far as it is known before opening it: the path itself
+    (if it exists), the cache folder of a registry name, and the cache (which also holds ONNX
+    conversions). Meant for ``protect=``; nothing is fetched or converted."""
+    text = os.fspath(source)
+    found = [Path(text)] if os.path.lexists(text) else []
+    if not found and text in registry.REGISTRY:
+        entry = registry.REGISTRY[text]
+        found.append(cache_root() / f"{entry.name}-{entry.version}")
+    found.append(cache_root())
+    return tuple(found)
