@@ -58,7 +58,7 @@ ti = time.perf_counter()
 from numerics.analysis import analyze
 from numerics.io.checkpoint import open_checkpoint
 from numerics.spectra import analyze_spectra
-import numerics.processes, numerics.io.resolve
+import numerics.parallel.workers, numerics.io.resolve
 t0 = time.perf_counter()
 a = analyze(sys.argv[1])
 t1 = time.perf_counter()

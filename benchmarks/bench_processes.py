@@ -3,7 +3,7 @@
 Writes a synthetic checkpoint with BERT-base's layer shape (``N = 768``, 12 heads,
 ``F = 3072``, 4 layers, float32, about 110 MB) into a temporary folder, then times
 ``analyze_spectra`` in fresh processes with ``processes=0`` (threads only) and with the
-automatic worker processes (:mod:`numerics.processes`), ``repeats`` times each, alternating, and
+automatic worker processes (:mod:`numerics.parallel.workers`), ``repeats`` times each, alternating, and
 reports the medians, their ratio, and whether the statistics were bit-identical. The folder
 is deleted afterwards.
 

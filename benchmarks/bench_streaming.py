@@ -80,9 +80,9 @@ def counting_load(*args, **kwargs):
     return out
 checkpoint_module.load_tensor = counting_load
 
-# Worker processes (numerics.processes) hold matrices too: read their high-water marks just
+# Worker processes (numerics.parallel.workers) hold matrices too: read their high-water marks just
 # before the pool stops them.
-import numerics.processes as processes_module
+import numerics.parallel.workers as processes_module
 workers = {"peaks": [], "pids": 0}
 original_close = processes_module.WholeMatrixPool.close
 def reading_close(self, **kwargs):

@@ -167,7 +167,7 @@ def _settings(args: argparse.Namespace) -> tuple[Any, Any]:
 
 def _executor(args: argparse.Namespace) -> Any:
     """``make_executor`` for ``--scheduler`` / ``--workers`` (a context manager yielding None by default)."""
-    from numerics.executors import make_executor
+    from numerics.parallel.executors import make_executor
 
     return make_executor(scheduler=getattr(args, "scheduler", None), workers=getattr(args, "workers", None))
 

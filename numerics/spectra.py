@@ -470,7 +470,7 @@ def _layer_jobs(
 
     With ``from_sources`` the whole-matrix jobs carry ``None`` instead of the matrix (and the
     layer may have been loaded with ``feedforward=False``): they must be run through
-    :func:`numerics.processes.stats_from_source`, which loads the matrix from its source.
+    :func:`numerics.parallel.workers.stats_from_source`, which loads the matrix from its source.
     """
     _check_heads(layer, num_heads, num_kv_heads, head_dim)
     eps = DTYPE_EPS[layer.dtype] if dtype_eps is None else dtype_eps
@@ -665,7 +665,7 @@ def analyze_spectra(
         ``result()`` (``concurrent.futures`` executors, ``distributed.Client.get_executor()``).
         Default: a ``ThreadPoolExecutor(max_workers=os.cpu_count())``, created and shut down
         here (LAPACK releases the GIL). A given executor is not shut down.
-        :func:`numerics.executors.make_executor` builds one for a dask cluster
+        :func:`numerics.parallel.executors.make_executor` builds one for a dask cluster
         (``scheduler="tcp://..."``) or a thread pool of a given size; every task is a
         module-level function of arrays, so it pickles, and results are bit-identical.
       progress: called as ``progress(done, total, name)`` from the calling thread after each
@@ -683,7 +683,7 @@ def analyze_spectra(
         products are always exact (their ``d_h x d_h`` cores are small). ``None``: every
         matrix exact.
       processes: worker processes for the whole-matrix SVDs
-        (:class:`numerics.processes.WholeMatrixPool`: each worker reads its matrices from the
+        (:class:`numerics.parallel.workers.WholeMatrixPool`: each worker reads its matrices from the
         checkpoint file itself; results bit-identical to the in-process ones). ``None``
         (default): without an ``executor``, one per CPU when the whole matrices are large
         enough to repay the pool's start (about 0.3 s; :func:`auto_processes`), else none;
@@ -707,7 +707,7 @@ def analyze_spectra(
     pool: Any = ThreadPoolExecutor(max_workers=os.cpu_count() or 1) if own else executor
     if own and processes is None:
         processes = auto_processes(checkpoint, leading_k=leading_k)
-    from numerics.processes import WholeMatrixPool
+    from numerics.parallel.workers import WholeMatrixPool
 
     whole_pool = WholeMatrixPool(processes) if processes else None
     results: list[MatrixStats] = []
@@ -800,7 +800,7 @@ def auto_processes(checkpoint: Checkpoint, *, leading_k: int | None = None) -> i
 
     0 on a single CPU, or when :func:`whole_matrix_work` is below :data:`PROCESS_THRESHOLD`.
     """
-    from numerics.processes import available_cpus
+    from numerics.parallel.workers import available_cpus
 
     cpus = available_cpus()
     if cpus < 2 or whole_matrix_work(checkpoint, leading_k=leading_k) < PROCESS_THRESHOLD:

@@ -35,7 +35,7 @@ from numerics.analysis import Analysis, analyze
 from numerics.bounds import BoundSettings
 from numerics.io.checkpoint import open_checkpoint
 from numerics.errors import SchedulerError
-from numerics.executors import DaskExecutor, make_executor
+from numerics.parallel.executors import DaskExecutor, make_executor
 from numerics.spectra import MatrixStats, analyze_spectra
 
 FAST = BoundSettings(p_grid=(0.0, 0.5, 1.0, 1.5, 2.0), grid_points=48)

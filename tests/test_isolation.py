@@ -1,7 +1,7 @@
 """specbound runs no code from where the user stands, nor from its cache.
 
 - The interpreters specbound starts (the whole-matrix SVD workers of
-  :mod:`numerics.processes`) must not import from the current folder, from ``PYTHONPATH``
+  :mod:`numerics.parallel.workers`) must not import from the current folder, from ``PYTHONPATH``
   or from whatever the caller had on ``sys.path``: the modules planted below write a marker
   file when imported, and no marker may appear.
 - Nothing read from the cache folder is executed: the numeric forms ship as generated
@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from numerics import processes
+from numerics.parallel import workers
+import numerics
 from numerics._util import subprocesses
 from numerics.io.checkpoint import open_checkpoint
 from numerics.spectra import weight_stats
@@ -78,7 +79,7 @@ def test_workers_import_nothing_from_the_callers_folder_path_or_pythonpath(tmp_p
     monkeypatch.setenv("PYTHONPATH", str(decoys))
     monkeypatch.syspath_prepend(str(decoys))
     monkeypatch.syspath_prepend("")
-    with processes.WholeMatrixPool(2, local_until_ready=False) as pool:
+    with workers.WholeMatrixPool(2, local_until_ready=False) as pool:
         results = [f.result(timeout=120) for f in [pool.submit(job, source) for job, source, _ in jobs]]
     assert sorted(p.name for p in markers.iterdir()) == []
     assert pool.error is None and pool.ran_remotely == len(jobs)
@@ -125,7 +126,7 @@ def test_isolated_python_sees_only_the_package_folder(tmp_path, monkeypatch):
     file_line, path_line = done.stdout.splitlines()
     path = ast.literal_eval(path_line)
     assert "" not in path and str(decoys) not in path and os.getcwd() not in path
-    assert Path(file_line).resolve() == Path(processes.__file__).resolve().with_name("__init__.py")
+    assert Path(file_line).resolve() == Path(numerics.__file__).resolve()
     assert subprocesses.package_home() in path
     assert sorted(p.name for p in markers.iterdir()) == []
 

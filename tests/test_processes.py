@@ -17,13 +17,13 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from numerics import processes
+from numerics.parallel import workers
 from numerics.io.checkpoint import open_checkpoint
 from numerics.errors import CheckpointError
 from numerics.spectra import analyze_spectra, auto_processes, weight_stats, whole_matrix_work
 from tests import synthetic
 
-pytestmark = pytest.mark.skipif(not processes.supported(), reason="worker processes need POSIX fork")
+pytestmark = pytest.mark.skipif(not workers.supported(), reason="worker processes need POSIX fork")
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -47,12 +47,12 @@ def spy(monkeypatch):
     """Every WholeMatrixPool that analyze_spectra creates, to see who ran the jobs."""
     made = []
 
-    class Spy(processes.WholeMatrixPool):
+    class Spy(workers.WholeMatrixPool):
         def __init__(self, n):
             super().__init__(n, local_until_ready=False)  # tiny test models: else the local thread is done first
             made.append(self)
 
-    monkeypatch.setattr(processes, "WholeMatrixPool", Spy)
+    monkeypatch.setattr(workers, "WholeMatrixPool", Spy)
     return made
 
 
@@ -79,7 +79,7 @@ def test_workers_give_bit_identical_statistics(tmp_path, spy, case):
 
 def test_one_interpreter_per_worker_where_forking_is_not_used(tmp_path, spy, monkeypatch):
     # the macOS path (each worker its own interpreter), run here by switching off the fork
-    monkeypatch.setattr(processes, "FORK_WORKERS", False)
+    monkeypatch.setattr(workers, "FORK_WORKERS", False)
     make, config, opts = CASES["gpt2-conv1d-fused"]
     ckpt = open_checkpoint(synthetic.write_checkpoint(tmp_path, make(), config, **opts))
     assert _same(analyze_spectra(ckpt, processes=0), analyze_spectra(ckpt, processes=2))
@@ -117,7 +117,7 @@ def _jobs(ckpt):
 
 def test_a_killed_worker_loses_no_job(tmp_path):
     jobs = _jobs(_bert_file(tmp_path)) * 8
-    pool = processes.WholeMatrixPool(2)
+    pool = workers.WholeMatrixPool(2)
     try:
         _wait_for_workers(pool, 1)
         assert pool._worker_pids, pool.error
@@ -131,18 +131,18 @@ def test_a_killed_worker_loses_no_job(tmp_path):
 
 
 def test_without_workers_everything_runs_in_process(tmp_path, monkeypatch):
-    monkeypatch.setattr(processes, "supported", lambda: False)
+    monkeypatch.setattr(workers, "supported", lambda: False)
     jobs = _jobs(_bert_file(tmp_path, layers=1))
-    with processes.WholeMatrixPool(2) as pool:
+    with workers.WholeMatrixPool(2) as pool:
         results = [f.result(timeout=60) for f in [pool.submit(job, source) for job, source, _ in jobs]]
     assert _same(results, [want for _, _, want in jobs])
     assert pool.ran_locally == len(jobs) and pool.ran_remotely == 0 and "could not start" in pool.error
 
 
 def test_a_worker_that_cannot_start_is_reported_and_replaced_by_the_local_thread(tmp_path, monkeypatch):
-    monkeypatch.setattr(processes, "_BOOTSTRAP", "raise SystemExit('no numerics here')")
+    monkeypatch.setattr(workers, "_BOOTSTRAP", "raise SystemExit('no numerics here')")
     jobs = _jobs(_bert_file(tmp_path, layers=1))
-    with processes.WholeMatrixPool(2) as pool:
+    with workers.WholeMatrixPool(2) as pool:
         results = [f.result(timeout=60) for f in [pool.submit(job, source) for job, source, _ in jobs]]
     assert _same(results, [want for _, _, want in jobs])
     assert pool.ran_remotely == 0 and "no numerics here" in pool.error
@@ -151,7 +151,7 @@ def test_a_worker_that_cannot_start_is_reported_and_replaced_by_the_local_thread
 def test_an_error_in_a_worker_reaches_the_caller(tmp_path):
     (job, source, _), *_ = _jobs(_bert_file(tmp_path, layers=1))
     fn, args, _ = job
-    with processes.WholeMatrixPool(1) as pool:
+    with workers.WholeMatrixPool(1) as pool:
         _wait_for_workers(pool, 1)
         future = pool.submit((fn, args, {"kind": "bogus", "layer": 0}), source)
         with pytest.raises(ValueError, match="kind='bogus' must be one of"):
@@ -162,7 +162,7 @@ def test_an_error_in_a_worker_reaches_the_caller(tmp_path):
 def test_a_job_that_cannot_be_sent_fails_alone(tmp_path):
     jobs = _jobs(_bert_file(tmp_path, layers=1))
     (fn, args, kwargs), source, _ = jobs[0]
-    with processes.WholeMatrixPool(1, local_until_ready=False) as pool:
+    with workers.WholeMatrixPool(1, local_until_ready=False) as pool:
         bad = pool.submit((lambda name, w, **kw: fn(name, w, **kw), args, kwargs), source)  # lambdas do not pickle
         good = [pool.submit(job, src) for job, src, _ in jobs]
         with pytest.raises(TypeError, match="cannot be sent to a worker process"):
@@ -176,7 +176,7 @@ def test_a_file_changed_under_the_workers_is_a_checkpoint_error(tmp_path):
     (job, source, _), *_ = _jobs(ckpt)
     with open(source.path, "r+b") as fh:
         fh.truncate(source.info.data_start + source.info.begin + 4)
-    with processes.WholeMatrixPool(1) as pool:
+    with workers.WholeMatrixPool(1) as pool:
         _wait_for_workers(pool, 1)
         with pytest.raises(CheckpointError, match="is truncated") as info:
             pool.submit(job, source).result(timeout=60)
@@ -213,7 +213,7 @@ def test_the_calling_process_loads_only_the_attention_matrices(tmp_path, spy, mo
 
 def test_cancel_drops_queued_jobs_and_stops_the_workers(tmp_path):
     jobs = _jobs(_bert_file(tmp_path, hidden=192, ff=384)) * 50  # 600 SVDs of 192 x 192: seconds of work
-    pool = processes.WholeMatrixPool(2)
+    pool = workers.WholeMatrixPool(2)
     futures = [pool.submit(job, source) for job, source, _ in jobs]
     _wait_for_workers(pool, 2)
     pids = list(pool._worker_pids)
@@ -286,7 +286,7 @@ def _worker_processes() -> list[int]:
                 cmdline = (entry / "cmdline").read_bytes()
             except OSError:
                 continue
-            if b"numerics.processes import _zygote" in cmdline:
+            if b"numerics.parallel.workers import _zygote" in cmdline:
                 found.append(int(entry.name))
     return found
 
@@ -303,10 +303,10 @@ def test_auto_processes_needs_two_cpus_and_enough_work(monkeypatch):
     # sum of a*b*min(a,b): 4 attention matrices 384^3 and 2 FF matrices 384^2*1536, per layer
     assert whole_matrix_work(minilm) == 6 * (4 * 384**3 + 2 * 384**2 * 1536)
     assert whole_matrix_work(minilm, leading_k=9) == 6 * (4 * 384**2 * 10 + 2 * 384 * 1536 * 10)
-    monkeypatch.setattr(processes, "available_cpus", lambda: 2)
+    monkeypatch.setattr(workers, "available_cpus", lambda: 2)
     assert auto_processes(minilm) == 2 and auto_processes(small) == 0
     assert auto_processes(minilm, leading_k=9) == 0
-    monkeypatch.setattr(processes, "available_cpus", lambda: 1)
+    monkeypatch.setattr(workers, "available_cpus", lambda: 1)
     assert auto_processes(minilm) == 0
 
 
@@ -316,4 +316,4 @@ def test_processes_argument_is_checked(tmp_path):
         with pytest.raises(ValueError, match="processes="):
             analyze_spectra(ckpt, processes=bad)
     with pytest.raises(ValueError, match="processes="):
-        processes.WholeMatrixPool(0)
+        workers.WholeMatrixPool(0)

@@ -19,7 +19,7 @@ Why threads for ``workers=N``: the tasks an executor runs here are the per-head 
 (QR factorisations and small SVDs, which scale on threads) and, unless worker processes take
 them, the whole-matrix SVDs. Whole-matrix SVDs keep the GIL for most of their run, so on
 threads they run one after another; ``analyze_spectra`` therefore sends them to its own
-worker processes (:mod:`numerics.processes`), which read the matrices from the checkpoint
+worker processes (:mod:`numerics.parallel.workers`), which read the matrices from the checkpoint
 file instead of receiving them, by default when no executor is given and the model is large
 enough, or with ``processes=N`` alongside any executor. A ``concurrent.futures`` process
 pool as the executor would instead pickle every matrix to its workers and re-run the

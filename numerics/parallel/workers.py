@@ -71,7 +71,7 @@ _DEPTH = 2
 _HEADER = struct.Struct("<Q")
 
 #: What the first worker runs (after :func:`isolated_python_command`'s prologue).
-_BOOTSTRAP = "import json, sys; from numerics.processes import _zygote; _zygote(json.loads(sys.argv[1]))"
+_BOOTSTRAP = "import json, sys; from numerics.parallel.workers import _zygote; _zygote(json.loads(sys.argv[1]))"
 
 
 
