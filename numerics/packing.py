@@ -46,11 +46,12 @@ References:
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
+
+from numerics._util import blas
 
 __all__ = [
     "Metric",
@@ -71,23 +72,6 @@ Metric = Literal["rowmax_l2", "max_abs"]
 Floats = Sequence[float] | np.ndarray  # a grid of scales: list, tuple or 1-D array
 _METRICS = ("rowmax_l2", "max_abs")
 _DEFAULT_BLOCK_BYTES = 8 * 2**20  # keeps a row block's GEMM output near the L2/L3 caches
-
-
-def _blas_scope(single_thread_blas: bool) -> Any:
-    """One BLAS thread inside the block when asked (scoped and restoring).
-
-    The kernels issue many small GEMMs (``chunk x centres`` with inner size ``d + 2``).
-    Measured on the project's shared 2-core machines (4096 x 512 x 64 points, 744
-    centres): 2.9 s with one BLAS thread, 2.7 s with OpenBLAS's two threads on an idle
-    machine, and 16 to 78 s with two threads while another process kept both cores busy
-    (spinning BLAS threads). One thread is the default for that reason. Uses the
-    project's scoped limiter from :mod:`numerics.spectra`.
-    """
-    if not single_thread_blas:
-        return contextlib.nullcontext()
-    from numerics.spectra import single_threaded_blas
-
-    return single_threaded_blas()
 
 
 def _check_metric(metric: object) -> None:
@@ -281,7 +265,7 @@ def pairwise_distances(points: np.ndarray, *, metric: Metric = "rowmax_l2", row_
     pts = as_points(points, metric=metric, row_dim=row_dim)
     kern = _Kernel(pts, metric, block_bytes)
     idx = np.arange(pts.shape[0])
-    with _blas_scope(single_thread_blas):
+    with blas.single_threaded_blas(single_thread_blas):
         vals = kern.values(idx, idx)
     if metric == "rowmax_l2":
         vals = np.sqrt(np.maximum(vals, 0.0))
@@ -312,7 +296,8 @@ def greedy_packing_indices(points: np.ndarray, eps: float, *, metric: Metric = "
         row_dim: row length when ``rowmax_l2`` points are flattened.
         chunk: candidates per block (memory ``~ chunk x centres``).
         block_bytes: bound on the temporary per-row-block array.
-        single_thread_blas: limit BLAS to one thread while running (see :func:`_blas_scope`).
+        single_thread_blas: limit BLAS to one thread while running (the kernels issue many
+            small GEMMs; see :mod:`numerics._util.blas` for the measurements).
 
     Returns:
         Sorted int array of centre indices.
@@ -321,7 +306,7 @@ def greedy_packing_indices(points: np.ndarray, eps: float, *, metric: Metric = "
     chunk = _check_int(chunk, "chunk")
     block_bytes = _check_int(block_bytes, "block_bytes")
     pts = as_points(points, metric=metric, row_dim=row_dim)
-    with _blas_scope(single_thread_blas):
+    with blas.single_threaded_blas(single_thread_blas):
         return _packing_indices(_Kernel(pts, metric, block_bytes), eps, chunk)
 
 
@@ -412,7 +397,7 @@ def greedy_packing_sizes(points: np.ndarray, eps_grid: Floats, *, metric: Metric
     grid = [_check_eps(e, "eps_grid[]") for e in eps_grid]
     pts = as_points(points, metric=metric, row_dim=row_dim)
     kern = _Kernel(pts, metric, block_bytes)
-    with _blas_scope(single_thread_blas):
+    with blas.single_threaded_blas(single_thread_blas):
         return np.array([_packing_indices(kern, e, chunk).size for e in grid], dtype=np.int64)
 
 
@@ -475,7 +460,7 @@ def greedy_cover_sizes(points: np.ndarray, radii: Floats, *, metric: Metric = "r
     idx = np.arange(n)
     vals = np.empty((n, n), dtype=np.float64)
     step = max(1, min(n, kern.block_bytes // max(1, 8 * n)))
-    with _blas_scope(single_thread_blas):
+    with blas.single_threaded_blas(single_thread_blas):
         for i0 in range(0, n, step):
             vals[i0:i0 + step] = kern.values(slice(i0, min(n, i0 + step)), idx)
     sizes = [_greedy_set_cover(kern.decide(vals, idx, idx, radius)) for radius in grid]

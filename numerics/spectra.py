@@ -45,13 +45,10 @@ Only singular values are ever computed (``scipy.linalg.svdvals``; never U and V)
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import math
 import os
-import threading
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -60,6 +57,7 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 import numpy as np
 import scipy.linalg
 
+from numerics._util import blas
 from numerics.errors import CheckpointError
 
 if TYPE_CHECKING:
@@ -79,7 +77,6 @@ __all__ = [
     "analyze_spectra",
     "auto_processes",
     "whole_matrix_work",
-    "single_threaded_blas",
 ]
 
 #: Machine epsilon of each stored dtype: float64 ``2**-52``, float32 ``2**-23``,
@@ -557,87 +554,6 @@ def layer_matrices(
     return [task.fn(*task.args, **task.kwargs) for task in jobs]
 
 
-# --------------------------------------------------------------------------- BLAS threads
-#
-# Parallelising across matrices while OpenBLAS also spawns its own threads oversubscribes
-# the cores. Measured on this project's 2-core machines (MiniLM-L6, 180 matrices): 0.9 s
-# with one BLAS thread, 3 to 25 s with OpenBLAS's default threads. analyze_spectra therefore
-# limits BLAS to one thread while it runs and restores the previous count afterwards: through
-# threadpoolctl when installed, else by calling OpenBLAS's own get/set functions in the
-# libraries numpy and scipy have already loaded (Linux; a no-op elsewhere). Nothing happens at
-# import time.
-
-_OPENBLAS_GETTERS = (
-    "openblas_get_num_threads",
-    "openblas_get_num_threads64_",
-    "scipy_openblas_get_num_threads",
-    "scipy_openblas_get_num_threads64_",
-)
-_blas_lock = threading.Lock()
-_blas_depth = 0
-_blas_saved: list[tuple[Callable[[int], Any], int]] = []
-
-
-def _loaded_openblas() -> list[tuple[Callable[[], int], Callable[[int], Any]]]:
-    """(get, set) thread-count functions of every OpenBLAS already mapped into the process."""
-    try:
-        with open("/proc/self/maps", encoding="utf-8") as fh:
-            fields = [line.split() for line in fh]
-    except OSError:
-        return []
-    paths = sorted({f[-1] for f in fields if len(f) >= 6 and "openblas" in f[-1].lower() and ".so" in f[-1]})
-    found = []
-    for path in paths:
-        if not path.startswith("/"):
-            continue
-        try:
-            lib = ctypes.CDLL(path, mode=os.RTLD_NOLOAD)
-        except OSError:
-            continue
-        for getter in _OPENBLAS_GETTERS:
-            setter = getter.replace("_get_", "_set_")
-            if hasattr(lib, getter) and hasattr(lib, setter):
-                get_fn, set_fn = getattr(lib, getter), getattr(lib, setter)
-                get_fn.restype, get_fn.argtypes = ctypes.c_int, []
-                set_fn.restype, set_fn.argtypes = None, [ctypes.c_int]
-                found.append((get_fn, set_fn))
-                break
-    return found
-
-
-@contextlib.contextmanager
-def single_threaded_blas(enabled: bool = True) -> Iterator[None]:
-    """Limit BLAS to one thread inside the block (re-entrant, thread-safe, restores)."""
-    if not enabled:
-        yield
-        return
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:
-        threadpool_limits = None
-    if threadpool_limits is not None:
-        with threadpool_limits(limits=1, user_api="blas"):
-            yield
-        return
-    global _blas_depth
-    with _blas_lock:
-        if _blas_depth == 0:
-            _blas_saved.clear()
-            for get_fn, set_fn in _loaded_openblas():
-                _blas_saved.append((set_fn, int(get_fn())))
-                set_fn(1)
-        _blas_depth += 1
-    try:
-        yield
-    finally:
-        with _blas_lock:
-            _blas_depth -= 1
-            if _blas_depth == 0:
-                for set_fn, previous in _blas_saved:
-                    set_fn(previous)
-                _blas_saved.clear()
-
-
 # --------------------------------------------------------------------------- a checkpoint
 
 
@@ -732,7 +648,7 @@ def analyze_spectra(
                 progress(len(results), total, stats.name)
 
     try:
-        with _pin_blas(single_threaded_blas):
+        with blas.single_threaded_blas(single_threaded_blas):
             for layer in checkpoint.iter_layers(feedforward=whole_pool is None):
                 jobs = _layer_jobs(
                     layer,
@@ -807,5 +723,3 @@ def auto_processes(checkpoint: Checkpoint, *, leading_k: int | None = None) -> i
         return 0
     return cpus
 
-
-_pin_blas = single_threaded_blas  # analyze_spectra has a parameter of the same name

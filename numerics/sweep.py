@@ -61,11 +61,11 @@ import os
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 
+from numerics._util import blas
 from numerics.analysis import ModelSettings, analyze
 from numerics.bounds import BoundSettings
 from numerics.errors import CheckpointError
@@ -448,11 +448,9 @@ def sweep(
         raise TypeError(f"executor={executor!r} must have a submit(fn, *args, **kwargs) method")
     if progress is not None and not callable(progress):
         raise TypeError(f"progress={progress!r} must be callable or None")
-    from numerics.spectra import single_threaded_blas
-
     pool = executor if executor is not None else _Serial()
     rows: list[SweepRow] = []
-    with single_threaded_blas(True):
+    with blas.single_threaded_blas(True):
         # with an executor the parallelism is across checkpoints: no SVD processes per checkpoint
         processes = 0 if executor is not None else None
         futures = [pool.submit(analyze_row, source, settings=settings, model=model, processes=processes) for source in items]

@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 
 import synthetic
 from numerics import spectra
+from numerics._util import blas
 from numerics.io.checkpoint import open_checkpoint
 from numerics.errors import FetchError
 from numerics.spectra import (
@@ -341,7 +342,7 @@ def test_analyze_spectra_with_process_pool(bert_ckpt) -> None:
 
 
 def test_analyze_spectra_restores_blas_threads(bert_ckpt) -> None:
-    libs = spectra._loaded_openblas()
+    libs = blas.loaded_openblas()
     before = [get() for get, _ in libs]
     inside: list[list[int]] = []
 

@@ -33,25 +33,21 @@ BLAS threads: parallel tasks plus a multi-threaded OpenBLAS oversubscribe the co
 dask workers are pinned too: their nanny starts them with ``OPENBLAS_NUM_THREADS=1`` (dask's
 default ``distributed.nanny.pre-spawn-environ``), and every task shipped by
 :class:`DaskExecutor` additionally pins the BLAS libraries already loaded in the worker the
-first time it runs there (:func:`pin_blas_threads`), which covers workers started without a
+first time it runs there (:func:`numerics._util.blas.pin_blas_threads`), which covers workers started without a
 nanny.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
-import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from typing import Any
 
+from numerics._util import blas
 from numerics.errors import SchedulerError
 
-__all__ = ["DaskExecutor", "make_executor", "pin_blas_threads"]
-
-#: Environment variables read by the BLAS/OpenMP runtimes when they are loaded.
-BLAS_THREAD_VARIABLES: tuple[str, ...] = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+__all__ = ["DaskExecutor", "make_executor"]
 
 _DASK_HINT = "needs the dask extra: pip install 'specbound[dask]'"
 
@@ -60,40 +56,9 @@ _DASK_HINT = "needs the dask extra: pip install 'specbound[dask]'"
 CONNECT_TIMEOUT = 5.0
 
 
-_pin_lock = threading.Lock()
-_pinned_pid: int | None = None
-
-
-def pin_blas_threads() -> None:
-    """Limit BLAS to one thread in this process, for good (idempotent, once per process).
-
-    Sets :data:`BLAS_THREAD_VARIABLES` to ``"1"`` for libraries loaded later and calls the
-    thread-count setter of every OpenBLAS already loaded (through ``threadpoolctl`` when it is
-    installed). Meant for worker processes whose only job is running tasks; the calling
-    process of :func:`numerics.spectra.analyze_spectra` uses its scoped, restoring limit
-    instead.
-    """
-    global _pinned_pid
-    with _pin_lock:
-        if _pinned_pid == os.getpid():
-            return
-        for variable in BLAS_THREAD_VARIABLES:
-            os.environ[variable] = "1"
-        try:
-            from threadpoolctl import threadpool_limits
-        except ImportError:
-            from numerics.spectra import _loaded_openblas
-
-            for _, set_fn in _loaded_openblas():
-                set_fn(1)
-        else:
-            threadpool_limits(limits=1, user_api="blas")
-        _pinned_pid = os.getpid()
-
-
 def _call_pinned(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """Run ``fn(*args, **kwargs)`` in a worker with single-threaded BLAS (module level: picklable)."""
-    pin_blas_threads()
+    blas.pin_blas_threads()
     return fn(*args, **kwargs)
 
 
@@ -105,7 +70,7 @@ class DaskExecutor(Executor):
 
     * the task's own keyword arguments can never collide with ``Client.submit``'s
       (``key``, ``workers``, ``priority``, ...);
-    * BLAS is single-threaded in the worker (:func:`pin_blas_threads`);
+    * BLAS is single-threaded in the worker (:func:`numerics._util.blas.pin_blas_threads`);
     * a matrix larger than dask's ``large-graph-warning-threshold`` (10 MB: every FF matrix
       of BERT-base in float64) does not warn on every submission: shipping the matrix is the
       task, there is nothing to load on the worker instead. The arrays stay embedded in the

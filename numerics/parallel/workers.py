@@ -49,6 +49,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, BinaryIO
 
+from numerics._util import blas
 from numerics._util.subprocesses import isolated_python_command
 
 if TYPE_CHECKING:
@@ -58,9 +59,6 @@ __all__ = ["WholeMatrixPool", "available_cpus", "supported"]
 
 _Job = tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]
 _Item = tuple[Future[Any], _Job, "MatrixSource"]
-
-#: Environment of the workers: one BLAS/OpenMP thread each (the workers are the parallelism).
-WORKER_ENV: dict[str, str] = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 #: Whether the first worker forks the others (Linux) or each worker is its own interpreter.
 FORK_WORKERS: bool = sys.platform.startswith("linux")
@@ -318,7 +316,7 @@ class WholeMatrixPool:
                 from_child_r, from_child_w = os.pipe()
                 pairs.append([to_child_r, from_child_w])
                 mine.append((to_child_w, from_child_r))
-            env = {**os.environ, **WORKER_ENV}
+            env = {**os.environ, **blas.WORKER_ENV}
             self._stderr = tempfile.TemporaryFile()
             # Linux: one interpreter imports once and forks the others; elsewhere (macOS, where
             # forking after some system libraries are loaded is unsafe) one interpreter each.
