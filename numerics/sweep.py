@@ -67,6 +67,7 @@ import numpy as np
 
 from numerics._util import blas
 from numerics.analysis import ModelSettings, analyze
+from numerics.parallel.executors import SerialExecutor
 from numerics.bounds import BoundSettings
 from numerics.errors import CheckpointError
 from numerics.io import hub
@@ -347,41 +348,6 @@ class SweepResult:
 # --------------------------------------------------------------------------- the sweep
 
 
-class _Deferred:
-    """A future that runs its call when its result is first asked for (the serial default)."""
-
-    def __init__(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        self._call: tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]] | None = (fn, args, kwargs)
-        self._value: Any = None
-        self._error: BaseException | None = None
-
-    def result(self) -> Any:
-        if self._call is not None:
-            fn, args, kwargs = self._call
-            self._call = None
-            try:
-                self._value = fn(*args, **kwargs)
-            except BaseException as exc:
-                self._error = exc
-        if self._error is not None:
-            raise self._error
-        return self._value
-
-    def cancel(self) -> bool:
-        cancelled = self._call is not None
-        self._call = None
-        if cancelled:
-            self._error = RuntimeError("cancelled")
-        return cancelled
-
-
-class _Serial:
-    """``submit`` returning :class:`_Deferred`: in-process, one checkpoint at a time, in order."""
-
-    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> _Deferred:
-        return _Deferred(fn, args, kwargs)
-
-
 def _check_sources(sources: Any) -> tuple[str, ...]:
     if isinstance(sources, (str, bytes, os.PathLike)):
         raise TypeError(f"sources={sources!r} must be a sequence of sources, not a single one (wrap it in a list)")
@@ -448,7 +414,7 @@ def sweep(
         raise TypeError(f"executor={executor!r} must have a submit(fn, *args, **kwargs) method")
     if progress is not None and not callable(progress):
         raise TypeError(f"progress={progress!r} must be callable or None")
-    pool = executor if executor is not None else _Serial()
+    pool = executor if executor is not None else SerialExecutor()
     rows: list[SweepRow] = []
     with blas.single_threaded_blas(True):
         # with an executor the parallelism is across checkpoints: no SVD processes per checkpoint

@@ -8,7 +8,8 @@
 * ``workers=N``: a local pool of ``N`` threads;
 * neither: ``None``, and the caller uses its own default (``analyze_spectra`` then runs a
   thread pool with one thread per core, plus worker processes for the whole-matrix SVDs of
-  large enough models).
+  large enough models; the sweep runs its checkpoints one after another in this process,
+  :class:`SerialExecutor`).
 
 Results are identical to the bit whichever executor runs the tasks: each task is a
 module-level function of arrays (:func:`numerics.spectra.weight_stats`,
@@ -47,7 +48,7 @@ from typing import Any
 from numerics._util import blas
 from numerics.errors import SchedulerError
 
-__all__ = ["DaskExecutor", "make_executor"]
+__all__ = ["DaskExecutor", "SerialExecutor", "DeferredFuture", "make_executor"]
 
 _DASK_HINT = "needs the dask extra: pip install 'specbound[dask]'"
 
@@ -94,6 +95,48 @@ class DaskExecutor(Executor):
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         """Stop accepting tasks; wait for those submitted, or with ``cancel_futures`` cancel them."""
         self._inner.shutdown(wait=wait and not cancel_futures)
+
+
+class DeferredFuture:
+    """A future that runs its call when its result is first asked for (see :class:`SerialExecutor`)."""
+
+    def __init__(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        self._call: tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]] | None = (fn, args, kwargs)
+        self._value: Any = None
+        self._error: BaseException | None = None
+
+    def result(self) -> Any:
+        if self._call is not None:
+            fn, args, kwargs = self._call
+            self._call = None
+            try:
+                self._value = fn(*args, **kwargs)
+            except BaseException as exc:
+                self._error = exc
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+    def cancel(self) -> bool:
+        cancelled = self._call is not None
+        self._call = None
+        if cancelled:
+            self._error = RuntimeError("cancelled")
+        return cancelled
+
+
+class SerialExecutor:
+    """``submit`` returning a :class:`DeferredFuture`: in this process, one task at a time, in
+    the order the results are asked for, and only if they are (a task whose result nobody asks
+    for never runs; :meth:`DeferredFuture.cancel` drops it).
+
+    The default of :func:`numerics.sweep.sweep`: without an executor, each checkpoint is
+    analysed when its row is collected, so memory holds one analysis at a time.
+    """
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> DeferredFuture:
+        """Record ``fn(*args, **kwargs)``; it runs when the future's result is first asked for."""
+        return DeferredFuture(fn, args, kwargs)
 
 
 @contextlib.contextmanager
