@@ -95,6 +95,10 @@ Kind = Literal["qk", "vo", "q", "k", "v", "o", "ff1", "ff2"]
 KINDS: tuple[str, ...] = ("qk", "vo", "q", "k", "v", "o", "ff1", "ff2")
 
 _F64_EPS = DTYPE_EPS["F64"]
+
+#: What the SVD worker processes import before forking: the module that loads a matrix from
+#: its source and the one defining the whole-matrix jobs (plus numerics.huge with leading_k).
+_WORKER_MODULES: tuple[str, ...] = ("numerics.io.checkpoint", "numerics.spectra")
 _NORM_BLOCK_ROWS = 1024  # rows of an N x N product formed at once for the (1,1) norm
 
 
@@ -625,7 +629,8 @@ def analyze_spectra(
         processes = auto_processes(checkpoint, leading_k=leading_k)
     from numerics.parallel.workers import WholeMatrixPool
 
-    whole_pool = WholeMatrixPool(processes) if processes else None
+    preload = _WORKER_MODULES + (("numerics.huge",) if leading_k is not None else ())
+    whole_pool = WholeMatrixPool(processes, preload=preload) if processes else None
     results: list[MatrixStats] = []
     pending: deque[list[Any]] = deque()
 

@@ -48,8 +48,8 @@ def spy(monkeypatch):
     made = []
 
     class Spy(workers.WholeMatrixPool):
-        def __init__(self, n):
-            super().__init__(n, local_until_ready=False)  # tiny test models: else the local thread is done first
+        def __init__(self, n, **options):
+            super().__init__(n, **options, local_until_ready=False)  # tiny test models: else the local thread is done first
             made.append(self)
 
     monkeypatch.setattr(workers, "WholeMatrixPool", Spy)
@@ -286,7 +286,7 @@ def _worker_processes() -> list[int]:
                 cmdline = (entry / "cmdline").read_bytes()
             except OSError:
                 continue
-            if b"numerics.parallel.workers import _zygote" in cmdline:
+            if b"numerics.parallel.workers import worker_main" in cmdline:
                 found.append(int(entry.name))
     return found
 

@@ -18,10 +18,12 @@ through the same single-threaded LAPACK call.
 The workers are not ``multiprocessing`` processes. ``spawn`` and ``forkserver`` re-run the
 caller's main script in every worker (a script without an ``if __name__ == "__main__"``
 guard would run twice), and ``fork`` is unsafe in a process with threads. Instead one fresh
-interpreter is started (``sys.executable``, with one BLAS thread), imports numpy, scipy and
-this package once, and forks the other workers from itself while it is still
-single-threaded (on Linux; on other POSIX systems each worker is its own interpreter). That
-interpreter runs isolated (:func:`numerics._util.subprocesses.isolated_python_command`): it imports nothing from the
+interpreter is started (``sys.executable``, with one BLAS thread), imports the modules the
+caller names (``preload``: those defining the jobs, with numpy and scipy) once, and forks
+the other workers from itself while it is still single-threaded (on Linux; on other POSIX
+systems each worker is its own interpreter). This module imports nothing of the stages
+above it: the jobs' functions arrive by name, pickled. That interpreter runs isolated
+(:func:`numerics._util.subprocesses.isolated_python_command`): it imports nothing from the
 folder the user stands in nor from ``PYTHONPATH``, only this package and the installed ones.
 Parent and workers talk over pipes (length-prefixed pickles). POSIX only; elsewhere
 :func:`supported` is false and everything runs on threads.
@@ -35,6 +37,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib
 import json
 import os
 import pickle
@@ -55,7 +58,7 @@ from numerics._util.subprocesses import isolated_python_command
 if TYPE_CHECKING:
     from numerics.io.checkpoint import MatrixSource
 
-__all__ = ["WholeMatrixPool", "available_cpus", "supported"]
+__all__ = ["WholeMatrixPool", "available_cpus", "supported", "stats_from_source", "worker_main"]
 
 _Job = tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]
 _Item = tuple[Future[Any], _Job, "MatrixSource"]
@@ -69,7 +72,8 @@ _DEPTH = 2
 _HEADER = struct.Struct("<Q")
 
 #: What the first worker runs (after :func:`isolated_python_command`'s prologue).
-_BOOTSTRAP = "import json, sys; from numerics.parallel.workers import _zygote; _zygote(json.loads(sys.argv[1]))"
+_BOOTSTRAP = ("import json, sys; from numerics.parallel.workers import worker_main; "
+              "worker_main(json.loads(sys.argv[1]), json.loads(sys.argv[2]))")
 
 
 
@@ -158,11 +162,19 @@ def _serve(read_fd: int, write_fd: int) -> None:
                 fh.close()
 
 
-def _zygote(pairs: list[list[int]]) -> None:
-    """First worker: import once, fork the others while single-threaded, then serve the first pair."""
+def worker_main(pairs: list[list[int]], preload: list[str]) -> None:
+    """What a started worker interpreter runs (:data:`_BOOTSTRAP`): import the ``preload``
+    modules once, fork the other workers (one per further pipe pair) while still
+    single-threaded, then serve the first pair.
+
+    Args:
+      pairs: ``[read_fd, write_fd]`` per worker, inherited from the caller.
+      preload: module names to import before forking (those defining the jobs' functions),
+        so that every forked worker has them already.
+    """
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the caller's; it closes our pipes
-    import numerics.io.checkpoint  # noqa: F401  (imported here, once, for every forked worker)
-    import numerics.spectra  # noqa: F401
+    for module in preload:
+        importlib.import_module(module)
 
     children = []
     for index, (read_fd, write_fd) in enumerate(pairs[1:], start=1):
@@ -196,6 +208,9 @@ class WholeMatrixPool:
       processes: number of worker processes (``>= 1``).
       local_until_ready: let the local thread run jobs while no worker is ready yet (it
         always does once the workers could not start or died).
+      preload: modules the workers import once, before the first forks the others (the
+        modules defining the jobs' functions; a job's function is imported by name when it
+        arrives otherwise, in every worker).
 
     :meth:`submit` returns a ``concurrent.futures.Future`` at once. One driver thread per
     worker hands it jobs (first come, first served, :data:`_DEPTH` at a time); the local
@@ -208,11 +223,12 @@ class WholeMatrixPool:
       error: why the workers are not (or no longer) used, if they are not.
     """
 
-    def __init__(self, processes: int, *, local_until_ready: bool = True) -> None:
+    def __init__(self, processes: int, *, local_until_ready: bool = True, preload: tuple[str, ...] = ()) -> None:
         if not (isinstance(processes, int) and not isinstance(processes, bool) and processes >= 1):
             raise ValueError(f"processes={processes!r} must be a positive int")
         self.processes = processes
         self.local_until_ready = local_until_ready
+        self.preload = tuple(preload)
         self._cond = threading.Condition()
         self._queue: deque[_Item] = deque()
         self._closed = False
@@ -323,7 +339,7 @@ class WholeMatrixPool:
             groups = [pairs] if FORK_WORKERS else [[pair] for pair in pairs]
             for group in groups:
                 self._procs.append(subprocess.Popen(
-                    isolated_python_command(_BOOTSTRAP, json.dumps(group)),
+                    isolated_python_command(_BOOTSTRAP, json.dumps(group), json.dumps(list(self.preload))),
                     pass_fds=[fd for pair in group for fd in pair],
                     stdin=subprocess.DEVNULL,
                     stdout=self._stderr,
