@@ -333,7 +333,7 @@ def analyze(source: str, *, heads: int | None = None, settings: BoundSettings = 
     converted once), a registry name (``minilm-l6``, ``minilm-l3``; fetched and verified) or
     a HuggingFace repository id (needs ``huggingface_hub``). ``leading_k``: for huge
     matrices, compute only the ``k`` leading singular values of each whole matrix plus a
-    certified tail (see :mod:`numerics.huge`; recorded per matrix in ``approximation``).
+    certified tail (see :mod:`numerics.spectra.leading_k`; recorded per matrix in ``approximation``).
     ``processes``: worker processes for the whole-matrix SVDs (default: one per CPU for
     checkpoints large enough, none with an ``executor``; ``0``: none); see
     :func:`numerics.spectra.analyze_spectra`.

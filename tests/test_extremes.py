@@ -34,7 +34,7 @@ import synthetic
 from numerics import codegen, lambdified
 from numerics.analysis import analyze, analyze_stats, build_terms
 from numerics.bounds import BoundSettings, MatrixTerm, coefficients, posthoc, rademacher
-from numerics.huge import LeadingKStats, huge_matrix_stats, spectral_norm
+from numerics.spectra.leading_k import LeadingKStats, huge_matrix_stats, spectral_norm
 from numerics.spectra import DTYPE_EPS, MatrixStats, matrix_stats, product_stats, weight_stats
 
 SMALL = BoundSettings(p_grid=(0.0, 0.5, 1.0, 2.0), grid_points=32)

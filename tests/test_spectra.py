@@ -22,7 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import synthetic
-from numerics import spectra
+from numerics.spectra import stats as stats_module
 from numerics._util import blas
 from numerics.io.checkpoint import open_checkpoint
 from numerics.errors import FetchError
@@ -163,7 +163,7 @@ def test_product_stats_norms_match_explicit_product() -> None:
 
 
 def test_product_norm_1_1_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(spectra, "_NORM_BLOCK_ROWS", 7)  # several row blocks, last one partial
+    monkeypatch.setattr(stats_module, "_NORM_BLOCK_ROWS", 7)  # several row blocks, last one partial
     rng = np.random.default_rng(6)
     a, b = rng.standard_normal((30, 4)), rng.standard_normal((25, 4))
     assert math.isclose(product_stats("p", a, b, kind="vo", layer=0, head=0).norm_1_1, np.abs(a @ b.T).sum(), rel_tol=1e-12)

@@ -97,7 +97,7 @@ KINDS: tuple[str, ...] = ("qk", "vo", "q", "k", "v", "o", "ff1", "ff2")
 _F64_EPS = DTYPE_EPS["F64"]
 
 #: What the SVD worker processes import before forking: the module that loads a matrix from
-#: its source and the one defining the whole-matrix jobs (plus numerics.huge with leading_k).
+#: its source and the one defining the whole-matrix jobs (plus numerics.spectra.leading_k with leading_k).
 _WORKER_MODULES: tuple[str, ...] = ("numerics.io.checkpoint", "numerics.spectra")
 _NORM_BLOCK_ROWS = 1024  # rows of an N x N product formed at once for the (1,1) norm
 
@@ -491,7 +491,7 @@ def _layer_jobs(
             assert w is not None
             shape = w.shape
         if leading_k is not None and min(shape) > leading_k + 1:
-            from numerics.huge import huge_matrix_stats  # lazily: numerics.huge imports this module
+            from numerics.spectra.leading_k import huge_matrix_stats  # lazily: numerics.spectra.leading_k imports this module
 
             return _Task(huge_matrix_stats, (name, w), {"kind": kind, "k": leading_k, **opts}, source)
         return _Task(weight_stats, (name, w), {"kind": kind, **opts}, source)
@@ -598,8 +598,8 @@ def analyze_spectra(
         this limit: start them with ``OPENBLAS_NUM_THREADS=1`` (or ``OMP_NUM_THREADS=1``).
       leading_k: for huge matrices: every whole matrix with ``min(a, b) > leading_k + 1`` gets
         only its ``leading_k`` leading singular values and a certified bound on the rest
-        (:func:`numerics.huge.huge_matrix_stats`; its statistics are a
-        :class:`numerics.huge.LeadingKStats` recording ``approximation="leading-k"``). Per-head
+        (:func:`numerics.spectra.leading_k.huge_matrix_stats`; its statistics are a
+        :class:`numerics.spectra.leading_k.LeadingKStats` recording ``approximation="leading-k"``). Per-head
         products are always exact (their ``d_h x d_h`` cores are small). ``None``: every
         matrix exact.
       processes: worker processes for the whole-matrix SVDs
@@ -629,7 +629,7 @@ def analyze_spectra(
         processes = auto_processes(checkpoint, leading_k=leading_k)
     from numerics.parallel.workers import WholeMatrixPool
 
-    preload = _WORKER_MODULES + (("numerics.huge",) if leading_k is not None else ())
+    preload = _WORKER_MODULES + (("numerics.spectra.leading_k",) if leading_k is not None else ())
     whole_pool = WholeMatrixPool(processes, preload=preload) if processes else None
     results: list[MatrixStats] = []
     pending: deque[list[Any]] = deque()

@@ -68,7 +68,7 @@ import numpy as np
 import scipy.linalg
 import scipy.sparse.linalg
 
-from numerics.spectra import DTYPE_EPS, KINDS, MatrixStats, _as_matrix
+from numerics.spectra.stats import DTYPE_EPS, KINDS, MatrixStats, _as_matrix
 
 __all__ = ["LeadingKStats", "huge_matrix_stats", "spectral_norm"]
 
