@@ -1,9 +1,9 @@
-"""Peak memory of ``analyze_spectra`` on a multi-GB sharded checkpoint: is it really streamed?
+"""Peak memory of ``checkpoint_spectra`` on a multi-GB sharded checkpoint: is it really streamed?
 
 Writes a synthetic BERT-large-shaped checkpoint (``N = 1024``, 16 heads, ``F = 4096``, 48
 layers, float32, about 2.4 GB in 5 shards with ``model.safetensors.index.json``) into a
 temporary folder, one tensor at a time (the writer never holds more than one tensor), then runs
-``open_checkpoint`` + ``analyze_spectra`` in a fresh Python process that reports
+``open_checkpoint`` + ``checkpoint_spectra`` in a fresh Python process that reports
 
 * ``baseline_rss_bytes``: resident memory after imports and ``open_checkpoint`` (headers only);
 * ``peak_rss_bytes``: the kernel's high-water mark ``VmHWM`` (``/proc/self/status``) at the end
@@ -51,7 +51,7 @@ CHILD = r'''
 import json, os, resource, sys, time
 t0 = time.perf_counter()
 from numerics.io.checkpoint import open_checkpoint
-from numerics.spectra import analyze_spectra
+from numerics.spectra import checkpoint_spectra
 
 def status(key):
     with open("/proc/self/status") as fh:
@@ -110,7 +110,7 @@ def progress(done, total, name):
         samples.append(status("VmRSS"))
 start = time.perf_counter()
 processes = None if sys.argv[3] == "auto" else int(sys.argv[3])
-stats = analyze_spectra(ckpt, progress=progress, layers_in_flight=int(sys.argv[2]), processes=processes)
+stats = checkpoint_spectra(ckpt, progress=progress, layers_in_flight=int(sys.argv[2]), processes=processes)
 seconds = time.perf_counter() - start
 print(json.dumps({
     "baseline_rss_bytes": baseline,

@@ -336,12 +336,12 @@ def analyze(source: str, *, heads: int | None = None, settings: BoundSettings = 
     certified tail (see :mod:`numerics.spectra.leading_k`; recorded per matrix in ``approximation``).
     ``processes``: worker processes for the whole-matrix SVDs (default: one per CPU for
     checkpoints large enough, none with an ``executor``; ``0``: none); see
-    :func:`numerics.spectra.analyze_spectra`.
+    :func:`numerics.spectra.checkpoint_spectra`.
     """
     from numerics.io.checkpoint import open_checkpoint
     from numerics.io.resolve import resolve_source
-    from numerics.spectra import analyze_spectra
+    from numerics.spectra import checkpoint_spectra
 
     ckpt = open_checkpoint(resolve_source(source), heads=heads)
-    stats = analyze_spectra(ckpt, executor=executor, progress=progress, leading_k=leading_k, processes=processes)
+    stats = checkpoint_spectra(ckpt, executor=executor, progress=progress, leading_k=leading_k, processes=processes)
     return analyze_stats(stats, model_info=ckpt.describe(), skipped=ckpt.skipped, settings=settings, model=model)

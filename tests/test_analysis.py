@@ -91,9 +91,9 @@ def test_phi_sa_against_a_naive_loop_over_the_grid(bert_folder, result):
     # phi_sa(p) = (sum_j (a_j(p) rho_j^p)^(1/(1+p)))^((1+p)/2).
     from numerics import lambdified
     from numerics.io.checkpoint import open_checkpoint
-    from numerics.spectra import analyze_spectra
+    from numerics.spectra import checkpoint_spectra
 
-    terms, _ = build_terms(analyze_spectra(open_checkpoint(str(bert_folder))), num_layers=2, hidden_size=24, model=ModelSettings())
+    terms, _ = build_terms(checkpoint_spectra(open_checkpoint(str(bert_folder))), num_layers=2, hidden_size=24, model=ModelSettings())
     curve = {}
     for q in FAST.p_grid:
         total = 0.0

@@ -34,7 +34,7 @@ import synthetic
 from numerics import codegen, lambdified
 from numerics.analysis import analyze, analyze_stats, build_terms
 from numerics.bounds import BoundSettings, MatrixTerm, coefficients, posthoc, rademacher
-from numerics.spectra.leading_k import LeadingKStats, huge_matrix_stats, spectral_norm
+from numerics.spectra.leading_k import LeadingKStats, leading_k_stats, spectral_norm
 from numerics.spectra import DTYPE_EPS, MatrixStats, matrix_stats, product_stats, weight_stats
 
 SMALL = BoundSettings(p_grid=(0.0, 0.5, 1.0, 2.0), grid_points=32)
@@ -243,7 +243,7 @@ def test_singular_values_from_1e_minus_30_to_1e30() -> None:
     w = (u * values) @ v.T
     exact = weight_stats("w", w, kind="ff1", layer=0)
     assert exact.rank == 14 and exact.spectral_norm == pytest.approx(1e30, rel=1e-12)
-    huge = huge_matrix_stats("w", w, k=20, kind="ff1", layer=0)
+    huge = leading_k_stats("w", w, k=20, kind="ff1", layer=0)
     assert huge.exact and huge.rank == 14 and huge.spectral_norm == pytest.approx(1e30, rel=1e-12)
     assert spectral_norm(w) == pytest.approx(1e30, rel=1e-12)
     # A whole model with such spectra: finite JSON, finite log complexity.
@@ -287,7 +287,7 @@ def test_zero_matrices() -> None:
     assert z.schatten_p(0.0) == 0.0 and z.schatten_p(1e-12) == 0.0 and z.schatten_p(2.0) == 0.0
     zp = product_stats("zp", np.zeros((16, 8)), np.ones((16, 8)), kind="qk", layer=0, head=0)
     assert zp.rank == 0 and zp.spectral_norm == 0.0
-    zh = huge_matrix_stats("z", np.zeros((300, 200)), k=5, kind="ff1", layer=0)
+    zh = leading_k_stats("z", np.zeros((300, 200)), k=5, kind="ff1", layer=0)
     assert zh.approximation == "none" and zh.rank == 0 and zh.schatten_p(0.5) == 0.0
     assert spectral_norm(np.zeros((30, 20))) == 0.0
 
@@ -367,7 +367,7 @@ def test_leading_k_bounds_are_certified(m, n, rank_frac, tail, decay, k_frac, dt
     opts: dict[str, Any] = {"dtype_eps": DTYPE_EPS["F32"]} if dtype == "F32" else {"rank_rtol": 1e-10}
     exact = weight_stats("w", w, kind="ff1", layer=0, **opts)
     k = max(1, min(round(k_frac * min(m, n)), min(m, n)))
-    huge = huge_matrix_stats("w", w, k=k, kind="ff1", layer=0, **opts)
+    huge = leading_k_stats("w", w, k=k, kind="ff1", layer=0, **opts)
     assert isinstance(huge, LeadingKStats) and isinstance(huge, MatrixStats)
     if k + 1 >= min(m, n):
         assert huge.approximation == "none" and huge.solver == "svdvals"
@@ -406,7 +406,7 @@ def test_huge_stats_give_a_valid_bound() -> None:
         for kind, shape in (("ff1", (32, 128)), ("ff2", (128, 32))):
             w = _low_rank_plus_tail(*shape, 6, 0.05, 1.0, int(rng.integers(1 << 30)))
             exact.append(weight_stats(f"l{layer}.{kind}", w, kind=kind, layer=layer))
-            approx.append(huge_matrix_stats(f"l{layer}.{kind}", w, k=4, kind=kind, layer=layer))
+            approx.append(leading_k_stats(f"l{layer}.{kind}", w, k=4, kind=kind, layer=layer))
     info = {"num_layers": 2, "hidden_size": 32}
     a = analyze_stats(exact, model_info=info, settings=SMALL).bounds["spectrum_adaptive"]
     b = analyze_stats(approx, model_info=info, settings=SMALL).bounds["spectrum_adaptive"]
@@ -420,13 +420,13 @@ def test_huge_matrix_arguments() -> None:
     w = np.ones((10, 12))
     for bad, match in ((0, "k=0"), (1.5, "k=1.5"), (True, "k=True")):
         with pytest.raises(ValueError, match=match):
-            huge_matrix_stats("w", w, k=bad, kind="ff1", layer=0)
+            leading_k_stats("w", w, k=bad, kind="ff1", layer=0)
     with pytest.raises(ValueError, match="kind='x'"):
-        huge_matrix_stats("w", w, k=2, kind="x", layer=0)
+        leading_k_stats("w", w, k=2, kind="x", layer=0)
     with pytest.raises(ValueError, match="solver='svd'"):
         spectral_norm(w, solver="svd")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="finite"):
-        huge_matrix_stats("w", np.full((4, 4), np.nan), k=1, kind="ff1", layer=0)
+        leading_k_stats("w", np.full((4, 4), np.nan), k=1, kind="ff1", layer=0)
 
 
 # =========================================================================== a large post hoc search
@@ -473,11 +473,11 @@ def test_analyze_spectra_leading_k_option(tmp_path: Path) -> None:
     # Whole matrices larger than leading_k + 1 get leading-k statistics, recorded as such; their S_p
     # bound the exact ones (numerics.spectra.weight_stats on the same checkpoint); heads stay exact.
     from numerics.io.checkpoint import open_checkpoint
-    from numerics.spectra import analyze_spectra
+    from numerics.spectra import checkpoint_spectra
 
     ckpt = open_checkpoint(_bert(tmp_path))
-    exact = analyze_spectra(ckpt)
-    approx = analyze_spectra(ckpt, leading_k=4)
+    exact = checkpoint_spectra(ckpt)
+    approx = checkpoint_spectra(ckpt, leading_k=4)
     assert [s.name for s in approx] == [s.name for s in exact]
     for a, e in zip(approx, exact):
         if e.kind in ("qk", "vo"):
@@ -488,4 +488,4 @@ def test_analyze_spectra_leading_k_option(tmp_path: Path) -> None:
         assert a.spectral_norm == pytest.approx(e.spectral_norm, rel=1e-12)
         assert np.all(a.schatten_p(P_CHECK) >= e.schatten_p(P_CHECK) * (1 - SV_RTOL))
     with pytest.raises(ValueError, match="leading_k=0 must be a positive int"):
-        analyze_spectra(ckpt, leading_k=0)
+        checkpoint_spectra(ckpt, leading_k=0)

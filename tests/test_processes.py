@@ -20,7 +20,7 @@ import pytest
 from numerics.parallel import workers
 from numerics.io.checkpoint import open_checkpoint
 from numerics.errors import CheckpointError
-from numerics.spectra import analyze_spectra, auto_processes, weight_stats, whole_matrix_work
+from numerics.spectra import checkpoint_spectra, auto_processes, weight_stats, whole_matrix_work
 from tests import synthetic
 
 pytestmark = pytest.mark.skipif(not workers.supported(), reason="worker processes need POSIX fork")
@@ -44,7 +44,7 @@ def _same(a, b) -> bool:
 
 @pytest.fixture
 def spy(monkeypatch):
-    """Every WholeMatrixPool that analyze_spectra creates, to see who ran the jobs."""
+    """Every WholeMatrixPool that checkpoint_spectra creates, to see who ran the jobs."""
     made = []
 
     class Spy(workers.WholeMatrixPool):
@@ -69,8 +69,8 @@ CASES = {
 def test_workers_give_bit_identical_statistics(tmp_path, spy, case):
     make, config, opts = CASES[case]
     ckpt = open_checkpoint(synthetic.write_checkpoint(tmp_path, make(), config, **opts))
-    local = analyze_spectra(ckpt, processes=0)
-    remote = analyze_spectra(ckpt, processes=2)
+    local = checkpoint_spectra(ckpt, processes=0)
+    remote = checkpoint_spectra(ckpt, processes=2)
     assert _same(local, remote)
     (pool,) = spy
     whole = sum(s.head is None for s in remote)
@@ -82,13 +82,13 @@ def test_one_interpreter_per_worker_where_forking_is_not_used(tmp_path, spy, mon
     monkeypatch.setattr(workers, "FORK_WORKERS", False)
     make, config, opts = CASES["gpt2-conv1d-fused"]
     ckpt = open_checkpoint(synthetic.write_checkpoint(tmp_path, make(), config, **opts))
-    assert _same(analyze_spectra(ckpt, processes=0), analyze_spectra(ckpt, processes=2))
+    assert _same(checkpoint_spectra(ckpt, processes=0), checkpoint_spectra(ckpt, processes=2))
     assert len(spy[0]._procs) == 2 and spy[0].ran_remotely > 0 and spy[0].error is None
 
 
 def test_leading_k_jobs_run_on_workers_too(tmp_path, spy):
     ckpt = open_checkpoint(synthetic.write_checkpoint(tmp_path, synthetic.bert_state(layers=2), synthetic.bert_config(layers=2)))
-    assert _same(analyze_spectra(ckpt, processes=0, leading_k=4), analyze_spectra(ckpt, processes=2, leading_k=4))
+    assert _same(checkpoint_spectra(ckpt, processes=0, leading_k=4), checkpoint_spectra(ckpt, processes=2, leading_k=4))
     assert spy[0].ran_remotely == 2 * 6
 
 
@@ -192,10 +192,10 @@ def test_nan_in_a_feedforward_matrix_is_found_by_the_worker(tmp_path, spy):
     state[name][3, 2] = np.nan
     ckpt = open_checkpoint(synthetic.write_checkpoint(tmp_path, state, synthetic.bert_config(layers=2)))
     with pytest.raises(CheckpointError, match="contains NaN") as info:
-        analyze_spectra(ckpt, processes=2)
+        checkpoint_spectra(ckpt, processes=2)
     assert info.value.tensor == name and info.value.file.endswith("model.safetensors")
     with pytest.raises(CheckpointError, match="contains NaN"):
-        analyze_spectra(ckpt, processes=0)
+        checkpoint_spectra(ckpt, processes=0)
 
 
 def test_the_calling_process_loads_only_the_attention_matrices(tmp_path, spy, monkeypatch):
@@ -205,7 +205,7 @@ def test_the_calling_process_loads_only_the_attention_matrices(tmp_path, spy, mo
     original = checkpoint_module.load_tensor
     monkeypatch.setattr(checkpoint_module, "load_tensor", lambda path, name, info, **kw: loaded.append(name) or original(path, name, info, **kw))
     ckpt = open_checkpoint(synthetic.write_checkpoint(tmp_path, synthetic.bert_state(layers=2), synthetic.bert_config(layers=2)))
-    stats = analyze_spectra(ckpt, processes=2)
+    stats = checkpoint_spectra(ckpt, processes=2)
     assert len(stats) == 2 * (4 + 2 * 3 + 2) and spy[0].ran_remotely == 2 * 6
     assert loaded and not any("intermediate" in n or n.endswith("output.dense.weight") and "attention" not in n for n in loaded)
     assert len(loaded) == 2 * 4  # q, k, v, o of each layer, for the per-head products
@@ -246,9 +246,9 @@ def test_a_script_without_main_guard_runs_once(tmp_path):
     script = tmp_path / "unguarded.py"
     script.write_text(textwrap.dedent(f"""
         from numerics.io.checkpoint import open_checkpoint
-        from numerics.spectra import analyze_spectra
+        from numerics.spectra import checkpoint_spectra
         print("MARKER", flush=True)
-        stats = analyze_spectra(open_checkpoint({str(folder)!r}), processes=2)
+        stats = checkpoint_spectra(open_checkpoint({str(folder)!r}), processes=2)
         print("DONE", len(stats), flush=True)
     """))
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -314,6 +314,6 @@ def test_processes_argument_is_checked(tmp_path):
     ckpt = open_checkpoint(synthetic.write_checkpoint(tmp_path, synthetic.bert_state(layers=1), synthetic.bert_config(layers=1)))
     for bad in (-1, 1.5, True, "2"):
         with pytest.raises(ValueError, match="processes="):
-            analyze_spectra(ckpt, processes=bad)
+            checkpoint_spectra(ckpt, processes=bad)
     with pytest.raises(ValueError, match="processes="):
         workers.WholeMatrixPool(0)

@@ -8,7 +8,7 @@ with two threads while another process kept both cores busy. Three tools, one fo
 of process:
 
 * :func:`single_threaded_blas`: a scoped limit that restores the previous count (the calling
-  process: :func:`numerics.spectra.analyze_spectra`, the sweep, the packings);
+  process: :func:`numerics.spectra.checkpoint_spectra`, the sweep, the packings);
 * :func:`pin_blas_threads`: one thread for good (a dask worker whose only job is tasks);
 * :data:`WORKER_ENV`: the environment of a process started for the work (the SVD workers),
   read by the BLAS/OpenMP runtimes when they load.
@@ -117,7 +117,7 @@ def pin_blas_threads() -> None:
     Sets :data:`BLAS_THREAD_VARIABLES` to ``"1"`` for libraries loaded later and calls the
     thread-count setter of every OpenBLAS already loaded (through ``threadpoolctl`` when it is
     installed). Meant for worker processes whose only job is running tasks; the calling
-    process of :func:`numerics.spectra.analyze_spectra` uses the scoped, restoring
+    process of :func:`numerics.spectra.checkpoint_spectra` uses the scoped, restoring
     :func:`single_threaded_blas` instead.
     """
     global _pinned_pid

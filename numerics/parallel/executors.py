@@ -1,4 +1,4 @@
-"""Executors for the per-matrix work of :func:`numerics.spectra.analyze_spectra`.
+"""Executors for the per-matrix work of :func:`numerics.spectra.checkpoint_spectra`.
 
 :func:`make_executor` turns the two user-facing choices into something with
 ``submit(fn, *args, **kwargs) -> future``:
@@ -6,7 +6,7 @@
 * ``scheduler="tcp://host:8786"``: a dask ``distributed`` cluster (extra ``specbound[dask]``);
   tasks are shipped to its workers, with the matrices as arguments;
 * ``workers=N``: a local pool of ``N`` threads;
-* neither: ``None``, and the caller uses its own default (``analyze_spectra`` then runs a
+* neither: ``None``, and the caller uses its own default (``checkpoint_spectra`` then runs a
   thread pool with one thread per core, plus worker processes for the whole-matrix SVDs of
   large enough models; the sweep runs its checkpoints one after another in this process,
   :class:`SerialExecutor`).
@@ -19,7 +19,7 @@ every worker performs the same floating-point operations in the same order.
 Why threads for ``workers=N``: the tasks an executor runs here are the per-head products
 (QR factorisations and small SVDs, which scale on threads) and, unless worker processes take
 them, the whole-matrix SVDs. Whole-matrix SVDs keep the GIL for most of their run, so on
-threads they run one after another; ``analyze_spectra`` therefore sends them to its own
+threads they run one after another; ``checkpoint_spectra`` therefore sends them to its own
 worker processes (:mod:`numerics.parallel.workers`), which read the matrices from the checkpoint
 file instead of receiving them, by default when no executor is given and the model is large
 enough, or with ``processes=N`` alongside any executor. A ``concurrent.futures`` process
@@ -30,7 +30,7 @@ machine, MiniLM-shaped synthetic BERT took 1.6 s on a 2-process ``forkserver`` p
 what the dask scheduler is for.
 
 BLAS threads: parallel tasks plus a multi-threaded OpenBLAS oversubscribe the cores (measured
-30x slower here), so ``analyze_spectra`` pins BLAS to one thread in its own process. Remote
+30x slower here), so ``checkpoint_spectra`` pins BLAS to one thread in its own process. Remote
 dask workers are pinned too: their nanny starts them with ``OPENBLAS_NUM_THREADS=1`` (dask's
 default ``distributed.nanny.pre-spawn-environ``), and every task shipped by
 :class:`DaskExecutor` additionally pins the BLAS libraries already loaded in the worker the
@@ -141,7 +141,7 @@ class SerialExecutor:
 
 @contextlib.contextmanager
 def make_executor(*, scheduler: str | None = None, workers: int | None = None) -> Iterator[Executor | None]:
-    """The executor for ``analyze_spectra(..., executor=...)``, shut down on leaving the block.
+    """The executor for ``checkpoint_spectra(..., executor=...)``, shut down on leaving the block.
 
     Args:
       scheduler: address of a running dask scheduler (``"tcp://10.0.0.5:8786"``,
@@ -164,7 +164,7 @@ def make_executor(*, scheduler: str | None = None, workers: int | None = None) -
     Example::
 
         with make_executor(scheduler="tcp://127.0.0.1:8786") as pool:
-            stats = analyze_spectra(open_checkpoint("bert-base"), executor=pool)
+            stats = checkpoint_spectra(open_checkpoint("bert-base"), executor=pool)
     """
     if scheduler is not None and workers is not None:
         raise ValueError(f"scheduler={scheduler!r} and workers={workers!r}: give at most one of the two")

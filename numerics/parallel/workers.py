@@ -58,10 +58,12 @@ from numerics._util.subprocesses import isolated_python_command
 if TYPE_CHECKING:
     from numerics.io.checkpoint import MatrixSource
 
-__all__ = ["WholeMatrixPool", "available_cpus", "supported", "stats_from_source", "worker_main"]
+__all__ = ["Job", "WholeMatrixPool", "available_cpus", "supported", "stats_from_source", "worker_main"]
 
-_Job = tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]
-_Item = tuple[Future[Any], _Job, "MatrixSource"]
+#: A whole-matrix job: ``(fn, args, kwargs)``, run as ``fn(*args, **kwargs)``; ``args[0]`` is the
+#: matrix's name and ``args[1]`` the matrix, or ``None`` when it is to be loaded from its source.
+Job = tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]
+_Item = tuple[Future[Any], Job, "MatrixSource"]
 
 #: Whether the first worker forks the others (Linux) or each worker is its own interpreter.
 FORK_WORKERS: bool = sys.platform.startswith("linux")
@@ -247,7 +249,7 @@ class WholeMatrixPool:
 
     # ------------------------------------------------------------------ public
 
-    def submit(self, job: _Job, source: MatrixSource) -> Future[Any]:
+    def submit(self, job: Job, source: MatrixSource) -> Future[Any]:
         """Queue ``fn(*args, **kwargs)`` (``job``), whose matrix ``args[1]`` was read from ``source``.
 
         ``args[1]`` may be ``None``: the matrix is then loaded from ``source`` by whoever runs

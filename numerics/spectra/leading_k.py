@@ -5,7 +5,7 @@ A full SVD of an ``a x b`` matrix costs ``O(a b min(a, b))``. The bounds need le
 spectral norm ``s_1``, and upper bounds on ``S_p = sum_{i <= r} s_i^p`` for ``p in [0, 2]``
 (every coefficient of Theorem 3.1 increases with ``S_p``, so an upper bound keeps the bound
 valid). With ``W`` oriented so that ``N = min(a, b)`` is its number of columns,
-:func:`huge_matrix_stats` computes ``k`` leading right singular vectors with
+:func:`leading_k_stats` computes ``k`` leading right singular vectors with
 ``scipy.sparse.linalg.svds``, orthonormalises them into ``V`` (``N x k``), and splits
 
 .. math::
@@ -68,9 +68,9 @@ import numpy as np
 import scipy.linalg
 import scipy.sparse.linalg
 
-from numerics.spectra.stats import DTYPE_EPS, KINDS, MatrixStats, _as_matrix
+from numerics.spectra.stats import DTYPE_EPS, KINDS, MatrixStats, as_matrix
 
-__all__ = ["LeadingKStats", "huge_matrix_stats", "spectral_norm"]
+__all__ = ["LeadingKStats", "leading_k_stats", "spectral_norm"]
 
 _F64_EPS = DTYPE_EPS["F64"]
 _BLOCK_ROWS = 1024  # rows processed at once for norms and the residual (bounds temporary memory)
@@ -90,7 +90,7 @@ def spectral_norm(W: Any, *, solver: Literal["arpack", "lobpcg"] = "arpack", see
     """
     if solver not in ("arpack", "lobpcg"):
         raise ValueError(f"solver={solver!r} must be 'arpack' or 'lobpcg'")
-    a = _as_matrix("W", W)
+    a = as_matrix("W", W)
     if a.size == 0 or not a.any():
         return 0.0
     if min(a.shape) == 1:
@@ -221,7 +221,7 @@ def _residual_norm(a: np.ndarray, v: np.ndarray) -> float:
     return math.sqrt(total)
 
 
-def huge_matrix_stats(
+def leading_k_stats(
     name: str,
     W: Any,
     *,
@@ -254,7 +254,7 @@ def huge_matrix_stats(
 
     Example::
 
-        st = huge_matrix_stats("ff1", W, k=64, kind="ff1", layer=0, dtype_eps=DTYPE_EPS["F32"])
+        st = leading_k_stats("ff1", W, k=64, kind="ff1", layer=0, dtype_eps=DTYPE_EPS["F32"])
         st.spectral_norm, st.schatten_p(1.0), st.approximation, st.tail_count
     """
     if not (isinstance(k, int) and not isinstance(k, bool) and k >= 1):
@@ -265,7 +265,7 @@ def huge_matrix_stats(
         raise ValueError(f"dtype_eps={dtype_eps!r} must be a positive float")
     if rank_rtol is not None and not (rank_rtol >= 0 and math.isfinite(rank_rtol)):
         raise ValueError(f"rank_rtol={rank_rtol!r} must be a non-negative float")
-    w = _as_matrix(name, W)
+    w = as_matrix(name, W)
     rows, cols = w.shape
     full = min(rows, cols)
     fro2, norm_2_1, norm_1_1 = _entry_norms(w) if w.size else (0.0, 0.0, 0.0)

@@ -46,37 +46,26 @@ Only singular values are ever computed (``scipy.linalg.svdvals``; never U and V)
 from __future__ import annotations
 
 import math
-import os
-from collections import deque
-from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import Executor, ThreadPoolExecutor
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+from typing import Any, Literal, get_args
 
 import numpy as np
 import scipy.linalg
 
-from numerics._util import blas
-from numerics.errors import CheckpointError
-
-if TYPE_CHECKING:
-    from numerics.io.checkpoint import Checkpoint, LayerWeights, MatrixSource
-
 __all__ = [
     "DTYPE_EPS",
+    "MatrixKind",
     "KINDS",
     "MatrixStats",
+    "as_matrix",
     "energy_rank",
     "singular_values",
     "product_singular_values",
     "matrix_stats",
     "weight_stats",
     "product_stats",
-    "layer_matrices",
-    "analyze_spectra",
-    "auto_processes",
-    "whole_matrix_work",
 ]
 
 #: Machine epsilon of each stored dtype: float64 ``2**-52``, float32 ``2**-23``,
@@ -90,19 +79,18 @@ DTYPE_EPS: Mapping[str, float] = MappingProxyType(
     }
 )
 
-Kind = Literal["qk", "vo", "q", "k", "v", "o", "ff1", "ff2"]
-#: Matrix kinds: per-head products ``qk``, ``vo``; whole matrices ``q k v o ff1 ff2``.
-KINDS: tuple[str, ...] = ("qk", "vo", "q", "k", "v", "o", "ff1", "ff2")
+#: The role of a matrix in its layer: per-head products ``qk``, ``vo``; whole matrices
+#: ``q k v o ff1 ff2``.
+MatrixKind = Literal["qk", "vo", "q", "k", "v", "o", "ff1", "ff2"]
+#: Every :data:`MatrixKind`, in report order.
+KINDS: tuple[str, ...] = get_args(MatrixKind)
 
 _F64_EPS = DTYPE_EPS["F64"]
-
-#: What the SVD worker processes import before forking: the module that loads a matrix from
-#: its source and the one defining the whole-matrix jobs (plus numerics.spectra.leading_k with leading_k).
-_WORKER_MODULES: tuple[str, ...] = ("numerics.io.checkpoint", "numerics.spectra")
 _NORM_BLOCK_ROWS = 1024  # rows of an N x N product formed at once for the (1,1) norm
 
 
-def _as_matrix(name: str, w: Any) -> np.ndarray:
+def as_matrix(name: str, w: Any) -> np.ndarray:
+    """``w`` as a finite 2-D float64 array; ``ValueError`` naming ``name`` and the shape otherwise."""
     a = np.asarray(w, dtype=np.float64)
     if a.ndim != 2:
         raise ValueError(f"{name} must be a 2-D matrix, got shape {a.shape}")
@@ -120,7 +108,7 @@ def singular_values(W: Any) -> np.ndarray:
     Returns:
       ``min(a, b)`` singular values ``s_1 >= ... >= s_min(a,b) >= 0``.
     """
-    a = _as_matrix("W", W)
+    a = as_matrix("W", W)
     if a.size == 0:
         return np.zeros(0)
     return np.asarray(scipy.linalg.svdvals(a, check_finite=False), dtype=np.float64)
@@ -148,7 +136,7 @@ def product_singular_values(A: Any, B: Any) -> np.ndarray:
       The ``min(m, n, d)`` leading singular values of ``A B^T``, descending; the other
       ``min(m, n) - min(m, n, d)`` singular values are exactly zero and are not listed.
     """
-    a, b = _as_matrix("A", A), _as_matrix("B", B)
+    a, b = as_matrix("A", A), as_matrix("B", B)
     if a.shape[1] != b.shape[1]:
         raise ValueError(f"A and B must have the same number of columns, got shapes {a.shape} and {b.shape}")
     if a.size == 0 or b.size == 0:
@@ -164,7 +152,7 @@ class MatrixStats:
     Attributes:
       name: a readable identifier (the tensor name for whole matrices).
       layer: layer index.
-      kind: one of :data:`KINDS`.
+      kind: one of :data:`KINDS` (a :data:`MatrixKind`).
       head: head index for ``qk``/``vo``, ``None`` for whole matrices.
       shape: ``(a, b)`` in the ``[in, out]`` convention.
       singular_values: descending, float64, read-only; for a product only the ``<= d_h``
@@ -290,7 +278,7 @@ def matrix_stats(
       name: identifier of the matrix.
       sv: its singular values (any order; the zero ones may be left out).
       shape: ``(a, b)``, the matrix's shape in the ``[in, out]`` convention.
-      kind: one of :data:`KINDS`.
+      kind: one of :data:`KINDS` (a :data:`MatrixKind`).
       layer: layer index.
       head: head index, or ``None`` for a whole matrix.
       weight: the matrix ``[a, b]``; when given, ``norm_2_1`` and ``norm_1_1`` are computed
@@ -321,7 +309,7 @@ def matrix_stats(
     rank = int(np.count_nonzero(s > tol))
     fro2 = float(np.sum(s * s))
     if weight is not None:
-        w = _as_matrix("weight", weight)
+        w = as_matrix("weight", weight)
         if w.shape != tuple(shape):
             raise ValueError(f"weight has shape {w.shape}, must match shape={tuple(shape)!r}")
         norm_2_1 = float(np.linalg.norm(w, axis=0).sum())
@@ -356,7 +344,7 @@ def weight_stats(
     rank_rtol: float | None = None,
 ) -> MatrixStats:
     """:class:`MatrixStats` of a whole matrix ``W`` ``[in, out]``: all singular values and norms."""
-    w = _as_matrix(name, W)
+    w = as_matrix(name, W)
     return matrix_stats(
         name,
         singular_values(w),
@@ -391,7 +379,7 @@ def product_stats(
 
     The rank bound is ``d``.
     """
-    a, b = _as_matrix(f"{name} A", A), _as_matrix(f"{name} B", B)
+    a, b = as_matrix(f"{name} A", A), as_matrix(f"{name} B", B)
     if a.shape[1] != b.shape[1]:
         raise ValueError(f"{name}: A and B must have the same number of columns, got {a.shape} and {b.shape}")
     r_a = _qr_r(a) if a.size else np.zeros((0, a.shape[1]))
@@ -414,317 +402,3 @@ def product_stats(
         rank_rtol=rank_rtol,
         dtype_eps=dtype_eps,
     )
-
-
-# --------------------------------------------------------------------------- one layer
-
-_Job = tuple[Callable[..., MatrixStats], tuple[Any, ...], dict[str, Any]]
-
-
-class _Task(NamedTuple):
-    """One matrix's computation; ``source`` is where a whole matrix was read from (else ``None``)."""
-
-    fn: Callable[..., MatrixStats]
-    args: tuple[Any, ...]
-    kwargs: dict[str, Any]
-    source: MatrixSource | None = None
-
-    @property
-    def job(self) -> _Job:
-        return (self.fn, self.args, self.kwargs)
-
-
-def _check_heads(layer: LayerWeights, num_heads: int, num_kv_heads: int, head_dim: int) -> None:
-    for label, value in (("num_heads", num_heads), ("num_kv_heads", num_kv_heads), ("head_dim", head_dim)):
-        if not (isinstance(value, int) and value > 0):
-            raise ValueError(f"{label}={value!r} must be a positive int")
-    if num_heads % num_kv_heads:
-        raise ValueError(f"num_heads={num_heads!r} must be a multiple of num_kv_heads={num_kv_heads!r}")
-    n = layer.q.shape[0]
-    want = {
-        "q": (n, num_heads * head_dim),
-        "k": (n, num_kv_heads * head_dim),
-        "v": (n, num_kv_heads * head_dim),
-        "o": (num_heads * head_dim, n),
-    }
-    for role, shape in want.items():
-        got = getattr(layer, role).shape
-        if got != shape:
-            raise ValueError(
-                f"layer {layer.index}: {role} has shape {got}, must be {shape} for num_heads={num_heads}, "
-                f"num_kv_heads={num_kv_heads}, head_dim={head_dim}"
-            )
-
-
-def _layer_jobs(
-    layer: LayerWeights,
-    *,
-    num_heads: int,
-    num_kv_heads: int,
-    head_dim: int,
-    dtype_eps: float | None,
-    rank_rtol: float | None,
-    leading_k: int | None = None,
-    from_sources: bool = False,
-) -> list[_Task]:
-    """The independent computations of one layer, with the file source of each whole matrix.
-
-    With ``from_sources`` the whole-matrix jobs carry ``None`` instead of the matrix (and the
-    layer may have been loaded with ``feedforward=False``): they must be run through
-    :func:`numerics.parallel.workers.stats_from_source`, which loads the matrix from its source.
-    """
-    _check_heads(layer, num_heads, num_kv_heads, head_dim)
-    eps = DTYPE_EPS[layer.dtype] if dtype_eps is None else dtype_eps
-    opts = {"layer": layer.index, "dtype_eps": eps, "rank_rtol": rank_rtol}
-    i, d = layer.index, head_dim
-    group = num_heads // num_kv_heads
-    jobs: list[_Task] = []
-
-    def whole(name: str, w: np.ndarray | None, kind: str, key: str) -> _Task:
-        # from_sources: the matrix is not passed (w is None); whoever runs the job loads it
-        source = layer.sources.get(key)
-        if from_sources:
-            if source is None:
-                raise ValueError(f"layer {layer.index}: no source recorded for {key!r}; load it with Checkpoint.load_layer")
-            w, shape = None, source.shape
-        else:
-            assert w is not None
-            shape = w.shape
-        if leading_k is not None and min(shape) > leading_k + 1:
-            from numerics.spectra.leading_k import huge_matrix_stats  # lazily: numerics.spectra.leading_k imports this module
-
-            return _Task(huge_matrix_stats, (name, w), {"kind": kind, "k": leading_k, **opts}, source)
-        return _Task(weight_stats, (name, w), {"kind": kind, **opts}, source)
-
-    for role in ("q", "k", "v", "o"):
-        name = layer.names[role] + (f"[{role}]" if layer.packed_qkv and role != "o" else "")
-        jobs.append(whole(name, getattr(layer, role), role, role))
-    scale = 1.0 / math.sqrt(d)
-    for h in range(num_heads):
-        g = h // group
-        q_h = layer.q[:, h * d : (h + 1) * d] * scale
-        k_g = layer.k[:, g * d : (g + 1) * d]
-        jobs.append(_Task(product_stats, (f"layer{i}.head{h}.qk", q_h, k_g), {"kind": "qk", "head": h, **opts}))
-    for h in range(num_heads):
-        g = h // group
-        v_g = layer.v[:, g * d : (g + 1) * d]
-        o_h = layer.o[h * d : (h + 1) * d, :]
-        jobs.append(_Task(product_stats, (f"layer{i}.head{h}.vo", v_g, o_h.T), {"kind": "vo", "head": h, **opts}))
-    if layer.feedforward_loaded:
-        for kind, mats in (("ff1", layer.ff1), ("ff2", layer.ff2)):
-            for name, w in mats:
-                jobs.append(whole(name, w, kind, name))
-    else:
-        if not from_sources:
-            raise ValueError(f"layer {layer.index} was loaded without its feedforward matrices: use from_sources=True")
-        for kind in ("ff1", "ff2"):
-            for name, source in layer.sources.items():
-                if source.role == kind:
-                    jobs.append(whole(name, None, kind, name))
-    return jobs
-
-
-def layer_matrices(
-    layer: LayerWeights,
-    *,
-    num_heads: int,
-    num_kv_heads: int,
-    head_dim: int,
-    dtype_eps: float | None = None,
-    rank_rtol: float | None = None,
-) -> list[MatrixStats]:
-    """Statistics of every matrix of one layer, computed serially.
-
-    Order: whole ``q, k, v, o``; per-head ``qk`` for ``h = 0..H-1``; per-head ``vo``; then
-    ``ff1`` matrices and ``ff2`` matrices in map order.
-
-    Args:
-      layer: the layer's weights (row-vector convention, see :class:`LayerWeights`).
-      num_heads: query heads ``H``.
-      num_kv_heads: key/value heads ``H_kv`` (divides ``H``); query head ``h`` uses key/value
-        head ``h // (H / H_kv)``.
-      head_dim: ``d_h``.
-      dtype_eps: epsilon for the rank tolerance; default that of ``layer.dtype``.
-      rank_rtol: relative rank tolerance overriding ``max(a, b) * dtype_eps``.
-    """
-    jobs = _layer_jobs(
-        layer,
-        num_heads=num_heads,
-        num_kv_heads=num_kv_heads,
-        head_dim=head_dim,
-        dtype_eps=dtype_eps,
-        rank_rtol=rank_rtol,
-    )
-    return [task.fn(*task.args, **task.kwargs) for task in jobs]
-
-
-# --------------------------------------------------------------------------- a checkpoint
-
-
-def analyze_spectra(
-    checkpoint: Checkpoint,
-    *,
-    executor: Executor | None = None,
-    progress: Callable[[int, int, str], None] | None = None,
-    rank_rtol: float | None = None,
-    layers_in_flight: int = 2,
-    single_threaded_blas: bool = True,
-    leading_k: int | None = None,
-    processes: int | None = None,
-) -> list[MatrixStats]:
-    """Statistics of every analysed matrix of a checkpoint, computed in parallel.
-
-    Layers are streamed (:meth:`Checkpoint.iter_layers`); each matrix is one task submitted
-    with ``executor.submit``; at most ``layers_in_flight`` layers are held in memory, the next
-    one loading while earlier tasks run. Results come back in the order of
-    :func:`layer_matrices`, layer by layer, whatever the executor.
-
-    Args:
-      checkpoint: from :func:`numerics.io.checkpoint.open_checkpoint`.
-      executor: anything with ``submit(fn, *args, **kwargs) -> future`` whose futures have
-        ``result()`` (``concurrent.futures`` executors, ``distributed.Client.get_executor()``).
-        Default: a ``ThreadPoolExecutor(max_workers=os.cpu_count())``, created and shut down
-        here (LAPACK releases the GIL). A given executor is not shut down.
-        :func:`numerics.parallel.executors.make_executor` builds one for a dask cluster
-        (``scheduler="tcp://..."``) or a thread pool of a given size; every task is a
-        module-level function of arrays, so it pickles, and results are bit-identical.
-      progress: called as ``progress(done, total, name)`` from the calling thread after each
-        matrix, ``done`` running ``1..total``.
-      rank_rtol: relative rank tolerance, see :func:`matrix_stats`.
-      layers_in_flight: layers held in memory at once (those with pending tasks plus the
-        one loading); bounds memory.
-      single_threaded_blas: limit BLAS to one thread while this runs (restored after), so
-        that parallel tasks do not oversubscribe the cores. Process-pool workers do not see
-        this limit: start them with ``OPENBLAS_NUM_THREADS=1`` (or ``OMP_NUM_THREADS=1``).
-      leading_k: for huge matrices: every whole matrix with ``min(a, b) > leading_k + 1`` gets
-        only its ``leading_k`` leading singular values and a certified bound on the rest
-        (:func:`numerics.spectra.leading_k.huge_matrix_stats`; its statistics are a
-        :class:`numerics.spectra.leading_k.LeadingKStats` recording ``approximation="leading-k"``). Per-head
-        products are always exact (their ``d_h x d_h`` cores are small). ``None``: every
-        matrix exact.
-      processes: worker processes for the whole-matrix SVDs
-        (:class:`numerics.parallel.workers.WholeMatrixPool`: each worker reads its matrices from the
-        checkpoint file itself; results bit-identical to the in-process ones). ``None``
-        (default): without an ``executor``, one per CPU when the whole matrices are large
-        enough to repay the pool's start (about 0.3 s; :func:`auto_processes`), else none;
-        with an ``executor``, none. ``0``: none. A positive count is used even with an
-        ``executor``, which then runs the per-head work only. Per-head work never goes to
-        the processes (it scales on threads).
-
-    Returns:
-      One :class:`MatrixStats` per matrix:
-      ``L * (4 + 2 H + n_ff1 + n_ff2)`` of them.
-    """
-    if not (isinstance(layers_in_flight, int) and layers_in_flight >= 1):
-        raise ValueError(f"layers_in_flight={layers_in_flight!r} must be a positive int")
-    if leading_k is not None and not (isinstance(leading_k, int) and not isinstance(leading_k, bool) and leading_k >= 1):
-        raise ValueError(f"leading_k={leading_k!r} must be a positive int or None")
-    if processes is not None and not (isinstance(processes, int) and not isinstance(processes, bool) and processes >= 0):
-        raise ValueError(f"processes={processes!r} must be a non-negative int or None")
-    per_layer = 4 + 2 * checkpoint.num_heads + checkpoint.num_ff1 + checkpoint.num_ff2
-    total = checkpoint.num_layers * per_layer
-    own = executor is None
-    pool: Any = ThreadPoolExecutor(max_workers=os.cpu_count() or 1) if own else executor
-    if own and processes is None:
-        processes = auto_processes(checkpoint, leading_k=leading_k)
-    from numerics.parallel.workers import WholeMatrixPool
-
-    preload = _WORKER_MODULES + (("numerics.spectra.leading_k",) if leading_k is not None else ())
-    whole_pool = WholeMatrixPool(processes, preload=preload) if processes else None
-    results: list[MatrixStats] = []
-    pending: deque[list[Any]] = deque()
-
-    def submit(task: _Task) -> Any:
-        if whole_pool is not None and task.source is not None:
-            return whole_pool.submit(task.job, task.source)
-        return pool.submit(task.fn, *task.args, **task.kwargs)
-
-    def drain_one() -> None:
-        for future, task in pending.popleft():
-            try:
-                stats = future.result()
-            except MemoryError:
-                where = task.source.path if task.source is not None else checkpoint.source
-                shape = task.source.shape if task.source is not None else None
-                raise CheckpointError(where, f"out of memory while computing the singular values of {task.args[0]}"
-                                      + (f" (shape {list(shape)})" if shape else "")) from None
-            results.append(stats)
-            if progress is not None:
-                progress(len(results), total, stats.name)
-
-    try:
-        with blas.single_threaded_blas(single_threaded_blas):
-            for layer in checkpoint.iter_layers(feedforward=whole_pool is None):
-                jobs = _layer_jobs(
-                    layer,
-                    num_heads=checkpoint.num_heads,
-                    num_kv_heads=checkpoint.num_kv_heads,
-                    head_dim=checkpoint.head_dim,
-                    dtype_eps=None,
-                    rank_rtol=rank_rtol,
-                    leading_k=leading_k,
-                    from_sources=whole_pool is not None,
-                )
-                pending.append([(submit(task), task) for task in jobs])
-                del layer, jobs
-                while len(pending) >= layers_in_flight:
-                    drain_one()
-            while pending:
-                drain_one()
-    except BaseException:
-        for futures in pending:
-            for future, _ in futures:
-                cancel = getattr(future, "cancel", None)
-                if cancel is not None:
-                    cancel()
-        if whole_pool is not None:
-            whole_pool.close(cancel=True)
-            whole_pool = None
-        raise
-    finally:
-        if whole_pool is not None:
-            whole_pool.close()
-        if own:
-            pool.shutdown(wait=True, cancel_futures=True)
-    return results
-
-
-#: Whole-matrix SVD work (sum of ``a b min(a, b)`` over the whole matrices) above which
-#: :func:`auto_processes` starts worker processes. Measured on this project's 2-core machine:
-#: MiniLM-L6 has 4.1e9 and its whole-matrix SVDs take 0.72 s on one core (5.7e9 per second);
-#: the pool starts in about 0.3 s, during which the calling process runs SVDs itself, so
-#: below about 1e9 (0.2 s of SVDs) there is nothing to win.
-PROCESS_THRESHOLD = 1.0e9
-
-
-def whole_matrix_work(checkpoint: Checkpoint, *, leading_k: int | None = None) -> float:
-    """``sum a b min(a, b)`` over the checkpoint's whole matrices (the SVD cost, up to a constant).
-
-    With ``leading_k``, matrices with ``min(a, b) > leading_k + 1`` count ``a b (leading_k + 1)``.
-    """
-    N, H, Hkv, d, F = (checkpoint.hidden_size, checkpoint.num_heads, checkpoint.num_kv_heads,
-                       checkpoint.head_dim, checkpoint.intermediate_size)
-    shapes = [(N, H * d), (N, Hkv * d), (N, Hkv * d), (H * d, N)]
-    shapes += [(N, F)] * (checkpoint.num_ff1 + checkpoint.num_ff2)
-
-    def cost(a: int, b: int) -> float:
-        m = min(a, b)
-        if leading_k is not None and m > leading_k + 1:
-            m = leading_k + 1
-        return float(a) * float(b) * float(m)
-
-    return checkpoint.num_layers * sum(cost(a, b) for a, b in shapes)
-
-
-def auto_processes(checkpoint: Checkpoint, *, leading_k: int | None = None) -> int:
-    """Worker processes :func:`analyze_spectra` uses by default: one per CPU, or 0.
-
-    0 on a single CPU, or when :func:`whole_matrix_work` is below :data:`PROCESS_THRESHOLD`.
-    """
-    from numerics.parallel.workers import available_cpus
-
-    cpus = available_cpus()
-    if cpus < 2 or whole_matrix_work(checkpoint, leading_k=leading_k) < PROCESS_THRESHOLD:
-        return 0
-    return cpus
-
