@@ -89,7 +89,7 @@ def _combine(parts: list[tuple[str, Measurement]]) -> Measurement:
 
 
 def _synthetic_terms(layers: int, *, seed: int = 0, log_rho: float = 0.0) -> list[Any]:
-    from numerics.bounds import MatrixTerm
+    from numerics.bounds.terms import MatrixTerm
 
     rng = np.random.default_rng(seed)
     out = []
@@ -101,7 +101,7 @@ def _synthetic_terms(layers: int, *, seed: int = 0, log_rho: float = 0.0) -> lis
 
 
 def _identical_terms(layers: int) -> list[Any]:
-    from numerics.bounds import MatrixTerm
+    from numerics.bounds.terms import MatrixTerm
 
     sv = np.arange(1, 17, dtype=float) ** -1.0
     return [MatrixTerm(f"l{l}.{k}", k, (64, 64), 16, sv, 16, 0.0, 1.0, f"layer{l}/{k}") for l in range(layers) for k in ("qk", "vo")]
@@ -113,7 +113,7 @@ def _identical_terms(layers: int) -> list[Any]:
 def _c1() -> Measurement:
     import sympy as sp
 
-    from numerics.lambdified import thm41_log_cover
+    from numerics.bounds.compiled import thm41_log_cover
     from theory import thm41
 
     exact = all(sp.simplify(thm41.derive(k).p0 - thm41.rank_cover_at_half_scale(k)) == 0
@@ -149,7 +149,7 @@ def _c2() -> Measurement:
 def _c3() -> Measurement:
     import sympy as sp
 
-    from numerics.bounds import BoundSettings, rademacher
+    from numerics.bounds.theorem31 import BoundSettings, rademacher
     from theory import regimes
 
     p = sp.Symbol("p", positive=True)
@@ -173,7 +173,7 @@ def _c3() -> Measurement:
 
 
 def _c4() -> Measurement:
-    from numerics.bounds import BoundSettings, coefficients
+    from numerics.bounds.theorem31 import BoundSettings, coefficients
 
     cfg = BoundSettings()
     base, shifted = _synthetic_terms(2, log_rho=0.0), _synthetic_terms(2, log_rho=10.0)
@@ -185,7 +185,7 @@ def _c4() -> Measurement:
 
 
 def _c5() -> Measurement:
-    from numerics.bounds import BoundSettings, coefficients
+    from numerics.bounds.theorem31 import BoundSettings, coefficients
     from theory import regimes
 
     terms = _synthetic_terms(1)

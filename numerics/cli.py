@@ -156,8 +156,8 @@ def _p_grid(text: str) -> tuple[float, ...]:
 
 
 def _settings(args: argparse.Namespace) -> tuple[Any, Any]:
-    from numerics.analysis import ModelSettings
-    from numerics.bounds import BoundSettings
+    from numerics.bounds.terms import ModelSettings
+    from numerics.bounds.theorem31 import BoundSettings
 
     kw: dict[str, Any] = {"n": args.n, "T": args.T, "delta": args.delta, "tie": args.tie}
     if args.p_grid is not None:

@@ -60,7 +60,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from numerics.lambdified import thm41_log_cover
+from numerics.bounds.compiled import thm41_log_cover
 from numerics.packing import Floats, Metric, _check_int, greedy_cover_sizes, greedy_packing_sizes
 
 __all__ = [
@@ -411,7 +411,7 @@ def metric_for(kind: Kind) -> Metric:
 def thm41_upper(kind: Kind, *, p: float, eps: float, s: float, R: float, B: float, a: int, b: int, m: int) -> float:
     """Theorem 4.1's bound on ``log N(eps)`` (nats) for ``F(s, R, p)`` on ``m`` sample rows.
 
-    A thin wrapper of :func:`numerics.lambdified.thm41_log_cover` with the class's
+    A thin wrapper of :func:`numerics.bounds.compiled.thm41_log_cover` with the class's
     rank bound ``r = min(a, b)`` and, for the bilinear kind, ``m^2`` token pairs.
     ``eps`` is the *covering* scale: compare with a packing at separation ``2 eps``.
     """

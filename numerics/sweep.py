@@ -66,9 +66,10 @@ from typing import Any, Literal
 import numpy as np
 
 from numerics._util import blas
-from numerics.analysis import ModelSettings, analyze
+from numerics.analysis import analyze
 from numerics.parallel.executors import SerialExecutor
-from numerics.bounds import BoundSettings
+from numerics.bounds.terms import ModelSettings
+from numerics.bounds.theorem31 import BoundSettings
 from numerics.errors import CheckpointError
 from numerics.io import hub
 from numerics.io.resolve import resolve_source

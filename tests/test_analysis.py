@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from numerics.analysis import ModelSettings, analyze, build_terms
-from numerics.bounds import BoundSettings
+from numerics.analysis import analyze
+from numerics.bounds import BoundSettings, ModelSettings, build_terms
 from numerics.cli import main
 from tests import synthetic
 from tests.synthetic import bert_config, bert_state, write_checkpoint
@@ -89,7 +89,7 @@ def test_edelman_proxy_against_a_naive_sum(result):
 def test_phi_sa_against_a_naive_loop_over_the_grid(bert_folder, result):
     # The definition term by term, one scalar coefficient per (matrix, p), min over the common p:
     # phi_sa(p) = (sum_j (a_j(p) rho_j^p)^(1/(1+p)))^((1+p)/2).
-    from numerics import lambdified
+    from numerics.bounds import compiled
     from numerics.io.checkpoint import open_checkpoint
     from numerics.spectra import checkpoint_spectra
 
@@ -99,7 +99,7 @@ def test_phi_sa_against_a_naive_loop_over_the_grid(bert_folder, result):
         total = 0.0
         for t in terms:
             R = float(np.sum(np.sort(t.singular_values)[::-1][: t.rank] ** q))
-            a = lambdified.thm41_coefficient_without_logs(t.cover_kind, p=q, R=R, B=t.input_scale, a=t.shape[0], b=t.shape[1])
+            a = compiled.thm41_coefficient_without_logs(t.cover_kind, p=q, R=R, B=t.input_scale, a=t.shape[0], b=t.shape[1])
             assert isinstance(a, float)
             total += (a * math.exp(q * t.log_rho)) ** (1 / (1 + q))
         curve[q] = total ** ((1 + q) / 2)
@@ -113,12 +113,12 @@ def test_phi_sa_against_a_naive_loop_over_the_grid(bert_folder, result):
 
 
 def test_coefficient_without_logs_takes_arrays():
-    from numerics import lambdified
+    from numerics.bounds import compiled
 
     ps, Rs = np.array([0.0, 0.5, 1.0, 2.0]), np.array([7.0, 3.0, 2.5, 9.0])
     for kind in ("vector", "bilinear"):
-        got = lambdified.thm41_coefficient_without_logs(kind, p=ps, R=Rs, B=1.5, a=6, b=4)
-        want = [lambdified.thm41_coefficient_without_logs(kind, p=float(p), R=float(R), B=1.5, a=6, b=4) for p, R in zip(ps, Rs)]
+        got = compiled.thm41_coefficient_without_logs(kind, p=ps, R=Rs, B=1.5, a=6, b=4)
+        want = [compiled.thm41_coefficient_without_logs(kind, p=float(p), R=float(R), B=1.5, a=6, b=4) for p, R in zip(ps, Rs)]
         assert got.shape == (4,) and got[0] == 7.0 * (6 + 4 + 1)  # p = 0: R (a + b + 1), the documented limit
         np.testing.assert_allclose(got, want, rtol=1e-14)
 

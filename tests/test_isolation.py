@@ -5,7 +5,7 @@
   or from whatever the caller had on ``sys.path``: the modules planted below write a marker
   file when imported, and no marker may appear.
 - Nothing read from the cache folder is executed: the numeric forms ship as generated
-  Python inside the package (:mod:`numerics._derived_forms`), so files planted where the
+  Python inside the package (:mod:`numerics.bounds._derived_forms`), so files planted where the
   old derivation cache lived (``<cache>/derived/``) must never be read.
 """
 
@@ -137,9 +137,9 @@ def test_isolated_python_sees_only_the_package_folder(tmp_path, monkeypatch):
 def _old_fingerprint() -> str:
     """The name the old derivation cache used (``numerics.lambdified._theory_fingerprint`` before
     the forms shipped in the package): sha256 of the SymPy version, the ``theory`` sources and
-    ``numerics/lambdified.py``, first 20 hex digits."""
+    ``numerics/lambdified.py`` (now ``numerics/bounds/compiled.py``), first 20 hex digits."""
     h = hashlib.sha256(version("sympy").encode())
-    for path in [*sorted((ROOT / "theory").glob("*.py")), ROOT / "numerics" / "lambdified.py"]:
+    for path in [*sorted((ROOT / "theory").glob("*.py")), ROOT / "numerics" / "bounds" / "compiled.py"]:
         h.update(path.name.encode())
         h.update(path.read_bytes())
     return h.hexdigest()[:20]

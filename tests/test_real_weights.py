@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from numerics.bounds import BoundSettings, rademacher
-from numerics.analysis import build_terms
+from numerics.bounds import build_terms
 from numerics.report import summary_markdown
 from tests.synthetic import stats_from_analysis
 

@@ -30,7 +30,7 @@ times larger and would make the rank of float64 weights uncertifiable). So the s
 of ``tau = sqrt(E / c)`` has ``S_p`` equal to the bound for every ``p in [0, 2]``: it is stored
 as ``singular_values`` of the returned :class:`LeadingKStats`, a
 :class:`~numerics.spectra.MatrixStats`, so that code written for exact statistics
-(:func:`numerics.analysis.analyze_stats`) gets valid upper bounds from it. For ``p > 2``,
+(:func:`numerics.analysis.evaluate_bounds`) gets valid upper bounds from it. For ``p > 2``,
 Minkowski's inequality gives ``S_p(W)^(1/p) <= S_p(W V)^(1/p) + ||R||_F``.
 
 Rank: when ``||R||_F <= rank tolerance``, every ``s_i(W)``, ``i > k``, is below the tolerance

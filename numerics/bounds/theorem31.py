@@ -1,8 +1,8 @@
 r"""Numeric Theorem 3.1: complexity, Rademacher bound and post hoc Schatten indices.
 
-Inputs are per-matrix :class:`MatrixTerm` records (spectra plus the propagation
+Inputs are per-matrix :class:`~numerics.bounds.terms.MatrixTerm` records (spectra plus the propagation
 factor in log space); every closed form comes from :mod:`theory` through
-:mod:`numerics.lambdified`.
+:mod:`numerics.bounds.compiled`.
 
 Rigour of the numeric steps (each an upper bound on the exact quantity):
 
@@ -34,17 +34,30 @@ rounding, in a fraction of the time (``benchmarks/bench_posthoc.py``).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from numerics import lambdified
-from theory.schatten import schatten_power
+from numerics.bounds import compiled
+from numerics.bounds.terms import MatrixTerm
 
-__all__ = ["MatrixTerm", "BoundSettings", "BoundResult", "PosthocResult", "coefficients", "log_cover_at", "rademacher", "posthoc"]
+__all__ = [
+    "DEFAULT_P_GRID",
+    "MAX_SAMPLE_POINTS",
+    "BoundSettings",
+    "BoundResult",
+    "PosthocResult",
+    "coefficients",
+    "log_cover_at",
+    "rademacher",
+    "group_labels",
+    "peeling_levels",
+    "posthoc",
+]
 
-DEFAULT_P_GRID = tuple(np.round(np.linspace(0.0, 2.0, 21), 10))
+#: The post hoc grid ``P`` of Schatten indices: 0, 0.1, ..., 2 (21 points).
+DEFAULT_P_GRID: tuple[float, ...] = tuple(np.round(np.linspace(0.0, 2.0, 21), 10))
 
 #: Largest ``n T^2`` accepted by :class:`BoundSettings` (far above any data set; keeps floats finite).
 MAX_SAMPLE_POINTS = 1e300
@@ -63,45 +76,6 @@ def _short(v: object) -> str:
         return repr(v)
     digits = str(v)
     return f"{digits[:6]}...{digits[-3:]} ({len(digits)} digits)"
-
-
-@dataclass(frozen=True)
-class MatrixTerm:
-    """One matrix as Theorem 3.1 sees it.
-
-    Attributes:
-        name: identifier (tensor name, with ``[head h]`` for per-head products).
-        kind: ``qk`` (bilinear cover) or ``vo``/``ff1``/``ff2`` (vector cover).
-        shape: ``(a, b)``; rank_bound: ``r`` (``d_h`` for per-head products).
-        singular_values: all singular values (float64).
-        rank: numerical rank (``S_0``).
-        log_rho: log of the propagation factor ``rho_j``.
-        input_scale: ``B_j``, the bound on the rows entering the matrix.
-        group: the tie group (e.g. ``"layer3/qk"``); one index per group.
-    """
-
-    name: str
-    kind: str
-    shape: tuple[int, int]
-    rank_bound: int
-    singular_values: np.ndarray = field(repr=False)
-    rank: int
-    log_rho: float
-    input_scale: float
-    group: str
-
-    @property
-    def cover_kind(self) -> str:
-        return "bilinear" if self.kind == "qk" else "vector"
-
-    @property
-    def spectral_norm(self) -> float:
-        return float(self.singular_values.max()) if self.singular_values.size else 0.0
-
-    def schatten(self, p: np.ndarray) -> np.ndarray:
-        """``S_p`` on the retained spectrum (``S_0`` = rank)."""
-        sv = np.sort(self.singular_values)[::-1][: max(self.rank, 0)]
-        return schatten_power(sv, p)
 
 
 @dataclass(frozen=True)
@@ -188,13 +162,13 @@ def _log_coefficient_table(terms: Sequence[MatrixTerm], p: np.ndarray, settings:
     for kind in ("bilinear", "vector"):
         # A matrix covered at scales at or above the radius of its class (s B^2 for scores, s B
         # for vectors; e.g. rho_j ~ 0 behind a zero matrix) needs a single ball: K_j = 0 there,
-        # so a_j = 0 (see numerics.lambdified.thm41_log_cover).
+        # so a_j = 0 (see numerics.bounds.compiled.thm41_log_cover).
         cols = np.array([j for j, t in enumerate(terms) if t.cover_kind == kind and spectral[j] > 0
                          and log_eps[j] < log_radius[j]], dtype=np.intp)
         if cols.size == 0:
             continue
         sub = [terms[j] for j in cols]
-        log_a = lambdified.thm41_log_coefficient(
+        log_a = compiled.thm41_log_coefficient(
             kind, p=p2[:, cols], log_eps_min=log_eps[cols], s=spectral[cols], R=R[:, cols],
             B=np.array([t.input_scale for t in sub]), a=np.array([t.shape[0] for t in sub], dtype=np.float64),
             b=np.array([t.shape[1] for t in sub], dtype=np.float64), r=np.array([t.rank_bound for t in sub], dtype=np.float64),
@@ -208,7 +182,7 @@ def _log_coefficient_table(terms: Sequence[MatrixTerm], p: np.ndarray, settings:
 def coefficients(terms: Sequence[MatrixTerm], p: np.ndarray | float, settings: BoundSettings) -> np.ndarray:
     """``log c_j`` with ``c_j = a_j(p_j) rho_j^p_j (1-theta)^-p_j`` (``-inf`` for a zero matrix).
 
-    Computed in log space (:func:`numerics.lambdified.thm41_log_coefficient`): finite however
+    Computed in log space (:func:`numerics.bounds.compiled.thm41_log_coefficient`): finite however
     large ``log rho_j`` is.
     """
     return _log_coefficient_table(terms, np.broadcast_to(np.asarray(p, dtype=np.float64), (len(terms),)), settings)
@@ -417,7 +391,7 @@ class PosthocResult:
     log_rademacher: float = math.nan
 
 
-def _group_labels(terms: Sequence[MatrixTerm], tie: str) -> list[str]:
+def group_labels(terms: Sequence[MatrixTerm], tie: str) -> list[str]:
     if tie == "common":
         return ["all"] * len(terms)
     if tie == "matrix":
@@ -536,7 +510,7 @@ def posthoc(terms: Sequence[MatrixTerm], settings: BoundSettings = BoundSettings
         raise ValueError(f"max_sweeps={max_sweeps!r} must be a non-negative int.")
     grid = np.asarray(sorted(set(float(q) for q in settings.p_grid)))
     n_grid = grid.size
-    labels = _group_labels(terms, settings.tie)
+    labels = group_labels(terms, settings.tie)
     uniq = list(dict.fromkeys(labels))
     position = {g: i for i, g in enumerate(uniq)}
     index = np.array([position[g] for g in labels])
