@@ -12,7 +12,8 @@ Rigour of the numeric steps (each an upper bound on the exact quantity):
   the budget (``w = theta/J + (1-theta) v``), which costs the factor
   ``(1-theta)^-p_j`` in ``c_j``;
 * for mixed indices ``G(eps) = min_v sum_j c_j (eps v_j)^-p_j`` is solved exactly
-  at grid scales (vectorised bisection on the Lagrange multiplier) and the
+  at grid scales (vectorised Newton's method on the logarithm of the Lagrange multiplier,
+  monotone from a point where the constraint is not yet met; see :func:`_log_cover_batch`) and the
   Dudley integral is bounded interval by interval with
   ``sqrt(G(eps)) <= sqrt(G(eps_i)) (eps_i/eps)^(p_min/2)`` on ``[eps_i, eps_i+1]``,
   which is exact when all indices agree;
