@@ -61,6 +61,7 @@ from typing import Any, Literal
 import numpy as np
 
 from numerics.bounds.compiled import thm41_log_cover
+from numerics.spectra.stats import schatten_power
 from numerics.packing import Floats, Metric, _check_int, greedy_cover_sizes, greedy_packing_sizes
 
 __all__ = [
@@ -70,7 +71,6 @@ __all__ = [
     "ClassSample",
     "MCRow",
     "MCResult",
-    "schatten_power_rows",
     "haar_frames",
     "sample_class",
     "sample_rows",
@@ -197,22 +197,6 @@ def _check_kind(kind: object) -> None:
         raise ValueError(f"kind={kind!r} must be 'vector' or 'bilinear'.")
 
 
-# --------------------------------------------------------------------------- Schatten
-
-
-def schatten_power_rows(sigma: np.ndarray, p: float) -> np.ndarray:
-    r"""``S_p`` of each row of ``sigma`` (singular values, last axis): ``sum_i sigma_i^p``; ``S_0`` counts ``sigma_i > 0``.
-
-    Exact zeros are structural zeros (the generators produce them); use
-    :func:`theory.schatten.schatten_power` with a rank tolerance on computed spectra.
-    """
-    p = _check_p(p)
-    sig = np.asarray(sigma, dtype=np.float64)
-    if p == 0:
-        return np.count_nonzero(sig > 0, axis=-1).astype(np.float64)
-    return np.sum(sig**p, axis=-1)
-
-
 # --------------------------------------------------------------------------- generators
 
 
@@ -300,7 +284,7 @@ def sample_class(rng: np.random.Generator, *, a: int, b: int, profile: Profile, 
         raise ValueError(f"variation={variation!r} must lie in [0, 1).")
     r = min(a, b)
     base = profile.spectrum(r=r, s=s)
-    R_val = float(schatten_power_rows(base, p)) if R is None else _check_pos(R, "R")
+    R_val = float(schatten_power(base, p)) if R is None else _check_pos(R, "R")
     if p == 0 and R_val < 1:
         raise ValueError(f"R={R!r} must be >= 1 at p=0 (R bounds the rank).")
 
@@ -318,9 +302,9 @@ def sample_class(rng: np.random.Generator, *, a: int, b: int, profile: Profile, 
             sigma[:, keep:] = 0.0
     else:
         with np.errstate(divide="ignore"):
-            scale = np.minimum(1.0, np.minimum(s / sigma[:, 0], (R_val / schatten_power_rows(sigma, p)) ** (1.0 / p)))
+            scale = np.minimum(1.0, np.minimum(s / sigma[:, 0], (R_val / schatten_power(sigma, p)) ** (1.0 / p)))
         sigma *= scale[:, None]
-        sigma = _enforce(sigma, R_val, lambda v: schatten_power_rows(v, p))
+        sigma = _enforce(sigma, R_val, lambda v: schatten_power(v, p))
     sigma = _enforce(sigma, s, lambda v: v[:, 0])
 
     U = haar_frames(rng, count=count, n=a, k=r)
@@ -431,7 +415,8 @@ def best_p(profile: Profile, *, p_grid: Sequence[float] = DEFAULT_P_GRID, eps: f
         ``(p_star, bounds)`` with ``bounds[j]`` the bound at ``p_grid[j]``.
     """
     spec = profile.spectrum(r=min(a, b), s=s)
-    bounds = np.array([thm41_upper(kind, p=q, eps=eps, s=s, R=float(schatten_power_rows(spec, q)), B=B, a=a, b=b, m=m) for q in p_grid])
+    bounds = np.array([thm41_upper(kind, p=q, eps=eps, s=s, R=float(schatten_power(spec, _check_p(q))), B=B, a=a, b=b, m=m)
+                       for q in p_grid])
     best = np.min(bounds)
     j = int(np.flatnonzero(bounds <= best * (1 + 1e-12) + 1e-300)[0]) if math.isfinite(best) else int(np.argmin(bounds))
     return float(p_grid[j]), bounds

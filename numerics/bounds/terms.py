@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 from scipy.special import logsumexp
 
-from theory.schatten import schatten_power
+from numerics.spectra.stats import schatten_power
 
 __all__ = ["GROUP_OF_KIND", "MAX_MODEL_CONSTANT", "ModelSettings", "MatrixTerm", "log_after", "build_terms"]
 

@@ -68,7 +68,14 @@ import numpy as np
 import scipy.linalg
 import scipy.sparse.linalg
 
-from numerics.spectra.stats import DTYPE_EPS, KINDS, MatrixStats, as_matrix
+from numerics.spectra.stats import (
+    DTYPE_EPS,
+    MatrixStats,
+    as_matrix,
+    check_stats_options,
+    relative_rank_tolerance,
+    schatten_power,
+)
 
 __all__ = ["LeadingKStats", "leading_k_stats", "spectral_norm"]
 
@@ -150,9 +157,7 @@ class LeadingKStats(MatrixStats):
         ps = np.asarray(p, dtype=np.float64)
         if not (np.isfinite(ps).all() and (ps >= 0).all()):
             raise ValueError(f"p={p!r} must be finite and >= 0")
-        lead = self.leading_singular_values
-        kept = lead[lead > self.rank_tolerance] if self.exact else lead
-        head = np.power(kept[None, :], ps.reshape(-1, 1)).sum(axis=1).reshape(ps.shape)
+        head = self._head(ps)
         if self.exact:
             out = head
         else:
@@ -164,13 +169,16 @@ class LeadingKStats(MatrixStats):
             out = np.where(ps <= 2, holder, minkowski)
         return float(out) if out.ndim == 0 else out
 
+    def _head(self, ps: np.ndarray) -> np.ndarray:
+        """``sum t_i^p`` over the computed values (above the rank tolerance when :attr:`exact`)."""
+        lead = self.leading_singular_values
+        kept = lead[lead > self.rank_tolerance] if self.exact else lead
+        return schatten_power(kept, ps, rank_tol=-math.inf, max_p=math.inf)
+
     def tail_bound(self, p: float | Any) -> float | np.ndarray:
         """The part of :meth:`schatten_p` beyond the computed values: ``S_p`` bound minus ``sum t_i^p``."""
         ps = np.asarray(p, dtype=np.float64)
-        lead = self.leading_singular_values
-        kept = lead[lead > self.rank_tolerance] if self.exact else lead
-        head = np.power(kept[None, :], ps.reshape(-1, 1)).sum(axis=1).reshape(ps.shape)
-        out = np.asarray(self.schatten_p(ps)) - head
+        out = np.asarray(self.schatten_p(ps)) - self._head(ps)
         return float(out) if out.ndim == 0 else out
 
     def as_dict(self) -> dict[str, Any]:
@@ -259,17 +267,12 @@ def leading_k_stats(
     """
     if not (isinstance(k, int) and not isinstance(k, bool) and k >= 1):
         raise ValueError(f"k={k!r} must be a positive int")
-    if kind not in KINDS:
-        raise ValueError(f"kind={kind!r} must be one of {KINDS}")
-    if not (dtype_eps > 0 and math.isfinite(dtype_eps)):
-        raise ValueError(f"dtype_eps={dtype_eps!r} must be a positive float")
-    if rank_rtol is not None and not (rank_rtol >= 0 and math.isfinite(rank_rtol)):
-        raise ValueError(f"rank_rtol={rank_rtol!r} must be a non-negative float")
+    check_stats_options(kind=kind, dtype_eps=dtype_eps, rank_rtol=rank_rtol)
     w = as_matrix(name, W)
     rows, cols = w.shape
     full = min(rows, cols)
     fro2, norm_2_1, norm_1_1 = _entry_norms(w) if w.size else (0.0, 0.0, 0.0)
-    rtol = max(rows, cols) * dtype_eps if rank_rtol is None else rank_rtol
+    rtol = relative_rank_tolerance((rows, cols), dtype_eps=dtype_eps, rank_rtol=rank_rtol)
     a = w if rows >= cols else w.T  # tall: the projection acts on the smaller side, c = N - k
 
     v, solver = (None, "svdvals") if fro2 == 0.0 or k + 1 >= full else _leading_subspace(a, k, seed)

@@ -60,6 +60,13 @@ __all__ = [
     "KINDS",
     "MatrixStats",
     "as_matrix",
+    "check_stats_options",
+    "relative_rank_tolerance",
+    "schatten_power",
+    "numerical_rank",
+    "norm_2_1",
+    "norm_1_1",
+    "stable_rank",
     "energy_rank",
     "singular_values",
     "product_singular_values",
@@ -206,11 +213,7 @@ class MatrixStats:
         Returns:
           A float for a scalar ``p``, else an array of the same shape as ``p``.
         """
-        ps = np.asarray(p, dtype=np.float64)
-        if not (np.isfinite(ps).all() and (ps >= 0).all()):
-            raise ValueError(f"p={p!r} must be finite and >= 0")
-        s = self.singular_values[: self.rank]
-        out = np.power(s[None, :], ps.reshape(-1, 1)).sum(axis=1).reshape(ps.shape)
+        out = schatten_power(self.singular_values[: self.rank], p, max_p=math.inf)
         return float(out) if out.ndim == 0 else out
 
     def energy_rank(self, fraction: float = 0.9) -> int:
@@ -257,6 +260,95 @@ def energy_rank(singular_values: Any, fraction: float = 0.9) -> int:
     return int(np.searchsorted(energy, fraction * energy[-1] * (1 - 1e-12)) + 1)
 
 
+def check_stats_options(*, kind: str, dtype_eps: float, rank_rtol: float | None) -> None:
+    """The options every statistics function takes: a known ``kind``, a positive ``dtype_eps``,
+    a non-negative ``rank_rtol`` (or ``None``); ``ValueError`` naming the first that is not."""
+    if kind not in KINDS:
+        raise ValueError(f"kind={kind!r} must be one of {KINDS}")
+    if not (dtype_eps > 0 and math.isfinite(dtype_eps)):
+        raise ValueError(f"dtype_eps={dtype_eps!r} must be a positive float")
+    if rank_rtol is not None and not (rank_rtol >= 0 and math.isfinite(rank_rtol)):
+        raise ValueError(f"rank_rtol={rank_rtol!r} must be a non-negative float")
+
+
+def relative_rank_tolerance(shape: tuple[int, ...], *, dtype_eps: float, rank_rtol: float | None = None) -> float:
+    """``max(a, b) * dtype_eps`` (numpy's ``matrix_rank`` rule at the stored precision), or ``rank_rtol``.
+
+    The rank tolerance is ``s_1`` times this (module docs).
+    """
+    return max(shape) * dtype_eps if rank_rtol is None else rank_rtol
+
+
+def numerical_rank(singular_values: Any, *, shape: tuple[int, ...], eps: float) -> int:
+    """Rank with the numpy ``matrix_rank`` rule: ``#{i : s_i > s_1 * max(shape) * eps}``.
+
+    ``eps`` should be the machine epsilon of the dtype the weights were *stored* in (float32 for
+    float32 checkpoints), not of the float64 arithmetic (:data:`DTYPE_EPS`).
+    """
+    sv = np.asarray(singular_values, dtype=np.float64)
+    if sv.size == 0 or sv.max() == 0:
+        return 0
+    return int(np.count_nonzero(sv > float(sv.max()) * relative_rank_tolerance(shape, dtype_eps=eps)))
+
+
+def schatten_power(singular_values: Any, p: float | Iterable[float] | np.ndarray, *, rank_tol: float = 0.0,
+                   max_p: float = 2.0) -> np.ndarray:
+    r"""``S_p = sum_i s_i^p`` over the singular values above ``rank_tol`` (the last axis), for each ``p``.
+
+    .. math:: S_p(W) = \sum_{s_i > \text{rank\_tol}} s_i(W)^p, \qquad S_0 = \#\{i : s_i > \text{rank\_tol}\}
+
+    The one numeric ``S_p`` of the package: :meth:`MatrixStats.schatten_p`, the bound's terms
+    (:meth:`numerics.bounds.terms.MatrixTerm.schatten`) and the Monte-Carlo classes use it. Values
+    at or below ``rank_tol`` count for no ``p`` (so ``S_p -> S_0`` as ``p -> 0+``).
+
+    Args:
+      singular_values: ``(..., r)``: one spectrum, or one per row.
+      p: one exponent or an array of them, each in ``[0, max_p]``.
+      rank_tol: values at or below it are left out.
+      max_p: the largest ``p`` accepted (2, the range of Theorem 4.1; ``math.inf`` for any).
+
+    Returns:
+      An array of shape ``shape(p) + singular_values.shape[:-1]`` (a 0-d array for one spectrum
+      and one ``p``).
+
+    References:
+      MATH.md section 1; :func:`theory.schatten.schatten_power_symbolic` is the symbolic definition.
+    """
+    ps = np.asarray(p, dtype=np.float64)
+    if not (np.isfinite(ps).all() and (ps >= 0).all() and (ps <= max_p).all()):
+        raise ValueError(f"p={p!r} must lie in [0, {max_p:g}]." if math.isfinite(max_p) else f"p={p!r} must be finite and >= 0")
+    sv = np.asarray(singular_values, dtype=np.float64)
+    powers = np.power(sv[np.newaxis], ps.reshape((-1,) + (1,) * sv.ndim))
+    out = np.where(sv > rank_tol, powers, 0.0).sum(axis=-1)
+    return np.asarray(out.reshape(ps.shape + sv.shape[:-1]))
+
+
+def norm_2_1(W: Any) -> float:
+    """``||W^T||_{2,1}`` for ``W`` ``[in, out]``: the sum of the columns' (output units') l2 norms.
+
+    For a PyTorch ``nn.Linear.weight`` of shape ``[out, in]`` (``W = weight.T``) this is
+    ``weight.norm(dim=1).sum()`` (Bartlett et al. 2017 write ``||A^T||_{2,1}``). Not transpose-invariant.
+    """
+    return float(np.linalg.norm(np.asarray(W, dtype=np.float64), axis=0).sum())
+
+
+def norm_1_1(W: Any) -> float:
+    """Entrywise ``||W||_{1,1} = sum_ij |W_ij|`` (Trauger and Tewari 2024)."""
+    return float(np.abs(np.asarray(W, dtype=np.float64)).sum())
+
+
+def _weight_norms(w: np.ndarray) -> tuple[float, float]:
+    """``(||W^T||_{2,1}, ||W||_{1,1})`` (for :func:`matrix_stats`, whose arguments carry these names)."""
+    return norm_2_1(w), norm_1_1(w)
+
+
+def stable_rank(singular_values: Any) -> float:
+    """``||W||_F^2 / ||W||_2^2`` from the singular values (``0`` for a zero matrix)."""
+    s = np.asarray(singular_values, dtype=np.float64)
+    s1 = float(s.max()) if s.size else 0.0
+    return float(np.sum(s * s)) / (s1 * s1) if s1 > 0 else 0.0
+
+
 def matrix_stats(
     name: str,
     sv: Any,
@@ -298,22 +390,17 @@ def matrix_stats(
     s = np.sort(np.asarray(sv, dtype=np.float64).ravel())[::-1].copy()
     if s.size > min(shape) or (s.size and (not np.isfinite(s).all() or s[-1] < 0)):
         raise ValueError(f"sv must hold at most min{tuple(shape)} finite non-negative values, got {s.size}")
-    if not (dtype_eps > 0 and math.isfinite(dtype_eps)):
-        raise ValueError(f"dtype_eps={dtype_eps!r} must be a positive float")
-    if rank_rtol is not None and not (rank_rtol >= 0 and math.isfinite(rank_rtol)):
-        raise ValueError(f"rank_rtol={rank_rtol!r} must be a non-negative float")
+    check_stats_options(kind=kind, dtype_eps=dtype_eps, rank_rtol=rank_rtol)
     s.setflags(write=False)
     s1 = float(s[0]) if s.size else 0.0
-    rtol = max(shape) * dtype_eps if rank_rtol is None else rank_rtol
-    tol = s1 * rtol
+    tol = s1 * relative_rank_tolerance(shape, dtype_eps=dtype_eps, rank_rtol=rank_rtol)
     rank = int(np.count_nonzero(s > tol))
     fro2 = float(np.sum(s * s))
     if weight is not None:
         w = as_matrix("weight", weight)
         if w.shape != tuple(shape):
             raise ValueError(f"weight has shape {w.shape}, must match shape={tuple(shape)!r}")
-        norm_2_1 = float(np.linalg.norm(w, axis=0).sum())
-        norm_1_1 = float(np.abs(w).sum())
+        norm_2_1, norm_1_1 = _weight_norms(w)
     return MatrixStats(
         name=name,
         layer=layer,
@@ -330,7 +417,7 @@ def matrix_stats(
         frobenius_norm_squared=fro2,
         norm_2_1=None if norm_2_1 is None else float(norm_2_1),
         norm_1_1=None if norm_1_1 is None else float(norm_1_1),
-        stable_rank=fro2 / (s1 * s1) if s1 > 0 else 0.0,
+        stable_rank=stable_rank(s),
     )
 
 
