@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from numerics._util.jsonsafe import finite_json
 from numerics.bounds.baselines import bartlett2017, edelman2022
 from numerics.bounds.proxies import log_phi_sa_by_common_p, phi_sa
 from numerics.bounds.terms import MatrixTerm, ModelSettings, build_terms
@@ -62,7 +63,7 @@ class Analysis:
 
     def to_json(self) -> dict[str, Any]:
         """The JSON document (finite floats only; ``null`` where a value overflowed)."""
-        return _finite({"model": self.model, "matrices": self.matrices, "bounds": self.bounds, "proxies": self.proxies,
+        return finite_json({"model": self.model, "matrices": self.matrices, "bounds": self.bounds, "proxies": self.proxies,
                         "skipped": self.skipped, "settings": self.settings})
 
     def to_dataframe(self) -> Any:
@@ -72,20 +73,6 @@ class Analysis:
         except ImportError as exc:  # pragma: no cover - depends on the environment
             raise ImportError("to_dataframe() needs pandas: pip install 'specbound[frames]'") from exc
         return pd.DataFrame(self.matrices)
-
-
-def _finite(obj: Any) -> Any:
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, (np.floating,)):
-        return _finite(float(obj))
-    if isinstance(obj, (np.integer,)):
-        return int(obj)
-    if isinstance(obj, dict):
-        return {str(k): _finite(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_finite(v) for v in obj]
-    return obj
 
 
 def evaluate_bounds(stats: Sequence[Any], *, model_info: dict[str, Any], skipped: Sequence[tuple[str, str]] = (),

@@ -60,6 +60,8 @@ from typing import Any, Literal
 
 import numpy as np
 
+from numerics._util.fitting import least_squares
+from numerics._util.jsonsafe import finite_json
 from numerics.bounds.compiled import thm41_log_cover
 from numerics.spectra.stats import schatten_power
 from numerics.packing import Floats, Metric, _check_int, greedy_cover_sizes, greedy_packing_sizes
@@ -450,8 +452,7 @@ def fit_slope(eps: Floats, log_n: Floats) -> float:
     y = np.asarray(log_n, dtype=np.float64)
     if x.size < 2 or np.ptp(x) == 0 or not np.all(np.isfinite(y)):
         return float("nan")
-    xc = x - x.mean()
-    return float(np.dot(xc, y - y.mean()) / np.dot(xc, xc))
+    return least_squares(x, y)[0]
 
 
 @dataclass(frozen=True)
@@ -638,16 +639,6 @@ def mc_experiment(
     return MCResult(rows=tuple(out), settings=settings, profiles=profiles)
 
 
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, (bool, np.bool_)):
-        return bool(value)
-    if isinstance(value, (int, np.integer)):
-        return int(value)
-    if isinstance(value, (float, np.floating)):
-        return float(value) if math.isfinite(value) else None
-    return value
-
-
 def mc_report_rows(result: MCResult) -> list[dict[str, Any]]:
     """Rows of ``result`` as JSON-ready dicts (``nan``/``inf`` become ``None``).
 
@@ -656,4 +647,4 @@ def mc_report_rows(result: MCResult) -> list[dict[str, Any]]:
     """
     if not isinstance(result, MCResult):
         raise TypeError(f"result={type(result).__name__} must be an MCResult.")
-    return [{k: _jsonable(v) for k, v in asdict(row).items()} for row in result.rows]
+    return [finite_json(asdict(row)) for row in result.rows]

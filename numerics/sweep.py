@@ -66,6 +66,8 @@ from typing import Any, Literal
 import numpy as np
 
 from numerics._util import blas
+from numerics._util.fitting import least_squares
+from numerics._util.jsonsafe import finite_json
 from numerics.analysis import analyze
 from numerics.parallel.executors import SerialExecutor
 from numerics.bounds.terms import ModelSettings
@@ -84,7 +86,6 @@ __all__ = [
     "analyze_row",
     "sweep",
     "fit_slopes",
-    "least_squares",
     "evaluate_c8",
     "expand_grid",
     "sweep_rows_json",
@@ -157,17 +158,7 @@ class SweepRow:
         out = asdict(self)
         out["log_complexity"] = dict(self.log_complexity)
         out["p_star_fractions"] = {f"{p:g}": frac for p, frac in self.p_star_fractions}
-        return _finite(out)
-
-
-def _finite(obj: Any) -> Any:
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {k: _finite(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_finite(v) for v in obj]
-    return obj
+        return finite_json(out)
 
 
 def _number(value: Any) -> float:
@@ -261,30 +252,12 @@ class SlopeFit:
 
     def as_dict(self) -> dict[str, Any]:
         """Plain JSON-ready data."""
-        return _finite({
+        return finite_json({
             "proxy": self.proxy, "against": self.against, "fixed": self.fixed_label, "slope": self.slope,
             "intercept": self.intercept, "rms_residual": self.rms_residual,
             "num_checkpoints": self.num_checkpoints, "num_distinct": self.num_distinct,
             "sources": list(self.sources), "note": self.note,
         })
-
-
-def least_squares(x: np.ndarray, y: np.ndarray) -> tuple[float, float, float]:
-    r"""Slope ``b``, intercept ``a`` and RMS residual of the least-squares line ``y ~ a + b x``.
-
-    .. math::
-
-        (a, b) = \arg\min_{a, b} \sum_i (y_i - a - b x_i)^2, \qquad
-        \text{residual} = \Big(\tfrac{1}{n} \sum_i (y_i - a - b x_i)^2\Big)^{1/2}
-
-    (``numpy.linalg.lstsq``). The one home of this fit: :func:`fit_slopes` and
-    :func:`numerics.study.statistics.loglog_slopes` call it with ``x = log`` of the axis value.
-    Needs at least two distinct ``x`` for a unique slope (callers check).
-    """
-    design = np.column_stack([x, np.ones_like(x)])
-    (b, a), *_ = np.linalg.lstsq(design, y, rcond=None)
-    residual = y - (a + b * x)
-    return float(b), float(a), float(math.sqrt(np.mean(residual**2)))
 
 
 def fit_slopes(rows: Sequence[SweepRow]) -> tuple[SlopeFit, ...]:
@@ -542,7 +515,7 @@ def expand_grid(name: str, *, offline_ok: bool = True, timeout: float = 3.0) -> 
 def sweep_rows_json(result: SweepResult) -> dict[str, Any]:
     """The ``--format json`` document: rows, fits, the C8 verdict and the settings."""
     settings = {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(result.settings).items()}
-    return _finite({
+    return finite_json({
         "rows": [row.as_dict() for row in result.rows],
         "fits": [fit.as_dict() for fit in result.fits],
         "c8": evaluate_c8(result),
