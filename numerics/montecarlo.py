@@ -60,11 +60,12 @@ from typing import Any, Literal
 
 import numpy as np
 
+from numerics._util.checks import check_int, check_positive, check_schatten_index
 from numerics._util.fitting import least_squares
 from numerics._util.jsonsafe import finite_json
 from numerics.bounds.compiled import thm41_log_cover
 from numerics.spectra.stats import schatten_power
-from numerics.packing import Floats, Metric, _check_int, greedy_cover_sizes, greedy_packing_sizes
+from numerics.packing import Floats, Metric, greedy_cover_sizes, greedy_packing_sizes
 
 __all__ = [
     "Profile",
@@ -174,26 +175,6 @@ def _check_rng(rng: object) -> np.random.Generator:
     return rng
 
 
-def _check_pos(value: object, name: str) -> float:
-    try:
-        v = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise TypeError(f"{name}={value!r} must be a real number.") from None
-    if not (math.isfinite(v) and v > 0):
-        raise ValueError(f"{name}={value!r} must be positive and finite.")
-    return v
-
-
-def _check_p(p: object) -> float:
-    try:
-        v = float(p)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise TypeError(f"p={p!r} must be a real number.") from None
-    if not (0 <= v <= 2):
-        raise ValueError(f"p={p!r} must lie in [0, 2].")
-    return v
-
-
 def _check_kind(kind: object) -> None:
     if kind not in ("vector", "bilinear"):
         raise ValueError(f"kind={kind!r} must be 'vector' or 'bilinear'.")
@@ -211,7 +192,7 @@ def haar_frames(rng: np.random.Generator, *, count: int, n: int, k: int) -> np.n
     groups", Notices AMS 54, section 5).
     """
     _check_rng(rng)
-    count, n, k = _check_int(count, "count"), _check_int(n, "n"), _check_int(k, "k")
+    count, n, k = check_int(count, "count"), check_int(n, "n"), check_int(k, "k")
     if k > n:
         raise ValueError(f"k={k!r} must be <= n={n!r}.")
     q, r = np.linalg.qr(rng.standard_normal((count, n, k)))
@@ -278,15 +259,15 @@ def sample_class(rng: np.random.Generator, *, a: int, b: int, profile: Profile, 
         A :class:`ClassSample`.
     """
     _check_rng(rng)
-    a, b, count = _check_int(a, "a"), _check_int(b, "b"), _check_int(count, "count")
-    s, p = _check_pos(s, "s"), _check_p(p)
+    a, b, count = check_int(a, "a"), check_int(b, "b"), check_int(count, "count")
+    s, p = check_positive(s, "s"), check_schatten_index(p)
     if not isinstance(profile, Profile):
         raise TypeError(f"profile={profile!r} must be a Profile.")
     if not (0 <= variation < 1):
         raise ValueError(f"variation={variation!r} must lie in [0, 1).")
     r = min(a, b)
     base = profile.spectrum(r=r, s=s)
-    R_val = float(schatten_power(base, p)) if R is None else _check_pos(R, "R")
+    R_val = float(schatten_power(base, p)) if R is None else check_positive(R, "R")
     if p == 0 and R_val < 1:
         raise ValueError(f"R={R!r} must be >= 1 at p=0 (R bounds the rank).")
 
@@ -331,7 +312,7 @@ def sample_rows(rng: np.random.Generator, *, m: int, dim: int, B: float, kind: R
     A final few-ulp shrink makes ``||x_i||_2 <= B`` hold in float64.
     """
     _check_rng(rng)
-    m, dim, B = _check_int(m, "m"), _check_int(dim, "dim"), _check_pos(B, "B")
+    m, dim, B = check_int(m, "m"), check_int(dim, "dim"), check_positive(B, "B")
     if kind == "gaussian":
         X = rng.standard_normal((m, dim))
         X *= B / np.linalg.norm(X, axis=1).max()
@@ -417,7 +398,7 @@ def best_p(profile: Profile, *, p_grid: Sequence[float] = DEFAULT_P_GRID, eps: f
         ``(p_star, bounds)`` with ``bounds[j]`` the bound at ``p_grid[j]``.
     """
     spec = profile.spectrum(r=min(a, b), s=s)
-    bounds = np.array([thm41_upper(kind, p=q, eps=eps, s=s, R=float(schatten_power(spec, _check_p(q))), B=B, a=a, b=b, m=m)
+    bounds = np.array([thm41_upper(kind, p=q, eps=eps, s=s, R=float(schatten_power(spec, check_schatten_index(q))), B=B, a=a, b=b, m=m)
                        for q in p_grid])
     best = np.min(bounds)
     j = int(np.flatnonzero(bounds <= best * (1 + 1e-12) + 1e-300)[0]) if math.isfinite(best) else int(np.argmin(bounds))
@@ -587,17 +568,17 @@ def mc_experiment(
         :class:`MCResult` with one :class:`MCRow` per (profile, p, eps).
     """
     _check_kind(kind)
-    a, b, m, samples = _check_int(a, "a"), _check_int(b, "b"), _check_int(m, "m"), _check_int(samples, "samples")
-    s, B = _check_pos(s, "s"), _check_pos(B, "B")
+    a, b, m, samples = check_int(a, "a"), check_int(b, "b"), check_int(m, "m"), check_int(samples, "samples")
+    s, B = check_positive(s, "s"), check_positive(B, "B")
     if kind == "bilinear" and a != b:
         raise ValueError(f"a={a!r} and b={b!r} must be equal for kind='bilinear'.")
     profiles = tuple(profiles)
     if not profiles:
         raise ValueError("profiles=() must hold at least one Profile.")
     _check_memory(a=a, b=b, m=m, samples=samples, kind=kind)
-    p_list = [_check_p(q) for q in p_grid]
+    p_list = [check_schatten_index(q) for q in p_grid]
     eps_list = list(default_eps_grid(kind, s=s, B=B) if eps_grid is None else eps_grid)
-    eps_arr = np.array([_check_pos(e, "eps_grid[]") for e in eps_list])
+    eps_arr = np.array([check_positive(e, "eps_grid[]") for e in eps_list])
     if not eps_arr.size:
         raise ValueError("eps_grid=() must hold at least one value.")
     metric = metric_for(kind)

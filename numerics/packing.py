@@ -52,6 +52,7 @@ from typing import Literal
 import numpy as np
 
 from numerics._util import blas
+from numerics._util.checks import check_int, check_positive
 
 __all__ = [
     "Metric",
@@ -77,24 +78,6 @@ _DEFAULT_BLOCK_BYTES = 8 * 2**20  # keeps a row block's GEMM output near the L2/
 def _check_metric(metric: object) -> None:
     if metric not in _METRICS:
         raise ValueError(f"metric={metric!r} must be one of {_METRICS}.")
-
-
-def _check_eps(eps: object, name: str = "eps") -> float:
-    try:
-        value = float(eps)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise TypeError(f"{name}={eps!r} must be a real number.") from None
-    if not np.isfinite(value) or value <= 0:
-        raise ValueError(f"{name}={eps!r} must be positive and finite.")
-    return value
-
-
-def _check_int(value: object, name: str, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name}={value!r} must be an integer.")
-    if value < minimum:
-        raise ValueError(f"{name}={value!r} must be >= {minimum}.")
-    return int(value)
 
 
 def as_points(points: np.ndarray, *, metric: Metric = "rowmax_l2", row_dim: int | None = None) -> np.ndarray:
@@ -127,7 +110,7 @@ def as_points(points: np.ndarray, *, metric: Metric = "rowmax_l2", row_dim: int 
     if metric == "max_abs":
         return np.ascontiguousarray(arr.reshape(n, -1))
     if row_dim is not None:
-        d = _check_int(row_dim, "row_dim")
+        d = check_int(row_dim, "row_dim")
         if arr.ndim != 2 or arr.shape[1] % d:
             raise ValueError(f"points.shape={arr.shape!r} must be (n, m * row_dim) with row_dim={row_dim!r}.")
         arr = arr.reshape(n, arr.shape[1] // d, d)
@@ -302,9 +285,9 @@ def greedy_packing_indices(points: np.ndarray, eps: float, *, metric: Metric = "
     Returns:
         Sorted int array of centre indices.
     """
-    eps = _check_eps(eps)
-    chunk = _check_int(chunk, "chunk")
-    block_bytes = _check_int(block_bytes, "block_bytes")
+    eps = check_positive(eps, "eps")
+    chunk = check_int(chunk, "chunk")
+    block_bytes = check_int(block_bytes, "block_bytes")
     pts = as_points(points, metric=metric, row_dim=row_dim)
     with blas.single_threaded_blas(single_thread_blas):
         return _packing_indices(_Kernel(pts, metric, block_bytes), eps, chunk)
@@ -392,9 +375,9 @@ def greedy_packing_sizes(points: np.ndarray, eps_grid: Floats, *, metric: Metric
     estimate take the envelope ``max_{eps' >= eps}`` (a packing at ``eps' >= eps``
     is a packing at ``eps``).
     """
-    chunk = _check_int(chunk, "chunk")
-    block_bytes = _check_int(block_bytes, "block_bytes")
-    grid = [_check_eps(e, "eps_grid[]") for e in eps_grid]
+    chunk = check_int(chunk, "chunk")
+    block_bytes = check_int(block_bytes, "block_bytes")
+    grid = [check_positive(e, "eps_grid[]") for e in eps_grid]
     pts = as_points(points, metric=metric, row_dim=row_dim)
     kern = _Kernel(pts, metric, block_bytes)
     with blas.single_threaded_blas(single_thread_blas):
@@ -428,7 +411,7 @@ def greedy_packing_reference(points: np.ndarray, eps: float, *, metric: Metric =
     ``max_i sum_k (P_ik - C_ik)^2 > eps^2`` (``rowmax_l2``) or ``max_j |P_j - C_j| > eps``
     (``max_abs``) for every earlier centre ``C`` (:func:`reference_accepts`).
     """
-    eps = _check_eps(eps)
+    eps = check_positive(eps, "eps")
     pts = as_points(points, metric=metric, row_dim=row_dim)
     centres: list[int] = []
     for k in range(pts.shape[0]):
@@ -453,9 +436,9 @@ def greedy_cover_sizes(points: np.ndarray, radii: Floats, *, metric: Metric = "r
 
     Memory: one ``n x n`` float64 distance table (use for ``n`` up to ~10^4).
     """
-    grid = [_check_eps(r, "radii[]") for r in radii]
+    grid = [check_positive(r, "radii[]") for r in radii]
     pts = as_points(points, metric=metric, row_dim=row_dim)
-    kern = _Kernel(pts, metric, _check_int(block_bytes, "block_bytes"))
+    kern = _Kernel(pts, metric, check_int(block_bytes, "block_bytes"))
     n = pts.shape[0]
     idx = np.arange(n)
     vals = np.empty((n, n), dtype=np.float64)
@@ -492,7 +475,7 @@ def greedy_cover_size(points: np.ndarray, radius: float, *, metric: Metric = "ro
 
 def greedy_cover_reference(points: np.ndarray, radius: float, *, metric: Metric = "rowmax_l2", row_dim: int | None = None) -> int:
     """Naive greedy set cover (Python loops): the model for :func:`greedy_cover_size` in tests."""
-    radius = _check_eps(radius, "radius")
+    radius = check_positive(radius, "radius")
     pts = as_points(points, metric=metric, row_dim=row_dim)
     n = pts.shape[0]
     thr = radius * radius if metric == "rowmax_l2" else radius

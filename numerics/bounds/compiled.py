@@ -16,7 +16,7 @@ from numpy.typing import ArrayLike
 import numpy as np
 
 from numerics.bounds._derived_forms import FORMS
-from theory._validate import check_positive, check_schatten_index
+from numerics._util.checks import check_positive, check_schatten_index
 
 if TYPE_CHECKING:
     import sympy as sp

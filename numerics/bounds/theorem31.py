@@ -40,6 +40,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
+from numerics._util.checks import is_finite_number, short_repr
 from numerics.bounds import compiled
 from numerics.bounds.terms import MatrixTerm
 
@@ -62,21 +63,6 @@ DEFAULT_P_GRID: tuple[float, ...] = tuple(np.round(np.linspace(0.0, 2.0, 21), 10
 
 #: Largest ``n T^2`` accepted by :class:`BoundSettings` (far above any data set; keeps floats finite).
 MAX_SAMPLE_POINTS = 1e300
-
-
-def _finite_float(v: int | float) -> bool:
-    try:
-        return math.isfinite(float(v))
-    except OverflowError:  # an int beyond the float range
-        return False
-
-
-def _short(v: object) -> str:
-    """``repr(v)``, shortened for integers of many digits."""
-    if not isinstance(v, int) or v.bit_length() < 200:
-        return repr(v)
-    digits = str(v)
-    return f"{digits[:6]}...{digits[-3:]} ({len(digits)} digits)"
 
 
 @dataclass(frozen=True)
@@ -106,8 +92,8 @@ class BoundSettings:
     def __post_init__(self) -> None:
         for name in ("n", "T", "B_out", "gamma", "grid_points"):
             v = getattr(self, name)
-            if not (isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 and _finite_float(v)):
-                raise ValueError(f"{name}={_short(v)} must be positive and finite.")
+            if not (isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 and is_finite_number(v)):
+                raise ValueError(f"{name}={short_repr(v)} must be positive and finite.")
         for name in ("n", "T"):
             v = getattr(self, name)
             if v < 1:
@@ -115,7 +101,7 @@ class BoundSettings:
             if isinstance(v, int) and v > 2**53:  # beyond exact floats: numpy would make object arrays
                 object.__setattr__(self, name, float(v))
         if math.log(self.n) + 2 * math.log(self.T) > math.log(MAX_SAMPLE_POINTS):
-            raise ValueError(f"n={_short(self.n)} and T={_short(self.T)}: n T^2 (token pairs) must be at most "
+            raise ValueError(f"n={short_repr(self.n)} and T={short_repr(self.T)}: n T^2 (token pairs) must be at most "
                              f"{MAX_SAMPLE_POINTS:.0e}, so that its logarithm and the bound are finite floats.")
         if not 0 < self.delta < 1:
             raise ValueError(f"delta={self.delta!r} must lie in the open interval (0, 1).")

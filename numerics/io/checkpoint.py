@@ -26,7 +26,6 @@ see :mod:`numerics.io.architectures` for the layouts and the head slicing.
 from __future__ import annotations
 
 import json
-import numbers
 import os
 import re
 from collections.abc import Iterator, Mapping
@@ -45,6 +44,7 @@ from numerics.io.architectures import (
     match_architecture,
     skip_reason,
 )
+from numerics._util.checks import check_count, is_int
 from numerics.errors import CheckpointError
 from numerics.io import hub
 from numerics.io.safetensors_reader import FLOAT_DTYPES, TensorInfo, load_tensor, read_header
@@ -418,7 +418,7 @@ def _config_int(config: Mapping[str, Any], quantity: str, where: Path | None) ->
     value = _config_value(config, quantity)
     if value is None:
         return None
-    if not (isinstance(value, int) and not isinstance(value, bool) and value > 0):
+    if not is_int(value, minimum=1):
         keys = "/".join(CONFIG_KEYS[quantity])
         raise CheckpointError(where, f"{keys}={value!r} must be a positive int")
     return value
@@ -464,10 +464,7 @@ def open_checkpoint(
         ``config.json``, a head count that is unknown or does not divide the widths.
       ValueError: ``heads`` or ``architecture`` is invalid.
     """
-    if heads is not None:
-        if not (isinstance(heads, numbers.Integral) and not isinstance(heads, bool) and heads > 0):
-            raise ValueError(f"heads={heads!r} must be a positive int")
-        heads = int(heads)
+    heads = check_count(heads, "heads", optional=True)
     resolved = _resolve(source, revision)
     tensors, files = _read_tensors(resolved)
     config: dict[str, Any] = {}

@@ -58,6 +58,7 @@ from typing import Any
 import numpy as np
 
 from numerics.errors import CheckpointError
+from numerics._util.checks import check_count, is_int
 from numerics._util.cache import cache_root, make_private_dirs, sha256_file
 from numerics._util.workdirs import remove_abandoned, work_folder
 
@@ -354,7 +355,7 @@ def _build(g: _Graph, config: Mapping[str, Any] | None) -> tuple[dict[str, np.nd
             "does not reveal the number of attention heads (no Reshape of a projection to [.., H, d_h]); "
             "pass heads=... (config={'num_attention_heads': ...})",
         )
-    if not (isinstance(h, int) and not isinstance(h, bool) and h > 0 and hidden % h == 0):
+    if not (is_int(h, minimum=1) and hidden % h == 0):
         raise CheckpointError(where, f"num_attention_heads={h!r} must be a positive int dividing hidden_size={hidden}")
     manifest = {"renamed": renamed, "dropped": sorted(dropped), "stripped_prefix": prefix,
                 "num_attention_heads_from": "graph" if "num_attention_heads" in inferred else "argument"}
@@ -494,8 +495,7 @@ def open_onnx(
       ValueError: ``heads`` is not a positive int.
       CheckpointError: as :func:`onnx_to_safetensors`.
     """
-    if heads is not None and not (isinstance(heads, int) and not isinstance(heads, bool) and heads > 0):
-        raise ValueError(f"heads={heads!r} must be a positive int or None")
+    check_count(heads, "heads", optional=True)
     source = find_onnx_file(path_or_folder)
     root = cache_root() / "converted" if cache_dir is None else Path(cache_dir).expanduser()
     sha = sha256_file(source)

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from numerics._util.checks import is_int
 from numerics.errors import CheckpointError
 
 __all__ = [
@@ -117,10 +118,6 @@ def _keep_repeats(pairs: list[tuple[str, object]]) -> _Object:
         seen: set[str] = set()
         out.repeated = tuple(dict.fromkeys(k for k, _ in pairs if k in seen or seen.add(k)))  # type: ignore[func-returns-value]
     return out
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def read_header(path: str | os.PathLike[str]) -> dict[str, TensorInfo]:
@@ -222,7 +219,7 @@ def _validate_entry(where: str, name: str, entry: object, data_start: int, data_
     dtype, shape, offsets = entry["dtype"], entry["shape"], entry["data_offsets"]
     if not (isinstance(dtype, str) and dtype in DTYPES):
         raise CheckpointError(where, f"dtype={dtype!r} must be one of {sorted(DTYPES)}", tensor=name)
-    if not isinstance(shape, list) or not all(_is_int(d) and d >= 0 for d in shape):
+    if not isinstance(shape, list) or not all(is_int(d) and d >= 0 for d in shape):
         raise CheckpointError(where, f"shape={shape!r} must be a list of non-negative ints", tensor=name)
     if len(shape) > MAX_DIMS:
         raise CheckpointError(where, f"shape has {len(shape)} dimensions, at most {MAX_DIMS} are supported", tensor=name)
@@ -230,7 +227,7 @@ def _validate_entry(where: str, name: str, entry: object, data_start: int, data_
     # another extent is 0 (an empty tensor of shape [0, 2**70] cannot be created).
     if math.prod(d for d in shape if d) * DTYPES[dtype].itemsize > _MAX_ARRAY_BYTES:
         raise CheckpointError(where, f"shape={shape!r} is too large for an array", tensor=name)
-    if not (isinstance(offsets, list) and len(offsets) == 2 and all(_is_int(o) for o in offsets)):
+    if not (isinstance(offsets, list) and len(offsets) == 2 and all(is_int(o) for o in offsets)):
         raise CheckpointError(where, f"data_offsets={offsets!r} must be a list of two ints", tensor=name)
     begin, end = offsets
     if not 0 <= begin <= end:

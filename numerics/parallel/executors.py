@@ -46,6 +46,7 @@ from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from typing import Any
 
 from numerics._util import blas
+from numerics._util.checks import check_count
 from numerics.errors import SchedulerError
 
 __all__ = ["DaskExecutor", "SerialExecutor", "DeferredFuture", "make_executor"]
@@ -169,8 +170,7 @@ def make_executor(*, scheduler: str | None = None, workers: int | None = None) -
     if scheduler is not None and workers is not None:
         raise ValueError(f"scheduler={scheduler!r} and workers={workers!r}: give at most one of the two")
     if workers is not None:
-        if not (isinstance(workers, int) and not isinstance(workers, bool) and workers > 0):
-            raise ValueError(f"workers={workers!r} must be a positive int")
+        check_count(workers, "workers")
         pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="specbound")
         try:
             yield pool

@@ -53,6 +53,7 @@ from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from numerics._util import blas
+from numerics._util.checks import check_count
 from numerics._util.subprocesses import isolated_python_command
 
 if TYPE_CHECKING:
@@ -226,8 +227,7 @@ class WholeMatrixPool:
     """
 
     def __init__(self, processes: int, *, local_until_ready: bool = True, preload: tuple[str, ...] = ()) -> None:
-        if not (isinstance(processes, int) and not isinstance(processes, bool) and processes >= 1):
-            raise ValueError(f"processes={processes!r} must be a positive int")
+        check_count(processes, "processes")
         self.processes = processes
         self.local_until_ready = local_until_ready
         self.preload = tuple(preload)

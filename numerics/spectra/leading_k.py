@@ -68,6 +68,7 @@ import numpy as np
 import scipy.linalg
 import scipy.sparse.linalg
 
+from numerics._util.checks import check_count
 from numerics.spectra.stats import (
     DTYPE_EPS,
     MatrixStats,
@@ -265,8 +266,7 @@ def leading_k_stats(
         st = leading_k_stats("ff1", W, k=64, kind="ff1", layer=0, dtype_eps=DTYPE_EPS["F32"])
         st.spectral_norm, st.schatten_p(1.0), st.approximation, st.tail_count
     """
-    if not (isinstance(k, int) and not isinstance(k, bool) and k >= 1):
-        raise ValueError(f"k={k!r} must be a positive int")
+    check_count(k, "k")
     check_stats_options(kind=kind, dtype_eps=dtype_eps, rank_rtol=rank_rtol)
     w = as_matrix(name, W)
     rows, cols = w.shape

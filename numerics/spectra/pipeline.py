@@ -16,6 +16,7 @@ from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import Any
 
 from numerics._util import blas
+from numerics._util.checks import check_count
 from numerics.errors import CheckpointError
 from numerics.io.checkpoint import Checkpoint, MatrixSource
 from numerics.parallel import workers
@@ -116,12 +117,9 @@ def checkpoint_spectra(
 
 
 def _check_options(*, layers_in_flight: int, leading_k: int | None, processes: int | None) -> None:
-    if not (isinstance(layers_in_flight, int) and layers_in_flight >= 1):
-        raise ValueError(f"layers_in_flight={layers_in_flight!r} must be a positive int")
-    if leading_k is not None and not (isinstance(leading_k, int) and not isinstance(leading_k, bool) and leading_k >= 1):
-        raise ValueError(f"leading_k={leading_k!r} must be a positive int or None")
-    if processes is not None and not (isinstance(processes, int) and not isinstance(processes, bool) and processes >= 0):
-        raise ValueError(f"processes={processes!r} must be a non-negative int or None")
+    check_count(layers_in_flight, "layers_in_flight")
+    check_count(leading_k, "leading_k", optional=True)
+    check_count(processes, "processes", minimum=0, optional=True)
 
 
 def _worker_modules(leading_k: int | None) -> tuple[str, ...]:
