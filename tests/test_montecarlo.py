@@ -29,7 +29,7 @@ from hypothesis import example, given, settings, strategies as st
 
 from numerics import montecarlo as mc
 from numerics.mc_plots import plot_mc
-from numerics.packing import (
+from numerics.montecarlo.packing import (
     greedy_cover_reference,
     greedy_cover_size,
     greedy_cover_sizes,
@@ -46,7 +46,7 @@ EPS64 = float(np.finfo(np.float64).eps)
 
 
 def _naive_distance(P: np.ndarray, Q: np.ndarray, metric: str) -> float:
-    """The metric from its definition (independent of numerics.packing)."""
+    """The metric from its definition (independent of numerics.montecarlo.packing)."""
     if metric == "rowmax_l2":
         return float(np.sqrt(((P - Q) ** 2).sum(axis=-1)).max())
     return float(np.abs(P - Q).max())

@@ -3,7 +3,7 @@
 Parallelising across matrices while OpenBLAS also spawns its own threads oversubscribes the
 cores. Measured on this project's 2-core machines (MiniLM-L6, 180 matrices): 0.9 s with one
 BLAS thread, 3 to 25 s with OpenBLAS's default threads; for the Monte-Carlo packings
-(:mod:`numerics.packing`, many small GEMMs) 2.9 s with one thread against 16 to 78 s
+(:mod:`numerics.montecarlo.packing`, many small GEMMs) 2.9 s with one thread against 16 to 78 s
 with two threads while another process kept both cores busy. Three tools, one for each kind
 of process:
 

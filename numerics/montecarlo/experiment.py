@@ -12,7 +12,7 @@ with ``W`` of shape ``a x b`` and fixed sample rows ``||x_i||_2 <= B``:
    constraints hold exactly);
 2. :func:`sample_rows` draws the fixed rows; :func:`class_outputs` evaluates the
    members on them (``X W``, or the scores ``X W X^T`` for the bilinear kind);
-3. :func:`numerics.packing.greedy_packing` finds an ``eps``-packing of the outputs.
+3. :func:`numerics.montecarlo.packing.greedy_packing` finds an ``eps``-packing of the outputs.
 
 **Certified statement.** Sampled members are members of the class, so an
 ``eps``-packing of their outputs (pairwise distance ``> eps``) is an
@@ -65,7 +65,7 @@ from numerics._util.fitting import least_squares
 from numerics._util.jsonsafe import finite_json
 from numerics.bounds.compiled import thm41_log_cover
 from numerics.spectra.stats import schatten_power
-from numerics.packing import Floats, Metric, greedy_cover_sizes, greedy_packing_sizes
+from numerics.montecarlo.packing import Floats, Metric, greedy_cover_sizes, greedy_packing_sizes
 
 __all__ = [
     "Profile",
@@ -356,7 +356,7 @@ def class_outputs(matrices: np.ndarray, rows: np.ndarray, *, kind: Kind = "vecto
     count, a, b = W.shape
     if kind == "vector":
         # One GEMM X [W_1 ... W_n] laid out rows first, (m, count, b): the layout the packing
-        # kernel uses, so numerics.packing takes the transposed view below without copying.
+        # kernel uses, so numerics.montecarlo.packing takes the transposed view below without copying.
         rows_first = (X @ W.transpose(1, 0, 2).reshape(a, count * b)).reshape(X.shape[0], count, b)
         return rows_first.transpose(1, 0, 2)
     XW = np.matmul(X, W)  # (count, m, b)
