@@ -268,17 +268,12 @@ def _c8() -> Measurement:
 
 
 def _c9() -> Measurement:
-    try:
-        from numerics.montecarlo import mc_experiment, mc_report_rows
-    except ImportError:
-        return Measurement("insufficient data", "the Monte Carlo module is not available")
-    rows = mc_report_rows(mc_experiment())
-    ratios = [r["lower_bound"] / r["upper_bound"] for r in rows if r["upper_bound"] > 0]
-    violations = sum(r["lower_bound"] > r["upper_bound"] for r in rows)
-    status = "holds" if violations == 0 else "fails"
-    profiles = sorted({r["profile"] for r in rows})
-    return Measurement(status, f"{len(rows)} (profile, p, eps) cells over {len(profiles)} profiles: {violations} violations; "
-                               f"largest certified lower / upper = {_sig(max(ratios), 2)}", {"violations": violations})
+    from numerics.montecarlo.experiment import c9_verdict, mc_experiment
+
+    verdict = c9_verdict(mc_experiment())
+    return Measurement(verdict["status"], f"{verdict['cells']} (profile, p, eps) cells over {verdict['profiles']} profiles: "
+                                          f"{verdict['violations']} violations; largest certified lower / upper = "
+                                          f"{_sig(verdict['max_ratio'], 2)}", {"violations": verdict["violations"]})
 
 
 CLAIMS: tuple[Claim, ...] = (

@@ -285,7 +285,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def _cmd_mc(args: argparse.Namespace) -> int:
-    from numerics.montecarlo import mc_experiment, mc_report_rows
+    from numerics.montecarlo import c9_verdict, mc_experiment, mc_report_rows
 
     if args.plot is not None:  # refuse a destination before the experiment, not after
         from numerics._util.outputs import check_output_file
@@ -306,8 +306,9 @@ def _cmd_mc(args: argparse.Namespace) -> int:
             ratio = r.get("ratio")
             print(f"{r['profile']:22.22} {r['p']:4.1f} {r['eps']:8.3g} {r['lower_bound']:13.3f} {r['upper_bound']:13.1f} "
                   f"{(f'{ratio:12.1f}' if ratio is not None else '           -')} {r.get('best_p', float('nan')):6.1f}")
-        bad = sum(r["lower_bound"] > r["upper_bound"] for r in rows)
-        print(f"C9: {'holds' if bad == 0 else 'FAILS'}: {bad} of {len(rows)} cells have the certified lower bound above Theorem 4.1"
+        verdict = c9_verdict(result)
+        print(f"C9: {'holds' if verdict['status'] == 'holds' else 'FAILS'}: {verdict['violations']} of {verdict['cells']} cells "
+              "have the certified lower bound above Theorem 4.1"
               " (lower = log of a greedy packing of sampled members at eps, a lower bound on log N(eps/2); upper at eps/2)")
     return 0
 

@@ -41,7 +41,7 @@ from numerics.montecarlo.packing import (
 )
 from numerics.spectra.stats import numerical_rank, schatten_power
 
-P_GRID = mc.DEFAULT_P_GRID
+P_GRID = mc.MC_P_GRID
 EPS64 = float(np.finfo(np.float64).eps)
 
 

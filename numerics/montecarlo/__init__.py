@@ -1,45 +1,54 @@
 """Stage 6: Monte-Carlo lower bounds on covering numbers, checked against Theorem 4.1 (claim C9).
 
-montecarlo.py and packing.py moved here as experiment.py and packing.py; the public names of
-montecarlo.py are re-exported.
+* :mod:`~numerics.montecarlo.sampling`: members of the class ``F(s, R, p)`` and the rows they act on;
+* :mod:`~numerics.montecarlo.packing`: greedy packings and covers of a finite set, with BLAS distances;
+* :mod:`~numerics.montecarlo.experiment`: packings of sampled classes against Theorem 4.1, and C9's verdict.
 """
 
-from numerics.montecarlo.experiment import Profile as Profile
-from numerics.montecarlo.experiment import DEFAULT_PROFILES as DEFAULT_PROFILES
-from numerics.montecarlo.experiment import DEFAULT_P_GRID as DEFAULT_P_GRID
-from numerics.montecarlo.experiment import ClassSample as ClassSample
-from numerics.montecarlo.experiment import MCRow as MCRow
+from numerics.montecarlo.experiment import MC_P_GRID as MC_P_GRID
 from numerics.montecarlo.experiment import MCResult as MCResult
-from numerics.montecarlo.experiment import haar_frames as haar_frames
-from numerics.montecarlo.experiment import sample_class as sample_class
-from numerics.montecarlo.experiment import sample_rows as sample_rows
-from numerics.montecarlo.experiment import class_outputs as class_outputs
-from numerics.montecarlo.experiment import metric_for as metric_for
-from numerics.montecarlo.experiment import default_eps_grid as default_eps_grid
-from numerics.montecarlo.experiment import thm41_upper as thm41_upper
+from numerics.montecarlo.experiment import MCRow as MCRow
 from numerics.montecarlo.experiment import best_p as best_p
-from numerics.montecarlo.experiment import packing_lower_bounds as packing_lower_bounds
+from numerics.montecarlo.experiment import c9_verdict as c9_verdict
+from numerics.montecarlo.experiment import default_eps_grid as default_eps_grid
+from numerics.montecarlo.experiment import experiment_bytes as experiment_bytes
 from numerics.montecarlo.experiment import fit_slope as fit_slope
 from numerics.montecarlo.experiment import mc_experiment as mc_experiment
 from numerics.montecarlo.experiment import mc_report_rows as mc_report_rows
+from numerics.montecarlo.experiment import packing_lower_bounds as packing_lower_bounds
+from numerics.montecarlo.experiment import thm41_upper as thm41_upper
+from numerics.montecarlo.sampling import DEFAULT_PROFILES as DEFAULT_PROFILES
+from numerics.montecarlo.sampling import ClassSample as ClassSample
+from numerics.montecarlo.sampling import OutputKind as OutputKind
+from numerics.montecarlo.sampling import Profile as Profile
+from numerics.montecarlo.sampling import RowKind as RowKind
+from numerics.montecarlo.sampling import class_outputs as class_outputs
+from numerics.montecarlo.sampling import haar_frames as haar_frames
+from numerics.montecarlo.sampling import metric_for as metric_for
+from numerics.montecarlo.sampling import sample_class as sample_class
+from numerics.montecarlo.sampling import sample_rows as sample_rows
 
 __all__ = [
+    "OutputKind",
+    "RowKind",
     "Profile",
     "DEFAULT_PROFILES",
-    "DEFAULT_P_GRID",
     "ClassSample",
-    "MCRow",
-    "MCResult",
     "haar_frames",
     "sample_class",
     "sample_rows",
     "class_outputs",
     "metric_for",
+    "MC_P_GRID",
+    "MCRow",
+    "MCResult",
     "default_eps_grid",
+    "experiment_bytes",
     "thm41_upper",
     "best_p",
     "packing_lower_bounds",
     "fit_slope",
     "mc_experiment",
     "mc_report_rows",
+    "c9_verdict",
 ]

@@ -7,11 +7,12 @@ MATH.md section 6. For the class
 
 with ``W`` of shape ``a x b`` and fixed sample rows ``||x_i||_2 <= B``:
 
-1. :func:`sample_class` draws members of ``F(s, R, p)`` (Haar singular vectors,
-   a singular-value :class:`Profile` with random variation, rescaled so both
-   constraints hold exactly);
-2. :func:`sample_rows` draws the fixed rows; :func:`class_outputs` evaluates the
-   members on them (``X W``, or the scores ``X W X^T`` for the bilinear kind);
+1. :func:`~numerics.montecarlo.sampling.sample_class` draws members of ``F(s, R, p)``
+   (Haar singular vectors, a singular-value :class:`~numerics.montecarlo.sampling.Profile`
+   with random variation, rescaled so both constraints hold exactly);
+2. :func:`~numerics.montecarlo.sampling.sample_rows` draws the fixed rows;
+   :func:`~numerics.montecarlo.sampling.class_outputs` evaluates the members on them
+   (``X W``, or the scores ``X W X^T`` for the bilinear kind);
 3. :func:`numerics.montecarlo.packing.greedy_packing` finds an ``eps``-packing of the outputs.
 
 **Certified statement.** Sampled members are members of the class, so an
@@ -50,13 +51,15 @@ Example::
    these checks test that reconstruction, not the paper's exact constants.
 """
 
+
 from __future__ import annotations
 
+import itertools
 import math
 import os
-from dataclasses import asdict, dataclass, field
 from collections.abc import Sequence
-from typing import Any, Literal
+from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -64,330 +67,56 @@ from numerics._util.checks import check_int, check_positive, check_schatten_inde
 from numerics._util.fitting import least_squares
 from numerics._util.jsonsafe import finite_json
 from numerics.bounds.compiled import thm41_log_cover
-from numerics.spectra.stats import schatten_power
 from numerics.montecarlo.packing import Floats, Metric, greedy_cover_sizes, greedy_packing_sizes
+from numerics.montecarlo.sampling import (
+    DEFAULT_PROFILES,
+    OutputKind,
+    Profile,
+    RowKind,
+    check_output_kind,
+    class_outputs,
+    metric_for,
+    sample_class,
+    sample_rows,
+)
+from numerics.spectra.stats import schatten_power
 
 __all__ = [
-    "Profile",
-    "DEFAULT_PROFILES",
-    "DEFAULT_P_GRID",
-    "ClassSample",
+    "MC_P_GRID",
     "MCRow",
     "MCResult",
-    "haar_frames",
-    "sample_class",
-    "sample_rows",
-    "class_outputs",
-    "metric_for",
     "default_eps_grid",
+    "experiment_bytes",
     "thm41_upper",
     "best_p",
     "packing_lower_bounds",
     "fit_slope",
     "mc_experiment",
     "mc_report_rows",
+    "c9_verdict",
 ]
 
-Tail = Literal["power", "flat", "none"]
-Kind = Literal["vector", "bilinear"]
-RowKind = Literal["gaussian", "sphere", "aligned"]
-
-_U = float(np.finfo(np.float64).eps)
-
-
-# --------------------------------------------------------------------------- profiles
-
-
-@dataclass(frozen=True)
-class Profile:
-    r"""A singular-value profile: ``lead_rank`` values at ``s`` plus a tail.
-
-    Un-perturbed spectrum (length ``r = min(a, b)``, descending), for
-    ``i = 1, ..., r - k`` with ``k = lead_rank``:
-
-    .. math:: \sigma = (\underbrace{s, \dots, s}_{k},\ \ell_1, \dots, \ell_{r-k}),\qquad
-              \ell_i = \begin{cases} c\, s\, i^{-\alpha} & \text{tail = "power"}\\
-                                     c\, s & \text{tail = "flat"}\\
-                                     0 & \text{tail = "none" (exactly rank } k)\end{cases}
-
-    with ``c = tail_scale`` in ``(0, 1]``.
-
-    Attributes:
-        name: label used in reports and plots.
-        lead_rank: ``k``, the number of leading values near ``s``.
-        tail: ``"power"``, ``"flat"`` or ``"none"``.
-        alpha: power-law exponent (``tail="power"`` only).
-        tail_scale: ``c``, the tail's first value relative to ``s``.
-    """
-
-    name: str
-    lead_rank: int
-    tail: Tail = "none"
-    alpha: float = 1.0
-    tail_scale: float = 0.0
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.name, str) or not self.name:
-            raise ValueError(f"name={self.name!r} must be a non-empty string.")
-        if isinstance(self.lead_rank, bool) or not isinstance(self.lead_rank, (int, np.integer)) or self.lead_rank < 0:
-            raise ValueError(f"lead_rank={self.lead_rank!r} must be a non-negative integer.")
-        if self.tail not in ("power", "flat", "none"):
-            raise ValueError(f"tail={self.tail!r} must be 'power', 'flat' or 'none'.")
-        if not (math.isfinite(self.alpha) and self.alpha >= 0):
-            raise ValueError(f"alpha={self.alpha!r} must be non-negative and finite.")
-        if self.tail == "none":
-            if self.lead_rank == 0:
-                raise ValueError(f"lead_rank={self.lead_rank!r} must be >= 1 when tail='none' (the class would be {{0}}).")
-        elif not (0 < self.tail_scale <= 1):
-            raise ValueError(f"tail_scale={self.tail_scale!r} must lie in (0, 1] when tail={self.tail!r}.")
-
-    def spectrum(self, *, r: int, s: float) -> np.ndarray:
-        """The un-perturbed singular values (length ``r``, descending)."""
-        if self.lead_rank > r:
-            raise ValueError(f"lead_rank={self.lead_rank!r} must be <= min(a, b)={r!r} for profile {self.name!r}.")
-        k = self.lead_rank
-        idx = np.arange(1, r - k + 1, dtype=np.float64)
-        if self.tail == "none":
-            tail = np.zeros(r - k)
-        elif self.tail == "flat":
-            tail = np.full(r - k, self.tail_scale * s)
-        else:
-            tail = self.tail_scale * s * idx ** (-self.alpha)
-        return np.concatenate([np.full(k, float(s)), tail])
-
-
-DEFAULT_PROFILES: tuple[Profile, ...] = (
-    Profile("rank-2", lead_rank=2, tail="none"),
-    Profile("rank-2+power", lead_rank=2, tail="power", alpha=1.0, tail_scale=0.4),
-    Profile("flat", lead_rank=0, tail="flat", tail_scale=0.5),
-)
-"""Exactly rank 2; rank 2 plus a ``0.4 s i^-1`` tail; flat full rank at ``s/2``."""
-
-DEFAULT_P_GRID: tuple[float, ...] = (0.0, 0.5, 1.0, 1.5, 2.0)
-
-
-# --------------------------------------------------------------------------- checks
-
-
-def _check_rng(rng: object) -> np.random.Generator:
-    if not isinstance(rng, np.random.Generator):
-        raise TypeError(f"rng={rng!r} must be a numpy.random.Generator (np.random.default_rng(seed)).")
-    return rng
-
-
-def _check_kind(kind: object) -> None:
-    if kind not in ("vector", "bilinear"):
-        raise ValueError(f"kind={kind!r} must be 'vector' or 'bilinear'.")
-
-
-# --------------------------------------------------------------------------- generators
-
-
-def haar_frames(rng: np.random.Generator, *, count: int, n: int, k: int) -> np.ndarray:
-    r"""``count`` Haar-distributed ``n x k`` matrices with orthonormal columns (``k <= n``).
-
-    QR of a Gaussian matrix with the signs of ``diag(R)`` moved into ``Q``, which makes
-    the law of ``Q`` invariant under left multiplication by orthogonal matrices
-    (Mezzadri 2007, "How to generate random matrices from the classical compact
-    groups", Notices AMS 54, section 5).
-    """
-    _check_rng(rng)
-    count, n, k = check_int(count, "count"), check_int(n, "n"), check_int(k, "k")
-    if k > n:
-        raise ValueError(f"k={k!r} must be <= n={n!r}.")
-    q, r = np.linalg.qr(rng.standard_normal((count, n, k)))
-    signs = np.sign(np.diagonal(r, axis1=-2, axis2=-1))
-    signs[signs == 0] = 1.0
-    return q * signs[:, None, :]
-
-
-@dataclass(frozen=True, eq=False)
-class ClassSample:
-    """Members of ``F(s, R, p)``: ``matrices[n] = U_n diag(singular_values[n]) V_n^T``.
-
-    Attributes:
-        matrices: ``(count, a, b)`` float64.
-        singular_values: ``(count, r)`` descending, ``r = min(a, b)``; exact zeros where
-            the rank is below ``r``.
-        profile: the :class:`Profile` sampled.
-        s, p, R: the class parameters the samples satisfy exactly
-            (``max sigma <= s`` and ``S_p(sigma) <= R`` in float64).
-    """
-
-    matrices: np.ndarray
-    singular_values: np.ndarray
-    profile: Profile
-    s: float
-    p: float
-    R: float
-
-
-def _enforce(values: np.ndarray, bound: float, measure: Any) -> np.ndarray:
-    """Shrink rows of ``values`` by a few ulps until ``measure(row) <= bound`` holds in float64."""
-    for _ in range(64):
-        bad = measure(values) > bound
-        if not bad.any():
-            return values
-        values[bad] *= 1.0 - 4.0 * _U
-    raise RuntimeError(f"could not enforce bound={bound!r} by rescaling (internal error).")
-
-
-def sample_class(rng: np.random.Generator, *, a: int, b: int, profile: Profile, s: float, p: float, count: int, R: float | None = None, variation: float = 0.5) -> ClassSample:
-    r"""Random members of ``F(s, R, p)`` with singular values following ``profile``.
-
-    Each sample: lead values drawn uniformly in ``[s (1 - variation), s]``, the tail
-    multiplied by one factor uniform in ``[1 - variation, 1]``; then rescaled by
-
-    .. math:: c = \min\big(1,\ s / \sigma_1,\ (R / S_p(\sigma))^{1/p}\big)\quad (p > 0),
-
-    and at ``p = 0`` the smallest values are set to zero until ``rank <= floor(R)``.
-    Both constraints then hold exactly on the stored spectrum (a final few-ulp shrink
-    removes rounding). Singular vectors are Haar (:func:`haar_frames`).
-
-    Args:
-        rng: numpy Generator (the only source of randomness).
-        a, b: shape of ``W``.
-        profile: the :class:`Profile`.
-        s: spectral bound.
-        p: Schatten index in ``[0, 2]`` the constraint is enforced for.
-        count: number of samples.
-        R: Schatten radius; default ``S_p`` of the un-perturbed profile (then the
-            variation only shrinks values and no rescaling happens).
-        variation: spread of the random variation, in ``[0, 1)``; 0 gives the profile exactly.
-
-    Returns:
-        A :class:`ClassSample`.
-    """
-    _check_rng(rng)
-    a, b, count = check_int(a, "a"), check_int(b, "b"), check_int(count, "count")
-    s, p = check_positive(s, "s"), check_schatten_index(p)
-    if not isinstance(profile, Profile):
-        raise TypeError(f"profile={profile!r} must be a Profile.")
-    if not (0 <= variation < 1):
-        raise ValueError(f"variation={variation!r} must lie in [0, 1).")
-    r = min(a, b)
-    base = profile.spectrum(r=r, s=s)
-    R_val = float(schatten_power(base, p)) if R is None else check_positive(R, "R")
-    if p == 0 and R_val < 1:
-        raise ValueError(f"R={R!r} must be >= 1 at p=0 (R bounds the rank).")
-
-    k = min(profile.lead_rank, r)
-    sigma = np.broadcast_to(base, (count, r)).copy()
-    if k:
-        sigma[:, :k] = s * rng.uniform(1.0 - variation, 1.0, size=(count, k))
-    if r > k:
-        sigma[:, k:] *= rng.uniform(1.0 - variation, 1.0, size=(count, 1))
-    sigma = -np.sort(-sigma, axis=1)
-
-    if p == 0:
-        keep = int(math.floor(R_val))
-        if keep < r:
-            sigma[:, keep:] = 0.0
-    else:
-        with np.errstate(divide="ignore"):
-            scale = np.minimum(1.0, np.minimum(s / sigma[:, 0], (R_val / schatten_power(sigma, p)) ** (1.0 / p)))
-        sigma *= scale[:, None]
-        sigma = _enforce(sigma, R_val, lambda v: schatten_power(v, p))
-    sigma = _enforce(sigma, s, lambda v: v[:, 0])
-
-    U = haar_frames(rng, count=count, n=a, k=r)
-    V = haar_frames(rng, count=count, n=b, k=r)
-    W = np.matmul(U * sigma[:, None, :], V.transpose(0, 2, 1))
-    return ClassSample(matrices=W, singular_values=sigma, profile=profile, s=s, p=p, R=R_val)
-
-
-def sample_rows(rng: np.random.Generator, *, m: int, dim: int, B: float, kind: RowKind = "gaussian", directions: np.ndarray | None = None, spread: float = 0.1) -> np.ndarray:
-    r"""``m`` fixed sample rows in ``R^dim`` with ``||x_i||_2 <= B`` exactly.
-
-    Kinds:
-
-    * ``"gaussian"``: i.i.d. standard Gaussian rows scaled jointly so the longest has norm ``B``;
-    * ``"sphere"``: uniform on the sphere of radius ``B``;
-    * ``"aligned"``: rows near a few directions: row ``i`` is
-      ``B (d_j + spread g) / ||d_j + spread g||`` with ``j = i mod q``, ``g ~ N(0, I/dim)``
-      and ``d_j`` the columns of ``directions`` (``dim x q``; e.g. the top left
-      singular vectors of a weight, which makes ``||W^T x_i||`` large) or, if not given,
-      two random orthonormal directions.
-
-    A final few-ulp shrink makes ``||x_i||_2 <= B`` hold in float64.
-    """
-    _check_rng(rng)
-    m, dim, B = check_int(m, "m"), check_int(dim, "dim"), check_positive(B, "B")
-    if kind == "gaussian":
-        X = rng.standard_normal((m, dim))
-        X *= B / np.linalg.norm(X, axis=1).max()
-    elif kind == "sphere":
-        X = rng.standard_normal((m, dim))
-        X *= B / np.linalg.norm(X, axis=1, keepdims=True)
-    elif kind == "aligned":
-        if directions is None:
-            D = haar_frames(rng, count=1, n=dim, k=min(2, dim))[0]
-        else:
-            D = np.asarray(directions, dtype=np.float64)
-            if D.ndim != 2 or D.shape[0] != dim or D.shape[1] < 1:
-                raise ValueError(f"directions.shape={np.shape(directions)!r} must be (dim={dim!r}, q) with q >= 1.")
-            norms = np.linalg.norm(D, axis=0)
-            if np.any(norms == 0) or not np.all(np.isfinite(D)):
-                raise ValueError("directions must be finite with non-zero columns.")
-            D = D / norms
-        if not (math.isfinite(spread) and spread >= 0):
-            raise ValueError(f"spread={spread!r} must be non-negative and finite.")
-        X = D[:, np.arange(m) % D.shape[1]].T + spread * rng.standard_normal((m, dim)) / math.sqrt(dim)
-        X *= B / np.linalg.norm(X, axis=1, keepdims=True)
-    else:
-        raise ValueError(f"kind={kind!r} must be 'gaussian', 'sphere' or 'aligned'.")
-    return _enforce(X, B, lambda v: np.linalg.norm(v, axis=1))
-
-
-def class_outputs(matrices: np.ndarray, rows: np.ndarray, *, kind: Kind = "vector") -> np.ndarray:
-    """The outputs the metric of Theorem 4.1 compares.
-
-    * ``"vector"``: ``X W_n`` for each ``W_n`` (``a x b``), shape ``(count, m, b)``;
-      row ``i`` is ``W_n^T x_i``; metric ``rowmax_l2``. Returned as a transposed view
-      of a C-contiguous ``(m, count, b)`` array (no copy needed by the packing code).
-    * ``"bilinear"``: scores ``X W_n X^T`` over all ``m^2`` token pairs, flattened to
-      ``(count, m * m)``; metric ``max_abs``. Needs ``a = b = dim``.
-    """
-    _check_kind(kind)
-    W = np.asarray(matrices, dtype=np.float64)
-    X = np.asarray(rows, dtype=np.float64)
-    if W.ndim != 3 or X.ndim != 2 or X.shape[1] != W.shape[1]:
-        raise ValueError(f"matrices.shape={W.shape!r} and rows.shape={X.shape!r} must be (count, a, b) and (m, a).")
-    count, a, b = W.shape
-    if kind == "vector":
-        # One GEMM X [W_1 ... W_n] laid out rows first, (m, count, b): the layout the packing
-        # kernel uses, so numerics.montecarlo.packing takes the transposed view below without copying.
-        rows_first = (X @ W.transpose(1, 0, 2).reshape(a, count * b)).reshape(X.shape[0], count, b)
-        return rows_first.transpose(1, 0, 2)
-    XW = np.matmul(X, W)  # (count, m, b)
-    if W.shape[1] != W.shape[2]:
-        raise ValueError(f"matrices.shape={W.shape!r} must be square (a = b) for kind='bilinear'.")
-    scores = np.matmul(XW, X.T)  # (count, m, m): x_t^T W x_u
-    return scores.reshape(W.shape[0], -1)
-
-
-def metric_for(kind: Kind) -> Metric:
-    """``"rowmax_l2"`` for the vector kind, ``"max_abs"`` for the bilinear kind."""
-    _check_kind(kind)
-    return "rowmax_l2" if kind == "vector" else "max_abs"
+#: The Schatten indices of the classes sampled by default (five points; not the 21-point post
+#: hoc grid of the bound, :data:`numerics.bounds.theorem31.DEFAULT_P_GRID`).
+MC_P_GRID: tuple[float, ...] = (0.0, 0.5, 1.0, 1.5, 2.0)
 
 
 # --------------------------------------------------------------------------- the bound
 
 
-def thm41_upper(kind: Kind, *, p: float, eps: float, s: float, R: float, B: float, a: int, b: int, m: int) -> float:
+def thm41_upper(kind: OutputKind, *, p: float, eps: float, s: float, R: float, B: float, a: int, b: int, m: int) -> float:
     """Theorem 4.1's bound on ``log N(eps)`` (nats) for ``F(s, R, p)`` on ``m`` sample rows.
 
     A thin wrapper of :func:`numerics.bounds.compiled.thm41_log_cover` with the class's
     rank bound ``r = min(a, b)`` and, for the bilinear kind, ``m^2`` token pairs.
     ``eps`` is the *covering* scale: compare with a packing at separation ``2 eps``.
     """
-    _check_kind(kind)
+    check_output_kind(kind)
     pairs = m * m if kind == "bilinear" else m
     return float(thm41_log_cover(kind, p=p, eps=eps, s=s, R=R, B=B, a=a, b=b, r=min(a, b), m=pairs))
 
 
-def best_p(profile: Profile, *, p_grid: Sequence[float] = DEFAULT_P_GRID, eps: float, s: float, B: float, a: int, b: int, m: int, kind: Kind = "vector") -> tuple[float, np.ndarray]:
+def best_p(profile: Profile, *, p_grid: Sequence[float] = MC_P_GRID, eps: float, s: float, B: float, a: int, b: int, m: int, kind: OutputKind = "vector") -> tuple[float, np.ndarray]:
     r"""The ``p`` in ``p_grid`` minimising Theorem 4.1 at covering scale ``eps`` for ``profile``.
 
     For each ``p`` the radius is ``R = S_p`` of the un-perturbed profile (its
@@ -488,17 +217,17 @@ class MCResult:
         return tuple(row for row in self.rows if row.profile == name)
 
 
-def default_eps_grid(kind: Kind, *, s: float = 1.0, B: float = 1.0) -> tuple[float, ...]:
+def default_eps_grid(kind: OutputKind, *, s: float = 1.0, B: float = 1.0) -> tuple[float, ...]:
     """Packing separations spanning the unsaturated range for the defaults: ``(0.35 ... 1.2) x`` output scale.
 
     The output scale is ``s B`` (vector) or ``s B^2`` (bilinear).
     """
-    _check_kind(kind)
+    check_output_kind(kind)
     unit = s * B if kind == "vector" else s * B * B
     return tuple(float(unit * f) for f in (0.35, 0.45, 0.6, 0.8, 1.0, 1.2))
 
 
-def experiment_bytes(*, a: int, b: int, m: int, samples: int, kind: Kind) -> int:
+def experiment_bytes(*, a: int, b: int, m: int, samples: int, kind: OutputKind) -> int:
     """Memory one (profile, p) cell of :func:`mc_experiment` needs, in bytes, roughly (an upper estimate).
 
     The sampled matrices with their singular frames and outputs (``samples (a b + a r + b r + out)``
@@ -510,7 +239,7 @@ def experiment_bytes(*, a: int, b: int, m: int, samples: int, kind: Kind) -> int
     return 16 * samples * (a * b + a * r + b * r + out) + 9 * samples * samples
 
 
-def _check_memory(*, a: int, b: int, m: int, samples: int, kind: Kind) -> None:
+def _check_memory(*, a: int, b: int, m: int, samples: int, kind: OutputKind) -> None:
     """Refuse sizes whose arrays could never fit in this machine's memory (before allocating anything)."""
     need = experiment_bytes(a=a, b=b, m=m, samples=samples, kind=kind)
     try:
@@ -525,13 +254,13 @@ def _check_memory(*, a: int, b: int, m: int, samples: int, kind: Kind) -> None:
 def mc_experiment(
     *,
     profiles: Sequence[Profile] = DEFAULT_PROFILES,
-    p_grid: Sequence[float] = DEFAULT_P_GRID,
+    p_grid: Sequence[float] = MC_P_GRID,
     eps_grid: Floats | None = None,
     a: int = 6,
     b: int = 6,
     m: int = 16,
     samples: int = 1000,
-    kind: Kind = "vector",
+    kind: OutputKind = "vector",
     s: float = 1.0,
     B: float = 1.0,
     rows: RowKind = "gaussian",
@@ -541,15 +270,15 @@ def mc_experiment(
     r"""Monte-Carlo packing estimates against Theorem 4.1, for each profile, ``p`` and ``eps``.
 
     For each profile and ``p``: ``samples`` members of ``F(s, R, p)`` with
-    ``R = S_p(profile)`` (:func:`sample_class`), evaluated on ``m`` fixed rows
-    (:func:`sample_rows`, shared by all cells); greedy packings at every ``eps``
+    ``R = S_p(profile)`` (:func:`~numerics.montecarlo.sampling.sample_class`), evaluated on ``m`` fixed rows
+    (:func:`~numerics.montecarlo.sampling.sample_rows`, shared by all cells); greedy packings at every ``eps``
     (:func:`packing_lower_bounds`); Theorem 4.1 at the matching scale ``eps/2``.
 
     Randomness: one ``SeedSequence(seed)``; the rows and each (profile, p) cell get
     their own spawned stream, so results are reproducible and cells independent.
 
     Args:
-        profiles: singular-value profiles (:class:`Profile`), one panel each in plots.
+        profiles: singular-value profiles (:class:`~numerics.montecarlo.sampling.Profile`), one panel each in plots.
         p_grid: Schatten indices of the classes ``F(s, S_p(profile), p)`` sampled; also
             the grid :func:`best_p` selects from.
         eps_grid: packing separations (covering scales are half); default
@@ -560,14 +289,53 @@ def mc_experiment(
         kind: ``"vector"`` (outputs ``W^T x_i``, metric ``max_i ||.||_2``) or
             ``"bilinear"`` (scores ``x_t^T W x_u``, metric max abs).
         s: spectral bound; B: row-norm bound.
-        rows: kind of sample rows (:func:`sample_rows`).
-        variation: spread of the per-sample variation (:func:`sample_class`).
+        rows: kind of sample rows (:func:`~numerics.montecarlo.sampling.sample_rows`).
+        variation: spread of the per-sample variation (:func:`~numerics.montecarlo.sampling.sample_class`).
         seed: seed of the ``SeedSequence``.
 
     Returns:
         :class:`MCResult` with one :class:`MCRow` per (profile, p, eps).
     """
-    _check_kind(kind)
+    setup = _setup(profiles=profiles, p_grid=p_grid, eps_grid=eps_grid, a=a, b=b, m=m, samples=samples, kind=kind,
+                   s=s, B=B, variation=variation)
+    row_seq, *cell_seqs = np.random.SeedSequence(seed).spawn(1 + len(setup.profiles) * len(setup.p_grid))
+    X = sample_rows(np.random.default_rng(row_seq), m=setup.m, dim=setup.a, B=setup.B, kind=rows)
+    best = {prof.name: [best_p(prof, p_grid=setup.p_grid, eps=e / 2, s=setup.s, B=setup.B, a=setup.a, b=setup.b, m=setup.m,
+                               kind=setup.kind)[0] for e in setup.eps] for prof in setup.profiles}
+    out: list[MCRow] = []
+    for (prof, q), cell_seq in zip(itertools.product(setup.profiles, setup.p_grid), cell_seqs, strict=True):
+        out += _cell_rows(setup, X, prof, q, np.random.default_rng(cell_seq), best[prof.name])
+    settings = dict(kind=setup.kind, a=setup.a, b=setup.b, m=setup.m, samples=setup.samples, s=setup.s, B=setup.B,
+                    rows=rows, variation=variation, seed=seed, p_grid=setup.p_grid,
+                    eps_grid=tuple(float(e) for e in setup.eps), metric=setup.metric)
+    return MCResult(rows=tuple(out), settings=settings, profiles=setup.profiles)
+
+
+# --------------------------------------------------------------------------- the parts of mc_experiment
+
+
+@dataclass(frozen=True, eq=False)
+class _Setup:
+    """The checked arguments of :func:`mc_experiment` (``eps``: the packing separations)."""
+
+    profiles: tuple[Profile, ...]
+    p_grid: tuple[float, ...]
+    eps: np.ndarray
+    a: int
+    b: int
+    m: int
+    samples: int
+    kind: OutputKind
+    s: float
+    B: float
+    variation: float
+    metric: Metric
+
+
+def _setup(*, profiles: Sequence[Profile], p_grid: Sequence[float], eps_grid: Floats | None, a: int, b: int, m: int,
+           samples: int, kind: OutputKind, s: float, B: float, variation: float) -> _Setup:
+    """Check every argument of :func:`mc_experiment` (and the memory it needs) before any work."""
+    check_output_kind(kind)
     a, b, m, samples = check_int(a, "a"), check_int(b, "b"), check_int(m, "m"), check_int(samples, "samples")
     s, B = check_positive(s, "s"), check_positive(B, "B")
     if kind == "bilinear" and a != b:
@@ -576,48 +344,36 @@ def mc_experiment(
     if not profiles:
         raise ValueError("profiles=() must hold at least one Profile.")
     _check_memory(a=a, b=b, m=m, samples=samples, kind=kind)
-    p_list = [check_schatten_index(q) for q in p_grid]
+    p_list = tuple(check_schatten_index(q) for q in p_grid)
     eps_list = list(default_eps_grid(kind, s=s, B=B) if eps_grid is None else eps_grid)
     eps_arr = np.array([check_positive(e, "eps_grid[]") for e in eps_list])
     if not eps_arr.size:
         raise ValueError("eps_grid=() must hold at least one value.")
-    metric = metric_for(kind)
+    return _Setup(profiles=profiles, p_grid=p_list, eps=eps_arr, a=a, b=b, m=m, samples=samples, kind=kind, s=s, B=B,
+                  variation=variation, metric=metric_for(kind))
 
-    seq = np.random.SeedSequence(seed)
-    row_seq, *cell_seqs = seq.spawn(1 + len(profiles) * len(p_list))
-    X = sample_rows(np.random.default_rng(row_seq), m=m, dim=a, B=B, kind=rows)
 
-    best_by_profile = {
-        prof.name: [best_p(prof, p_grid=p_list, eps=e / 2, s=s, B=B, a=a, b=b, m=m, kind=kind)[0] for e in eps_arr]
-        for prof in profiles
-    }
-    out: list[MCRow] = []
-    cell = 0
-    for prof in profiles:
-        for q in p_list:
-            rng = np.random.default_rng(cell_seqs[cell])
-            cell += 1
-            sample = sample_class(rng, a=a, b=b, profile=prof, s=s, p=q, count=samples, variation=variation)
-            pts = class_outputs(sample.matrices, X, kind=kind)
-            _, env = packing_lower_bounds(pts, eps_arr, metric=metric)
-            covers = greedy_cover_sizes(pts, eps_arr / 2, metric=metric)
-            lower = np.log(env.astype(np.float64))
-            upper = np.array([thm41_upper(kind, p=q, eps=e / 2, s=s, R=sample.R, B=B, a=a, b=b, m=m) for e in eps_arr])
-            saturated = env > samples / 2
-            usable = (env > 1) & ~saturated
-            slope_lo = fit_slope(eps_arr[usable], lower[usable])
-            slope_up = fit_slope(eps_arr[usable], upper[usable])
-            for j, e in enumerate(eps_arr):
-                ratio = float(upper[j] / lower[j]) if lower[j] > 0 else float("inf")
-                out.append(MCRow(
-                    profile=prof.name, p=q, R=sample.R, eps=float(e), cover_scale=float(e / 2),
-                    packing_size=int(env[j]), lower_bound=float(lower[j]), upper_bound=float(upper[j]),
-                    ratio=ratio, cover_size_log=float(np.log(covers[j])), saturated=bool(saturated[j]),
-                    slope_lower=slope_lo, slope_upper=slope_up, best_p=best_by_profile[prof.name][j],
-                ))
-    settings = dict(kind=kind, a=a, b=b, m=m, samples=samples, s=s, B=B, rows=rows, variation=variation,
-                    seed=seed, p_grid=tuple(p_list), eps_grid=tuple(float(e) for e in eps_arr), metric=metric)
-    return MCResult(rows=tuple(out), settings=settings, profiles=profiles)
+def _cell_rows(setup: _Setup, X: np.ndarray, prof: Profile, q: float, rng: np.random.Generator,
+               best: list[float]) -> list[MCRow]:
+    """The rows of one (profile, p) cell: sample the class, pack its outputs at every ``eps``, bound it
+    (``best``: the ``p`` Theorem 4.1 selects for the profile at each ``eps / 2``)."""
+    st, eps = setup, setup.eps
+    sample = sample_class(rng, a=st.a, b=st.b, profile=prof, s=st.s, p=q, count=st.samples, variation=st.variation)
+    pts = class_outputs(sample.matrices, X, kind=st.kind)
+    _, env = packing_lower_bounds(pts, eps, metric=st.metric)
+    covers = greedy_cover_sizes(pts, eps / 2, metric=st.metric)
+    lower = np.log(env.astype(np.float64))
+    upper = np.array([thm41_upper(st.kind, p=q, eps=e / 2, s=st.s, R=sample.R, B=st.B, a=st.a, b=st.b, m=st.m) for e in eps])
+    saturated = env > st.samples / 2
+    usable = (env > 1) & ~saturated
+    slope_lo = fit_slope(eps[usable], lower[usable])
+    slope_up = fit_slope(eps[usable], upper[usable])
+    return [MCRow(
+        profile=prof.name, p=q, R=sample.R, eps=float(e), cover_scale=float(e / 2),
+        packing_size=int(env[j]), lower_bound=float(lower[j]), upper_bound=float(upper[j]),
+        ratio=float(upper[j] / lower[j]) if lower[j] > 0 else float("inf"), cover_size_log=float(np.log(covers[j])),
+        saturated=bool(saturated[j]), slope_lower=slope_lo, slope_upper=slope_up, best_p=best[j],
+    ) for j, e in enumerate(eps)]
 
 
 def mc_report_rows(result: MCResult) -> list[dict[str, Any]]:
@@ -629,3 +385,19 @@ def mc_report_rows(result: MCResult) -> list[dict[str, Any]]:
     if not isinstance(result, MCResult):
         raise TypeError(f"result={type(result).__name__} must be an MCResult.")
     return [finite_json(asdict(row)) for row in result.rows]
+
+
+def c9_verdict(result: MCResult) -> dict[str, Any]:
+    """Claim C9: every certified Monte-Carlo lower bound stays under Theorem 4.1.
+
+    Returns:
+      ``{claim, status, violations, cells, profiles, max_ratio}``: ``status`` is ``"holds"``
+      when no (profile, p, eps) cell has ``lower_bound > upper_bound``, else ``"fails"``;
+      ``violations`` counts those cells; ``max_ratio`` is the largest ``lower / upper`` over the
+      cells with a positive upper bound (``nan`` if none).
+    """
+    rows = mc_report_rows(result)
+    violations = sum(r["lower_bound"] > r["upper_bound"] for r in rows)
+    ratios = [r["lower_bound"] / r["upper_bound"] for r in rows if r["upper_bound"] > 0]
+    return {"claim": "C9", "status": "holds" if violations == 0 else "fails", "violations": violations,
+            "cells": len(rows), "profiles": len({r["profile"] for r in rows}), "max_ratio": max(ratios, default=math.nan)}
