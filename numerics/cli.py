@@ -183,18 +183,18 @@ def _run_analysis(source: str, args: argparse.Namespace) -> Any:
 
 
 def _emit(analysis: Any, args: argparse.Namespace) -> None:
-    from numerics import report
     from numerics.io import resolve
+    from numerics.report import tables, writers
 
     if args.out is not None:
-        report.write_report(analysis, args.out, plots=not args.no_plots, force=args.force,
+        writers.write_report(analysis, args.out, plots=not args.no_plots, force=args.force,
                             protect=resolve.source_paths(args.source))
     if args.format == "json":
         print(json.dumps(analysis.to_json(), indent=2))
     elif args.format == "csv":
-        sys.stdout.write(report.to_csv(analysis))
+        sys.stdout.write(tables.to_csv(analysis))
     else:
-        sys.stdout.write(report.format_table(analysis))
+        sys.stdout.write(tables.format_table(analysis))
     if args.out is not None:
         print(f"specbound: report written to {args.out}", file=sys.stderr)
 
@@ -227,7 +227,7 @@ def _cmd_fetch(args: argparse.Namespace) -> int:
 def _cmd_demo(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from numerics import report
+    from numerics.report import tables, writers
     from numerics._util import outputs
     from numerics.io import resolve
     from numerics.io.registry import fetch
@@ -237,9 +237,9 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     outputs.check_output_folder(out, force=args.force, protect=protect)
     folder = fetch("minilm-l6")
     analysis = _run_analysis(str(folder), args)
-    report.write_report(analysis, out, force=args.force, protect=(folder, *protect))
-    sys.stdout.write(report.format_table(analysis).split("\n\n", 1)[-1])
-    print(report.summary_markdown(analysis))
+    writers.write_report(analysis, out, force=args.force, protect=(folder, *protect))
+    sys.stdout.write(tables.format_table(analysis).split("\n\n", 1)[-1])
+    print(tables.summary_markdown(analysis))
     print(f"report folder: {out.resolve()}")
     return 0
 
@@ -264,7 +264,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         result = sw.sweep(sources, settings=settings, model=model, executor=executor, progress=_Progress("checkpoints"))
     doc = sw.sweep_rows_json(result)
     if args.out is not None:
-        from numerics.report import write_sweep_report
+        from numerics.report.writers import write_sweep_report
 
         write_sweep_report(result, args.out, force=args.force, protect=protect)
     if args.format == "json":
@@ -295,7 +295,7 @@ def _cmd_mc(args: argparse.Namespace) -> int:
                            rows=args.rows)
     rows = mc_report_rows(result)
     if args.plot is not None:
-        from numerics.mc_plots import plot_mc
+        from numerics.report.mc_plots import plot_mc
 
         plot_mc(result, args.plot)
     if args.format == "json":

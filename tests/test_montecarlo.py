@@ -28,7 +28,7 @@ import pytest
 from hypothesis import example, given, settings, strategies as st
 
 from numerics import montecarlo as mc
-from numerics.mc_plots import plot_mc
+from numerics.report.mc_plots import plot_mc
 from numerics.montecarlo.packing import (
     greedy_cover_reference,
     greedy_cover_size,

@@ -262,7 +262,7 @@ def test_demo_twice_in_the_same_folder(tmp_path, ckpt, capsys, monkeypatch):
 
 
 def test_library_writer_refuses_too(tmp_path, ckpt):
-    from numerics import report
+    from numerics.report import writers as report
 
     analysis = numerics.analysis.analyze(str(ckpt))
     (tmp_path / "u").mkdir()
@@ -296,14 +296,14 @@ def test_modes_follow_the_umask(tmp_path, ckpt):
 
 BLOCKING = textwrap.dedent("""
     import sys, time
-    import numerics.io.registry, numerics.report, numerics.sweep_plots
+    import numerics.io.registry, numerics.report.writers, numerics.report.sweep_plots
 
     def block(*args, **kwargs):  # stands for a slow write: the signal arrives in the middle of it
         print("WRITING", flush=True)
         time.sleep(120)
 
-    numerics.report.summary_markdown = block
-    numerics.sweep_plots.plot_sweep = block
+    numerics.report.writers.summary_markdown = block
+    numerics.report.sweep_plots.plot_sweep = block
     CKPT = sys.argv.pop(1)
     numerics.io.registry.fetch = lambda *args, **kwargs: CKPT
     from numerics.cli import main

@@ -10,7 +10,7 @@ import pytest
 
 from numerics.bounds import BoundSettings, rademacher
 from numerics.bounds import build_terms
-from numerics.report import summary_markdown
+from numerics.report.tables import summary_markdown
 from tests.synthetic import stats_from_analysis
 
 

@@ -1,4 +1,4 @@
-"""Scaling sweep (:mod:`numerics.sweep`, :mod:`numerics.sweep_plots`).
+"""Scaling sweep (:mod:`numerics.sweep`, :mod:`numerics.report.sweep_plots`).
 
 Synthetic BERT checkpoints (random weights, :mod:`tests.synthetic`) at several depths and
 widths are swept once per module. References are independent of the code under test:
@@ -34,7 +34,7 @@ from numerics.sweep import (
     sweep,
     sweep_rows_json,
 )
-from numerics.sweep_plots import plot_sweep
+from numerics.report.sweep_plots import plot_sweep
 from synthetic import bert_config, bert_state, write_checkpoint
 
 FAST = BoundSettings(p_grid=(0.0, 1.0, 2.0), grid_points=48)
