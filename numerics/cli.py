@@ -245,7 +245,9 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
-    from numerics import sweep as sw
+    from numerics.experiments import claims
+    from numerics.experiments import sweep as sw
+    from numerics.report import tables
 
     sources = list(args.sources)
     if args.grid is not None:
@@ -262,7 +264,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         outputs.check_output_folder(args.out, force=args.force, protect=protect)
     with _executor(args) as executor:
         result = sw.sweep(sources, settings=settings, model=model, executor=executor, progress=_Progress("checkpoints"))
-    doc = sw.sweep_rows_json(result)
+    doc = tables.sweep_rows_json(result)
     if args.out is not None:
         from numerics.report.writers import write_sweep_report
 
@@ -279,7 +281,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
                 print(f"fit: {where}: {fit.note}")
             else:
                 print(f"fit: {where}: slope {fit.slope:.3f} over {fit.num_checkpoints} checkpoints (rms residual {fit.rms_residual:.2g})")
-        c8 = sw.evaluate_c8(result)
+        c8 = claims.evaluate_c8(result)
         print(f"C8: {c8['status']} -- {c8['figure']}")
     return 0
 
@@ -316,7 +318,7 @@ def _cmd_mc(args: argparse.Namespace) -> int:
 def _cmd_claims(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from numerics import claims
+    from numerics.experiments import claims
 
     ids = None
     if args.only is not None:

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 import numerics.analysis
-from numerics import claims
+from numerics.experiments import claims
 from numerics._util import outputs
 from numerics.cli import main
 from numerics.errors import OutputError

@@ -1,4 +1,4 @@
-"""Scaling sweep (:mod:`numerics.sweep`, :mod:`numerics.report.sweep_plots`).
+"""Scaling sweep (:mod:`numerics.experiments.sweep`, :mod:`numerics.report.sweep_plots`).
 
 Synthetic BERT checkpoints (random weights, :mod:`tests.synthetic`) at several depths and
 widths are swept once per module. References are independent of the code under test:
@@ -24,16 +24,16 @@ import pytest
 from numerics.analysis import analyze
 from numerics.bounds import BoundSettings
 from numerics.errors import CheckpointError
-from numerics.sweep import (
+from numerics.experiments.claims import evaluate_c8
+from numerics.experiments.sweep import (
     BERT_MINIATURES,
     SweepResult,
     SweepRow,
-    evaluate_c8,
     expand_grid,
     fit_slopes,
     sweep,
-    sweep_rows_json,
 )
+from numerics.report.tables import sweep_rows_json
 from numerics.report.sweep_plots import plot_sweep
 from synthetic import bert_config, bert_state, write_checkpoint
 

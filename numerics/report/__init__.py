@@ -1,3 +1,3 @@
-"""Stage 8: presentation. Tables, JSON documents, figures and report folders, for the command line and notebooks."""
+"""Stage 9: presentation. Tables, JSON documents, figures and report folders, for the command line and notebooks."""
 
 __all__: list[str] = []

@@ -9,9 +9,14 @@ from __future__ import annotations
 import csv
 import io
 import math
+from dataclasses import asdict
 from typing import Any
 
-__all__ = ["TABLE_COLUMNS", "format_table", "to_csv", "summary_markdown"]
+from numerics._util.jsonsafe import finite_json
+from numerics.experiments.claims import evaluate_c8
+from numerics.experiments.sweep import SweepResult
+
+__all__ = ["TABLE_COLUMNS", "format_table", "to_csv", "summary_markdown", "sweep_rows_json"]
 
 TABLE_COLUMNS = ("name", "layer", "kind", "head", "shape", "rank", "spectral_norm", "frobenius_norm", "norm_2_1",
                  "stable_rank", "p_star")
@@ -114,3 +119,14 @@ def summary_markdown(analysis: Any) -> str:
         "Plots: spectra.png (singular values by type), p_star.png (p* by layer and type), bounds.png.",
     ]
     return "\n".join(lines) + "\n"
+
+
+def sweep_rows_json(result: SweepResult) -> dict[str, Any]:
+    """The ``--format json`` document: rows, fits, the C8 verdict and the settings."""
+    settings = {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(result.settings).items()}
+    return finite_json({
+        "rows": [row.as_dict() for row in result.rows],
+        "fits": [fit.as_dict() for fit in result.fits],
+        "c8": evaluate_c8(result),
+        "settings": {"bound": settings, "model": asdict(result.model)},
+    })

@@ -13,11 +13,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from numerics import sweep as sw
 from numerics._util.outputs import safe_output_folder
 from numerics.report import sweep_plots
 from numerics.report.plots import write_all
-from numerics.report.tables import format_table, summary_markdown, to_csv
+from numerics.report.tables import format_table, summary_markdown, sweep_rows_json, to_csv
 
 __all__ = ["write_report", "write_sweep_report"]
 
@@ -50,7 +49,7 @@ def write_report(analysis: Any, out_dir: str | os.PathLike[str], *, plots: bool 
 
 def write_sweep_report(result: Any, out_dir: str | os.PathLike[str], *, force: bool = False,
                        protect: Iterable[str | os.PathLike[str]] = ()) -> Path:
-    """Write ``sweep.json`` and ``sweep.png`` of a :func:`numerics.sweep.sweep` result atomically.
+    """Write ``sweep.json`` and ``sweep.png`` of a :func:`numerics.experiments.sweep.sweep` result atomically.
 
     The same rules as :func:`write_report`; every checkpoint of the sweep is protected.
 
@@ -59,6 +58,6 @@ def write_sweep_report(result: Any, out_dir: str | os.PathLike[str], *, force: b
     """
     guard = (*protect, *_existing(p for row in result.rows for p in (row.source, row.path)))
     with safe_output_folder(out_dir, force=force, protect=guard) as tmp:
-        (tmp / "sweep.json").write_text(json.dumps(sw.sweep_rows_json(result), indent=2) + "\n", encoding="utf-8")
+        (tmp / "sweep.json").write_text(json.dumps(sweep_rows_json(result), indent=2) + "\n", encoding="utf-8")
         sweep_plots.plot_sweep(result, tmp / "sweep.png")
     return Path(out_dir)

@@ -21,7 +21,8 @@ against ``log N`` at each fixed ``L``:
 with ``x_c = L_c`` (group ``G``: same ``N``) or ``x_c = N_c`` (same ``L``); a slope needs two
 distinct ``x`` in the group, otherwise the fit says "not enough checkpoints". Claim C8 (MATH.md
 section 8) is that ``Phi_SA`` grows more slowly than ``Phi_Edelman`` in ``L`` and in ``N``:
-:func:`evaluate_c8` compares the two slopes fit by fit, and never weakens the claim.
+:func:`numerics.experiments.claims.evaluate_c8` compares the two slopes fit by fit, and never weakens
+the claim.
 
 The paper evaluates this on the 24 BERT Miniatures (:data:`BERT_MINIATURES`, Turc et al. 2019),
 reachable only with ``huggingface_hub`` and network access (:func:`expand_grid`). Without the
@@ -86,9 +87,7 @@ __all__ = [
     "analyze_row",
     "sweep",
     "fit_slopes",
-    "evaluate_c8",
     "expand_grid",
-    "sweep_rows_json",
 ]
 
 #: The 24 BERT Miniatures of the paper's figure: ``L in {2,...,12}``, ``H in {128,...,768}``,
@@ -408,77 +407,6 @@ def sweep(
     return SweepResult(rows=tuple(rows), settings=settings, model=model)
 
 
-# --------------------------------------------------------------------------- claim C8
-
-
-def evaluate_c8(result: SweepResult) -> dict[str, Any]:
-    """Claim C8: ``Phi_SA`` grows more slowly than ``Phi_Edelman`` in ``L`` and in ``N``.
-
-    For every group with a slope for both proxies the claim requires
-    ``slope(Phi_SA) < slope(Phi_Edelman)`` strictly (a tie is not "more slowly"). Per axis:
-    ``"fails"`` if any group fails, ``"holds"`` if there is at least one group and all hold,
-    else ``"insufficient data"``. Overall: ``"fails"`` if either axis fails, ``"holds"``
-    only if both hold, else ``"insufficient data"`` (one axis holding with the other untested
-    is reported as such in ``reason`` and ``axes``, never as "holds").
-
-    Returns:
-      ``{claim, statement, status, num_checkpoints, comparisons, axes, reason, figure}``
-      (``figure``: the slopes in one line, for tables);
-      ``comparisons`` has one entry per group with both slopes (``against``, ``fixed``,
-      ``slope_sa``, ``slope_edelman``, ``num_checkpoints``, ``sources``, ``holds``);
-      ``num_checkpoints`` counts the distinct checkpoints behind the comparisons.
-    """
-    fits = result.fits
-    by_group: dict[tuple[str, int], dict[str, SlopeFit]] = defaultdict(dict)
-    for fit in fits:
-        by_group[(fit.against, fit.fixed)][fit.proxy] = fit
-    comparisons: list[dict[str, Any]] = []
-    for (against, fixed), pair in by_group.items():
-        sa, ed = pair.get("phi_sa"), pair.get("phi_edelman")
-        if sa is None or ed is None or sa.slope is None or ed.slope is None:
-            continue
-        comparisons.append({
-            "against": against, "fixed": sa.fixed_label, "slope_sa": sa.slope, "slope_edelman": ed.slope,
-            "num_checkpoints": min(sa.num_checkpoints, ed.num_checkpoints),
-            "sources": sorted(set(sa.sources) & set(ed.sources)), "holds": sa.slope < ed.slope,
-        })
-    axes: dict[str, dict[str, Any]] = {}
-    for axis in ("L", "N"):
-        mine = [c for c in comparisons if c["against"] == axis]
-        status = "insufficient data" if not mine else ("holds" if all(c["holds"] for c in mine) else "fails")
-        notes = [f.note for f in fits if f.against == axis and f.slope is None and f.proxy == "phi_sa"]
-        axes[axis] = {"status": status, "num_fits": len(mine),
-                      "num_checkpoints": len({s for c in mine for s in c["sources"]}),
-                      "notes": notes if not mine else []}
-    statuses = {a["status"] for a in axes.values()}
-    status = "fails" if "fails" in statuses else ("holds" if statuses == {"holds"} else "insufficient data")
-    used = {s for c in comparisons for s in c["sources"]}
-    parts = []
-    for axis, word in (("L", "depth"), ("N", "width")):
-        info = axes[axis]
-        if info["status"] == "insufficient data":
-            parts.append(f"in {word} ({axis}): not enough checkpoints (no group with >= 2 distinct {axis})")
-        else:
-            worst = max((c["slope_sa"] - c["slope_edelman"] for c in comparisons if c["against"] == axis))
-            parts.append(f"in {word} ({axis}): {info['status']} over {info['num_fits']} fit(s), "
-                         f"{info['num_checkpoints']} checkpoints; largest slope(SA) - slope(Edelman) = {worst:.3g}")
-    slopes = [f"{c['against']} at {c['fixed']}: {c['slope_sa']:.3g} vs {c['slope_edelman']:.3g}" for c in comparisons]
-    missing = [axis for axis in AXES if axes[axis]["status"] == "insufficient data"]
-    figure = (f"log-log slopes Phi_SA vs Phi_Edelman over {len(used)} checkpoints: "
-              + ("; ".join(slopes) if slopes else "none")
-              + (f"; not enough checkpoints in {' and '.join(missing)}" if missing else ""))
-    return {
-        "claim": "C8",
-        "statement": "Phi_SA grows more slowly in L and in N than Phi_Edelman (log-log slopes, MATH.md sections 7-8)",
-        "status": status,
-        "num_checkpoints": len(used),
-        "comparisons": comparisons,
-        "axes": axes,
-        "reason": "; ".join(parts),
-        "figure": figure,
-    }
-
-
 # --------------------------------------------------------------------------- the hub
 
 
@@ -507,17 +435,3 @@ def expand_grid(name: str, *, offline_ok: bool = True, timeout: float = 3.0) -> 
     if not (isinstance(timeout, (int, float)) and timeout > 0 and math.isfinite(timeout)):
         raise ValueError(f"timeout={timeout!r} must be a positive number of seconds")
     return hub.available(GRIDS[name], label=name, offline_ok=offline_ok, timeout=timeout)
-
-
-# --------------------------------------------------------------------------- JSON
-
-
-def sweep_rows_json(result: SweepResult) -> dict[str, Any]:
-    """The ``--format json`` document: rows, fits, the C8 verdict and the settings."""
-    settings = {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(result.settings).items()}
-    return finite_json({
-        "rows": [row.as_dict() for row in result.rows],
-        "fits": [fit.as_dict() for fit in result.fits],
-        "c8": evaluate_c8(result),
-        "settings": {"bound": settings, "model": asdict(result.model)},
-    })
