@@ -1,4 +1,9 @@
-r"""Exact allocation of the scale budget across matrices with mixed Schatten indices.
+r"""Exact allocation of the scale budget across matrices with mixed Schatten indices: a test oracle.
+
+The library solves this problem by Newton's method on the log multiplier, vectorised over
+scales and candidate index assignments (:func:`numerics.bounds.theorem31.log_cover_at`); this
+is the independent reference the tests compare it with: a bracketed root find (``brentq``) on
+one problem at a time. Not shipped with the package.
 
 Solves, for ``c_j > 0``, ``p_j in [0, 2]`` and a scale ``eps``,
 
