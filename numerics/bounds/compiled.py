@@ -26,8 +26,8 @@ __all__ = ["compile_expr", "thm41_log_cover", "thm41_coefficient", "thm41_log_co
 
 def compile_expr(expr: sp.Expr, names: tuple[str, ...]) -> Callable[..., np.ndarray]:
     """``lambdify`` over the catalogue symbols ``names`` with numpy (vectorised)."""
+    # slow: sympy (only expressions built interactively need it; the shipped forms do not)
     import sympy as sp
-
     from theory.symbols import SYMBOLS
 
     return sp.lambdify([SYMBOLS[n] for n in names], expr, modules="numpy")

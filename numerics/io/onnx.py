@@ -56,6 +56,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import safetensors.numpy
 
 from numerics.errors import CheckpointError
 from numerics._util.checks import check_count, is_int
@@ -82,6 +83,7 @@ def _is_anonymous(name: str) -> bool:
 
 def _import_onnx(where: Path) -> Any:
     try:
+        # optional: onnx (pip install 'specbound[onnx]')
         import onnx
         from onnx import numpy_helper  # noqa: F401  (checks the submodule is there too)
     except ImportError:
@@ -127,7 +129,7 @@ class _Graph:
     """Initializers, constants and consumers of one ``GraphProto`` (read-only helpers)."""
 
     def __init__(self, model: Any, where: Path) -> None:
-        from onnx import numpy_helper
+        from onnx import numpy_helper  # optional: onnx (imported by _import_onnx before any graph is built)
 
         self.where = where
         self.to_array = numpy_helper.to_array
@@ -368,8 +370,6 @@ def _build(g: _Graph, config: Mapping[str, Any] | None) -> tuple[dict[str, np.nd
 def _write_folder(out: Path, tensors: Mapping[str, np.ndarray], config: Mapping[str, Any],
                   manifest: Mapping[str, Any], metadata: Mapping[str, str]) -> Path:
     """Write into a work folder beside ``out``, then move the result to ``out`` (atomic on one filesystem)."""
-    import safetensors.numpy
-
     out.parent.mkdir(parents=True, exist_ok=True)
     with work_folder(out.parent, f".{out.name}-") as work:
         staged = work / "out"

@@ -88,7 +88,7 @@ class DaskExecutor(Executor):
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
         """Schedule ``fn(*args, **kwargs)`` on the cluster; returns a ``concurrent.futures.Future``."""
-        import dask
+        import dask  # optional: distributed (a DaskExecutor exists only when it is installed)
 
         with dask.config.set({"distributed.admin.large-graph-warning-threshold": "1 PiB"}):
             return self._inner.submit(_call_pinned, fn, args, kwargs)
@@ -185,7 +185,7 @@ def make_executor(*, scheduler: str | None = None, workers: int | None = None) -
     if not scheduler.strip():
         raise ValueError(f"scheduler={scheduler!r} must be a non-empty address such as 'tcp://127.0.0.1:8786'")
     try:
-        import distributed
+        import distributed  # optional: distributed (pip install 'specbound[dask]')
     except ImportError as exc:
         raise ImportError(f"scheduler={scheduler!r} {_DASK_HINT}") from exc
     _check_address(scheduler)
@@ -215,6 +215,7 @@ def _check_address(scheduler: str) -> None:
       SchedulerError: unknown scheme, no port, a port that is not a number in 1..65535, or
         a host dask cannot split from the port (``'nonsense::::'``, ``'tcp://[::1'``).
     """
+    # optional: distributed (imported by make_executor before this runs)
     from distributed.comm.addressing import parse_address
     from distributed.comm.registry import get_backend
 
@@ -253,6 +254,7 @@ def _connect(distributed: Any, scheduler: str) -> Any:
       SchedulerError: no scheduler answered in time, or the connection failed (the message
         names the address and dask's reason).
     """
+    # optional: distributed (imported by make_executor before this runs)
     import dask
     from dask.utils import parse_timedelta
 

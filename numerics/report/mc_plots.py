@@ -16,7 +16,7 @@ from numerics.montecarlo import MCResult
 from numerics._util.outputs import save_figure
 
 if TYPE_CHECKING:  # pragma: no cover
-    from matplotlib.figure import Figure
+    from matplotlib.figure import Figure  # slow: matplotlib (imported when a figure is drawn)
 
 __all__ = ["mc_figure", "plot_mc"]
 
@@ -39,6 +39,7 @@ def mc_figure(result: MCResult) -> Figure:
         raise TypeError(f"result={type(result).__name__} must be an MCResult.")
     if not result.rows:
         raise ValueError("result.rows=() must not be empty.")
+    # slow: matplotlib (imported when a figure is drawn, not with the package)
     from matplotlib.figure import Figure
     from matplotlib.ticker import LogFormatter
 

@@ -23,7 +23,7 @@ KIND_ORDER = ("qk", "vo", "q", "k", "v", "o", "ff1", "ff2")
 
 
 def _figure(width: float, height: float) -> Any:
-    from matplotlib.figure import Figure
+    from matplotlib.figure import Figure  # slow: matplotlib (imported when a figure is drawn)
 
     return Figure(figsize=(width, height), layout="constrained")
 

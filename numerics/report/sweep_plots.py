@@ -45,7 +45,7 @@ def _panel(ax: Any, fits: list[SlopeFit], against: str) -> None:
     ax.set_xscale("log")
     ticks = sorted({x for f in fits for x in f.xs})
     if ticks:  # label the depths / widths present, not powers of ten
-        from matplotlib.ticker import NullFormatter
+        from matplotlib.ticker import NullFormatter  # slow: matplotlib
 
         ax.set_xticks(ticks, [str(t) for t in ticks])
         ax.xaxis.set_minor_formatter(NullFormatter())
@@ -74,7 +74,7 @@ def plot_sweep(result: SweepResult, path: str | Path) -> Path:
     Returns:
       ``path`` as a :class:`~pathlib.Path`.
     """
-    from matplotlib.figure import Figure
+    from matplotlib.figure import Figure  # slow: matplotlib (imported when a figure is drawn)
 
     fits = list(result.fits)
     fig = Figure(figsize=(11.0, 4.2), layout="constrained")
