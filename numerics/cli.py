@@ -246,7 +246,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
     from numerics.experiments import claims
-    from numerics.experiments import sweep as sw
+    from numerics.experiments import scaling as sw
     from numerics.report import tables
 
     sources = list(args.sources)

@@ -1,4 +1,4 @@
-"""Scaling sweep (:mod:`numerics.experiments.sweep`, :mod:`numerics.report.sweep_plots`).
+"""Scaling sweep (:mod:`numerics.experiments.scaling`, :mod:`numerics.report.sweep_plots`).
 
 Synthetic BERT checkpoints (random weights, :mod:`tests.synthetic`) at several depths and
 widths are swept once per module. References are independent of the code under test:
@@ -25,7 +25,7 @@ from numerics.analysis import analyze
 from numerics.bounds import BoundSettings
 from numerics.errors import CheckpointError
 from numerics.experiments.claims import evaluate_c8
-from numerics.experiments.sweep import (
+from numerics.experiments.scaling import (
     BERT_MINIATURES,
     SweepResult,
     SweepRow,

@@ -33,7 +33,7 @@ from numerics.bounds.compiled import thm41_log_cover
 from numerics.bounds.terms import MatrixTerm
 from numerics.bounds.theorem31 import BoundSettings, coefficients, rademacher
 from numerics.errors import CheckpointError, FetchError
-from numerics.experiments.sweep import AXES, SlopeFit, SweepResult, sweep
+from numerics.experiments.scaling import AXES, SlopeFit, SweepResult, sweep
 from numerics.io.registry import fetch
 from numerics.montecarlo.experiment import c9_verdict, mc_experiment
 from numerics.spectra.stats import energy_rank

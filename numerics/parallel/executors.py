@@ -131,7 +131,7 @@ class SerialExecutor:
     the order the results are asked for, and only if they are (a task whose result nobody asks
     for never runs; :meth:`DeferredFuture.cancel` drops it).
 
-    The default of :func:`numerics.experiments.sweep.sweep`: without an executor, each checkpoint is
+    The default of :func:`numerics.experiments.scaling.sweep`: without an executor, each checkpoint is
     analysed when its row is collected, so memory holds one analysis at a time.
     """
 

@@ -1,4 +1,4 @@
-"""Plot of a scaling sweep (:mod:`numerics.experiments.sweep`): both proxies against ``L`` and against ``N``.
+"""Plot of a scaling sweep (:mod:`numerics.experiments.scaling`): both proxies against ``L`` and against ``N``.
 
 Built with :class:`matplotlib.figure.Figure` directly: no pyplot state, no global style,
 nothing at import (matplotlib is imported when the plot is made).
@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from numerics._util.outputs import save_figure
-from numerics.experiments.sweep import PROXIES, SlopeFit, SweepResult
+from numerics.experiments.scaling import PROXIES, SlopeFit, SweepResult
 
 __all__ = ["plot_sweep"]
 
@@ -61,13 +61,13 @@ def _panel(ax: Any, fits: list[SlopeFit], against: str) -> None:
 def plot_sweep(result: SweepResult, path: str | Path) -> Path:
     """Log-log plot of ``Phi_SA`` and ``Phi_Edelman``: against ``L`` (left), against ``N`` (right).
 
-    Points are checkpoints; lines are the least-squares fits of :func:`numerics.experiments.sweep.fit_slopes`,
+    Points are checkpoints; lines are the least-squares fits of :func:`numerics.experiments.scaling.fit_slopes`,
     one per fixed width (left) or depth (right), with the slope in the legend. Groups with fewer
     than two distinct values say "not enough checkpoints". The vertical axis is ``log10 Phi``
     (the proxies overflow floats on deep models), the horizontal axis is logarithmic.
 
     Args:
-      result: from :func:`numerics.experiments.sweep.sweep`.
+      result: from :func:`numerics.experiments.scaling.sweep`.
       path: the image file to write (format from the suffix): new, or a PNG specbound wrote
         (:func:`numerics._util.outputs.save_figure`).
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from numerics._util.jsonsafe import finite_json
 from numerics.experiments.claims import evaluate_c8
-from numerics.experiments.sweep import SweepResult
+from numerics.experiments.scaling import SweepResult
 
 __all__ = ["TABLE_COLUMNS", "format_table", "to_csv", "summary_markdown", "sweep_rows_json"]
 

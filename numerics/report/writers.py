@@ -49,7 +49,7 @@ def write_report(analysis: Any, out_dir: str | os.PathLike[str], *, plots: bool 
 
 def write_sweep_report(result: Any, out_dir: str | os.PathLike[str], *, force: bool = False,
                        protect: Iterable[str | os.PathLike[str]] = ()) -> Path:
-    """Write ``sweep.json`` and ``sweep.png`` of a :func:`numerics.experiments.sweep.sweep` result atomically.
+    """Write ``sweep.json`` and ``sweep.png`` of a :func:`numerics.experiments.scaling.sweep` result atomically.
 
     The same rules as :func:`write_report`; every checkpoint of the sweep is protected.
 

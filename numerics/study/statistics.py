@@ -657,7 +657,7 @@ def loglog_slopes(table: Table, measure: str, axis: str, fixed: Sequence[str], *
 
         (\hat a, \hat b) = \arg\min_{a, b} \sum_{i \in G} (\log \mu_i - a - b \log x_i)^2
 
-    (:func:`numerics._util.fitting.least_squares`, the fit of claim C8 in :mod:`numerics.experiments.sweep`). Rows
+    (:func:`numerics._util.fitting.least_squares`, the fit of claim C8 in :mod:`numerics.experiments.scaling`). Rows
     of a group that differ only in columns outside ``fixed`` (seeds) are all points of its fit.
 
     Args:

@@ -83,8 +83,7 @@ __all__ = [
     "SweepRow",
     "SlopeFit",
     "SweepResult",
-    "resolve_source",
-    "analyze_row",
+    "sweep_row",
     "sweep",
     "fit_slopes",
     "expand_grid",
@@ -165,7 +164,7 @@ def _number(value: Any) -> float:
     return math.nan if value is None else float(value)
 
 
-def analyze_row(source: str, *, settings: BoundSettings = BoundSettings(),
+def sweep_row(source: str, *, settings: BoundSettings = BoundSettings(),
                 model: ModelSettings = ModelSettings(), processes: int | None = None) -> SweepRow:
     """Resolve, analyse and summarise one checkpoint (the unit of work of :func:`sweep`).
 
@@ -358,7 +357,7 @@ def sweep(
       model: Lipschitz-model settings, the same for every checkpoint.
       executor: anything with ``submit(fn, *args, **kwargs) -> future`` whose futures have
         ``result()`` (``concurrent.futures`` executors, ``distributed.Client.get_executor()``);
-        one task (:func:`analyze_row`) per checkpoint, each without SVD worker processes.
+        one task (:func:`sweep_row`) per checkpoint, each without SVD worker processes.
         Not shut down here. Default: serial, in this process, in order, each checkpoint
         with the automatic SVD worker processes of :func:`numerics.analysis.analyze`.
       progress: called as ``progress(done, total, source)`` from the calling thread after
@@ -392,7 +391,7 @@ def sweep(
     with blas.single_threaded_blas(True):
         # with an executor the parallelism is across checkpoints: no SVD processes per checkpoint
         processes = 0 if executor is not None else None
-        futures = [pool.submit(analyze_row, source, settings=settings, model=model, processes=processes) for source in items]
+        futures = [pool.submit(sweep_row, source, settings=settings, model=model, processes=processes) for source in items]
         try:
             for source, future in zip(items, futures):
                 rows.append(future.result())
