@@ -1,8 +1,10 @@
 """The ``specbound`` command line.
 
-Every sub-command validates its arguments at the boundary; bad input ends in a
-one-line ``specbound: error: ...`` on stderr and exit code 2 (1 for failures
-while running), with a traceback only under ``--debug``.
+Every sub-command validates its arguments at the boundary; bad input (a
+:class:`~numerics.errors.SpecboundError` or ``ValueError``) ends in a one-line
+``specbound: error: ...`` on stderr and exit code 2 (1 for failures of the system while
+running, ``OSError``); anything else is a bug, reported as ``internal error`` (exit 1).
+``--debug`` shows the traceback.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ import json
 import math
 import sys
 from typing import Any, NoReturn, Sequence
+
+from numerics.errors import SpecboundError
 
 __all__ = ["main"]
 
@@ -452,12 +456,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args))
     except BrokenPipeError:
         return 0
-    except (CliError, ValueError, TypeError, OSError, ImportError) as exc:
+    except (CliError, SpecboundError, ValueError, ImportError, OSError) as exc:
+        # bad input (a file, an argument, a destination; a missing optional dependency): exit 2;
+        # a failure of the system while running (OSError): exit 1. A TypeError is not bad input:
+        # the command line passes the library only values it parsed, so it is a bug (below).
         if args.debug:
             raise
         message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         print(f"specbound: error: {message}", file=sys.stderr)
-        return 2 if isinstance(exc, (CliError, ValueError, TypeError, ImportError)) else 1
+        return 1 if isinstance(exc, OSError) and not isinstance(exc, (SpecboundError, ValueError)) else 2
     except MemoryError as exc:  # the library names the file where it knows it; here, the command's input
         if args.debug:
             raise
