@@ -144,6 +144,37 @@ def test_cli_formats_and_report_folder(bert_folder, tmp_path, capsys):
     assert csv_text.splitlines()[0].startswith("name,") and len(csv_text.splitlines()) == 1 + len(doc["matrices"])
 
 
+def test_cli_defaults_are_the_librarys(bert_folder, capsys, monkeypatch):
+    # Was: the command line repeated BoundSettings' defaults (n = 1e6, T = 128, delta = 0.01,
+    # tie) and mc_experiment's (a, b, m, samples, kind, rows, seed); a changed library default
+    # would not have reached `specbound`. An option not given is not passed on.
+    import dataclasses
+
+    import numerics.bounds.theorem31 as theorem31
+    import numerics.report.writers as writers
+
+    @dataclasses.dataclass(frozen=True)
+    class Elsewhere(theorem31.BoundSettings):
+        n: int = 4321
+        T: int = 17
+        delta: float = 0.2
+        p_grid: tuple[float, ...] = (0.0, 2.0)
+
+    monkeypatch.setattr(theorem31, "BoundSettings", Elsewhere)
+    assert main(["analyze", str(bert_folder), "--format", "json"]) == 0
+    settings = json.loads(capsys.readouterr().out)["settings"]
+    assert (settings["n"], settings["T"], settings["delta"], settings["p_grid"]) == (4321, 17, 0.2, [0.0, 2.0])
+
+    asked = []
+    monkeypatch.setattr(writers, "mc_experiment", lambda **options: asked.append(options) or writers.mc_experiment)
+    monkeypatch.setattr(writers, "plot_mc", lambda *a, **k: None)
+    import numerics.report.tables as tables
+
+    monkeypatch.setattr(tables, "mc_table", lambda result: "")
+    assert main(["mc", "--samples", "8"]) == 0
+    assert asked == [{"samples": 8}]
+
+
 def test_cli_bad_input_one_line_no_output(tmp_path):
     bad = tmp_path / "broken.safetensors"
     bad.write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json")

