@@ -32,7 +32,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -40,6 +40,7 @@ from numerics.io.architectures import (
     ARCHITECTURES,
     CONFIG_KEYS,
     ArchitectureMap,
+    KeyMatch,
     MatrixSpec,
     match_architecture,
     skip_reason,
@@ -99,9 +100,11 @@ class MatrixSource:
         Raises:
           CheckpointError: the tensor contains NaN or Inf, or its file shrank.
         """
-        return _frozen(self._view(load_tensor(self.path, self.tensor, self.info)))
+        return _frozen(self.view(load_tensor(self.path, self.tensor, self.info)))
 
-    def _view(self, w: np.ndarray) -> np.ndarray:
+    def view(self, w: np.ndarray) -> np.ndarray:
+        """This matrix within ``w``, the whole tensor as stored: transposed to ``[in, out]`` and
+        cut to its columns (a view, nothing is copied)."""
         if self.transpose:
             w = w.T
         if self.columns is not None:
@@ -258,9 +261,9 @@ class Checkpoint:
                 packed = True
                 for j, part in enumerate("qkv"):
                     source = MatrixSource(path, name, info, whole.transpose, (j * inner, (j + 1) * inner), role=part)
-                    mats[part], names[part], sources[part] = _frozen(source._view(raw)), name, source
+                    mats[part], names[part], sources[part] = _frozen(source.view(raw)), name, source
             else:
-                mats[spec.role], names[spec.role], sources[spec.role] = _frozen(whole._view(raw)), name, whole
+                mats[spec.role], names[spec.role], sources[spec.role] = _frozen(whole.view(raw)), name, whole
         return LayerWeights(
             index=index,
             q=mats["q"],
@@ -467,23 +470,67 @@ def open_checkpoint(
     heads = check_count(heads, "heads", optional=True)
     resolved = _resolve(source, revision)
     tensors, files = _read_tensors(resolved)
-    config: dict[str, Any] = {}
-    if resolved.config is not None:
-        loaded = _read_json(resolved.config)
-        if not isinstance(loaded, dict):
-            raise CheckpointError(resolved.config, "must be a JSON object")
-        config = loaded
-    cfg_where = resolved.config
-    where = resolved.where
+    config = _read_config(resolved.config)
+    match = match_architecture(tensors, where=resolved.where, architecture=architecture)
+    plan = _plan_layers(match, tensors, config, resolved)
+    widths = _check_shapes(match.architecture, plan, tensors)
+    num_heads, num_kv_heads, head_dim = _head_counts(widths, config, heads, resolved)
+    _check_config_widths(config, widths, resolved.config)
+    analysed = {name for row in plan for _, name in row}
+    skipped = tuple(sorted((name, skip_reason(name)) for name in tensors if name not in analysed))
+    model_type = config.get("model_type")
+    return Checkpoint(
+        source=os.fspath(source),
+        architecture=match.architecture.name,
+        num_layers=len(plan),
+        hidden_size=widths.hidden,
+        num_heads=num_heads,
+        num_kv_heads=num_kv_heads,
+        head_dim=head_dim,
+        intermediate_size=widths.ff_width,
+        skipped=skipped,
+        files=files,
+        model_type=model_type if isinstance(model_type, str) else None,
+        prefix=match.prefix,
+        dtype=widths.dtype,
+        config=MappingProxyType(config),
+        _plan=tuple(plan),
+        _tensors=MappingProxyType(tensors),
+    )
 
-    match = match_architecture(tensors, where=where, architecture=architecture)
-    arch, prefix = match.architecture, match.prefix
 
-    # Every layer 0..L-1 must have every matrix of the map.
-    found_layers = match.layer_indices
-    config_layers = _config_int(config, "num_layers", cfg_where)
+# --------------------------------------------------------------------------- the parts of open_checkpoint
+
+_Plan = list[tuple[tuple[MatrixSpec, str], ...]]
+_Tensors = dict[str, tuple[Path, TensorInfo]]
+
+
+class _Widths(NamedTuple):
+    """The widths every layer must have, read from layer 0, and the least precise stored dtype."""
+
+    hidden: int
+    inner: int  # attention width H d_h
+    kv_inner: int  # key/value width H_kv d_h
+    ff_width: int
+    dtype: str
+
+
+def _read_config(path: Path | None) -> dict[str, Any]:
+    """The parsed ``config.json`` (empty without one)."""
+    if path is None:
+        return {}
+    loaded = _read_json(path)
+    if not isinstance(loaded, dict):
+        raise CheckpointError(path, "must be a JSON object")
+    return loaded
+
+
+def _plan_layers(match: KeyMatch, tensors: _Tensors, config: Mapping[str, Any], resolved: _Resolved) -> _Plan:
+    """``(spec, tensor name)`` of every matrix of layers ``0..L-1``: every layer must have every matrix."""
+    arch, prefix, found_layers = match.architecture, match.prefix, match.layer_indices
+    config_layers = _config_int(config, "num_layers", resolved.config)
     num_layers = max(found_layers[-1] + 1, config_layers or 0)
-    plan: list[tuple[tuple[MatrixSpec, str], ...]] = []
+    plan: _Plan = []
     for i in range(num_layers):
         row = []
         for spec in arch.matrices:
@@ -492,11 +539,15 @@ def open_checkpoint(
                 why = f"is missing: layer {i} of {num_layers} has no {spec.label} matrix"
                 if config_layers is not None and i >= found_layers[-1] + 1:
                     why += f" (config.json says {config_layers} layers)"
-                raise CheckpointError(where, why, tensor=name)
+                raise CheckpointError(resolved.where, why, tensor=name)
             row.append((spec, name))
         plan.append(tuple(row))
+    return plan
 
-    # Shapes, from layer 0's output projection and the first ff1; then every tensor checked.
+
+def _check_shapes(arch: ArchitectureMap, plan: _Plan, tensors: _Tensors) -> _Widths:
+    """The widths from layer 0's output projection and first ``ff1``; then every tensor checked against them."""
+
     def shape_of(spec: MatrixSpec, name: str) -> tuple[int, int]:
         path, info = tensors[name]
         return _stored_shape(name, info, path, spec)
@@ -533,8 +584,13 @@ def open_checkpoint(
                     f"role, given hidden size {hidden}, attention width {inner}, feedforward width {ff_width}",
                     tensor=name,
                 )
+    return _Widths(hidden, inner, kv_inner, ff_width, _PRECISION_ORDER[least])
 
-    # Heads.
+
+def _head_counts(widths: _Widths, config: Mapping[str, Any], heads: int | None, resolved: _Resolved) -> tuple[int, int, int]:
+    """``(H, H_kv, d_h)``: ``heads`` or config.json's count, which must divide the widths consistently."""
+    where, cfg_where = resolved.where, resolved.config
+    inner, kv_inner, hidden = widths.inner, widths.kv_inner, widths.hidden
     config_heads = _config_int(config, "num_heads", cfg_where)
     num_heads = heads if heads is not None else config_heads
     if num_heads is None:
@@ -569,32 +625,13 @@ def open_checkpoint(
         raise CheckpointError(
             cfg_where, f"num_key_value_heads={config_kv} disagrees with the weights ({num_kv_heads} key/value heads)"
         )
+    return num_heads, num_kv_heads, head_dim
 
-    # config.json must agree with the weights.
-    for quantity, actual in (("hidden_size", hidden), ("intermediate_size", ff_width)):
+
+def _check_config_widths(config: Mapping[str, Any], widths: _Widths, cfg_where: Path | None) -> None:
+    """config.json's hidden and feedforward widths, where given, must agree with the weights."""
+    for quantity, actual in (("hidden_size", widths.hidden), ("intermediate_size", widths.ff_width)):
         stated = _config_int(config, quantity, cfg_where)
         if stated is not None and stated != actual:
             key = next(k for k in CONFIG_KEYS[quantity] if config.get(k) is not None)
             raise CheckpointError(cfg_where, f"{key}={stated} disagrees with the weights ({actual})")
-
-    analysed = {name for row in plan for _, name in row}
-    skipped = tuple(sorted((name, skip_reason(name)) for name in tensors if name not in analysed))
-    model_type = config.get("model_type")
-    return Checkpoint(
-        source=os.fspath(source),
-        architecture=arch.name,
-        num_layers=num_layers,
-        hidden_size=hidden,
-        num_heads=num_heads,
-        num_kv_heads=num_kv_heads,
-        head_dim=head_dim,
-        intermediate_size=ff_width,
-        skipped=skipped,
-        files=files,
-        model_type=model_type if isinstance(model_type, str) else None,
-        prefix=prefix,
-        dtype=_PRECISION_ORDER[least],
-        config=MappingProxyType(config),
-        _plan=tuple(plan),
-        _tensors=MappingProxyType(tensors),
-    )
