@@ -62,7 +62,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 import scipy.linalg
@@ -276,31 +276,12 @@ def leading_k_stats(
     a = w if rows >= cols else w.T  # tall: the projection acts on the smaller side, c = N - k
 
     v, solver = (None, "svdvals") if fro2 == 0.0 or k + 1 >= full else _leading_subspace(a, k, seed)
-    if v is None:
-        # Small enough, zero, or no iterative solver converged: the full spectrum, exact.
-        lead = np.asarray(scipy.linalg.svdvals(a, check_finite=False), dtype=np.float64) if fro2 > 0 else np.zeros(0)
-        s1 = float(lead[0]) if lead.size else 0.0
-        tol = s1 * rtol
-        approximation, k_kept, majorant = "none", int(lead.size), lead
-        rank, tail_count, energy, level = int(np.count_nonzero(lead > tol)), 0, 0.0, 0.0
-    else:
-        lead = np.asarray(scipy.linalg.svdvals(a @ v, check_finite=False), dtype=np.float64)
-        s1 = float(lead[0])
-        tol = s1 * rtol
-        approximation, k_kept = "leading-k", k
-        residual = _residual_norm(a, v) + math.sqrt(k + 2) * _F64_EPS * math.sqrt(fro2)
-        energy = residual * residual
-        if residual <= tol:
-            # Every s_i(W), i > k, is <= ||R||_F <= tol: the rank and every S_p are exact.
-            majorant, rank, tail_count, level = lead, int(np.count_nonzero(lead > tol)), 0, 0.0
-        else:
-            tail_count = full - k
-            level = math.sqrt(energy / tail_count)
-            majorant = np.concatenate([lead, np.full(tail_count, level)])
-            rank = full
-    majorant = np.array(majorant, dtype=np.float64)
+    # Small enough, zero, or no iterative solver converged: the full spectrum, exact.
+    spec = _full_spectrum(a, fro2, rtol) if v is None else _leading_spectrum(a, v, k, fro2, rtol)
+    s1, tol, energy = spec.s1, spec.tol, spec.tail_energy
+    majorant = np.array(spec.majorant, dtype=np.float64)
     majorant.setflags(write=False)
-    lead_out = np.array(lead, dtype=np.float64)
+    lead_out = np.array(spec.lead, dtype=np.float64)
     lead_out.setflags(write=False)
     return LeadingKStats(
         name=name,
@@ -309,7 +290,7 @@ def leading_k_stats(
         head=head,
         shape=(int(rows), int(cols)),
         singular_values=majorant,
-        rank=rank,
+        rank=spec.rank,
         rank_tolerance=tol,
         rank_bound=full,
         dtype_eps=float(dtype_eps),
@@ -319,12 +300,51 @@ def leading_k_stats(
         norm_2_1=norm_2_1,
         norm_1_1=norm_1_1,
         stable_rank=fro2 / (s1 * s1) if s1 > 0 else 0.0,
-        approximation=approximation,
-        k=k_kept,
+        approximation=spec.approximation,
+        k=spec.k,
         leading_singular_values=lead_out,
-        tail_count=tail_count,
+        tail_count=spec.tail_count,
         tail_energy=energy,
-        tail_level=level,
+        tail_level=spec.tail_level,
         spectral_norm_upper=math.sqrt(s1 * s1 + energy),
         solver=solver,
     )
+
+
+class _Spectrum(NamedTuple):
+    """What :func:`leading_k_stats` computed: the values, the majorant and its tail (module docs)."""
+
+    lead: np.ndarray  # the computed singular values t_1 >= ... >= t_k (all of them for "none")
+    s1: float
+    tol: float  # the rank tolerance s_1 * rtol
+    approximation: str
+    k: int
+    majorant: np.ndarray
+    rank: int
+    tail_count: int
+    tail_energy: float
+    tail_level: float
+
+
+def _full_spectrum(a: np.ndarray, fro2: float, rtol: float) -> _Spectrum:
+    """Every singular value, by a full SVD (a zero matrix has none): every field exact."""
+    lead = np.asarray(scipy.linalg.svdvals(a, check_finite=False), dtype=np.float64) if fro2 > 0 else np.zeros(0)
+    s1 = float(lead[0]) if lead.size else 0.0
+    tol = s1 * rtol
+    return _Spectrum(lead, s1, tol, "none", int(lead.size), lead, int(np.count_nonzero(lead > tol)), 0, 0.0, 0.0)
+
+
+def _leading_spectrum(a: np.ndarray, v: np.ndarray, k: int, fro2: float, rtol: float) -> _Spectrum:
+    """The singular values of ``a V`` and the certified tail of ``R = a (I - V V^T)`` (module docs)."""
+    lead = np.asarray(scipy.linalg.svdvals(a @ v, check_finite=False), dtype=np.float64)
+    s1 = float(lead[0])
+    tol = s1 * rtol
+    residual = _residual_norm(a, v) + math.sqrt(k + 2) * _F64_EPS * math.sqrt(fro2)
+    energy = residual * residual
+    if residual <= tol:
+        # Every s_i(W), i > k, is <= ||R||_F <= tol: the rank and every S_p are exact.
+        return _Spectrum(lead, s1, tol, "leading-k", k, lead, int(np.count_nonzero(lead > tol)), 0, energy, 0.0)
+    tail_count = min(a.shape) - k
+    level = math.sqrt(energy / tail_count)
+    return _Spectrum(lead, s1, tol, "leading-k", k, np.concatenate([lead, np.full(tail_count, level)]), min(a.shape),
+                     tail_count, energy, level)
