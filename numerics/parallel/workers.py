@@ -221,6 +221,9 @@ class WholeMatrixPool:
     Use as a context manager; leaving it with an exception cancels the jobs not yet started
     and stops the workers.
 
+    Three parts: the jobs and who may take them (:class:`_Board`), the interpreters
+    (:class:`_Interpreters`), and the threads here: the local one and one driver per worker.
+
     Attributes:
       ran_remotely, ran_locally: jobs finished by the workers and by the local thread.
       error: why the workers are not (or no longer) used, if they are not.
@@ -231,23 +234,23 @@ class WholeMatrixPool:
         self.processes = processes
         self.local_until_ready = local_until_ready
         self.preload = tuple(preload)
-        self._cond = threading.Condition()
-        self._queue: deque[_Item] = deque()
-        self._closed = False
-        self._cancelled = False
-        self._ready = 0  # workers that answered and are alive
-        self._starting = processes  # workers not yet ready nor dead
-        self._outstanding = 0  # jobs handed to workers and not answered
-        self._procs: list[subprocess.Popen[bytes]] = []  # the interpreters started (one, or one per worker)
-        self._worker_pids: list[int] = []
-        self._stderr: Any = None
+        self._board = _Board(starting=processes)
+        self._interpreters = _Interpreters()
+        self._procs = self._interpreters.procs  # the interpreters started (one, or one per worker)
+        self._worker_pids = self._board.worker_pids  # every worker's pid, from its first message
         self.error: str | None = None
-        self.ran_remotely = 0
-        self.ran_locally = 0
         self._threads = [threading.Thread(target=self._local, name="specbound-local-svd", daemon=True)]
         self._start()
 
     # ------------------------------------------------------------------ public
+
+    @property
+    def ran_remotely(self) -> int:
+        return self._board.ran_remotely
+
+    @property
+    def ran_locally(self) -> int:
+        return self._board.ran_locally
 
     def submit(self, job: Job, source: MatrixSource) -> Future[Any]:
         """Queue ``fn(*args, **kwargs)`` (``job``), whose matrix ``args[1]`` was read from ``source``.
@@ -256,34 +259,17 @@ class WholeMatrixPool:
         the job (a worker always loads it from ``source``).
         """
         future: Future[Any] = Future()
-        with self._cond:
-            if self._closed:
-                raise RuntimeError("WholeMatrixPool is closed")
-            self._queue.append((future, job, source))
-            self._cond.notify_all()
+        self._board.put((future, job, source))
         return future
 
     def close(self, *, cancel: bool = False) -> None:
         """Finish (or with ``cancel``, drop and stop) the jobs, then stop the threads and the workers."""
-        with self._cond:
-            self._closed = True
-            self._cancelled = cancel
-            if cancel:
-                while self._queue:
-                    self._queue.popleft()[0].cancel()
-            self._cond.notify_all()
+        self._board.close(cancel=cancel)
         if cancel:
-            self._kill_workers()
+            self._interpreters.kill(self._worker_pids)
         for thread in self._threads:
             thread.join()
-        for proc in self._procs:
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self._kill_workers()
-                proc.wait()
-        if self._stderr is not None:
-            self._stderr.close()
+        self._interpreters.stop(self._worker_pids)
 
     def __enter__(self) -> WholeMatrixPool:
         return self
@@ -293,22 +279,8 @@ class WholeMatrixPool:
 
     # ------------------------------------------------------------------ the local thread
 
-    def _take_local(self) -> _Item | None:
-        """The next job for the local thread, taken only while no worker is ready.
-
-        ``None`` once closed with nothing queued and nothing out with a worker (a job out with a
-        worker could come back if the worker dies).
-        """
-        with self._cond:
-            while True:
-                if self._queue and self._ready == 0 and (self.local_until_ready or self._starting == 0):
-                    return self._queue.popleft()
-                if self._closed and not self._queue and self._outstanding == 0:
-                    return None
-                self._cond.wait()
-
     def _local(self) -> None:
-        while (item := self._take_local()) is not None:
+        while (item := self._board.take_local(until_ready=self.local_until_ready)) is not None:
             future, (fn, args, kwargs), source = item
             if not future.set_running_or_notify_cancel():
                 continue
@@ -318,64 +290,25 @@ class WholeMatrixPool:
                 future.set_exception(exc)
             else:
                 future.set_result(result)
-                with self._cond:
-                    self.ran_locally += 1
+                self._board.ran_here()
 
     # ------------------------------------------------------------------ the workers
 
     def _start(self) -> None:
-        """Start the first worker (which forks the others) and one driver thread per worker."""
-        pairs, mine = [], []
+        """Start the workers (:class:`_Interpreters`) and one driver thread per worker."""
         try:
-            if not supported():
-                raise OSError("worker processes need POSIX fork")
-            for _ in range(self.processes):
-                to_child_r, to_child_w = os.pipe()
-                from_child_r, from_child_w = os.pipe()
-                pairs.append([to_child_r, from_child_w])
-                mine.append((to_child_w, from_child_r))
-            env = {**os.environ, **blas.WORKER_ENV}
-            self._stderr = tempfile.TemporaryFile()
-            # Linux: one interpreter imports once and forks the others; elsewhere (macOS, where
-            # forking after some system libraries are loaded is unsafe) one interpreter each.
-            groups = [pairs] if FORK_WORKERS else [[pair] for pair in pairs]
-            for group in groups:
-                self._procs.append(subprocess.Popen(
-                    isolated_python_command(_BOOTSTRAP, json.dumps(group), json.dumps(list(self.preload))),
-                    pass_fds=[fd for pair in group for fd in pair],
-                    stdin=subprocess.DEVNULL,
-                    stdout=self._stderr,
-                    stderr=self._stderr,
-                    env=env,
-                    close_fds=True,
-                ))
+            ends = self._interpreters.start(self.processes, self.preload)
         except Exception as exc:  # no processes here: the local thread runs everything
-            for fd in [fd for pair in pairs for fd in pair] + [fd for pair in mine for fd in pair]:
-                with contextlib.suppress(OSError):
-                    os.close(fd)
             self.error = f"worker processes could not start: {exc}"
-            self._starting = 0
+            self._board.none_starting()
             self._threads[0].start()
             return
-        for pair in pairs:
-            for fd in pair:
-                os.close(fd)
-        for index, (write_fd, read_fd) in enumerate(mine):
+        for index, (write_fd, read_fd) in enumerate(ends):
             self._threads.append(
                 threading.Thread(target=self._drive, args=(index, write_fd, read_fd), name=f"specbound-worker-{index}", daemon=True)
             )
         for thread in self._threads:
             thread.start()
-
-    def _take_remote(self, *, wait: bool) -> _Item | None:
-        with self._cond:
-            while True:
-                if self._queue:
-                    self._outstanding += 1
-                    return self._queue.popleft()
-                if self._closed or not wait:
-                    return None
-                self._cond.wait()
 
     def _drive(self, index: int, write_fd: int, read_fd: int) -> None:
         """Feed one worker and deliver its answers; on its death, give its jobs back to the queue."""
@@ -386,26 +319,10 @@ class WholeMatrixPool:
             status, pid = _receive(inbox)
             if status != "ready":
                 raise EOFError(f"unexpected first message {status!r}")
-            with self._cond:
-                self._worker_pids.append(pid)
-                self._starting -= 1
-                self._ready += 1
-                alive = True
-                self._cond.notify_all()
+            self._board.worker_ready(pid)
+            alive = True
             while True:
-                while len(sent) < _DEPTH and (item := self._take_remote(wait=not sent)) is not None:
-                    future, (fn, args, kwargs), source = item
-                    if not future.set_running_or_notify_cancel():
-                        self._answered()
-                        continue
-                    try:
-                        message = _pickle((fn, source, args[0], kwargs))
-                    except Exception as exc:  # e.g. a lambda: this job fails, the worker goes on
-                        future.set_exception(TypeError(f"job for {args[0]!r} cannot be sent to a worker process: {exc}"))
-                        self._answered()
-                        continue
-                    sent.append(item)
-                    _write_frame(outbox, message)
+                self._send_jobs(outbox, sent)
                 if not sent:
                     return
                 ok, payload = _receive(inbox)
@@ -414,44 +331,229 @@ class WholeMatrixPool:
                     future.set_result(payload)
                 else:
                     future.set_exception(payload)
-                self._answered(remote=bool(ok))
+                self._board.answered(remote=bool(ok))
         except Exception as exc:  # the worker died or its pipe broke: its jobs go back to the queue
             self._worker_lost(index, exc, sent)
         finally:
             for fh in (outbox, inbox):  # closing the worker's pipes ends it (EOF); a dead one may not read
                 with contextlib.suppress(OSError):
                     fh.close()
-            with self._cond:
-                if alive:
-                    self._ready -= 1
-                else:
-                    self._starting = max(0, self._starting - 1)
-                self._cond.notify_all()
+            self._board.worker_gone(alive=alive)
 
-    def _answered(self, *, remote: bool = False) -> None:
-        with self._cond:
-            self._outstanding -= 1
-            self.ran_remotely += remote
-            self._cond.notify_all()
+    def _send_jobs(self, outbox: BinaryIO, sent: deque[_Item]) -> None:
+        """Hand the worker jobs until :data:`_DEPTH` are out with it (waiting for one if none is)."""
+        while len(sent) < _DEPTH and (item := self._board.take_remote(wait=not sent)) is not None:
+            future, (fn, args, kwargs), source = item
+            if not future.set_running_or_notify_cancel():
+                self._board.answered()
+                continue
+            try:
+                message = _pickle((fn, source, args[0], kwargs))
+            except Exception as exc:  # e.g. a lambda: this job fails, the worker goes on
+                future.set_exception(TypeError(f"job for {args[0]!r} cannot be sent to a worker process: {exc}"))
+                self._board.answered()
+                continue
+            sent.append(item)
+            _write_frame(outbox, message)
 
     def _worker_lost(self, index: int, exc: BaseException, sent: deque[_Item]) -> None:
-        """A worker died or never started: its jobs go back to the front of the queue."""
-        with self._cond:
+        """A worker died or never started: say why (once), and give its jobs back to the queue."""
+        with self._board.cond:
             if self.error is None:
-                detail = self._startup_error() if self._ready == 0 and not self._worker_pids else ""
+                detail = self._interpreters.last_words() if self._board.ready == 0 and not self._worker_pids else ""
                 self.error = f"worker {index} stopped ({type(exc).__name__}: {exc}){detail}"
-            for future, job, source in reversed(sent):
-                self._outstanding -= 1
-                if self._cancelled:
-                    future.set_exception(RuntimeError("cancelled: the analysis stopped"))
-                    continue
-                fresh: Future[Any] = Future()
-                fresh.add_done_callback(functools.partial(_copy_outcome, target=future))
-                self._queue.appendleft((fresh, job, source))
-            sent.clear()
-            self._cond.notify_all()
+            self._board.requeue(sent)
 
-    def _startup_error(self) -> str:
+
+class _Board:
+    """The jobs of a :class:`WholeMatrixPool` and who may take them, under one condition.
+
+    Jobs wait in a queue; a driver takes them for its worker (:meth:`take_remote`) and the
+    local thread only while no worker is ready (:meth:`take_local`). The counts say how many
+    workers are starting and ready and how many jobs are out with them (a job out with a worker
+    comes back if the worker dies, :meth:`requeue`).
+    """
+
+    def __init__(self, *, starting: int) -> None:
+        self.cond = threading.Condition()
+        self.queue: deque[_Item] = deque()
+        self.closed = False
+        self.cancelled = False
+        self.starting = starting  # workers not yet ready nor dead
+        self.ready = 0  # workers that answered and are alive
+        self.outstanding = 0  # jobs handed to workers and not answered
+        self.worker_pids: list[int] = []
+        self.ran_remotely = 0
+        self.ran_locally = 0
+
+    def put(self, item: _Item) -> None:
+        with self.cond:
+            if self.closed:
+                raise RuntimeError("WholeMatrixPool is closed")
+            self.queue.append(item)
+            self.cond.notify_all()
+
+    def close(self, *, cancel: bool) -> None:
+        """No more jobs; with ``cancel``, the queued ones are cancelled too."""
+        with self.cond:
+            self.closed = True
+            self.cancelled = cancel
+            if cancel:
+                while self.queue:
+                    self.queue.popleft()[0].cancel()
+            self.cond.notify_all()
+
+    def take_local(self, *, until_ready: bool) -> _Item | None:
+        """The next job for the local thread, taken only while no worker is ready (and, unless
+        ``until_ready``, none is starting either).
+
+        ``None`` once closed with nothing queued and nothing out with a worker (a job out with a
+        worker could come back if the worker dies).
+        """
+        with self.cond:
+            while True:
+                if self.queue and self.ready == 0 and (until_ready or self.starting == 0):
+                    return self.queue.popleft()
+                if self.closed and not self.queue and self.outstanding == 0:
+                    return None
+                self.cond.wait()
+
+    def take_remote(self, *, wait: bool) -> _Item | None:
+        """The next job for a worker (counted as out with it), or ``None`` when closed (or, unless
+        ``wait``, when nothing is queued)."""
+        with self.cond:
+            while True:
+                if self.queue:
+                    self.outstanding += 1
+                    return self.queue.popleft()
+                if self.closed or not wait:
+                    return None
+                self.cond.wait()
+
+    def answered(self, *, remote: bool = False) -> None:
+        """A job out with a worker is done (``remote``: the worker ran it)."""
+        with self.cond:
+            self.outstanding -= 1
+            self.ran_remotely += remote
+            self.cond.notify_all()
+
+    def ran_here(self) -> None:
+        with self.cond:
+            self.ran_locally += 1
+
+    def worker_ready(self, pid: int) -> None:
+        with self.cond:
+            self.worker_pids.append(pid)
+            self.starting -= 1
+            self.ready += 1
+            self.cond.notify_all()
+
+    def worker_gone(self, *, alive: bool) -> None:
+        """A worker ended: one fewer ready (or, if it never was, one fewer starting)."""
+        with self.cond:
+            if alive:
+                self.ready -= 1
+            else:
+                self.starting = max(0, self.starting - 1)
+            self.cond.notify_all()
+
+    def none_starting(self) -> None:
+        """The workers could not start: the local thread takes every job."""
+        with self.cond:
+            self.starting = 0
+            self.cond.notify_all()
+
+    def requeue(self, sent: deque[_Item]) -> None:
+        """Jobs out with a dead worker go back to the front of the queue, in order (or fail when
+        the pool was cancelled). The caller holds :attr:`cond`."""
+        for future, job, source in reversed(sent):
+            self.outstanding -= 1
+            if self.cancelled:
+                future.set_exception(RuntimeError("cancelled: the analysis stopped"))
+                continue
+            fresh: Future[Any] = Future()
+            fresh.add_done_callback(functools.partial(_copy_outcome, target=future))
+            self.queue.appendleft((fresh, job, source))
+        sent.clear()
+        self.cond.notify_all()
+
+
+class _Interpreters:
+    """The interpreters that run the workers: started with one pipe pair per worker, stopped,
+    and their last words (their stderr, read back for an error message).
+
+    On Linux one interpreter imports once and forks the others (:func:`worker_main`); elsewhere
+    (macOS, where forking after some system libraries are loaded is unsafe) there is one
+    interpreter per worker (:data:`FORK_WORKERS`).
+    """
+
+    def __init__(self) -> None:
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self._stderr: Any = None
+
+    def start(self, processes: int, preload: tuple[str, ...]) -> list[tuple[int, int]]:
+        """Start ``processes`` workers; returns the caller's ``(write_fd, read_fd)`` to each.
+
+        Raises:
+          OSError (or any error of ``subprocess``): the workers could not start; every pipe is
+            closed again.
+        """
+        pairs: list[list[int]] = []  # the workers' ends: [read_fd, write_fd]
+        mine: list[tuple[int, int]] = []  # ours: (write_fd, read_fd)
+        try:
+            if not supported():
+                raise OSError("worker processes need POSIX fork")
+            for _ in range(processes):
+                to_child_r, to_child_w = os.pipe()
+                from_child_r, from_child_w = os.pipe()
+                pairs.append([to_child_r, from_child_w])
+                mine.append((to_child_w, from_child_r))
+            env = {**os.environ, **blas.WORKER_ENV}
+            self._stderr = tempfile.TemporaryFile()
+            groups = [pairs] if FORK_WORKERS else [[pair] for pair in pairs]
+            for group in groups:
+                self.procs.append(subprocess.Popen(
+                    isolated_python_command(_BOOTSTRAP, json.dumps(group), json.dumps(list(preload))),
+                    pass_fds=[fd for pair in group for fd in pair],
+                    stdin=subprocess.DEVNULL,
+                    stdout=self._stderr,
+                    stderr=self._stderr,
+                    env=env,
+                    close_fds=True,
+                ))
+        except Exception:
+            for fd in [fd for pair in pairs for fd in pair] + [fd for pair in mine for fd in pair]:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+            raise
+        for pair in pairs:
+            for fd in pair:
+                os.close(fd)
+        return mine
+
+    def kill(self, pids: list[int]) -> None:
+        """SIGTERM every worker (``pids``) and every interpreter still running."""
+        for pid in list(pids):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGTERM)
+        for proc in self.procs:
+            if proc.poll() is None:
+                with contextlib.suppress(OSError):
+                    proc.terminate()
+
+    def stop(self, pids: list[int]) -> None:
+        """Wait for the interpreters (their pipes are closed: they are ending); kill them after 10 s."""
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.kill(pids)
+                proc.wait()
+        if self._stderr is not None:
+            self._stderr.close()
+
+    def last_words(self) -> str:
+        """``"; its last words: <the last line the interpreters printed>"``, or ``""``."""
         if self._stderr is None:
             return ""
         with contextlib.suppress(OSError, ValueError):
@@ -460,15 +562,6 @@ class WholeMatrixPool:
             if lines:
                 return f"; its last words: {lines[-1]}"
         return ""
-
-    def _kill_workers(self) -> None:
-        for pid in list(self._worker_pids):
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGTERM)
-        for proc in self._procs:
-            if proc.poll() is None:
-                with contextlib.suppress(OSError):
-                    proc.terminate()
 
 
 def _copy_outcome(source: Future[Any], *, target: Future[Any]) -> None:
