@@ -299,7 +299,10 @@ def _add_bound_options(p: argparse.ArgumentParser) -> None:
                        help="run the per-matrix / per-checkpoint work on a dask.distributed scheduler (needs specbound[dask])")
 
 
-def _add_force_option(p: argparse.ArgumentParser) -> None:
+def _add_out_options(p: argparse.ArgumentParser, what: str) -> None:
+    """``--out`` (a report folder holding ``what``) and ``--force``."""
+    p.add_argument("--out", default=None, help=f"{what} (written atomically; must be new, empty, or a folder "
+                   "specbound wrote)")
     p.add_argument("--force", action="store_true",
                    help="replace the --out folder specbound wrote even if other files were added to it "
                         "(never a folder specbound did not write)")
@@ -332,9 +335,7 @@ def build_parser() -> argparse.ArgumentParser:
     a = sub.add_parser("analyze", help="spectra and bounds of a checkpoint (file, folder or hub id)")
     a.add_argument("source", help="a .safetensors file, a folder with config.json, or a HuggingFace repo id")
     a.add_argument("--format", choices=["table", "json", "csv"], default="table")
-    a.add_argument("--out", default=None, help="folder for table, JSON, CSV and plots (written atomically; must be new, "
-                   "empty, or a report specbound wrote)")
-    _add_force_option(a)
+    _add_out_options(a, "folder for table, JSON, CSV and plots")
     a.add_argument("--no-plots", action="store_true", help="with --out: skip the plots")
     a.add_argument("--leading-k", type=_positive_int, default=None, metavar="K",
                    help="for huge matrices: only the K leading singular values plus a certified tail bound (recorded per matrix)")
@@ -350,9 +351,7 @@ def build_parser() -> argparse.ArgumentParser:
     f.set_defaults(func=_cmd_fetch)
 
     dm = sub.add_parser("demo", help="fetch MiniLM-L6 if needed, analyze it, write a report folder")
-    dm.add_argument("--out", default=None, help="report folder (default ./specbound-report; must be new, empty, or a "
-                    "report specbound wrote)")
-    _add_force_option(dm)
+    _add_out_options(dm, "report folder (default ./specbound-report)")
     _add_bound_options(dm)
     dm.set_defaults(func=_cmd_demo)
 
@@ -360,9 +359,7 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("sources", nargs="*", help="folders, files, registry names (minilm-l6, minilm-l3) or hub ids")
     sw.add_argument("--grid", choices=["bert-miniatures"], default=None, help="add the 24 BERT Miniatures (needs the hub)")
     sw.add_argument("--format", choices=["table", "json"], default="table")
-    sw.add_argument("--out", default=None, help="folder for sweep.json and sweep.png (written atomically; must be new, "
-                    "empty, or a folder specbound wrote)")
-    _add_force_option(sw)
+    _add_out_options(sw, "folder for sweep.json and sweep.png")
     _add_bound_options(sw)
     sw.set_defaults(func=_cmd_sweep)
 

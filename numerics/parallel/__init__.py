@@ -16,15 +16,7 @@ from numerics.parallel.workers import supported as supported
 from numerics.parallel.workers import WholeMatrixPool as WholeMatrixPool
 from numerics.parallel.workers import worker_main as worker_main
 
-__all__ = [
-    "DaskExecutor",
-    "SerialExecutor",
-    "DeferredFuture",
-    "make_executor",
-    "Job",
-    "WholeMatrixPool",
-    "available_cpus",
-    "supported",
-    "stats_from_source",
-    "worker_main",
-]
+from numerics.parallel import executors, workers
+
+#: The public names of the modules above, in their order.
+__all__ = [*executors.__all__, *workers.__all__]
