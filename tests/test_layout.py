@@ -325,3 +325,47 @@ def test_light_entry_points(module):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+# --------------------------------------------------------------------------- the README
+
+
+def _readme_api() -> str:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    return text.split("## Python API\n", 1)[1].split("\n## ", 1)[0]
+
+
+def test_readme_names_every_stage_in_order():
+    # the architecture paragraph lists the stages bottom to top, with their folder (or file) names
+    section = _readme_api()
+    shown = {stage: f"`{stage}/`" if (ROOT / "numerics" / stage).is_dir() else f"`{stage}.py`" for stage in STAGES}
+    positions = [section.find(name) for name in shown.values()]
+    assert all(p >= 0 for p in positions), [name for name, p in zip(shown.values(), positions) if p < 0]
+    assert positions == sorted(positions), "the stages are not in order"
+
+
+def test_readme_python_api_names_exist():
+    import importlib
+
+    section = _readme_api()
+    bullet = section.split("- `numerics`", 1)[1]
+    stages = {path.stem for path in (ROOT / "numerics").iterdir() if path.suffix == ".py" or path.is_dir()}
+    dotted = sorted({name for name in re.findall(r"`([a-z_]+(?:\.[A-Za-z_]+)+)`", bullet) if name.split(".")[0] in stages})
+    assert dotted, "no numerics names found in the Python API section"
+    missing = []
+    for name in dotted:
+        parts = f"numerics.{name}".split(".")
+        for cut in range(len(parts), 0, -1):  # the longest importable prefix, then attributes
+            try:
+                value = importlib.import_module(".".join(parts[:cut]))
+            except ModuleNotFoundError:
+                continue
+            try:
+                for attr in parts[cut:]:
+                    value = getattr(value, attr)
+            except AttributeError:
+                missing.append(name)
+            break
+        else:
+            missing.append(name)
+    assert not missing, f"the README's Python API names what numerics does not have: {missing}"
