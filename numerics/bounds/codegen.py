@@ -21,9 +21,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import inspect
-import os
 import sys
-import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -34,6 +32,7 @@ import numpy as np
 import scipy.special
 import sympy as sp
 
+from numerics._util.outputs import edit_text_file, safe_output_file
 from theory import dudley, thm31, thm41
 from theory.symbols import MEANINGS, SYMBOLS
 
@@ -272,15 +271,12 @@ def render() -> str:
 
 
 def _write(path: Path, text: str) -> None:
-    """Replace ``path`` by ``text`` atomically (a temporary file beside it, then ``os.replace``)."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    """Replace ``path`` by ``text`` atomically, keeping its mode (:mod:`numerics._util.outputs`)."""
+    if path.exists():
+        edit_text_file(path, lambda _old: text)
+        return
+    with safe_output_file(path, ours=lambda _path: False) as tmp:
+        tmp.write_text(text, encoding="utf-8", newline="\n")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
