@@ -1,4 +1,8 @@
-"""Text for people: the analysis table, CSV and markdown summary.
+"""Text for people: every table, summary and document specbound prints.
+
+The analysis table, CSV and markdown summary; the demo's summary; the sweep's table and JSON
+document (with claim C8's verdict); the Monte-Carlo table (with C9's); the registry listing;
+the derived forms as indented blocks.
 
 Every command's output is formatted here (not in the command line), so that notebooks and
 scripts print exactly what ``specbound`` prints.
