@@ -56,14 +56,14 @@ SPECBOUND = r'''
 import json, sys, time
 ti = time.perf_counter()
 from numerics.analysis import analyze
-from numerics.checkpoint import open_checkpoint
-from numerics.spectra import analyze_spectra
-import numerics.processes, numerics.sources
+from numerics.io.checkpoint import open_checkpoint
+from numerics.spectra import checkpoint_spectra
+import numerics.parallel.workers, numerics.io.resolve
 t0 = time.perf_counter()
 a = analyze(sys.argv[1])
 t1 = time.perf_counter()
-t2 = time.perf_counter(); stats = analyze_spectra(open_checkpoint(sys.argv[1])); t3 = time.perf_counter()
-stats = analyze_spectra(open_checkpoint(sys.argv[1]), processes=0); t4 = time.perf_counter()
+t2 = time.perf_counter(); stats = checkpoint_spectra(open_checkpoint(sys.argv[1])); t3 = time.perf_counter()
+stats = checkpoint_spectra(open_checkpoint(sys.argv[1]), processes=0); t4 = time.perf_counter()
 print(json.dumps({"seconds": t1 - t0, "import_seconds": t0 - ti, "spectra_seconds": t3 - t2,
                   "threads_only_spectra_seconds": t4 - t3, "matrices": len(a.matrices)}))
 '''
@@ -111,7 +111,7 @@ def _weightwatcher_python() -> str | None:
 
 
 def run(repeats: int = 3) -> dict[str, Any]:
-    from numerics.registry import fetch
+    from numerics.io.registry import fetch
 
     folder = str(fetch("minilm-l6"))
     _timed(SPECBOUND, folder)  # warm the derivation cache and the page cache

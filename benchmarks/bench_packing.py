@@ -6,8 +6,8 @@ in float64 (1.07 GB), metric ``max_i ||P_i - Q_i||_2``. The separation ``eps`` i
 ``eps_quantile`` quantile of the pairwise distances of 256 random points (seeded), so the
 packing keeps a fixed, non-trivial share of the sample.
 
-* fast: :func:`numerics.packing.greedy_packing_indices` (BLAS, chunked), median of ``repeats``;
-* naive: :func:`numerics.packing.reference_accepts` (Python loop over centres, one numpy
+* fast: :func:`numerics.montecarlo.packing.greedy_packing_indices` (BLAS, chunked), median of ``repeats``;
+* naive: :func:`numerics.montecarlo.packing.reference_accepts` (Python loop over centres, one numpy
   distance per pair, early exit) in the same run, on ``naive_candidates`` random candidates
   ``k`` (half among the accepted, half among the rejected), each against the centres the
   greedy pass had accepted before ``k`` (the naive state at step ``k``, since both produce
@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from numerics.montecarlo import Profile, class_outputs, sample_class, sample_rows
-from numerics.packing import as_points, greedy_packing_indices, pairwise_distances, reference_accepts
+from numerics.montecarlo.packing import as_points, greedy_packing_indices, pairwise_distances, reference_accepts
 
 RESULTS = Path(__file__).resolve().parent / "results_packing.json"
 

@@ -59,10 +59,10 @@ def naive_posthoc(terms: list[Any], settings: Any, *, max_sweeps: int = 3) -> tu
     Returns ``(p per term, bound, candidates scored)``. Same order and acceptance rule as
     :func:`numerics.bounds.posthoc`.
     """
-    from numerics.bounds import _group_labels, coefficients, rademacher
+    from numerics.bounds import coefficients, group_labels, rademacher
 
     grid = np.asarray(sorted(set(float(q) for q in settings.p_grid)))
-    labels = _group_labels(terms, settings.tie)
+    labels = group_labels(terms, settings.tie)
     uniq = list(dict.fromkeys(labels))
     index = np.array([uniq.index(g) for g in labels])
     table = np.stack([coefficients(terms, q, settings) for q in grid])

@@ -2,8 +2,8 @@
 
 Writes a synthetic checkpoint with BERT-base's layer shape (``N = 768``, 12 heads,
 ``F = 3072``, 4 layers, float32, about 110 MB) into a temporary folder, then times
-``analyze_spectra`` in fresh processes with ``processes=0`` (threads only) and with the
-automatic worker processes (:mod:`numerics.processes`), ``repeats`` times each, alternating, and
+``checkpoint_spectra`` in fresh processes with ``processes=0`` (threads only) and with the
+automatic worker processes (:mod:`numerics.parallel.workers`), ``repeats`` times each, alternating, and
 reports the medians, their ratio, and whether the statistics were bit-identical. The folder
 is deleted afterwards.
 
@@ -26,12 +26,12 @@ LAYERS, HIDDEN, HEADS, FF = 4, 768, 12, 3072
 
 CHILD = r'''
 import hashlib, json, sys, time
-from numerics.checkpoint import open_checkpoint
-from numerics.spectra import analyze_spectra, auto_processes
+from numerics.io.checkpoint import open_checkpoint
+from numerics.spectra import checkpoint_spectra, auto_processes
 ckpt = open_checkpoint(sys.argv[1])
 processes = None if sys.argv[2] == "auto" else int(sys.argv[2])
 t0 = time.perf_counter()
-stats = analyze_spectra(ckpt, processes=processes)
+stats = checkpoint_spectra(ckpt, processes=processes)
 seconds = time.perf_counter() - t0
 digest = hashlib.sha256()
 for s in stats:

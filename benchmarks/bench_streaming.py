@@ -1,9 +1,9 @@
-"""Peak memory of ``analyze_spectra`` on a multi-GB sharded checkpoint: is it really streamed?
+"""Peak memory of ``checkpoint_spectra`` on a multi-GB sharded checkpoint: is it really streamed?
 
 Writes a synthetic BERT-large-shaped checkpoint (``N = 1024``, 16 heads, ``F = 4096``, 48
 layers, float32, about 2.4 GB in 5 shards with ``model.safetensors.index.json``) into a
 temporary folder, one tensor at a time (the writer never holds more than one tensor), then runs
-``open_checkpoint`` + ``analyze_spectra`` in a fresh Python process that reports
+``open_checkpoint`` + ``checkpoint_spectra`` in a fresh Python process that reports
 
 * ``baseline_rss_bytes``: resident memory after imports and ``open_checkpoint`` (headers only);
 * ``peak_rss_bytes``: the kernel's high-water mark ``VmHWM`` (``/proc/self/status``) at the end
@@ -50,8 +50,8 @@ LAYERS, HIDDEN, HEADS, FF, SHARDS = 48, 1024, 16, 4096, 5
 CHILD = r'''
 import json, os, resource, sys, time
 t0 = time.perf_counter()
-from numerics.checkpoint import open_checkpoint
-from numerics.spectra import analyze_spectra
+from numerics.io.checkpoint import open_checkpoint
+from numerics.spectra import checkpoint_spectra
 
 def status(key):
     with open("/proc/self/status") as fh:
@@ -61,7 +61,7 @@ def status(key):
     return None
 
 import weakref
-import numerics.checkpoint as checkpoint_module
+import numerics.io.checkpoint as checkpoint_module
 
 # Count the bytes of loaded tensors still alive (views included: a view keeps its base alive).
 live = {"bytes": 0, "max": 0, "loads": 0}
@@ -80,9 +80,9 @@ def counting_load(*args, **kwargs):
     return out
 checkpoint_module.load_tensor = counting_load
 
-# Worker processes (numerics.processes) hold matrices too: read their high-water marks just
+# Worker processes (numerics.parallel.workers) hold matrices too: read their high-water marks just
 # before the pool stops them.
-import numerics.processes as processes_module
+import numerics.parallel.workers as processes_module
 workers = {"peaks": [], "pids": 0}
 original_close = processes_module.WholeMatrixPool.close
 def reading_close(self, **kwargs):
@@ -110,7 +110,7 @@ def progress(done, total, name):
         samples.append(status("VmRSS"))
 start = time.perf_counter()
 processes = None if sys.argv[3] == "auto" else int(sys.argv[3])
-stats = analyze_spectra(ckpt, progress=progress, layers_in_flight=int(sys.argv[2]), processes=processes)
+stats = checkpoint_spectra(ckpt, progress=progress, layers_in_flight=int(sys.argv[2]), processes=processes)
 seconds = time.perf_counter() - start
 print(json.dumps({
     "baseline_rss_bytes": baseline,

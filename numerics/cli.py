@@ -1,8 +1,14 @@
-"""The ``specbound`` command line.
+"""The ``specbound`` command line: parse, call one library function, print.
 
-Every sub-command validates its arguments at the boundary; bad input ends in a
-one-line ``specbound: error: ...`` on stderr and exit code 2 (1 for failures
-while running), with a traceback only under ``--debug``.
+Each command is one call into the library (:mod:`numerics.report.writers` for analyze, demo,
+sweep and mc; :func:`numerics.experiments.claims.claims_report`; :func:`numerics.io.registry.fetch`;
+:func:`theory.derive.derive_target`), whose result the library formats
+(:mod:`numerics.report.tables`). Defaults are the library's: an option not given is not passed on.
+
+Bad input (an argument, a file, a destination; :class:`~numerics.errors.SpecboundError`,
+``ValueError``) ends in a one-line ``specbound: error: ...`` on stderr and exit code 2; a
+failure of the system while running (``OSError``) in exit code 1; anything else is a bug,
+reported as ``internal error`` with exit code 1. ``--debug`` shows the traceback.
 """
 
 from __future__ import annotations
@@ -12,6 +18,8 @@ import json
 import math
 import sys
 from typing import Any, NoReturn, Sequence
+
+from numerics.errors import SpecboundError
 
 __all__ = ["main"]
 
@@ -29,35 +37,15 @@ def _raise_terminated(signum: int, frame: Any) -> None:
     raise Terminated()
 
 
-def _print_blocks(data: dict[str, Any], indent: str = "") -> None:
-    for key, value in data.items():
-        if isinstance(value, dict):
-            print(f"{indent}{key}:")
-            _print_blocks(value, indent + "  ")
-        elif isinstance(value, list):
-            print(f"{indent}{key}:")
-            for item in value:
-                print(f"{indent}  - {item if not isinstance(item, dict) else ', '.join(f'{k}: {v}' for k, v in item.items())}")
-        else:
-            text = str(value)
-            if "\n" in text:
-                print(f"{indent}{key}:")
-                for line in text.splitlines():
-                    print(f"{indent}    {line}")
-            else:
-                print(f"{indent}{key}: {text}")
-
-
 def _cmd_derive(args: argparse.Namespace) -> int:
+    from numerics.report.tables import format_blocks
     from theory.derive import derive_target, render
 
     data = derive_target(args.target, kind=args.kind)
     if args.json:
         print(json.dumps(render(data, "json"), indent=2))
-    elif args.latex:
-        _print_blocks(render(data, "latex"))
     else:
-        _print_blocks(render(data, "pretty"))
+        sys.stdout.write(format_blocks(render(data, "latex" if args.latex else "pretty")))
     return 0
 
 
@@ -155,194 +143,155 @@ def _p_grid(text: str) -> tuple[float, ...]:
     return values
 
 
-def _settings(args: argparse.Namespace) -> tuple[Any, Any]:
-    from numerics.analysis import ModelSettings
-    from numerics.bounds import BoundSettings
-
-    kw: dict[str, Any] = {"n": args.n, "T": args.T, "delta": args.delta, "tie": args.tie}
-    if args.p_grid is not None:
-        kw["p_grid"] = args.p_grid
-    return BoundSettings(**kw), ModelSettings(input_norm=args.input_norm)
+def _given(args: argparse.Namespace, *names: str) -> dict[str, Any]:
+    """The options among ``names`` given on the command line; the library's defaults stand for the others."""
+    return {name: getattr(args, name) for name in names if getattr(args, name, None) is not None}
 
 
-def _executor(args: argparse.Namespace) -> Any:
-    """``make_executor`` for ``--scheduler`` / ``--workers`` (a context manager yielding None by default)."""
-    from numerics.executors import make_executor
+def _settings(args: argparse.Namespace) -> dict[str, Any]:
+    """``settings``, ``model``, ``heads`` and where the work runs, from the bound options."""
+    from numerics.bounds.terms import ModelSettings
+    from numerics.bounds.theorem31 import BoundSettings
 
-    return make_executor(scheduler=getattr(args, "scheduler", None), workers=getattr(args, "workers", None))
-
-
-def _run_analysis(source: str, args: argparse.Namespace) -> Any:
-    from numerics.analysis import analyze
-
-    settings, model = _settings(args)
-    with _executor(args) as executor:
-        return analyze(source, heads=args.heads, settings=settings, model=model, executor=executor,
-                       progress=_Progress("spectra"), leading_k=getattr(args, "leading_k", None),
-                       processes=getattr(args, "processes", None))
-
-
-def _emit(analysis: Any, args: argparse.Namespace) -> None:
-    from numerics import outputs, report
-
-    if args.out is not None:
-        report.write_report(analysis, args.out, plots=not args.no_plots, force=args.force,
-                            protect=outputs.source_paths(args.source))
-    if args.format == "json":
-        print(json.dumps(analysis.to_json(), indent=2))
-    elif args.format == "csv":
-        sys.stdout.write(report.to_csv(analysis))
-    else:
-        sys.stdout.write(report.format_table(analysis))
-    if args.out is not None:
-        print(f"specbound: report written to {args.out}", file=sys.stderr)
+    return {"settings": BoundSettings(**_given(args, *_BOUND_FIELDS)), "model": ModelSettings(**_given(args, "input_norm")),
+            **_given(args, "heads", "scheduler", "workers")}
 
 
 def _cmd_analyze(args: argparse.Namespace) -> int:
-    from numerics import outputs
+    from numerics.report import tables, writers
 
-    if args.out is not None:  # refuse a destination before the long analysis, not after
-        outputs.check_output_folder(args.out, force=args.force, protect=outputs.source_paths(args.source))
-    analysis = _run_analysis(args.source, args)
-    _emit(analysis, args)
+    analysis = writers.analyze_report(args.source, out=args.out, force=args.force, plots=not args.no_plots,
+                                      progress=_Progress("spectra"), **_settings(args),
+                                      **_given(args, "leading_k", "processes"))
+    if args.format == "json":
+        print(json.dumps(analysis.to_json(), indent=2))
+    elif args.format == "csv":
+        sys.stdout.write(tables.to_csv(analysis))
+    else:
+        sys.stdout.write(tables.format_table(analysis))
+    if args.out is not None:
+        print(f"specbound: report written to {args.out}", file=sys.stderr)
     return 0
 
 
 def _cmd_fetch(args: argparse.Namespace) -> int:
-    from numerics.registry import REGISTRY, fetch
-
     if args.list:
-        for name, entry in REGISTRY.items():
-            wheels = entry.requirement if len(entry.requirements) == 1 else f"{entry.requirement} + {len(entry.requirements) - 1} more wheels"
-            print(f"{name:12} {wheels:58} {entry.format:12} {entry.shape:20} {entry.model}")
+        from numerics.report.tables import registry_table
+
+        sys.stdout.write(registry_table())
         return 0
     if args.name is None:
         raise CliError("fetch needs a NAME (or --list)")
+    from numerics.io.registry import fetch
+
     print(fetch(args.name))
     return 0
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from pathlib import Path
+    from numerics.report import tables, writers
 
-    from numerics import outputs, report
-    from numerics.registry import fetch
-
-    out = Path(args.out) if args.out is not None else Path("specbound-report")
-    protect = outputs.source_paths("minilm-l6")
-    outputs.check_output_folder(out, force=args.force, protect=protect)
-    folder = fetch("minilm-l6")
-    analysis = _run_analysis(str(folder), args)
-    report.write_report(analysis, out, force=args.force, protect=(folder, *protect))
-    sys.stdout.write(report.format_table(analysis).split("\n\n", 1)[-1])
-    print(report.summary_markdown(analysis))
-    print(f"report folder: {out.resolve()}")
+    analysis, folder = writers.demo_report(args.out, force=args.force, progress=_Progress("spectra"), **_settings(args))
+    sys.stdout.write(tables.demo_summary(analysis, folder))
     return 0
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
-    from numerics import sweep as sw
+    from numerics.report import tables, writers
 
-    sources = list(args.sources)
-    if args.grid is not None:
-        sources += list(sw.expand_grid(args.grid))
-    if not sources:
+    if not args.sources and args.grid is None:
         raise CliError("sweep needs at least one SOURCE or --grid")
-    settings, model = _settings(args)
-    protect: list[Any] = []
-    if args.out is not None:  # refuse a destination before the sweep, not after
-        from numerics import outputs
-
-        protect = [p for source in sources for p in outputs.source_paths(source)]
-        outputs.check_output_folder(args.out, force=args.force, protect=protect)
-    with _executor(args) as executor:
-        result = sw.sweep(sources, settings=settings, model=model, executor=executor, progress=_Progress("checkpoints"))
-    doc = sw.sweep_rows_json(result)
-    if args.out is not None:
-        from numerics.report import write_sweep_report
-
-        write_sweep_report(result, args.out, force=args.force, protect=protect)
+    options = _settings(args)
+    options.pop("heads", None)  # every checkpoint of a sweep reads its head count from its config
+    result = writers.sweep_report(args.sources, grid=args.grid, out=args.out, force=args.force,
+                                  progress=_Progress("checkpoints"), **options)
     if args.format == "json":
-        print(json.dumps(doc, indent=2))
+        print(json.dumps(tables.sweep_rows_json(result), indent=2))
     else:
-        for row in result.rows:
-            print(f"{row.source:50.50} L={row.num_layers:<3} N={row.hidden_size:<5} log phi_sa={row.log_phi_sa:9.3f}  "
-                  f"log phi_edelman={row.log_phi_edelman:9.3f}")
-        for fit in result.fits:
-            where = f"{fit.proxy:12} against {fit.against} at fixed {'N' if fit.against == 'L' else 'L'}={fit.fixed}"
-            if fit.slope is None:
-                print(f"fit: {where}: {fit.note}")
-            else:
-                print(f"fit: {where}: slope {fit.slope:.3f} over {fit.num_checkpoints} checkpoints (rms residual {fit.rms_residual:.2g})")
-        c8 = sw.evaluate_c8(result)
-        print(f"C8: {c8['status']} -- {c8['figure']}")
+        sys.stdout.write(tables.sweep_table(result))
     return 0
 
 
 def _cmd_mc(args: argparse.Namespace) -> int:
-    from numerics.montecarlo import mc_experiment, mc_report_rows
+    from numerics.montecarlo.experiment import mc_report_rows
+    from numerics.report import tables, writers
 
-    if args.plot is not None:  # refuse a destination before the experiment, not after
-        from numerics.outputs import check_output_file
-
-        check_output_file(args.plot)
-    result = mc_experiment(a=args.a, b=args.b, m=args.m, samples=args.samples, kind=args.kind, seed=args.seed,
-                           rows=args.rows)
-    rows = mc_report_rows(result)
-    if args.plot is not None:
-        from numerics.mc_plots import plot_mc
-
-        plot_mc(result, args.plot)
+    result = writers.mc_report(plot=args.plot, **_given(args, *_MC_OPTIONS))
     if args.format == "json":
-        print(json.dumps(rows, indent=2))
+        print(json.dumps(mc_report_rows(result), indent=2))
     else:
-        print(f"{'profile':22} {'p':>4} {'eps':>8} {'lower (nats)':>13} {'upper (nats)':>13} {'upper/lower':>12} {'best p':>6}")
-        for r in rows:
-            ratio = r.get("ratio")
-            print(f"{r['profile']:22.22} {r['p']:4.1f} {r['eps']:8.3g} {r['lower_bound']:13.3f} {r['upper_bound']:13.1f} "
-                  f"{(f'{ratio:12.1f}' if ratio is not None else '           -')} {r.get('best_p', float('nan')):6.1f}")
-        bad = sum(r["lower_bound"] > r["upper_bound"] for r in rows)
-        print(f"C9: {'holds' if bad == 0 else 'FAILS'}: {bad} of {len(rows)} cells have the certified lower bound above Theorem 4.1"
-              " (lower = log of a greedy packing of sampled members at eps, a lower bound on log N(eps/2); upper at eps/2)")
+        sys.stdout.write(tables.mc_table(result))
     return 0
 
 
 def _cmd_claims(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from numerics import claims
+    from numerics.experiments import claims
 
     ids = None
     if args.only is not None:
         ids = [c.strip().upper() for c in args.only.split(",") if c.strip()]
         if not ids:
             raise CliError(f"--only={_shown(args.only)} names no claim; give ids such as C1,C7")
-    readme = Path(args.readme)
-    if args.update_readme:  # refuse a symlink or non-regular README before measuring
-        from numerics.outputs import check_editable_file
-
-        check_editable_file(readme)
-    rows = claims.measure(ids)
-    if args.update_readme:
-        changed = claims.update_readme(readme, claims.markdown_table(rows))
-        print(f"specbound: {'updated' if changed else 'already current:'} {readme}", file=sys.stderr)
-    tests = None if args.no_tests else claims.run_claim_tests(ids)
+    report = claims.claims_report(ids, readme=args.readme if args.update_readme else None, run_tests=not args.no_tests)
+    if report.readme_changed is not None:
+        print(f"specbound: {'updated' if report.readme_changed else 'already current:'} {args.readme}", file=sys.stderr)
     if args.json:
-        print(json.dumps([{"claim": c.id, "statement": c.statement, "how": c.how, "status": m.status, "measured": m.figure,
-                           **({"tests": tests.get(c.id, "no tests")} if tests is not None else {})} for c, m in rows], indent=2))
+        print(json.dumps(claims.claims_json(report), indent=2))
     else:
-        sys.stdout.write(claims.markdown_table(rows, tests))
+        sys.stdout.write(claims.markdown_table(report.rows, report.tests))
     return 0
+
+
+# --------------------------------------------------------------------------- the parser
+
+#: Options that are fields of numerics.bounds.theorem31.BoundSettings, and of mc_experiment: their
+#: defaults are the library's (shown by --help, never repeated here).
+_BOUND_FIELDS = ("n", "T", "delta", "tie", "p_grid")
+_MC_OPTIONS = ("kind", "a", "b", "m", "samples", "rows", "seed")
+
+
+def _library_default(dest: str) -> str:
+    """The library's default of option ``dest``, as --help shows it (the library loads only for --help)."""
+    if dest in _BOUND_FIELDS:
+        from numerics.bounds.theorem31 import BoundSettings
+
+        value = getattr(BoundSettings(), dest)
+    else:
+        import inspect
+
+        from numerics.montecarlo.experiment import mc_experiment
+
+        value = inspect.signature(mc_experiment).parameters[dest].default
+    if isinstance(value, tuple):
+        return ",".join(f"{v:g}" for v in value) if len(value) <= 3 else f"{value[0]:g},{value[1]:g},...,{value[-1]:g}"
+    if isinstance(value, int) and value >= 10**5 and str(value).rstrip("0") == "1":
+        return f"1e{len(str(value)) - 1}"
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """Appends the library's default to the help of the options marked ``library_default``."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = super()._get_help_string(action)
+        if getattr(action, "library_default", False):
+            text = f"{text or ''} (default {_library_default(action.dest)})"
+        return text
+
+
+def _library(action: argparse.Action) -> None:
+    """Mark ``action`` as an option whose default is the library's (``None`` here: not passed on)."""
+    action.library_default = True  # type: ignore[attr-defined]
 
 
 def _add_bound_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--heads", type=_positive_int, default=None, help="number of attention heads (when config.json lacks it)")
-    p.add_argument("--n", type=_count, default=10**6, help="training sequences n (default 1e6)")
-    p.add_argument("--T", type=_count, default=128, help="tokens per sequence T (default 128)")
-    p.add_argument("--delta", type=_real, default=0.01, help="confidence delta in (0, 1)")
-    p.add_argument("--tie", choices=["layer-type", "matrix", "common"], default="layer-type",
-                   help="one Schatten index per layer and type (paper), per matrix, or one for all")
-    p.add_argument("--p-grid", type=_p_grid, default=None, help="comma-separated post hoc grid (default 0,0.1,...,2)")
+    _library(p.add_argument("--n", type=_count, default=None, help="training sequences n"))
+    _library(p.add_argument("--T", type=_count, default=None, help="tokens per sequence T"))
+    _library(p.add_argument("--delta", type=_real, default=None, help="confidence delta in (0, 1)"))
+    _library(p.add_argument("--tie", choices=["layer-type", "matrix", "common"], default=None,
+                            help="one Schatten index per layer and type (paper), per matrix, or one for all"))
+    _library(p.add_argument("--p-grid", type=_p_grid, default=None, help="comma-separated post hoc grid"))
     p.add_argument("--input-norm", type=_real, default=None, help="bound B on token rows after LayerNorm (default sqrt(N))")
     where = p.add_mutually_exclusive_group()
     where.add_argument("--workers", type=_positive_int_parallel, default=None, help="local threads for the per-matrix work (default: all cores)")
@@ -350,14 +299,22 @@ def _add_bound_options(p: argparse.ArgumentParser) -> None:
                        help="run the per-matrix / per-checkpoint work on a dask.distributed scheduler (needs specbound[dask])")
 
 
-def _add_force_option(p: argparse.ArgumentParser) -> None:
+def _add_out_options(p: argparse.ArgumentParser, what: str) -> None:
+    """``--out`` (a report folder holding ``what``) and ``--force``."""
+    p.add_argument("--out", default=None, help=f"{what} (written atomically; must be new, empty, or a folder "
+                   "specbound wrote)")
     p.add_argument("--force", action="store_true",
                    help="replace the --out folder specbound wrote even if other files were added to it "
                         "(never a folder specbound did not write)")
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse with one-line errors: ``specbound analyze: error: ...`` (``--help`` shows the usage)."""
+    """argparse with one-line errors: ``specbound analyze: error: ...`` (``--help`` shows the usage)
+    and the library's defaults in the help."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _HelpFormatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {' '.join(message.split())} (see {self.prog} --help)\n")
@@ -378,9 +335,7 @@ def build_parser() -> argparse.ArgumentParser:
     a = sub.add_parser("analyze", help="spectra and bounds of a checkpoint (file, folder or hub id)")
     a.add_argument("source", help="a .safetensors file, a folder with config.json, or a HuggingFace repo id")
     a.add_argument("--format", choices=["table", "json", "csv"], default="table")
-    a.add_argument("--out", default=None, help="folder for table, JSON, CSV and plots (written atomically; must be new, "
-                   "empty, or a report specbound wrote)")
-    _add_force_option(a)
+    _add_out_options(a, "folder for table, JSON, CSV and plots")
     a.add_argument("--no-plots", action="store_true", help="with --out: skip the plots")
     a.add_argument("--leading-k", type=_positive_int, default=None, metavar="K",
                    help="for huge matrices: only the K leading singular values plus a certified tail bound (recorded per matrix)")
@@ -396,9 +351,7 @@ def build_parser() -> argparse.ArgumentParser:
     f.set_defaults(func=_cmd_fetch)
 
     dm = sub.add_parser("demo", help="fetch MiniLM-L6 if needed, analyze it, write a report folder")
-    dm.add_argument("--out", default=None, help="report folder (default ./specbound-report; must be new, empty, or a "
-                    "report specbound wrote)")
-    _add_force_option(dm)
+    _add_out_options(dm, "report folder (default ./specbound-report)")
     _add_bound_options(dm)
     dm.set_defaults(func=_cmd_demo)
 
@@ -406,20 +359,19 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("sources", nargs="*", help="folders, files, registry names (minilm-l6, minilm-l3) or hub ids")
     sw.add_argument("--grid", choices=["bert-miniatures"], default=None, help="add the 24 BERT Miniatures (needs the hub)")
     sw.add_argument("--format", choices=["table", "json"], default="table")
-    sw.add_argument("--out", default=None, help="folder for sweep.json and sweep.png (written atomically; must be new, "
-                    "empty, or a folder specbound wrote)")
-    _add_force_option(sw)
+    _add_out_options(sw, "folder for sweep.json and sweep.png")
     _add_bound_options(sw)
     sw.set_defaults(func=_cmd_sweep)
 
     mc = sub.add_parser("mc", help="Monte-Carlo covering estimates against Theorem 4.1 (claim C9)")
-    mc.add_argument("--kind", choices=["vector", "bilinear"], default="vector")
-    mc.add_argument("--a", type=_positive_int, default=6, help="rows of W")
-    mc.add_argument("--b", type=_positive_int, default=6, help="columns of W")
-    mc.add_argument("--m", type=_positive_int, default=16, help="sample rows (tokens)")
-    mc.add_argument("--samples", type=_positive_int, default=1000, help="sampled class members per (profile, p)")
-    mc.add_argument("--rows", choices=["gaussian", "sphere", "aligned"], default="gaussian", help="how the sample rows are drawn")
-    mc.add_argument("--seed", type=_non_negative_int, default=0, help="seed of the random streams (0 or more)")
+    _library(mc.add_argument("--kind", choices=["vector", "bilinear"], default=None, help="outputs W^T x or scores x^T W y"))
+    _library(mc.add_argument("--a", type=_positive_int, default=None, help="rows of W"))
+    _library(mc.add_argument("--b", type=_positive_int, default=None, help="columns of W"))
+    _library(mc.add_argument("--m", type=_positive_int, default=None, help="sample rows (tokens)"))
+    _library(mc.add_argument("--samples", type=_positive_int, default=None, help="sampled class members per (profile, p)"))
+    _library(mc.add_argument("--rows", choices=["gaussian", "sphere", "aligned"], default=None,
+                             help="how the sample rows are drawn"))
+    _library(mc.add_argument("--seed", type=_non_negative_int, default=None, help="seed of the random streams (0 or more)"))
     mc.add_argument("--format", choices=["table", "json"], default="table")
     mc.add_argument("--plot", default=None, help="write the figure (log N against 1/eps per profile) to this file "
                     "(new, or a PNG specbound wrote)")
@@ -444,12 +396,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args))
     except BrokenPipeError:
         return 0
-    except (CliError, ValueError, TypeError, OSError, ImportError) as exc:
+    except (CliError, SpecboundError, ValueError, ImportError, OSError) as exc:
+        # bad input (a file, an argument, a destination; a missing optional dependency): exit 2;
+        # a failure of the system while running (OSError): exit 1. A TypeError is not bad input:
+        # the command line passes the library only values it parsed, so it is a bug (below).
         if args.debug:
             raise
         message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         print(f"specbound: error: {message}", file=sys.stderr)
-        return 2 if isinstance(exc, (CliError, ValueError, TypeError, ImportError)) else 1
+        return 1 if isinstance(exc, OSError) and not isinstance(exc, (SpecboundError, ValueError)) else 2
     except MemoryError as exc:  # the library names the file where it knows it; here, the command's input
         if args.debug:
             raise

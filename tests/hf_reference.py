@@ -12,7 +12,7 @@ What is here
 * :func:`build` makes a small seeded random model (2 layers, ``N`` 16..32, 2..4 heads) with
   non-zero random biases, LayerNorm/RMSNorm gains in ``[0.5, 2]`` and norm biases of scale 0.5,
   saves it in float32 as safetensors plus ``config.json`` into a folder that
-  :func:`numerics.checkpoint.open_checkpoint` opens, and returns it converted to float64.
+  :func:`numerics.io.checkpoint.open_checkpoint` opens, and returns it converted to float64.
   :data:`ARCHITECTURES` lists the names.
 * :func:`make_inputs` draws token ids (embeddings for the torch encoder) of a few right-padded
   sequences of length ``T = 64``.
@@ -788,10 +788,10 @@ def todays_products(built: Built) -> list[np.ndarray]:
 
     ``W_QK^h = q[:, h d_h:(h+1) d_h] k[:, g d_h:(g+1) d_h]^T / sqrt(d_h)`` (row convention,
     ``g = h // (H / H_kv)``; numerics.spectra's definition) from
-    :func:`numerics.checkpoint.open_checkpoint`: biases dropped, no position terms, always
+    :func:`numerics.io.checkpoint.open_checkpoint`: biases dropped, no position terms, always
     ``1/sqrt(d_h)``.
     """
-    from numerics.checkpoint import open_checkpoint
+    from numerics.io.checkpoint import open_checkpoint
 
     ckpt = open_checkpoint(built.folder)
     d, group = ckpt.head_dim, ckpt.num_heads // ckpt.num_kv_heads

@@ -320,7 +320,7 @@ def write_checkpoint(
 
 def stats_from_analysis(analysis: object) -> list[object]:
     """Per-matrix records rebuilt from an ``Analysis`` (its rows plus singular values), carrying
-    the fields :func:`numerics.analysis.build_terms` reads, for recomputing terms in tests."""
+    the fields :func:`numerics.bounds.terms.build_terms` reads, for recomputing terms in tests."""
     from types import SimpleNamespace
 
     return [SimpleNamespace(**{**row, "shape": tuple(row["shape"]),

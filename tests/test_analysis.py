@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from numerics.analysis import ModelSettings, analyze, build_terms
-from numerics.bounds import BoundSettings
+from numerics.analysis import analyze
+from numerics.bounds import BoundSettings, ModelSettings, build_terms
 from numerics.cli import main
 from tests import synthetic
 from tests.synthetic import bert_config, bert_state, write_checkpoint
@@ -89,17 +89,17 @@ def test_edelman_proxy_against_a_naive_sum(result):
 def test_phi_sa_against_a_naive_loop_over_the_grid(bert_folder, result):
     # The definition term by term, one scalar coefficient per (matrix, p), min over the common p:
     # phi_sa(p) = (sum_j (a_j(p) rho_j^p)^(1/(1+p)))^((1+p)/2).
-    from numerics import lambdified
-    from numerics.checkpoint import open_checkpoint
-    from numerics.spectra import analyze_spectra
+    from numerics.bounds import compiled
+    from numerics.io.checkpoint import open_checkpoint
+    from numerics.spectra import checkpoint_spectra
 
-    terms, _ = build_terms(analyze_spectra(open_checkpoint(str(bert_folder))), num_layers=2, hidden_size=24, model=ModelSettings())
+    terms, _ = build_terms(checkpoint_spectra(open_checkpoint(str(bert_folder))), num_layers=2, hidden_size=24, model=ModelSettings())
     curve = {}
     for q in FAST.p_grid:
         total = 0.0
         for t in terms:
             R = float(np.sum(np.sort(t.singular_values)[::-1][: t.rank] ** q))
-            a = lambdified.thm41_coefficient_without_logs(t.cover_kind, p=q, R=R, B=t.input_scale, a=t.shape[0], b=t.shape[1])
+            a = compiled.thm41_coefficient_without_logs(t.cover_kind, p=q, R=R, B=t.input_scale, a=t.shape[0], b=t.shape[1])
             assert isinstance(a, float)
             total += (a * math.exp(q * t.log_rho)) ** (1 / (1 + q))
         curve[q] = total ** ((1 + q) / 2)
@@ -113,12 +113,12 @@ def test_phi_sa_against_a_naive_loop_over_the_grid(bert_folder, result):
 
 
 def test_coefficient_without_logs_takes_arrays():
-    from numerics import lambdified
+    from numerics.bounds import compiled
 
     ps, Rs = np.array([0.0, 0.5, 1.0, 2.0]), np.array([7.0, 3.0, 2.5, 9.0])
     for kind in ("vector", "bilinear"):
-        got = lambdified.thm41_coefficient_without_logs(kind, p=ps, R=Rs, B=1.5, a=6, b=4)
-        want = [lambdified.thm41_coefficient_without_logs(kind, p=float(p), R=float(R), B=1.5, a=6, b=4) for p, R in zip(ps, Rs)]
+        got = compiled.thm41_coefficient_without_logs(kind, p=ps, R=Rs, B=1.5, a=6, b=4)
+        want = [compiled.thm41_coefficient_without_logs(kind, p=float(p), R=float(R), B=1.5, a=6, b=4) for p, R in zip(ps, Rs)]
         assert got.shape == (4,) and got[0] == 7.0 * (6 + 4 + 1)  # p = 0: R (a + b + 1), the documented limit
         np.testing.assert_allclose(got, want, rtol=1e-14)
 
@@ -142,6 +142,37 @@ def test_cli_formats_and_report_folder(bert_folder, tmp_path, capsys):
     assert main(["analyze", str(bert_folder), "--format", "csv", "--p-grid", "0,2"]) == 0
     csv_text = capsys.readouterr().out
     assert csv_text.splitlines()[0].startswith("name,") and len(csv_text.splitlines()) == 1 + len(doc["matrices"])
+
+
+def test_cli_defaults_are_the_librarys(bert_folder, capsys, monkeypatch):
+    # Was: the command line repeated BoundSettings' defaults (n = 1e6, T = 128, delta = 0.01,
+    # tie) and mc_experiment's (a, b, m, samples, kind, rows, seed); a changed library default
+    # would not have reached `specbound`. An option not given is not passed on.
+    import dataclasses
+
+    import numerics.bounds.theorem31 as theorem31
+    import numerics.report.writers as writers
+
+    @dataclasses.dataclass(frozen=True)
+    class Elsewhere(theorem31.BoundSettings):
+        n: int = 4321
+        T: int = 17
+        delta: float = 0.2
+        p_grid: tuple[float, ...] = (0.0, 2.0)
+
+    monkeypatch.setattr(theorem31, "BoundSettings", Elsewhere)
+    assert main(["analyze", str(bert_folder), "--format", "json"]) == 0
+    settings = json.loads(capsys.readouterr().out)["settings"]
+    assert (settings["n"], settings["T"], settings["delta"], settings["p_grid"]) == (4321, 17, 0.2, [0.0, 2.0])
+
+    asked = []
+    monkeypatch.setattr(writers, "mc_experiment", lambda **options: asked.append(options) or writers.mc_experiment)
+    monkeypatch.setattr(writers, "plot_mc", lambda *a, **k: None)
+    import numerics.report.tables as tables
+
+    monkeypatch.setattr(tables, "mc_table", lambda result: "")
+    assert main(["mc", "--samples", "8"]) == 0
+    assert asked == [{"samples": 8}]
 
 
 def test_cli_bad_input_one_line_no_output(tmp_path):

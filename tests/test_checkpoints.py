@@ -3,7 +3,7 @@
 Reference values come from (a) the ``safetensors`` library itself (``safe_open``,
 ``framework="numpy"``), (b) the bfloat16 bit layout (sign, 8 exponent bits, 7 mantissa bits:
 ``0x3F80 = 1.0``), and (c) the synthetic state dicts of ``tests/synthetic.py`` transposed *by
-hand in this file*, per architecture, independently of ``numerics.architectures``.
+hand in this file*, per architecture, independently of ``numerics.io.architectures``.
 No test here needs the network.
 """
 
@@ -24,12 +24,14 @@ import safetensors
 import safetensors.numpy
 
 import synthetic
-from numerics import checkpoint as checkpoint_module
-from numerics import registry, safetensors_io
-from numerics.architectures import ARCHITECTURES, match_architecture, skip_reason
-from numerics.checkpoint import Checkpoint, LayerWeights, open_checkpoint
-from numerics.errors import CheckpointError, FetchError
-from numerics.safetensors_io import TensorInfo, load_tensor, read_header
+from numerics.io import checkpoint as checkpoint_module
+from numerics._util import cache
+from numerics.io import registry
+from numerics.io import safetensors_reader
+from numerics.io.architectures import ARCHITECTURES, match_architecture, skip_reason
+from numerics.io.checkpoint import Checkpoint, LayerWeights, open_checkpoint
+from numerics.errors import CheckpointError, FetchError, OutputError, SchedulerError, SpecboundError
+from numerics.io.safetensors_reader import TensorInfo, load_tensor, read_header
 
 
 def assert_one_line(exc: BaseException, *parts: str) -> None:
@@ -169,7 +171,7 @@ def test_bad_file_is_one_line_checkpoint_error(tmp_path: Path, build, parts: lis
 
 def test_header_cap_is_enforced_before_reading(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = _good(tmp_path)
-    monkeypatch.setattr(safetensors_io, "MAX_HEADER_BYTES", 8)
+    monkeypatch.setattr(safetensors_reader, "MAX_HEADER_BYTES", 8)
     with pytest.raises(CheckpointError) as info:
         read_header(path)
     assert_one_line(info.value, str(path), "exceeds the cap of 8 bytes")
@@ -214,6 +216,22 @@ def test_checkpoint_error_is_picklable() -> None:
     again = pickle.loads(pickle.dumps(err))
     assert str(again) == str(err) == "model.safetensors: tensor 'x' contains NaN"
     assert (again.file, again.tensor) == ("model.safetensors", "x")
+
+
+@pytest.mark.parametrize("error", [
+    CheckpointError("model.safetensors", "contains NaN", tensor="x"),
+    FetchError("pkg==1", "pip download failed: no network"),
+    OutputError("report", "is a symbolic link"),
+    SchedulerError("scheduler='tcp://x:1' cannot be reached: timed out"),
+], ids=lambda e: type(e).__name__)
+def test_every_error_is_one_specbound_error(error: Exception) -> None:
+    # one `except SpecboundError` catches every error specbound raises on purpose; each is also a
+    # ValueError (the caller's input is at fault), one line, and survives pickling (process pools)
+    import pickle
+
+    assert isinstance(error, SpecboundError) and isinstance(error, ValueError)
+    again = pickle.loads(pickle.dumps(error))
+    assert type(again) is type(error) and str(again) == str(error) and "\n" not in str(error)
 
 
 # =========================================================================== architectures
@@ -643,12 +661,12 @@ def test_registry_entries() -> None:
 def test_cache_root_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SPECBOUND_CACHE", str(tmp_path / "a"))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "b"))
-    assert registry.cache_root() == tmp_path / "a"
+    assert cache.cache_root() == tmp_path / "a"
     monkeypatch.delenv("SPECBOUND_CACHE")
-    assert registry.cache_root() == tmp_path / "b" / "specbound"
+    assert cache.cache_root() == tmp_path / "b" / "specbound"
     monkeypatch.delenv("XDG_CACHE_HOME")
     monkeypatch.setenv("HOME", str(tmp_path / "h"))
-    assert registry.cache_root() == tmp_path / "h" / ".cache" / "specbound"
+    assert cache.cache_root() == tmp_path / "h" / ".cache" / "specbound"
 
 
 class FakePip:
@@ -838,13 +856,13 @@ def test_an_existing_cache_folder_keeps_its_permissions(tmp_path: Path, monkeypa
 
 def test_make_private_dirs(tmp_path: Path, umask_022: None) -> None:
     (tmp_path / "mine").mkdir(mode=0o755)
-    made = registry.make_private_dirs(tmp_path / "mine" / "a" / "b")
+    made = cache.make_private_dirs(tmp_path / "mine" / "a" / "b")
     assert made == tmp_path / "mine" / "a" / "b"
     assert [oct(_mode(p)) for p in (tmp_path / "mine", tmp_path / "mine" / "a", made)] == ["0o755", "0o700", "0o700"]
-    assert registry.make_private_dirs(made) == made  # exists: nothing to do
+    assert cache.make_private_dirs(made) == made  # exists: nothing to do
     (tmp_path / "file").write_text("")
     with pytest.raises(OSError):
-        registry.make_private_dirs(tmp_path / "file" / "sub")
+        cache.make_private_dirs(tmp_path / "file" / "sub")
 
 
 def test_default_progress_prints_to_stderr(capsys: pytest.CaptureFixture[str]) -> None:
@@ -856,6 +874,6 @@ def test_default_progress_prints_to_stderr(capsys: pytest.CaptureFixture[str]) -
 def test_no_output_at_import() -> None:
     import subprocess
 
-    code = "import numerics.errors, numerics.safetensors_io, numerics.architectures, numerics.checkpoint, numerics.spectra, numerics.registry"
+    code = "import numerics.errors, numerics.io.safetensors_reader, numerics.io.architectures, numerics.io.checkpoint, numerics.spectra, numerics.io.registry"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout == "" and done.stderr == ""

@@ -8,7 +8,7 @@ import sympy as sp
 from hypothesis import given, settings, strategies as st
 
 from numerics.bounds import BoundSettings, MatrixTerm, coefficients, posthoc, rademacher
-from numerics.lambdified import compile_expr
+from numerics.bounds.compiled import compile_expr
 from theory import dudley, regimes, thm31
 from theory.symbols import SYMBOLS
 
@@ -89,7 +89,7 @@ def test_c4_propagation_factors_only_in_logs_at_p0_numeric(seed, shift):
                           t.input_scale, t.group) for t in terms]
     c0, c0s = coefficients(terms, 0.0, cfg), coefficients(shifted, 0.0, cfg)
     growth0 = np.exp(c0s - c0)
-    assert np.all(growth0 <= 1 + shift / math.log(18))  # log factor >= log 18 (see numerics.lambdified)
+    assert np.all(growth0 <= 1 + shift / math.log(18))  # log factor >= log 18 (see numerics.bounds.compiled)
     c1, c1s = coefficients(terms, 1.0, cfg), coefficients(shifted, 1.0, cfg)
     assert np.all(c1s - c1 >= shift - 1e-9)
 

@@ -50,6 +50,21 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return synthetic.write_checkpoint(tmp_path_factory.mktemp("tiny") / "bert", synthetic.bert_state(), synthetic.bert_config())
 
 
+def test_a_type_error_from_inside_is_an_internal_error(tiny: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Was: every TypeError was reported as bad input ('specbound: error: ...', exit 2), so a bug
+    in the library read as the user's fault. Bad input is a ValueError (or a SpecboundError);
+    a TypeError raised inside a command is a bug: 'internal error', exit 1."""
+    import numerics.analysis
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise TypeError("unsupported operand type(s) for +: 'int' and 'str'")
+
+    monkeypatch.setattr(numerics.analysis, "analyze", broken)
+    code, _, err = run(["analyze", str(tiny)])
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == 1 and len(lines) == 1 and "internal error (TypeError: unsupported operand" in lines[0], err
+
+
 def test_zero_size_attention_is_named(tmp_path: Path) -> None:
     """Was: 'internal error (ZeroDivisionError: integer modulo by zero)', exit 1."""
     folder = synthetic.write_checkpoint(tmp_path / "zero", synthetic.bert_state(hidden=0, ff=0))
@@ -184,7 +199,7 @@ def test_out_of_memory_names_file_and_tensor(tmp_path: Path) -> None:
 
 def _baseline_address_space() -> int:
     """Address space of a fresh interpreter that imported the analysis stack (bytes)."""
-    code = ("import numerics.cli, numerics.analysis, numerics.spectra, numerics.checkpoint, resource, sys; "
+    code = ("import numerics.cli, numerics.analysis, numerics.spectra, numerics.io.checkpoint, resource, sys; "
             "print(open('/proc/self/statm').read().split()[0])")
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
     pages = int(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True).stdout)

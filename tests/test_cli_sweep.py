@@ -3,7 +3,7 @@
 import json
 
 from numerics.cli import main
-from numerics.outputs import MARKER
+from numerics._util.outputs import MARKER
 from tests.synthetic import bert_config, bert_state, write_checkpoint
 
 

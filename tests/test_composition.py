@@ -8,7 +8,7 @@ import sympy as sp
 from hypothesis import given, strategies as st
 from scipy.optimize import minimize
 
-from numerics.allocation import log_min_common_p, solve_allocation
+from tests.oracles.allocation import log_min_common_p, solve_allocation
 from theory import composition
 from theory.symbols import SYMBOLS
 

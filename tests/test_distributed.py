@@ -33,9 +33,10 @@ else:
 import synthetic
 from numerics.analysis import Analysis, analyze
 from numerics.bounds import BoundSettings
-from numerics.checkpoint import open_checkpoint
-from numerics.executors import DaskExecutor, SchedulerError, make_executor
-from numerics.spectra import MatrixStats, analyze_spectra
+from numerics.io.checkpoint import open_checkpoint
+from numerics.errors import SchedulerError
+from numerics.parallel.executors import DaskExecutor, make_executor
+from numerics.spectra import MatrixStats, checkpoint_spectra
 
 FAST = BoundSettings(p_grid=(0.0, 0.5, 1.0, 1.5, 2.0), grid_points=48)
 
@@ -81,11 +82,11 @@ def _worker_blas_threads() -> tuple[int, list[int]]:
 
 def test_analyze_spectra_on_the_cluster_is_bit_identical(cluster, tmp_path: Path) -> None:
     ckpt = open_checkpoint(_bert(tmp_path, layers=3, hidden=24, heads=3, seed=5))
-    local = analyze_spectra(ckpt)
+    local = checkpoint_spectra(ckpt)
     seen: list[int] = []
     with make_executor(scheduler=cluster.scheduler_address) as pool:
         assert isinstance(pool, DaskExecutor)
-        remote = analyze_spectra(ckpt, executor=pool, progress=lambda done, total, name: seen.append(done))
+        remote = checkpoint_spectra(ckpt, executor=pool, progress=lambda done, total, name: seen.append(done))
         pid, threads = pool.submit(_worker_blas_threads).result(timeout=30)
         by_worker = pool.client.run(os.getpid)
     _assert_same_stats(remote, local)

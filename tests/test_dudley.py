@@ -8,7 +8,7 @@ from hypothesis import example, given, strategies as st
 from scipy.integrate import quad
 from scipy.optimize import minimize_scalar
 
-from numerics.lambdified import compile_expr, dudley_p_eq_2, dudley_p_lt_2
+from numerics.bounds.compiled import compile_expr, dudley_p_eq_2, dudley_p_lt_2
 from theory import dudley
 from theory.symbols import SYMBOLS
 

@@ -31,14 +31,15 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import synthetic
-from numerics import codegen, lambdified
-from numerics.analysis import analyze, analyze_stats, build_terms
+from numerics.bounds import codegen, compiled
+from numerics.analysis import analyze, evaluate_bounds
+from numerics.bounds import build_terms
 from numerics.bounds import BoundSettings, MatrixTerm, coefficients, posthoc, rademacher
-from numerics.huge import LeadingKStats, huge_matrix_stats, spectral_norm
+from numerics.spectra.leading_k import LeadingKStats, leading_k_stats, spectral_norm
 from numerics.spectra import DTYPE_EPS, MatrixStats, matrix_stats, product_stats, weight_stats
 
 SMALL = BoundSettings(p_grid=(0.0, 0.5, 1.0, 2.0), grid_points=32)
-L_SIGMA = 1.13  # numerics.analysis.ModelSettings default (largest slope of GELU)
+L_SIGMA = 1.13  # numerics.bounds.terms.ModelSettings default (largest slope of GELU)
 
 
 def _all_numbers(obj: Any) -> list[float]:
@@ -86,7 +87,7 @@ def model_stats(layers: int, *, hidden: int = 16, heads: int = 2, ff: int = 32, 
 @pytest.fixture(scope="module")
 def deep() -> tuple[list[MatrixStats], Any]:
     stats = model_stats(1000)
-    return stats, analyze_stats(stats, model_info={"num_layers": 1000, "hidden_size": 16}, settings=SMALL)
+    return stats, evaluate_bounds(stats, model_info={"num_layers": 1000, "hidden_size": 16}, settings=SMALL)
 
 
 def test_depth_1000_is_finite_in_log_space(deep) -> None:
@@ -163,21 +164,21 @@ def test_log_coefficient_limits_at_p0_and_p2(kind: str) -> None:
     # eps = eps_min, times eps^p (theory.thm31.per_matrix_coefficient: a_j = K_j(eps) eps^p).
     d = codegen.derive_forms()
     args = ("p", "eps", "s", "R", "B", "a", "b", "r", "m")
-    at0 = lambdified.compile_expr(d[f"thm41.{kind}.p0"], args)
-    at2 = lambdified.compile_expr(d[f"thm41.{kind}.p2"], args)
+    at0 = compiled.compile_expr(d[f"thm41.{kind}.p0"], args)
+    at2 = compiled.compile_expr(d[f"thm41.{kind}.p2"], args)
     eps = math.exp(PARAMS["log_eps_min"])
     rest = [PARAMS[k] for k in ("s", "R", "B", "a", "b", "r", "m")]
-    log0 = float(lambdified.thm41_log_coefficient(kind, p=0.0, **PARAMS))
-    log2 = float(lambdified.thm41_log_coefficient(kind, p=2.0, **PARAMS))
+    log0 = float(compiled.thm41_log_coefficient(kind, p=0.0, **PARAMS))
+    log2 = float(compiled.thm41_log_coefficient(kind, p=2.0, **PARAMS))
     assert log0 == pytest.approx(math.log(float(at0(0.0, eps, *rest))), rel=1e-13)
     if kind == "bilinear":
         assert log2 == pytest.approx(math.log(float(at2(2.0, eps, *rest)) * eps**2), rel=1e-13)
     # Next to the ends: |d log a / dp| is at most a few hundred here, so 1e-12 moves it by < 1e-9.
-    near0 = float(lambdified.thm41_log_coefficient(kind, p=1e-12, **PARAMS))
-    near2 = float(lambdified.thm41_log_coefficient(kind, p=2 - 1e-12, **PARAMS))
+    near0 = float(compiled.thm41_log_coefficient(kind, p=1e-12, **PARAMS))
+    near2 = float(compiled.thm41_log_coefficient(kind, p=2 - 1e-12, **PARAMS))
     assert abs(near0 - log0) < 1e-9 and abs(near2 - log2) < 1e-9
     with pytest.raises(ValueError, match="log_eps_min=.* must lie below"):
-        lambdified.thm41_log_coefficient(kind, p=1.0, **{**PARAMS, "log_eps_min": math.log(3.0 * 4.0**2)})
+        compiled.thm41_log_coefficient(kind, p=1.0, **{**PARAMS, "log_eps_min": math.log(3.0 * 4.0**2)})
 
 
 @settings(max_examples=60)
@@ -185,12 +186,12 @@ def test_log_coefficient_limits_at_p0_and_p2(kind: str) -> None:
        log_eps=st.floats(-60.0, -3.0), s=st.floats(1e-3, 1e3), R=st.floats(1e-3, 1e5), B=st.floats(0.1, 100.0),
        a=st.integers(1, 4096), b=st.integers(1, 4096), m=st.integers(10, 10**12))
 def test_log_coefficient_matches_the_lambdified_coefficient(kind, p, log_eps, s, R, B, a, b, m) -> None:
-    # Reference: numerics.lambdified.thm41_coefficient (the derived expression, evaluated directly),
+    # Reference: numerics.bounds.compiled.thm41_coefficient (the derived expression, evaluated directly),
     # on its domain: eps_min below the radius of the class (above it one ball covers, a_j = 0).
     assume(log_eps < math.log(s) + (2 if kind == "bilinear" else 1) * math.log(B))
     r = min(a, b)
-    want = math.log(float(lambdified.thm41_coefficient(kind, p=p, eps_min=math.exp(log_eps), s=s, R=R, B=B, a=a, b=b, r=r, m=m)))
-    got = float(lambdified.thm41_log_coefficient(kind, p=p, log_eps_min=log_eps, s=s, R=R, B=B, a=a, b=b, r=r, m=m))
+    want = math.log(float(compiled.thm41_coefficient(kind, p=p, eps_min=math.exp(log_eps), s=s, R=R, B=B, a=a, b=b, r=r, m=m)))
+    got = float(compiled.thm41_log_coefficient(kind, p=p, log_eps_min=log_eps, s=s, R=R, B=B, a=a, b=b, r=r, m=m))
     assert got == pytest.approx(want, rel=1e-12, abs=1e-12)
 
 
@@ -243,12 +244,12 @@ def test_singular_values_from_1e_minus_30_to_1e30() -> None:
     w = (u * values) @ v.T
     exact = weight_stats("w", w, kind="ff1", layer=0)
     assert exact.rank == 14 and exact.spectral_norm == pytest.approx(1e30, rel=1e-12)
-    huge = huge_matrix_stats("w", w, k=20, kind="ff1", layer=0)
+    huge = leading_k_stats("w", w, k=20, kind="ff1", layer=0)
     assert huge.exact and huge.rank == 14 and huge.spectral_norm == pytest.approx(1e30, rel=1e-12)
     assert spectral_norm(w) == pytest.approx(1e30, rel=1e-12)
     # A whole model with such spectra: finite JSON, finite log complexity.
     stats = model_stats(2, spectrum=lambda r: np.geomspace(1e30, 1e-30, r))
-    doc = analyze_stats(stats, model_info={"num_layers": 2, "hidden_size": 16}, settings=SMALL).to_json()
+    doc = evaluate_bounds(stats, model_info={"num_layers": 2, "hidden_size": 16}, settings=SMALL).to_json()
     assert_json_finite(doc)
     assert math.isfinite(doc["bounds"]["spectrum_adaptive"]["log_complexity"])
 
@@ -287,7 +288,7 @@ def test_zero_matrices() -> None:
     assert z.schatten_p(0.0) == 0.0 and z.schatten_p(1e-12) == 0.0 and z.schatten_p(2.0) == 0.0
     zp = product_stats("zp", np.zeros((16, 8)), np.ones((16, 8)), kind="qk", layer=0, head=0)
     assert zp.rank == 0 and zp.spectral_norm == 0.0
-    zh = huge_matrix_stats("z", np.zeros((300, 200)), k=5, kind="ff1", layer=0)
+    zh = leading_k_stats("z", np.zeros((300, 200)), k=5, kind="ff1", layer=0)
     assert zh.approximation == "none" and zh.rank == 0 and zh.schatten_p(0.5) == 0.0
     assert spectral_norm(np.zeros((30, 20))) == 0.0
 
@@ -310,7 +311,7 @@ def test_all_zero_model_has_zero_complexity(tmp_path: Path) -> None:
     # A model whose every weight is zero computes one function; a singleton class has Rademacher
     # complexity 0 (definition), and every norm-based proxy is 0.
     stats = model_stats(3, zero=True)
-    result = analyze_stats(stats, model_info={"num_layers": 3, "hidden_size": 16}, settings=SMALL)
+    result = evaluate_bounds(stats, model_info={"num_layers": 3, "hidden_size": 16}, settings=SMALL)
     doc = result.to_json()
     assert_json_finite(doc)
     for name in ("spectrum_adaptive", "edelman2022", "bartlett2017"):
@@ -367,7 +368,7 @@ def test_leading_k_bounds_are_certified(m, n, rank_frac, tail, decay, k_frac, dt
     opts: dict[str, Any] = {"dtype_eps": DTYPE_EPS["F32"]} if dtype == "F32" else {"rank_rtol": 1e-10}
     exact = weight_stats("w", w, kind="ff1", layer=0, **opts)
     k = max(1, min(round(k_frac * min(m, n)), min(m, n)))
-    huge = huge_matrix_stats("w", w, k=k, kind="ff1", layer=0, **opts)
+    huge = leading_k_stats("w", w, k=k, kind="ff1", layer=0, **opts)
     assert isinstance(huge, LeadingKStats) and isinstance(huge, MatrixStats)
     if k + 1 >= min(m, n):
         assert huge.approximation == "none" and huge.solver == "svdvals"
@@ -385,7 +386,7 @@ def test_leading_k_bounds_are_certified(m, n, rank_frac, tail, decay, k_frac, dt
         # Krylov solver may miss copies of a repeated value: the bound stays valid, not tight.)
         assert huge.exact and huge.rank == exact.rank
         np.testing.assert_allclose(got, want, rtol=SV_RTOL)
-    # What analyze_stats sees (singular_values and rank, the base-class S_p) is the same bound for p <= 2.
+    # What evaluate_bounds sees (singular_values and rank, the base-class S_p) is the same bound for p <= 2.
     low = P_CHECK[P_CHECK <= 2]
     np.testing.assert_allclose(MatrixStats.schatten_p(huge, low), huge.schatten_p(low), rtol=1e-12)
     assert huge.as_dict()["approximation"] == huge.approximation and huge.as_dict()["k"] == huge.k
@@ -406,10 +407,10 @@ def test_huge_stats_give_a_valid_bound() -> None:
         for kind, shape in (("ff1", (32, 128)), ("ff2", (128, 32))):
             w = _low_rank_plus_tail(*shape, 6, 0.05, 1.0, int(rng.integers(1 << 30)))
             exact.append(weight_stats(f"l{layer}.{kind}", w, kind=kind, layer=layer))
-            approx.append(huge_matrix_stats(f"l{layer}.{kind}", w, k=4, kind=kind, layer=layer))
+            approx.append(leading_k_stats(f"l{layer}.{kind}", w, k=4, kind=kind, layer=layer))
     info = {"num_layers": 2, "hidden_size": 32}
-    a = analyze_stats(exact, model_info=info, settings=SMALL).bounds["spectrum_adaptive"]
-    b = analyze_stats(approx, model_info=info, settings=SMALL).bounds["spectrum_adaptive"]
+    a = evaluate_bounds(exact, model_info=info, settings=SMALL).bounds["spectrum_adaptive"]
+    b = evaluate_bounds(approx, model_info=info, settings=SMALL).bounds["spectrum_adaptive"]
     assert any(isinstance(s, LeadingKStats) and not s.exact for s in approx)
     for q in a["rademacher_by_common_p"]:
         assert b["rademacher_by_common_p"][q] >= a["rademacher_by_common_p"][q] * (1 - 1e-12)
@@ -420,13 +421,13 @@ def test_huge_matrix_arguments() -> None:
     w = np.ones((10, 12))
     for bad, match in ((0, "k=0"), (1.5, "k=1.5"), (True, "k=True")):
         with pytest.raises(ValueError, match=match):
-            huge_matrix_stats("w", w, k=bad, kind="ff1", layer=0)
+            leading_k_stats("w", w, k=bad, kind="ff1", layer=0)
     with pytest.raises(ValueError, match="kind='x'"):
-        huge_matrix_stats("w", w, k=2, kind="x", layer=0)
+        leading_k_stats("w", w, k=2, kind="x", layer=0)
     with pytest.raises(ValueError, match="solver='svd'"):
         spectral_norm(w, solver="svd")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="finite"):
-        huge_matrix_stats("w", np.full((4, 4), np.nan), k=1, kind="ff1", layer=0)
+        leading_k_stats("w", np.full((4, 4), np.nan), k=1, kind="ff1", layer=0)
 
 
 # =========================================================================== a large post hoc search
@@ -472,12 +473,12 @@ def test_posthoc_matches_the_naive_search(seed: int, layers: int, zero_every: in
 def test_analyze_spectra_leading_k_option(tmp_path: Path) -> None:
     # Whole matrices larger than leading_k + 1 get leading-k statistics, recorded as such; their S_p
     # bound the exact ones (numerics.spectra.weight_stats on the same checkpoint); heads stay exact.
-    from numerics.checkpoint import open_checkpoint
-    from numerics.spectra import analyze_spectra
+    from numerics.io.checkpoint import open_checkpoint
+    from numerics.spectra import checkpoint_spectra
 
     ckpt = open_checkpoint(_bert(tmp_path))
-    exact = analyze_spectra(ckpt)
-    approx = analyze_spectra(ckpt, leading_k=4)
+    exact = checkpoint_spectra(ckpt)
+    approx = checkpoint_spectra(ckpt, leading_k=4)
     assert [s.name for s in approx] == [s.name for s in exact]
     for a, e in zip(approx, exact):
         if e.kind in ("qk", "vo"):
@@ -488,4 +489,4 @@ def test_analyze_spectra_leading_k_option(tmp_path: Path) -> None:
         assert a.spectral_norm == pytest.approx(e.spectral_norm, rel=1e-12)
         assert np.all(a.schatten_p(P_CHECK) >= e.schatten_p(P_CHECK) * (1 - SV_RTOL))
     with pytest.raises(ValueError, match="leading_k=0 must be a positive int"):
-        analyze_spectra(ckpt, leading_k=0)
+        checkpoint_spectra(ckpt, leading_k=0)

@@ -1,7 +1,7 @@
 """Interrupting ``specbound fetch``, and how it starts pip, with real processes and no network.
 
 A fetch runs in a child Python process (the driver below), with a registered fake checkpoint
-and :func:`numerics.registry._download_argv` replaced by a fake downloader script: it writes
+and :func:`numerics.io.registry._download_argv` replaced by a fake downloader script: it writes
 its pid to a file, writes half of a small wheel built here with :mod:`zipfile`, and sleeps
 until killed (or, when told not to sleep, writes the whole wheel and exits). The driver runs
 ``numerics.cli.main(["fetch", "fake"])``, i.e. ``specbound fetch fake``. Each test stops the
@@ -40,7 +40,7 @@ from pathlib import Path
 
 import pytest
 
-from numerics import registry
+from numerics.io import registry
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="checks processes through /proc (Linux)")
 
@@ -72,7 +72,8 @@ with open(target, "wb") as out:
 DRIVER = '''
 import json, os, signal, sys, time
 from pathlib import Path
-from numerics import cli, registry
+from numerics import cli
+from numerics.io import registry
 
 signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal, even if started with SIGINT ignored
 
@@ -266,7 +267,7 @@ def test_fetch_runs_pip_isolated_from_the_working_directory(setup: dict, tmp_pat
     (planted / "__main__.py").write_text(f"open({str(marker)!r}, 'w').close()\nraise SystemExit(1)\n", encoding="utf-8")
     code = textwrap.dedent(f'''
         import json, sys
-        from numerics import registry
+        from numerics.io import registry
         fields = json.loads(sys.argv[1])
         registry.REGISTRY = {{"fake": registry.RegisteredCheckpoint(**{{**fields, "files": tuple(
             registry.RegisteredFile(**f) for f in fields["files"])}})}}

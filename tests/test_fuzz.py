@@ -1,6 +1,6 @@
 """Fuzzed bad input: corrupt safetensors files, headers, configs and indexes.
 
-Property (the reader's contract, ``numerics.safetensors_io`` and ``numerics.errors``): whatever
+Property (the reader's contract, ``numerics.io.safetensors_reader`` and ``numerics.errors``): whatever
 the bytes, ``read_header``, ``load_tensor``, ``open_checkpoint`` and loading every layer either
 succeed or raise :class:`~numerics.errors.CheckpointError` whose message is one line starting
 with the offending file (or folder). Never another exception type, never a hang (each example
@@ -40,9 +40,9 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import synthetic
-from numerics.checkpoint import open_checkpoint
+from numerics.io.checkpoint import open_checkpoint
 from numerics.errors import CheckpointError
-from numerics.safetensors_io import DTYPES, load_tensor, read_header
+from numerics.io.safetensors_reader import DTYPES, load_tensor, read_header
 
 TIME_LIMIT = 10.0  # seconds per example: generous for a loaded 2-core machine, finite for a hang
 MEMORY_CAP = 64 * 2**20  # bytes: inputs are at most a few KB

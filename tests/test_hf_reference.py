@@ -39,8 +39,8 @@ from hf_reference import (
     todays_products,
     todays_scores,
 )
-from numerics.checkpoint import open_checkpoint
-from numerics.spectra import layer_matrices
+from numerics.io.checkpoint import open_checkpoint
+from numerics.spectra.jobs import layer_matrices
 
 BERT_FAMILY = ("bert", "roberta", "electra", "distilbert")
 ROUND_OFF = 1e-12

@@ -1,11 +1,11 @@
 """specbound runs no code from where the user stands, nor from its cache.
 
 - The interpreters specbound starts (the whole-matrix SVD workers of
-  :mod:`numerics.processes`) must not import from the current folder, from ``PYTHONPATH``
+  :mod:`numerics.parallel.workers`) must not import from the current folder, from ``PYTHONPATH``
   or from whatever the caller had on ``sys.path``: the modules planted below write a marker
   file when imported, and no marker may appear.
 - Nothing read from the cache folder is executed: the numeric forms ship as generated
-  Python inside the package (:mod:`numerics._derived_forms`), so files planted where the
+  Python inside the package (:mod:`numerics.bounds._derived_forms`), so files planted where the
   old derivation cache lived (``<cache>/derived/``) must never be read.
 """
 
@@ -20,8 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from numerics import processes
-from numerics.checkpoint import open_checkpoint
+from numerics.parallel import workers
+import numerics
+from numerics._util import subprocesses
+from numerics.io.checkpoint import open_checkpoint
 from numerics.spectra import weight_stats
 from tests import synthetic
 
@@ -77,7 +79,7 @@ def test_workers_import_nothing_from_the_callers_folder_path_or_pythonpath(tmp_p
     monkeypatch.setenv("PYTHONPATH", str(decoys))
     monkeypatch.syspath_prepend(str(decoys))
     monkeypatch.syspath_prepend("")
-    with processes.WholeMatrixPool(2, local_until_ready=False) as pool:
+    with workers.WholeMatrixPool(2, local_until_ready=False) as pool:
         results = [f.result(timeout=120) for f in [pool.submit(job, source) for job, source, _ in jobs]]
     assert sorted(p.name for p in markers.iterdir()) == []
     assert pool.error is None and pool.ran_remotely == len(jobs)
@@ -119,13 +121,13 @@ def test_isolated_python_sees_only_the_package_folder(tmp_path, monkeypatch):
     monkeypatch.setenv("PYTHONPATH", str(decoys))
     monkeypatch.syspath_prepend(str(decoys))
     code = "import sys, numerics; print(numerics.__file__); print(repr(sys.path))"
-    done = subprocess.run(processes.isolated_python_command(code), capture_output=True, text=True, timeout=120)
+    done = subprocess.run(subprocesses.isolated_python_command(code), capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     file_line, path_line = done.stdout.splitlines()
     path = ast.literal_eval(path_line)
     assert "" not in path and str(decoys) not in path and os.getcwd() not in path
-    assert Path(file_line).resolve() == Path(processes.__file__).resolve().with_name("__init__.py")
-    assert processes.package_home() in path
+    assert Path(file_line).resolve() == Path(numerics.__file__).resolve()
+    assert subprocesses.package_home() in path
     assert sorted(p.name for p in markers.iterdir()) == []
 
 
@@ -135,9 +137,9 @@ def test_isolated_python_sees_only_the_package_folder(tmp_path, monkeypatch):
 def _old_fingerprint() -> str:
     """The name the old derivation cache used (``numerics.lambdified._theory_fingerprint`` before
     the forms shipped in the package): sha256 of the SymPy version, the ``theory`` sources and
-    ``numerics/lambdified.py``, first 20 hex digits."""
+    ``numerics/lambdified.py`` (now ``numerics/bounds/compiled.py``), first 20 hex digits."""
     h = hashlib.sha256(version("sympy").encode())
-    for path in [*sorted((ROOT / "theory").glob("*.py")), ROOT / "numerics" / "lambdified.py"]:
+    for path in [*sorted((ROOT / "theory").glob("*.py")), ROOT / "numerics" / "bounds" / "compiled.py"]:
         h.update(path.name.encode())
         h.update(path.read_bytes())
     return h.hexdigest()[:20]

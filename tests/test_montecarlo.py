@@ -28,8 +28,8 @@ import pytest
 from hypothesis import example, given, settings, strategies as st
 
 from numerics import montecarlo as mc
-from numerics.mc_plots import plot_mc
-from numerics.packing import (
+from numerics.report.mc_plots import plot_mc
+from numerics.montecarlo.packing import (
     greedy_cover_reference,
     greedy_cover_size,
     greedy_cover_sizes,
@@ -39,14 +39,14 @@ from numerics.packing import (
     greedy_packing_sizes,
     pairwise_distances,
 )
-from theory.schatten import numerical_rank, schatten_power
+from numerics.spectra.stats import numerical_rank, schatten_power
 
-P_GRID = mc.DEFAULT_P_GRID
+P_GRID = mc.MC_P_GRID
 EPS64 = float(np.finfo(np.float64).eps)
 
 
 def _naive_distance(P: np.ndarray, Q: np.ndarray, metric: str) -> float:
-    """The metric from its definition (independent of numerics.packing)."""
+    """The metric from its definition (independent of numerics.montecarlo.packing)."""
     if metric == "rowmax_l2":
         return float(np.sqrt(((P - Q) ** 2).sum(axis=-1)).max())
     return float(np.abs(P - Q).max())
@@ -156,7 +156,7 @@ def test_generator_constraints_hold_exactly(profile, p, r_factor):
     sig = sample.singular_values
     assert sample.matrices.shape == (40, a, b) and sig.shape == (40, min(a, b))
     assert np.all(sig.max(axis=1) <= s)
-    assert np.all(mc.schatten_power_rows(sig, p) <= sample.R)
+    assert np.all(schatten_power(sig, p) <= sample.R)
     for W in sample.matrices:
         sv = np.linalg.svd(W, compute_uv=False)
         assert sv[0] <= s * (1 + 1e-12)
@@ -166,7 +166,7 @@ def test_generator_constraints_hold_exactly(profile, p, r_factor):
             tol = sv[0] * max(a, b) * EPS64
             assert float(schatten_power(sv, p, rank_tol=tol)) <= sample.R * (1 + 1e-12)
     if r_factor is not None:  # rescaling is active: some sample sits on the S_p boundary (up to ulps)
-        assert np.max(mc.schatten_power_rows(sig, p)) >= sample.R * (1 - 1e-12)
+        assert np.max(schatten_power(sig, p)) >= sample.R * (1 - 1e-12)
 
 
 def test_generators_reproducible_and_seed_dependent():

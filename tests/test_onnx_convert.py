@@ -1,4 +1,4 @@
-"""ONNX -> safetensors conversion (:mod:`numerics.onnx_convert`).
+"""ONNX -> safetensors conversion (:mod:`numerics.io.onnx`).
 
 The synthetic graph is a 2-layer BERT-shaped network built with ``onnx.helper`` exactly the
 way ``torch.onnx.export`` writes one: anonymous ``onnx::MatMul_*`` weights stored ``[in, out]``,
@@ -28,9 +28,9 @@ onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 from onnx.reference import ReferenceEvaluator  # noqa: E402
 
-from numerics.checkpoint import open_checkpoint  # noqa: E402
+from numerics.io.checkpoint import open_checkpoint  # noqa: E402
 from numerics.errors import CheckpointError  # noqa: E402
-from numerics.onnx_convert import MANIFEST, onnx_to_safetensors, open_onnx  # noqa: E402
+from numerics.io.onnx import MANIFEST, onnx_to_safetensors, open_onnx  # noqa: E402
 
 PREFIX = "model.0.auto_model."
 N, H, F, LAYERS, T = 8, 2, 16, 2, 3
@@ -293,7 +293,7 @@ def test_open_onnx_converts_once_keyed_by_content(synthetic: tuple[Path, _Builde
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     import hashlib
 
-    import numerics.onnx_convert as mod
+    import numerics.io.onnx as mod
 
     path, _ = synthetic
     calls = []
@@ -340,7 +340,7 @@ def _tensors(data: bytes) -> dict[str, np.ndarray]:
 
 def _open_onnx_counting(monkeypatch: pytest.MonkeyPatch) -> list:
     """Record each call of the converter that ``open_onnx`` makes."""
-    import numerics.onnx_convert as mod
+    import numerics.io.onnx as mod
 
     calls: list = []
     real = mod.onnx_to_safetensors
@@ -411,7 +411,7 @@ def test_converted_cache_folders_are_private(synthetic: tuple[Path, _Builder], t
 KILLED_CONVERSION = """
 import sys, time
 import safetensors.numpy
-from numerics.onnx_convert import open_onnx
+from numerics.io.onnx import open_onnx
 
 real_save = safetensors.numpy.save_file
 
@@ -487,14 +487,14 @@ def _bert_forward(folder: Path, ids: np.ndarray) -> np.ndarray:
 
 @pytest.mark.real_weights
 def test_minilm_l3_converts_and_matches_the_onnx_forward_pass(tmp_path: Path) -> None:
-    from numerics.registry import fetch
-    from numerics.spectra import analyze_spectra
+    from numerics.io.registry import fetch
+    from numerics.spectra import checkpoint_spectra
 
     onnx_folder = fetch("minilm-l3", progress=None)
     folder = open_onnx(onnx_folder, cache_dir=tmp_path / "converted")
     ckpt = open_checkpoint(folder)
     assert (ckpt.num_layers, ckpt.hidden_size, ckpt.num_heads, ckpt.head_dim, ckpt.intermediate_size) == (3, 384, 12, 32, 1536)
-    stats = analyze_spectra(ckpt)
+    stats = checkpoint_spectra(ckpt)
     per_head = [s for s in stats if s.kind in ("qk", "vo")]
     assert len(per_head) == 3 * 2 * 12
     assert all(s.rank <= 32 for s in per_head)  # C6: rank W_QK^h, W_VO^h <= d_h

@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 
 import numerics.analysis
-from numerics import claims, outputs
+from numerics.experiments import claims
+from numerics._util import outputs
 from numerics.cli import main
 from numerics.errors import OutputError
 from tests.synthetic import bert_config, bert_state, write_checkpoint
@@ -242,9 +243,9 @@ def test_sweep_refuses_any_of_its_sources(tmp_path, ckpt_template, capsys):
 
 
 def test_demo_twice_in_the_same_folder(tmp_path, ckpt, capsys, monkeypatch):
-    import numerics.registry
+    import numerics.io.registry
 
-    monkeypatch.setattr(numerics.registry, "fetch", lambda *a, **k: ckpt)
+    monkeypatch.setattr(numerics.io.registry, "fetch", lambda *a, **k: ckpt)
     work = tmp_path / "cwd"
     work.mkdir()
     monkeypatch.chdir(work)
@@ -261,7 +262,7 @@ def test_demo_twice_in_the_same_folder(tmp_path, ckpt, capsys, monkeypatch):
 
 
 def test_library_writer_refuses_too(tmp_path, ckpt):
-    from numerics import report
+    from numerics.report import writers as report
 
     analysis = numerics.analysis.analyze(str(ckpt))
     (tmp_path / "u").mkdir()
@@ -295,16 +296,16 @@ def test_modes_follow_the_umask(tmp_path, ckpt):
 
 BLOCKING = textwrap.dedent("""
     import sys, time
-    import numerics.registry, numerics.report, numerics.sweep_plots
+    import numerics.io.registry, numerics.report.writers, numerics.report.sweep_plots
 
     def block(*args, **kwargs):  # stands for a slow write: the signal arrives in the middle of it
         print("WRITING", flush=True)
         time.sleep(120)
 
-    numerics.report.summary_markdown = block
-    numerics.sweep_plots.plot_sweep = block
+    numerics.report.writers.summary_markdown = block
+    numerics.report.sweep_plots.plot_sweep = block
     CKPT = sys.argv.pop(1)
-    numerics.registry.fetch = lambda *args, **kwargs: CKPT
+    numerics.io.registry.fetch = lambda *args, **kwargs: CKPT
     from numerics.cli import main
     sys.exit(main(sys.argv[1:]))
 """)

@@ -17,13 +17,13 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from numerics import processes
-from numerics.checkpoint import open_checkpoint
+from numerics.parallel import workers
+from numerics.io.checkpoint import open_checkpoint
 from numerics.errors import CheckpointError
-from numerics.spectra import analyze_spectra, auto_processes, weight_stats, whole_matrix_work
+from numerics.spectra import checkpoint_spectra, auto_processes, weight_stats, whole_matrix_work
 from tests import synthetic
 
-pytestmark = pytest.mark.skipif(not processes.supported(), reason="worker processes need POSIX fork")
+pytestmark = pytest.mark.skipif(not workers.supported(), reason="worker processes need POSIX fork")
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -44,15 +44,15 @@ def _same(a, b) -> bool:
 
 @pytest.fixture
 def spy(monkeypatch):
-    """Every WholeMatrixPool that analyze_spectra creates, to see who ran the jobs."""
+    """Every WholeMatrixPool that checkpoint_spectra creates, to see who ran the jobs."""
     made = []
 
-    class Spy(processes.WholeMatrixPool):
-        def __init__(self, n):
-            super().__init__(n, local_until_ready=False)  # tiny test models: else the local thread is done first
+    class Spy(workers.WholeMatrixPool):
+        def __init__(self, n, **options):
+            super().__init__(n, **options, local_until_ready=False)  # tiny test models: else the local thread is done first
             made.append(self)
 
-    monkeypatch.setattr(processes, "WholeMatrixPool", Spy)
+    monkeypatch.setattr(workers, "WholeMatrixPool", Spy)
     return made
 
 
@@ -69,8 +69,8 @@ CASES = {
 def test_workers_give_bit_identical_statistics(tmp_path, spy, case):
     make, config, opts = CASES[case]
     ckpt = open_checkpoint(synthetic.write_checkpoint(tmp_path, make(), config, **opts))
-    local = analyze_spectra(ckpt, processes=0)
-    remote = analyze_spectra(ckpt, processes=2)
+    local = checkpoint_spectra(ckpt, processes=0)
+    remote = checkpoint_spectra(ckpt, processes=2)
     assert _same(local, remote)
     (pool,) = spy
     whole = sum(s.head is None for s in remote)
@@ -79,16 +79,16 @@ def test_workers_give_bit_identical_statistics(tmp_path, spy, case):
 
 def test_one_interpreter_per_worker_where_forking_is_not_used(tmp_path, spy, monkeypatch):
     # the macOS path (each worker its own interpreter), run here by switching off the fork
-    monkeypatch.setattr(processes, "FORK_WORKERS", False)
+    monkeypatch.setattr(workers, "FORK_WORKERS", False)
     make, config, opts = CASES["gpt2-conv1d-fused"]
     ckpt = open_checkpoint(synthetic.write_checkpoint(tmp_path, make(), config, **opts))
-    assert _same(analyze_spectra(ckpt, processes=0), analyze_spectra(ckpt, processes=2))
+    assert _same(checkpoint_spectra(ckpt, processes=0), checkpoint_spectra(ckpt, processes=2))
     assert len(spy[0]._procs) == 2 and spy[0].ran_remotely > 0 and spy[0].error is None
 
 
 def test_leading_k_jobs_run_on_workers_too(tmp_path, spy):
     ckpt = open_checkpoint(synthetic.write_checkpoint(tmp_path, synthetic.bert_state(layers=2), synthetic.bert_config(layers=2)))
-    assert _same(analyze_spectra(ckpt, processes=0, leading_k=4), analyze_spectra(ckpt, processes=2, leading_k=4))
+    assert _same(checkpoint_spectra(ckpt, processes=0, leading_k=4), checkpoint_spectra(ckpt, processes=2, leading_k=4))
     assert spy[0].ran_remotely == 2 * 6
 
 
@@ -117,7 +117,7 @@ def _jobs(ckpt):
 
 def test_a_killed_worker_loses_no_job(tmp_path):
     jobs = _jobs(_bert_file(tmp_path)) * 8
-    pool = processes.WholeMatrixPool(2)
+    pool = workers.WholeMatrixPool(2)
     try:
         _wait_for_workers(pool, 1)
         assert pool._worker_pids, pool.error
@@ -131,18 +131,18 @@ def test_a_killed_worker_loses_no_job(tmp_path):
 
 
 def test_without_workers_everything_runs_in_process(tmp_path, monkeypatch):
-    monkeypatch.setattr(processes, "supported", lambda: False)
+    monkeypatch.setattr(workers, "supported", lambda: False)
     jobs = _jobs(_bert_file(tmp_path, layers=1))
-    with processes.WholeMatrixPool(2) as pool:
+    with workers.WholeMatrixPool(2) as pool:
         results = [f.result(timeout=60) for f in [pool.submit(job, source) for job, source, _ in jobs]]
     assert _same(results, [want for _, _, want in jobs])
     assert pool.ran_locally == len(jobs) and pool.ran_remotely == 0 and "could not start" in pool.error
 
 
 def test_a_worker_that_cannot_start_is_reported_and_replaced_by_the_local_thread(tmp_path, monkeypatch):
-    monkeypatch.setattr(processes, "_BOOTSTRAP", "raise SystemExit('no numerics here')")
+    monkeypatch.setattr(workers, "_BOOTSTRAP", "raise SystemExit('no numerics here')")
     jobs = _jobs(_bert_file(tmp_path, layers=1))
-    with processes.WholeMatrixPool(2) as pool:
+    with workers.WholeMatrixPool(2) as pool:
         results = [f.result(timeout=60) for f in [pool.submit(job, source) for job, source, _ in jobs]]
     assert _same(results, [want for _, _, want in jobs])
     assert pool.ran_remotely == 0 and "no numerics here" in pool.error
@@ -151,7 +151,7 @@ def test_a_worker_that_cannot_start_is_reported_and_replaced_by_the_local_thread
 def test_an_error_in_a_worker_reaches_the_caller(tmp_path):
     (job, source, _), *_ = _jobs(_bert_file(tmp_path, layers=1))
     fn, args, _ = job
-    with processes.WholeMatrixPool(1) as pool:
+    with workers.WholeMatrixPool(1) as pool:
         _wait_for_workers(pool, 1)
         future = pool.submit((fn, args, {"kind": "bogus", "layer": 0}), source)
         with pytest.raises(ValueError, match="kind='bogus' must be one of"):
@@ -162,7 +162,7 @@ def test_an_error_in_a_worker_reaches_the_caller(tmp_path):
 def test_a_job_that_cannot_be_sent_fails_alone(tmp_path):
     jobs = _jobs(_bert_file(tmp_path, layers=1))
     (fn, args, kwargs), source, _ = jobs[0]
-    with processes.WholeMatrixPool(1, local_until_ready=False) as pool:
+    with workers.WholeMatrixPool(1, local_until_ready=False) as pool:
         bad = pool.submit((lambda name, w, **kw: fn(name, w, **kw), args, kwargs), source)  # lambdas do not pickle
         good = [pool.submit(job, src) for job, src, _ in jobs]
         with pytest.raises(TypeError, match="cannot be sent to a worker process"):
@@ -176,7 +176,7 @@ def test_a_file_changed_under_the_workers_is_a_checkpoint_error(tmp_path):
     (job, source, _), *_ = _jobs(ckpt)
     with open(source.path, "r+b") as fh:
         fh.truncate(source.info.data_start + source.info.begin + 4)
-    with processes.WholeMatrixPool(1) as pool:
+    with workers.WholeMatrixPool(1) as pool:
         _wait_for_workers(pool, 1)
         with pytest.raises(CheckpointError, match="is truncated") as info:
             pool.submit(job, source).result(timeout=60)
@@ -192,20 +192,20 @@ def test_nan_in_a_feedforward_matrix_is_found_by_the_worker(tmp_path, spy):
     state[name][3, 2] = np.nan
     ckpt = open_checkpoint(synthetic.write_checkpoint(tmp_path, state, synthetic.bert_config(layers=2)))
     with pytest.raises(CheckpointError, match="contains NaN") as info:
-        analyze_spectra(ckpt, processes=2)
+        checkpoint_spectra(ckpt, processes=2)
     assert info.value.tensor == name and info.value.file.endswith("model.safetensors")
     with pytest.raises(CheckpointError, match="contains NaN"):
-        analyze_spectra(ckpt, processes=0)
+        checkpoint_spectra(ckpt, processes=0)
 
 
 def test_the_calling_process_loads_only_the_attention_matrices(tmp_path, spy, monkeypatch):
-    import numerics.checkpoint as checkpoint_module
+    import numerics.io.checkpoint as checkpoint_module
 
     loaded = []
     original = checkpoint_module.load_tensor
     monkeypatch.setattr(checkpoint_module, "load_tensor", lambda path, name, info, **kw: loaded.append(name) or original(path, name, info, **kw))
     ckpt = open_checkpoint(synthetic.write_checkpoint(tmp_path, synthetic.bert_state(layers=2), synthetic.bert_config(layers=2)))
-    stats = analyze_spectra(ckpt, processes=2)
+    stats = checkpoint_spectra(ckpt, processes=2)
     assert len(stats) == 2 * (4 + 2 * 3 + 2) and spy[0].ran_remotely == 2 * 6
     assert loaded and not any("intermediate" in n or n.endswith("output.dense.weight") and "attention" not in n for n in loaded)
     assert len(loaded) == 2 * 4  # q, k, v, o of each layer, for the per-head products
@@ -213,7 +213,7 @@ def test_the_calling_process_loads_only_the_attention_matrices(tmp_path, spy, mo
 
 def test_cancel_drops_queued_jobs_and_stops_the_workers(tmp_path):
     jobs = _jobs(_bert_file(tmp_path, hidden=192, ff=384)) * 50  # 600 SVDs of 192 x 192: seconds of work
-    pool = processes.WholeMatrixPool(2)
+    pool = workers.WholeMatrixPool(2)
     futures = [pool.submit(job, source) for job, source, _ in jobs]
     _wait_for_workers(pool, 2)
     pids = list(pool._worker_pids)
@@ -245,10 +245,10 @@ def test_a_script_without_main_guard_runs_once(tmp_path):
     folder = synthetic.write_checkpoint(tmp_path / "ck", synthetic.bert_state(layers=2), synthetic.bert_config(layers=2))
     script = tmp_path / "unguarded.py"
     script.write_text(textwrap.dedent(f"""
-        from numerics.checkpoint import open_checkpoint
-        from numerics.spectra import analyze_spectra
+        from numerics.io.checkpoint import open_checkpoint
+        from numerics.spectra import checkpoint_spectra
         print("MARKER", flush=True)
-        stats = analyze_spectra(open_checkpoint({str(folder)!r}), processes=2)
+        stats = checkpoint_spectra(open_checkpoint({str(folder)!r}), processes=2)
         print("DONE", len(stats), flush=True)
     """))
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -286,7 +286,7 @@ def _worker_processes() -> list[int]:
                 cmdline = (entry / "cmdline").read_bytes()
             except OSError:
                 continue
-            if b"numerics.processes import _zygote" in cmdline:
+            if b"numerics.parallel.workers import worker_main" in cmdline:
                 found.append(int(entry.name))
     return found
 
@@ -303,10 +303,10 @@ def test_auto_processes_needs_two_cpus_and_enough_work(monkeypatch):
     # sum of a*b*min(a,b): 4 attention matrices 384^3 and 2 FF matrices 384^2*1536, per layer
     assert whole_matrix_work(minilm) == 6 * (4 * 384**3 + 2 * 384**2 * 1536)
     assert whole_matrix_work(minilm, leading_k=9) == 6 * (4 * 384**2 * 10 + 2 * 384 * 1536 * 10)
-    monkeypatch.setattr(processes, "available_cpus", lambda: 2)
+    monkeypatch.setattr(workers, "available_cpus", lambda: 2)
     assert auto_processes(minilm) == 2 and auto_processes(small) == 0
     assert auto_processes(minilm, leading_k=9) == 0
-    monkeypatch.setattr(processes, "available_cpus", lambda: 1)
+    monkeypatch.setattr(workers, "available_cpus", lambda: 1)
     assert auto_processes(minilm) == 0
 
 
@@ -314,6 +314,6 @@ def test_processes_argument_is_checked(tmp_path):
     ckpt = open_checkpoint(synthetic.write_checkpoint(tmp_path, synthetic.bert_state(layers=1), synthetic.bert_config(layers=1)))
     for bad in (-1, 1.5, True, "2"):
         with pytest.raises(ValueError, match="processes="):
-            analyze_spectra(ckpt, processes=bad)
+            checkpoint_spectra(ckpt, processes=bad)
     with pytest.raises(ValueError, match="processes="):
-        processes.WholeMatrixPool(0)
+        workers.WholeMatrixPool(0)

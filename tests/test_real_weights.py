@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from numerics.bounds import BoundSettings, rademacher
-from numerics.analysis import build_terms
-from numerics.report import summary_markdown
+from numerics.bounds import build_terms
+from numerics.report.tables import summary_markdown
 from tests.synthetic import stats_from_analysis
 
 
@@ -93,7 +93,7 @@ def test_c6_on_mpnet_base_as_found(mpnet_base_analysis):
     Asserted: the claims module's verdict for this checkpoint is the one recomputed here
     from the report's rows and singular values, whichever way it goes.
     """
-    from numerics import claims
+    from numerics.experiments import claims
 
     a = mpnet_base_analysis
     heads = [m for m in a.matrices if m["kind"] in ("qk", "vo")]

@@ -1,11 +1,12 @@
-"""Schatten quantities and baseline norms against their definitions."""
+"""Schatten quantities and baseline norms against their definitions (symbolic in theory, numeric in numerics)."""
 
 import numpy as np
 import pytest
 import sympy as sp
 from hypothesis import given, strategies as st
 
-from theory.schatten import norm_1_1, norm_2_1, numerical_rank, rank_as_limit, schatten_power, stable_rank
+from numerics.spectra.stats import norm_1_1, norm_2_1, numerical_rank, schatten_power, stable_rank
+from theory.schatten import rank_as_limit
 
 
 def test_rank_is_the_p_to_zero_limit():

@@ -22,12 +22,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import synthetic
-from numerics import spectra
-from numerics.checkpoint import open_checkpoint
+from numerics.spectra import stats as stats_module
+from numerics._util import blas
+from numerics.io.checkpoint import open_checkpoint
 from numerics.errors import FetchError
 from numerics.spectra import (
     DTYPE_EPS,
-    analyze_spectra,
+    checkpoint_spectra,
     layer_matrices,
     matrix_stats,
     product_singular_values,
@@ -162,7 +163,7 @@ def test_product_stats_norms_match_explicit_product() -> None:
 
 
 def test_product_norm_1_1_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(spectra, "_NORM_BLOCK_ROWS", 7)  # several row blocks, last one partial
+    monkeypatch.setattr(stats_module, "_NORM_BLOCK_ROWS", 7)  # several row blocks, last one partial
     rng = np.random.default_rng(6)
     a, b = rng.standard_normal((30, 4)), rng.standard_normal((25, 4))
     assert math.isclose(product_stats("p", a, b, kind="vo", layer=0, head=0).norm_1_1, np.abs(a @ b.T).sum(), rel_tol=1e-12)
@@ -312,7 +313,7 @@ def test_analyze_spectra_matches_serial(bert_ckpt) -> None:
         for s in layer_matrices(layer, num_heads=3, num_kv_heads=3, head_dim=8, dtype_eps=DTYPE_EPS["F32"])
     ]
     seen: list[tuple[int, int, str]] = []
-    parallel = analyze_spectra(bert_ckpt, progress=lambda done, total, name: seen.append((done, total, name)))
+    parallel = checkpoint_spectra(bert_ckpt, progress=lambda done, total, name: seen.append((done, total, name)))
     total = 3 * (4 + 2 * 3 + 1 + 1)
     assert len(parallel) == total
     assert _fingerprint(parallel) == _fingerprint(serial)
@@ -323,25 +324,25 @@ def test_analyze_spectra_matches_serial(bert_ckpt) -> None:
 
 def test_analyze_spectra_uses_given_executor(bert_ckpt) -> None:
     ex = SyncExecutor()
-    res = analyze_spectra(bert_ckpt, executor=ex, layers_in_flight=1)
+    res = checkpoint_spectra(bert_ckpt, executor=ex, layers_in_flight=1)
     assert ex.submitted == len(res) == 36
     with ThreadPoolExecutor(max_workers=3) as pool:
-        assert _fingerprint(analyze_spectra(bert_ckpt, executor=pool)) == _fingerprint(res)
+        assert _fingerprint(checkpoint_spectra(bert_ckpt, executor=pool)) == _fingerprint(res)
         pool.submit(int)  # a given executor is not shut down
     with pytest.raises(ValueError, match="layers_in_flight=0"):
-        analyze_spectra(bert_ckpt, layers_in_flight=0)
+        checkpoint_spectra(bert_ckpt, layers_in_flight=0)
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="forkserver start method")
 def test_analyze_spectra_with_process_pool(bert_ckpt) -> None:
     # Tasks and results must pickle (process pools, dask's get_executor()).
     with ProcessPoolExecutor(max_workers=2, mp_context=multiprocessing.get_context("forkserver")) as pool:
-        res = analyze_spectra(bert_ckpt, executor=pool)
-    assert _fingerprint(res) == _fingerprint(analyze_spectra(bert_ckpt, executor=SyncExecutor()))
+        res = checkpoint_spectra(bert_ckpt, executor=pool)
+    assert _fingerprint(res) == _fingerprint(checkpoint_spectra(bert_ckpt, executor=SyncExecutor()))
 
 
 def test_analyze_spectra_restores_blas_threads(bert_ckpt) -> None:
-    libs = spectra._loaded_openblas()
+    libs = blas.loaded_openblas()
     before = [get() for get, _ in libs]
     inside: list[list[int]] = []
 
@@ -349,7 +350,7 @@ def test_analyze_spectra_restores_blas_threads(bert_ckpt) -> None:
         if done == 1:
             inside.append([get() for get, _ in libs])
 
-    analyze_spectra(bert_ckpt, progress=progress)
+    checkpoint_spectra(bert_ckpt, progress=progress)
     assert [get() for get, _ in libs] == before
     if libs and not _has_threadpoolctl():
         assert inside == [[1] * len(libs)]
@@ -370,7 +371,7 @@ def test_analyze_spectra_propagates_checkpoint_errors(tmp_path) -> None:
     from numerics.errors import CheckpointError
 
     with pytest.raises(CheckpointError, match=r"'encoder.layer.1.output.dense.weight' contains Inf"):
-        analyze_spectra(ckpt)
+        checkpoint_spectra(ckpt)
 
 
 # =========================================================================== real weights (C6)
@@ -400,7 +401,7 @@ def test_c6_on_minilm_l6() -> None:
     assert (ckpt.num_layers, ckpt.hidden_size, ckpt.num_heads, ckpt.head_dim, ckpt.intermediate_size) == (6, 384, 12, 32, 1536)
     assert ckpt.dtype == "F32"
     start = time.perf_counter()
-    stats = analyze_spectra(ckpt)
+    stats = checkpoint_spectra(ckpt)
     elapsed = time.perf_counter() - start
     assert len(stats) == 6 * (4 + 24 + 2)
     heads = [s for s in stats if s.kind in ("qk", "vo")]
@@ -414,10 +415,10 @@ def test_c6_on_minilm_l6() -> None:
             assert statistics.median(map(measure, ff)) > statistics.median(map(measure, per_head))
     # The whole matrices are full rank at the float32 tolerance (or one short).
     assert all(s.rank >= 383 for s in stats if s.kind in ("q", "k", "v", "o", "ff1", "ff2"))
-    print(f"analyze_spectra on MiniLM-L6: {len(stats)} matrices in {elapsed:.2f} s", file=sys.stderr)
+    print(f"checkpoint_spectra on MiniLM-L6: {len(stats)} matrices in {elapsed:.2f} s", file=sys.stderr)
 
 
 def _fetch_minilm():
-    from numerics import registry
+    from numerics.io import registry
 
     return registry.fetch("minilm-l6", progress=None)

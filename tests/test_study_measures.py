@@ -13,9 +13,9 @@ import sys
 import numpy as np
 import pytest
 
-from numerics import lambdified
-from numerics.analysis import ModelSettings, analyze, build_terms
-from numerics.bounds import DEFAULT_P_GRID, BoundSettings
+from numerics.bounds import compiled
+from numerics.analysis import analyze
+from numerics.bounds import DEFAULT_P_GRID, BoundSettings, ModelSettings, build_terms
 from numerics.study import measures
 from numerics.study.measures import (
     REGISTRY,
@@ -118,7 +118,7 @@ def test_common_p_measures_against_a_term_by_term_proxy(analysis):
         total = 0.0
         for t in terms:
             R = float(np.sum(np.sort(t.singular_values)[::-1][: t.rank] ** p))
-            a = lambdified.thm41_coefficient_without_logs(t.cover_kind, p=p, R=R, B=t.input_scale, a=t.shape[0], b=t.shape[1])
+            a = compiled.thm41_coefficient_without_logs(t.cover_kind, p=p, R=R, B=t.input_scale, a=t.shape[0], b=t.shape[1])
             total += (a * math.exp(p * t.log_rho)) ** (1 / (1 + p))
         assert values[name] == pytest.approx((1 + p) / 2 * math.log(total) - math.log(GAMMA), rel=1e-10), name
     # phi_sa is the minimum over the grid

@@ -1,4 +1,4 @@
-"""Scaling sweep (:mod:`numerics.sweep`, :mod:`numerics.sweep_plots`).
+"""Scaling sweep (:mod:`numerics.experiments.scaling`, :mod:`numerics.report.sweep_plots`).
 
 Synthetic BERT checkpoints (random weights, :mod:`tests.synthetic`) at several depths and
 widths are swept once per module. References are independent of the code under test:
@@ -24,17 +24,17 @@ import pytest
 from numerics.analysis import analyze
 from numerics.bounds import BoundSettings
 from numerics.errors import CheckpointError
-from numerics.sweep import (
+from numerics.experiments.claims import evaluate_c8
+from numerics.experiments.scaling import (
     BERT_MINIATURES,
     SweepResult,
     SweepRow,
-    evaluate_c8,
     expand_grid,
     fit_slopes,
     sweep,
-    sweep_rows_json,
 )
-from numerics.sweep_plots import plot_sweep
+from numerics.report.tables import sweep_rows_json
+from numerics.report.sweep_plots import plot_sweep
 from synthetic import bert_config, bert_state, write_checkpoint
 
 FAST = BoundSettings(p_grid=(0.0, 1.0, 2.0), grid_points=48)
@@ -121,7 +121,7 @@ def test_results_do_not_depend_on_the_executor(folders: list[str], serial: Sweep
 
 
 def test_registry_names_are_fetched(folders: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    import numerics.registry
+    import numerics.io.registry
 
     asked: list[str] = []
 
@@ -129,7 +129,7 @@ def test_registry_names_are_fetched(folders: list[str], monkeypatch: pytest.Monk
         asked.append(name)
         return Path(folders[0])
 
-    monkeypatch.setattr(numerics.registry, "fetch", fake_fetch)
+    monkeypatch.setattr(numerics.io.registry, "fetch", fake_fetch)
     result = sweep(["minilm-l6"], settings=FAST)
     assert asked == ["minilm-l6"]
     assert result.rows[0].source == "minilm-l6" and result.rows[0].path == folders[0]

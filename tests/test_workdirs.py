@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from numerics.workdirs import LOCK_NAME, remove_abandoned, work_folder
+from numerics._util.workdirs import LOCK_NAME, remove_abandoned, work_folder
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="flock-based recognition is POSIX only")
 
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.skipif(os.name != "posix", reason="flock-based recognit
 _HOLDER = textwrap.dedent(
     """
     import sys, time
-    from numerics.workdirs import work_folder
+    from numerics._util.workdirs import work_folder
     with work_folder(sys.argv[1], ".job-") as folder:
         (folder / "partial.bin").write_bytes(b"x" * 1000)
         print(folder, flush=True)

@@ -3,8 +3,9 @@ and the network a checkpoint computes (biases, norm layers, activations, gated b
 
 Each module is one concept; see the module docstrings for the mathematics,
 the lemma each step rests on and whether it is verbatim or reconstructed.
-Sub-modules load on first use (``from theory import thm41`` works as usual), so the
-numeric half can import :mod:`theory._validate` without importing SymPy.
+Sub-modules load on first use (``from theory import thm41`` works as usual): importing
+``theory`` alone costs nothing. ``theory`` never imports ``numerics``; the numeric half
+turns these forms into functions (:mod:`numerics.bounds.codegen`, :mod:`numerics.bounds.compiled`).
 """
 
 from __future__ import annotations

@@ -201,8 +201,9 @@ def _critical_points(h_float: Callable[[Any], Any], T: float, delta: float) -> l
     Not rigorous, and need not be: the points only place brackets; a missed zero leaves a
     piece the bisection of :func:`_sup_on_compact` must still decide.
     """
+    # slow: numpy, scipy (the certificate alone needs them; the registry imports without)
     import numpy as np
-    from scipy.optimize import brentq  # scipy is slow to import; only the certificate needs it
+    from scipy.optimize import brentq
 
     grid = np.linspace(-T + 2 * delta, T - 2 * delta, 8001)
     values = np.asarray(h_float(grid), dtype=np.float64)

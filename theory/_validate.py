@@ -1,4 +1,4 @@
-"""Argument checks shared by the symbolic and numeric entry points.
+"""Argument checks of the symbolic entry points (the numeric ones are :mod:`numerics._util.checks`).
 
 Validation is three-valued in the style of ``sympy.stats``: a SymPy argument whose
 condition cannot be decided (a symbol with assumptions) passes; an argument for

@@ -60,7 +60,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    import sympy as sp
+    import sympy as sp  # slow: sympy (the registry of slopes is read without it)
 
     from theory._certify import SlopeCertificate
 
@@ -192,7 +192,7 @@ def activation(hidden_act: object) -> Activation:
 
 
 def _t() -> sp.Symbol:
-    import sympy as sp
+    import sympy as sp  # slow: sympy (the registry of slopes is read without it)
 
     return sp.Symbol("t", real=True)
 
@@ -209,7 +209,7 @@ def formula(key: str) -> sp.Expr:
     Smooth entries only (``gelu_erf``, ``gelu_tanh``, ``gelu_fast``, ``silu``, ``quick_gelu``, ``tanh``,
     ``identity``); the piecewise ones are exact by inspection.
     """
-    import sympy as sp
+    import sympy as sp  # slow: sympy (the registry of slopes is read without it)
 
     t = _t()
     k = sp.Rational(_KAPPA)
@@ -232,7 +232,7 @@ def gate_argument(key: str) -> sp.Expr:
 
     tanh-GELU: ``(1 + tanh(u))/2 = sigmoid(2u)``, so ``phi = 2 sqrt(2/pi)(t + 0.044715 t^3)``.
     """
-    import sympy as sp
+    import sympy as sp  # slow: sympy (the registry of slopes is read without it)
 
     t = _t()
     k = sp.Rational(_KAPPA)
@@ -249,7 +249,7 @@ def gate_argument(key: str) -> sp.Expr:
 
 def gate(key: str) -> sp.Expr:
     """The gate ``f(t)/t`` (values in ``(0, 1)``, which gives ``|f(t)| <= |t|``) of a smooth entry."""
-    import sympy as sp
+    import sympy as sp  # slow: sympy (the registry of slopes is read without it)
 
     return sp.simplify(formula(key) / _t())
 
@@ -262,7 +262,7 @@ def gelu_slope_extrema() -> tuple[sp.Expr, sp.Expr, sp.Expr]:
     with its limits ``1`` (``t -> oo``) and ``0`` (``t -> -oo``): the critical values are
     the extrema because ``f'`` has no other stationary point.
     """
-    import sympy as sp
+    import sympy as sp  # slow: sympy (the registry of slopes is read without it)
 
     t = _t()
     g = sp.diff(formula("gelu_erf"), t)
@@ -280,6 +280,6 @@ def gelu_slope_extrema() -> tuple[sp.Expr, sp.Expr, sp.Expr]:
 @lru_cache(maxsize=None)
 def certify(key: str) -> SlopeCertificate:
     """Run the interval-arithmetic certificate (:func:`theory._certify.certify_gated`) for a gated entry."""
-    from theory._certify import certify_gated
+    from theory._certify import certify_gated  # slow: sympy, mpmath (only a re-run certificate needs them)
 
     return certify_gated(gate_argument(key), _t())

@@ -16,8 +16,9 @@ Writing ``eps_j = eps w_j / rho_j`` with ``w`` on the simplex and
           \qquad w_j^\star \propto c_j^{1/(1+p)} .
 
 At ``p = 2`` this is Bartlett et al.'s ``(sum (.)^(2/3))^3``. Mixed indices are
-solved numerically and exactly (one multiplier, a 1-D root find) in
-:mod:`numerics.allocation`.
+solved numerically and exactly (one multiplier, Newton's method on its logarithm) in
+:mod:`numerics.bounds.theorem31`; ``tests/oracles/allocation.py`` solves them by a bracketed
+root find, as a reference for the tests.
 
 *Status:* the composition rule is verbatim (standard); its use with the
 Theorem 4.1 covers is the paper's construction as reconstructed in MATH.md.

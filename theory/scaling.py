@@ -222,8 +222,8 @@ def scale_form(config: Mapping[str, Any]) -> sp.Expr:
     Same rules and refusals as :func:`score_scale`; e.g. ``1/sqrt(d_h)``,
     ``1/(sqrt(d_h) (ell + 1))``, ``1/sqrt(query_pre_attn_scalar)``, ``attention_multiplier``, ``1``.
     """
+    # slow: sympy (score_scale reads a config without it; theory.symbols imports sympy)
     import sympy as sp
-
     from theory.symbols import SYMBOLS
 
     form, _parameter, inverse_layer = _rule(config)

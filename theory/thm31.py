@@ -13,7 +13,7 @@ r"""Theorem 3.1: the multi-layer Transformer bound with post hoc Schatten indice
 4. the margin bound with the post hoc union cost (:mod:`theory.margin`).
 
 For mixed indices the allocation and the integral are solved numerically
-(:mod:`numerics.allocation`, :mod:`numerics.bounds`).
+(:mod:`numerics.bounds.theorem31`).
 """
 
 from __future__ import annotations

@@ -84,8 +84,9 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from numerics.analysis import GROUP_OF_KIND, Analysis
-from numerics.bounds import DEFAULT_P_GRID
+from numerics.analysis import Analysis
+from numerics.bounds.terms import GROUP_OF_KIND
+from numerics.bounds.theorem31 import DEFAULT_P_GRID
 
 __all__ = [
     "MeasureFunction",

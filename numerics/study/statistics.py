@@ -64,12 +64,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
 
-from numerics.sweep import least_squares
+from numerics._util.fitting import least_squares
+from numerics._util.jsonsafe import finite_json
 
 __all__ = [
     "Table",
@@ -96,27 +97,10 @@ Table = Sequence[Mapping[str, Any]]
 Variant = Literal["a", "b"]
 
 
-def _plain(obj: Any) -> Any:
-    """JSON-ready data: dataclasses as dicts, tuples as lists, numpy scalars as Python, non-finite as None."""
-    if hasattr(obj, "__dataclass_fields__"):
-        return {f.name: _plain(getattr(obj, f.name)) for f in fields(obj)}
-    if isinstance(obj, (bool, np.bool_)):
-        return bool(obj)
-    if isinstance(obj, (int, np.integer)):
-        return int(obj)
-    if isinstance(obj, (float, np.floating)):
-        return float(obj) if math.isfinite(obj) else None
-    if isinstance(obj, Mapping):
-        return {str(k): _plain(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_plain(v) for v in obj]
-    return obj
-
-
 class _AsDict:
     def as_dict(self) -> dict[str, Any]:
         """Plain JSON-ready data (non-finite floats become ``None``)."""
-        out = _plain(self)
+        out = finite_json(self)
         assert isinstance(out, dict)
         return out
 
@@ -673,7 +657,7 @@ def loglog_slopes(table: Table, measure: str, axis: str, fixed: Sequence[str], *
 
         (\hat a, \hat b) = \arg\min_{a, b} \sum_{i \in G} (\log \mu_i - a - b \log x_i)^2
 
-    (:func:`numerics.sweep.least_squares`, the fit of claim C8 in :mod:`numerics.sweep`). Rows
+    (:func:`numerics._util.fitting.least_squares`, the fit of claim C8 in :mod:`numerics.experiments.scaling`). Rows
     of a group that differ only in columns outside ``fixed`` (seeds) are all points of its fit.
 
     Args:

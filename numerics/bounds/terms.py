@@ -1,0 +1,172 @@
+"""Per-matrix statistics -> the terms of Theorem 3.1: spectra plus propagation factors.
+
+The Transformer model (documented in :mod:`theory.lipschitz`): rows after each
+LayerNorm have norm at most ``B`` (default ``sqrt(N)``, the norm of a LayerNorm
+output with unit gain and zero bias); the activation is ``L_sigma``-Lipschitz
+(default 1.13, the largest slope of GELU); residual connections add 1.
+
+Matrices in the bound: per-head ``W_QK^h`` (bilinear cover, rank bound ``d_h``),
+per-head ``W_VO^h`` (vector cover, rank bound ``d_h``), and every feedforward
+matrix (vector cover). Whole ``Q, K, V, O`` are reported but do not enter the
+bound (the per-head products do). Tie groups follow the paper's
+``p in [0,2]^(3L)``: per layer, ``qk``, ``v`` (the VO products) and ``ff``
+(:data:`GROUP_OF_KIND`).
+
+:func:`build_terms` turns :class:`~numerics.spectra.stats.MatrixStats` into
+:class:`MatrixTerm` records, with each matrix's propagation factor ``rho_j`` (the product of
+the Lipschitz constants of what comes after it) in log space: deep models overflow floats.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from scipy.special import logsumexp
+
+from numerics.spectra.stats import schatten_power
+
+__all__ = ["GROUP_OF_KIND", "MAX_MODEL_CONSTANT", "ModelSettings", "MatrixTerm", "log_after", "build_terms"]
+
+#: The tie group type of each kind of matrix in the bound: per layer one Schatten index for the
+#: QK products, one for the VO products (``v``) and one for the feedforward matrices (``ff``).
+GROUP_OF_KIND = {"qk": "qk", "vo": "v", "ff1": "ff", "ff2": "ff"}
+
+#: Largest input norm B and activation constant accepted: B^4 and the like stay finite floats.
+MAX_MODEL_CONSTANT = 1e50
+
+
+@dataclass(frozen=True)
+class ModelSettings:
+    """Modelling constants of the Lipschitz model.
+
+    Attributes:
+        input_norm: ``B``, bound on token rows after LayerNorm; ``None`` means ``sqrt(N)``.
+        activation_lipschitz: ``L_sigma`` (GELU: 1.13).
+    """
+
+    input_norm: float | None = None
+    activation_lipschitz: float = 1.13
+
+    def __post_init__(self) -> None:
+        for name in ("input_norm", "activation_lipschitz"):
+            v = getattr(self, name)
+            if v is None and name == "input_norm":
+                continue
+            if not (isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v <= MAX_MODEL_CONSTANT):
+                raise ValueError(f"{name}={v!r} must be positive and at most {MAX_MODEL_CONSTANT:.0e} "
+                                 "(powers of it must stay finite floats).")
+
+
+@dataclass(frozen=True)
+class MatrixTerm:
+    """One matrix as Theorem 3.1 sees it.
+
+    Attributes:
+        name: identifier (tensor name, with ``[head h]`` for per-head products).
+        kind: ``qk`` (bilinear cover) or ``vo``/``ff1``/``ff2`` (vector cover).
+        shape: ``(a, b)``; rank_bound: ``r`` (``d_h`` for per-head products).
+        singular_values: all singular values (float64).
+        rank: numerical rank (``S_0``).
+        log_rho: log of the propagation factor ``rho_j``.
+        input_scale: ``B_j``, the bound on the rows entering the matrix.
+        group: the tie group (e.g. ``"layer3/qk"``); one index per group.
+    """
+
+    name: str
+    kind: str
+    shape: tuple[int, int]
+    rank_bound: int
+    singular_values: np.ndarray = field(repr=False)
+    rank: int
+    log_rho: float
+    input_scale: float
+    group: str
+
+    @property
+    def cover_kind(self) -> str:
+        return "bilinear" if self.kind == "qk" else "vector"
+
+    @property
+    def spectral_norm(self) -> float:
+        return float(self.singular_values.max()) if self.singular_values.size else 0.0
+
+    def schatten(self, p: np.ndarray) -> np.ndarray:
+        """``S_p`` on the retained spectrum (``S_0`` = rank)."""
+        sv = np.sort(self.singular_values)[::-1][: max(self.rank, 0)]
+        return schatten_power(sv, p)
+
+
+def _norm_tables(stats: Sequence[Any]) -> tuple[dict[tuple[int, str, int | None], float], defaultdict[tuple[int, str], float]]:
+    """Spectral norms read once: per head ``(layer, "qk"|"vo", head)`` and per layer the sum over
+    the ``ff1``/``ff2`` matrices ``(layer, kind)`` (a gated MLP's two input matrices are bounded by the sum)."""
+    heads = {(st.layer, st.kind, st.head): st.spectral_norm for st in stats if st.kind in ("qk", "vo")}
+    ff: defaultdict[tuple[int, str], float] = defaultdict(float)
+    for st in stats:
+        if st.kind in ("ff1", "ff2"):
+            ff[(st.layer, st.kind)] += st.spectral_norm
+    return heads, ff
+
+
+def log_after(log_values: np.ndarray) -> np.ndarray:
+    """``log`` of the product of every later entry: ``sum_{k > i} log_values[k]`` (0 for the last)."""
+    return np.concatenate([np.cumsum(log_values[::-1])[::-1][1:], [0.0]])
+
+
+def _layer_lipschitz_logs(heads: dict[tuple[int, str, int | None], float], ff: dict[tuple[int, str], float],
+                          num_layers: int, B: float, L_sigma: float) -> tuple[np.ndarray, np.ndarray]:
+    """log Lipschitz constants of each layer's attention block and feedforward block."""
+    # log of sum_h ||W_VO^h|| (1 + 4 B^2 ||W_QK^h||) per layer, in log space (B may be huge)
+    terms: list[list[float]] = [[] for _ in range(num_layers)]
+    with np.errstate(divide="ignore"):
+        for (layer, kind, h), s_vo in heads.items():
+            if kind == "vo" and s_vo > 0:
+                log_qk = math.log(4.0) + 2 * math.log(B) + float(np.log(heads.get((layer, "qk", h), 0.0)))
+                terms[layer].append(math.log(s_vo) + float(np.logaddexp(0.0, log_qk)))
+        log_attn = np.array([float(logsumexp(t)) if t else -math.inf for t in terms])
+        log_ff = np.array([math.log(L_sigma) + float(np.log(ff.get((layer, "ff1"), 0.0)) + np.log(ff.get((layer, "ff2"), 0.0)))
+                           for layer in range(num_layers)])
+    return np.logaddexp(0.0, log_attn), np.logaddexp(0.0, log_ff)
+
+
+def build_terms(stats: Sequence[Any], *, num_layers: int, hidden_size: int, model: ModelSettings = ModelSettings()) -> tuple[list[MatrixTerm], dict[str, Any]]:
+    """Turn per-matrix statistics into :class:`MatrixTerm` records with propagation factors.
+
+    Returns the terms and a dict of the per-layer log Lipschitz constants (for reports).
+    """
+    B = model.input_norm if model.input_norm is not None else math.sqrt(hidden_size)
+    Ls = model.activation_lipschitz
+    head_norm, ff_norm = _norm_tables(stats)
+    log_attn, log_ff = _layer_lipschitz_logs(head_norm, ff_norm, num_layers, B, Ls)
+    # log of the product of every block after (layer, block): block 0 = attention, 1 = feedforward
+    after = log_after(np.stack([log_attn, log_ff], axis=1).ravel())
+    terms = []
+    for st in stats:
+        if st.kind not in GROUP_OF_KIND:
+            continue
+        layer = st.layer
+        if st.kind == "qk":
+            local = math.log(2 * B * head_norm.get((layer, "vo", st.head), 0.0) or 1e-300)
+            downstream = after[2 * layer]
+            scale = B
+        elif st.kind == "vo":
+            local, downstream, scale = 0.0, after[2 * layer], B
+        elif st.kind == "ff1":
+            local = math.log(Ls * ff_norm[(layer, "ff2")] or 1e-300)
+            downstream, scale = after[2 * layer + 1], B
+        else:
+            local, downstream = 0.0, after[2 * layer + 1]
+            scale = Ls * ff_norm[(layer, "ff1")] * B
+        terms.append(MatrixTerm(
+            name=st.name, kind=st.kind, shape=tuple(st.shape), rank_bound=int(st.rank_bound),
+            singular_values=np.asarray(st.singular_values, dtype=np.float64), rank=int(st.rank),
+            log_rho=float(local + downstream), input_scale=float(scale if scale > 0 else 1e-300),
+            group=f"layer{layer}/{GROUP_OF_KIND[st.kind]}",
+        ))
+    info = {"input_norm": B, "activation_lipschitz": Ls, "log_lipschitz_attention": log_attn.tolist(),
+            "log_lipschitz_feedforward": log_ff.tolist()}
+    return terms, info

@@ -1,0 +1,35 @@
+"""Stage 8: experiments over many checkpoints, and the paper's claims.
+
+* :mod:`~numerics.experiments.scaling`: the sweep of the proxies across checkpoints and their log-log slopes;
+* :mod:`~numerics.experiments.claims`: the claims C1-C9, measured, and their README table.
+"""
+
+from numerics.experiments.scaling import BERT_MINIATURES as BERT_MINIATURES
+from numerics.experiments.scaling import expand_grid as expand_grid
+from numerics.experiments.scaling import fit_slopes as fit_slopes
+from numerics.experiments.scaling import GRIDS as GRIDS
+from numerics.experiments.scaling import SlopeFit as SlopeFit
+from numerics.experiments.scaling import sweep as sweep
+from numerics.experiments.scaling import sweep_row as sweep_row
+from numerics.experiments.scaling import SweepResult as SweepResult
+from numerics.experiments.scaling import SweepRow as SweepRow
+from numerics.experiments.claims import Claim as Claim
+from numerics.experiments.claims import CLAIMS as CLAIMS
+from numerics.experiments.claims import claims_json as claims_json
+from numerics.experiments.claims import claims_report as claims_report
+from numerics.experiments.claims import ClaimsReport as ClaimsReport
+from numerics.experiments.claims import evaluate_c8 as evaluate_c8
+from numerics.experiments.claims import markdown_table as markdown_table
+from numerics.experiments.claims import measure as measure
+from numerics.experiments.claims import Measurement as Measurement
+from numerics.experiments.claims import README_BEGIN as README_BEGIN
+from numerics.experiments.claims import README_END as README_END
+from numerics.experiments.claims import readme_table as readme_table
+from numerics.experiments.claims import REAL_CHECKPOINTS as REAL_CHECKPOINTS
+from numerics.experiments.claims import run_claim_tests as run_claim_tests
+from numerics.experiments.claims import update_readme as update_readme
+
+from numerics.experiments import claims, scaling
+
+#: The public names of the modules above, in their order.
+__all__ = [*scaling.__all__, *claims.__all__]

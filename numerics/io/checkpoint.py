@@ -1,0 +1,637 @@
+"""Open a Transformer checkpoint and stream its layers' weight matrices.
+
+:func:`open_checkpoint` reads only headers and ``config.json``: it resolves the files,
+matches the tensor names against the architecture maps (:mod:`numerics.io.architectures`),
+checks that every layer has every matrix with consistent shapes and that the head count is
+known and divides the widths, and lists every other tensor as skipped with a reason. No
+weight is loaded until :meth:`Checkpoint.iter_layers` asks for a layer; then only that
+layer's matrices are read (memory-mapped, :mod:`numerics.io.safetensors_reader`) and widened to
+float64, so peak memory is about one layer, whatever the model's size.
+
+Accepted sources:
+
+* a ``.safetensors`` file (``config.json`` is looked for beside it);
+* a ``model.safetensors.index.json`` file, or a folder holding ``config.json`` and either one
+  ``model.safetensors`` (or exactly one ``*.safetensors``) or the index and its shards;
+* a HuggingFace repository id ``org/name``, when ``huggingface_hub`` is installed (extra
+  ``specbound[hub]``): ``snapshot_download(allow_patterns=["*.json", "*.safetensors"])``
+  honours ``HF_HUB_OFFLINE`` and the local cache.
+
+Legacy pickled ``pytorch_model.bin`` files are refused: unpickling runs code.
+
+All matrices come out in the row-vector convention ``Y = X W``, ``W`` of shape ``[in, out]``;
+see :mod:`numerics.io.architectures` for the layouts and the head slicing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from numerics.io.architectures import (
+    ARCHITECTURES,
+    CONFIG_KEYS,
+    ArchitectureMap,
+    KeyMatch,
+    MatrixSpec,
+    match_architecture,
+    skip_reason,
+)
+from numerics._util.checks import check_count, is_int
+from numerics.errors import CheckpointError
+from numerics.io import hub
+from numerics.io.safetensors_reader import FLOAT_DTYPES, TensorInfo, load_tensor, read_header
+
+__all__ = ["LayerWeights", "Checkpoint", "MatrixSource", "open_checkpoint"]
+
+#: Stored float dtypes from most to least precise (used to pick a layer's rank tolerance).
+_PRECISION_ORDER: tuple[str, ...] = ("F64", "F32", "F16", "BF16")
+
+_SINGLE_FILE = "model.safetensors"
+_INDEX_FILE = "model.safetensors.index.json"
+_REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+@dataclass(frozen=True)
+class MatrixSource:
+    """Where one analysed matrix comes from, small enough to send to another process.
+
+    :meth:`load` reads the matrix from its file exactly as :meth:`Checkpoint.load_layer`
+    does (memory-mapped, widened to float64, checked for NaN and Inf), so a worker process
+    that receives a ``MatrixSource`` computes on the same numbers as the parent, without the
+    matrix being copied between the processes.
+
+    Attributes:
+      path: the safetensors file.
+      tensor: the tensor's name in that file.
+      info: its header entry.
+      transpose: whether the stored layout is ``[out, in]`` (transposed on load).
+      columns: ``(start, stop)`` for a matrix split from a packed tensor (after the
+        transpose), else ``None``.
+      role: what the matrix is in its layer: ``q``, ``k``, ``v``, ``o``, ``ff1`` or ``ff2``.
+    """
+
+    path: Path
+    tensor: str
+    info: TensorInfo
+    transpose: bool = False
+    columns: tuple[int, int] | None = None
+    role: str = ""
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """The matrix's shape ``[in, out]``, from the header (nothing is read)."""
+        rows, cols = (self.info.shape[1], self.info.shape[0]) if self.transpose else (self.info.shape[0], self.info.shape[1])
+        if self.columns is not None:
+            cols = self.columns[1] - self.columns[0]
+        return (int(rows), int(cols))
+
+    def load(self) -> np.ndarray:
+        """The matrix, float64, row-vector ``[in, out]``, read-only.
+
+        Raises:
+          CheckpointError: the tensor contains NaN or Inf, or its file shrank.
+        """
+        return _frozen(self.view(load_tensor(self.path, self.tensor, self.info)))
+
+    def view(self, w: np.ndarray) -> np.ndarray:
+        """This matrix within ``w``, the whole tensor as stored: transposed to ``[in, out]`` and
+        cut to its columns (a view, nothing is copied)."""
+        if self.transpose:
+            w = w.T
+        if self.columns is not None:
+            w = w[:, self.columns[0] : self.columns[1]]
+        return w
+
+
+@dataclass(frozen=True, eq=False)
+class LayerWeights:
+    """The weight matrices of one Transformer layer, float64, row-vector ``[in, out]``.
+
+    With ``N`` the hidden width, ``H``/``H_kv`` the query/key-value heads, ``d_h`` the head
+    width and ``F`` the feedforward width:
+
+    Attributes:
+      index: layer index, from 0.
+      q: ``[N, H d_h]``; head ``h`` is ``q[:, h d_h:(h+1) d_h]``.
+      k: ``[N, H_kv d_h]``.
+      v: ``[N, H_kv d_h]``.
+      o: ``[H d_h, N]``; head ``h`` is ``o[h d_h:(h+1) d_h, :]``.
+      ff1: ``((tensor name, [N, F]), ...)``: one entry, or two for a gated MLP (up, gate).
+      ff2: ``((tensor name, [F, N]), ...)``.
+      names: original tensor name of ``q``, ``k``, ``v``, ``o`` (for a packed projection the
+        three share one name).
+      packed_qkv: whether q, k, v were split from one packed tensor.
+      dtype: the least precise stored dtype among this layer's matrices (``"F32"``, ...).
+      sources: where each matrix was read from (:class:`MatrixSource`), keyed by role for
+        ``q``, ``k``, ``v``, ``o`` and by tensor name for the ``ff1``/``ff2`` entries, in map
+        order; empty for layers built by hand.
+      feedforward_loaded: ``False`` when the layer was loaded with ``feedforward=False``:
+        ``ff1`` and ``ff2`` are then empty and the feedforward matrices are known only by their
+        ``sources``.
+
+    The arrays are read-only.
+    """
+
+    index: int
+    q: np.ndarray
+    k: np.ndarray
+    v: np.ndarray
+    o: np.ndarray
+    ff1: tuple[tuple[str, np.ndarray], ...]
+    ff2: tuple[tuple[str, np.ndarray], ...]
+    names: Mapping[str, str]
+    packed_qkv: bool = False
+    dtype: str = "F64"
+    sources: Mapping[str, MatrixSource] = field(default_factory=lambda: MappingProxyType({}), repr=False)
+    feedforward_loaded: bool = True
+
+
+@dataclass(frozen=True, eq=False)
+class Checkpoint:
+    """An opened checkpoint: its shape, what is analysed, what is skipped and why.
+
+    Attributes:
+      source: what was opened (path or hub repository id), as given.
+      architecture: name of the matched map (see :data:`numerics.io.architectures.ARCHITECTURES`).
+      num_layers: number of layers ``L``.
+      hidden_size: ``N``.
+      num_heads: query heads ``H``.
+      num_kv_heads: key/value heads ``H_kv`` (``== H`` without grouped-query attention).
+      head_dim: ``d_h``.
+      intermediate_size: ``F``.
+      skipped: ``((tensor name, reason), ...)`` for every tensor not analysed, sorted by name.
+      files: the safetensors files read.
+      model_type: ``config.json``'s ``model_type``, if any.
+      prefix: detected key prefix (``""``, ``"bert."``, ...).
+      dtype: least precise stored dtype among the analysed matrices.
+      config: the parsed ``config.json`` (empty mapping if none).
+    """
+
+    source: str
+    architecture: str
+    num_layers: int
+    hidden_size: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    intermediate_size: int
+    skipped: tuple[tuple[str, str], ...]
+    files: tuple[Path, ...]
+    model_type: str | None = None
+    prefix: str = ""
+    dtype: str = "F32"
+    config: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}), repr=False)
+    _plan: tuple[tuple[tuple[MatrixSpec, str], ...], ...] = field(default=(), repr=False)
+    _tensors: Mapping[str, tuple[Path, TensorInfo]] = field(
+        default_factory=lambda: MappingProxyType({}), repr=False
+    )
+
+    @property
+    def map(self) -> ArchitectureMap:
+        """The architecture map in use."""
+        return ARCHITECTURES[self.architecture]
+
+    @property
+    def analysed(self) -> tuple[str, ...]:
+        """Names of the tensors that are analysed, layer by layer in map order."""
+        return tuple(name for layer in self._plan for _, name in layer)
+
+    @property
+    def num_ff1(self) -> int:
+        """Number of FF1-type matrices per layer (2 for a gated MLP)."""
+        return len(self.map.specs("ff1"))
+
+    @property
+    def num_ff2(self) -> int:
+        """Number of FF2-type matrices per layer."""
+        return len(self.map.specs("ff2"))
+
+    def describe(self) -> dict[str, Any]:
+        """The ``model`` block of a JSON report."""
+        return {
+            "source": self.source,
+            "architecture": self.architecture,
+            "num_layers": self.num_layers,
+            "hidden_size": self.hidden_size,
+            "num_heads": self.num_heads,
+            "head_dim": self.head_dim,
+            "intermediate_size": self.intermediate_size,
+        }
+
+    def load_layer(self, index: int, *, feedforward: bool = True) -> LayerWeights:
+        """Load layer ``index`` (its matrices only) as :class:`LayerWeights`.
+
+        With ``feedforward=False`` only the attention matrices are read; the feedforward
+        matrices are listed in ``sources`` for whoever loads them later (worker processes).
+
+        Raises:
+          ValueError: ``index`` is out of range.
+          CheckpointError: a tensor contains NaN or Inf, or its file changed on disk.
+        """
+        if not (isinstance(index, int) and 0 <= index < self.num_layers):
+            raise ValueError(f"index={index!r} must be an int in [0, {self.num_layers})")
+        inner = self.num_heads * self.head_dim
+        mats: dict[str, np.ndarray] = {}
+        names: dict[str, str] = {}
+        ff1: list[tuple[str, np.ndarray]] = []
+        ff2: list[tuple[str, np.ndarray]] = []
+        packed = False
+        least = 0
+        sources: dict[str, MatrixSource] = {}
+        for spec, name in self._plan[index]:
+            path, info = self._tensors[name]
+            least = max(least, _PRECISION_ORDER.index(info.dtype))
+            whole = MatrixSource(path, name, info, transpose=spec.layout == "out_in", role=spec.role)
+            if spec.role in ("ff1", "ff2"):
+                sources[name] = whole
+                if feedforward:
+                    (ff1 if spec.role == "ff1" else ff2).append((name, whole.load()))
+                continue
+            raw = load_tensor(path, name, info)
+            if spec.role == "qkv":
+                packed = True
+                for j, part in enumerate("qkv"):
+                    source = MatrixSource(path, name, info, whole.transpose, (j * inner, (j + 1) * inner), role=part)
+                    mats[part], names[part], sources[part] = _frozen(source.view(raw)), name, source
+            else:
+                mats[spec.role], names[spec.role], sources[spec.role] = _frozen(whole.view(raw)), name, whole
+        return LayerWeights(
+            index=index,
+            q=mats["q"],
+            k=mats["k"],
+            v=mats["v"],
+            o=mats["o"],
+            ff1=tuple(ff1),
+            ff2=tuple(ff2),
+            names=MappingProxyType(names),
+            packed_qkv=packed,
+            dtype=_PRECISION_ORDER[least],
+            sources=MappingProxyType(sources),
+            feedforward_loaded=feedforward,
+        )
+
+    def iter_layers(self, *, feedforward: bool = True) -> Iterator[LayerWeights]:
+        """Yield the layers one at a time, each loaded only when it is reached (see :meth:`load_layer`)."""
+        for index in range(self.num_layers):
+            yield self.load_layer(index, feedforward=feedforward)
+
+
+def _frozen(a: np.ndarray) -> np.ndarray:
+    a.setflags(write=False)
+    return a
+
+
+# --------------------------------------------------------------------------- resolution
+
+
+@dataclass(frozen=True)
+class _Resolved:
+    where: str  # the file named in errors about the tensor set (the file or the index)
+    files: tuple[Path, ...]
+    config: Path | None
+    index: Path | None
+
+
+def _resolve(source: str | os.PathLike[str], revision: str | None) -> _Resolved:
+    text = os.fspath(source)
+    path = Path(text)
+    if not text.strip():
+        raise ValueError(f"source={text!r} must name a .safetensors file, a folder, a registry name or a hub id")
+    try:
+        path.exists()
+    except OSError as exc:  # e.g. a name longer than the file system allows
+        raise CheckpointError(text, f"cannot be used as a path ({exc.strerror or exc})") from None
+    path = Path(text)
+    if path.is_file():
+        if path.name.endswith(".index.json"):
+            return _Resolved(text, (), _config_beside(path), path)
+        if path.suffix == ".safetensors":
+            return _Resolved(text, (path,), _config_beside(path), None)
+        if path.suffix in {".bin", ".pt", ".pth", ".ckpt", ".pkl"}:
+            raise CheckpointError(text, _PICKLE_REFUSAL)
+        raise CheckpointError(text, "is not a .safetensors file nor a model.safetensors.index.json")
+    if path.is_dir():
+        return _resolve_folder(path)
+    if isinstance(source, str) and _REPO_ID.match(text) and not text.endswith(".safetensors"):
+        return _resolve_folder(hub.snapshot(text, revision), label=text)
+    raise CheckpointError(text, "no such file or folder (nor a HuggingFace repository id org/name)")
+
+
+_PICKLE_REFUSAL = (
+    "is a pickled PyTorch checkpoint, which is never loaded (unpickling runs code); "
+    "convert it to safetensors first"
+)
+
+
+def _config_beside(path: Path) -> Path | None:
+    config = path.parent / "config.json"
+    return config if config.is_file() else None
+
+
+def _resolve_folder(folder: Path, label: str | None = None) -> _Resolved:
+    config = folder / "config.json"
+    config_path = config if config.is_file() else None
+    single = folder / _SINGLE_FILE
+    index = folder / _INDEX_FILE
+    if single.is_file():
+        return _Resolved(str(single), (single,), config_path, None)
+    if index.is_file():
+        return _Resolved(str(index), (), config_path, index)
+    found = sorted(p for p in folder.glob("*.safetensors") if p.is_file())
+    if len(found) == 1:
+        return _Resolved(str(found[0]), (found[0],), config_path, None)
+    where = label or str(folder)
+    if len(found) > 1:
+        raise CheckpointError(
+            where, f"holds {len(found)} .safetensors files but no {_INDEX_FILE} to say how they fit"
+        )
+    if any(folder.glob("*.bin")) or any(folder.glob("*.pt")):
+        raise CheckpointError(where, _PICKLE_REFUSAL)
+    raise CheckpointError(where, "holds no .safetensors file")
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except RecursionError:
+        raise CheckpointError(path, "is not readable JSON (nested too deeply)") from None
+    except (OSError, ValueError) as exc:
+        # ValueError covers JSONDecodeError, UnicodeDecodeError and integer literals longer
+        # than sys.get_int_max_str_digits() digits.
+        raise CheckpointError(path, f"is not readable JSON ({exc})") from exc
+
+
+def _read_tensors(resolved: _Resolved) -> tuple[dict[str, tuple[Path, TensorInfo]], tuple[Path, ...]]:
+    """Headers of every file: ``{name: (file, info)}`` and the files in order."""
+    tensors: dict[str, tuple[Path, TensorInfo]] = {}
+    if resolved.index is None:
+        (path,) = resolved.files
+        for name, info in read_header(path).items():
+            tensors[name] = (path, info)
+        return tensors, resolved.files
+
+    index = resolved.index
+    data = _read_json(index)
+    weight_map = data.get("weight_map") if isinstance(data, dict) else None
+    if not isinstance(weight_map, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in weight_map.items()
+    ):
+        raise CheckpointError(index, "must be a JSON object with a 'weight_map' of tensor name to shard file")
+    shard_names = list(dict.fromkeys(weight_map.values()))
+    files: list[Path] = []
+    for shard in shard_names:
+        if Path(shard).name != shard or shard in {".", ".."}:
+            raise CheckpointError(index, f"shard={shard!r} must be a plain file name beside the index")
+        if not shard.endswith(".safetensors"):
+            raise CheckpointError(index, f"lists shard {shard!r}: only .safetensors shards are read (pickles are never loaded)")
+        path = index.parent / shard
+        if not path.is_file():
+            raise CheckpointError(index, f"lists shard {shard!r}, which does not exist")
+        files.append(path)
+        for name, info in read_header(path).items():
+            if name in tensors:
+                raise CheckpointError(path, f"repeats a tensor already in {tensors[name][0]}", tensor=name)
+            tensors[name] = (path, info)
+    for name, shard in weight_map.items():
+        if name not in tensors or tensors[name][0].name != shard:
+            raise CheckpointError(index, f"is listed in shard {shard!r}, which does not hold it", tensor=name)
+    return tensors, tuple(files)
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def _config_value(config: Mapping[str, Any], quantity: str) -> Any:
+    for key in CONFIG_KEYS[quantity]:
+        if config.get(key) is not None:
+            return config[key]
+    return None
+
+
+def _config_int(config: Mapping[str, Any], quantity: str, where: Path | None) -> int | None:
+    value = _config_value(config, quantity)
+    if value is None:
+        return None
+    if not is_int(value, minimum=1):
+        keys = "/".join(CONFIG_KEYS[quantity])
+        raise CheckpointError(where, f"{keys}={value!r} must be a positive int")
+    return value
+
+
+def _stored_shape(name: str, info: TensorInfo, path: Path, spec: MatrixSpec) -> tuple[int, int]:
+    """Shape of a matrix after normalisation to ``[in, out]``."""
+    if info.dtype not in FLOAT_DTYPES:
+        raise CheckpointError(
+            path, f"has dtype {info.dtype}; only float weights are analysed (quantized checkpoints are not supported)",
+            tensor=name,
+        )
+    if len(info.shape) != 2:
+        raise CheckpointError(path, f"has shape {list(info.shape)}, expected a matrix", tensor=name)
+    a, b = info.shape
+    return (b, a) if spec.layout == "out_in" else (a, b)
+
+
+def open_checkpoint(
+    source: str | os.PathLike[str],
+    *,
+    heads: int | None = None,
+    architecture: str | None = None,
+    revision: str | None = None,
+) -> Checkpoint:
+    """Open a checkpoint: read headers and config, validate, and plan the layers.
+
+    Args:
+      source: a ``.safetensors`` file, a ``model.safetensors.index.json``, a folder, or a
+        HuggingFace repository id.
+      heads: number of attention heads ``H``; overrides ``config.json``. Required when there
+        is no config giving it (e.g. a ``torch.nn.TransformerEncoder`` state dict).
+      architecture: force one map of :data:`numerics.io.architectures.ARCHITECTURES` instead of
+        detecting it from the keys.
+      revision: hub revision (branch, tag or commit) for a repository id.
+
+    Returns:
+      A :class:`Checkpoint`; no weights are loaded yet.
+
+    Raises:
+      CheckpointError: unreadable or malformed files, unknown architecture (listing keys
+        seen), a missing layer tensor (named), shapes that disagree with each other or with
+        ``config.json``, a head count that is unknown or does not divide the widths.
+      ValueError: ``heads`` or ``architecture`` is invalid.
+    """
+    heads = check_count(heads, "heads", optional=True)
+    resolved = _resolve(source, revision)
+    tensors, files = _read_tensors(resolved)
+    config = _read_config(resolved.config)
+    match = match_architecture(tensors, where=resolved.where, architecture=architecture)
+    plan = _plan_layers(match, tensors, config, resolved)
+    widths = _check_shapes(match.architecture, plan, tensors)
+    num_heads, num_kv_heads, head_dim = _head_counts(widths, config, heads, resolved)
+    _check_config_widths(config, widths, resolved.config)
+    analysed = {name for row in plan for _, name in row}
+    skipped = tuple(sorted((name, skip_reason(name)) for name in tensors if name not in analysed))
+    model_type = config.get("model_type")
+    return Checkpoint(
+        source=os.fspath(source),
+        architecture=match.architecture.name,
+        num_layers=len(plan),
+        hidden_size=widths.hidden,
+        num_heads=num_heads,
+        num_kv_heads=num_kv_heads,
+        head_dim=head_dim,
+        intermediate_size=widths.ff_width,
+        skipped=skipped,
+        files=files,
+        model_type=model_type if isinstance(model_type, str) else None,
+        prefix=match.prefix,
+        dtype=widths.dtype,
+        config=MappingProxyType(config),
+        _plan=tuple(plan),
+        _tensors=MappingProxyType(tensors),
+    )
+
+
+# --------------------------------------------------------------------------- the parts of open_checkpoint
+
+_Plan = list[tuple[tuple[MatrixSpec, str], ...]]
+_Tensors = dict[str, tuple[Path, TensorInfo]]
+
+
+class _Widths(NamedTuple):
+    """The widths every layer must have, read from layer 0, and the least precise stored dtype."""
+
+    hidden: int
+    inner: int  # attention width H d_h
+    kv_inner: int  # key/value width H_kv d_h
+    ff_width: int
+    dtype: str
+
+
+def _read_config(path: Path | None) -> dict[str, Any]:
+    """The parsed ``config.json`` (empty without one)."""
+    if path is None:
+        return {}
+    loaded = _read_json(path)
+    if not isinstance(loaded, dict):
+        raise CheckpointError(path, "must be a JSON object")
+    return loaded
+
+
+def _plan_layers(match: KeyMatch, tensors: _Tensors, config: Mapping[str, Any], resolved: _Resolved) -> _Plan:
+    """``(spec, tensor name)`` of every matrix of layers ``0..L-1``: every layer must have every matrix."""
+    arch, prefix, found_layers = match.architecture, match.prefix, match.layer_indices
+    config_layers = _config_int(config, "num_layers", resolved.config)
+    num_layers = max(found_layers[-1] + 1, config_layers or 0)
+    plan: _Plan = []
+    for i in range(num_layers):
+        row = []
+        for spec in arch.matrices:
+            name = arch.key(prefix, i, spec)
+            if name not in tensors:
+                why = f"is missing: layer {i} of {num_layers} has no {spec.label} matrix"
+                if config_layers is not None and i >= found_layers[-1] + 1:
+                    why += f" (config.json says {config_layers} layers)"
+                raise CheckpointError(resolved.where, why, tensor=name)
+            row.append((spec, name))
+        plan.append(tuple(row))
+    return plan
+
+
+def _check_shapes(arch: ArchitectureMap, plan: _Plan, tensors: _Tensors) -> _Widths:
+    """The widths from layer 0's output projection and first ``ff1``; then every tensor checked against them."""
+
+    def shape_of(spec: MatrixSpec, name: str) -> tuple[int, int]:
+        path, info = tensors[name]
+        return _stored_shape(name, info, path, spec)
+
+    layer0 = dict((spec.role, (spec, name)) for spec, name in reversed(plan[0]))
+    inner, hidden = shape_of(*layer0["o"])
+    if inner == 0 or hidden == 0:
+        o_spec, o_name = layer0["o"]
+        raise CheckpointError(tensors[o_name][0], f"has shape {list(tensors[o_name][1].shape)}: an attention output "
+                              "projection with no rows or columns leaves nothing to analyse", tensor=o_name)
+    ff_width = shape_of(*layer0["ff1"])[1]
+    kv_inner = inner if arch.packed_qkv else shape_of(*layer0["k"])[1]
+    expected = {
+        "q": (hidden, inner),
+        "k": (hidden, kv_inner),
+        "v": (hidden, kv_inner),
+        "qkv": (hidden, 3 * inner),
+        "o": (inner, hidden),
+        "ff1": (hidden, ff_width),
+        "ff2": (ff_width, hidden),
+    }
+    least = 0
+    for layer_plan in plan:
+        for spec, name in layer_plan:
+            got = shape_of(spec, name)
+            path, info = tensors[name]
+            least = max(least, _PRECISION_ORDER.index(info.dtype))
+            if got != expected[spec.role]:
+                want = expected[spec.role] if spec.layout == "in_out" else expected[spec.role][::-1]
+                layout = "[in, out]" if spec.layout == "in_out" else "[out, in]"
+                raise CheckpointError(
+                    path,
+                    f"has shape {list(info.shape)}, expected {list(want)} ({layout}) for its {spec.role} "
+                    f"role, given hidden size {hidden}, attention width {inner}, feedforward width {ff_width}",
+                    tensor=name,
+                )
+    return _Widths(hidden, inner, kv_inner, ff_width, _PRECISION_ORDER[least])
+
+
+def _head_counts(widths: _Widths, config: Mapping[str, Any], heads: int | None, resolved: _Resolved) -> tuple[int, int, int]:
+    """``(H, H_kv, d_h)``: ``heads`` or config.json's count, which must divide the widths consistently."""
+    where, cfg_where = resolved.where, resolved.config
+    inner, kv_inner, hidden = widths.inner, widths.kv_inner, widths.hidden
+    config_heads = _config_int(config, "num_heads", cfg_where)
+    num_heads = heads if heads is not None else config_heads
+    if num_heads is None:
+        reason = "has no config.json" if resolved.config is None else "config.json gives no head count"
+        keys = "/".join(CONFIG_KEYS["num_heads"][:3])
+        raise CheckpointError(
+            where, f"{reason} ({keys}): the number of attention heads is unknown; pass --heads (heads=...)"
+        )
+    if inner % num_heads:
+        raise CheckpointError(
+            where,
+            f"num_heads={num_heads} does not divide the attention width {inner} "
+            f"(hidden size {hidden}): inconsistent head count",
+        )
+    head_dim = inner // num_heads
+    config_head_dim = _config_int(config, "head_dim", cfg_where)
+    if config_head_dim is not None and config_head_dim != head_dim:
+        raise CheckpointError(
+            cfg_where, f"head_dim={config_head_dim} disagrees with attention width {inner} / {num_heads} heads"
+        )
+    if kv_inner % head_dim:
+        raise CheckpointError(
+            where, f"key/value width {kv_inner} is not a multiple of head_dim={head_dim}: inconsistent head count"
+        )
+    num_kv_heads = kv_inner // head_dim
+    if num_heads % num_kv_heads:
+        raise CheckpointError(
+            where, f"num_heads={num_heads} is not a multiple of the {num_kv_heads} key/value heads"
+        )
+    config_kv = _config_int(config, "num_kv_heads", cfg_where)
+    if config_kv is not None and config_kv != num_kv_heads and heads is None:
+        raise CheckpointError(
+            cfg_where, f"num_key_value_heads={config_kv} disagrees with the weights ({num_kv_heads} key/value heads)"
+        )
+    return num_heads, num_kv_heads, head_dim
+
+
+def _check_config_widths(config: Mapping[str, Any], widths: _Widths, cfg_where: Path | None) -> None:
+    """config.json's hidden and feedforward widths, where given, must agree with the weights."""
+    for quantity, actual in (("hidden_size", widths.hidden), ("intermediate_size", widths.ff_width)):
+        stated = _config_int(config, quantity, cfg_where)
+        if stated is not None and stated != actual:
+            key = next(k for k in CONFIG_KEYS[quantity] if config.get(k) is not None)
+            raise CheckpointError(cfg_where, f"{key}={stated} disagrees with the weights ({actual})")

@@ -1,0 +1,173 @@
+"""Writing reports: an analysis's table, JSON, CSV, plots and markdown summary; a sweep's JSON and figure.
+
+Everything is written into a temporary folder beside the destination and moved into
+place at the end, so a failure leaves no half-written report; a destination is written
+only if it is new, empty, or a report specbound wrote (:mod:`numerics._util.outputs`).
+
+One function per command runs it from start to end, so that a notebook does what the command
+line does: :func:`analyze_report`, :func:`demo_report`, :func:`sweep_report` and
+:func:`mc_report` check their destination before the work starts (a refused destination
+costs nothing), run it, and write the result.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from numerics import analysis
+from numerics._util.outputs import check_output_file, check_output_folder, safe_output_folder
+from numerics.bounds.terms import ModelSettings
+from numerics.bounds.theorem31 import BoundSettings
+from numerics.experiments.scaling import SweepResult, expand_grid, sweep
+from numerics.io import registry
+from numerics.io.resolve import source_paths
+from numerics.montecarlo.experiment import MCResult, mc_experiment
+from numerics.parallel.executors import make_executor
+from numerics.report import sweep_plots
+from numerics.report.mc_plots import plot_mc
+from numerics.report.plots import write_all
+from numerics.report.tables import format_table, summary_markdown, sweep_rows_json, to_csv
+
+__all__ = [
+    "DEMO_CHECKPOINT",
+    "DEMO_FOLDER",
+    "write_report",
+    "write_sweep_report",
+    "analyze_report",
+    "demo_report",
+    "sweep_report",
+    "mc_report",
+]
+
+#: The checkpoint ``specbound demo`` analyses (a registry name) and the folder it writes by default.
+DEMO_CHECKPOINT = "minilm-l6"
+DEMO_FOLDER = "specbound-report"
+
+Progress = Callable[[int, int, str], None]
+
+def _existing(paths: Iterable[Any]) -> list[str]:
+    return [os.fspath(p) for p in paths if p and os.path.lexists(os.fspath(p))]
+
+
+def write_report(analysis: Any, out_dir: str | os.PathLike[str], *, plots: bool = True, summary: bool = True,
+                 force: bool = False, protect: Iterable[str | os.PathLike[str]] = ()) -> Path:
+    """Write ``table.txt``, ``report.json``, ``matrices.csv``, plots and ``summary.md`` atomically.
+
+    ``out_dir`` must be new, empty, or a report specbound wrote (see
+    :func:`numerics._util.outputs.safe_output_folder`, which also explains ``force``); the analysed
+    checkpoint (``analysis.model["source"]``) and ``protect`` are never replaced.
+
+    Raises:
+      OutputError: ``out_dir`` may not be written; nothing was changed.
+    """
+    guard = (*protect, *_existing([analysis.model.get("source")]))
+    with safe_output_folder(out_dir, force=force, protect=guard) as tmp:
+        (tmp / "table.txt").write_text(format_table(analysis), encoding="utf-8")
+        (tmp / "report.json").write_text(json.dumps(analysis.to_json(), indent=2) + "\n", encoding="utf-8")
+        (tmp / "matrices.csv").write_text(to_csv(analysis), encoding="utf-8")
+        if plots:
+            write_all(analysis, tmp)
+        if summary:
+            (tmp / "summary.md").write_text(summary_markdown(analysis), encoding="utf-8")
+    return Path(out_dir)
+
+
+def write_sweep_report(result: Any, out_dir: str | os.PathLike[str], *, force: bool = False,
+                       protect: Iterable[str | os.PathLike[str]] = ()) -> Path:
+    """Write ``sweep.json`` and ``sweep.png`` of a :func:`numerics.experiments.scaling.sweep` result atomically.
+
+    The same rules as :func:`write_report`; every checkpoint of the sweep is protected.
+
+    Raises:
+      OutputError: ``out_dir`` may not be written; nothing was changed.
+    """
+    guard = (*protect, *_existing(p for row in result.rows for p in (row.source, row.path)))
+    with safe_output_folder(out_dir, force=force, protect=guard) as tmp:
+        (tmp / "sweep.json").write_text(json.dumps(sweep_rows_json(result), indent=2) + "\n", encoding="utf-8")
+        sweep_plots.plot_sweep(result, tmp / "sweep.png")
+    return Path(out_dir)
+
+
+# --------------------------------------------------------------------------- one function per command
+
+
+def analyze_report(source: str, *, out: str | os.PathLike[str] | None = None, force: bool = False, plots: bool = True,
+                   heads: int | None = None, settings: BoundSettings = BoundSettings(), model: ModelSettings = ModelSettings(),
+                   scheduler: str | None = None, workers: int | None = None, progress: Progress | None = None,
+                   leading_k: int | None = None, processes: int | None = None) -> analysis.Analysis:
+    """``specbound analyze``: analyse ``source`` and, given ``out``, write its report folder.
+
+    ``out`` is checked before the analysis starts (what ``source`` reads and specbound's cache
+    are protected); ``scheduler``/``workers`` choose where the per-matrix work runs
+    (:func:`numerics.parallel.executors.make_executor`); the other arguments are those of
+    :func:`numerics.analysis.analyze`.
+
+    Raises:
+      OutputError: ``out`` may not be written (before any work).
+      CheckpointError: ``source`` cannot be read or analysed.
+    """
+    protect = source_paths(source)
+    if out is not None:
+        check_output_folder(out, force=force, protect=protect)
+    with make_executor(scheduler=scheduler, workers=workers) as executor:
+        result = analysis.analyze(source, heads=heads, settings=settings, model=model, executor=executor, progress=progress,
+                                  leading_k=leading_k, processes=processes)
+    if out is not None:
+        write_report(result, out, plots=plots, force=force, protect=protect)
+    return result
+
+
+def demo_report(out: str | os.PathLike[str] | None = None, *, force: bool = False, heads: int | None = None,
+                settings: BoundSettings = BoundSettings(), model: ModelSettings = ModelSettings(),
+                scheduler: str | None = None, workers: int | None = None,
+                progress: Progress | None = None) -> tuple[analysis.Analysis, Path]:
+    """``specbound demo``: fetch :data:`DEMO_CHECKPOINT` if needed, analyse it, write the report folder.
+
+    Returns:
+      The analysis and the folder written (``out``, default :data:`DEMO_FOLDER`).
+
+    Raises:
+      OutputError: the folder may not be written (before anything is fetched).
+      FetchError: the checkpoint could not be fetched.
+    """
+    folder_out = Path(out) if out is not None else Path(DEMO_FOLDER)
+    protect = source_paths(DEMO_CHECKPOINT)
+    check_output_folder(folder_out, force=force, protect=protect)
+    checkpoint = registry.fetch(DEMO_CHECKPOINT)
+    with make_executor(scheduler=scheduler, workers=workers) as executor:
+        result = analysis.analyze(str(checkpoint), heads=heads, settings=settings, model=model, executor=executor,
+                                  progress=progress)
+    write_report(result, folder_out, force=force, protect=(checkpoint, *protect))
+    return result, folder_out
+
+
+def sweep_report(sources: Sequence[str], *, grid: str | None = None, out: str | os.PathLike[str] | None = None,
+                 force: bool = False, settings: BoundSettings = BoundSettings(), model: ModelSettings = ModelSettings(),
+                 scheduler: str | None = None, workers: int | None = None, progress: Progress | None = None) -> SweepResult:
+    """``specbound sweep``: the proxies across ``sources`` (plus a named ``grid``), and given ``out``
+    its folder (``sweep.json``, ``sweep.png``); ``out`` is checked before the sweep starts and every
+    checkpoint is protected. See :func:`numerics.experiments.scaling.sweep`."""
+    everything = [*sources, *(expand_grid(grid) if grid is not None else ())]
+    protect = [p for source in everything for p in source_paths(source)] if out is not None else []
+    if out is not None:
+        check_output_folder(out, force=force, protect=protect)
+    with make_executor(scheduler=scheduler, workers=workers) as executor:
+        result = sweep(everything, settings=settings, model=model, executor=executor, progress=progress)
+    if out is not None:
+        write_sweep_report(result, out, force=force, protect=protect)
+    return result
+
+
+def mc_report(*, plot: str | os.PathLike[str] | None = None, **options: Any) -> MCResult:
+    """``specbound mc``: :func:`numerics.montecarlo.experiment.mc_experiment` with ``options``, and
+    given ``plot`` its figure (checked before the experiment: new, or a PNG specbound wrote)."""
+    if plot is not None:
+        check_output_file(plot)
+    result = mc_experiment(**options)
+    if plot is not None:
+        plot_mc(result, plot)
+    return result

@@ -1,0 +1,202 @@
+"""The work of one layer as independent jobs, one per matrix, and how much of it there is.
+
+:func:`plan_layer_jobs` lists a layer's computations (:class:`MatrixJob`): every whole matrix
+(:func:`numerics.spectra.stats.weight_stats`, or :func:`numerics.spectra.leading_k.leading_k_stats`
+for huge ones) and every per-head product (:func:`numerics.spectra.stats.product_stats`);
+:func:`layer_matrices` runs them serially. :func:`whole_matrix_work` and
+:func:`auto_processes` decide whether worker processes are worth starting
+(:mod:`numerics.spectra.pipeline` runs the jobs).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import numpy as np
+
+from numerics.parallel import workers
+from numerics.parallel.workers import Job
+from numerics.spectra.leading_k import leading_k_stats
+from numerics.spectra.stats import DTYPE_EPS, MatrixStats, product_stats, weight_stats
+
+if TYPE_CHECKING:
+    from numerics.io.checkpoint import Checkpoint, LayerWeights, MatrixSource
+
+__all__ = ["MatrixJob", "plan_layer_jobs", "layer_matrices", "PROCESS_THRESHOLD", "whole_matrix_work", "auto_processes"]
+
+
+class MatrixJob(NamedTuple):
+    """One matrix's computation, ``fn(*args, **kwargs)``; ``source`` is where a whole matrix was
+    read from (else ``None``), so that a worker process can read it itself."""
+
+    fn: Callable[..., MatrixStats]
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    source: MatrixSource | None = None
+
+    @property
+    def job(self) -> Job:
+        """``(fn, args, kwargs)``, as :meth:`numerics.parallel.workers.WholeMatrixPool.submit` takes it."""
+        return (self.fn, self.args, self.kwargs)
+
+
+def _check_heads(layer: LayerWeights, num_heads: int, num_kv_heads: int, head_dim: int) -> None:
+    for label, value in (("num_heads", num_heads), ("num_kv_heads", num_kv_heads), ("head_dim", head_dim)):
+        if not (isinstance(value, int) and value > 0):
+            raise ValueError(f"{label}={value!r} must be a positive int")
+    if num_heads % num_kv_heads:
+        raise ValueError(f"num_heads={num_heads!r} must be a multiple of num_kv_heads={num_kv_heads!r}")
+    n = layer.q.shape[0]
+    want = {
+        "q": (n, num_heads * head_dim),
+        "k": (n, num_kv_heads * head_dim),
+        "v": (n, num_kv_heads * head_dim),
+        "o": (num_heads * head_dim, n),
+    }
+    for role, shape in want.items():
+        got = getattr(layer, role).shape
+        if got != shape:
+            raise ValueError(
+                f"layer {layer.index}: {role} has shape {got}, must be {shape} for num_heads={num_heads}, "
+                f"num_kv_heads={num_kv_heads}, head_dim={head_dim}"
+            )
+
+
+def plan_layer_jobs(
+    layer: LayerWeights,
+    *,
+    num_heads: int,
+    num_kv_heads: int,
+    head_dim: int,
+    dtype_eps: float | None,
+    rank_rtol: float | None,
+    leading_k: int | None = None,
+    from_sources: bool = False,
+) -> list[MatrixJob]:
+    """The independent computations of one layer, with the file source of each whole matrix.
+
+    With ``from_sources`` the whole-matrix jobs carry ``None`` instead of the matrix (and the
+    layer may have been loaded with ``feedforward=False``): they must be run through
+    :func:`numerics.parallel.workers.stats_from_source`, which loads the matrix from its source.
+    """
+    _check_heads(layer, num_heads, num_kv_heads, head_dim)
+    eps = DTYPE_EPS[layer.dtype] if dtype_eps is None else dtype_eps
+    opts = {"layer": layer.index, "dtype_eps": eps, "rank_rtol": rank_rtol}
+    i, d = layer.index, head_dim
+    group = num_heads // num_kv_heads
+    jobs: list[MatrixJob] = []
+
+    def whole(name: str, w: np.ndarray | None, kind: str, key: str) -> MatrixJob:
+        # from_sources: the matrix is not passed (w is None); whoever runs the job loads it
+        source = layer.sources.get(key)
+        if from_sources:
+            if source is None:
+                raise ValueError(f"layer {layer.index}: no source recorded for {key!r}; load it with Checkpoint.load_layer")
+            w, shape = None, source.shape
+        else:
+            assert w is not None
+            shape = w.shape
+        if leading_k is not None and min(shape) > leading_k + 1:
+            return MatrixJob(leading_k_stats, (name, w), {"kind": kind, "k": leading_k, **opts}, source)
+        return MatrixJob(weight_stats, (name, w), {"kind": kind, **opts}, source)
+
+    for role in ("q", "k", "v", "o"):
+        name = layer.names[role] + (f"[{role}]" if layer.packed_qkv and role != "o" else "")
+        jobs.append(whole(name, getattr(layer, role), role, role))
+    scale = 1.0 / math.sqrt(d)
+    for h in range(num_heads):
+        g = h // group
+        q_h = layer.q[:, h * d : (h + 1) * d] * scale
+        k_g = layer.k[:, g * d : (g + 1) * d]
+        jobs.append(MatrixJob(product_stats, (f"layer{i}.head{h}.qk", q_h, k_g), {"kind": "qk", "head": h, **opts}))
+    for h in range(num_heads):
+        g = h // group
+        v_g = layer.v[:, g * d : (g + 1) * d]
+        o_h = layer.o[h * d : (h + 1) * d, :]
+        jobs.append(MatrixJob(product_stats, (f"layer{i}.head{h}.vo", v_g, o_h.T), {"kind": "vo", "head": h, **opts}))
+    if layer.feedforward_loaded:
+        for kind, mats in (("ff1", layer.ff1), ("ff2", layer.ff2)):
+            for name, w in mats:
+                jobs.append(whole(name, w, kind, name))
+    else:
+        if not from_sources:
+            raise ValueError(f"layer {layer.index} was loaded without its feedforward matrices: use from_sources=True")
+        for kind in ("ff1", "ff2"):
+            for name, source in layer.sources.items():
+                if source.role == kind:
+                    jobs.append(whole(name, None, kind, name))
+    return jobs
+
+
+def layer_matrices(
+    layer: LayerWeights,
+    *,
+    num_heads: int,
+    num_kv_heads: int,
+    head_dim: int,
+    dtype_eps: float | None = None,
+    rank_rtol: float | None = None,
+) -> list[MatrixStats]:
+    """Statistics of every matrix of one layer, computed serially.
+
+    Order: whole ``q, k, v, o``; per-head ``qk`` for ``h = 0..H-1``; per-head ``vo``; then
+    ``ff1`` matrices and ``ff2`` matrices in map order.
+
+    Args:
+      layer: the layer's weights (row-vector convention, see :class:`LayerWeights`).
+      num_heads: query heads ``H``.
+      num_kv_heads: key/value heads ``H_kv`` (divides ``H``); query head ``h`` uses key/value
+        head ``h // (H / H_kv)``.
+      head_dim: ``d_h``.
+      dtype_eps: epsilon for the rank tolerance; default that of ``layer.dtype``.
+      rank_rtol: relative rank tolerance overriding ``max(a, b) * dtype_eps``.
+    """
+    jobs = plan_layer_jobs(
+        layer,
+        num_heads=num_heads,
+        num_kv_heads=num_kv_heads,
+        head_dim=head_dim,
+        dtype_eps=dtype_eps,
+        rank_rtol=rank_rtol,
+    )
+    return [task.fn(*task.args, **task.kwargs) for task in jobs]
+
+
+#: Whole-matrix SVD work (sum of ``a b min(a, b)`` over the whole matrices) above which
+#: :func:`auto_processes` starts worker processes. Measured on this project's 2-core machine:
+#: MiniLM-L6 has 4.1e9 and its whole-matrix SVDs take 0.72 s on one core (5.7e9 per second);
+#: the pool starts in about 0.3 s, during which the calling process runs SVDs itself, so
+#: below about 1e9 (0.2 s of SVDs) there is nothing to win.
+PROCESS_THRESHOLD = 1.0e9
+
+
+def whole_matrix_work(checkpoint: Checkpoint, *, leading_k: int | None = None) -> float:
+    """``sum a b min(a, b)`` over the checkpoint's whole matrices (the SVD cost, up to a constant).
+
+    With ``leading_k``, matrices with ``min(a, b) > leading_k + 1`` count ``a b (leading_k + 1)``.
+    """
+    N, H, Hkv, d, F = (checkpoint.hidden_size, checkpoint.num_heads, checkpoint.num_kv_heads,
+                       checkpoint.head_dim, checkpoint.intermediate_size)
+    shapes = [(N, H * d), (N, Hkv * d), (N, Hkv * d), (H * d, N)]
+    shapes += [(N, F)] * (checkpoint.num_ff1 + checkpoint.num_ff2)
+
+    def cost(a: int, b: int) -> float:
+        m = min(a, b)
+        if leading_k is not None and m > leading_k + 1:
+            m = leading_k + 1
+        return float(a) * float(b) * float(m)
+
+    return checkpoint.num_layers * sum(cost(a, b) for a, b in shapes)
+
+
+def auto_processes(checkpoint: Checkpoint, *, leading_k: int | None = None) -> int:
+    """Worker processes :func:`numerics.spectra.pipeline.checkpoint_spectra` uses by default: one per CPU, or 0.
+
+    0 on a single CPU, or when :func:`whole_matrix_work` is below :data:`PROCESS_THRESHOLD`.
+    """
+    cpus = workers.available_cpus()
+    if cpus < 2 or whole_matrix_work(checkpoint, leading_k=leading_k) < PROCESS_THRESHOLD:
+        return 0
+    return cpus

@@ -1,0 +1,491 @@
+r"""Singular-value spectra and norms of Transformer weight matrices, per head and per matrix.
+
+Notation (MATH.md section 1; row-vector convention ``Y = X W``, ``W`` of shape ``[in, out]``):
+for ``W in R^{a x b}`` with singular values ``s_1 >= s_2 >= ... >= 0``,
+
+.. math::
+
+    S_p(W) = \sum_{i \le r} s_i^p \quad (p > 0), \qquad S_0(W) = r = \operatorname{rank}(W),
+
+    \|W\|_2 = s_1, \quad \|W\|_F^2 = \sum_i s_i^2 = S_2(W), \quad
+    \operatorname{srank}(W) = \|W\|_F^2 / \|W\|_2^2,
+
+    \|W\|_{2,1} = \sum_{j=1}^{b} \|W_{:,j}\|_2, \qquad \|W\|_{1,1} = \sum_{i,j} |W_{ij}|.
+
+``||W||_{2,1}`` sums, over the *output* units ``j`` (columns, in the ``[in, out]``
+convention), the l2 norm of that unit's incoming weights; for a PyTorch ``weight`` of shape
+``[out, in]`` it is ``weight.norm(dim=1).sum()``. It is not transpose-invariant.
+
+Numerical rank: ``r = #{i : s_i > tol}`` with ``tol = s_1 * max(a, b) * eps`` and ``eps`` the
+machine epsilon of the **stored** dtype of the weights (:data:`DTYPE_EPS`; the numpy
+``matrix_rank`` rule applied to the precision the weights were saved in). Weights saved in
+float32 and widened to float64 carry float32 rounding, so float64's eps would call rounding
+noise "rank". ``rank_rtol`` replaces ``max(a, b) * eps`` when given. ``S_p`` sums over the same
+``r`` values, so ``S_p -> S_0 = r`` as ``p -> 0+`` holds for the computed quantities too.
+
+Per head ``h`` with head width ``d_h`` (query head ``h`` uses key/value head
+``g = h // (H / H_kv)``; ``g = h`` without grouped-query attention):
+
+.. math::
+
+    W_{QK}^h = W_Q^h (W_K^g)^\top / \sqrt{d_h}, \qquad W_{VO}^h = W_V^g W_O^h,
+
+with ``W_Q^h = q[:, h d_h:(h+1) d_h]`` and ``W_O^h = o[h d_h:(h+1) d_h, :]``. Both are
+``N x N`` of rank ``<= d_h``. Their singular values come from a ``d_h x d_h`` core, never from
+an ``N x N`` SVD (:func:`product_singular_values`).
+
+Only singular values are ever computed (``scipy.linalg.svdvals``; never U and V).
+
+.. warning::
+   With rotary position embeddings (LLaMA, Mistral) the score between tokens ``t`` and ``u``
+   is ``x_t^T W_Q^h R_{u-t} (W_K^g)^T x_u / sqrt(d_h)`` with a rotation ``R`` between the
+   factors; ``W_QK^h`` here is the position-free product (``R = I``). Its rank bound
+   ``<= d_h`` holds for every offset; its other statistics are those of offset zero.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, Literal, get_args
+
+import numpy as np
+import scipy.linalg
+
+__all__ = [
+    "DTYPE_EPS",
+    "MatrixKind",
+    "KINDS",
+    "MatrixStats",
+    "as_matrix",
+    "check_stats_options",
+    "relative_rank_tolerance",
+    "schatten_power",
+    "numerical_rank",
+    "norm_2_1",
+    "norm_1_1",
+    "stable_rank",
+    "energy_rank",
+    "singular_values",
+    "product_singular_values",
+    "matrix_stats",
+    "weight_stats",
+    "product_stats",
+]
+
+#: Machine epsilon of each stored dtype: float64 ``2**-52``, float32 ``2**-23``,
+#: float16 ``2**-10`` (``np.finfo``), bfloat16 ``2**-7`` (8 significand bits, 7 stored).
+DTYPE_EPS: Mapping[str, float] = MappingProxyType(
+    {
+        "F64": float(np.finfo(np.float64).eps),
+        "F32": float(np.finfo(np.float32).eps),
+        "F16": float(np.finfo(np.float16).eps),
+        "BF16": 2.0**-7,
+    }
+)
+
+#: The role of a matrix in its layer: per-head products ``qk``, ``vo``; whole matrices
+#: ``q k v o ff1 ff2``.
+MatrixKind = Literal["qk", "vo", "q", "k", "v", "o", "ff1", "ff2"]
+#: Every :data:`MatrixKind`, in report order.
+KINDS: tuple[str, ...] = get_args(MatrixKind)
+
+_F64_EPS = DTYPE_EPS["F64"]
+_NORM_BLOCK_ROWS = 1024  # rows of an N x N product formed at once for the (1,1) norm
+
+
+def as_matrix(name: str, w: Any) -> np.ndarray:
+    """``w`` as a finite 2-D float64 array; ``ValueError`` naming ``name`` and the shape otherwise."""
+    a = np.asarray(w, dtype=np.float64)
+    if a.ndim != 2:
+        raise ValueError(f"{name} must be a 2-D matrix, got shape {a.shape}")
+    if not np.isfinite(a).all():
+        raise ValueError(f"{name} of shape {a.shape} must be finite (contains NaN or Inf)")
+    return a
+
+
+def singular_values(W: Any) -> np.ndarray:
+    """All singular values of ``W``, descending, float64 (``scipy.linalg.svdvals``).
+
+    Args:
+      W: a finite 2-D array ``[a, b]``.
+
+    Returns:
+      ``min(a, b)`` singular values ``s_1 >= ... >= s_min(a,b) >= 0``.
+    """
+    a = as_matrix("W", W)
+    if a.size == 0:
+        return np.zeros(0)
+    return np.asarray(scipy.linalg.svdvals(a, check_finite=False), dtype=np.float64)
+
+
+def _qr_r(a: np.ndarray) -> np.ndarray:
+    """The ``min(m, d) x d`` upper-triangular factor of ``a = Q R`` (``a`` is ``m x d``)."""
+    (r,) = scipy.linalg.qr(a, mode="r", check_finite=False)
+    return np.asarray(r[: min(a.shape)])
+
+
+def product_singular_values(A: Any, B: Any) -> np.ndarray:
+    """Singular values of ``A @ B.T`` without forming or decomposing the product.
+
+    With ``A = Q_A R_A`` and ``B = Q_B R_B`` (thin QR, ``Q`` with orthonormal columns),
+    ``A B^T = Q_A (R_A R_B^T) Q_B^T``, so ``A B^T`` and the small core ``R_A R_B^T`` have the
+    same non-zero singular values. For ``A, B`` of shape ``[N, d]`` this costs ``O(N d^2)``
+    instead of the ``O(N^3)`` of an ``N x N`` SVD.
+
+    Args:
+      A: ``[m, d]``.
+      B: ``[n, d]`` (same number of columns as ``A``).
+
+    Returns:
+      The ``min(m, n, d)`` leading singular values of ``A B^T``, descending; the other
+      ``min(m, n) - min(m, n, d)`` singular values are exactly zero and are not listed.
+    """
+    a, b = as_matrix("A", A), as_matrix("B", B)
+    if a.shape[1] != b.shape[1]:
+        raise ValueError(f"A and B must have the same number of columns, got shapes {a.shape} and {b.shape}")
+    if a.size == 0 or b.size == 0:
+        return np.zeros(0)
+    core = _qr_r(a) @ _qr_r(b).T
+    return np.asarray(scipy.linalg.svdvals(core, check_finite=False), dtype=np.float64)
+
+
+@dataclass(frozen=True, eq=False)
+class MatrixStats:
+    """Spectrum and norms of one matrix (a whole weight, or one head's product).
+
+    Attributes:
+      name: a readable identifier (the tensor name for whole matrices).
+      layer: layer index.
+      kind: one of :data:`KINDS` (a :data:`MatrixKind`).
+      head: head index for ``qk``/``vo``, ``None`` for whole matrices.
+      shape: ``(a, b)`` in the ``[in, out]`` convention.
+      singular_values: descending, float64, read-only; for a product only the ``<= d_h``
+        possibly non-zero values (the rest are exactly zero).
+      rank: numerical rank, ``#{s_i > rank_tolerance}``.
+      rank_tolerance: ``s_1 * max(a, b) * dtype_eps``, or ``s_1 * rank_rtol`` when given.
+      rank_bound: the algebraic bound on the rank: ``min(a, b)``, or ``d_h`` for a product.
+      dtype_eps: machine epsilon of the stored dtype used in the tolerance.
+      spectral_norm: ``s_1 = ||W||_2`` (not squared).
+      frobenius_norm: ``||W||_F``.
+      frobenius_norm_squared: ``||W||_F^2 = sum_i s_i^2``.
+      norm_2_1: ``||W||_{2,1}``, sum of column (output-unit) l2 norms; ``None`` if not computed.
+      norm_1_1: entrywise ``||W||_{1,1}``; ``None`` if not computed.
+      stable_rank: ``||W||_F^2 / ||W||_2^2`` (``0`` for a zero matrix).
+    """
+
+    name: str
+    layer: int
+    kind: str
+    head: int | None
+    shape: tuple[int, int]
+    singular_values: np.ndarray
+    rank: int
+    rank_tolerance: float
+    rank_bound: int
+    dtype_eps: float
+    spectral_norm: float
+    frobenius_norm: float
+    frobenius_norm_squared: float
+    norm_2_1: float | None
+    norm_1_1: float | None
+    stable_rank: float
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # Unpickling (process pools, dask workers) bypasses __init__, and pickle protocols < 5
+        # rebuild arrays writable: restore the read-only singular values.
+        self.__dict__.update(state)
+        values = self.__dict__.get("singular_values")
+        if isinstance(values, np.ndarray):
+            values.setflags(write=False)
+
+    def schatten_p(self, p: float | Iterable[float] | np.ndarray) -> float | np.ndarray:
+        """``S_p(W) = sum_{i <= rank} s_i^p`` (the p-th power of the Schatten quasi-norm).
+
+        ``S_0 = rank``, ``S_1`` is the nuclear norm, ``S_2 = ||W||_F^2`` up to the squares of the
+        singular values below the rank tolerance.
+
+        Args:
+          p: one exponent or an array of exponents, each finite and ``>= 0``.
+
+        Returns:
+          A float for a scalar ``p``, else an array of the same shape as ``p``.
+        """
+        out = schatten_power(self.singular_values[: self.rank], p, max_p=math.inf)
+        return float(out) if out.ndim == 0 else out
+
+    def energy_rank(self, fraction: float = 0.9) -> int:
+        """Smallest ``k`` with ``sum_{i<=k} s_i^2 >= fraction * ||W||_F^2`` (0 for a zero matrix)."""
+        return energy_rank(self.singular_values, fraction)
+
+    @property
+    def normalized_stable_rank(self) -> float:
+        """``stable_rank / rank_bound`` in ``[0, 1]``: a scale-free measure of spectral decay.
+
+        ``1`` for a flat spectrum filling every available direction; small when a few
+        directions carry the energy (fast decay).
+        """
+        return self.stable_rank / self.rank_bound if self.rank_bound else 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        """The scalar fields as a plain dict (no singular values), for tables and JSON."""
+        return {
+            "name": self.name,
+            "layer": self.layer,
+            "kind": self.kind,
+            "head": self.head,
+            "rows": self.shape[0],
+            "cols": self.shape[1],
+            "rank": self.rank,
+            "rank_bound": self.rank_bound,
+            "rank_tolerance": self.rank_tolerance,
+            "spectral_norm": self.spectral_norm,
+            "frobenius_norm": self.frobenius_norm,
+            "frobenius_norm_squared": self.frobenius_norm_squared,
+            "norm_2_1": self.norm_2_1,
+            "norm_1_1": self.norm_1_1,
+            "stable_rank": self.stable_rank,
+        }
+
+
+def energy_rank(singular_values: Any, fraction: float = 0.9) -> int:
+    """Smallest ``k`` with ``sum_{i<=k} s_i^2 >= fraction * sum_i s_i^2`` for descending ``s`` (0 if all are zero)."""
+    if not 0.0 < fraction <= 1.0:
+        raise ValueError(f"fraction={fraction!r} must be in (0, 1]")
+    energy = np.cumsum(np.asarray(singular_values, dtype=np.float64) ** 2)
+    if energy.size == 0 or energy[-1] == 0.0:
+        return 0
+    return int(np.searchsorted(energy, fraction * energy[-1] * (1 - 1e-12)) + 1)
+
+
+def check_stats_options(*, kind: str, dtype_eps: float, rank_rtol: float | None) -> None:
+    """The options every statistics function takes: a known ``kind``, a positive ``dtype_eps``,
+    a non-negative ``rank_rtol`` (or ``None``); ``ValueError`` naming the first that is not."""
+    if kind not in KINDS:
+        raise ValueError(f"kind={kind!r} must be one of {KINDS}")
+    if not (dtype_eps > 0 and math.isfinite(dtype_eps)):
+        raise ValueError(f"dtype_eps={dtype_eps!r} must be a positive float")
+    if rank_rtol is not None and not (rank_rtol >= 0 and math.isfinite(rank_rtol)):
+        raise ValueError(f"rank_rtol={rank_rtol!r} must be a non-negative float")
+
+
+def relative_rank_tolerance(shape: tuple[int, ...], *, dtype_eps: float, rank_rtol: float | None = None) -> float:
+    """``max(a, b) * dtype_eps`` (numpy's ``matrix_rank`` rule at the stored precision), or ``rank_rtol``.
+
+    The rank tolerance is ``s_1`` times this (module docs).
+    """
+    return max(shape) * dtype_eps if rank_rtol is None else rank_rtol
+
+
+def numerical_rank(singular_values: Any, *, shape: tuple[int, ...], eps: float) -> int:
+    """Rank with the numpy ``matrix_rank`` rule: ``#{i : s_i > s_1 * max(shape) * eps}``.
+
+    ``eps`` should be the machine epsilon of the dtype the weights were *stored* in (float32 for
+    float32 checkpoints), not of the float64 arithmetic (:data:`DTYPE_EPS`).
+    """
+    sv = np.asarray(singular_values, dtype=np.float64)
+    if sv.size == 0 or sv.max() == 0:
+        return 0
+    return int(np.count_nonzero(sv > float(sv.max()) * relative_rank_tolerance(shape, dtype_eps=eps)))
+
+
+def schatten_power(singular_values: Any, p: float | Iterable[float] | np.ndarray, *, rank_tol: float = 0.0,
+                   max_p: float = 2.0) -> np.ndarray:
+    r"""``S_p = sum_i s_i^p`` over the singular values above ``rank_tol`` (the last axis), for each ``p``.
+
+    .. math:: S_p(W) = \sum_{s_i > \text{rank\_tol}} s_i(W)^p, \qquad S_0 = \#\{i : s_i > \text{rank\_tol}\}
+
+    The one numeric ``S_p`` of the package: :meth:`MatrixStats.schatten_p`, the bound's terms
+    (:meth:`numerics.bounds.terms.MatrixTerm.schatten`) and the Monte-Carlo classes use it. Values
+    at or below ``rank_tol`` count for no ``p`` (so ``S_p -> S_0`` as ``p -> 0+``).
+
+    Args:
+      singular_values: ``(..., r)``: one spectrum, or one per row.
+      p: one exponent or an array of them, each in ``[0, max_p]``.
+      rank_tol: values at or below it are left out.
+      max_p: the largest ``p`` accepted (2, the range of Theorem 4.1; ``math.inf`` for any).
+
+    Returns:
+      An array of shape ``shape(p) + singular_values.shape[:-1]`` (a 0-d array for one spectrum
+      and one ``p``).
+
+    References:
+      MATH.md section 1; :func:`theory.schatten.schatten_power_symbolic` is the symbolic definition.
+    """
+    ps = np.asarray(p, dtype=np.float64)
+    if not (np.isfinite(ps).all() and (ps >= 0).all() and (ps <= max_p).all()):
+        raise ValueError(f"p={p!r} must lie in [0, {max_p:g}]." if math.isfinite(max_p) else f"p={p!r} must be finite and >= 0")
+    sv = np.asarray(singular_values, dtype=np.float64)
+    powers = np.power(sv[np.newaxis], ps.reshape((-1,) + (1,) * sv.ndim))
+    out = np.where(sv > rank_tol, powers, 0.0).sum(axis=-1)
+    return np.asarray(out.reshape(ps.shape + sv.shape[:-1]))
+
+
+def norm_2_1(W: Any) -> float:
+    """``||W^T||_{2,1}`` for ``W`` ``[in, out]``: the sum of the columns' (output units') l2 norms.
+
+    For a PyTorch ``nn.Linear.weight`` of shape ``[out, in]`` (``W = weight.T``) this is
+    ``weight.norm(dim=1).sum()`` (Bartlett et al. 2017 write ``||A^T||_{2,1}``). Not transpose-invariant.
+    """
+    return float(np.linalg.norm(np.asarray(W, dtype=np.float64), axis=0).sum())
+
+
+def norm_1_1(W: Any) -> float:
+    """Entrywise ``||W||_{1,1} = sum_ij |W_ij|`` (Trauger and Tewari 2024)."""
+    return float(np.abs(np.asarray(W, dtype=np.float64)).sum())
+
+
+def _weight_norms(w: np.ndarray) -> tuple[float, float]:
+    """``(||W^T||_{2,1}, ||W||_{1,1})`` (for :func:`matrix_stats`, whose arguments carry these names)."""
+    return norm_2_1(w), norm_1_1(w)
+
+
+def stable_rank(singular_values: Any) -> float:
+    """``||W||_F^2 / ||W||_2^2`` from the singular values (``0`` for a zero matrix)."""
+    s = np.asarray(singular_values, dtype=np.float64)
+    s1 = float(s.max()) if s.size else 0.0
+    return float(np.sum(s * s)) / (s1 * s1) if s1 > 0 else 0.0
+
+
+def matrix_stats(
+    name: str,
+    sv: Any,
+    *,
+    shape: tuple[int, int],
+    kind: str,
+    layer: int,
+    head: int | None,
+    weight: Any = None,
+    norm_2_1: float | None = None,
+    norm_1_1: float | None = None,
+    rank_bound: int | None = None,
+    rank_rtol: float | None = None,
+    dtype_eps: float = _F64_EPS,
+) -> MatrixStats:
+    """Build :class:`MatrixStats` from singular values (and optionally the matrix itself).
+
+    Args:
+      name: identifier of the matrix.
+      sv: its singular values (any order; the zero ones may be left out).
+      shape: ``(a, b)``, the matrix's shape in the ``[in, out]`` convention.
+      kind: one of :data:`KINDS` (a :data:`MatrixKind`).
+      layer: layer index.
+      head: head index, or ``None`` for a whole matrix.
+      weight: the matrix ``[a, b]``; when given, ``norm_2_1`` and ``norm_1_1`` are computed
+        from it (column norms, entrywise sum).
+      norm_2_1, norm_1_1: precomputed norms, used when ``weight`` is ``None``.
+      rank_bound: algebraic rank bound (default ``min(a, b)``).
+      rank_rtol: relative rank tolerance; default ``max(a, b) * dtype_eps``.
+      dtype_eps: machine epsilon of the stored dtype (:data:`DTYPE_EPS`); default float64's.
+
+    Returns:
+      The frozen :class:`MatrixStats`.
+    """
+    if kind not in KINDS:
+        raise ValueError(f"kind={kind!r} must be one of {KINDS}")
+    if len(shape) != 2 or min(shape) < 0:
+        raise ValueError(f"shape={shape!r} must be a pair of non-negative ints")
+    s = np.sort(np.asarray(sv, dtype=np.float64).ravel())[::-1].copy()
+    if s.size > min(shape) or (s.size and (not np.isfinite(s).all() or s[-1] < 0)):
+        raise ValueError(f"sv must hold at most min{tuple(shape)} finite non-negative values, got {s.size}")
+    check_stats_options(kind=kind, dtype_eps=dtype_eps, rank_rtol=rank_rtol)
+    s.setflags(write=False)
+    s1 = float(s[0]) if s.size else 0.0
+    tol = s1 * relative_rank_tolerance(shape, dtype_eps=dtype_eps, rank_rtol=rank_rtol)
+    rank = int(np.count_nonzero(s > tol))
+    fro2 = float(np.sum(s * s))
+    if weight is not None:
+        w = as_matrix("weight", weight)
+        if w.shape != tuple(shape):
+            raise ValueError(f"weight has shape {w.shape}, must match shape={tuple(shape)!r}")
+        norm_2_1, norm_1_1 = _weight_norms(w)
+    return MatrixStats(
+        name=name,
+        layer=layer,
+        kind=kind,
+        head=head,
+        shape=(int(shape[0]), int(shape[1])),
+        singular_values=s,
+        rank=rank,
+        rank_tolerance=tol,
+        rank_bound=int(min(shape) if rank_bound is None else rank_bound),
+        dtype_eps=float(dtype_eps),
+        spectral_norm=s1,
+        frobenius_norm=math.sqrt(fro2),
+        frobenius_norm_squared=fro2,
+        norm_2_1=None if norm_2_1 is None else float(norm_2_1),
+        norm_1_1=None if norm_1_1 is None else float(norm_1_1),
+        stable_rank=stable_rank(s),
+    )
+
+
+def weight_stats(
+    name: str,
+    W: Any,
+    *,
+    kind: str,
+    layer: int,
+    dtype_eps: float = _F64_EPS,
+    rank_rtol: float | None = None,
+) -> MatrixStats:
+    """:class:`MatrixStats` of a whole matrix ``W`` ``[in, out]``: all singular values and norms."""
+    w = as_matrix(name, W)
+    return matrix_stats(
+        name,
+        singular_values(w),
+        shape=w.shape,
+        kind=kind,
+        layer=layer,
+        head=None,
+        weight=w,
+        rank_rtol=rank_rtol,
+        dtype_eps=dtype_eps,
+    )
+
+
+def product_stats(
+    name: str,
+    A: Any,
+    B: Any,
+    *,
+    kind: str,
+    layer: int,
+    head: int | None,
+    dtype_eps: float = _F64_EPS,
+    rank_rtol: float | None = None,
+) -> MatrixStats:
+    """:class:`MatrixStats` of ``P = A @ B.T`` (``A`` ``[m, d]``, ``B`` ``[n, d]``), shape ``[m, n]``.
+
+    Singular values from the ``d x d`` core (:func:`product_singular_values`). Norms:
+
+    * ``||P||_{2,1} = sum_j ||A B_{j,:}^T||_2 = sum_j ||R_A B_{j,:}^T||_2`` (``Q_A`` is an
+      isometry), i.e. the row norms of ``B R_A^T``: ``O(n d^2)``, no ``m x n`` array;
+    * ``||P||_{1,1}`` needs the entries: ``P`` is formed in blocks of rows.
+
+    The rank bound is ``d``.
+    """
+    a, b = as_matrix(f"{name} A", A), as_matrix(f"{name} B", B)
+    if a.shape[1] != b.shape[1]:
+        raise ValueError(f"{name}: A and B must have the same number of columns, got {a.shape} and {b.shape}")
+    r_a = _qr_r(a) if a.size else np.zeros((0, a.shape[1]))
+    r_b = _qr_r(b) if b.size else np.zeros((0, b.shape[1]))
+    sv = scipy.linalg.svdvals(r_a @ r_b.T, check_finite=False) if r_a.size and r_b.size else np.zeros(0)
+    norm_2_1 = float(np.linalg.norm(b @ r_a.T, axis=1).sum())
+    norm_1_1 = 0.0
+    for start in range(0, a.shape[0], _NORM_BLOCK_ROWS):
+        norm_1_1 += float(np.abs(a[start : start + _NORM_BLOCK_ROWS] @ b.T).sum())
+    return matrix_stats(
+        name,
+        sv,
+        shape=(a.shape[0], b.shape[0]),
+        kind=kind,
+        layer=layer,
+        head=head,
+        norm_2_1=norm_2_1,
+        norm_1_1=norm_1_1,
+        rank_bound=min(a.shape[0], b.shape[0], a.shape[1]),
+        rank_rtol=rank_rtol,
+        dtype_eps=dtype_eps,
+    )
