@@ -335,6 +335,26 @@ def _cmd_claims(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_study(args: argparse.Namespace) -> int:
+    from numerics.study import parse_axis, study
+
+    axes = dict(parse_axis(text) for text in args.axis or ())
+    out = args.out if args.out is not None else "specbound-study"
+    result = study(args.preset, task=args.task, axes=axes, out=out, force=args.force, jobs=args.jobs,
+                   scheduler=args.scheduler, progress=_Progress("models"))
+    print(f"{'model':16} {'L':>2} {'N':>4} {'H':>2} {'frac':>5} {'wd':>6} {'lr':>7} {'noise':>5} {'seed':>4} "
+          f"{'train err':>9} {'test err':>8} {'gap':>6} {'steps':>6} reached")
+    for m in result.models:
+        s, r = m.settings, m.record
+        print(f"{r['settings_hash']:16} {s.depth:2} {s.width:4} {s.heads:2} {s.train_fraction:5.2f} {s.weight_decay:6.3g} "
+              f"{s.learning_rate:7.2g} {s.label_noise:5.2f} {s.seed:4} {r['train_error']:9.3f} {r['test_error']:8.3f} "
+              f"{r['gap']:6.3f} {r['steps']:6} {'yes' if r['reached'] else 'no'}")
+    reached = sum(bool(m.record["reached"]) for m in result.models)
+    print(f"specbound: {len(result.models)} models ({result.trained} trained, {len(result.models) - result.trained} reused; "
+          f"{reached} reached the loss target) in {result.seconds:.0f} s; report written to {out}", file=sys.stderr)
+    return 0
+
+
 def _add_bound_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--heads", type=_positive_int, default=None, help="number of attention heads (when config.json lacks it)")
     p.add_argument("--n", type=_count, default=10**6, help="training sequences n (default 1e6)")
@@ -424,6 +444,21 @@ def build_parser() -> argparse.ArgumentParser:
     mc.add_argument("--plot", default=None, help="write the figure (log N against 1/eps per profile) to this file "
                     "(new, or a PNG specbound wrote)")
     mc.set_defaults(func=_cmd_mc)
+
+    st = sub.add_parser("study", help="train a family of small encoders (torch) and tabulate their generalization gaps")
+    st.add_argument("--preset", required=True, help="smoke (seconds), default (48 models, minutes) or full (hundreds)")
+    st.add_argument("--task", default="modadd", help="modadd (modular addition) or digits (scikit-learn's 8x8 digits)")
+    st.add_argument("--axis", action="append", default=None, metavar="NAME=V1,V2,...",
+                    help="replace one axis of the preset, e.g. label_noise=0,0.5,1 (repeatable)")
+    st.add_argument("--out", default=None, help="report folder (default ./specbound-study; must be new, empty, or a "
+                    "folder specbound wrote)")
+    _add_force_option(st)
+    where_st = st.add_mutually_exclusive_group()
+    where_st.add_argument("--jobs", type=_positive_int_parallel, default=2, metavar="N",
+                          help="models trained at once, each in its own process (default 2)")
+    where_st.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                          help="train on a dask.distributed scheduler instead (needs specbound[dask,study] there)")
+    st.set_defaults(func=_cmd_study)
 
     c = sub.add_parser("claims", help="measure the paper's claims C1-C9 and run their tests")
     c.add_argument("--only", default=None, help="comma-separated claim ids, e.g. C1,C7")
