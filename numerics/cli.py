@@ -344,11 +344,14 @@ def _cmd_study(args: argparse.Namespace) -> int:
                    scheduler=args.scheduler, progress=_Progress("models"))
     print(f"{'model':16} {'L':>2} {'N':>4} {'H':>2} {'frac':>5} {'wd':>6} {'lr':>7} {'noise':>5} {'seed':>4} "
           f"{'train err':>9} {'test err':>8} {'gap':>6} {'steps':>6} reached")
+    def num(value: Any, width: int) -> str:  # None: not finite (a diverged model)
+        return f"{value:{width}.3f}" if value is not None else f"{'-':>{width}}"
+
     for m in result.models:
         s, r = m.settings, m.record
         print(f"{r['settings_hash']:16} {s.depth:2} {s.width:4} {s.heads:2} {s.train_fraction:5.2f} {s.weight_decay:6.3g} "
-              f"{s.learning_rate:7.2g} {s.label_noise:5.2f} {s.seed:4} {r['train_error']:9.3f} {r['test_error']:8.3f} "
-              f"{r['gap']:6.3f} {r['steps']:6} {'yes' if r['reached'] else 'no'}")
+              f"{s.learning_rate:7.2g} {s.label_noise:5.2f} {s.seed:4} {num(r['train_error'], 9)} {num(r['test_error'], 8)} "
+              f"{num(r['gap'], 6)} {r['steps']:6} {'yes' if r['reached'] else 'no'}")
     reached = sum(bool(m.record["reached"]) for m in result.models)
     print(f"specbound: {len(result.models)} models ({result.trained} trained, {len(result.models) - result.trained} reused; "
           f"{reached} reached the loss target) in {result.seconds:.0f} s; report written to {out}", file=sys.stderr)
@@ -449,7 +452,8 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--preset", required=True, help="smoke (seconds), default (48 models, minutes) or full (hundreds)")
     st.add_argument("--task", default="modadd", help="modadd (modular addition) or digits (scikit-learn's 8x8 digits)")
     st.add_argument("--axis", action="append", default=None, metavar="NAME=V1,V2,...",
-                    help="replace one axis of the preset, e.g. label_noise=0,0.5,1 (repeatable)")
+                    help="replace the values of one axis of the preset, e.g. label_noise=0,0.5,1 (repeatable; the base "
+                         "model's value always stays in the family)")
     st.add_argument("--out", default=None, help="report folder (default ./specbound-study; must be new, empty, or a "
                     "folder specbound wrote)")
     _add_force_option(st)

@@ -36,7 +36,7 @@ from numerics.workdirs import work_folder
 from .settings import CODE_VERSION, TrainSettings
 from .records import TrainedModel
 
-__all__ = ["MANIFEST", "RECORD", "StoredModel", "study_root", "model_folder", "load_stored", "store"]
+__all__ = ["MANIFEST", "RECORD", "WORK_PREFIX", "StoredModel", "study_root", "model_folder", "load_stored", "store"]
 
 #: The manifest file of every stored model.
 MANIFEST = "manifest.json"
@@ -44,6 +44,9 @@ MANIFEST = "manifest.json"
 RECORD = "record.json"
 #: Who wrote a manifest.
 WRITTEN_BY = "specbound study"
+
+#: Prefix of the work folders beside the models (:func:`numerics.workdirs.work_folder`).
+WORK_PREFIX = ".train-"
 
 _MANIFEST_MAX_BYTES = 1 << 22
 _CHUNK = 1 << 20
@@ -155,7 +158,7 @@ def store(settings: TrainSettings, trained: TrainedModel, root: str | os.PathLik
     """
     dest = model_folder(settings, root)
     dest.parent.mkdir(parents=True, exist_ok=True)
-    with work_folder(dest.parent, f".train-{dest.name}-") as work:
+    with work_folder(dest.parent, f"{WORK_PREFIX}{dest.name}-") as work:
         out = work / "model"
         out.mkdir()
         files = {name: _write(out, name, data) for name, data in sorted(trained.files.items())}

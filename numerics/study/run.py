@@ -24,11 +24,12 @@ from numerics import outputs
 from numerics.analysis import analyze
 from numerics.executors import make_executor
 from numerics.registry import cache_root
+from numerics.workdirs import remove_abandoned
 
 from .presets import Preset, get_preset
 from .records import TrainedModel
 from .settings import TrainSettings
-from .cache import StoredModel, load_stored, store, study_root
+from .cache import WORK_PREFIX, StoredModel, load_stored, store, study_root
 from .table import write_report
 from .worker import Children, train_isolated
 
@@ -78,9 +79,12 @@ class StudyResult:
     trained: int = field(default=0)
 
 
-def _require_torch() -> None:
+def _require(tasks: set[str]) -> None:
+    """Refuse before training, in one line, when torch (or scikit-learn for digits) is missing."""
     if importlib.util.find_spec("torch") is None:
         raise ImportError("specbound study trains with torch: pip install 'specbound[study]'")
+    if "digits" in tasks and importlib.util.find_spec("sklearn") is None:
+        raise ImportError("the digits task reads scikit-learn's bundled data: pip install 'specbound[study]'")
 
 
 def _check_jobs(jobs: int) -> None:
@@ -124,8 +128,10 @@ def train_family(settings: Sequence[TrainSettings], *, root: str | os.PathLike[s
         if progress is not None:
             progress(done, total, s.hash())
     if missing:
-        _require_torch()
-        study_root(root).mkdir(parents=True, exist_ok=True)
+        _require({settings[i].task for i in missing})
+        for task in sorted({settings[i].task for i in missing}):
+            (study_root(root) / task).mkdir(parents=True, exist_ok=True)
+            remove_abandoned(study_root(root) / task, WORK_PREFIX)  # left by runs killed while storing
         children = Children()
         with make_executor(scheduler=scheduler) as remote:
             pool = remote if remote is not None else ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="specbound-train")

@@ -166,6 +166,8 @@ def child_main() -> None:
     """The child: ``sys.argv[1]`` holds the settings JSON; prints the result JSON on stdout."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the caller's; it stops us with SIGTERM
     threading.Thread(target=_exit_when_orphaned, name="specbound-orphan-watch", daemon=True).start()
+    result = os.fdopen(os.dup(1), "w", encoding="utf-8")  # the result's channel; anything else printed goes to stderr
+    os.dup2(2, 1)
     try:
         settings = TrainSettings.from_dict(json.loads(sys.argv[1]))
         from .train import train  # torch: imported in the child only
@@ -178,6 +180,6 @@ def child_main() -> None:
         sys.stderr.write(f"{type(exc).__name__}: {' '.join(str(exc).split())}\n")
         sys.stderr.flush()
         os._exit(1)
-    sys.stdout.write(text)
-    sys.stdout.flush()
+    result.write(text)
+    result.flush()
     os._exit(0)  # at once: the watchdog thread is still blocked reading stdin
