@@ -43,6 +43,7 @@ from numerics.study import (
     train_family,
 )
 from numerics.study.tasks import load_digits_arrays
+from numerics.workdirs import LOCK_NAME
 from numerics.study.train import build_model, task_data, train
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -406,6 +407,10 @@ def test_a_killed_run_resumes_and_reuses_the_stored_model(tmp_path, smoke_run):
     record = json.loads((first / "record.json").read_text())
     assert not (tmp_path / "out").exists()
 
+    # what a run killed while storing a model leaves (workdirs.work_folder: an unlocked lock file)
+    planted = cache / "study" / "modadd" / ".train-0123456789abcdef-planted"
+    planted.mkdir()
+    (planted / LOCK_NAME).write_text("")
     done = subprocess.run(command, cwd=tmp_path, env=_env(cache), capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     assert {p.name: p.stat().st_mtime_ns for p in first.iterdir()} == before
@@ -487,6 +492,25 @@ def test_bad_settings_exit_2_with_one_line(tmp_path, monkeypatch, argv, words):
     assert code == 2 and len(lines) == 1, err
     assert lines[0].startswith("specbound") and "error:" in lines[0] and words in lines[0], lines[0]
     assert list(tmp_path.iterdir()) == []  # nothing written: no cache, no report
+
+
+def test_missing_torch_is_one_line_before_anything_is_written(tmp_path, monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real(name, *a))
+    monkeypatch.setenv("SPECBOUND_CACHE", str(tmp_path / "cache"))
+    code, _, err = run_cli(["study", "--preset", "smoke", "--out", str(tmp_path / "out")])
+    assert code == 2 and err.strip() == "specbound: error: specbound study trains with torch: pip install 'specbound[study]'"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_package_lists_what_it_exports():
+    import numerics.study
+
+    assert sorted(numerics.study.__all__) == sorted(numerics.study._HOMES)
+    for name in numerics.study.__all__:
+        assert getattr(numerics.study, name) is not None, name
 
 
 def test_analyze_never_imports_torch(tmp_path):
