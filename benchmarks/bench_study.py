@@ -13,7 +13,7 @@ analyses every model with ``numerics.analysis.analyze``. Reports, per preset:
 * ``gaps``: overall range, and per axis the range of gaps inside each group of models that
   differ in that axis only (the groups granulated Kendall's tau averages over).
 
-Run: ``python -m benchmarks --only bench_study`` (about 20 minutes on the 2-core machines;
+Run: ``python -m benchmarks --only bench_study`` (13 minutes measured on a busy 2-core machine;
 ``SPECBOUND_BENCH_STUDY=smoke`` runs the smoke presets only).
 """
 

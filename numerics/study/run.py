@@ -109,7 +109,7 @@ def train_family(settings: Sequence[TrainSettings], *, root: str | os.PathLike[s
 
     Raises:
       TrainingError: a model could not be trained (the models already stored stay).
-      ImportError: torch is not installed.
+      ImportError: training here and torch (or, for digits, scikit-learn) is not installed.
     """
     _check_jobs(jobs)
     total = len(settings)
@@ -128,7 +128,8 @@ def train_family(settings: Sequence[TrainSettings], *, root: str | os.PathLike[s
         if progress is not None:
             progress(done, total, s.hash())
     if missing:
-        _require({settings[i].task for i in missing})
+        if scheduler is None:  # on a cluster the workers need torch, not this process
+            _require({settings[i].task for i in missing})
         for task in sorted({settings[i].task for i in missing}):
             (study_root(root) / task).mkdir(parents=True, exist_ok=True)
             remove_abandoned(study_root(root) / task, WORK_PREFIX)  # left by runs killed while storing
