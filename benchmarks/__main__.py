@@ -16,7 +16,7 @@ import time
 import traceback
 from pathlib import Path
 
-BENCHMARKS = ("bench_analyze", "bench_processes", "bench_packing", "bench_posthoc", "bench_streaming")
+BENCHMARKS = ("bench_analyze", "bench_processes", "bench_packing", "bench_posthoc", "bench_streaming", "bench_study")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -242,6 +242,19 @@ def _cmd_claims(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_study(args: argparse.Namespace) -> int:
+    from numerics.report import tables
+    from numerics.study import parse_axis, study
+
+    axes = dict(parse_axis(text) for text in args.axis or ())
+    out = args.out if args.out is not None else "specbound-study"
+    result = study(args.preset, task=args.task, axes=axes, out=out, force=args.force, jobs=args.jobs,
+                   scheduler=args.scheduler, progress=_Progress("models"))
+    sys.stdout.write(tables.study_table(result))
+    print(tables.study_summary(result, out), file=sys.stderr)
+    return 0
+
+
 # --------------------------------------------------------------------------- the parser
 
 #: Options that are fields of numerics.bounds.theorem31.BoundSettings, and of mc_experiment: their
@@ -376,6 +389,21 @@ def build_parser() -> argparse.ArgumentParser:
     mc.add_argument("--plot", default=None, help="write the figure (log N against 1/eps per profile) to this file "
                     "(new, or a PNG specbound wrote)")
     mc.set_defaults(func=_cmd_mc)
+
+    st = sub.add_parser("study", help="train a family of small encoders (torch) and tabulate their generalization gaps")
+    st.add_argument("--preset", required=True, help="smoke (3 tiny models, seconds), default (51 models, about 5-10 minutes on 2 cores) or "
+                    "full (hundreds: meant for --scheduler)")
+    st.add_argument("--task", default="modadd", help="modadd (modular addition, the default) or digits (scikit-learn's 8x8 digits)")
+    st.add_argument("--axis", action="append", default=None, metavar="NAME=V1,V2,...",
+                    help="replace the values of one axis of the preset, e.g. label_noise=0,0.5,1 (repeatable; the base "
+                         "model's value always stays in the family)")
+    _add_out_options(st, "report folder (default ./specbound-study)")
+    where_st = st.add_mutually_exclusive_group()
+    where_st.add_argument("--jobs", type=_positive_int_parallel, default=2, metavar="N",
+                          help="models trained at once, each in its own process (default 2)")
+    where_st.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                          help="train on a dask.distributed scheduler instead (needs specbound[dask,study] there)")
+    st.set_defaults(func=_cmd_study)
 
     c = sub.add_parser("claims", help="measure the paper's claims C1-C9 and run their tests")
     c.add_argument("--only", default=None, help="comma-separated claim ids, e.g. C1,C7")

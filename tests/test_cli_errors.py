@@ -234,6 +234,8 @@ _COMMANDS: dict[str, dict[str, str]] = {
     "fetch": {},
     "derive": {"--kind": "text"},
     "claims": {"--only": "text"},
+    # random text never names a preset (smoke, default, full), so no fuzzed study trains anything
+    "study": {"--preset": "text", "--task": "text", "--axis": "text", "--jobs": "text"},
 }
 _VALID_CLAIM = ("C1", "C2", "C3", "C4", "C5", "C6", "C7", "C8", "C9")
 

@@ -14,6 +14,8 @@ from numerics.report.tables import mc_table as mc_table
 from numerics.report.tables import registry_table as registry_table
 from numerics.report.tables import summary_markdown as summary_markdown
 from numerics.report.tables import sweep_rows_json as sweep_rows_json
+from numerics.report.tables import study_summary as study_summary
+from numerics.report.tables import study_table as study_table
 from numerics.report.tables import sweep_table as sweep_table
 from numerics.report.tables import TABLE_COLUMNS as TABLE_COLUMNS
 from numerics.report.tables import to_csv as to_csv

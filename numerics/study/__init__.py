@@ -1,3 +1,99 @@
-"""Stage 7: does a complexity measure track generalization? Measures and rank statistics over trained models."""
+"""Stage 7, ``specbound study``: does a complexity measure track generalization?
 
-__all__: list[str] = []
+Train a family of small Transformer encoders, tabulate their generalization, and rank every
+complexity measure against the measured gaps. The pipeline, one module per stage:
+
+* :mod:`.tasks`: the data (modular addition, scikit-learn's digits) and label noise;
+* :mod:`.settings`: one model's hyperparameters and the hash that names it;
+* :mod:`.presets`: families of models (a base setting and axes varied around it);
+* :mod:`.model`, :mod:`.train`: the BERT-style encoder and its deterministic training (torch);
+* :mod:`.worker`: each training in its own isolated process;
+* :mod:`.cache`: the trained models in specbound's cache, written atomically, verified on reuse;
+* :mod:`.run`: train or reuse a family, analyse each model, write the report;
+* :mod:`.family`, :mod:`.table`: groups along one axis, and the table of models;
+* :mod:`.measures`: the registry of complexity measures; :mod:`.statistics`: Kendall's tau,
+  granulated tau, the bootstrap and the random-label check.
+
+Only :mod:`.model`, :mod:`.train` and the worker processes import torch; importing this
+package does not.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .family import axis_groups, gap_spread
+    from .presets import PRESET_NAMES, PRESETS, Preset, get_preset, parse_axis
+    from .records import MARGIN_LEVELS, TrainedModel
+    from .run import DEFAULT_JOBS, StudyModel, StudyResult, run_study, study, train_family
+    from .settings import AXES, CODE_VERSION, TrainSettings
+    from .cache import StoredModel, load_stored, model_folder, store
+    from .table import COLUMNS, model_rows, to_csv, to_json, write_report
+    from .tasks import TASKS, TaskData, make_task
+    from .worker import StudyCancelled, TrainingError, train_isolated
+
+#: Where each public name lives. Imported on first use: a worker process that only trains
+#: (:mod:`.worker`) then never loads the analysis stack (SciPy: 1 s per process).
+_HOMES: dict[str, str] = {
+    **dict.fromkeys(("axis_groups", "gap_spread"), "family"),
+    **dict.fromkeys(("PRESET_NAMES", "PRESETS", "Preset", "get_preset", "parse_axis"), "presets"),
+    **dict.fromkeys(("MARGIN_LEVELS", "TrainedModel"), "records"),
+    **dict.fromkeys(("DEFAULT_JOBS", "StudyModel", "StudyResult", "run_study", "study", "train_family"), "run"),
+    **dict.fromkeys(("AXES", "CODE_VERSION", "TrainSettings"), "settings"),
+    **dict.fromkeys(("StoredModel", "load_stored", "model_folder", "store"), "cache"),
+    **dict.fromkeys(("COLUMNS", "model_rows", "to_csv", "to_json", "write_report"), "table"),
+    **dict.fromkeys(("TASKS", "TaskData", "make_task"), "tasks"),
+    **dict.fromkeys(("StudyCancelled", "TrainingError", "train_isolated"), "worker"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{home}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_HOMES))
+
+
+__all__ = [
+    "AXES",
+    "CODE_VERSION",
+    "COLUMNS",
+    "DEFAULT_JOBS",
+    "MARGIN_LEVELS",
+    "PRESETS",
+    "PRESET_NAMES",
+    "Preset",
+    "StoredModel",
+    "StudyCancelled",
+    "StudyModel",
+    "StudyResult",
+    "TASKS",
+    "TaskData",
+    "TrainSettings",
+    "TrainedModel",
+    "TrainingError",
+    "axis_groups",
+    "gap_spread",
+    "get_preset",
+    "load_stored",
+    "make_task",
+    "model_folder",
+    "model_rows",
+    "parse_axis",
+    "run_study",
+    "store",
+    "study",
+    "to_csv",
+    "to_json",
+    "train_family",
+    "train_isolated",
+    "write_report",
+]

@@ -1,0 +1,184 @@
+"""Trained models in specbound's cache: written whole or not at all, verified before reuse.
+
+Each model lives in ``<cache>/study/<task>/<settings hash>/`` (:func:`model_folder`, the
+cache is :func:`numerics._util.cache.cache_root`):
+
+* ``config.json`` and ``model.safetensors``: a HuggingFace-style folder that ``specbound
+  analyze`` reads like any BERT checkpoint;
+* ``checkpoints/step-XXXXXX/``: the same for the trajectory checkpoints, if any;
+* ``record.json``: the model's measurements (:mod:`.train`);
+* :data:`MANIFEST`: the settings, their hash, the record, and the size and sha256 of every
+  other file. It is written last.
+
+:func:`store` writes all of it in a :func:`numerics._util.workdirs.work_folder` beside the
+destination and renames the finished folder into place, so a run killed at any moment
+leaves either a complete model or nothing there (its work folder is removed by the next
+run). :func:`load_stored` accepts a folder only if its manifest names the same settings and
+code version and every listed file has the recorded size and sha256; anything else is
+treated as absent and replaced by the next :func:`store`. The folders are read as data only:
+JSON and file hashes, nothing imported or unpickled.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from numerics._util.cache import cache_root
+from numerics._util.workdirs import work_folder
+
+from .settings import CODE_VERSION, TrainSettings
+from .records import TrainedModel
+
+__all__ = ["MANIFEST", "RECORD", "WORK_PREFIX", "StoredModel", "study_root", "model_folder", "load_stored", "store"]
+
+#: The manifest file of every stored model.
+MANIFEST = "manifest.json"
+#: The record file (also inside the manifest).
+RECORD = "record.json"
+#: Who wrote a manifest.
+WRITTEN_BY = "specbound study"
+
+#: Prefix of the work folders beside the models (:func:`numerics._util.workdirs.work_folder`).
+WORK_PREFIX = ".train-"
+
+_MANIFEST_MAX_BYTES = 1 << 22
+_CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class StoredModel:
+    """A model in the cache.
+
+    Attributes:
+      folder: its folder (``config.json``, ``model.safetensors``, ...).
+      record: its measurements, from the manifest.
+      settings: its settings.
+    """
+
+    folder: Path
+    record: dict[str, Any]
+    settings: TrainSettings
+
+
+def study_root(root: str | os.PathLike[str] | None = None) -> Path:
+    """``<cache>/study``; ``root`` replaces the cache folder (default :func:`numerics._util.cache.cache_root`)."""
+    return (Path(root) if root is not None else cache_root()) / "study"
+
+
+def model_folder(settings: TrainSettings, root: str | os.PathLike[str] | None = None) -> Path:
+    """``<cache>/study/<task>/<settings hash>``."""
+    return study_root(root) / settings.task / settings.hash()
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(_CHUNK), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _read_manifest(folder: Path) -> dict[str, Any] | None:
+    path = folder / MANIFEST
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+            return None
+        raw = fh.read(_MANIFEST_MAX_BYTES + 1)
+    try:
+        doc = json.loads(raw.decode("utf-8"))
+    except ValueError:
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+def _safe_relative(name: Any) -> bool:
+    if not isinstance(name, str) or not name:
+        return False
+    parts = PurePosixPath(name).parts
+    return not PurePosixPath(name).is_absolute() and ".." not in parts and "." not in parts
+
+
+def _verify(folder: Path, settings: TrainSettings) -> dict[str, Any] | None:
+    """The manifest of ``folder`` if it is a complete, intact model of ``settings``, else ``None``."""
+    if folder.is_symlink() or not folder.is_dir():
+        return None
+    doc = _read_manifest(folder)
+    if doc is None or doc.get("written_by") != WRITTEN_BY or doc.get("code_version") != CODE_VERSION:
+        return None
+    if doc.get("settings_hash") != settings.hash() or doc.get("settings") != settings.as_dict():
+        return None
+    files = doc.get("files")
+    if not isinstance(files, dict) or "model.safetensors" not in files or "config.json" not in files:
+        return None
+    for name, entry in files.items():
+        if not (_safe_relative(name) and isinstance(entry, dict)):
+            return None
+        path = folder / name
+        try:
+            st = os.lstat(path)
+        except OSError:
+            return None
+        if not stat.S_ISREG(st.st_mode) or st.st_size != entry.get("size") or _sha256(path) != entry.get("sha256"):
+            return None
+    return doc if isinstance(doc.get("record"), dict) else None
+
+
+def load_stored(settings: TrainSettings, root: str | os.PathLike[str] | None = None) -> StoredModel | None:
+    """The cached model of ``settings`` if it is complete and intact (see the module docstring), else ``None``."""
+    folder = model_folder(settings, root)
+    doc = _verify(folder, settings)
+    if doc is None:
+        return None
+    return StoredModel(folder=folder, record=doc["record"], settings=settings)
+
+
+def _write(folder: Path, name: str, data: bytes) -> dict[str, Any]:
+    path = folder / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    return {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+
+
+def store(settings: TrainSettings, trained: TrainedModel, root: str | os.PathLike[str] | None = None) -> StoredModel:
+    """Put ``trained`` in the cache as the model of ``settings``, atomically; return it.
+
+    If an intact model of the same settings is already there (another run finished first),
+    that one is kept and returned. A folder there that does not verify is replaced.
+    """
+    dest = model_folder(settings, root)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with work_folder(dest.parent, f"{WORK_PREFIX}{dest.name}-") as work:
+        out = work / "model"
+        out.mkdir()
+        files = {name: _write(out, name, data) for name, data in sorted(trained.files.items())}
+        record_bytes = (json.dumps(trained.record, indent=2, sort_keys=True, allow_nan=False) + "\n").encode("utf-8")
+        files[RECORD] = _write(out, RECORD, record_bytes)
+        manifest = {"written_by": WRITTEN_BY, "code_version": CODE_VERSION, "settings_hash": settings.hash(),
+                    "settings": settings.as_dict(), "files": files, "record": trained.record}
+        (out / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True, allow_nan=False) + "\n", encoding="utf-8")
+        if os.path.lexists(dest):
+            existing = load_stored(settings, root)
+            if existing is not None:
+                return existing
+            os.rename(dest, work / "stale")  # incomplete or damaged: removed with the work folder
+        try:
+            os.rename(out, dest)
+        except OSError as exc:  # another run put it there meanwhile
+            if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                raise
+            existing = load_stored(settings, root)
+            if existing is None:
+                raise
+            return existing
+    return StoredModel(folder=dest, record=trained.record, settings=settings)
