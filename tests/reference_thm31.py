@@ -72,7 +72,6 @@ __all__ = [
     "posthoc_certificate",
     "LayerNorms",
     "RefBound",
-    "to_float",
 ]
 
 #: The private 50-digit context every function here computes in (never the global ``mpmath.mp``).
@@ -453,8 +452,3 @@ def posthoc_certificate(matrices: Sequence[RefMatrix], p: Sequence[Any], setting
     gap = 2 / _mpf(settings.gamma) * bound.capped(settings.B_out) + conf
     return {"bound": bound, "groups": len(groups), "peel": peel, "log_union": log_union, "union_cost": conf - base,
             "generalization_gap": gap}
-
-
-def to_float(x: Any) -> float:
-    """A float of a 50-digit value (``inf`` beyond the float range: mpmath rounds overflow to infinity)."""
-    return float(x)
