@@ -30,8 +30,10 @@ and the lead covered by L-rank at ``eps/2``:
 
 .. math:: \log N(\varepsilon) \le R\,(2B/\varepsilon)^p\,(a+b+1)\,\log(18\sqrt{r}\,sB/\varepsilon)
 
-Both are also bounded by the rank cover (``k <= r``); the numeric evaluators take
-the minimum of the two.
+Both are also bounded by the rank cover (``k <= r``). The single-matrix evaluator
+(:func:`numerics.bounds.compiled.thm41_log_cover`) takes the minimum of the two; the
+Theorem 3.1 coefficients use the form alone (``a_j eps^-p``, a valid but looser bound, since
+the minimum is not of that form).
 
 .. warning::
    The fixed split ``eps_1 = eps_2 = eps/2`` means the ``p = 2`` form equals the
