@@ -411,11 +411,15 @@ def group_labels(terms: Sequence[MatrixTerm], tie: str) -> list[str]:
 
 
 def peeling_levels(values: Iterable[float], base: float = 1.0) -> np.ndarray:
-    """Dyadic level ``k = max(0, ceil(log2(v / base)))`` of each realised quantity."""
-    v = np.asarray(list(values), dtype=np.float64)
-    with np.errstate(divide="ignore"):
-        k = np.ceil(np.log2(np.maximum(v, 1e-300) / base))
-    return np.maximum(k, 0)
+    """Dyadic level of each realised quantity: the smallest ``k >= 0`` with ``v / base <= 2^k`` (:mod:`theory.margin`).
+
+    ``ceil(log2(v / base))``, corrected by one where ``log2`` rounded across a power of two (for
+    ``v`` just above ``2^80``, ``log2`` returns exactly 80): the comparison with ``2^k`` is exact.
+    """
+    v = np.maximum(np.asarray(list(values), dtype=np.float64), 1e-300) / base
+    k = np.maximum(np.ceil(np.log2(v)), 0.0)
+    k = np.where(v > np.ldexp(1.0, k.astype(np.int64)), k + 1, k)
+    return np.where((k > 0) & (v <= np.ldexp(1.0, np.maximum(k - 1, 0).astype(np.int64))), k - 1, k)
 
 
 def peeling_cost(values: Iterable[float]) -> float:
