@@ -70,14 +70,21 @@ def n_nonvacuous_p2(log_C_at: Callable[[BoundSettings], float], settings: BoundS
     """The smallest ``n`` at which a baseline's bound says something (the definition of
     :func:`numerics.bounds.theorem31.n_nonvacuous` with no post hoc choice, so no union cost).
 
-    ``n`` enters through the Dudley step at ``p = 2`` (``12 / sqrt(n)`` and ``log(B_out sqrt(n) / (3 sqrt(C)))``),
-    the trivial cap, and, for Edelman et al., ``m = n T`` inside ``log(d m T)``.
+    ``n`` enters through the Dudley step at ``p = 2`` (``12 / sqrt(n)`` and ``log(B_out sqrt(n) / (3 sqrt(C)))``)
+    and, for Edelman et al., ``m = n T`` inside ``log(d m T)``. Without a union cost the condition
+    :func:`theory.margin.excess_over_trivial` ``< 0`` is ``Rad_n < 4 B_out``; the ``p = 2`` objective is
+    strictly convex in ``alpha``, so its infimum lies below its value ``4 B_out`` at ``alpha = B_out``
+    exactly when the minimiser ``alpha* = 3 sqrt(C/n)`` lies below ``B_out``. The search tests that
+    form of the condition: ``Rad_n - 4 B_out`` vanishes to second order at the threshold, below what
+    floats resolve, while ``alpha* - B_out`` crosses zero with a non-zero slope.
     """
     def says_something(n: float) -> bool:
         at_n = replace(settings, n=n)
-        rad = _rademacher_p2(log_C_at(at_n), at_n)
-        return compiled.excess_over_trivial(Rad=rad, B_out=settings.B_out, gamma=settings.gamma, n=n, delta=settings.delta,
-                                            groups=0, grid_size=1, peel=0.0) < 0
+        log_C = log_C_at(at_n)
+        if log_C == -math.inf:
+            return True  # C = 0: Rad = 0
+        C = math.exp(log_C) if log_C < 700 else math.inf
+        return math.isfinite(C) and compiled.dudley_p_eq_2_alpha_star(C=C, n=n, B_out=settings.B_out) < settings.B_out
 
     return smallest_sample_size(says_something, T=settings.T)
 

@@ -37,6 +37,7 @@ __all__ = [
     "thm41_coefficient_without_logs",
     "dudley_p_lt_2",
     "dudley_p_eq_2",
+    "dudley_p_eq_2_alpha_star",
     "rank_cover",
     "log_class_radius",
     "metric_points",
@@ -214,11 +215,16 @@ def dudley_p_lt_2(*, p: float, C: float, n: float, B_out: float) -> float:
     return float(_function("dudley.lt2.value")(p, C, n, B_out))
 
 
+def dudley_p_eq_2_alpha_star(*, C: float, n: float, B_out: float) -> float:
+    """The minimiser ``alpha* = 3 sqrt(C/n)`` of the Dudley objective at ``p = 2`` (:func:`theory.dudley.derive`)."""
+    return float(_function("dudley.eq2.alpha_star")(C, n, B_out))
+
+
 def dudley_p_eq_2(*, C: float, n: float, B_out: float) -> float:
     """Exact ``inf_alpha`` of the Dudley bound at ``p = 2`` (trivial ``4 B_out`` if ``alpha* > B_out``)."""
     if C == 0:
         return 0.0
-    if float(_function("dudley.eq2.alpha_star")(C, n, B_out)) >= B_out:
+    if dudley_p_eq_2_alpha_star(C=C, n=n, B_out=B_out) >= B_out:
         return trivial_bound(B_out)
     return float(_function("dudley.eq2.value")(C, n, B_out))
 
