@@ -122,6 +122,8 @@ def _thm31(kind: str | None = None) -> dict[str, Any]:
         "rademacher_p_lt_2": form.rademacher_p_lt_2,
         "rademacher_p_lt_2_inf": form.rademacher_p_lt_2_inf,
         "rademacher_p_eq_2": form.rademacher_p_eq_2,
+        "alpha_star_p_lt_2": dudley.derive("p<2").alpha_star,
+        "alpha_star_p_eq_2": dudley.derive("p=2").alpha_star,
         "bound": form.bound,
         "generalization_gap": margin.generalization_gap(),
         "delta_prime": margin.delta_prime(),
