@@ -47,6 +47,7 @@ __all__ = [
     "per_matrix_coefficient",
     "per_matrix_coefficient_at_zero",
     "per_matrix_coefficient_without_logs",
+    "per_matrix_coefficient_without_logs_at_zero",
     "class_radius",
     "metric_points",
     "alpha_min",
@@ -143,6 +144,11 @@ def composed_coefficient() -> sp.Expr:
 def allocated_coefficient() -> sp.Expr:
     """``c_j = a_j rho^p (1 - theta)^-p``: the coefficient the allocation sees, floor share paid."""
     return composed_coefficient() * floor_share_factor()
+
+
+def per_matrix_coefficient_without_logs_at_zero(kind: str) -> sp.Expr:
+    """The ``p -> 0+`` limit of :func:`per_matrix_coefficient_without_logs`: ``R (a+b+1)`` for both kinds (``kappa -> 1``)."""
+    return sp.limit(per_matrix_coefficient_without_logs(kind), p, 0, "+")
 
 
 @dataclass(frozen=True)

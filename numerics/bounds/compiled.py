@@ -193,12 +193,12 @@ def thm41_log_coefficient(kind: str, *, p: float | np.ndarray, log_eps_min: floa
 def thm41_coefficient_without_logs(kind: str, *, p: ArrayLike, R: ArrayLike, B: float, a: int, b: int) -> Any:
     """The leading factor of ``a_j(p)`` with the log factors set to 1 (for the proxies).
 
-    At ``p = 0`` this is ``R (a+b+1)`` for both kinds (``kappa(0) = 1``; the limit, not ``0**0``).
+    At ``p = 0`` this is the derived limit ``R (a+b+1)`` for both kinds (``kappa(0) = 1``; not ``0**0``).
     ``p`` and ``R`` may be arrays of one shape (one coefficient per pair): a float for
     scalars, else an array.
     """
     p_arr, R_arr = np.broadcast_arrays(np.asarray(p, dtype=np.float64), np.asarray(R, dtype=np.float64))
-    out = np.asarray(R_arr * (a + b + 1), dtype=np.float64).copy()
+    out = np.asarray(np.broadcast_to(_function(f"coef_nolog.{kind}.p0")(R_arr, a, b), R_arr.shape), dtype=np.float64).copy()
     positive = p_arr != 0
     if positive.any():
         out[positive] = _function(f"coef_nolog.{kind}")(p_arr[positive], R_arr[positive], B, a, b)
