@@ -9,8 +9,19 @@ spectra (:mod:`numerics.bounds`):
 * the proxies ``phi_sa`` and ``phi_edelman`` (:mod:`numerics.bounds.proxies`).
 
 ``complexity`` is comparable across the three bounds: ``sqrt(n) Rad / 12`` for ours (the
-Dudley value with the trivial cap removed) and ``sqrt(C)`` for a ``log N <= C eps^-2``
-baseline. ``rademacher`` is the valid bound, at most ``4 B_out``.
+Dudley value with the trivial cap removed; 12 is :func:`theory.dudley.integral_weight`) and
+``sqrt(C)`` for a ``log N <= C eps^-2`` baseline. ``rademacher`` is the valid bound, at most
+``4 B_out``. Each bound reports ``n_nonvacuous``, the smallest sample size at which it says
+something (:func:`numerics.bounds.theorem31.n_nonvacuous`).
+
+*Auditable.* Each matrix in the bound carries ``theorem_inputs``: every input of its Theorem 4.1
+coefficient at the post hoc index (``kind``, ``s``, ``R`` = ``S_p``, ``B``, ``a``, ``b``, ``r``, ``m``,
+``eps_min``, ``log_eps_min``, ``log_rho``, ``p``, its ``group``, ``S_p`` at every grid index in
+``schatten_by_p``) and the resulting ``log_coefficient`` (``log a_j``) and
+``log_allocated_coefficient`` (``log c_j``). With the bound block's settings (``n``, ``T``,
+``delta``, ``gamma``, ``B_out``, the grid, ``floor_share``, ``groups``, ``peel``) and the forms of
+``specbound derive thm31 --json``, every reported number can be recomputed with SymPy
+(``notebooks/06_recompute_bounds.ipynb``).
 """
 
 from __future__ import annotations
@@ -23,15 +34,17 @@ from typing import Any
 import numpy as np
 
 from numerics._util.jsonsafe import finite_json
+from numerics.bounds import compiled
 from numerics.bounds.baselines import bartlett2017, edelman2022
 from numerics.bounds.proxies import log_phi_sa_by_common_p, phi_sa
 from numerics.bounds.terms import MatrixTerm, ModelSettings, build_terms
-from numerics.bounds.theorem31 import BoundSettings, PosthocResult, posthoc
+from numerics.bounds.theorem31 import (BoundSettings, PosthocResult, coefficients, log_eps_min, metric_points, n_nonvacuous,
+                                       posthoc, theorem41_coefficients)
 from numerics.io.checkpoint import open_checkpoint
 from numerics.io.resolve import resolve_source
 from numerics.spectra.pipeline import checkpoint_spectra
 
-__all__ = ["Analysis", "analyze", "evaluate_bounds"]
+__all__ = ["Analysis", "analyze", "evaluate_bounds", "theorem_inputs"]
 
 
 @dataclass(frozen=True)
@@ -42,8 +55,8 @@ class Analysis:
         model: ``{source, architecture, num_layers, hidden_size, num_heads, head_dim, intermediate_size}``.
         matrices: one dict per matrix: the fields of
             :meth:`numerics.spectra.stats.MatrixStats.as_dict` with ``shape = [rows, cols]``, plus
-            ``approximation``, ``p_star`` and ``schatten_p_at_p_star`` (``None`` for matrices not
-            in the bound).
+            ``approximation``, ``p_star``, ``schatten_p_at_p_star`` and ``theorem_inputs`` (see the
+            module docstring; ``None`` for matrices not in the bound).
         bounds: ``{spectrum_adaptive, edelman2022, bartlett2017}`` each with ``complexity`` and more.
         proxies: ``{phi_sa, phi_edelman, log_phi_sa, log_phi_edelman}``, the common ``p`` attaining
             ``phi_sa`` (``phi_sa_common_p``) and ``log phi_sa`` at every common ``p`` of the grid
@@ -98,16 +111,17 @@ def evaluate_bounds(stats: Sequence[Any], *, model_info: dict[str, Any], skipped
     bart = bartlett2017(terms, {st.name: st for st in stats}, settings)
     settings_out = {**{k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(settings).items()}, **info}
     return Analysis(
-        model=dict(model_info), matrices=_matrix_rows(stats, terms, post),
-        bounds={"spectrum_adaptive": _spectrum_adaptive(post, settings), "edelman2022": edel, "bartlett2017": bart},
+        model=dict(model_info), matrices=_matrix_rows(stats, terms, post, settings),
+        bounds={"spectrum_adaptive": _spectrum_adaptive(terms, post, settings), "edelman2022": edel, "bartlett2017": bart},
         proxies=_proxies(terms, edel, settings), skipped=[{"name": n, "reason": r} for n, r in skipped],
         settings=settings_out, singular_values={st.name: np.asarray(st.singular_values) for st in stats},
     )
 
 
-def _matrix_rows(stats: Sequence[Any], terms: Sequence[MatrixTerm], post: PosthocResult) -> list[dict[str, Any]]:
-    """One row per matrix: its statistics, and for the matrices in the bound ``p*`` and ``S_{p*}``."""
+def _matrix_rows(stats: Sequence[Any], terms: Sequence[MatrixTerm], post: PosthocResult, settings: BoundSettings) -> list[dict[str, Any]]:
+    """One row per matrix: its statistics, and for the matrices in the bound ``p*``, ``S_{p*}`` and ``theorem_inputs``."""
     p_of = dict(zip((t.name for t in terms), post.p))
+    inputs = dict(zip((t.name for t in terms), theorem_inputs(terms, post.p, settings)))
     rows = []
     for st in stats:
         row = st.as_dict()
@@ -115,23 +129,63 @@ def _matrix_rows(stats: Sequence[Any], terms: Sequence[MatrixTerm], post: Postho
         row.setdefault("approximation", getattr(st, "approximation", "none"))
         row["p_star"] = float(p_of[st.name]) if st.name in p_of else None
         row["schatten_p_at_p_star"] = float(st.schatten_p(p_of[st.name])) if st.name in p_of else None
+        row["theorem_inputs"] = inputs.get(st.name)
         rows.append(row)
     return rows
 
 
-def _spectrum_adaptive(post: PosthocResult, settings: BoundSettings) -> dict[str, Any]:
-    """Theorem 3.1 at the post hoc indices, as reported."""
+def theorem_inputs(terms: Sequence[MatrixTerm], p: np.ndarray, settings: BoundSettings) -> list[dict[str, Any]]:
+    """Per term, the inputs of its Theorem 4.1 coefficient at index ``p_j`` and the coefficient (module docstring)."""
+    p = np.asarray(p, dtype=np.float64)
+    log_eps = log_eps_min(terms, settings)
+    log_a = theorem41_coefficients(terms, p, settings)
+    log_c = coefficients(terms, p, settings)
+    grid = sorted(set(float(q) for q in settings.p_grid))
+    out = []
+    for j, t in enumerate(terms):
+        by_p = t.schatten(np.asarray(grid))
+        out.append({
+            "kind": t.cover_kind, "group": t.group, "p": float(p[j]), "s": t.spectral_norm,
+            "R": float(t.schatten(np.asarray([p[j]]))[0]), "B": t.input_scale, "a": int(t.shape[0]), "b": int(t.shape[1]),
+            "r": int(t.rank_bound), "m": metric_points(t, settings), "eps_min": math.exp(float(log_eps[j])),
+            "log_eps_min": float(log_eps[j]), "log_rho": t.log_rho,
+            "schatten_by_p": {str(q): float(v) for q, v in zip(grid, by_p)},
+            "log_coefficient": float(log_a[j]), "log_allocated_coefficient": float(log_c[j]),
+        })
+    return out
+
+
+def _spectrum_adaptive(terms: Sequence[MatrixTerm], post: PosthocResult, settings: BoundSettings) -> dict[str, Any]:
+    """Theorem 3.1 at the post hoc indices, as reported, with everything needed to recompute it."""
     # log space: on deep models the uncapped Dudley value overflows floats, its logarithm does not
-    log_complexity = post.log_rademacher + 0.5 * math.log(settings.n) - math.log(12)
+    log_complexity = post.log_rademacher - compiled.dudley_log_integral_weight(settings.n)
+    grid = sorted(set(float(q) for q in settings.p_grid))
+    groups = len(post.p_by_group)
     return {
         "status": "reconstructed Theorem 3.1",
         "complexity": math.exp(log_complexity) if log_complexity < 709 else math.inf,
         "log_complexity": log_complexity,
-        "rademacher": min(post.rademacher, 4 * settings.B_out),
+        "rademacher": min(post.rademacher, compiled.trivial_bound(settings.B_out)),
         "rademacher_uncapped": post.rademacher,
+        "log_rademacher": post.log_rademacher,
         "generalization_gap": post.generalization_gap,
         "union_cost": post.union_cost,
         "log_union": post.log_union,
+        "groups": groups,
+        "grid_size": len(grid),
+        "peel": post.peel,
+        "n_nonvacuous": n_nonvacuous(terms, post.p, settings, groups=groups, grid_size=len(grid), peel=post.peel),
+        "n": settings.n,
+        "T": settings.T,
+        "delta": settings.delta,
+        "gamma": settings.gamma,
+        "B_out": settings.B_out,
+        "p_grid": grid,
+        "floor_share": settings.floor_share,
+        "tie": settings.tie,
+        "dudley_grid": {"alpha_min": settings.alpha_min, "B_out": settings.B_out, "points": settings.grid_points,
+                        "spacing": "geometric", "integral": "interval by interval, sqrt(G(eps)) <= sqrt(G(eps_i)) (eps_i/eps)^(p_min/2)",
+                        "alpha": "the grid points below B_out"},
         "p_by_group": post.p_by_group,
         "rademacher_by_common_p": {str(k): v for k, v in post.by_common_p.items()},
         "search": post.search,

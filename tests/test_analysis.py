@@ -50,6 +50,53 @@ def test_json_document_has_the_documented_fields(result):
     json.dumps(doc, allow_nan=False)  # finite numbers only
 
 
+def test_json_records_the_inputs_of_every_coefficient(result):
+    # Each matrix in the bound records the inputs of its Theorem 4.1 coefficient at p* (analysis module
+    # docstring); the derived ones are checked against their definitions written out here:
+    # m = n T^2 token pairs (QK) or n T tokens; eps_min = (B_out / n) theta / (J rho).
+    doc = result.to_json()
+    bound = doc["bounds"]["spectrum_adaptive"]
+    rows = [m for m in doc["matrices"] if m["p_star"] is not None]
+    J = len(rows)
+    assert J == 2 * (3 + 3 + 2)  # per layer: 3 QK heads, 3 VO heads, FF1, FF2
+    for m in doc["matrices"]:
+        assert (m["theorem_inputs"] is None) == (m["p_star"] is None)
+    n, T, theta = FAST.n, FAST.T, FAST.floor_share
+    for m in rows:
+        ti = m["theorem_inputs"]
+        assert set(ti) == {"kind", "group", "p", "s", "R", "B", "a", "b", "r", "m", "eps_min", "log_eps_min", "log_rho",
+                           "schatten_by_p", "log_coefficient", "log_allocated_coefficient"}
+        assert ti["kind"] == ("bilinear" if m["kind"] == "qk" else "vector")
+        assert ti["p"] == m["p_star"] and ti["R"] == pytest.approx(m["schatten_p_at_p_star"], rel=1e-12)
+        assert ti["s"] == pytest.approx(m["spectral_norm"], rel=1e-12) and [ti["a"], ti["b"]] == m["shape"]
+        assert ti["m"] == (n * T**2 if m["kind"] == "qk" else n * T)
+        assert ti["log_eps_min"] == pytest.approx(math.log(1.0 / n * theta / J) - ti["log_rho"], rel=1e-13)
+        assert set(ti["schatten_by_p"]) == {str(q) for q in FAST.p_grid}
+        assert ti["schatten_by_p"]["0.0"] == m["rank"]
+        # log c_j = log a_j + p log rho - p log(1 - theta)
+        assert ti["log_allocated_coefficient"] == pytest.approx(
+            ti["log_coefficient"] + ti["p"] * (ti["log_rho"] - math.log(1 - theta)), rel=1e-13)
+    assert {"n", "T", "delta", "gamma", "B_out", "p_grid", "floor_share", "tie", "groups", "grid_size", "peel", "log_union",
+            "n_nonvacuous", "dudley_grid"} <= set(bound)
+    assert bound["groups"] == 2 * 3 and bound["grid_size"] == 3 and bound["p_grid"] == [0.0, 1.0, 2.0]
+    assert bound["dudley_grid"]["points"] == FAST.grid_points and bound["dudley_grid"]["alpha_min"] == 1.0 / n
+    for name in ("spectrum_adaptive", "edelman2022", "bartlett2017"):
+        assert "n_nonvacuous" in doc["bounds"][name] and doc["bounds"][name]["n"] == n
+
+
+def test_table_and_summary_report_n_nonvacuous(result):
+    from numerics.report.tables import format_table, summary_markdown
+
+    table, summary = format_table(result), summary_markdown(result)
+    for name, bound in result.bounds.items():
+        n0 = bound["n_nonvacuous"]
+        shown = "never" if n0 is None else f"{n0:.3g}"
+        line = next(ln for ln in table.splitlines() if ln.strip().startswith(f"{name}:"))
+        assert f"n_nonvacuous={shown}" in line
+        row = next(ln for ln in summary.splitlines() if ln.startswith(f"| {name} |"))
+        assert row.rstrip().endswith(f"| {shown} |")
+
+
 def test_propagation_factors_against_a_naive_product(result):
     # Independent computation of rho for layer 0's VO head 0: the FF block of layer 0, then both blocks of layer 1.
     rows = {(m["layer"], m["kind"], m["head"]): m for m in result.matrices}
@@ -87,11 +134,25 @@ def test_edelman_proxy_against_a_naive_sum(result):
 
 
 def test_phi_sa_against_a_naive_loop_over_the_grid(bert_folder, result):
-    # The definition term by term, one scalar coefficient per (matrix, p), min over the common p:
-    # phi_sa(p) = (sum_j (a_j(p) rho_j^p)^(1/(1+p)))^((1+p)/2).
-    from numerics.bounds import compiled
+    # The definition term by term (MATH.md section 7), one scalar coefficient per (matrix, p), min over the common p:
+    # phi_sa(p) = (sum_j (a_j(p) rho_j^p)^(1/(1+p)))^((1+p)/2), with a_j the Theorem 3.1 coefficient without its
+    # log factors as theory.thm31 derives it, evaluated by SymPy (30 digits; at p = 0 its limit p -> 0+), not
+    # through the compiled forms the proxy uses.
+    import sympy as sp
+
     from numerics.io.checkpoint import open_checkpoint
     from numerics.spectra import checkpoint_spectra
+    from theory import thm31
+    from theory.symbols import SYMBOLS
+
+    p_sym = SYMBOLS["p"]
+    forms = {k: thm31.per_matrix_coefficient_without_logs(k) for k in ("bilinear", "vector")}
+    at_zero = {k: sp.limit(f, p_sym, 0, "+") for k, f in forms.items()}
+
+    def coefficient(kind, q, R, B, a, b):
+        expr = at_zero[kind] if q == 0 else forms[kind].subs(p_sym, sp.Float(q, 30))
+        values = {SYMBOLS["R"]: sp.Float(R, 30), SYMBOLS["B"]: sp.Float(B, 30), SYMBOLS["a"]: a, SYMBOLS["b"]: b}
+        return float(sp.N(expr.subs(values), 30))
 
     terms, _ = build_terms(checkpoint_spectra(open_checkpoint(str(bert_folder))), num_layers=2, hidden_size=24, model=ModelSettings())
     curve = {}
@@ -99,8 +160,7 @@ def test_phi_sa_against_a_naive_loop_over_the_grid(bert_folder, result):
         total = 0.0
         for t in terms:
             R = float(np.sum(np.sort(t.singular_values)[::-1][: t.rank] ** q))
-            a = compiled.thm41_coefficient_without_logs(t.cover_kind, p=q, R=R, B=t.input_scale, a=t.shape[0], b=t.shape[1])
-            assert isinstance(a, float)
+            a = coefficient(t.cover_kind, q, R, t.input_scale, t.shape[0], t.shape[1])
             total += (a * math.exp(q * t.log_rho)) ** (1 / (1 + q))
         curve[q] = total ** ((1 + q) / 2)
     got = result.proxies["log_phi_sa_by_common_p"]

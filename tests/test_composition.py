@@ -95,3 +95,49 @@ def test_vectorised_newton_solver_matches_the_root_finder(pairs, scales):
     got = log_cover_at(np.log(c), pp, np.array(scales))
     for value, eps in zip(got, scales):
         assert math.isclose(value, math.log(solve_allocation(c, pp, eps=eps).value), rel_tol=1e-9, abs_tol=1e-9)
+
+
+def _theory_log_cover(log_c, pp, log_eps):
+    """``log G(eps)`` from theory.composition at 60 digits: the common-p closed form (allocation_for), else the
+    multiplier at which the derived stationary shares ``w_j(lam)`` sum to 1 (terms with p = 0 add c_j)."""
+    import mpmath
+
+    alloc = composition.derive_common_p_allocation()
+    with mpmath.workdps(60):
+        eps = mpmath.exp(mpmath.mpf(log_eps))
+        c = [mpmath.exp(mpmath.mpf(x)) for x in log_c]
+        const = sum((cj for cj, q in zip(c, pp) if q == 0), mpmath.mpf(0))
+        active = [(cj, q) for cj, q in zip(c, pp) if q > 0]
+        if not active:
+            return float(mpmath.log(const))
+        if len({q for _, q in active}) == 1:
+            q = active[0][1]
+            x = sp.symbols(f"x0:{len(active)}", positive=True)
+            closed = sp.lambdify(x, composition.allocation_for(list(x), sp.nsimplify(q)), "mpmath")
+            return float(mpmath.log(const + closed(*(cj for cj, _ in active)) * eps**-q))
+        share = sp.lambdify([SYMBOLS["c"], p, SYMBOLS["lam"]], alloc.weight_of_multiplier, "mpmath")
+        scaled = [(cj * eps**-q, q) for cj, q in active]
+        f = lambda u: mpmath.log(sum(share(cj, q, mpmath.exp(u)) for cj, q in scaled))  # noqa: E731
+        lo, hi = mpmath.mpf(-10), mpmath.mpf(10)
+        while f(lo) < 0:
+            lo = 2 * lo - 1
+        while f(hi) > 0:
+            hi = 2 * hi + 1
+        u = mpmath.findroot(f, (lo, hi), solver="anderson")
+        w = [share(cj, q, mpmath.exp(u)) for cj, q in scaled]
+        return float(mpmath.log(const + sum(cj * (wj / sum(w)) ** -q for (cj, q), wj in zip(scaled, w))))
+
+
+@given(st.lists(st.tuples(st.floats(-700.0, 700.0), st.sampled_from([0.0, 0.1, 0.5, 1.0, 1.5, 2.0])), min_size=1, max_size=6),
+       st.floats(-150.0, 150.0))
+def test_newton_solver_against_the_theory_allocation_at_extreme_scales(pairs, log_eps):
+    # Newton's method on the log multiplier (numerics.bounds.log_cover_at) against the derived allocation of
+    # theory.composition evaluated in 60-digit arithmetic, with coefficients from e^-700 to e^700 and scales
+    # from e^-150 to e^150 (far beyond floats in linear scale; the numeric side works in logs).
+    from numerics.bounds import log_cover_at
+
+    log_c = np.array([x for x, _ in pairs])
+    pp = np.array([q for _, q in pairs])
+    got = float(log_cover_at(log_c, pp, np.array([math.exp(log_eps)]))[0])
+    want = _theory_log_cover(log_c, pp, log_eps)
+    assert got == pytest.approx(want, rel=1e-11, abs=1e-9)

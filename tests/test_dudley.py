@@ -3,6 +3,7 @@
 import math
 
 import numpy as np
+import pytest
 import sympy as sp
 from hypothesis import example, given, strategies as st
 from scipy.integrate import quad
@@ -64,3 +65,27 @@ def test_alpha_to_zero_form_is_an_upper_bound_of_the_infimum():
     fns = compile_expr(dudley.derive("p<2").alpha_to_zero, ("p", "C", "n", "B_out"))
     for pv in (0.3, 1.0, 1.7):
         assert dudley_p_lt_2(p=pv, C=2.0, n=1e6, B_out=1.0) <= float(fns(pv, 2.0, 1e6, 1.0)) + 1e-12
+
+
+@pytest.mark.parametrize("pv", [0.0, 0.3, 1.0, 1.7, 2.0])
+@pytest.mark.parametrize("log_c", [-60.0, 0.0, 60.0, 3000.0])
+def test_numeric_dudley_step_is_the_theory_objective_on_its_grid(pv, log_c):
+    # Reference: theory.dudley.objective (constants 4 and 12, SymPy's integral), evaluated with mpmath at
+    # 50 digits at each grid scale alpha_i below B_out, for log N = C eps^-p with C = e^log_c (up to e^3000:
+    # a deep model); the numeric side integrates interval by interval in log space and takes the minimum
+    # over the same grid. For one term G(eps) = C eps^-p exactly, so the two must agree to rounding.
+    import mpmath
+
+    from numerics.bounds import BoundSettings, MatrixTerm, rademacher
+
+    settings = BoundSettings(n=10**7, B_out=2.0, grid_points=64)
+    term = MatrixTerm("w", "vo", (4, 4), 2, np.array([1.0, 0.5]), 2, 0.0, 1.0, "g")
+    got = rademacher([term], pv, settings, log_c=np.array([log_c])).log_rademacher
+    p_sym = SYMBOLS["p"]
+    objective = dudley.objective(sp.nsimplify(pv)) if pv != 2.0 else dudley.objective(2)
+    f = sp.lambdify([alpha, SYMBOLS["C"], SYMBOLS["n"], SYMBOLS["B_out"]], objective.subs(p_sym, sp.nsimplify(pv)), "mpmath")
+    with mpmath.workdps(50):
+        C = mpmath.exp(mpmath.mpf(log_c))
+        grid = np.geomspace(settings.alpha_min, settings.B_out, settings.grid_points)[:-1]
+        want = min(f(mpmath.mpf(a), C, settings.n, mpmath.mpf(settings.B_out)) for a in grid)
+        assert got == pytest.approx(float(mpmath.log(want)), rel=1e-12)

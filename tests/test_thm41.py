@@ -121,28 +121,40 @@ def test_shipped_forms_are_a_fresh_derivation_byte_for_byte():
     assert shipped == fresh, "numerics/bounds/_derived_forms.py is stale: run `./run regenerate` (python -m numerics.bounds.codegen)"
 
 
+def _random_arguments(rng, names, size):
+    """Arguments in each symbol's domain: ``log_x`` over 60 decades, counts as integers, shares in (0, 1)."""
+    out = {}
+    for name in names:
+        if name.startswith("log_"):
+            out[name] = rng.uniform(-30.0, 30.0, size) if name != "log_eps_min" else rng.uniform(-30.0, -1.0, size)
+        elif name in ("a", "b", "r", "J", "groups", "grid_size", "d", "W_width", "k_peel"):
+            out[name] = rng.integers(2, 500, size)
+        elif name in ("m", "n", "T"):
+            out[name] = 10.0 ** rng.uniform(0, 9, size)
+        elif name in ("eps", "eps_min"):
+            out[name] = 10.0 ** rng.uniform(-4, 0, size)
+        elif name in ("theta", "delta"):
+            out[name] = rng.uniform(0.01, 0.99, size)
+        else:
+            out[name] = rng.uniform(0.05, 1.95, size)
+    return out
+
+
 def test_shipped_functions_equal_lambdify_of_a_fresh_derivation_bit_for_bit():
-    # Reference: sympy.lambdify of the freshly derived forms, called as numerics.bounds.compiled did
-    # before the forms shipped (compile_expr, i.e. modules="numpy"; the log-space forms with the
-    # logaddexp/xlogy helpers). Same code in the same numpy functions: equal to the bit.
+    # Reference: sympy.lambdify of the freshly derived forms (numpy, with the logaddexp/xlogy
+    # helpers of the log-space forms), as numerics.bounds.compiled called them before the forms
+    # shipped. Same code in the same numpy functions: equal to the bit.
     from numerics.bounds import codegen, compiled
     from numerics.bounds._derived_forms import FORMS
 
     assert list(FORMS) == [form.key for form in codegen.FORMS]
     rng = np.random.default_rng(3)
     for form in codegen.FORMS:
-        if form.key.startswith("logcoef."):
-            fresh = codegen.lambdify_form(form)
-        else:
-            fresh = compile_expr(codegen.derive_forms()[form.key], form.args)
+        fresh = codegen.lambdify_form(form)
         shipped = compiled._function(form.key)
         assert shipped is FORMS[form.key]
         for size in (None, 64):  # scalars, then arrays (numpy broadcasts every argument)
-            args = {n: rng.uniform(0.05, 1.95, size) for n in form.args}
-            args.update({n: rng.integers(2, 500, size) for n in ("a", "b", "r") if n in form.args})
-            args.update({n: 10.0 ** rng.uniform(0, 9, size) for n in ("m", "n") if n in form.args})
-            args.update({n: rng.uniform(-30.0, -1.0, size) for n in ("log_eps_min",) if n in form.args})
-            args.update({n: 10.0 ** rng.uniform(-4, 0, size) for n in ("eps", "eps_min") if n in form.args})
+            args = _random_arguments(rng, form.args, size)
             vals = [args[n] for n in form.args]
             with np.errstate(all="ignore"):
                 got, want = np.asarray(shipped(*vals)), np.asarray(fresh(*vals))

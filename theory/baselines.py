@@ -15,6 +15,15 @@ bound as ours, so differences come from the covers alone.
   ``alpha_l`` the product of downstream layer Lipschitz constants and
   ``tau_l = sum_{M in {QK, V, C}} ||M^T||_{2,1}^(2/3)``; the Dudley step gives
   ``~ B (sum_l alpha_l^(2/3) tau_l)^(3/2) sqrt(log(d m T)) / sqrt(n)``.
+* Per-matrix and per-layer factors, for the numeric side (the whole-network forms above stay
+  the statements, and a test checks that the factors assemble into them):
+  :func:`bartlett2017_matrix_cover` is Bartlett et al.'s matrix cover (their Lemma 3.2 with
+  ``||A^T||_{2,1} <= b21``, per-row metric) of one matrix, composed like ours through
+  :func:`theory.thm31.composed_coefficient` at ``p = 2`` and the allocation of
+  :mod:`theory.composition` (``(sum_j c_j^(1/3))^3``); :func:`edelman2022_tau_term` is one
+  matrix's share of ``tau_l``, :func:`edelman2022_layer_term` one layer's term of the sum,
+  :func:`edelman2022_phi` the proxy ``Phi_Edelman`` and :func:`edelman2022_coefficient` the cover's
+  ``C`` as a function of it, with ``m = n T`` (the sample's tokens; :func:`edelman2022_points`).
 * **Trauger and Tewari (2024)** -- *reconstructed*: Maurey covers under
   ``(1,1)``-norm control with ``l_inf``-bounded inputs, which need no union over
   the sample: ``C = B_inf^2 (sum_j (rho_j ||W_j||_{1,1})^(2/3))^3 log(2 d^2)``,
@@ -30,11 +39,23 @@ import sympy as sp
 from theory import dudley
 from theory.symbols import SYMBOLS
 
-__all__ = ["bartlett2017_cover", "edelman2022_cover", "trauger_tewari2024_cover", "rademacher_from_cover", "catalogue"]
+__all__ = [
+    "bartlett2017_cover",
+    "bartlett2017_matrix_cover",
+    "edelman2022_cover",
+    "edelman2022_tau_term",
+    "edelman2022_layer_term",
+    "edelman2022_phi",
+    "edelman2022_coefficient",
+    "edelman2022_points",
+    "trauger_tewari2024_cover",
+    "rademacher_from_cover",
+    "catalogue",
+]
 
 B, eps, n, m, T, J = (SYMBOLS[k] for k in ("B", "eps", "n", "m", "T", "J"))
-width = sp.Symbol("W_width", positive=True, integer=True)
-d = sp.Symbol("d", positive=True, integer=True)
+width, d, b21 = SYMBOLS["W_width"], SYMBOLS["d"], SYMBOLS["b21"]
+alpha_layer, tau_layer, S_edelman, Phi_edelman = (SYMBOLS[k] for k in ("alpha_layer", "tau_layer", "S_edelman", "Phi_edelman"))
 B_inf = sp.Symbol("B_inf", positive=True)
 i = sp.Symbol("i", positive=True, integer=True)
 l = sp.Symbol("l", positive=True, integer=True)
@@ -54,6 +75,37 @@ def spectral_complexity() -> sp.Expr:
 def bartlett2017_cover() -> sp.Expr:
     """``log N(eps) <= B^2 ln(2 W^2) R_A^2 / eps^2`` (per-row metric; verbatim up to that normalisation)."""
     return B**2 * sp.log(2 * width**2) * spectral_complexity() ** 2 / eps**2
+
+
+def bartlett2017_matrix_cover() -> sp.Expr:
+    """``log N(eps) <= B^2 b21^2 ln(2 W^2) / eps^2`` for one matrix with ``||W^T||_{2,1} <= b21`` (verbatim, Lemma 3.2, per-row metric)."""
+    return B**2 * b21**2 * sp.log(2 * width**2) / eps**2
+
+
+def edelman2022_tau_term() -> sp.Expr:
+    """``||M^T||_{2,1}^(2/3)``: one matrix's share of ``tau_l`` (reconstructed)."""
+    return b21 ** sp.Rational(2, 3)
+
+
+def edelman2022_layer_term() -> sp.Expr:
+    """``alpha_l^(2/3) tau_l``: one layer's term of Edelman et al.'s sum (reconstructed)."""
+    return alpha_layer ** sp.Rational(2, 3) * tau_layer
+
+
+def edelman2022_phi() -> sp.Expr:
+    """``Phi_Edelman = (sum_l alpha_l^(2/3) tau_l)^(3/2)`` over ``L`` layers (MATH.md section 7; reconstructed)."""
+    term = edelman2022_layer_term().xreplace({alpha_layer: alpha_l[l], tau_layer: tau_l[l]})
+    return sp.Sum(term, (l, 1, SYMBOLS["L"])) ** sp.Rational(3, 2)
+
+
+def edelman2022_coefficient() -> sp.Expr:
+    """``C = B^2 Phi_Edelman^2 log(d m T)`` in ``log N(eps) <= C eps^-2`` (reconstructed)."""
+    return B**2 * Phi_edelman**2 * sp.log(d * m * T)
+
+
+def edelman2022_points() -> sp.Expr:
+    """``m = n T``: the sample's tokens, the points Edelman et al.'s cover runs over (so ``log(d m T) = log(N n T^2)``)."""
+    return n * T
 
 
 def edelman2022_cover() -> sp.Expr:

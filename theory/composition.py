@@ -33,7 +33,7 @@ import sympy as sp
 
 from theory.symbols import SYMBOLS
 
-__all__ = ["Allocation", "derive_common_p_allocation", "allocation_for"]
+__all__ = ["Allocation", "derive_common_p_allocation", "allocation_for", "merge_exponents"]
 
 p, J, lam = SYMBOLS["p"], SYMBOLS["J"], SYMBOLS["lam"]
 
@@ -46,12 +46,17 @@ class Allocation:
         weight: ``w_j^*`` as a function of ``c[j]`` and the sum (indexed form).
         minimum: the minimal value, ``(Sum_j c_j^(1/(1+p)))^(1+p)``.
         c: the ``IndexedBase`` of coefficients; ``j`` the summation index.
+        weight_of_multiplier: the stationary share ``w_j(lam)`` of one term ``c w^-p`` for a
+            Lagrange multiplier ``lam`` (scalar symbols ``c``, ``p``, ``lam``):
+            ``(p c / lam)^(1/(1+p))``. With a different ``p_j`` per term the optimum is the
+            ``lam`` at which these shares sum to 1 (mixed indices, solved numerically).
     """
 
     weight: sp.Expr
     minimum: sp.Expr
     c: sp.IndexedBase
     j: sp.Symbol
+    weight_of_multiplier: sp.Expr
 
 
 @lru_cache(maxsize=None)
@@ -73,6 +78,7 @@ def derive_common_p_allocation() -> Allocation:
     # Stationarity of the Lagrangian c_j w_j^-p + lam w_j in w_j, solved for w_j.
     (w_of_lam,) = sp.solve(sp.diff(cj * wj**-p, wj) + lam, wj)
     w_of_lam = sp.expand_power_base(w_of_lam, force=True)
+    c_scalar = SYMBOLS["c"]
     lam_factor, c_factor = w_of_lam.as_independent(cj)  # w_j = lam_factor(lam) * c_factor(c_j)
     # Constraint Sum_j w_j = 1 reads lam_factor * S = 1 with S = Sum_j c_factor(c_j).
     S = sp.Symbol("S_sum", positive=True)
@@ -86,7 +92,24 @@ def derive_common_p_allocation() -> Allocation:
     # Sum_j c_j (w_j^*)^-p = outside * Sum_j c_factor(c_j) = outside * S.
     minimum = sp.powsimp(outside * S, force=True).subs(S, S_value)
     weight = w_star.subs(cj, c[j]).subs(S, S_value)
-    return Allocation(weight=weight, minimum=minimum, c=c, j=j)
+    return Allocation(weight=weight, minimum=minimum, c=c, j=j,
+                      weight_of_multiplier=sp.powsimp(w_of_lam.subs(cj, c_scalar), force=True))
+
+
+def merge_exponents() -> tuple[sp.Expr, sp.Expr]:
+    """``(1/(1+p), 1+p)``: the inner and outer exponents of the derived minimum ``(Sum_j c_j^inner)^outer``.
+
+    Read off :func:`derive_common_p_allocation` (not typed), for the numeric side's merge of
+    terms sharing an index (:mod:`numerics.bounds.theorem31`) and the proxies.
+    """
+    alloc = derive_common_p_allocation()
+    outer_pow = alloc.minimum
+    if not (isinstance(outer_pow, sp.Pow) and isinstance(outer_pow.base, sp.Sum)):
+        raise ArithmeticError(f"the derived minimum {outer_pow} is not a power of a sum.")
+    term = outer_pow.base.function
+    if not (isinstance(term, sp.Pow) and term.base == alloc.c[alloc.j]):
+        raise ArithmeticError(f"the summand {term} of the derived minimum is not a power of c[j].")
+    return term.exp, outer_pow.exp
 
 
 def allocation_for(coefficients: list[sp.Expr], power: sp.Expr = p) -> sp.Expr:

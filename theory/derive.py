@@ -2,6 +2,15 @@
 
 Each function returns a JSON-ready dict of SymPy expressions rendered as
 strings that ``sympy.sympify`` reads back (with the catalogue's symbol names).
+
+``thm31`` gives every form the numeric bound evaluates (the forms
+:mod:`numerics.bounds.codegen` compiles), so that with the ``analyze --format json``
+document alone a user can recompute every reported number
+(``notebooks/06_recompute_bounds.ipynb``). Its ``symbols`` lists every name the forms use
+and ``indexed`` the indexed bases: read the strings back with
+``sympy.sympify(text, locals=...)`` mapping each name to ``Symbol(name)`` (some, like
+``gamma`` and ``N``, are SymPy functions otherwise), and each name written ``name[...]`` in that
+string to ``IndexedBase(name)`` (``rho`` is a scalar in ``floor_scale`` and indexed in ``complexity``).
 """
 
 from __future__ import annotations
@@ -10,10 +19,12 @@ from typing import Any, Callable
 
 import sympy as sp
 
-from theory import baselines, regimes, thm31, thm41
-from theory.symbols import symbol_table
+from theory import baselines, composition, dudley, lipschitz, margin, regimes, thm31, thm41
+from theory.symbols import MEANINGS, SYMBOLS, symbol_table
 
-__all__ = ["TARGETS", "derive_target", "render"]
+__all__ = ["TARGETS", "INDEXED", "derive_target", "render"]
+
+SYMBOLS_P = SYMBOLS["p"]
 
 
 def _thm41(kind: str = "bilinear") -> dict[str, Any]:
@@ -31,22 +42,110 @@ def _thm41(kind: str = "bilinear") -> dict[str, Any]:
     }
 
 
+#: The indexed bases of the forms, and what they index.
+INDEXED = {
+    "a": "a[j]: the Theorem 4.1 coefficient of matrix j",
+    "c": "c[j]: the coefficient matrix j brings to the allocation",
+    "rho": "rho[j] (or rho[i]): the propagation factor of matrix j",
+    "s_qk": "s_qk[h]: spectral norm of head h's query-key product",
+    "s_vo": "s_vo[h]: spectral norm of head h's value-output product",
+    "Lip": "Lip[k]: Lipschitz constant of block k (blocks numbered in the order they run)",
+    "s": "s[i]: spectral norm of layer i (Bartlett et al.)",
+    "b": "b[i]: ||A_i^T - M_i^T||_{2,1} of layer i (Bartlett et al.)",
+    "alpha": "alpha[l]: Edelman et al.'s product of the Lipschitz constants after layer l",
+    "tau": "tau[l]: Edelman et al.'s sum over layer l's matrices",
+    "w11": "w11[i]: ||W_i||_{1,1} (Trauger and Tewari)",
+}
+
+
+#: Meanings of names local to one form (not in the catalogue).
+_LOCAL_MEANINGS = {
+    "K": "number of blocks (2L: an attention and a feedforward block per layer)",
+    "k_own": "the block holding the matrix (its propagation factor runs over the blocks after it)",
+}
+
+
+def _symbols_of(data: Any) -> list[dict[str, str]]:
+    """``[{"name", "meaning"}]`` for every scalar symbol in the expressions of ``data`` (free or bound by a
+    ``Sum``, ``Product`` or ``Integral``); indexed bases are listed apart (:data:`INDEXED`)."""
+    exprs: list[sp.Basic] = []
+
+    def collect(x: Any) -> None:
+        if isinstance(x, sp.Basic):
+            exprs.append(x)
+        elif isinstance(x, dict):
+            for v in x.values():
+                collect(v)
+
+    collect(data)
+    placeholder = sp.Dummy("indexed")
+    free: set[str] = set()
+    bound: set[str] = set()
+    for e in exprs:
+        scalars = e.replace(lambda x: isinstance(x, sp.Indexed), lambda x: placeholder)
+        free |= {str(s) for s in scalars.free_symbols if s != placeholder}
+        bound |= {str(lim[0]) for node in e.atoms(sp.Sum, sp.Product, sp.Integral) for lim in node.limits}
+    rows = []
+    for name in sorted(free | bound):
+        if name in free:
+            text = MEANINGS.get(name) or _LOCAL_MEANINGS.get(name, "(not in the catalogue)")
+        else:
+            text = "summation or integration variable"
+        rows.append({"name": name, "meaning": text})
+    return rows
+
+
 def _thm31(kind: str | None = None) -> dict[str, Any]:
     form = thm31.derive()
-    return {
+    kinds = ("bilinear", "vector")
+    data: dict[str, Any] = {
         "target": "thm31",
         "status": "reconstructed (MATH.md section 3) from verbatim lemmas",
         "coefficient_bilinear": form.coefficient["bilinear"],
         "coefficient_vector": form.coefficient["vector"],
+        **{f"coefficient_{k}_p0": thm31.per_matrix_coefficient_at_zero(k) for k in kinds},
+        **{f"class_radius_{k}": thm31.class_radius(k) for k in kinds},
+        **{f"metric_points_{k}": thm31.metric_points(k) for k in kinds},
+        "alpha_min": thm31.alpha_min(),
+        "floor_scale": thm31.floor_scale(),
+        "floor_share_factor": thm31.floor_share_factor(),
+        "composed_coefficient": thm31.composed_coefficient(),
+        "allocated_coefficient": thm31.allocated_coefficient(),
         "complexity": form.complexity,
         "weight": form.weight,
+        "weight_of_multiplier": composition.derive_common_p_allocation().weight_of_multiplier,
+        "merge_inner_exponent": composition.merge_exponents()[0],
+        "merge_outer_exponent": composition.merge_exponents()[1],
+        "dudley_objective": dudley.objective(SYMBOLS_P, evaluate=False),
+        "dudley_objective_of_integral": dudley.objective_of_integral(),
+        "dudley_trivial": dudley.trivial_bound(),
         "rademacher_p_lt_2": form.rademacher_p_lt_2,
         "rademacher_p_lt_2_inf": form.rademacher_p_lt_2_inf,
         "rademacher_p_eq_2": form.rademacher_p_eq_2,
+        "alpha_star_p_lt_2": dudley.derive("p<2").alpha_star,
+        "alpha_star_p_eq_2": dudley.derive("p=2").alpha_star,
         "bound": form.bound,
+        "generalization_gap": margin.generalization_gap(),
+        "delta_prime": margin.delta_prime(),
+        "log_union": margin.log_union(),
         "union_cost": form.union_cost,
+        "peeling_cost": margin.peeling_cost(),
+        "excess_over_trivial": margin.excess_over_trivial(),
+        "lipschitz": {
+            "head": lipschitz.attention_head_lipschitz(),
+            "feedforward": lipschitz.feedforward_lipschitz(),
+            "residual": lipschitz.residual(),
+            "attention_block": lipschitz.attention_block_lipschitz(),
+            "feedforward_block": lipschitz.feedforward_block_lipschitz(),
+            **{f"local_factor_{k}": lipschitz.local_factor(k) for k in ("qk", "vo", "ff1", "ff2")},
+            **{f"input_scale_{k}": lipschitz.input_scale(k) for k in ("qk", "vo", "ff1", "ff2")},
+            **{f"propagation_factor_{k}": lipschitz.propagation_factor(k) for k in ("qk", "vo", "ff1", "ff2")},
+        },
         "depth_exponent_common_p": regimes.depth_exponent_common_p(),
     }
+    data["symbols"] = _symbols_of(data)
+    data["indexed"] = [{"name": k, "meaning": v} for k, v in INDEXED.items()]
+    return data
 
 
 def _regimes(kind: str | None = None) -> dict[str, Any]:
@@ -58,6 +157,15 @@ def _baselines(kind: str | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, row in baselines.catalogue().items():
         out[name] = {"status": row["status"], "reference": row["reference"], "cover": row["cover"], "rademacher": row["rademacher"]}
+    out["bartlett2017"]["factors"] = {"matrix_cover": baselines.bartlett2017_matrix_cover(),
+                                      "composed_coefficient": thm31.composed_coefficient(),
+                                      "merge_inner_exponent": composition.merge_exponents()[0],
+                                      "merge_outer_exponent": composition.merge_exponents()[1]}
+    out["edelman2022"]["factors"] = {"tau_term": baselines.edelman2022_tau_term(), "layer_term": baselines.edelman2022_layer_term(),
+                                     "phi": baselines.edelman2022_phi(), "coefficient": baselines.edelman2022_coefficient(),
+                                     "points": baselines.edelman2022_points()}
+    out["symbols"] = _symbols_of(out)
+    out["indexed"] = [{"name": k, "meaning": v} for k, v in INDEXED.items()]
     return out
 
 

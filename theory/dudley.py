@@ -15,7 +15,12 @@ condition in ``alpha`` and substitutes:
   and the bound is ``12 sqrt(C/n) (1 + log(B_out sqrt(n) / (3 sqrt(C))))``.
 
 Both infima require ``alpha* <= B_out``; otherwise the bound is the trivial
-``4 B_out`` (``alpha = B_out``). The numeric evaluator applies that case split.
+``4 B_out`` (``alpha = B_out``, :func:`trivial_bound`). The numeric evaluator applies that case split.
+
+The numeric side never types the constants 4 and 12: :func:`alpha_weight` and
+:func:`integral_weight` read them off :func:`objective`, and
+:func:`objective_of_integral` (the objective as a function of the value of the integral)
+is what :mod:`numerics.bounds.codegen` compiles for the interval-by-interval integration.
 """
 
 from __future__ import annotations
@@ -27,9 +32,10 @@ import sympy as sp
 
 from theory.symbols import SYMBOLS
 
-__all__ = ["DudleyForm", "derive", "objective"]
+__all__ = ["DudleyForm", "derive", "objective", "objective_of_integral", "alpha_weight", "integral_weight", "trivial_bound"]
 
 p, C, n, alpha, B_out, eps = (SYMBOLS[k] for k in ("p", "C", "n", "alpha", "B_out", "eps"))
+INTEGRAL = SYMBOLS["entropy_integral"]
 
 
 @dataclass(frozen=True)
@@ -51,10 +57,45 @@ class DudleyForm:
     alpha_to_zero: sp.Expr | None
 
 
-def objective(power: sp.Expr) -> sp.Expr:
-    """``4 alpha + 12/sqrt(n) int_alpha^B_out sqrt(C eps^-power) d eps``, integrated by SymPy."""
-    integral = sp.integrate(sp.sqrt(C * eps**-power), (eps, alpha, B_out), conds="none")
+def objective(power: sp.Expr, *, evaluate: bool = True) -> sp.Expr:
+    """``4 alpha + 12/sqrt(n) int_alpha^B_out sqrt(C eps^-power) d eps``, integrated by SymPy.
+
+    With ``evaluate=False`` the integral stays an unevaluated ``sympy.Integral`` (Bartlett et
+    al.'s Lemma A.5 as stated; the constants are read off this form).
+    """
+    integral = sp.Integral(sp.sqrt(C * eps**-power), (eps, alpha, B_out))
+    if evaluate:
+        integral = sp.integrate(integral.function, *integral.limits, conds="none")
     return 4 * alpha + 12 / sp.sqrt(n) * integral
+
+
+def objective_of_integral() -> sp.Expr:
+    """:func:`objective` with its integral replaced by the symbol ``entropy_integral``:
+    ``4 alpha + 12 entropy_integral / sqrt(n)`` (any cover, any way of bounding the integral)."""
+    stated = objective(p, evaluate=False)
+    (integral,) = stated.atoms(sp.Integral)
+    return stated.xreplace({integral: INTEGRAL})
+
+
+def alpha_weight() -> sp.Expr:
+    """The weight of ``alpha`` in the objective (Bartlett et al.'s 4), read off :func:`objective`."""
+    weight = objective_of_integral().coeff(alpha)
+    if weight.free_symbols:
+        raise ArithmeticError(f"the alpha term of the Dudley objective is not linear: {weight}")
+    return weight
+
+
+def integral_weight() -> sp.Expr:
+    """The weight of the integral times ``sqrt(n)`` (Bartlett et al.'s 12), read off :func:`objective`."""
+    weight = sp.simplify(objective_of_integral().coeff(INTEGRAL) * sp.sqrt(n))
+    if weight.free_symbols:
+        raise ArithmeticError(f"the integral term of the Dudley objective is not c/sqrt(n): {weight}")
+    return weight
+
+
+def trivial_bound() -> sp.Expr:
+    """The objective at ``alpha = B_out``, where the integral vanishes: ``4 B_out``, valid for every class."""
+    return sp.simplify(objective(p, evaluate=False).subs(alpha, B_out).doit())
 
 
 @lru_cache(maxsize=None)

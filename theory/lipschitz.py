@@ -20,11 +20,16 @@ Corollary A.7: ``||softmax(z) - softmax(z')||_1 <= 2 ||z - z'||_inf``):
   QK ``2 B ||W_VO^h||_2`` (scores -> l1 attention change via Cor. A.7, times rows
   of norm ``<= B`` mapped by ``W_VO``); FF1 ``L_sigma ||W_2||_2``; FF2 ``1``.
 * ``rho_j`` = that local factor times the product of the constants of every
-  later block (the LayerNorm projections contribute 1). Input scales: ``B`` for
+  later block (the LayerNorm projections contribute 1; :func:`propagation_factor`, with the
+  blocks numbered ``1..K`` in the order they run, attention before feedforward in each layer).
+  Input scales: ``B`` for
   QK (bilinear, ``B^2`` on ``x y^T``), VO and FF1; ``L_sigma ||W_1||_2 B`` for FF2
   (activation with ``sigma(0) = 0``).
 
-Products over depth are evaluated in log space by :mod:`numerics.bounds`.
+Products over depth are evaluated in log space by :mod:`numerics.bounds` (the sum over heads and
+the product over later blocks, pinned to :func:`attention_block_lipschitz` and
+:func:`propagation_factor` by ``tests/test_lipschitz.py``; every other factor is generated from
+these forms by :mod:`numerics.bounds.codegen`).
 
 Keyword options (defaults give the forms above): ``row_bound`` replaces ``B``
 wherever it bounds the rows a matrix sees -- :mod:`theory.affine` passes
@@ -41,9 +46,26 @@ import sympy as sp
 
 from theory.symbols import SYMBOLS
 
-__all__ = ["attention_head_lipschitz", "feedforward_lipschitz", "local_factor", "input_scale"]
+__all__ = [
+    "attention_head_lipschitz",
+    "feedforward_lipschitz",
+    "residual",
+    "attention_block_lipschitz",
+    "feedforward_block_lipschitz",
+    "local_factor",
+    "input_scale",
+    "propagation_factor",
+]
 
 B, L_sigma, s_qk, s_vo, s_1, s_2 = (SYMBOLS[k] for k in ("B", "L_sigma", "s_qk", "s_vo", "s_1", "s_2"))
+H, BRANCH = SYMBOLS["H"], SYMBOLS["branch"]
+#: Per-head spectral norms (``s_qk[h]``, ``s_vo[h]``) and block constants (``Lip[k]``) of the indexed forms.
+S_QK, S_VO = sp.IndexedBase("s_qk", positive=True), sp.IndexedBase("s_vo", positive=True)
+LIP = sp.IndexedBase("Lip", positive=True)
+head_index = sp.Symbol("h", positive=True, integer=True)
+block_index = sp.Symbol("k", positive=True, integer=True)
+#: ``own``: the number of the block holding the matrix; ``K``: the number of blocks (``2L``).
+own_block, num_blocks = sp.Symbol("k_own", positive=True, integer=True), sp.Symbol("K", positive=True, integer=True)
 
 
 def attention_head_lipschitz(*, row_bound: sp.Expr = B) -> sp.Expr:
@@ -59,6 +81,22 @@ def attention_head_lipschitz(*, row_bound: sp.Expr = B) -> sp.Expr:
 def feedforward_lipschitz() -> sp.Expr:
     """``L_sigma ||W_1||_2 ||W_2||_2`` (the residual adds 1)."""
     return L_sigma * s_1 * s_2
+
+
+def residual(branch: sp.Expr = BRANCH) -> sp.Expr:
+    """``1 + branch``: a block ``x -> x + f(x)`` with ``f`` being ``branch``-Lipschitz (the identity adds 1)."""
+    return 1 + branch
+
+
+def attention_block_lipschitz(*, row_bound: sp.Expr = B) -> sp.Expr:
+    """``1 + sum_{h=1}^{H} s_vo[h] (1 + 4 B^2 s_qk[h])``: the residual around the sum of the heads."""
+    head = attention_head_lipschitz(row_bound=row_bound).xreplace({s_qk: S_QK[head_index], s_vo: S_VO[head_index]})
+    return residual(sp.Sum(head, (head_index, 1, H)))
+
+
+def feedforward_block_lipschitz() -> sp.Expr:
+    """``1 + L_sigma s_1 s_2``: the residual around the feedforward branch."""
+    return residual(feedforward_lipschitz())
 
 
 def local_factor(kind: str, *, row_bound: sp.Expr = B) -> sp.Expr:
@@ -83,3 +121,15 @@ def input_scale(kind: str, *, row_bound: sp.Expr = B, gain: sp.Expr = L_sigma) -
     if kind not in table:
         raise ValueError(f"kind={kind!r} must be one of {sorted(table)}.")
     return table[kind]
+
+
+def propagation_factor(kind: str, *, row_bound: sp.Expr = B) -> sp.Expr:
+    """``rho_j = local_factor(kind) * prod_{k = k_own + 1}^{K} Lip[k]``: the local factor, then every later block.
+
+    Blocks are numbered ``1..K`` in the order they run (layer ``l``'s attention block is
+    ``2l + 1``, its feedforward block ``2l + 2``, counting layers from 0); ``k_own`` is the block
+    holding the matrix (attention for ``qk``/``vo``, feedforward for ``ff1``/``ff2``) and
+    ``Lip[k]`` the constant of block ``k`` (:func:`attention_block_lipschitz`,
+    :func:`feedforward_block_lipschitz`). The empty product (the last block) is 1.
+    """
+    return local_factor(kind, row_bound=row_bound) * sp.Product(LIP[block_index], (block_index, own_block + 1, num_blocks))

@@ -20,6 +20,12 @@ from numerics.bounds.theorem31 import coefficients as coefficients
 from numerics.bounds.theorem31 import DEFAULT_P_GRID as DEFAULT_P_GRID
 from numerics.bounds.theorem31 import group_labels as group_labels
 from numerics.bounds.theorem31 import log_cover_at as log_cover_at
+from numerics.bounds.theorem31 import log_eps_min as log_eps_min
+from numerics.bounds.theorem31 import metric_points as metric_points
+from numerics.bounds.theorem31 import n_nonvacuous as n_nonvacuous
+from numerics.bounds.theorem31 import peeling_cost as peeling_cost
+from numerics.bounds.theorem31 import smallest_sample_size as smallest_sample_size
+from numerics.bounds.theorem31 import theorem41_coefficients as theorem41_coefficients
 from numerics.bounds.theorem31 import MAX_SAMPLE_POINTS as MAX_SAMPLE_POINTS
 from numerics.bounds.theorem31 import peeling_levels as peeling_levels
 from numerics.bounds.theorem31 import posthoc as posthoc
@@ -27,6 +33,8 @@ from numerics.bounds.theorem31 import PosthocResult as PosthocResult
 from numerics.bounds.theorem31 import rademacher as rademacher
 from numerics.bounds.baselines import bartlett2017 as bartlett2017
 from numerics.bounds.baselines import edelman2022 as edelman2022
+from numerics.bounds.baselines import n_nonvacuous_p2 as n_nonvacuous_p2
+from numerics.bounds.proxies import edelman_layers as edelman_layers
 from numerics.bounds.proxies import log_phi_edelman as log_phi_edelman
 from numerics.bounds.proxies import log_phi_sa_by_common_p as log_phi_sa_by_common_p
 from numerics.bounds.proxies import phi_sa as phi_sa

@@ -1,7 +1,12 @@
 """Writes :mod:`numerics.bounds._derived_forms`: the forms derived in :mod:`theory`, as plain Python.
 
-The numeric code evaluates the closed forms that SymPy derives (Theorem 4.1 per class, the
-Theorem 3.1 coefficients, the Dudley infima). Deriving them takes seconds of SymPy work, so
+The numeric code evaluates the closed forms that SymPy derives, and nothing else: Theorem 4.1
+per class, the Theorem 3.1 coefficients and the steps around them (metric point counts, the
+floor share, the allocation's merge exponents), the Lipschitz constants, local factors and
+input scales, the Dudley step (its objective with Bartlett et al.'s constants, the infima, the
+trivial bound), the margin bound with its union and peeling costs, and the baselines' per-matrix
+and per-layer factors. Forms whose arguments span many decades are generated in log space
+(arguments named ``log_x`` are ``log(x)``; :func:`log_form`). Deriving them takes seconds of SymPy work, so
 the numeric functions ship inside the package as generated source, the way generated parsers
 ship: ``sympy.lambdify``'s numpy code for each form, one function each, in
 ``numerics/bounds/_derived_forms.py``. Nothing is derived, cached or executed from disk at run time,
@@ -23,8 +28,8 @@ import hashlib
 import inspect
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from functools import lru_cache
+from dataclasses import dataclass, field
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import Any
 
@@ -33,10 +38,11 @@ import scipy.special
 import sympy as sp
 
 from numerics._util.outputs import edit_text_file, safe_output_file
-from theory import dudley, thm31, thm41
+from theory import baselines, composition, dudley, lipschitz, margin, thm31, thm41
 from theory.symbols import MEANINGS, SYMBOLS
 
-__all__ = ["FORMS", "Form", "TARGET", "derive_forms", "fingerprint", "lambdify_form", "log_space", "main", "render"]
+__all__ = ["FORMS", "Form", "TARGET", "derive_forms", "fingerprint", "lambdify_form", "log_form", "log_space", "main",
+           "render"]
 
 #: The generated module this writes.
 TARGET: Path = Path(__file__).with_name("_derived_forms.py")
@@ -53,9 +59,10 @@ class Form:
       key: the name :mod:`numerics.bounds.compiled` looks it up by (``"thm41.bilinear.p0"``).
       function: the generated function's name.
       args: its arguments, named after the symbols of :mod:`theory.symbols`
-        (``log_eps_min`` is ``log(eps_min)``).
+        (``log_x`` is ``log(x)``).
       summary: one line saying what it computes.
       origin: the expression in :mod:`theory` it is generated from.
+      build: derives the expression (SymPy), in terms of the symbols named by ``args``.
     """
 
     key: str
@@ -63,42 +70,196 @@ class Form:
     args: tuple[str, ...]
     summary: str
     origin: str
+    build: Callable[[], sp.Expr] = field(repr=False, compare=False, default=lambda: sp.Integer(0))
+
+
+def _thm41_forms(kind: str, what: str) -> list[Form]:
+    derived = lambda: thm41.derive(kind)  # type: ignore[arg-type]  # noqa: E731
+    coef = lambda: thm31.per_matrix_coefficient(kind)  # noqa: E731
+    return [
+        Form(f"thm41.{kind}.expr", f"thm41_{kind}", _THM41,
+             f"Theorem 4.1 bound on ``log N(eps)`` for the {what}, ``0 < p < 2``.",
+             f'theory.thm41.derive("{kind}").expr', lambda: derived().expr),
+        Form(f"thm41.{kind}.p0", f"thm41_{kind}_p0", _THM41,
+             f"Theorem 4.1 for the {what}: the ``p -> 0+`` form (the rank cover; ``p`` unused).",
+             f'theory.thm41.derive("{kind}").p0', lambda: derived().p0),
+        Form(f"thm41.{kind}.p2", f"thm41_{kind}_p2", _THM41,
+             f"Theorem 4.1 for the {what}: the ``p = 2`` form (the norm cover; ``p`` unused).",
+             f'theory.thm41.derive("{kind}").p2', lambda: derived().p2),
+        Form(f"coef.{kind}", f"coef_{kind}", _COEF,
+             f"``a_j`` with ``K_j(eps) <= a_j eps^-p``, log factors at ``eps_min``, for the {what}.",
+             f'theory.thm31.per_matrix_coefficient("{kind}")', coef),
+        Form(f"coef_nolog.{kind}", f"coef_nolog_{kind}", ("p", "R", "B", "a", "b"),
+             f"``a_j`` with every log factor set to 1 (the proxies' leading factor), {what}.",
+             f'theory.thm31.per_matrix_coefficient_without_logs("{kind}")',
+             lambda: thm31.per_matrix_coefficient_without_logs(kind)),
+        Form(f"coef_nolog.{kind}.p0", f"coef_nolog_{kind}_p0", ("R", "a", "b"),
+             f"The ``p -> 0+`` limit of ``a_j`` with every log factor set to 1, {what}.",
+             f'theory.thm31.per_matrix_coefficient_without_logs_at_zero("{kind}")',
+             lambda: thm31.per_matrix_coefficient_without_logs_at_zero(kind)),
+        Form(f"logcoef.{kind}", f"log_coef_{kind}", ("p", "log_eps_min", "s", "R", "B", "a", "b", "r", "m"),
+             f"``log a_j`` in log space (``eps_min`` enters only as ``log_eps_min``), {what}.",
+             f'numerics.bounds.codegen.log_space(theory.thm31.per_matrix_coefficient("{kind}"))',
+             lambda: log_space(coef(), SYMBOLS["p"], SYMBOLS["eps_min"])),
+    ]
+
+
+def _dudley_forms() -> list[Form]:
+    return [
+        Form("dudley.lt2.value", "dudley_p_lt_2", ("p", "C", "n", "B_out"),
+             "Exact ``inf_alpha`` of the Dudley bound for ``log N <= C eps^-p``, ``0 < p < 2`` (valid for ``alpha* <= B_out``).",
+             'theory.dudley.derive("p<2").value', lambda: dudley.derive("p<2").value),
+        Form("dudley.lt2.alpha_star", "dudley_p_lt_2_alpha_star", ("p", "C", "n", "B_out"),
+             "The minimising ``alpha*`` of the Dudley bound for ``0 < p < 2``.",
+             'theory.dudley.derive("p<2").alpha_star', lambda: dudley.derive("p<2").alpha_star),
+        Form("dudley.eq2.value", "dudley_p_eq_2", ("C", "n", "B_out"),
+             "Exact ``inf_alpha`` of the Dudley bound at ``p = 2`` (valid for ``alpha* = 3 sqrt(C/n) <= B_out``).",
+             'theory.dudley.derive("p=2").value', lambda: dudley.derive("p=2").value),
+    ]
+
+
+def _steps() -> list[Form]:
+    """The forms around Theorem 4.1: Lipschitz model, Theorem 3.1's steps, Dudley, margin, baselines."""
+    forms = [
+        Form("dudley.eq2.alpha_star", "dudley_p_eq_2_alpha_star", ("C", "n", "B_out"),
+             "The minimising ``alpha*`` of the Dudley bound at ``p = 2``.",
+             'theory.dudley.derive("p=2").alpha_star', lambda: dudley.derive("p=2").alpha_star),
+        Form("dudley.log_objective", "dudley_log_objective", ("log_alpha", "log_entropy_integral", "n"),
+             "``log`` of the Dudley objective ``4 alpha + 12 I / sqrt(n)`` for a bound ``I`` on the entropy integral.",
+             "numerics.bounds.codegen.log_form(theory.dudley.objective_of_integral())",
+             lambda: log_form(dudley.objective_of_integral(), ("alpha", "entropy_integral"))),
+        Form("dudley.log_integral_weight", "dudley_log_integral_weight", ("n",),
+             "``log(12 / sqrt(n))``: the weight of the entropy integral in the Dudley objective.",
+             "log(theory.dudley.integral_weight() / sqrt(n))",
+             lambda: sp.expand_log(sp.log(dudley.integral_weight() / sp.sqrt(SYMBOLS["n"])), force=True)),
+        Form("dudley.trivial", "dudley_trivial", ("B_out",),
+             "``4 B_out``: the Dudley objective at ``alpha = B_out``, a bound for every class.",
+             "theory.dudley.trivial_bound()", dudley.trivial_bound),
+        Form("thm31.alpha_min", "alpha_min", ("B_out", "n"),
+             "``B_out / n``: the lower end of the Dudley integral.", "theory.thm31.alpha_min()", thm31.alpha_min),
+        Form("thm31.log_floor_scale", "log_floor_scale", ("log_alpha", "theta", "J", "log_rho"),
+             "``log eps_min = log(alpha theta / (J rho))``: the smallest scale a matrix is covered at.",
+             "numerics.bounds.codegen.log_form(theory.thm31.floor_scale())",
+             lambda: log_form(thm31.floor_scale(), ("alpha", "rho"))),
+        Form("thm31.log_allocated_coefficient", "log_allocated_coefficient", ("p", "log_a_j", "log_rho", "theta"),
+             "``log c_j = log(a_j rho^p (1 - theta)^-p)``: the coefficient the allocation sees.",
+             "numerics.bounds.codegen.log_form(theory.thm31.allocated_coefficient())",
+             lambda: log_form(thm31.allocated_coefficient(), ("a_j", "rho"))),
+        Form("thm31.log_composed_coefficient", "log_composed_coefficient", ("p", "log_a_j", "log_rho"),
+             "``log(a_j rho^p)``: a per-matrix cover composed through its propagation factor.",
+             "numerics.bounds.codegen.log_form(theory.thm31.composed_coefficient())",
+             lambda: log_form(thm31.composed_coefficient(), ("a_j", "rho"))),
+        Form("merge.inner", "merge_inner_exponent", ("p",),
+             "``1/(1+p)``: the exponent of each ``c_j`` in the derived minimum ``(sum_j c_j^(1/(1+p)))^(1+p)``.",
+             "theory.composition.merge_exponents()[0]", lambda: composition.merge_exponents()[0]),
+        Form("merge.outer", "merge_outer_exponent", ("p",),
+             "``1+p``: the exponent of the sum in the derived minimum ``(sum_j c_j^(1/(1+p)))^(1+p)``.",
+             "theory.composition.merge_exponents()[1]", lambda: composition.merge_exponents()[1]),
+        Form("lip.head.log", "log_head_lipschitz", ("log_B", "log_s_qk", "log_s_vo"),
+             "``log(s_vo (1 + 4 B^2 s_qk))``: one head's Lipschitz constant, in log space.",
+             "numerics.bounds.codegen.log_form(theory.lipschitz.attention_head_lipschitz())",
+             lambda: log_form(lipschitz.attention_head_lipschitz(), ("B", "s_qk", "s_vo"))),
+        Form("lip.feedforward.log", "log_feedforward_lipschitz", ("log_L_sigma", "log_s_1", "log_s_2"),
+             "``log(L_sigma s_1 s_2)``: the feedforward branch's Lipschitz constant, in log space.",
+             "numerics.bounds.codegen.log_form(theory.lipschitz.feedforward_lipschitz())",
+             lambda: log_form(lipschitz.feedforward_lipschitz(), ("L_sigma", "s_1", "s_2"))),
+        Form("lip.residual.log", "log_residual", ("log_branch",),
+             "``log(1 + branch)``: a block with a residual connection, from its branch's constant, in log space.",
+             "numerics.bounds.codegen.log_form(theory.lipschitz.residual())",
+             lambda: log_form(lipschitz.residual(), ("branch",))),
+    ]
+    for kind in ("qk", "vo", "ff1", "ff2"):
+        local, scale = lipschitz.local_factor(kind), lipschitz.input_scale(kind)
+        forms += [
+            Form(f"lip.local.{kind}", f"local_factor_{kind}", _names(local),
+                 f"The local factor of a ``{kind}`` matrix: from its Theorem 4.1 metric to its block's output.",
+                 f'theory.lipschitz.local_factor("{kind}")', partial(lipschitz.local_factor, kind)),
+            Form(f"lip.input.{kind}", f"input_scale_{kind}", _names(scale),
+                 f"The bound on the rows a ``{kind}`` matrix sees.",
+                 f'theory.lipschitz.input_scale("{kind}")', partial(lipschitz.input_scale, kind)),
+        ]
+    for kind in ("bilinear", "vector"):
+        forms += [
+            Form(f"thm31.metric_points.{kind}", f"metric_points_{kind}", ("n", "T"),
+                 f"``m`` for the {kind} class: the points its Theorem 4.1 metric runs over.",
+                 f'theory.thm31.metric_points("{kind}")', partial(thm31.metric_points, kind)),
+            Form(f"thm31.log_class_radius.{kind}", f"log_class_radius_{kind}", ("log_s", "log_B"),
+                 f"``log`` of the radius of the {kind} class (one ball covers it at larger scales).",
+                 f'numerics.bounds.codegen.log_form(theory.thm31.class_radius("{kind}"))',
+                 partial(_log_class_radius, kind)),
+        ]
+    union = ("groups", "grid_size", "peel")
+    forms += [
+        Form("margin.log_union", "log_union", union,
+             "``log(delta / delta') = G log|P| + peel``: the nats paid for the post hoc choices.",
+             "theory.margin.log_union()", margin.log_union),
+        Form("margin.union_cost", "union_cost", ("n", "delta", *union),
+             "The extra confidence term of the margin bound paid for the post hoc choices.",
+             "expand_log(theory.margin.union_cost())", lambda: sp.expand_log(margin.union_cost(), force=True)),
+        Form("margin.gap", "generalization_gap", ("Rad", "gamma", "n", "delta", *union),
+             "``(2/gamma) Rad + 3 sqrt(log(2/delta')/(2n))``: the margin bound without the empirical risk.",
+             "expand_log(theory.margin.generalization_gap())",
+             lambda: sp.expand_log(margin.generalization_gap(), force=True)),
+        Form("margin.excess_over_trivial", "excess_over_trivial", ("Rad", "B_out", "gamma", "n", "delta", *union),
+             "The margin bound minus the one built on the trivial ``4 B_out`` (negative: the bound says something).",
+             "expand_log(theory.margin.excess_over_trivial())",
+             lambda: sp.expand_log(margin.excess_over_trivial(), force=True)),
+        Form("margin.peeling_cost", "peeling_cost", ("k_peel",),
+             "``log((k+1)(k+2))``: the cost of peeling level ``k``.", "theory.margin.peeling_cost()", margin.peeling_cost),
+        Form("bartlett.log_matrix_coefficient", "bartlett_log_matrix_coefficient", ("log_B", "log_b21", "W_width"),
+             "``log(B^2 b21^2 ln(2 W^2))``: Bartlett et al.'s matrix cover coefficient (``log N <= c eps^-2``).",
+             "numerics.bounds.codegen.log_form(theory.baselines.bartlett2017_matrix_cover() * eps**2)",
+             lambda: log_form(_times_eps_squared(baselines.bartlett2017_matrix_cover()), ("B", "b21"))),
+        Form("edelman.tau_term", "edelman_tau_term", ("b21",),
+             "``||M^T||_{2,1}^(2/3)``: one matrix's share of Edelman et al.'s ``tau_l``.",
+             "theory.baselines.edelman2022_tau_term()", baselines.edelman2022_tau_term),
+        Form("edelman.log_layer_term", "edelman_log_layer_term", ("log_alpha_layer", "log_tau_layer"),
+             "``log(alpha_l^(2/3) tau_l)``: one layer's term of Edelman et al.'s sum.",
+             "numerics.bounds.codegen.log_form(theory.baselines.edelman2022_layer_term())",
+             lambda: log_form(baselines.edelman2022_layer_term(), ("alpha_layer", "tau_layer"))),
+        Form("edelman.log_phi", "edelman_log_phi", ("log_S_edelman",),
+             "``log Phi_Edelman`` from the log of the sum over layers (the outer power of ``Phi_Edelman``).",
+             "numerics.bounds.codegen.log_form(S_edelman ** (outer power of theory.baselines.edelman2022_phi()))",
+             lambda: log_form(SYMBOLS["S_edelman"] ** _outer_power(baselines.edelman2022_phi()), ("S_edelman",))),
+        Form("edelman.log_coefficient", "edelman_log_coefficient", ("log_B", "log_Phi_edelman", "d", "m", "T"),
+             "``log C`` of Edelman et al.'s cover ``C eps^-2``, ``C = B^2 Phi^2 log(d m T)``.",
+             "numerics.bounds.codegen.log_form(theory.baselines.edelman2022_coefficient())",
+             lambda: log_form(baselines.edelman2022_coefficient(), ("B", "Phi_edelman"))),
+        Form("edelman.points", "edelman_points", ("n", "T"),
+             "``m = n T``: the points of Edelman et al.'s cover.", "theory.baselines.edelman2022_points()",
+             baselines.edelman2022_points),
+    ]
+    return forms
+
+
+def _log_class_radius(kind: str) -> sp.Expr:
+    return log_form(thm31.class_radius(kind), ("s", "B"))
+
+
+def _names(expr: sp.Expr) -> tuple[str, ...]:
+    """The catalogue names of the free symbols of ``expr``, sorted."""
+    return tuple(sorted(str(x) for x in expr.free_symbols))
+
+
+def _times_eps_squared(cover: sp.Expr) -> sp.Expr:
+    coefficient = sp.powsimp(sp.expand_power_base(cover * SYMBOLS["eps"] ** 2, force=True), force=True)
+    if coefficient.has(SYMBOLS["eps"]):
+        raise ArithmeticError(f"cover={cover} is not of the form C * eps**-2.")
+    return coefficient
+
+
+def _outer_power(expr: sp.Expr) -> sp.Expr:
+    if not (isinstance(expr, sp.Pow) and isinstance(expr.base, sp.Sum)):
+        raise ArithmeticError(f"{expr} is not a power of a sum.")
+    return expr.exp
 
 
 def _catalogue() -> tuple[Form, ...]:
     forms = []
     for kind, what in (("bilinear", "bilinear class (query-key scores)"), ("vector", "vector class (outputs W^T x)")):
-        forms += [
-            Form(f"thm41.{kind}.expr", f"thm41_{kind}", _THM41,
-                 f"Theorem 4.1 bound on ``log N(eps)`` for the {what}, ``0 < p < 2``.",
-                 f'theory.thm41.derive("{kind}").expr'),
-            Form(f"thm41.{kind}.p0", f"thm41_{kind}_p0", _THM41,
-                 f"Theorem 4.1 for the {what}: the ``p -> 0+`` form (the rank cover; ``p`` unused).",
-                 f'theory.thm41.derive("{kind}").p0'),
-            Form(f"thm41.{kind}.p2", f"thm41_{kind}_p2", _THM41,
-                 f"Theorem 4.1 for the {what}: the ``p = 2`` form (the norm cover; ``p`` unused).",
-                 f'theory.thm41.derive("{kind}").p2'),
-            Form(f"coef.{kind}", f"coef_{kind}", _COEF,
-                 f"``a_j`` with ``K_j(eps) <= a_j eps^-p``, log factors at ``eps_min``, for the {what}.",
-                 f'theory.thm31.per_matrix_coefficient("{kind}")'),
-            Form(f"coef_nolog.{kind}", f"coef_nolog_{kind}", ("p", "R", "B", "a", "b"),
-                 f"``a_j`` with every log factor set to 1 (the proxies' leading factor), {what}.",
-                 f'theory.thm31.per_matrix_coefficient_without_logs("{kind}")'),
-            Form(f"logcoef.{kind}", f"log_coef_{kind}", ("p", "log_eps_min", "s", "R", "B", "a", "b", "r", "m"),
-                 f"``log a_j`` in log space (``eps_min`` enters only as ``log_eps_min``), {what}.",
-                 f'numerics.bounds.codegen.log_space(theory.thm31.per_matrix_coefficient("{kind}"))'),
-        ]
-    forms += [
-        Form("dudley.lt2.value", "dudley_p_lt_2", ("p", "C", "n", "B_out"),
-             "Exact ``inf_alpha`` of the Dudley bound for ``log N <= C eps^-p``, ``0 < p < 2`` (valid for ``alpha* <= B_out``).",
-             'theory.dudley.derive("p<2").value'),
-        Form("dudley.lt2.alpha_star", "dudley_p_lt_2_alpha_star", ("p", "C", "n", "B_out"),
-             "The minimising ``alpha*`` of the Dudley bound for ``0 < p < 2``.",
-             'theory.dudley.derive("p<2").alpha_star'),
-        Form("dudley.eq2.value", "dudley_p_eq_2", ("C", "n", "B_out"),
-             "Exact ``inf_alpha`` of the Dudley bound at ``p = 2`` (valid for ``alpha* = 3 sqrt(C/n) <= B_out``).",
-             'theory.dudley.derive("p=2").value'),
-    ]
+        forms += _thm41_forms(kind, what)
+    forms += _dudley_forms()
+    forms += _steps()
     return tuple(forms)
 
 
@@ -161,24 +322,64 @@ def log_space(expr: sp.Expr, p: sp.Symbol, eps_min: sp.Symbol) -> sp.Expr:
     return result
 
 
+def log_form(expr: sp.Expr, logs: Sequence[str]) -> sp.Expr:
+    """``log(expr)`` as a function of ``log_x = log(x)`` for each catalogue name ``x`` in ``logs``.
+
+    Exact rewrites (every factor positive): ``x -> exp(log_x)``; the logarithm of a product is
+    expanded into a sum of logarithms (``expand_log(force=True)``); the logarithm of a sum whose
+    terms hold a ``log_x`` becomes a chain of ``logaddexp`` (so ``log(1 + x)`` is
+    ``logaddexp(0, log_x)``, finite for ``x`` far beyond the floats).
+    """
+    new = {SYMBOLS[x]: sp.exp(sp.Symbol(f"log_{x}", real=True)) for x in logs}
+    log_symbols = {sp.Symbol(f"log_{x}", real=True) for x in logs}
+    e = expr.xreplace(new)
+
+    def holds_log_symbol(x: sp.Basic) -> bool:
+        return bool(x.free_symbols & log_symbols)
+
+    def expand(x: sp.Expr) -> sp.Expr:
+        out = sp.expand_log(sp.log(x), force=True)
+        return out.replace(lambda y: isinstance(y, sp.log) and isinstance(y.args[0], sp.Add) and holds_log_symbol(y.args[0]),
+                           as_logaddexp)
+
+    def as_logaddexp(x: sp.Basic) -> sp.Expr:
+        parts = [expand(term) for term in sp.Add.make_args(x.args[0])]
+        acc = parts[0]
+        for part in parts[1:]:
+            acc = _LogAddExp(acc, part)
+        return acc
+
+    result = expand(e)
+    if result.has(sp.exp) or result.has(sp.I) or result.has(sp.zoo) or result.has(sp.nan):
+        raise ArithmeticError(f"log-space form of {expr} is not a plain function of {sorted(map(str, log_symbols))}: {result}")
+    return result
+
+
 @lru_cache(maxsize=None)
 def derive_forms() -> dict[str, sp.Expr]:
     """Every form of :data:`FORMS`, derived afresh by :mod:`theory` (seconds of SymPy work, once per process)."""
     out: dict[str, sp.Expr] = {}
-    for kind in ("bilinear", "vector"):
-        form = thm41.derive(kind)  # type: ignore[arg-type]
-        out[f"thm41.{kind}.expr"], out[f"thm41.{kind}.p0"], out[f"thm41.{kind}.p2"] = form.expr, form.p0, form.p2
-        out[f"coef.{kind}"] = thm31.per_matrix_coefficient(kind)
-        out[f"coef_nolog.{kind}"] = thm31.per_matrix_coefficient_without_logs(kind)
-        out[f"logcoef.{kind}"] = log_space(out[f"coef.{kind}"], SYMBOLS["p"], SYMBOLS["eps_min"])
-    lt2, eq2 = dudley.derive("p<2"), dudley.derive("p=2")
-    out["dudley.lt2.value"], out["dudley.lt2.alpha_star"], out["dudley.eq2.value"] = lt2.value, lt2.alpha_star, eq2.value
-    return {form.key: out[form.key] for form in FORMS}
+    for form in FORMS:
+        expr = sp.sympify(form.build())
+        names = {str(x) for x in expr.free_symbols}
+        if not names <= set(form.args):
+            raise RuntimeError(f"form {form.key!r} has symbols {sorted(names - set(form.args))} not among its arguments {form.args}")
+        out[form.key] = expr
+    return out
+
+
+def _argument(name: str) -> sp.Symbol:
+    """The symbol of an argument name: a catalogue symbol, or ``log_x`` for ``log(x)`` (real)."""
+    if name == "log_eps_min":
+        return _LOG_EPS_MIN
+    if name.startswith("log_") and name[4:] in SYMBOLS:
+        return sp.Symbol(name, real=True)
+    return SYMBOLS[name]
 
 
 def lambdify_form(form: Form) -> Callable[..., Any]:
     """``sympy.lambdify`` of the freshly derived ``form`` (what the generated function must equal)."""
-    args = [_LOG_EPS_MIN if n == "log_eps_min" else SYMBOLS[n] for n in form.args]
+    args = [_argument(n) for n in form.args]
     modules = [{"_LogAddExp": np.logaddexp, "_XLogY": scipy.special.xlogy}, "numpy"]
     return sp.lambdify(args, derive_forms()[form.key], modules=modules)
 
@@ -215,7 +416,7 @@ def fingerprint() -> str:
 
 def _legend(forms: Sequence[Form]) -> list[str]:
     used = list(dict.fromkeys(n for form in forms for n in form.args))
-    meaning = {**MEANINGS, "log_eps_min": "log(eps_min)"}
+    meaning = {**MEANINGS, **{n: f"log({n[4:]})" for n in used if n.startswith("log_") and n[4:] in MEANINGS}}
     return [f"- ``{n}``: {meaning[n]}" for n in used]
 
 

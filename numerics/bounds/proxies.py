@@ -5,6 +5,9 @@
   :func:`phi_sa`);
 * ``phi_edelman = (sum_l alpha_l^(2/3) tau_l)^(3/2)`` (:func:`log_phi_edelman`).
 
+The coefficients, the composition through ``rho_j``, the merge exponents and Edelman et al.'s
+factors are the forms of :mod:`theory` (compiled: :mod:`numerics.bounds.compiled`).
+
 Both overflow floats on deep models, hence the logarithms.
 """
 
@@ -21,7 +24,7 @@ from numerics.bounds import compiled
 from numerics.bounds.terms import MatrixTerm, log_after
 from numerics.bounds.theorem31 import BoundSettings
 
-__all__ = ["log_phi_sa_by_common_p", "phi_sa", "log_phi_edelman"]
+__all__ = ["log_phi_sa_by_common_p", "phi_sa", "edelman_layers", "log_phi_edelman"]
 
 
 def log_phi_sa_by_common_p(terms: Sequence[MatrixTerm], settings: BoundSettings) -> dict[float, float]:
@@ -40,11 +43,14 @@ def log_phi_sa_by_common_p(terms: Sequence[MatrixTerm], settings: BoundSettings)
         if ok.any():
             coef = compiled.thm41_coefficient_without_logs(t.cover_kind, p=qs[ok], R=R[ok], B=t.input_scale,
                                                              a=t.shape[0], b=t.shape[1])
-            logs[i, ok] = np.log(coef) + qs[ok] * t.log_rho
+            logs[i, ok] = compiled.log_composed_coefficient(p=qs[ok], log_a_j=np.log(coef), log_rho=t.log_rho)
     out = {}
+    inner, outer = compiled.merge_exponents(qs)
+    inner, outer = np.broadcast_to(inner, qs.shape), np.broadcast_to(outer, qs.shape)
     for j, q in enumerate(qs):
         column = logs[:, j]
-        out[float(q)] = 0.5 * (1 + q) * float(logsumexp(column / (1 + q))) if np.isfinite(column).any() else -math.inf
+        # phi_sa = sqrt(C): half the log of the merged complexity (sum_j c_j^inner)^outer
+        out[float(q)] = 0.5 * float(outer[j]) * float(logsumexp(column * inner[j])) if np.isfinite(column).any() else -math.inf
     return out
 
 
@@ -58,13 +64,13 @@ def phi_sa(by_p: dict[float, float]) -> tuple[float, float]:
     return value, q
 
 
-def log_phi_edelman(stats: Sequence[Any], info: dict[str, Any], num_layers: int) -> float:
-    """``log Phi_Edelman = (3/2) log sum_l alpha_l^(2/3) tau_l`` (MATH.md section 7).
+def edelman_layers(stats: Sequence[Any], info: dict[str, Any], num_layers: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(log alpha_l, tau_l)`` per layer: the inputs of Edelman et al.'s layer terms.
 
     ``alpha_l`` is the product of the Lipschitz constants of the layers after ``l`` (from the
     per-layer logs in ``info``, :func:`numerics.bounds.terms.build_terms`), ``tau_l`` the sum of
-    ``||M^T||_{2,1}^(2/3)`` over the layer's per-head QK, whole V, whole O and (BERT adaptation)
-    feedforward matrices.
+    :func:`theory.baselines.edelman2022_tau_term` (``||M^T||_{2,1}^(2/3)``) over the layer's per-head QK,
+    whole V, whole O and (BERT adaptation) feedforward matrices.
     """
     log_attn = np.asarray(info["log_lipschitz_attention"])
     log_ff = np.asarray(info["log_lipschitz_feedforward"])
@@ -73,7 +79,16 @@ def log_phi_edelman(stats: Sequence[Any], info: dict[str, Any], num_layers: int)
     tau = np.zeros(num_layers)
     for st in stats:
         if st.kind in ("qk", "v", "o", "ff1", "ff2") and st.norm_2_1:
-            tau[st.layer] += st.norm_2_1 ** (2 / 3)
+            tau[st.layer] += compiled.edelman_tau_term(st.norm_2_1)
+    return log_alpha, tau
+
+
+def log_phi_edelman(stats: Sequence[Any], info: dict[str, Any], num_layers: int) -> float:
+    """``log Phi_Edelman = (3/2) log sum_l alpha_l^(2/3) tau_l`` (MATH.md section 7; :func:`theory.baselines.edelman2022_phi`).
+
+    The layers' inputs are :func:`edelman_layers`.
+    """
+    log_alpha, tau = edelman_layers(stats, info, num_layers)
     with np.errstate(divide="ignore"):
-        log_terms = (2 / 3) * log_alpha + np.log(tau)
-    return 1.5 * float(logsumexp(log_terms))
+        log_terms = compiled.edelman_log_layer_term(log_alpha_layer=log_alpha, log_tau_layer=np.log(tau))
+    return compiled.edelman_log_phi(float(logsumexp(log_terms)))

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 from scipy.special import logsumexp
 
+from numerics.bounds import compiled
 from numerics.spectra.stats import schatten_power
 
 __all__ = ["GROUP_OF_KIND", "MAX_MODEL_CONSTANT", "ModelSettings", "MatrixTerm", "log_after", "build_terms"]
@@ -117,26 +118,47 @@ def log_after(log_values: np.ndarray) -> np.ndarray:
     return np.concatenate([np.cumsum(log_values[::-1])[::-1][1:], [0.0]])
 
 
+def _log(x: float) -> float:
+    """``log x``, ``-inf`` for ``x = 0`` (a zero matrix)."""
+    return math.log(x) if x > 0 else -math.inf
+
+
 def _layer_lipschitz_logs(heads: dict[tuple[int, str, int | None], float], ff: dict[tuple[int, str], float],
                           num_layers: int, B: float, L_sigma: float) -> tuple[np.ndarray, np.ndarray]:
-    """log Lipschitz constants of each layer's attention block and feedforward block."""
-    # log of sum_h ||W_VO^h|| (1 + 4 B^2 ||W_QK^h||) per layer, in log space (B may be huge)
+    """log Lipschitz constants of each layer's attention block and feedforward block.
+
+    Each head's constant, the feedforward branch's and the residual ``1 + branch`` are the forms
+    of :mod:`theory.lipschitz` (compiled, in log space: ``B`` and the norms may be huge); the sum
+    over a layer's heads is a log-sum-exp (pinned to
+    :func:`theory.lipschitz.attention_block_lipschitz` by ``tests/test_lipschitz.py``).
+    """
     terms: list[list[float]] = [[] for _ in range(num_layers)]
+    log_B = math.log(B)
     with np.errstate(divide="ignore"):
         for (layer, kind, h), s_vo in heads.items():
             if kind == "vo" and s_vo > 0:
-                log_qk = math.log(4.0) + 2 * math.log(B) + float(np.log(heads.get((layer, "qk", h), 0.0)))
-                terms[layer].append(math.log(s_vo) + float(np.logaddexp(0.0, log_qk)))
-        log_attn = np.array([float(logsumexp(t)) if t else -math.inf for t in terms])
-        log_ff = np.array([math.log(L_sigma) + float(np.log(ff.get((layer, "ff1"), 0.0)) + np.log(ff.get((layer, "ff2"), 0.0)))
-                           for layer in range(num_layers)])
-    return np.logaddexp(0.0, log_attn), np.logaddexp(0.0, log_ff)
+                terms[layer].append(float(compiled.log_head_lipschitz(
+                    log_B=log_B, log_s_qk=_log(heads.get((layer, "qk", h), 0.0)), log_s_vo=math.log(s_vo))))
+        log_heads = np.array([float(logsumexp(t)) if t else -math.inf for t in terms])
+        log_branch = np.array([float(compiled.log_feedforward_lipschitz(
+            log_L_sigma=math.log(L_sigma), log_s_1=_log(ff.get((layer, "ff1"), 0.0)), log_s_2=_log(ff.get((layer, "ff2"), 0.0))))
+            for layer in range(num_layers)])
+    return np.asarray(compiled.log_residual(log_heads), dtype=np.float64), np.asarray(compiled.log_residual(log_branch), dtype=np.float64)
+
+
+def _floored_log(x: float) -> float:
+    """``log x`` with ``x`` floored at ``1e-300`` (a zero local factor or scale: the matrix drops out of the bound)."""
+    return math.log(x or 1e-300)
 
 
 def build_terms(stats: Sequence[Any], *, num_layers: int, hidden_size: int, model: ModelSettings = ModelSettings()) -> tuple[list[MatrixTerm], dict[str, Any]]:
     """Turn per-matrix statistics into :class:`MatrixTerm` records with propagation factors.
 
-    Returns the terms and a dict of the per-layer log Lipschitz constants (for reports).
+    ``rho_j`` is :func:`theory.lipschitz.propagation_factor`: the local factor
+    (:func:`theory.lipschitz.local_factor`, compiled) times the product of the constants of
+    every later block (a cumulative sum of logs, :func:`log_after`); the input scale is
+    :func:`theory.lipschitz.input_scale` (compiled). Returns the terms and a dict of the
+    per-layer log Lipschitz constants (for reports).
     """
     B = model.input_norm if model.input_norm is not None else math.sqrt(hidden_size)
     Ls = model.activation_lipschitz
@@ -149,18 +171,12 @@ def build_terms(stats: Sequence[Any], *, num_layers: int, hidden_size: int, mode
         if st.kind not in GROUP_OF_KIND:
             continue
         layer = st.layer
-        if st.kind == "qk":
-            local = math.log(2 * B * head_norm.get((layer, "vo", st.head), 0.0) or 1e-300)
-            downstream = after[2 * layer]
-            scale = B
-        elif st.kind == "vo":
-            local, downstream, scale = 0.0, after[2 * layer], B
-        elif st.kind == "ff1":
-            local = math.log(Ls * ff_norm[(layer, "ff2")] or 1e-300)
-            downstream, scale = after[2 * layer + 1], B
-        else:
-            local, downstream = 0.0, after[2 * layer + 1]
-            scale = Ls * ff_norm[(layer, "ff1")] * B
+        values = {"B": B, "L_sigma": Ls, "s_vo": head_norm.get((layer, "vo", st.head), 0.0),
+                  "s_1": ff_norm[(layer, "ff1")] if st.kind == "ff2" else 0.0,
+                  "s_2": ff_norm[(layer, "ff2")] if st.kind == "ff1" else 0.0}
+        local = _floored_log(compiled.local_factor(st.kind, **values))
+        downstream = after[2 * layer] if st.kind in ("qk", "vo") else after[2 * layer + 1]
+        scale = compiled.input_scale(st.kind, **values)
         terms.append(MatrixTerm(
             name=st.name, kind=st.kind, shape=tuple(st.shape), rank_bound=int(st.rank_bound),
             singular_values=np.asarray(st.singular_values, dtype=np.float64), rank=int(st.rank),

@@ -35,8 +35,8 @@ rounding, in a fraction of the time (``benchmarks/bench_posthoc.py``).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -51,6 +51,12 @@ __all__ = [
     "BoundResult",
     "PosthocResult",
     "coefficients",
+    "theorem41_coefficients",
+    "metric_points",
+    "log_eps_min",
+    "peeling_cost",
+    "smallest_sample_size",
+    "n_nonvacuous",
     "log_cover_at",
     "rademacher",
     "group_labels",
@@ -79,7 +85,7 @@ class BoundSettings:
         grid_points: scales at which ``G(eps)`` is solved for mixed indices.
     """
 
-    n: int = 10**6
+    n: int | float = 10**6
     T: int = 128
     B_out: float = 1.0
     delta: float = 0.01
@@ -114,24 +120,28 @@ class BoundSettings:
 
     @property
     def alpha_min(self) -> float:
-        return self.B_out / self.n
+        """``B_out / n`` (:func:`theory.thm31.alpha_min`)."""
+        return compiled.alpha_min(B_out=self.B_out, n=self.n)
 
 
-def _metric_points(term: MatrixTerm, settings: BoundSettings) -> int:
-    return settings.n * settings.T**2 if term.cover_kind == "bilinear" else settings.n * settings.T
+def metric_points(term: MatrixTerm, settings: BoundSettings) -> int | float:
+    """``m`` of ``term``'s Theorem 4.1 metric: ``n T^2`` token pairs or ``n T`` tokens (:func:`theory.thm31.metric_points`)."""
+    return compiled.metric_points(term.cover_kind, n=settings.n, T=settings.T)  # type: ignore[no-any-return]
 
 
-def _log_eps_min(terms: Sequence[MatrixTerm], settings: BoundSettings) -> np.ndarray:
-    """``log eps_j`` with ``eps_j = alpha_min theta / (J rho_j)``, never forming ``rho_j``."""
+def log_eps_min(terms: Sequence[MatrixTerm], settings: BoundSettings) -> np.ndarray:
+    """``log eps_j`` with ``eps_j = alpha_min theta / (J rho_j)`` (:func:`theory.thm31.floor_scale`), never forming ``rho_j``."""
     log_rho = np.array([t.log_rho for t in terms], dtype=np.float64)
-    return math.log(settings.alpha_min * settings.floor_share / len(terms)) - log_rho
+    return np.asarray(compiled.log_floor_scale(log_alpha=math.log(settings.alpha_min), theta=settings.floor_share, J=len(terms),
+                                               log_rho=log_rho), dtype=np.float64)
 
 
 def _log_coefficient_table(terms: Sequence[MatrixTerm], p: np.ndarray, settings: BoundSettings, *,
-                           radii: np.ndarray | None = None) -> np.ndarray:
+                           radii: np.ndarray | None = None, allocated: bool = True) -> np.ndarray:
     """``log c_j(p_i)`` for every row ``p_i`` of ``p`` (shape ``(rows, J)``, broadcast), one lambdified call per cover kind.
 
-    ``radii``: the ``S_{p_i}`` of each term (same shape), if already computed.
+    ``radii``: the ``S_{p_i}`` of each term (same shape), if already computed. ``allocated=False``
+    gives the Theorem 4.1 coefficients ``log a_j`` instead (before ``rho_j^p (1-theta)^-p``).
     """
     J = len(terms)
     p = np.broadcast_to(np.asarray(p, dtype=np.float64), np.broadcast_shapes(np.shape(p), (J,)))
@@ -141,10 +151,10 @@ def _log_coefficient_table(terms: Sequence[MatrixTerm], p: np.ndarray, settings:
         for j, t in enumerate(terms):
             R[:, j] = t.schatten(p2[:, j])
     out = np.full(p2.shape, -np.inf)
-    log_eps = _log_eps_min(terms, settings)
+    log_eps = log_eps_min(terms, settings)
     spectral = np.array([t.spectral_norm for t in terms])
     log_rho = np.array([t.log_rho for t in terms])
-    log_radius = np.array([math.log(t.spectral_norm) + (2 if t.cover_kind == "bilinear" else 1) * math.log(t.input_scale)
+    log_radius = np.array([float(compiled.log_class_radius(t.cover_kind, log_s=math.log(t.spectral_norm), log_B=math.log(t.input_scale)))
                            if t.spectral_norm > 0 else -math.inf for t in terms])
     for kind in ("bilinear", "vector"):
         # A matrix covered at scales at or above the radius of its class (s B^2 for scores, s B
@@ -159,9 +169,13 @@ def _log_coefficient_table(terms: Sequence[MatrixTerm], p: np.ndarray, settings:
             kind, p=p2[:, cols], log_eps_min=log_eps[cols], s=spectral[cols], R=R[:, cols],
             B=np.array([t.input_scale for t in sub]), a=np.array([t.shape[0] for t in sub], dtype=np.float64),
             b=np.array([t.shape[1] for t in sub], dtype=np.float64), r=np.array([t.rank_bound for t in sub], dtype=np.float64),
-            m=np.array([_metric_points(t, settings) for t in sub], dtype=np.float64))
+            m=np.array([metric_points(t, settings) for t in sub], dtype=np.float64))
+        if not allocated:
+            out[:, cols] = log_a
+            continue
         with np.errstate(invalid="ignore"):
-            value = log_a + p2[:, cols] * (log_rho[cols] - math.log(1 - settings.floor_share))
+            value = compiled.log_allocated_coefficient(p=p2[:, cols], log_a_j=log_a, log_rho=log_rho[cols],
+                                                       theta=settings.floor_share)
         out[:, cols] = np.where(np.isfinite(log_a), value, -np.inf)
     return out.reshape(p.shape)
 
@@ -173,6 +187,12 @@ def coefficients(terms: Sequence[MatrixTerm], p: np.ndarray | float, settings: B
     large ``log rho_j`` is.
     """
     return _log_coefficient_table(terms, np.broadcast_to(np.asarray(p, dtype=np.float64), (len(terms),)), settings)
+
+
+def theorem41_coefficients(terms: Sequence[MatrixTerm], p: np.ndarray | float, settings: BoundSettings) -> np.ndarray:
+    """``log a_j(p_j)``: each matrix's Theorem 4.1 coefficient, log factors at its ``eps_min`` (``-inf`` when ``a_j = 0``)."""
+    return _log_coefficient_table(terms, np.broadcast_to(np.asarray(p, dtype=np.float64), (len(terms),)), settings,
+                                  allocated=False)
 
 
 def _log_cover_batch(log_c: np.ndarray, p: np.ndarray, log_eps: np.ndarray, *, u_start: np.ndarray | None = None,
@@ -263,7 +283,7 @@ def log_cover_at(log_c: np.ndarray, p: np.ndarray, eps: np.ndarray) -> np.ndarra
     return _log_cover_batch(log_c[None, :], p[None, :], np.log(eps))[0].reshape(eps.shape)
 
 
-def _log_dudley(log_g: np.ndarray, p_min: np.ndarray, log_eps: np.ndarray, n: int) -> np.ndarray:
+def _log_dudley(log_g: np.ndarray, p_min: np.ndarray, log_eps: np.ndarray, n: float) -> np.ndarray:
     """``log`` of the Dudley bound ``min_alpha 4 alpha + 12/sqrt(n) int_alpha^B sqrt(G)`` per row of ``log_g`` (``(T, E)``).
 
     On ``[eps_i, eps_i+1]``, ``sqrt(G(eps)) <= sqrt(G_i) (eps_i/eps)^(p_min/2)``, whose integral is
@@ -282,8 +302,8 @@ def _log_dudley(log_g: np.ndarray, p_min: np.ndarray, log_eps: np.ndarray, n: in
     top = np.where(np.isfinite(top), top, 0.0)
     with np.errstate(divide="ignore"):
         log_tail = np.log(np.cumsum(np.exp(log_piece - top)[:, ::-1], axis=1)[:, ::-1]) + top
-    log_obj = np.logaddexp(math.log(4.0) + le0[None, :], math.log(12.0) - 0.5 * math.log(n) + log_tail)
-    return log_obj.min(axis=1)
+    log_obj = compiled.dudley_log_objective(log_alpha=le0[None, :], log_entropy_integral=log_tail, n=n)
+    return np.asarray(log_obj, dtype=np.float64).min(axis=1)
 
 
 def _exp(x: float) -> float:
@@ -305,8 +325,8 @@ class BoundResult:
     log_rademacher: float = math.nan  # log of ``rademacher`` (-inf for an all-zero model)
 
     def capped(self, B_out: float) -> float:
-        """The valid bound ``min(rademacher, 4 B_out)`` (``alpha = B_out`` gives ``4 B_out``)."""
-        return min(self.rademacher, 4 * B_out)
+        """The valid bound ``min(rademacher, 4 B_out)`` (``alpha = B_out`` gives ``4 B_out``, :func:`theory.dudley.trivial_bound`)."""
+        return min(self.rademacher, compiled.trivial_bound(B_out))
 
 
 def _log_scales(settings: BoundSettings) -> np.ndarray:
@@ -364,6 +384,9 @@ class PosthocResult:
         union_cost: the extra confidence term of the margin bound.
         generalization_gap: ``(2/gamma) Rad + 3 sqrt(log(2/delta')/(2n))``.
         search: how the grid was searched.
+        log_rademacher: ``log`` of ``rademacher``.
+        peel: the peeling term of ``log_union`` (:func:`theory.margin.peeling_cost` summed over the
+            peeled radii and spectral norms).
     """
 
     p: np.ndarray
@@ -376,6 +399,7 @@ class PosthocResult:
     generalization_gap: float
     search: str
     log_rademacher: float = math.nan
+    peel: float = 0.0
 
 
 def group_labels(terms: Sequence[MatrixTerm], tie: str) -> list[str]:
@@ -387,22 +411,30 @@ def group_labels(terms: Sequence[MatrixTerm], tie: str) -> list[str]:
 
 
 def peeling_levels(values: Iterable[float], base: float = 1.0) -> np.ndarray:
-    """Dyadic level ``k = max(0, ceil(log2(v / base)))`` of each realised quantity."""
-    v = np.asarray(list(values), dtype=np.float64)
-    with np.errstate(divide="ignore"):
-        k = np.ceil(np.log2(np.maximum(v, 1e-300) / base))
-    return np.maximum(k, 0)
+    """Dyadic level of each realised quantity: the smallest ``k >= 0`` with ``v / base <= 2^k`` (:mod:`theory.margin`).
+
+    ``ceil(log2(v / base))``, corrected by one where ``log2`` rounded across a power of two (for
+    ``v`` just above ``2^80``, ``log2`` returns exactly 80): the comparison with ``2^k`` is exact.
+    """
+    v = np.maximum(np.asarray(list(values), dtype=np.float64), 1e-300) / base
+    k = np.maximum(np.ceil(np.log2(v)), 0.0)
+    k = np.where(v > np.ldexp(1.0, k.astype(np.int64)), k + 1, k)
+    return np.where((k > 0) & (v <= np.ldexp(1.0, np.maximum(k - 1, 0).astype(np.int64))), k - 1, k)
 
 
-def _peeling_cost(values: Iterable[float]) -> float:
+def peeling_cost(values: Iterable[float]) -> float:
     """``sum log((k+1)(k+2))`` over the dyadic levels ``k`` of ``values`` (:func:`theory.margin.peeling_cost`)."""
     k = peeling_levels(values)
-    return float(np.sum(np.log((k + 1) * (k + 2))))
+    return float(np.sum(compiled.peeling_cost(k)))
 
 
 def _group_class_logs(table: np.ndarray, grid: np.ndarray, index: np.ndarray, n_groups: int) -> np.ndarray:
-    """``S[g, i] = log sum_{j in g} c_j(q_i)^(1/(1+q_i))``: each group's share of the merged term at ``q_i``."""
-    scaled = table / (1.0 + grid)[:, None]  # (n_grid, J)
+    """``S[g, i] = log sum_{j in g} c_j(q_i)^(1/(1+q_i))``: each group's share of the merged term at ``q_i``.
+
+    The exponent is the inner one of the derived minimum (:func:`theory.composition.merge_exponents`).
+    """
+    inner, _ = compiled.merge_exponents(grid)
+    scaled = table * np.asarray(inner, dtype=np.float64)[:, None]  # (n_grid, J)
     out = np.empty((n_groups, grid.size))
     for g in range(n_groups):
         out[g] = _lse_last(scaled[:, index == g])
@@ -410,8 +442,10 @@ def _group_class_logs(table: np.ndarray, grid: np.ndarray, index: np.ndarray, n_
 
 
 def _merged(log_share: np.ndarray, grid: np.ndarray) -> np.ndarray:
-    """``log C_q = (1+q) log sum c_j^(1/(1+q))`` from a merged share (any shape ending in ``len(grid)``)."""
-    return (1.0 + grid) * log_share
+    """``log C_q = (1+q) log sum c_j^(1/(1+q))`` from a merged share (any shape ending in ``len(grid)``; the
+    outer exponent of :func:`theory.composition.merge_exponents`)."""
+    _, outer = compiled.merge_exponents(grid)
+    return np.asarray(outer, dtype=np.float64) * log_share
 
 
 _BLOCK_GROUPS = 32  # groups whose moves are scored together (speculatively) in one batch
@@ -523,11 +557,77 @@ def posthoc(terms: Sequence[MatrixTerm], settings: BoundSettings = BoundSettings
     rad = _exp(best)
     # union bound: G log|P| + peeling of each matrix's radius and spectral norm
     chosen = radii[choice[index], np.arange(len(terms))]
-    peel = _peeling_cost(chosen) + _peeling_cost([t.spectral_norm for t in terms])
-    log_union = len(uniq) * math.log(n_grid) + peel
-    n, delta = settings.n, settings.delta
-    conf = 3 * math.sqrt((math.log(2 / delta) + log_union) / (2 * n))
-    union_cost = conf - 3 * math.sqrt(math.log(2 / delta) / (2 * n))
-    gap = 2 / settings.gamma * min(rad, 4 * settings.B_out) + conf
+    peel = peeling_cost(chosen) + peeling_cost([t.spectral_norm for t in terms])
+    groups = len(uniq)
+    log_union = compiled.log_union(groups=groups, grid_size=n_grid, peel=peel)
+    union_cost = compiled.union_cost(n=settings.n, delta=settings.delta, groups=groups, grid_size=n_grid, peel=peel)
+    gap = compiled.generalization_gap(Rad=min(rad, compiled.trivial_bound(settings.B_out)), gamma=settings.gamma, n=settings.n,
+                                      delta=settings.delta, groups=groups, grid_size=n_grid, peel=peel)
     return PosthocResult(p_terms, tuple(labels), {uniq[g]: float(grid[choice[g]]) for g in range(len(uniq))}, rad,
-                         by_common, log_union, union_cost, gap, search, best)
+                         by_common, log_union, union_cost, gap, search, best, peel=peel)
+
+
+# --------------------------------------------------------------------------- how much data the bound needs
+
+
+def smallest_sample_size(says_something: Callable[[float], bool], *, T: float, rtol: float = 1e-9) -> float | None:
+    """The smallest ``n`` in ``[1, n_max]`` with ``says_something(n)``, by bisection in ``log n``.
+
+    ``n_max = MAX_SAMPLE_POINTS / T^2`` is the largest sample :class:`BoundSettings` accepts.
+    ``says_something`` must be monotone (false, then true, as ``n`` grows); the bisection keeps
+    ``says_something(lo)`` false and ``says_something(hi)`` true and returns ``hi`` once the
+    bracket holds one integer (``hi <= 2^53``) or ``hi / lo - 1 <= rtol`` above. ``None`` when
+    the predicate fails at ``n_max``; ``1.0`` when it holds at ``n = 1``.
+    """
+    n_max = MAX_SAMPLE_POINTS / float(T) ** 2
+    if says_something(1.0):
+        return 1.0
+    if n_max < 1 or not says_something(n_max):
+        return None
+    lo, hi = 1.0, n_max
+    while True:
+        if hi <= 2.0**53:
+            lo, hi = math.floor(lo), math.ceil(hi)
+            if hi - lo <= 1:
+                return float(hi)
+            mid = float(math.floor(math.sqrt(lo) * math.sqrt(hi))) if hi > 4 * lo else float((lo + hi) // 2)
+            mid = min(max(mid, lo + 1), hi - 1)
+        else:
+            if hi / lo - 1 <= rtol:
+                return hi
+            mid = math.sqrt(lo) * math.sqrt(hi)  # the product overflows
+        if says_something(mid):
+            hi = mid
+        else:
+            lo = mid
+
+
+def n_nonvacuous(terms: Sequence[MatrixTerm], p: np.ndarray | float, settings: BoundSettings, *,
+                 groups: int, grid_size: int, peel: float) -> float | None:
+    r"""The smallest sample size ``n`` at which Theorem 3.1 at indices ``p`` says something.
+
+    Definition (:func:`theory.margin.excess_over_trivial`): the smallest ``n`` with
+
+    .. math:: \frac{2}{\gamma}\bigl(\mathrm{Rad}_n - 4 B_{out}\bigr)
+              + 3\sqrt{\frac{\log(2/\delta')}{2n}} - 3\sqrt{\frac{\log(2/\delta)}{2n}} < 0,
+
+    i.e. the margin bound with this Rademacher bound and the post hoc ``delta'`` lies below the
+    one with the trivial ``4 B_out`` (which makes no choice, so keeps ``delta``). ``Rad_n`` is
+    the uncapped Dudley value (:func:`rademacher`) with ``n`` everywhere the bound uses it: the
+    Dudley weight ``12 / sqrt(n)``, the integral's lower end ``alpha_min = B_out / n`` (so the
+    grid of scales and each ``eps_min``), the metric point counts ``m = n T^2`` and ``n T`` inside
+    the log factors, and the confidence terms; the indices ``p`` and the union cost's
+    ``log(delta/delta') = groups log(grid_size) + peel`` are those chosen at the reported ``n``.
+    Every other setting is kept. Monotone in ``n`` in practice (the Dudley weight and the union
+    cost fall like ``1/sqrt(n)``, the log factors grow like ``log n``); found by
+    :func:`smallest_sample_size`. ``None``: vacuous up to the largest ``n`` accepted.
+    """
+    p_arr = np.broadcast_to(np.asarray(p, dtype=np.float64), (len(terms),)).copy()
+
+    def says_something(n: float) -> bool:
+        at_n = replace(settings, n=n)
+        rad = rademacher(terms, p_arr, at_n).rademacher
+        return compiled.excess_over_trivial(Rad=rad, B_out=settings.B_out, gamma=settings.gamma, n=n, delta=settings.delta,
+                                            groups=groups, grid_size=grid_size, peel=peel) < 0
+
+    return smallest_sample_size(says_something, T=settings.T)
