@@ -571,3 +571,53 @@ def test_plot_mc_writes_png_without_pyplot(tmp_path):
         assert fh.read(8) == b"\x89PNG\r\n\x1a\n"
     if not had_pyplot:
         assert "matplotlib.pyplot" not in sys.modules
+
+
+# --------------------------------------------------------------------------- certified, strictly
+
+
+@pytest.mark.parametrize(("metric", "expected"), [("max_abs", 9), ("rowmax_l2", 18)])
+@pytest.mark.parametrize("fast", [True, False], ids=["fast", "reference"])
+def test_packing_is_strict_on_exact_ties(metric, expected, fast):
+    """Points of the integer grid ``{0..5}^2`` (exactly representable; distances between neighbours
+    are exactly 1) packed at ``eps = 1``: a packing needs distance ``> 1``, so neighbours exclude
+    each other. Reference values, from the geometry of the grid:
+
+    * ``max_abs`` (Chebyshev): any two points of one ``2 x 2`` block are at distance ``<= 1``, so a
+      strict packing holds at most one point per block of the 9 blocks: ``<= 9``; greedy in
+      lexicographic order takes the 9 points with both coordinates even.
+    * ``rowmax_l2`` (one row, Euclidean): horizontal and vertical neighbours (distance 1) exclude
+      each other, diagonal ones (``sqrt 2 > 1``) do not; the grid graph is bipartite with two
+      colour classes of 18, so at most 18; greedy in lexicographic order takes the 18 points with
+      ``i + j`` even.
+
+    A non-strict packing (distance ``>= eps``) accepts all 36 points.
+    """
+    grid = np.array([[i, j] for i in range(6) for j in range(6)], dtype=float)
+    pts = grid[:, None, :] if metric == "rowmax_l2" else grid
+    idx = greedy_packing_indices(pts, 1.0, metric=metric, chunk=5) if fast else greedy_packing_reference(pts, 1.0, metric=metric)
+    assert len(idx) == expected
+    _assert_separated(pts, idx, 1.0, metric)
+    if fast:
+        assert greedy_packing_sizes(pts, [1.0, 0.999], metric=metric).tolist() == [expected, 36]
+
+
+def test_experiment_lower_bound_is_a_packing_not_a_cover():
+    """The class ``F(1, 1, 0)`` with ``a = b = 1`` on one row ``x = +-1``: outputs ``w x`` fill
+    ``[-1, 1]``, whose covering number at radius ``c`` is exactly ``ceil(1 / c)`` (an interval of
+    length 2 needs ``ceil(2 / 2c)`` closed intervals of length ``2c``). With ``variation=0.05`` the
+    samples sit in ``+-[0.95, 1]``.
+
+    At separation ``eps = 2.5`` (covering radius 1.25) one ball covers the class: every certified
+    lower bound is 0. The greedy cover of the *sample* at radius 1.25 needs 2 balls (the two clusters
+    are ``>= 1.9`` apart), so reporting the cover as the lower bound would claim ``log 2 > log N``.
+    At ``eps = 0.5`` (radius 0.25, ``N = 4``) the bound may be positive but never above ``log 4``.
+    """
+    result = mc.mc_experiment(profiles=(mc.Profile("rank-1", 1),), p_grid=(0.0, 1.0, 2.0), eps_grid=(2.5, 0.5), a=1, b=1, m=1,
+                              samples=200, variation=0.05, seed=0)
+    for row in result.rows:
+        exact = math.log(math.ceil(1.0 / row.cover_scale))
+        assert row.lower_bound <= exact + 1e-12, row
+        if row.eps == 2.5:
+            assert row.cover_size_log == pytest.approx(math.log(2))  # the sample's cover: 2 clusters
+    assert mc.c9_verdict(result)["status"] == "holds"
