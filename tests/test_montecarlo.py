@@ -621,3 +621,19 @@ def test_experiment_lower_bound_is_a_packing_not_a_cover():
         if row.eps == 2.5:
             assert row.cover_size_log == pytest.approx(math.log(2))  # the sample's cover: 2 clusters
     assert mc.c9_verdict(result)["status"] == "holds"
+
+
+def test_batched_packing_sizes_shortcut_when_every_point_is_accepted():
+    """Below the smallest pairwise distance greedy accepts every point; just above it, not all.
+    The batched sizes (which skip passes below an ``eps`` where all were accepted) equal one call per ``eps``."""
+    pts = _random_points(9, (60, 3, 2))
+    d = pairwise_distances(pts)
+    dmin = float(d[np.triu_indices(60, 1)].min())
+    grid = [dmin * 1.0001, dmin * 0.9999, dmin * 0.5, 3.0, dmin * 1.5, dmin * 0.1]
+    for metric in ("rowmax_l2", "max_abs"):
+        batched = greedy_packing_sizes(pts, grid, metric=metric)
+        assert batched.tolist() == [greedy_packing(pts, e, metric=metric) for e in grid]
+    assert greedy_packing(pts, dmin * 0.9999) == 60 and greedy_packing(pts, dmin * 1.0001) < 60
+    # the cover's shortcut: singletons below the smallest distance, the naive model's count above it
+    radii = [dmin * 0.9999, dmin * 1.0001, dmin * 0.3]
+    assert greedy_cover_sizes(pts, radii).tolist() == [greedy_cover_reference(pts, r) for r in radii] == [60, 59, 60]
