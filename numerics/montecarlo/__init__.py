@@ -42,16 +42,23 @@ from numerics.montecarlo.volumetric import VolumetricBound as VolumetricBound
 from numerics.montecarlo.volumetric import VolumetricCandidate as VolumetricCandidate
 from numerics.montecarlo.experiment import best_p as best_p
 from numerics.montecarlo.experiment import c9_verdict as c9_verdict
+from numerics.montecarlo.experiment import DEFAULT_EPS_FACTORS as DEFAULT_EPS_FACTORS
 from numerics.montecarlo.experiment import default_eps_grid as default_eps_grid
 from numerics.montecarlo.experiment import experiment_bytes as experiment_bytes
 from numerics.montecarlo.experiment import fit_slope as fit_slope
+from numerics.montecarlo.experiment import headroom as headroom
 from numerics.montecarlo.experiment import mc_experiment as mc_experiment
 from numerics.montecarlo.experiment import MC_P_GRID as MC_P_GRID
 from numerics.montecarlo.experiment import mc_report_rows as mc_report_rows
 from numerics.montecarlo.experiment import MCResult as MCResult
 from numerics.montecarlo.experiment import MCRow as MCRow
 from numerics.montecarlo.experiment import packing_lower_bounds as packing_lower_bounds
+from numerics.montecarlo.experiment import power_against_wrong_forms as power_against_wrong_forms
 from numerics.montecarlo.experiment import thm41_upper as thm41_upper
+from numerics.montecarlo.experiment import Branch as Branch
+from numerics.montecarlo.experiment import thm41_branch as thm41_branch
+from numerics.montecarlo.experiment import WRONG_FORMS as WRONG_FORMS
+from numerics.montecarlo.experiment import WrongForm as WrongForm
 
 from numerics.montecarlo import experiment, packing, sampling, volumetric
 
