@@ -213,12 +213,11 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def _cmd_mc(args: argparse.Namespace) -> int:
-    from numerics.montecarlo.experiment import mc_report_rows
     from numerics.report import tables, writers
 
     result = writers.mc_report(plot=args.plot, **_given(args, *_MC_OPTIONS))
     if args.format == "json":
-        print(json.dumps(mc_report_rows(result), indent=2))
+        print(json.dumps(tables.mc_rows_json(result), indent=2))
     else:
         sys.stdout.write(tables.mc_table(result))
     return 0

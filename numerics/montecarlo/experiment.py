@@ -1,50 +1,49 @@
-r"""Monte-Carlo lower bounds on covering numbers, checked against Theorem 4.1 (claim C9).
+r"""Certified lower bounds on covering numbers, checked against Theorem 4.1 (claim C9).
 
 MATH.md section 6. For the class
 
 .. math:: \mathcal F(s, R, p) = \{x \mapsto W^\top x : \lVert W\rVert_2 \le s,\ S_p(W) \le R\},
           \qquad S_p(W) = \sum_i s_i(W)^p,\ S_0 = \operatorname{rank},
 
-with ``W`` of shape ``a x b`` and fixed sample rows ``||x_i||_2 <= B``:
+with ``W`` of shape ``a x b`` and fixed sample rows ``||x_i||_2 <= B``, each cell (profile,
+``p``, separation ``eps``) of :func:`mc_experiment` reports the larger of two certified lower
+bounds on ``log N(eps/2)`` (``lower_kind``) and Theorem 4.1's upper bound at ``eps/2``:
 
-1. :func:`~numerics.montecarlo.sampling.sample_class` draws members of ``F(s, R, p)``
-   (Haar singular vectors, a singular-value :class:`~numerics.montecarlo.sampling.Profile`
-   with random variation, rescaled so both constraints hold exactly);
-2. :func:`~numerics.montecarlo.sampling.sample_rows` draws the fixed rows;
-   :func:`~numerics.montecarlo.sampling.class_outputs` evaluates the members on them
-   (``X W``, or the scores ``X W X^T`` for the bilinear kind);
-3. :func:`numerics.montecarlo.packing.greedy_packing` finds an ``eps``-packing of the outputs.
+* ``"packing"``: members sampled by :func:`~numerics.montecarlo.sampling.sample_class`,
+  evaluated on the rows (:func:`~numerics.montecarlo.sampling.class_outputs`) and packed greedily
+  (:func:`numerics.montecarlo.packing.greedy_packing`). Sampled members are members of the
+  class, so an ``eps``-packing of their outputs (pairwise distance ``> eps``) is an
+  ``eps``-packing of the class, and (Vershynin 2018, Lemma 4.2.8)
 
-**Certified statement.** Sampled members are members of the class, so an
-``eps``-packing of their outputs (pairwise distance ``> eps``) is an
-``eps``-packing of the class, and (Vershynin 2018, Lemma 4.2.8)
+  .. math:: \log M_{\text{sample}}(\varepsilon) \le \log M_{\text{class}}(\varepsilon)
+            \le \log N_{\text{class}}(\varepsilon/2)
 
-.. math:: \log M_{\text{sample}}(\varepsilon) \le \log M_{\text{class}}(\varepsilon)
-          \le \log N_{\text{class}}(\varepsilon/2).
+  (two points more than ``eps`` apart never share a closed ball of radius ``eps/2``, wherever
+  its centre: the external covering number, which Theorem 4.1's nets bound). It never exceeds
+  ``log(samples)`` (``saturated`` flags packings holding more than half of the sample), and the
+  raw greedy size is not monotone in ``eps``, so sizes are the envelope ``max_{eps' >= eps}``
+  (each still an actual ``eps``-packing; :func:`packing_lower_bounds`).
+* ``"volumetric"``: a ball of known volume inside the class, in a rank-``k`` coordinate subspace,
+  against an upper bound on the volume of the metric's unit ball there
+  (:mod:`numerics.montecarlo.volumetric`): ``log N(c) >= log vol(K) - log vol(B_L) - d log c``
+  (Vershynin 2018, Proposition 4.2.12). It grows like ``d log(1/eps)``, which no sample can show.
 
-The second inequality holds for covers with centres anywhere (two points more
-than ``eps`` apart never share a closed ball of radius ``eps/2``), so it bounds
-the external covering number, which is what Theorem 4.1's nets bound. The left
-side is therefore compared with Theorem 4.1's upper bound on ``log N(eps/2)``:
-the *matching scale* is the covering scale ``eps/2``, never ``eps``.
+The greedy set cover of the sample at radius ``eps/2`` (``cover_size_log``) is reported for
+orientation only: it estimates the covering number of the *sample*, is not a bound on the class
+(one row of ``tests/test_montecarlo.py`` shows it above the class's exact covering number) and
+is, by the ball argument, ``>=`` the packing bound.
 
-Limits of the estimate: it never exceeds ``log(samples)``, so it is informative
-only while the packing is far from saturated (``saturated`` flags rows where the
-packing holds more than half of the sample); and the raw greedy size is not
-monotone in ``eps``, so reported sizes are the envelope ``max_{eps' >= eps}``
-(each still the size of an actual ``eps``-packing; :func:`packing_lower_bounds`).
-
-The greedy set cover of the sample at radius ``eps/2`` (``cover_size_log``) is
-reported for orientation only: it estimates the covering number of the *sample*
-and is not a bound on the class (it is, by the ball argument, ``>=`` the packing
-size at ``eps``).
+How much the check can see: :func:`headroom` reports the smallest ``upper / lower`` per
+(profile, ``p``) (a Theorem 4.1 smaller than the truth by more than that factor would be caught
+there), and :func:`power_against_wrong_forms` runs the check against deliberately wrong
+versions of Theorem 4.1 (:data:`WRONG_FORMS`).
 
 Example::
 
-    >>> from numerics.montecarlo import mc_experiment, mc_report_rows
+    >>> from numerics.montecarlo import mc_experiment, c9_verdict
     >>> result = mc_experiment(samples=200, seed=0)  # doctest: +SKIP
-    >>> all(r.lower_bound <= r.upper_bound for r in result.rows)  # claim C9  # doctest: +SKIP
-    True
+    >>> c9_verdict(result)["status"]  # claim C9  # doctest: +SKIP
+    'holds'
 
 .. warning::
    Theorem 4.1 here is the project's reconstruction (see :mod:`theory.thm41`);
@@ -57,16 +56,16 @@ from __future__ import annotations
 import itertools
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from numerics._util.checks import check_int, check_positive, check_schatten_index
 from numerics._util.fitting import least_squares
 from numerics._util.jsonsafe import finite_json
-from numerics.bounds.compiled import thm41_log_cover
+from numerics.bounds.compiled import rank_cover, thm41_coefficient_without_logs, thm41_log_cover
 from numerics.montecarlo.packing import Floats, Metric, greedy_cover_sizes, greedy_packing_sizes
 from numerics.montecarlo.sampling import (
     DEFAULT_PROFILES,
@@ -79,20 +78,28 @@ from numerics.montecarlo.sampling import (
     sample_class,
     sample_rows,
 )
+from numerics.montecarlo.volumetric import RowGeometry, VolumetricBound, row_geometry, volumetric_lower_bounds
 from numerics.spectra.stats import schatten_power
 
 __all__ = [
     "MC_P_GRID",
     "MCRow",
     "MCResult",
+    "DEFAULT_EPS_FACTORS",
     "default_eps_grid",
     "experiment_bytes",
     "thm41_upper",
+    "Branch",
+    "thm41_branch",
     "best_p",
     "packing_lower_bounds",
     "fit_slope",
     "mc_experiment",
     "mc_report_rows",
+    "headroom",
+    "WrongForm",
+    "WRONG_FORMS",
+    "power_against_wrong_forms",
     "c9_verdict",
 ]
 
@@ -114,6 +121,24 @@ def thm41_upper(kind: OutputKind, *, p: float, eps: float, s: float, R: float, B
     check_output_kind(kind)
     pairs = m * m if kind == "bilinear" else m
     return float(thm41_log_cover(kind, p=p, eps=eps, s=s, R=R, B=B, a=a, b=b, r=min(a, b), m=pairs))
+
+
+#: Which part of Theorem 4.1 gives its value (:func:`thm41_branch`).
+Branch = Literal["one ball", "rank cover", "eps^-p form"]
+
+
+def thm41_branch(kind: OutputKind, *, p: float, eps: float, s: float, R: float, B: float, a: int, b: int, m: int) -> Branch:
+    """Which part of Theorem 4.1 gives :func:`thm41_upper`: ``"one ball"`` (``eps`` at or above the class
+    radius: 0), ``"rank cover"`` (``p = 0``, or the cap by the rank cover with ``k = min(a, b)`` binds) or
+    ``"eps^-p form"`` (the interpolated form, whose rate in ``eps`` is ``eps^-p`` up to logs)."""
+    check_output_kind(kind)
+    if eps >= s * (B if kind == "vector" else B * B):
+        return "one ball"
+    if p == 0:
+        return "rank cover"
+    pairs = m * m if kind == "bilinear" else m
+    form = float(thm41_log_cover(kind, p=p, eps=eps, s=s, R=R, B=B, a=a, b=b, r=min(a, b), m=pairs, cap_by_rank=False))
+    return "eps^-p form" if form < rank_cover(kind, eps=eps, s=s, B=B, a=a, b=b, r=min(a, b)) else "rank cover"
 
 
 def best_p(profile: Profile, *, p_grid: Sequence[float] = MC_P_GRID, eps: float, s: float, B: float, a: int, b: int, m: int, kind: OutputKind = "vector") -> tuple[float, np.ndarray]:
@@ -174,16 +199,26 @@ class MCRow:
         p: Schatten index of the class ``F(s, R, p)`` sampled.
         R: its radius (``S_p`` of the un-perturbed profile).
         eps: packing separation.
-        cover_scale: ``eps / 2``, the covering scale the lower bound certifies.
+        cover_scale: ``eps / 2``, the covering scale the lower bounds certify.
         packing_size: size of an ``eps``-packing of the sample (monotone envelope).
-        lower_bound: ``log(packing_size)`` in nats: certified ``<= log N_class(eps/2)``.
+        packing_bound: ``log(packing_size)`` (nats): certified ``<= log N_class(eps/2)``.
+        volumetric_bound: the volumetric bound on ``log N_class(eps/2)`` (nats;
+            :mod:`numerics.montecarlo.volumetric`); negative (void) at scales near the class radius,
+            ``-inf`` if no subspace applies.
+        volumetric_body: the body and subspace attaining it (``"spectral ball r=1 in 2x6"``).
+        lower_bound: ``max(packing_bound, volumetric_bound)``: the certified lower bound on
+            ``log N_class(eps/2)``.
+        lower_kind: which certificate gives it: ``"packing"`` (ties included) or ``"volumetric"``.
         upper_bound: Theorem 4.1 at ``eps/2`` (nats).
+        upper_branch: the part of Theorem 4.1 giving it (:func:`thm41_branch`): at the default sizes
+            mostly the rank cover, whose rate in ``eps`` is logarithmic whatever ``p``.
         ratio: ``upper_bound / lower_bound`` (``inf`` when ``lower_bound = 0``).
         cover_size_log: log of the greedy set-cover size of the sample at radius
-            ``eps/2``. Not a bound on the class; always ``>= lower_bound``.
-        saturated: packing holds more than half of the samples (estimate capped by ``log(samples)``).
+            ``eps/2``. Not a bound on the class; always ``>= packing_bound``.
+        saturated: packing holds more than half of the samples (the packing bound is capped by ``log(samples)``).
         slope_lower: fitted slope of ``lower_bound`` against ``log(1/eps)`` for this
-            (profile, p) over unsaturated rows with ``packing_size > 1`` (``nan`` if < 2 such rows).
+            (profile, p) over rows with a positive lower bound that is not a saturated packing
+            (``nan`` if < 2 such rows); for volumetric rows at fine scales, the dimension ``d``.
         slope_upper: slope of ``upper_bound`` over the same rows.
         best_p: the ``p`` of the grid Theorem 4.1 selects for the profile at ``eps/2`` (see :func:`best_p`).
     """
@@ -194,8 +229,13 @@ class MCRow:
     eps: float
     cover_scale: float
     packing_size: int
+    packing_bound: float
+    volumetric_bound: float
+    volumetric_body: str
     lower_bound: float
+    lower_kind: str
     upper_bound: float
+    upper_branch: str
     ratio: float
     cover_size_log: float
     saturated: bool
@@ -217,14 +257,21 @@ class MCResult:
         return tuple(row for row in self.rows if row.profile == name)
 
 
-def default_eps_grid(kind: OutputKind, *, s: float = 1.0, B: float = 1.0) -> tuple[float, ...]:
-    """Packing separations spanning the unsaturated range for the defaults: ``(0.35 ... 1.2) x`` output scale.
+#: Separations of :func:`default_eps_grid`, in units of the output scale: four fine scales, where only the
+#: volumetric bound sees the class's dimension, then the range where greedy packings of a thousand samples are
+#: not saturated.
+DEFAULT_EPS_FACTORS: tuple[float, ...] = (1e-4, 1e-3, 1e-2, 0.1, 0.35, 0.45, 0.6, 0.8, 1.0, 1.2)
 
-    The output scale is ``s B`` (vector) or ``s B^2`` (bilinear).
+
+def default_eps_grid(kind: OutputKind, *, s: float = 1.0, B: float = 1.0) -> tuple[float, ...]:
+    """Packing separations ``DEFAULT_EPS_FACTORS x`` the output scale ``s B`` (vector) or ``s B^2`` (bilinear).
+
+    The fine scales (``1e-4 ... 0.1``) are where the volumetric bound, and so the check, is
+    sharpest; ``0.35 ... 1.2`` is the unsaturated range of the packings at the defaults.
     """
     check_output_kind(kind)
     unit = s * B if kind == "vector" else s * B * B
-    return tuple(float(unit * f) for f in (0.35, 0.45, 0.6, 0.8, 1.0, 1.2))
+    return tuple(float(unit * f) for f in DEFAULT_EPS_FACTORS)
 
 
 def experiment_bytes(*, a: int, b: int, m: int, samples: int, kind: OutputKind) -> int:
@@ -300,11 +347,12 @@ def mc_experiment(
                    s=s, B=B, variation=variation)
     row_seq, *cell_seqs = np.random.SeedSequence(seed).spawn(1 + len(setup.profiles) * len(setup.p_grid))
     X = sample_rows(np.random.default_rng(row_seq), m=setup.m, dim=setup.a, B=setup.B, kind=rows)
+    geometry = row_geometry(X)  # the metric's unit balls: shared by every cell
     best = {prof.name: [best_p(prof, p_grid=setup.p_grid, eps=e / 2, s=setup.s, B=setup.B, a=setup.a, b=setup.b, m=setup.m,
                                kind=setup.kind)[0] for e in setup.eps] for prof in setup.profiles}
     out: list[MCRow] = []
     for (prof, q), cell_seq in zip(itertools.product(setup.profiles, setup.p_grid), cell_seqs, strict=True):
-        out += _cell_rows(setup, X, prof, q, np.random.default_rng(cell_seq), best[prof.name])
+        out += _cell_rows(setup, geometry, prof, q, np.random.default_rng(cell_seq), best[prof.name])
     settings = dict(kind=setup.kind, a=setup.a, b=setup.b, m=setup.m, samples=setup.samples, s=setup.s, B=setup.B,
                     rows=rows, variation=variation, seed=seed, p_grid=setup.p_grid,
                     eps_grid=tuple(float(e) for e in setup.eps), metric=setup.metric)
@@ -353,27 +401,39 @@ def _setup(*, profiles: Sequence[Profile], p_grid: Sequence[float], eps_grid: Fl
                   variation=variation, metric=metric_for(kind))
 
 
-def _cell_rows(setup: _Setup, X: np.ndarray, prof: Profile, q: float, rng: np.random.Generator,
+def _cell_rows(setup: _Setup, geometry: RowGeometry, prof: Profile, q: float, rng: np.random.Generator,
                best: list[float]) -> list[MCRow]:
-    """The rows of one (profile, p) cell: sample the class, pack its outputs at every ``eps``, bound it
-    (``best``: the ``p`` Theorem 4.1 selects for the profile at each ``eps / 2``)."""
+    """The rows of one (profile, p) cell: sample the class, pack its outputs at every ``eps``, bound its volume,
+    bound it from above (``best``: the ``p`` Theorem 4.1 selects for the profile at each ``eps / 2``)."""
     st, eps = setup, setup.eps
     sample = sample_class(rng, a=st.a, b=st.b, profile=prof, s=st.s, p=q, count=st.samples, variation=st.variation)
-    pts = class_outputs(sample.matrices, X, kind=st.kind)
+    pts = class_outputs(sample.matrices, geometry.rows, kind=st.kind)
     _, env = packing_lower_bounds(pts, eps, metric=st.metric)
     covers = greedy_cover_sizes(pts, eps / 2, metric=st.metric)
-    lower = np.log(env.astype(np.float64))
+    packing = np.log(env.astype(np.float64))
+    volumes = volumetric_lower_bounds(st.kind, geometry, s=st.s, R=sample.R, p=q, b=st.b, cover_scales=eps / 2)
+    volumetric = np.array([v.value for v in volumes])
+    lower = np.maximum(packing, volumetric)
+    kinds = np.where(volumetric > packing, "volumetric", "packing")
     upper = np.array([thm41_upper(st.kind, p=q, eps=e / 2, s=st.s, R=sample.R, B=st.B, a=st.a, b=st.b, m=st.m) for e in eps])
+    branch = [thm41_branch(st.kind, p=q, eps=e / 2, s=st.s, R=sample.R, B=st.B, a=st.a, b=st.b, m=st.m) for e in eps]
     saturated = env > st.samples / 2
-    usable = (env > 1) & ~saturated
+    usable = (lower > 0) & ~((kinds == "packing") & saturated)
     slope_lo = fit_slope(eps[usable], lower[usable])
     slope_up = fit_slope(eps[usable], upper[usable])
     return [MCRow(
         profile=prof.name, p=q, R=sample.R, eps=float(e), cover_scale=float(e / 2),
-        packing_size=int(env[j]), lower_bound=float(lower[j]), upper_bound=float(upper[j]),
+        packing_size=int(env[j]), packing_bound=float(packing[j]), volumetric_bound=float(volumetric[j]),
+        volumetric_body=_describe(volumes[j]),
+        lower_bound=float(lower[j]), lower_kind=str(kinds[j]), upper_bound=float(upper[j]), upper_branch=branch[j],
         ratio=float(upper[j] / lower[j]) if lower[j] > 0 else float("inf"), cover_size_log=float(np.log(covers[j])),
         saturated=bool(saturated[j]), slope_lower=slope_lo, slope_upper=slope_up, best_p=best[j],
     ) for j, e in enumerate(eps)]
+
+
+def _describe(bound: VolumetricBound) -> str:
+    """The body and subspace of a volumetric bound (``""`` when no subspace applies)."""
+    return bound.candidate.describe() if bound.candidate is not None else ""
 
 
 def mc_report_rows(result: MCResult) -> list[dict[str, Any]]:
@@ -387,17 +447,175 @@ def mc_report_rows(result: MCResult) -> list[dict[str, Any]]:
     return [finite_json(asdict(row)) for row in result.rows]
 
 
-def c9_verdict(result: MCResult) -> dict[str, Any]:
-    """Claim C9: every certified Monte-Carlo lower bound stays under Theorem 4.1.
+# --------------------------------------------------------------------------- how much the check can see
+
+
+def _regime(p: float) -> str:
+    """A name for the regime of ``p``: ``"p=0 (rank)"``, ``"p=1 (nuclear)"``, ``"p=2 (Frobenius)"``, else ``"p=0.5"``."""
+    return {0.0: "p=0 (rank)", 1.0: "p=1 (nuclear)", 2.0: "p=2 (Frobenius)"}.get(float(p), f"p={p:g}")
+
+
+def headroom(result: MCResult) -> list[dict[str, Any]]:
+    r"""The smallest ``upper / lower`` per (profile, ``p``): how far below Theorem 4.1 the best certified lower bound stays.
+
+    A Theorem 4.1 too small by a constant factor larger than ``ratio`` would put that cell's
+    certified lower bound above it: the check catches constant errors down to about the smallest
+    ratio of the regime, and nothing finer.
 
     Returns:
-      ``{claim, status, violations, cells, profiles, max_ratio}``: ``status`` is ``"holds"``
-      when no (profile, p, eps) cell has ``lower_bound > upper_bound``, else ``"fails"``;
-      ``violations`` counts those cells; ``max_ratio`` is the largest ``lower / upper`` over the
-      cells with a positive upper bound (``nan`` if none).
+        One dict per (profile, ``p``), in the order of ``result.rows``: ``profile, p, regime,
+        ratio`` (``inf`` when no cell has a positive lower bound and upper bound), ``log_ratio``
+        (``log(upper) - log(lower)`` there: the headroom on a log scale), the cell attaining it
+        (``eps, lower_bound, upper_bound, lower_kind``; ``gap_nats = upper_bound - lower_bound``), and, for the cells where
+        Theorem 4.1's ``eps^-p`` form is the active branch (:func:`thm41_branch`), their number
+        ``eps_p_cells`` and their smallest ratio ``eps_p_ratio`` (``inf`` if none): only there
+        could a wrong rate in ``eps`` show.
+    """
+    if not isinstance(result, MCResult):
+        raise TypeError(f"result={type(result).__name__} must be an MCResult.")
+    groups: dict[tuple[str, float], list[MCRow]] = {}
+    for row in result.rows:
+        groups.setdefault((row.profile, row.p), []).append(row)
+    out = []
+    for (name, q), rows in groups.items():
+        cells = [r for r in rows if r.lower_bound > 0 and r.upper_bound > 0]
+        best = min(cells, key=lambda r: r.upper_bound / r.lower_bound, default=None)
+        rate = [r.upper_bound / r.lower_bound for r in cells if r.upper_branch == "eps^-p form"]
+        out.append({"profile": name, "p": q, "regime": _regime(q),
+                    "ratio": best.upper_bound / best.lower_bound if best else math.inf,
+                    "log_ratio": math.log(best.upper_bound) - math.log(best.lower_bound) if best else math.inf,
+                    "gap_nats": best.upper_bound - best.lower_bound if best else math.inf,
+                    "eps": best.eps if best else math.nan, "lower_bound": best.lower_bound if best else math.nan,
+                    "upper_bound": best.upper_bound if best else math.nan, "lower_kind": best.lower_kind if best else "",
+                    "eps_p_cells": sum(r.upper_branch == "eps^-p form" for r in rows), "eps_p_ratio": min(rate, default=math.inf)})
+    return out
+
+
+def _headroom_by_p(result: MCResult) -> dict[float, float]:
+    """The smallest :func:`headroom` ratio over the profiles, for each ``p``."""
+    out: dict[float, float] = {}
+    for h in headroom(result):
+        out[h["p"]] = min(out.get(h["p"], math.inf), h["ratio"])
+    return out
+
+
+@dataclass(frozen=True)
+class WrongForm:
+    """A deliberately wrong version of Theorem 4.1, to measure what the check can catch.
+
+    Attributes:
+        name: short label (``"constant / 100"``).
+        description: what was changed, in one line.
+        log_cover: ``f(kind, *, p, eps, s, R, B, a, b, m) -> nats``, the signature of :func:`thm41_upper`.
+    """
+
+    name: str
+    description: str
+    log_cover: Callable[..., float]
+
+
+def _unit(kind: OutputKind, s: float, B: float) -> float:
+    """The class radius: ``s B`` (vector) or ``s B^2`` (bilinear); one ball of that radius covers the class."""
+    return s * B if kind == "vector" else s * B * B
+
+
+def _scaled(factor: float) -> Callable[..., float]:
+    def log_cover(kind: OutputKind, **kw: Any) -> float:
+        return factor * thm41_upper(kind, **kw)
+    return log_cover
+
+
+def _slow_rate(kind: OutputKind, *, p: float, eps: float, s: float, R: float, B: float, a: int, b: int, m: int) -> float:
+    """Theorem 4.1's interpolated form times ``(eps / u)^(p/2)`` (``u`` the class radius: ``eps^-p`` becomes ``eps^-p/2``), rank cap kept."""
+    unit = _unit(kind, s, B)
+    if eps >= unit:
+        return 0.0
+    pairs = m * m if kind == "bilinear" else m
+    interpolated = thm41_log_cover(kind, p=p, eps=eps, s=s, R=R, B=B, a=a, b=b, r=min(a, b), m=pairs, cap_by_rank=False)
+    return min(interpolated * (eps / unit) ** (p / 2), rank_cover(kind, eps=eps, s=s, B=B, a=a, b=b, r=min(a, b)))
+
+
+def _no_log(kind: OutputKind, *, p: float, eps: float, s: float, R: float, B: float, a: int, b: int, m: int) -> float:
+    """Theorem 4.1 with every logarithmic factor set to 1 (interpolated form and rank cap)."""
+    if eps >= _unit(kind, s, B):
+        return 0.0
+    lead = float(thm41_coefficient_without_logs(kind, p=p, R=R, B=B, a=a, b=b)) * eps ** (-p)
+    return min(lead, min(a, b) * (a + b + 1))
+
+
+def _sqrt_log(kind: OutputKind, *, p: float, eps: float, s: float, R: float, B: float, a: int, b: int, m: int) -> float:
+    """Theorem 4.1 with its log factor ``L = log(18 sqrt(r) u / eps)`` (``u`` the class radius, ``r = min(a, b)``; the
+    rank cover's) replaced by ``sqrt(L)``: the rank cover's rate ``d log(1/eps)`` becomes ``d sqrt(log(1/eps))``."""
+    if eps >= _unit(kind, s, B):
+        return 0.0
+    r = min(a, b)
+    log_factor = rank_cover(kind, eps=eps, s=s, B=B, a=a, b=b, r=r) / (r * (a + b + 1))
+    return thm41_upper(kind, p=p, eps=eps, s=s, R=R, B=B, a=a, b=b, m=m) / math.sqrt(log_factor)
+
+
+#: The wrong forms :func:`power_against_wrong_forms` runs the check against (the first is Theorem 4.1 itself, the control).
+WRONG_FORMS: tuple[WrongForm, ...] = (
+    WrongForm("as derived", "Theorem 4.1 as derived (the control: never caught when C9 holds)", thm41_upper),
+    WrongForm("constant / 3", "Theorem 4.1 divided by 3", _scaled(1 / 3)),
+    WrongForm("constant / 10", "Theorem 4.1 divided by 10", _scaled(1 / 10)),
+    WrongForm("constant / 100", "Theorem 4.1 divided by 100", _scaled(1 / 100)),
+    WrongForm("rate eps^-p/2", "eps^-p replaced by eps^-p/2 u^-p/2 (equal at the class radius u), rank cap kept", _slow_rate),
+    WrongForm("rate sqrt(log 1/eps)", "the log factor log(18 sqrt(r) u/eps) replaced by its square root", _sqrt_log),
+    WrongForm("no log factor", "every log factor (rank cover's and Maurey's) set to 1", _no_log),
+)
+
+
+def power_against_wrong_forms(result: MCResult, forms: Sequence[WrongForm] = WRONG_FORMS) -> list[dict[str, Any]]:
+    """Run the check of C9 against each wrong form: is some cell's certified lower bound above it?
+
+    Each form is evaluated at every cell's covering scale with the cell's class (``p``, ``R``) and the
+    experiment's ``kind, s, B, a, b, m``.
+
+    Returns:
+        One dict per form: ``form, description, caught`` (some cell has ``lower_bound > form``),
+        ``cells_caught``, ``cells``, ``closest`` (the smallest ``form / lower_bound`` over cells with a
+        positive lower bound: below 1 when caught; how much smaller the form would have to be
+        otherwise) and ``where`` (``profile, p, eps`` of that cell).
+    """
+    if not isinstance(result, MCResult):
+        raise TypeError(f"result={type(result).__name__} must be an MCResult.")
+    st = result.settings
+    out = []
+    for form in forms:
+        values = [form.log_cover(st["kind"], p=r.p, eps=r.cover_scale, s=st["s"], R=r.R, B=st["B"], a=st["a"], b=st["b"], m=st["m"])
+                  for r in result.rows]
+        caught = [r.lower_bound > v for r, v in zip(result.rows, values, strict=True)]
+        ratios = [(v / r.lower_bound, r) for r, v in zip(result.rows, values, strict=True) if r.lower_bound > 0]
+        changed = [(v / r.lower_bound, r) for r, v in zip(result.rows, values, strict=True)
+                   if r.lower_bound > 0 and abs(v - r.upper_bound) > 1e-9 * r.upper_bound]
+        closest, where = min(ratios, key=lambda x: x[0], default=(math.inf, None))
+        out.append({"form": form.name, "description": form.description, "caught": any(caught), "cells_caught": sum(caught),
+                    "cells": len(caught), "closest": closest,
+                    "where": {"profile": where.profile, "p": where.p, "eps": where.eps} if where is not None else None,
+                    "cells_changed": len(changed), "closest_changed": min((x for x, _ in changed), default=math.inf)})
+    return out
+
+
+def c9_verdict(result: MCResult) -> dict[str, Any]:
+    """Claim C9: every certified lower bound stays under Theorem 4.1.
+
+    Returns:
+      ``{claim, status, violations, cells, profiles, max_ratio, min_headroom, headroom_by_p, lower_kinds}``:
+      ``status`` is ``"holds"`` when no (profile, p, eps) cell has ``lower_bound > upper_bound``,
+      else ``"fails"``; ``violations`` counts those cells; ``max_ratio`` is the largest
+      ``lower / upper`` over the cells with a positive upper bound (``nan`` if none) and
+      ``min_headroom`` its inverse (the smallest ``upper / lower``); ``headroom_by_p`` the smallest
+      ``upper / lower`` per ``p`` (:func:`headroom`); ``lower_kinds`` counts the cells by the
+      certificate of their lower bound.
     """
     rows = mc_report_rows(result)
     violations = sum(r["lower_bound"] > r["upper_bound"] for r in rows)
     ratios = [r["lower_bound"] / r["upper_bound"] for r in rows if r["upper_bound"] > 0]
+    max_ratio = max(ratios, default=math.nan)
+    kinds: dict[str, int] = {}
+    for r in rows:
+        kinds[r["lower_kind"]] = kinds.get(r["lower_kind"], 0) + 1
     return {"claim": "C9", "status": "holds" if violations == 0 else "fails", "violations": violations,
-            "cells": len(rows), "profiles": len({r["profile"] for r in rows}), "max_ratio": max(ratios, default=math.nan)}
+            "cells": len(rows), "profiles": len({r["profile"] for r in rows}), "max_ratio": max_ratio,
+            "min_headroom": 1 / max_ratio if max_ratio > 0 else math.inf, "headroom_by_p": _headroom_by_p(result),
+            "lower_kinds": kinds}

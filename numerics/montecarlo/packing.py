@@ -224,14 +224,23 @@ class _Kernel:
         vals = self._rowmax_sq(cand, cent, cent_aug) if cent_aug is not None else self.values(cand, cent)
         return self.decide(vals, cand, cent, eps)
 
-    def decide(self, vals: np.ndarray, cand: np.ndarray | slice, cent: np.ndarray, eps: float) -> np.ndarray:
-        """Threshold precomputed :meth:`values`, recomputing pairs within rounding of ``eps`` directly."""
+    def tolerance(self, cand: np.ndarray | slice, cent: np.ndarray) -> np.ndarray | None:
+        """Rounding bound of :meth:`values` per pair (``rowmax_l2``; ``None`` for ``max_abs``, whose values are exact)."""
+        if self.metric != "rowmax_l2":
+            return None
+        cand_idx = np.arange(self.pts.shape[0])[cand] if isinstance(cand, slice) else np.asarray(cand)
+        return self.rel_tol * (self.max_row_sq[cand_idx][:, None] + self.max_row_sq[np.asarray(cent)][None, :])
+
+    def decide(self, vals: np.ndarray, cand: np.ndarray | slice, cent: np.ndarray, eps: float, tol: np.ndarray | None = None) -> np.ndarray:
+        """Threshold precomputed :meth:`values`, recomputing pairs within rounding of ``eps`` directly
+        (``tol``: :meth:`tolerance` of the same pairs, when the caller decides several ``eps`` on one table)."""
         thr = self.threshold(eps)
         result = vals <= thr
         if self.metric == "rowmax_l2" and vals.size:
             cand_idx = np.arange(self.pts.shape[0])[cand] if isinstance(cand, slice) else np.asarray(cand)
             cent_idx = np.asarray(cent)
-            tol = self.rel_tol * (self.max_row_sq[cand_idx][:, None] + self.max_row_sq[cent_idx][None, :])
+            if tol is None:
+                tol = self.tolerance(cand_idx, cent_idx)
             ambiguous = np.nonzero(np.abs(vals - thr) <= tol)
             if ambiguous[0].size:
                 exact = self.direct(cand_idx[ambiguous[0]], cent_idx[ambiguous[1]])
@@ -374,14 +383,25 @@ def greedy_packing_sizes(points: np.ndarray, eps_grid: Floats, *, metric: Metric
     a small ``eps`` can block several later ones); callers wanting a monotone
     estimate take the envelope ``max_{eps' >= eps}`` (a packing at ``eps' >= eps``
     is a packing at ``eps``).
+
+    One shortcut, exact: once greedy accepts every point at some ``eps`` (all pairwise
+    distances exceed it), it accepts every point at each smaller ``eps`` too, so those
+    sizes are ``n`` without a pass (at fine scales the pass is the full ``n^2 / 2`` pairs).
     """
     chunk = check_int(chunk, "chunk")
     block_bytes = check_int(block_bytes, "block_bytes")
     grid = [check_positive(e, "eps_grid[]") for e in eps_grid]
     pts = as_points(points, metric=metric, row_dim=row_dim)
     kern = _Kernel(pts, metric, block_bytes)
+    n = pts.shape[0]
+    sizes = np.empty(len(grid), dtype=np.int64)
+    complete_at = 0.0  # the largest eps at which every point was accepted so far
     with blas.single_threaded_blas(single_thread_blas):
-        return np.array([_packing_indices(kern, e, chunk).size for e in grid], dtype=np.int64)
+        for j in sorted(range(len(grid)), key=lambda i: -grid[i]):
+            sizes[j] = n if grid[j] <= complete_at else _packing_indices(kern, grid[j], chunk).size
+            if sizes[j] == n:
+                complete_at = max(complete_at, grid[j])
+    return sizes
 
 
 def _naive_value(diff: np.ndarray, metric: Metric) -> float:
@@ -446,18 +466,31 @@ def greedy_cover_sizes(points: np.ndarray, radii: Floats, *, metric: Metric = "r
     with blas.single_threaded_blas(single_thread_blas):
         for i0 in range(0, n, step):
             vals[i0:i0 + step] = kern.values(slice(i0, min(n, i0 + step)), idx)
-    sizes = [_greedy_set_cover(kern.decide(vals, idx, idx, radius)) for radius in grid]
+    tol = kern.tolerance(idx, idx)
+    # Below every off-diagonal value (less its rounding bound) no ball holds two points and no pair
+    # is ambiguous: the cover is the n singletons, without deciding the table again.
+    low = vals - tol if tol is not None else vals.copy()
+    np.fill_diagonal(low, np.inf)
+    floor = float(low.min()) if n > 1 else np.inf
+    sizes = [n if kern.threshold(radius) < floor else _greedy_set_cover(kern.decide(vals, idx, idx, radius, tol)) for radius in grid]
     return np.asarray(sizes, dtype=np.int64)
 
 
 def _greedy_set_cover(adj: np.ndarray) -> int:
-    """Greedy set cover of ``range(n)`` by the rows of the symmetric boolean ``adj``."""
+    """Greedy set cover of ``range(n)`` by the rows of the symmetric boolean ``adj``.
+
+    Once the largest gain is 1, no ball holds two uncovered points: each remaining point costs one
+    ball whichever order greedy takes them in, so the count is finished without the loop (the
+    same number as :func:`greedy_cover_reference`; at fine radii nearly every point is alone).
+    """
     n = adj.shape[0]
     uncovered = np.ones(n, dtype=bool)
     gain = adj.sum(axis=1).astype(np.int64)
     size = 0
     while uncovered.any():
         j = int(np.argmax(gain))
+        if gain[j] <= 1:
+            return size + int(np.count_nonzero(uncovered))
         newly = adj[j] & uncovered
         uncovered &= ~newly
         gain -= adj[:, newly].sum(axis=1)

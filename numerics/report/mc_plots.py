@@ -26,9 +26,10 @@ def mc_figure(result: MCResult) -> Figure:
 
     In each panel, for every ``p`` of the grid (one colour each):
 
-    * markers: the certified Monte-Carlo lower bound ``log M_sample(eps)``, drawn at
-      covering scale ``eps/2`` (``log M_sample(eps) <= log N_class(eps/2)``);
-      hollow markers flag saturated packings (more than half the sample);
+    * markers: the certified lower bound on ``log N(eps/2)``, drawn at covering scale ``eps/2``:
+      circles where a greedy packing of sampled members gives it (``log M_sample(eps) <=
+      log N_class(eps/2)``; hollow when the packing is saturated, more than half the sample),
+      triangles where the volumetric bound does (:mod:`numerics.montecarlo.volumetric`);
     * solid line: Theorem 4.1's upper bound on ``log N(eps/2)``;
     * dotted line (grey): ``log(samples)``, the ceiling of any sample-based estimate.
 
@@ -61,9 +62,13 @@ def mc_figure(result: MCResult) -> Figure:
             ax.plot(x[ok], upper[ok], "-", color=colours[p], lw=1.2, label=f"Thm 4.1, p={p:g}")
             lo = np.array([r.lower_bound for r in sel])
             sat = np.array([r.saturated for r in sel])
+            vol = np.array([r.lower_kind == "volumetric" for r in sel])
             pos = lo > 0
-            ax.plot(x[pos & ~sat], lo[pos & ~sat], "o", color=colours[p], ms=4, label=f"MC lower, p={p:g}")
-            ax.plot(x[pos & sat], lo[pos & sat], "o", mfc="none", color=colours[p], ms=4)
+            for mask, marker, fill, label in ((pos & vol, "^", None, f"volumetric lower, p={p:g}"),
+                                              (pos & ~vol & ~sat, "o", None, f"packing lower, p={p:g}"),
+                                              (pos & ~vol & sat, "o", "none", None)):
+                if mask.any():  # no empty legend entries
+                    ax.plot(x[mask], lo[mask], marker, mfc=fill, color=colours[p], ms=4, label=label)
         if samples:
             ax.axhline(np.log(samples), color="0.6", ls=":", lw=1.0, label="log(samples)")
         best = sorted({r.best_p for r in rows})
@@ -77,7 +82,7 @@ def mc_figure(result: MCResult) -> Figure:
     axes[0].set_ylabel(r"$\log N(\varepsilon)$ (nats)")
     axes[-1].legend(fontsize=6, loc="best")
     s = result.settings
-    fig.suptitle(f"Monte-Carlo packing lower bounds vs Theorem 4.1 ({s.get('kind')}, a={s.get('a')}, b={s.get('b')}, "
+    fig.suptitle(f"Certified lower bounds (packings, volumes) vs Theorem 4.1 ({s.get('kind')}, a={s.get('a')}, b={s.get('b')}, "
                  f"m={s.get('m')}, samples={samples}, seed={s.get('seed')})", fontsize=9)
     return fig
 

@@ -23,7 +23,7 @@ from numerics._util.jsonsafe import finite_json
 from numerics.experiments.claims import evaluate_c8
 from numerics.experiments.scaling import SweepResult
 from numerics.io.registry import REGISTRY
-from numerics.montecarlo.experiment import MCResult, c9_verdict, mc_report_rows
+from numerics.montecarlo.experiment import MCResult, c9_verdict, headroom, mc_report_rows, power_against_wrong_forms
 
 __all__ = [
     "TABLE_COLUMNS",
@@ -34,6 +34,7 @@ __all__ = [
     "sweep_rows_json",
     "sweep_table",
     "mc_table",
+    "mc_rows_json",
     "registry_table",
     "format_blocks",
     "study_table",
@@ -187,17 +188,46 @@ def sweep_table(result: SweepResult) -> str:
 
 
 def mc_table(result: MCResult) -> str:
-    """The Monte-Carlo text output: one line per (profile, p, eps) cell and claim C9's verdict."""
-    lines = [f"{'profile':22} {'p':>4} {'eps':>8} {'lower (nats)':>13} {'upper (nats)':>13} {'upper/lower':>12} {'best p':>6}"]
+    """The Monte-Carlo text output: one line per (profile, p, eps) cell, the headroom per (profile, p),
+    the check run against wrong forms of Theorem 4.1, and claim C9's verdict."""
+    lines = [f"{'profile':22} {'p':>4} {'eps':>8} {'lower (nats)':>13} {'kind':>10} {'upper (nats)':>13} {'branch':>11} "
+             f"{'upper/lower':>12} {'best p':>6}"]
     for r in mc_report_rows(result):
         ratio = r.get("ratio")
-        lines.append(f"{r['profile']:22.22} {r['p']:4.1f} {r['eps']:8.3g} {r['lower_bound']:13.3f} {r['upper_bound']:13.1f} "
-                     f"{(f'{ratio:12.1f}' if ratio is not None else '           -')} {r.get('best_p', float('nan')):6.1f}")
+        lines.append(f"{r['profile']:22.22} {r['p']:4.1f} {r['eps']:8.3g} {r['lower_bound']:13.3f} {r['lower_kind']:>10} "
+                     f"{r['upper_bound']:13.1f} {r['upper_branch']:>11} {(f'{ratio:12.1f}' if ratio is not None else '           -')} "
+                     f"{r.get('best_p', float('nan')):6.1f}")
+    lines += ["", "headroom: the smallest upper/lower of each (profile, p), at the eps attaining it"]
+    for h in headroom(result):
+        rate = (f"; where the eps^-p form is active ({h['eps_p_cells']} cells): {h['eps_p_ratio']:.3g}" if h["eps_p_cells"]
+                else "; the eps^-p form is never active (rank cover)")
+        lines.append(f"  {h['profile']:22.22} {h['regime']:16} upper/lower = {h['ratio']:7.2f}, log = {h['log_ratio']:5.2f}, "
+                     f"gap = {h['gap_nats']:7.1f} nats  (eps {h['eps']:.3g}, "
+                     f"{h['lower_kind'] or '-'}){rate}")
+    lines += ["", "power: the check run against wrong forms of Theorem 4.1 (caught: some certified lower bound exceeds it)"]
+    for w in power_against_wrong_forms(result):
+        where = w["where"]
+        at = f"p={where['p']:g}, eps={where['eps']:.3g}" if where else "-"
+        lines.append(f"  {w['form']:20} {'caught' if w['caught'] else 'not caught':10} in {w['cells_caught']:3} of {w['cells']} cells; "
+                     f"smallest form/lower = {w['closest']:.3g} ({at}); differs from Theorem 4.1 in {w['cells_changed']} cells"
+                     + (f", smallest form/lower there {w['closest_changed']:.3g}" if w["cells_changed"] else ""))
     verdict = c9_verdict(result)
     lines.append(f"C9: {'holds' if verdict['status'] == 'holds' else 'FAILS'}: {verdict['violations']} of "
                  f"{verdict['cells']} cells have the certified lower bound above Theorem 4.1"
-                 " (lower = log of a greedy packing of sampled members at eps, a lower bound on log N(eps/2); upper at eps/2)")
+                 " (lower on log N(eps/2): a greedy packing of sampled members at eps, or a volumetric bound; upper at eps/2)")
     return "\n".join(lines) + "\n"
+
+
+def mc_rows_json(result: MCResult) -> dict[str, Any]:
+    """The ``specbound mc --format json`` document: ``rows`` (:func:`~numerics.montecarlo.experiment.mc_report_rows`),
+    ``headroom``, ``wrong_forms``, the ``c9`` verdict and the ``settings``."""
+    return finite_json({
+        "rows": mc_report_rows(result),
+        "headroom": headroom(result),
+        "wrong_forms": power_against_wrong_forms(result),
+        "c9": c9_verdict(result),
+        "settings": {k: (list(v) if isinstance(v, tuple) else v) for k, v in result.settings.items()},
+    })
 
 
 def registry_table() -> str:
