@@ -196,6 +196,38 @@ def test_trajectory_checkpoints_retrace_the_training():
     assert trained.files["model.safetensors"] == train(TINY).files["model.safetensors"]
 
 
+def test_the_record_holds_the_margin_and_parameter_count_the_measures_read(tmp_path):
+    # Reference: the saved weights' logits on the training set, margins f(x)_y - max_{c != y} f(x)_c
+    # by sorting each row, gamma = numpy's 10th percentile of the positive ones (Jiang et al. 2020, section 2).
+    from numerics.study import measures
+
+    trained = train(TINY)
+    record = trained.record
+    data = task_data(TINY)
+    module = build_model(TINY, data)
+    state = load_safetensors(trained.files["model.safetensors"])
+    module.load_state_dict({k: torch.from_numpy(v) for k, v in state.items()})
+    module.eval()
+    with torch.no_grad():
+        logits = module(torch.from_numpy(data.train_inputs)).double().numpy()
+    rows = np.arange(len(logits))
+    true = logits[rows, data.train_labels]
+    masked = logits.copy()
+    masked[rows, data.train_labels] = -np.inf
+    margins = true - np.sort(masked, axis=1)[:, -1]
+    assert 0 < np.sum(margins > 0) < len(margins)  # some points right, some wrong: the quantile is not vacuous
+    assert record["margin_quantile"] == 0.1
+    assert record["margin"] == pytest.approx(np.quantile(margins[margins > 0], 0.1), rel=1e-12)
+    # every tensor of the state dict is a trained parameter (the encoder has no buffers)
+    assert record["num_parameters"] == sum(v.size for v in state.values())
+    # the measures read the record as it is
+    analysis = analyze(str(store(TINY, trained, tmp_path).folder), processes=0)
+    values = measures.evaluate(analysis, record)
+    assert values["num_parameters"] == record["num_parameters"]
+    assert values["bartlett2017"] == pytest.approx(measures.REGISTRY["bartlett2017"].raw(analysis, record)
+                                                   - math.log(record["margin"]), rel=1e-12)
+
+
 def test_adamw_is_torchs_adamw_bit_for_bit():
     # Reference: torch.optim.AdamW(foreach=False), the single-tensor implementation, on the same model and batches.
     from numerics.study.train import AdamW

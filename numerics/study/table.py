@@ -7,10 +7,10 @@ whole record of each model under ``"record"``, plus the preset and a summary):
   ``intermediate_size``, ``num_train``, ``num_test``, ``labels_changed``;
 * ``train_error`` (on the labels trained on), ``train_error_clean``, ``test_error``,
   ``gap = test_error - train_error``, ``train_loss``, ``test_loss`` (mean cross-entropy, nats);
-* ``margin_p10_correct`` and ``margin_q00`` ... ``margin_q100`` (training margins, see
-  :mod:`.train`);
+* ``margin`` (``gamma``, the 10th percentile of the correctly classified training margins)
+  and ``margin_q00`` ... ``margin_q100`` (all training margins; see :mod:`.train`);
 * ``steps``, ``reached`` (the loss target was reached), ``stop``, ``train_seconds``,
-  ``parameters``, ``reused``, ``analysis_error``, ``path`` (the model's folder).
+  ``num_parameters``, ``reused``, ``analysis_error``, ``path`` (the model's folder).
 """
 
 from __future__ import annotations
@@ -39,8 +39,8 @@ _MARGIN_COLUMNS = tuple(f"margin_q{round(100 * level):02d}" for level in MARGIN_
 COLUMNS: tuple[str, ...] = (
     "model", "task", *AXES, "intermediate_size", "num_train", "num_test", "labels_changed",
     "train_error", "train_error_clean", "test_error", "gap", "train_loss", "test_loss",
-    "margin_p10_correct", *_MARGIN_COLUMNS,
-    "steps", "reached", "stop", "train_seconds", "parameters", "reused", "analysis_error", "path",
+    "margin", *_MARGIN_COLUMNS,
+    "steps", "reached", "stop", "train_seconds", "num_parameters", "reused", "analysis_error", "path",
 )
 
 
@@ -55,9 +55,9 @@ def model_rows(result: StudyResult) -> list[dict[str, Any]]:
             "intermediate_size": s.intermediate_size, "num_train": r["task"]["num_train"], "num_test": r["task"]["num_test"],
             "labels_changed": r["task"]["labels_changed"],
             **{k: r[k] for k in ("train_error", "train_error_clean", "test_error", "gap", "train_loss", "test_loss",
-                                 "margin_p10_correct")},
+                                 "margin")},
             **margins,
-            **{k: r[k] for k in ("steps", "reached", "stop", "train_seconds", "parameters")},
+            **{k: r[k] for k in ("steps", "reached", "stop", "train_seconds", "num_parameters")},
             "reused": m.reused, "analysis_error": m.analysis_error, "path": str(m.folder),
         }
         rows.append(row)
