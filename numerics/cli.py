@@ -243,15 +243,16 @@ def _cmd_claims(args: argparse.Namespace) -> int:
 
 
 def _cmd_study(args: argparse.Namespace) -> int:
-    from numerics.report import tables
-    from numerics.study import parse_axis, study
+    from numerics.report import study_tables, writers
+    from numerics.study import parse_axis
 
     axes = dict(parse_axis(text) for text in args.axis or ())
-    out = args.out if args.out is not None else "specbound-study"
-    result = study(args.preset, task=args.task, axes=axes, out=out, force=args.force, jobs=args.jobs,
-                   scheduler=args.scheduler, progress=_Progress("models"))
-    sys.stdout.write(tables.study_table(result))
-    print(tables.study_summary(result, out), file=sys.stderr)
+    out = args.out if args.out is not None else writers.STUDY_FOLDER
+    result, _ = writers.study_report(args.preset, task=args.task, axes=axes, out=out, force=args.force, jobs=args.jobs,
+                                     scheduler=args.scheduler, progress=_Progress("models"), plots=not args.no_plots,
+                                     reached_only=args.reached_only)
+    sys.stdout.write(study_tables.study_table(result))
+    print(study_tables.study_summary(result, out), file=sys.stderr)
     return 0
 
 
@@ -397,7 +398,12 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--axis", action="append", default=None, metavar="NAME=V1,V2,...",
                     help="replace the values of one axis of the preset, e.g. label_noise=0,0.5,1 (repeatable; the base "
                          "model's value always stays in the family)")
-    _add_out_options(st, "report folder (default ./specbound-study)")
+    _add_out_options(st, "report folder: tables (CSV, Markdown), study.json, summary.md, plots "
+                     "(default ./specbound-study)")
+    st.add_argument("--no-plots", action="store_true", help="skip the figures")
+    st.add_argument("--reached-only", action="store_true",
+                    help="leave the models that did not reach the training loss target out of the statistics "
+                         "(Jiang et al. 2020); by default they are kept and counted")
     where_st = st.add_mutually_exclusive_group()
     where_st.add_argument("--jobs", type=_positive_int_parallel, default=2, metavar="N",
                           help="models trained at once, each in its own process (default 2)")

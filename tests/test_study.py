@@ -8,8 +8,6 @@ by the resume test as the uninterrupted reference.
 from __future__ import annotations
 
 import contextlib
-import csv
-import io
 import json
 import math
 import os
@@ -25,12 +23,12 @@ import torch
 from safetensors.numpy import load as load_safetensors
 from safetensors.numpy import load_file
 
+import studyrun
 import synthetic
+from cliutil import run
 from numerics.analysis import analyze
-from numerics.cli import main
 from numerics.study import (
     AXES,
-    COLUMNS,
     TASKS,
     TrainedModel,
     TrainSettings,
@@ -47,34 +45,11 @@ from numerics._util.workdirs import LOCK_NAME
 from numerics.study.train import build_model, task_data, train
 
 ROOT = Path(__file__).resolve().parent.parent
-SPECBOUND = Path(sys.executable).with_name("specbound")
+SPECBOUND = studyrun.SPECBOUND
 
 #: A model small enough to train in a fraction of a second (2 layers so that layer indices are exercised).
 TINY = TrainSettings(task="modadd", modulus=11, depth=2, width=16, heads=2, train_fraction=0.5, weight_decay=0.1,
                      learning_rate=3e-3, max_steps=40, loss_target=0.01)
-
-#: Columns of models.csv that differ between two runs of the same family: timings and where the cache is.
-RUN_DEPENDENT = {"train_seconds", "path", "reused"}
-
-
-def run_cli(argv: list[str]) -> tuple[int, str, str]:
-    """``main(argv)`` in process: (exit code, stdout, stderr)."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            code = main(argv)
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else 2
-    return code, out.getvalue(), err.getvalue()
-
-
-def read_csv(path: Path) -> list[dict[str, str]]:
-    with open(path, newline="", encoding="utf-8") as fh:
-        return list(csv.DictReader(fh))
-
-
-def comparable(rows: list[dict[str, str]]) -> list[dict[str, str]]:
-    return [{k: v for k, v in row.items() if k not in RUN_DEPENDENT} for row in rows]
 
 
 # --------------------------------------------------------------------------- tasks
@@ -367,38 +342,6 @@ def test_training_on_a_dask_cluster_gives_the_same_bits(tmp_path):
 # --------------------------------------------------------------------------- the command
 
 
-def _env(cache: Path) -> dict[str, str]:
-    return {**os.environ, "SPECBOUND_CACHE": str(cache), "PYTHONWARNINGS": "error"}
-
-
-@pytest.fixture(scope="module")
-def smoke_run(tmp_path_factory):
-    """``specbound study --preset smoke`` once, uninterrupted, in a fresh cache."""
-    base = tmp_path_factory.mktemp("smoke")
-    done = subprocess.run([str(SPECBOUND), "study", "--preset", "smoke", "--out", str(base / "out")], cwd=base,
-                          env=_env(base / "cache"), capture_output=True, text=True, timeout=600)
-    return base, done
-
-
-def test_smoke_preset_end_to_end(smoke_run):
-    base, done = smoke_run
-    assert done.returncode == 0, done.stderr
-    rows = read_csv(base / "out" / "models.csv")
-    preset = get_preset("smoke", "modadd")
-    assert len(rows) == len(preset.settings())
-    assert list(rows[0]) == list(COLUMNS)
-    for row, settings in zip(rows, preset.settings()):
-        assert row["model"] == settings.hash()
-        assert Path(row["path"]) == model_folder(settings, base / "cache")
-        assert row["analysis_error"] == "" and row["reused"] == "False"
-        assert float(row["gap"]) == pytest.approx(float(row["test_error"]) - float(row["train_error"]), abs=1e-12)
-    doc = json.loads((base / "out" / "models.json").read_text())
-    assert doc["summary"]["models"] == len(rows) and doc["summary"]["trained"] == len(rows)
-    center = next(m for m in doc["models"] if m["record"]["trajectory"])
-    for point in center["record"]["trajectory"]:
-        assert (Path(center["path"]) / point["path"] / "model.safetensors").is_file()
-
-
 def _children_of(pid: int) -> list[int]:
     found = []
     for entry in Path("/proc").iterdir():
@@ -422,7 +365,7 @@ def test_a_killed_run_resumes_and_reuses_the_stored_model(tmp_path, smoke_run):
     assert reference.returncode == 0, reference.stderr
     cache = tmp_path / "cache"
     command = [str(SPECBOUND), "study", "--preset", "smoke", "--out", str(tmp_path / "out")]
-    proc = subprocess.Popen(command + ["--jobs", "1"], cwd=tmp_path, env=_env(cache), stdout=subprocess.DEVNULL,
+    proc = subprocess.Popen(command + ["--jobs", "1"], cwd=tmp_path, env=studyrun.env(cache), stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 300
     manifests: list[Path] = []
@@ -443,21 +386,23 @@ def test_a_killed_run_resumes_and_reuses_the_stored_model(tmp_path, smoke_run):
     planted = cache / "study" / "modadd" / ".train-0123456789abcdef-planted"
     planted.mkdir()
     (planted / LOCK_NAME).write_text("")
-    done = subprocess.run(command, cwd=tmp_path, env=_env(cache), capture_output=True, text=True, timeout=600)
+    done = subprocess.run(command + ["--no-plots"], cwd=tmp_path, env=studyrun.env(cache), capture_output=True, text=True,
+                          timeout=600)
     assert done.returncode == 0, done.stderr
     assert {p.name: p.stat().st_mtime_ns for p in first.iterdir()} == before
-    rows = read_csv(tmp_path / "out" / "models.csv")
+    rows = studyrun.read_csv(tmp_path / "out" / "models.csv")
     reused = [row for row in rows if row["reused"] == "True"]
     assert [row["model"] for row in reused] == [first.name]
     assert json.loads((first / "record.json").read_text()) == record
     assert not [p for p in cache.glob("study/modadd/.*")], "a work folder was left in the cache"
-    # the same table as the uninterrupted run (bit-identical training), timings and paths aside
-    assert comparable(rows) == comparable(read_csv(base / "out" / "models.csv"))
+    # the same tables as the uninterrupted run (bit-identical training): every CSV, study.json and summary.md,
+    # timings and paths aside
+    assert studyrun.comparable_tables(tmp_path / "out") == studyrun.comparable_tables(base / "out")
 
 
 def test_sigterm_stops_the_run_and_its_workers(tmp_path):
     proc = subprocess.Popen([str(SPECBOUND), "study", "--preset", "smoke", "--out", str(tmp_path / "out")], cwd=tmp_path,
-                            env=_env(tmp_path / "cache"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            env=studyrun.env(tmp_path / "cache"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
     children: list[int] = []
     while not children and proc.poll() is None and time.monotonic() < deadline:
@@ -519,7 +464,7 @@ def test_a_worker_never_outlives_its_caller(tmp_path, how):
 def test_bad_settings_exit_2_with_one_line(tmp_path, monkeypatch, argv, words):
     monkeypatch.setenv("SPECBOUND_CACHE", str(tmp_path / "cache"))
     monkeypatch.chdir(tmp_path)
-    code, out, err = run_cli(["study", "--out", str(tmp_path / "out"), *argv])
+    code, out, err = run(["study", "--out", str(tmp_path / "out"), *argv])
     lines = [line for line in err.splitlines() if line.strip()]
     assert code == 2 and len(lines) == 1, err
     assert lines[0].startswith("specbound") and "error:" in lines[0] and words in lines[0], lines[0]
@@ -532,7 +477,7 @@ def test_missing_torch_is_one_line_before_anything_is_written(tmp_path, monkeypa
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real(name, *a))
     monkeypatch.setenv("SPECBOUND_CACHE", str(tmp_path / "cache"))
-    code, _, err = run_cli(["study", "--preset", "smoke", "--out", str(tmp_path / "out")])
+    code, _, err = run(["study", "--preset", "smoke", "--out", str(tmp_path / "out")])
     assert code == 2 and err.strip() == "specbound: error: specbound study trains with torch: pip install 'specbound[study]'"
     assert list(tmp_path.iterdir()) == []
 
