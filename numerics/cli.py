@@ -232,7 +232,8 @@ def _cmd_claims(args: argparse.Namespace) -> int:
         ids = [c.strip().upper() for c in args.only.split(",") if c.strip()]
         if not ids:
             raise CliError(f"--only={_shown(args.only)} names no claim; give ids such as C1,C7")
-    report = claims.claims_report(ids, readme=args.readme if args.update_readme else None, run_tests=not args.no_tests)
+    report = claims.claims_report(ids, readme=args.readme if args.update_readme else None, run_tests=not args.no_tests,
+                                  update_study=args.update_study, progress=_Progress("models"))
     if report.readme_changed is not None:
         print(f"specbound: {'updated' if report.readme_changed else 'already current:'} {args.readme}", file=sys.stderr)
     if args.json:
@@ -411,10 +412,13 @@ def build_parser() -> argparse.ArgumentParser:
                           help="train on a dask.distributed scheduler instead (needs specbound[dask,study] there)")
     st.set_defaults(func=_cmd_study)
 
-    c = sub.add_parser("claims", help="measure the paper's claims C1-C9 and run their tests")
+    c = sub.add_parser("claims", help="measure the claims C1-C11 and run their tests")
     c.add_argument("--only", default=None, help="comma-separated claim ids, e.g. C1,C7")
     c.add_argument("--no-tests", action="store_true", help="measure only; do not run the marked pytest tests")
     c.add_argument("--update-readme", action="store_true", help="rewrite the claims table in README.md")
+    c.add_argument("--update-study", action="store_true",
+                   help="first train or reuse the default study (cached; about 10 minutes on 2 cores the first time) "
+                        "and rewrite benchmarks/study_default.json, which C10 and C11 are measured from")
     c.add_argument("--readme", default="README.md", help="README to update (default ./README.md)")
     c.add_argument("--json", action="store_true", help="JSON instead of a markdown table")
     c.set_defaults(func=_cmd_claims)

@@ -1,5 +1,6 @@
 """specbound study, end to end: the smoke preset trains, saves, reloads through ``analyze`` and writes every
-table and plot; the statistics in the tables are recomputed independently; two runs give the same bits.
+table and plot; the statistics in the tables are recomputed independently; two runs give the same bits;
+claims C10 and C11 run through the same code, and the committed results of the default preset are current.
 
 The smoke run is the session fixture ``smoke_run`` (tests/conftest.py, one run per session).
 """
@@ -18,7 +19,16 @@ import pytest
 import studyrun
 from cliutil import run
 from numerics.analysis import analyze
-from numerics.study import COLUMNS, get_preset, model_folder
+from numerics.errors import OutputError
+from numerics.experiments import claims
+from numerics.study import (
+    CODE_VERSION,
+    COLUMNS,
+    compute_findings,
+    get_preset,
+    model_folder,
+    run_study,
+)
 from numerics.study import measures
 
 #: Every file of a report folder, figures included (the smoke preset keeps one trajectory: its base model).
@@ -42,6 +52,15 @@ def smoke(smoke_run):
     base, done = smoke_run
     assert done.returncode == 0, done.stderr
     return base / "out", base / "cache"
+
+
+@pytest.fixture(scope="module")
+def smoke_findings(smoke):
+    """The smoke family again, in process, from the cache the run filled (nothing is trained)."""
+    _, cache = smoke
+    result = run_study(get_preset("smoke", "modadd"), root=cache)
+    assert result.trained == 0
+    return result, compute_findings(result)
 
 
 def test_smoke_study_writes_every_table_and_figure(smoke):
@@ -154,3 +173,87 @@ def test_a_folder_of_other_files_is_refused_before_training(tmp_path, monkeypatc
     code, _, err = run(["study", "--preset", "smoke", "--out", str(mine)])
     assert code == 2 and "is a folder specbound did not write" in err, err
     assert (mine / "notes.txt").read_text() == "keep me" and not (tmp_path / "cache").exists()
+
+
+# --------------------------------------------------------------------------- claims C10 and C11
+
+
+@pytest.mark.claim("C10")
+@pytest.mark.claim("C11")
+def test_c10_and_c11_run_through_the_same_code_on_the_smoke_family(smoke, smoke_findings):
+    # The digest the claims read holds what correlations.csv holds; both verdicts come out of it.
+    out, _ = smoke
+    result, found = smoke_findings
+    digest = json.loads(json.dumps(claims.study_digest(result, found)))  # what the committed file holds
+    rows = {r["measure"]: r for r in studyrun.read_csv(out / "correlations.csv")}
+    for name, m in digest["measures"].items():
+        assert m["tau_gap"]["estimate"] == pytest.approx(number(rows[name]["tau_gap"]), abs=1e-15, nan_ok=True)
+        if m["Psi_gap"] is not None:
+            assert m["Psi_gap"]["estimate"] == pytest.approx(number(rows[name]["Psi_gap"]), abs=1e-15)
+        assert m["random_labels"]["increasing"] == int(rows[name]["noise_increasing"])
+    assert [m["model"] for m in digest["models"]] == [s.hash() for s in get_preset("smoke", "modadd").settings()]
+    for verdict in (claims.c10_verdict(digest), claims.c11_verdict(digest)):
+        assert verdict.status in ("holds", "fails", "insufficient data")
+        assert "smoke preset (modadd), 3 models" in verdict.figure
+
+
+def _digest(**overrides) -> dict:
+    """A hand-made digest: spectrum_adaptive and the five norm-based baselines."""
+    def entry(tau, Psi, up=0, groups=3):
+        return {"margin_normalised": False, "log": True, "models": 10, "tau_gap": {"estimate": tau, "low": tau - 0.1, "high": tau + 0.1},
+                "tau_b_gap": tau, "Psi_gap": {"estimate": Psi, "low": Psi - 0.1, "high": Psi + 0.1}, "psi_gap": {},
+                "tau_test_error": None, "Psi_test_error": None,
+                "random_labels": {"groups": groups, "increasing": up, "tau": 0.0, "levels": [0.0, 0.5, 1.0]}}
+    measures_ = {"spectrum_adaptive": entry(0.3, 0.2), **{n: entry(0.1, 0.1) for n in claims.NORM_BASELINES}}
+    measures_.update(overrides)
+    return {"preset": {"name": "default", "task": "modadd"}, "num_models": 10, "num_not_reached": 0, "margin_quantile": 0.1,
+            "bootstrap": {"resamples": 1000, "confidence": 0.95, "seed": 0}, "measures": measures_}
+
+
+@pytest.mark.claim("C10")
+def test_c10_verdict_rules():
+    base = _digest()["measures"]["bartlett2017"]
+    assert claims.c10_verdict(_digest()).status == "holds"
+    # a tie is "at least as well"
+    tie = {**base, "tau_gap": {"estimate": 0.3, "low": 0.2, "high": 0.4}, "Psi_gap": {"estimate": 0.2, "low": 0.1, "high": 0.3}}
+    assert claims.c10_verdict(_digest(bartlett2017=tie)).status == "holds"
+    # one baseline better in Psi only: fails, naming it
+    better = {**base, "Psi_gap": {"estimate": 0.25, "low": 0.1, "high": 0.4}}
+    verdict = claims.c10_verdict(_digest(sum_frobenius=better))
+    assert verdict.status == "fails" and "sum_frobenius +0.25 [+0.10, +0.40]" in verdict.figure
+    # no Psi for ours: insufficient data
+    ours = {**_digest()["measures"]["spectrum_adaptive"], "Psi_gap": None}
+    assert claims.c10_verdict(_digest(spectrum_adaptive=ours)).status == "insufficient data"
+
+
+@pytest.mark.claim("C11")
+def test_c11_verdict_rules():
+    ours = _digest()["measures"]["spectrum_adaptive"]
+    up = {**ours, "random_labels": {**ours["random_labels"], "increasing": 3}}
+    assert claims.c11_verdict(_digest(spectrum_adaptive=up)).status == "holds"
+    assert claims.c11_verdict(_digest()).status == "fails"  # 0 of 3 groups
+    none = {**ours, "random_labels": {**ours["random_labels"], "groups": 0}}
+    assert claims.c11_verdict(_digest(spectrum_adaptive=none)).status == "insufficient data"
+
+
+@pytest.mark.claim("C10")
+@pytest.mark.claim("C11")
+def test_the_committed_default_results_are_current():
+    # benchmarks/study_default.json must be the digest of today's default family: same preset, same code
+    # version, the same models (settings hashes) and measures. Rewrite it with `./run claims --update-study`.
+    digest = claims.read_study_digest()
+    assert digest is not None, "no committed results: run `./run claims --update-study`"
+    name, task = claims.STUDY_PRESET
+    assert digest["preset"] == {"name": name, "task": task}
+    assert digest["code_version"] == CODE_VERSION
+    assert [m["model"] for m in digest["models"]] == [s.hash() for s in get_preset(name, task).settings()]
+    assert list(digest["measures"]) == list(measures.REGISTRY)
+    assert digest["num_models"] + len(digest["excluded"]) == len(digest["models"])
+
+
+def test_update_study_results_never_replaces_a_foreign_file(tmp_path):
+    foreign = tmp_path / "results.json"
+    foreign.write_text('{"mine": true}\n')
+    with pytest.raises(OutputError, match="specbound did not write"):
+        claims.update_study_results(foreign, root=tmp_path / "cache")
+    assert foreign.read_text() == '{"mine": true}\n' and not (tmp_path / "cache").exists()
