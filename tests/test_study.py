@@ -491,9 +491,13 @@ def test_the_package_lists_what_it_exports():
 
 
 def test_analyze_never_imports_torch(tmp_path):
+    # a folder, the command line, and a mapping of numpy arrays (the folder's tensors) in memory
     folder = synthetic.write_checkpoint(tmp_path / "ck", synthetic.bert_state(), synthetic.bert_config())
-    code = ("import sys, numerics, numerics.study; from numerics.analysis import analyze; from numerics.cli import main; "
+    code = ("import math, sys, numerics, numerics.study; from numerics.analysis import analyze; from numerics.cli import main; "
+            "from safetensors.numpy import load_file; "
             f"analyze({str(folder)!r}, processes=0); main(['analyze', {str(folder)!r}, '--processes', '0']); "
+            f"a = analyze(load_file({str(folder / 'model.safetensors')!r}), heads=3); "
+            "assert math.isfinite(a.bounds['spectrum_adaptive']['log_complexity']); "
             "print('TORCH' if 'torch' in sys.modules else 'NO TORCH')")
     done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)},
                           capture_output=True, text=True, timeout=300)

@@ -22,7 +22,6 @@ JSON and file hashes, nothing imported or unpickled.
 from __future__ import annotations
 
 import errno
-import hashlib
 import json
 import os
 import stat
@@ -138,7 +137,7 @@ def _write(folder: Path, name: str, data: bytes) -> dict[str, Any]:
     path = folder / name
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(data)
-    return {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+    return {"size": len(data), "sha256": sha256_file(path)}  # the digest _verify recomputes, by the same function
 
 
 def store(settings: TrainSettings, trained: TrainedModel, root: str | os.PathLike[str] | None = None) -> StoredModel:

@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from numerics._util.jsonsafe import finite_json
+from numerics._util.jsonsafe import FiniteDict
 
 from . import measures as measures_module
 from .measures import REGISTRY, Measure
@@ -64,16 +64,8 @@ PROXY_COLUMNS: Mapping[str, str] = {"log_phi_sa": "log_phi_sa", "log_phi_edelman
 SLOPE_AXES: tuple[str, ...] = ("depth", "width")
 
 
-class _AsDict:
-    def as_dict(self) -> dict[str, Any]:
-        """Plain JSON-ready data (non-finite floats become ``None``)."""
-        out = finite_json(self)
-        assert isinstance(out, dict)
-        return out
-
-
 @dataclass(frozen=True)
-class MeasureFindings(_AsDict):
+class MeasureFindings(FiniteDict):
     """One measure against the family.
 
     Attributes:
@@ -94,7 +86,7 @@ class MeasureFindings(_AsDict):
 
 
 @dataclass(frozen=True)
-class SlopePair(_AsDict):
+class SlopePair(FiniteDict):
     """C8 on one group of trained models: the slopes of both proxies along one axis.
 
     Attributes:
@@ -113,7 +105,7 @@ class SlopePair(_AsDict):
 
 
 @dataclass(frozen=True)
-class TrajectoryPoint(_AsDict):
+class TrajectoryPoint(FiniteDict):
     """One checkpoint of a training trajectory (or the final model).
 
     Attributes:
@@ -140,7 +132,7 @@ class TrajectoryPoint(_AsDict):
 
 
 @dataclass(frozen=True)
-class Trajectory(_AsDict):
+class Trajectory(FiniteDict):
     """A model's checkpoints, in order of step, ending with the trained model.
 
     Attributes:
@@ -155,7 +147,7 @@ class Trajectory(_AsDict):
 
 
 @dataclass(frozen=True)
-class Findings(_AsDict):
+class Findings(FiniteDict):
     """Everything :func:`compute_findings` computes (see the module docstring).
 
     Attributes:
