@@ -393,7 +393,7 @@ def build_parser() -> argparse.ArgumentParser:
     mc.set_defaults(func=_cmd_mc)
 
     st = sub.add_parser("study", help="train a family of small encoders (torch) and tabulate their generalization gaps")
-    st.add_argument("--preset", required=True, help="smoke (3 tiny models, seconds), default (51 models, about 5-10 minutes on 2 cores) or "
+    st.add_argument("--preset", required=True, help="smoke (4 tiny models, seconds), default (51 models, about 5-10 minutes on 2 cores) or "
                     "full (hundreds: meant for --scheduler)")
     st.add_argument("--task", default="modadd", help="modadd (modular addition, the default) or digits (scikit-learn's 8x8 digits)")
     st.add_argument("--axis", action="append", default=None, metavar="NAME=V1,V2,...",

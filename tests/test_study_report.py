@@ -7,7 +7,6 @@ The smoke run is the session fixture ``smoke_run`` (tests/conftest.py, one run p
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from itertools import combinations
@@ -15,13 +14,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import scipy.stats
 
 import studyrun
 from cliutil import run
+from numerics._util.cache import sha256_file
 from numerics.analysis import analyze
 from numerics.errors import OutputError
 from numerics.experiments import claims
+from numerics.report.writers import write_study_report
 from numerics.study import (
+    AXES,
     CODE_VERSION,
     COLUMNS,
     compute_findings,
@@ -97,8 +100,19 @@ def test_the_measures_are_those_of_the_saved_models_reloaded_through_analyze(smo
         assert number(table[row["model"]]["margin"]) == pytest.approx(record["margin"], rel=1e-15)
 
 
+def groups_varying(models: list[dict[str, str]], axis: str) -> list[list[int]]:
+    """Indices of the models of each group that agree on every axis but ``axis`` (STUDY.md, granulated Kendall)."""
+    groups: dict[tuple, list[int]] = {}
+    for i, r in enumerate(models):
+        groups.setdefault(tuple(r[a] for a in AXES if a != axis), []).append(i)
+    return list(groups.values())
+
+
 def test_the_correlation_table_recomputed_from_the_measure_table(smoke):
-    # Reference: tau by a naive double loop over the pairs of models of measures.csv (STUDY.md's definition).
+    # References, from the models of measures.csv: tau by a naive double loop over the pairs (STUDY.md's
+    # definition); tau-b by scipy.stats.kendalltau (variant "b"); psi_k by STUDY.md's definition (naive tau in
+    # each group of two or more models that agree on every axis but k, then the mean) and Psi the mean of psi_k
+    # over the axes that have a group.
     out, _ = smoke
     models = studyrun.read_csv(out / "measures.csv")
     gap = np.array([float(r["gap"]) for r in models])
@@ -109,9 +123,43 @@ def test_the_correlation_table_recomputed_from_the_measure_table(smoke):
         mu = np.array([number(r[name]) for r in models])
         keep = np.isfinite(mu)
         assert int(row["models"]) == int(keep.sum())
-        if keep.sum() >= 2:
-            assert float(row["tau_gap"]) == pytest.approx(naive_tau(mu[keep], gap[keep]), abs=1e-12), name
-            assert float(row["tau_test_error"]) == pytest.approx(naive_tau(mu[keep], test[keep]), abs=1e-12), name
+        assert keep.all(), name  # every measure is finite on the smoke family, so psi_k below uses every model
+        assert float(row["tau_gap"]) == pytest.approx(naive_tau(mu, gap), abs=1e-12), name
+        assert float(row["tau_test_error"]) == pytest.approx(naive_tau(mu, test), abs=1e-12), name
+        reference = scipy.stats.kendalltau(mu, gap, variant="b").statistic
+        assert number(row["tau_b_gap"]) == pytest.approx(reference, abs=1e-12, nan_ok=True), name
+        psi = {}
+        for axis in AXES:
+            taus = [naive_tau(mu[idx], gap[idx]) for idx in groups_varying(models, axis) if len(idx) >= 2]
+            if taus:
+                psi[axis] = float(np.mean(taus))
+                assert float(row[f"psi_gap_{axis}"]) == pytest.approx(psi[axis], abs=1e-12), (name, axis)
+        assert set(psi) == {k[len("psi_gap_"):] for k in row if k.startswith("psi_gap_")}
+        assert float(row["Psi_gap"]) == pytest.approx(np.mean(list(psi.values())), abs=1e-12), name
+
+
+def test_c8_slopes_on_the_trained_grid_recomputed_from_the_measure_table(smoke):
+    # Reference: for every group of models that differ in depth (or width) only, the least-squares slope of
+    # log Phi against log L (numpy.polyfit, degree 1) from the log_phi_sa and log_phi_edelman columns.
+    out, _ = smoke
+    models = studyrun.read_csv(out / "measures.csv")
+    slopes = studyrun.read_csv(out / "slopes.csv")
+    expected = []
+    for axis in ("depth", "width"):
+        for idx in groups_varying(models, axis):
+            members = [models[i] for i in idx]
+            if len({r[axis] for r in members}) < 2:
+                continue
+            x = np.log([float(r[axis]) for r in members])
+            sa, ed = (np.polyfit(x, [float(r[c]) for r in members], 1)[0] for c in ("log_phi_sa", "log_phi_edelman"))
+            expected.append((axis, len(members), sa, ed))
+    assert any(axis == "depth" for axis, *_ in expected), "the smoke family must vary the depth alone somewhere"
+    assert len(slopes) == len(expected)
+    for row, (axis, points, sa, ed) in zip(slopes, expected):
+        assert (row["axis"], int(row["points"])) == (axis, points)
+        assert float(row["slope_sa"]) == pytest.approx(sa, rel=1e-9, abs=1e-12)
+        assert float(row["slope_edelman"]) == pytest.approx(ed, rel=1e-9, abs=1e-12)
+        assert row["holds"] == str(sa < ed)
 
 
 def test_the_trajectory_table_is_the_analysis_of_each_checkpoint(smoke):
@@ -137,7 +185,7 @@ def test_the_trajectory_table_is_the_analysis_of_each_checkpoint(smoke):
 
 
 def _weights(cache: Path) -> dict[str, str]:
-    return {p.relative_to(cache).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+    return {p.relative_to(cache).as_posix(): sha256_file(p)
             for p in sorted(cache.glob("study/**/*.safetensors"))}
 
 
@@ -151,6 +199,16 @@ def test_same_seed_and_settings_give_the_same_bits_and_tables(smoke, tmp_path):
     assert first and first == second
     assert studyrun.comparable_tables(tmp_path / "out") == studyrun.comparable_tables(out)
     assert not (tmp_path / "out" / "scatter.png").exists()
+
+
+def test_tables_written_twice_from_the_same_records_are_byte_identical(smoke_findings, tmp_path):
+    # The statistics computed again from the same trained family (bootstrap included) and both written:
+    # every table file has the same bytes.
+    result, found = smoke_findings
+    write_study_report(result, found, tmp_path / "first", plots=False)
+    write_study_report(result, compute_findings(result), tmp_path / "second", plots=False)
+    for name in TABLE_FILES:
+        assert (tmp_path / "first" / name).read_bytes() == (tmp_path / "second" / name).read_bytes(), name
 
 
 @pytest.mark.parametrize("argv, words", [
@@ -194,7 +252,7 @@ def test_c10_and_c11_run_through_the_same_code_on_the_smoke_family(smoke, smoke_
     assert [m["model"] for m in digest["models"]] == [s.hash() for s in get_preset("smoke", "modadd").settings()]
     for verdict in (claims.c10_verdict(digest), claims.c11_verdict(digest)):
         assert verdict.status in ("holds", "fails", "insufficient data")
-        assert "smoke preset (modadd), 3 models" in verdict.figure
+        assert f"smoke preset (modadd), {len(result.models)} models" in verdict.figure
 
 
 def _digest(**overrides) -> dict:
