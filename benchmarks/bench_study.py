@@ -26,7 +26,6 @@ Run: ``./run bench --only bench_study`` (all four; about 25 minutes on a busy 2-
 from __future__ import annotations
 
 import os
-import shutil
 import statistics
 import sys
 import tempfile
@@ -45,12 +44,13 @@ def _changed(settings: Any, base: Any) -> dict[str, Any]:
 
 
 def _one(preset_name: str, task: str, jobs: int) -> dict[str, Any]:
+    from numerics._util.workdirs import work_folder
     from numerics.report.writers import write_study_report
     from numerics.study import compute_findings, gap_spread, get_preset, run_study
 
     preset = get_preset(preset_name, task)
-    cache = Path(tempfile.mkdtemp(prefix="specbound-bench-study-"))
-    try:
+    # removed afterwards; one a killed bench left behind is removed by the next (numerics._util.workdirs)
+    with work_folder(tempfile.gettempdir(), "specbound-bench-study-") as cache:
         result = run_study(preset, root=cache, jobs=jobs)
         start = time.perf_counter()
         found = compute_findings(result)
@@ -58,8 +58,6 @@ def _one(preset_name: str, task: str, jobs: int) -> dict[str, Any]:
         start = time.perf_counter()
         write_study_report(result, found, cache / "report")
         report_seconds = time.perf_counter() - start
-    finally:
-        shutil.rmtree(cache, ignore_errors=True)
     models = result.models
     train = [m.record["train_seconds"] for m in models]
     per_model = [{"model": m.record["settings_hash"], "changed": _changed(m.settings, preset.base),
