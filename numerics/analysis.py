@@ -27,7 +27,8 @@ coefficient at the post hoc index (``kind``, ``s``, ``R`` = ``S_p``, ``B``, ``a`
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+import os
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -41,6 +42,7 @@ from numerics.bounds.terms import MatrixTerm, ModelSettings, build_terms
 from numerics.bounds.theorem31 import (BoundSettings, PosthocResult, coefficients, log_eps_min, metric_points, n_nonvacuous,
                                        posthoc, theorem41_coefficients)
 from numerics.io.checkpoint import open_checkpoint
+from numerics.io.memory import is_in_memory, open_in_memory
 from numerics.io.resolve import resolve_source
 from numerics.spectra.pipeline import checkpoint_spectra
 
@@ -206,20 +208,39 @@ def _proxies(terms: Sequence[MatrixTerm], edel: dict[str, Any], settings: BoundS
     }
 
 
-def analyze(source: str, *, heads: int | None = None, settings: BoundSettings = BoundSettings(), model: ModelSettings = ModelSettings(),
+def analyze(source: str | os.PathLike[str] | Mapping[str, Any] | Any, *, heads: int | None = None,
+            settings: BoundSettings = BoundSettings(), model: ModelSettings = ModelSettings(),
             executor: Any = None, progress: Callable[[int, int, str], None] | None = None, leading_k: int | None = None,
             processes: int | None = None) -> Analysis:
     """Open ``source`` and evaluate the bounds.
 
     ``source``: a ``.safetensors`` file, a folder (safetensors, sharded, or an ONNX export,
     converted once), a registry name (``minilm-l6``, ``minilm-l3``; fetched and verified) or
-    a HuggingFace repository id (needs ``huggingface_hub``). ``leading_k``: for huge
+    a HuggingFace repository id (needs ``huggingface_hub``); or a model in memory, through the
+    same architecture maps (:func:`numerics.io.memory.open_in_memory`): a ``torch.nn.Module``
+    (its configuration from ``module.config``) or a mapping of tensor names to arrays (give
+    ``heads``), e.g. inside a training loop. ``leading_k``: for huge
     matrices, compute only the ``k`` leading singular values of each whole matrix plus a
     certified tail (see :mod:`numerics.spectra.leading_k`; recorded per matrix in ``approximation``).
     ``processes``: worker processes for the whole-matrix SVDs (default: one per CPU for
-    checkpoints large enough, none with an ``executor``; ``0``: none); see
+    checkpoints large enough, none with an ``executor``; ``0``: none; always none in memory,
+    where no other process can read the tensors); see
     :func:`numerics.spectra.pipeline.checkpoint_spectra`.
+
+    Raises:
+      TypeError: ``source`` is none of these.
+      ValueError: ``processes`` > 0 for a model in memory.
+      CheckpointError: the checkpoint cannot be read or analysed (naming file or label, and tensor).
     """
-    ckpt = open_checkpoint(resolve_source(source), heads=heads)
+    if is_in_memory(source):
+        if processes:
+            raise ValueError(f"processes={processes!r}: a model in memory has no file for worker processes to read; "
+                             "leave processes at None or 0")
+        ckpt, processes = open_in_memory(source, heads=heads), 0
+    elif isinstance(source, (str, os.PathLike)):
+        ckpt = open_checkpoint(resolve_source(source), heads=heads)
+    else:
+        raise TypeError(f"source={type(source).__name__} must be a path, a registry name or hub id, a torch.nn.Module "
+                        "or a mapping of tensor names to arrays")
     stats = checkpoint_spectra(ckpt, executor=executor, progress=progress, leading_k=leading_k, processes=processes)
     return evaluate_bounds(stats, model_info=ckpt.describe(), skipped=ckpt.skipped, settings=settings, model=model)

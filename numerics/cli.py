@@ -231,7 +231,8 @@ def _cmd_claims(args: argparse.Namespace) -> int:
         ids = [c.strip().upper() for c in args.only.split(",") if c.strip()]
         if not ids:
             raise CliError(f"--only={_shown(args.only)} names no claim; give ids such as C1,C7")
-    report = claims.claims_report(ids, readme=args.readme if args.update_readme else None, run_tests=not args.no_tests)
+    report = claims.claims_report(ids, readme=args.readme if args.update_readme else None, run_tests=not args.no_tests,
+                                  update_study=args.update_study, progress=_Progress("models"))
     if report.readme_changed is not None:
         print(f"specbound: {'updated' if report.readme_changed else 'already current:'} {args.readme}", file=sys.stderr)
     if args.json:
@@ -242,15 +243,16 @@ def _cmd_claims(args: argparse.Namespace) -> int:
 
 
 def _cmd_study(args: argparse.Namespace) -> int:
-    from numerics.report import tables
-    from numerics.study import parse_axis, study
+    from numerics.report import study_tables, writers
+    from numerics.study import parse_axis
 
     axes = dict(parse_axis(text) for text in args.axis or ())
-    out = args.out if args.out is not None else "specbound-study"
-    result = study(args.preset, task=args.task, axes=axes, out=out, force=args.force, jobs=args.jobs,
-                   scheduler=args.scheduler, progress=_Progress("models"))
-    sys.stdout.write(tables.study_table(result))
-    print(tables.study_summary(result, out), file=sys.stderr)
+    out = args.out if args.out is not None else writers.STUDY_FOLDER
+    result, _ = writers.study_report(args.preset, task=args.task, axes=axes, out=out, force=args.force, jobs=args.jobs,
+                                     scheduler=args.scheduler, progress=_Progress("models"), plots=not args.no_plots,
+                                     reached_only=args.reached_only)
+    sys.stdout.write(study_tables.study_table(result))
+    print(study_tables.study_summary(result, out), file=sys.stderr)
     return 0
 
 
@@ -390,13 +392,18 @@ def build_parser() -> argparse.ArgumentParser:
     mc.set_defaults(func=_cmd_mc)
 
     st = sub.add_parser("study", help="train a family of small encoders (torch) and tabulate their generalization gaps")
-    st.add_argument("--preset", required=True, help="smoke (3 tiny models, seconds), default (51 models, about 5-10 minutes on 2 cores) or "
+    st.add_argument("--preset", required=True, help="smoke (4 tiny models, seconds), default (51 models, about 5-10 minutes on 2 cores) or "
                     "full (hundreds: meant for --scheduler)")
     st.add_argument("--task", default="modadd", help="modadd (modular addition, the default) or digits (scikit-learn's 8x8 digits)")
     st.add_argument("--axis", action="append", default=None, metavar="NAME=V1,V2,...",
                     help="replace the values of one axis of the preset, e.g. label_noise=0,0.5,1 (repeatable; the base "
                          "model's value always stays in the family)")
-    _add_out_options(st, "report folder (default ./specbound-study)")
+    _add_out_options(st, "report folder: tables (CSV, Markdown), study.json, summary.md, plots "
+                     "(default ./specbound-study)")
+    st.add_argument("--no-plots", action="store_true", help="skip the figures")
+    st.add_argument("--reached-only", action="store_true",
+                    help="leave the models that did not reach the training loss target out of the statistics "
+                         "(Jiang et al. 2020); by default they are kept and counted")
     where_st = st.add_mutually_exclusive_group()
     where_st.add_argument("--jobs", type=_positive_int_parallel, default=2, metavar="N",
                           help="models trained at once, each in its own process (default 2)")
@@ -404,10 +411,13 @@ def build_parser() -> argparse.ArgumentParser:
                           help="train on a dask.distributed scheduler instead (needs specbound[dask,study] there)")
     st.set_defaults(func=_cmd_study)
 
-    c = sub.add_parser("claims", help="measure the paper's claims C1-C9 and run their tests")
+    c = sub.add_parser("claims", help="measure the claims C1-C11 and run their tests")
     c.add_argument("--only", default=None, help="comma-separated claim ids, e.g. C1,C7")
     c.add_argument("--no-tests", action="store_true", help="measure only; do not run the marked pytest tests")
     c.add_argument("--update-readme", action="store_true", help="rewrite the claims table in README.md")
+    c.add_argument("--update-study", action="store_true",
+                   help="first train or reuse the default study (cached; about 10 minutes on 2 cores the first time) "
+                        "and rewrite benchmarks/study_default.json, which C10 and C11 are measured from")
     c.add_argument("--readme", default="README.md", help="README to update (default ./README.md)")
     c.add_argument("--json", action="store_true", help="JSON instead of a markdown table")
     c.set_defaults(func=_cmd_claims)

@@ -55,3 +55,13 @@ def mpnet_base_analysis(mpnet_base_folder):
     from numerics.analysis import analyze
 
     return analyze(str(mpnet_base_folder))
+
+
+@pytest.fixture(scope="session")
+def smoke_run(tmp_path_factory):
+    """``specbound study --preset smoke`` once per session, uninterrupted, in a fresh cache: ``(folder, process)``;
+    the report is ``folder / "out"``, the cache ``folder / "cache"`` (tests/studyrun.py)."""
+    import studyrun
+
+    base = tmp_path_factory.mktemp("smoke")
+    return base, studyrun.study_cli(base, base / "out", base / "cache")

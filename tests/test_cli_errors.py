@@ -7,8 +7,6 @@ Hypothesis. Nothing is ever written when a command fails.
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 import resource
@@ -22,18 +20,7 @@ from hypothesis import event, example, given, settings
 from hypothesis import strategies as st
 
 import synthetic
-from numerics.cli import main
-
-
-def run(argv: list[str]) -> tuple[int, str, str]:
-    """``main(argv)`` in process: (exit code, stdout, stderr); argparse's SystemExit counts as an exit code."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            code = main(argv)
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else 2
-    return code, out.getvalue(), err.getvalue()
+from cliutil import run
 
 
 def one_line_error(err: str) -> str:

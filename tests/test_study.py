@@ -8,8 +8,6 @@ by the resume test as the uninterrupted reference.
 from __future__ import annotations
 
 import contextlib
-import csv
-import io
 import json
 import math
 import os
@@ -25,12 +23,12 @@ import torch
 from safetensors.numpy import load as load_safetensors
 from safetensors.numpy import load_file
 
+import studyrun
 import synthetic
+from cliutil import run
 from numerics.analysis import analyze
-from numerics.cli import main
 from numerics.study import (
     AXES,
-    COLUMNS,
     TASKS,
     TrainedModel,
     TrainSettings,
@@ -47,34 +45,11 @@ from numerics._util.workdirs import LOCK_NAME
 from numerics.study.train import build_model, task_data, train
 
 ROOT = Path(__file__).resolve().parent.parent
-SPECBOUND = Path(sys.executable).with_name("specbound")
+SPECBOUND = studyrun.SPECBOUND
 
 #: A model small enough to train in a fraction of a second (2 layers so that layer indices are exercised).
 TINY = TrainSettings(task="modadd", modulus=11, depth=2, width=16, heads=2, train_fraction=0.5, weight_decay=0.1,
                      learning_rate=3e-3, max_steps=40, loss_target=0.01)
-
-#: Columns of models.csv that differ between two runs of the same family: timings and where the cache is.
-RUN_DEPENDENT = {"train_seconds", "path", "reused"}
-
-
-def run_cli(argv: list[str]) -> tuple[int, str, str]:
-    """``main(argv)`` in process: (exit code, stdout, stderr)."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            code = main(argv)
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else 2
-    return code, out.getvalue(), err.getvalue()
-
-
-def read_csv(path: Path) -> list[dict[str, str]]:
-    with open(path, newline="", encoding="utf-8") as fh:
-        return list(csv.DictReader(fh))
-
-
-def comparable(rows: list[dict[str, str]]) -> list[dict[str, str]]:
-    return [{k: v for k, v in row.items() if k not in RUN_DEPENDENT} for row in rows]
 
 
 # --------------------------------------------------------------------------- tasks
@@ -194,6 +169,38 @@ def test_trajectory_checkpoints_retrace_the_training():
         np.testing.assert_array_equal(saved[name], value.numpy(), err_msg=name)
     # the final model equals the one trained without a trajectory (the replay changes nothing)
     assert trained.files["model.safetensors"] == train(TINY).files["model.safetensors"]
+
+
+def test_the_record_holds_the_margin_and_parameter_count_the_measures_read(tmp_path):
+    # Reference: the saved weights' logits on the training set, margins f(x)_y - max_{c != y} f(x)_c
+    # by sorting each row, gamma = numpy's 10th percentile of the positive ones (Jiang et al. 2020, section 2).
+    from numerics.study import measures
+
+    trained = train(TINY)
+    record = trained.record
+    data = task_data(TINY)
+    module = build_model(TINY, data)
+    state = load_safetensors(trained.files["model.safetensors"])
+    module.load_state_dict({k: torch.from_numpy(v) for k, v in state.items()})
+    module.eval()
+    with torch.no_grad():
+        logits = module(torch.from_numpy(data.train_inputs)).double().numpy()
+    rows = np.arange(len(logits))
+    true = logits[rows, data.train_labels]
+    masked = logits.copy()
+    masked[rows, data.train_labels] = -np.inf
+    margins = true - np.sort(masked, axis=1)[:, -1]
+    assert 0 < np.sum(margins > 0) < len(margins)  # some points right, some wrong: the quantile is not vacuous
+    assert record["margin_quantile"] == 0.1
+    assert record["margin"] == pytest.approx(np.quantile(margins[margins > 0], 0.1), rel=1e-12)
+    # every tensor of the state dict is a trained parameter (the encoder has no buffers)
+    assert record["num_parameters"] == sum(v.size for v in state.values())
+    # the measures read the record as it is
+    analysis = analyze(str(store(TINY, trained, tmp_path).folder), processes=0)
+    values = measures.evaluate(analysis, record)
+    assert values["num_parameters"] == record["num_parameters"]
+    assert values["bartlett2017"] == pytest.approx(measures.REGISTRY["bartlett2017"].raw(analysis, record)
+                                                   - math.log(record["margin"]), rel=1e-12)
 
 
 def test_adamw_is_torchs_adamw_bit_for_bit():
@@ -335,38 +342,6 @@ def test_training_on_a_dask_cluster_gives_the_same_bits(tmp_path):
 # --------------------------------------------------------------------------- the command
 
 
-def _env(cache: Path) -> dict[str, str]:
-    return {**os.environ, "SPECBOUND_CACHE": str(cache), "PYTHONWARNINGS": "error"}
-
-
-@pytest.fixture(scope="module")
-def smoke_run(tmp_path_factory):
-    """``specbound study --preset smoke`` once, uninterrupted, in a fresh cache."""
-    base = tmp_path_factory.mktemp("smoke")
-    done = subprocess.run([str(SPECBOUND), "study", "--preset", "smoke", "--out", str(base / "out")], cwd=base,
-                          env=_env(base / "cache"), capture_output=True, text=True, timeout=600)
-    return base, done
-
-
-def test_smoke_preset_end_to_end(smoke_run):
-    base, done = smoke_run
-    assert done.returncode == 0, done.stderr
-    rows = read_csv(base / "out" / "models.csv")
-    preset = get_preset("smoke", "modadd")
-    assert len(rows) == len(preset.settings())
-    assert list(rows[0]) == list(COLUMNS)
-    for row, settings in zip(rows, preset.settings()):
-        assert row["model"] == settings.hash()
-        assert Path(row["path"]) == model_folder(settings, base / "cache")
-        assert row["analysis_error"] == "" and row["reused"] == "False"
-        assert float(row["gap"]) == pytest.approx(float(row["test_error"]) - float(row["train_error"]), abs=1e-12)
-    doc = json.loads((base / "out" / "models.json").read_text())
-    assert doc["summary"]["models"] == len(rows) and doc["summary"]["trained"] == len(rows)
-    center = next(m for m in doc["models"] if m["record"]["trajectory"])
-    for point in center["record"]["trajectory"]:
-        assert (Path(center["path"]) / point["path"] / "model.safetensors").is_file()
-
-
 def _children_of(pid: int) -> list[int]:
     found = []
     for entry in Path("/proc").iterdir():
@@ -390,7 +365,7 @@ def test_a_killed_run_resumes_and_reuses_the_stored_model(tmp_path, smoke_run):
     assert reference.returncode == 0, reference.stderr
     cache = tmp_path / "cache"
     command = [str(SPECBOUND), "study", "--preset", "smoke", "--out", str(tmp_path / "out")]
-    proc = subprocess.Popen(command + ["--jobs", "1"], cwd=tmp_path, env=_env(cache), stdout=subprocess.DEVNULL,
+    proc = subprocess.Popen(command + ["--jobs", "1"], cwd=tmp_path, env=studyrun.env(cache), stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 300
     manifests: list[Path] = []
@@ -411,21 +386,23 @@ def test_a_killed_run_resumes_and_reuses_the_stored_model(tmp_path, smoke_run):
     planted = cache / "study" / "modadd" / ".train-0123456789abcdef-planted"
     planted.mkdir()
     (planted / LOCK_NAME).write_text("")
-    done = subprocess.run(command, cwd=tmp_path, env=_env(cache), capture_output=True, text=True, timeout=600)
+    done = subprocess.run(command + ["--no-plots"], cwd=tmp_path, env=studyrun.env(cache), capture_output=True, text=True,
+                          timeout=600)
     assert done.returncode == 0, done.stderr
     assert {p.name: p.stat().st_mtime_ns for p in first.iterdir()} == before
-    rows = read_csv(tmp_path / "out" / "models.csv")
+    rows = studyrun.read_csv(tmp_path / "out" / "models.csv")
     reused = [row for row in rows if row["reused"] == "True"]
     assert [row["model"] for row in reused] == [first.name]
     assert json.loads((first / "record.json").read_text()) == record
     assert not [p for p in cache.glob("study/modadd/.*")], "a work folder was left in the cache"
-    # the same table as the uninterrupted run (bit-identical training), timings and paths aside
-    assert comparable(rows) == comparable(read_csv(base / "out" / "models.csv"))
+    # the same tables as the uninterrupted run (bit-identical training): every CSV, study.json and summary.md,
+    # timings and paths aside
+    assert studyrun.comparable_tables(tmp_path / "out") == studyrun.comparable_tables(base / "out")
 
 
 def test_sigterm_stops_the_run_and_its_workers(tmp_path):
     proc = subprocess.Popen([str(SPECBOUND), "study", "--preset", "smoke", "--out", str(tmp_path / "out")], cwd=tmp_path,
-                            env=_env(tmp_path / "cache"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            env=studyrun.env(tmp_path / "cache"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
     children: list[int] = []
     while not children and proc.poll() is None and time.monotonic() < deadline:
@@ -487,7 +464,7 @@ def test_a_worker_never_outlives_its_caller(tmp_path, how):
 def test_bad_settings_exit_2_with_one_line(tmp_path, monkeypatch, argv, words):
     monkeypatch.setenv("SPECBOUND_CACHE", str(tmp_path / "cache"))
     monkeypatch.chdir(tmp_path)
-    code, out, err = run_cli(["study", "--out", str(tmp_path / "out"), *argv])
+    code, out, err = run(["study", "--out", str(tmp_path / "out"), *argv])
     lines = [line for line in err.splitlines() if line.strip()]
     assert code == 2 and len(lines) == 1, err
     assert lines[0].startswith("specbound") and "error:" in lines[0] and words in lines[0], lines[0]
@@ -500,7 +477,7 @@ def test_missing_torch_is_one_line_before_anything_is_written(tmp_path, monkeypa
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real(name, *a))
     monkeypatch.setenv("SPECBOUND_CACHE", str(tmp_path / "cache"))
-    code, _, err = run_cli(["study", "--preset", "smoke", "--out", str(tmp_path / "out")])
+    code, _, err = run(["study", "--preset", "smoke", "--out", str(tmp_path / "out")])
     assert code == 2 and err.strip() == "specbound: error: specbound study trains with torch: pip install 'specbound[study]'"
     assert list(tmp_path.iterdir()) == []
 
@@ -514,9 +491,13 @@ def test_the_package_lists_what_it_exports():
 
 
 def test_analyze_never_imports_torch(tmp_path):
+    # a folder, the command line, and a mapping of numpy arrays (the folder's tensors) in memory
     folder = synthetic.write_checkpoint(tmp_path / "ck", synthetic.bert_state(), synthetic.bert_config())
-    code = ("import sys, numerics, numerics.study; from numerics.analysis import analyze; from numerics.cli import main; "
+    code = ("import math, sys, numerics, numerics.study; from numerics.analysis import analyze; from numerics.cli import main; "
+            "from safetensors.numpy import load_file; "
             f"analyze({str(folder)!r}, processes=0); main(['analyze', {str(folder)!r}, '--processes', '0']); "
+            f"a = analyze(load_file({str(folder / 'model.safetensors')!r}), heads=3); "
+            "assert math.isfinite(a.bounds['spectrum_adaptive']['log_complexity']); "
             "print('TORCH' if 'torch' in sys.modules else 'NO TORCH')")
     done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)},
                           capture_output=True, text=True, timeout=300)

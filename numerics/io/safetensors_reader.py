@@ -48,6 +48,7 @@ __all__ = [
     "TensorInfo",
     "read_header",
     "load_tensor",
+    "require_finite",
 ]
 
 #: Largest header accepted, in bytes (the reference implementation uses the same cap).
@@ -259,7 +260,7 @@ def _read_widened(where: str, stored: np.dtype, start: int, info: TensorInfo) ->
     mm = np.memmap(where, dtype=stored, mode="r", offset=start, shape=(info.size,))
     try:
         # Widening a signalling NaN raises the "invalid" flag (a RuntimeWarning, an exception
-        # under -W error); NaNs are reported by _check_finite as a CheckpointError instead.
+        # under -W error); NaNs are reported by require_finite as a CheckpointError instead.
         with np.errstate(invalid="ignore"):
             if info.dtype == "BF16":
                 out = _widen_bf16(np.asarray(mm)).astype(np.float64)
@@ -270,7 +271,9 @@ def _read_widened(where: str, stored: np.dtype, start: int, info: TensorInfo) ->
     return out.reshape(info.shape)
 
 
-def _check_finite(where: str, name: str, out: np.ndarray) -> None:
+def require_finite(where: str, name: str, out: np.ndarray) -> None:
+    """Raise :class:`~numerics.errors.CheckpointError` naming ``where`` and tensor ``name`` if ``out``
+    holds NaN or Inf (with the counts and the first position)."""
     finite = np.isfinite(out)
     if not finite.all():
         nan = int(np.isnan(out).sum())
@@ -324,7 +327,7 @@ def load_tensor(
     try:
         out = _read_widened(where, stored, start, info)
         if check_finite and info.dtype in FLOAT_DTYPES:
-            _check_finite(where, name, out)
+            require_finite(where, name, out)
     except MemoryError:
         raise CheckpointError(where, f"cannot be loaded: out of memory ({count * 8:,} bytes needed as float64)",
                               tensor=name) from None

@@ -37,8 +37,6 @@ __all__ = [
     "mc_rows_json",
     "registry_table",
     "format_blocks",
-    "study_table",
-    "study_summary",
 ]
 
 TABLE_COLUMNS = ("name", "layer", "kind", "head", "shape", "rank", "spectral_norm", "frobenius_norm", "norm_2_1",
@@ -261,30 +259,3 @@ def _block_lines(data: Mapping[str, Any], indent: str) -> list[str]:
         else:
             lines.append(f"{indent}{key}: {value}")
     return lines
-
-
-# --------------------------------------------------------------------------- specbound study
-
-
-def study_table(result: Any) -> str:
-    """One line per trained model of a :class:`numerics.study.StudyResult`: settings, errors, gap, steps."""
-
-    def num(value: Any, width: int) -> str:  # None: not finite (a diverged model)
-        return f"{value:{width}.3f}" if value is not None else f"{'-':>{width}}"
-
-    lines = [f"{'model':16} {'L':>2} {'N':>4} {'H':>2} {'frac':>5} {'wd':>6} {'lr':>7} {'noise':>5} {'seed':>4} "
-             f"{'train err':>9} {'test err':>8} {'gap':>6} {'steps':>6} reached"]
-    for m in result.models:
-        s, r = m.settings, m.record
-        lines.append(f"{r['settings_hash']:16} {s.depth:2} {s.width:4} {s.heads:2} {s.train_fraction:5.2f} "
-                     f"{s.weight_decay:6.3g} {s.learning_rate:7.2g} {s.label_noise:5.2f} {s.seed:4} "
-                     f"{num(r['train_error'], 9)} {num(r['test_error'], 8)} {num(r['gap'], 6)} {r['steps']:6} "
-                     f"{'yes' if r['reached'] else 'no'}")
-    return "\n".join(lines) + "\n"
-
-
-def study_summary(result: Any, out: Any) -> str:
-    """The one line ``specbound study`` prints on stderr at the end."""
-    reached = sum(bool(m.record["reached"]) for m in result.models)
-    return (f"specbound: {len(result.models)} models ({result.trained} trained, {len(result.models) - result.trained} "
-            f"reused; {reached} reached the loss target) in {result.seconds:.0f} s; report written to {out}")

@@ -5,9 +5,9 @@ place at the end, so a failure leaves no half-written report; a destination is w
 only if it is new, empty, or a report specbound wrote (:mod:`numerics._util.outputs`).
 
 One function per command runs it from start to end, so that a notebook does what the command
-line does: :func:`analyze_report`, :func:`demo_report`, :func:`sweep_report` and
-:func:`mc_report` check their destination before the work starts (a refused destination
-costs nothing), run it, and write the result.
+line does: :func:`analyze_report`, :func:`demo_report`, :func:`sweep_report`,
+:func:`mc_report` and :func:`study_report` check their destination before the work starts (a
+refused destination costs nothing), run it, and write the result.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from numerics import analysis
+from numerics._util.cache import cache_root
 from numerics._util.outputs import check_output_file, check_output_folder, safe_output_folder
 from numerics.bounds.terms import ModelSettings
 from numerics.bounds.theorem31 import BoundSettings
@@ -27,25 +28,34 @@ from numerics.io import registry
 from numerics.io.resolve import source_paths
 from numerics.montecarlo.experiment import MCResult, mc_experiment
 from numerics.parallel.executors import make_executor
-from numerics.report import sweep_plots
+from numerics.report import study_tables, sweep_plots
 from numerics.report.mc_plots import plot_mc
 from numerics.report.plots import write_all
+from numerics.report.study_plots import write_study_plots
 from numerics.report.tables import format_table, summary_markdown, sweep_rows_json, to_csv
+from numerics.study.findings import Findings, compute_findings
+from numerics.study.run import DEFAULT_JOBS, StudyResult, prepare_preset, run_study
+from numerics.study.table import COLUMNS, model_rows
 
 __all__ = [
     "DEMO_CHECKPOINT",
     "DEMO_FOLDER",
+    "STUDY_FOLDER",
     "write_report",
     "write_sweep_report",
+    "write_study_report",
     "analyze_report",
     "demo_report",
     "sweep_report",
     "mc_report",
+    "study_report",
 ]
 
 #: The checkpoint ``specbound demo`` analyses (a registry name) and the folder it writes by default.
 DEMO_CHECKPOINT = "minilm-l6"
 DEMO_FOLDER = "specbound-report"
+#: The folder ``specbound study`` writes by default.
+STUDY_FOLDER = "specbound-study"
 
 Progress = Callable[[int, int, str], None]
 
@@ -89,6 +99,44 @@ def write_sweep_report(result: Any, out_dir: str | os.PathLike[str], *, force: b
     with safe_output_folder(out_dir, force=force, protect=guard) as tmp:
         (tmp / "sweep.json").write_text(json.dumps(sweep_rows_json(result), indent=2) + "\n", encoding="utf-8")
         sweep_plots.plot_sweep(result, tmp / "sweep.png")
+    return Path(out_dir)
+
+
+def write_study_report(result: StudyResult, found: Findings, out_dir: str | os.PathLike[str], *, plots: bool = True,
+                       force: bool = False, protect: Iterable[str | os.PathLike[str]] = ()) -> Path:
+    """Write a study's report folder atomically (the same rules as :func:`write_report`).
+
+    Tables, each as CSV and Markdown where people read them (:mod:`numerics.report.study_tables`):
+    ``models.csv``/``models.md`` (one row per model), ``measures.csv`` (every measure of every
+    model), ``correlations.csv``/``correlations.md`` (tau and ``Psi`` against the gap and the test
+    error with intervals, ``psi_k`` per axis, the random-label check), ``random_labels.csv``,
+    ``slopes.csv`` (C8 on the trained grid), ``trajectories.csv``; ``study.json`` (everything)
+    and ``summary.md``. Figures (:mod:`numerics.report.study_plots`), unless ``plots=False``:
+    ``scatter.png``, ``scatter_by_p.png``, ``taus.png``, ``random_labels.png``, ``trajectories/<model>.png``
+    (:func:`numerics.report.study_plots.write_study_plots`).
+
+    Raises:
+      OutputError: ``out_dir`` may not be written; nothing was changed.
+    """
+    tables = {
+        "models": (list(COLUMNS), model_rows(result)),
+        "measures": study_tables.measure_table(found),
+        "correlations": study_tables.correlation_rows(found),
+        "random_labels": study_tables.random_label_rows(found),
+        "slopes": study_tables.slope_rows(found),
+        "trajectories": study_tables.trajectory_rows(found),
+    }
+    with safe_output_folder(out_dir, force=force, protect=protect) as tmp:
+        for name, (columns, rows) in tables.items():
+            (tmp / f"{name}.csv").write_text(study_tables.csv_text(columns, rows), encoding="utf-8")
+        for name in ("models", "correlations"):
+            columns, rows = tables[name]
+            (tmp / f"{name}.md").write_text(study_tables.markdown_table(columns, rows), encoding="utf-8")
+        document = study_tables.study_document(result, found)
+        (tmp / "study.json").write_text(json.dumps(document, indent=1, allow_nan=False) + "\n", encoding="utf-8")
+        (tmp / "summary.md").write_text(study_tables.study_markdown(result, found), encoding="utf-8")
+        if plots:
+            write_study_plots(found, tmp, main=study_tables.main_measures(found))
     return Path(out_dir)
 
 
@@ -171,3 +219,32 @@ def mc_report(*, plot: str | os.PathLike[str] | None = None, **options: Any) -> 
     if plot is not None:
         plot_mc(result, plot)
     return result
+
+
+def study_report(preset: str, *, task: str = "modadd", axes: dict[str, tuple[Any, ...]] | None = None,
+                 out: str | os.PathLike[str] = STUDY_FOLDER, force: bool = False, plots: bool = True,
+                 jobs: int = DEFAULT_JOBS, scheduler: str | None = None, root: str | os.PathLike[str] | None = None,
+                 progress: Progress | None = None, reached_only: bool = False, resamples: int = 1000,
+                 seed: int = 0) -> tuple[StudyResult, Findings]:
+    """``specbound study``: check everything, train or reuse the family, analyse it, compute the
+    statistics, write the report folder ``out`` (:func:`write_study_report`).
+
+    Args:
+      preset: ``"smoke"``, ``"default"`` or ``"full"`` (:mod:`numerics.study.presets`).
+      task: ``"modadd"`` or ``"digits"``.
+      axes: ``{axis: values}`` replacing some of the preset's axes.
+      out, force, plots: the report folder (checked before any training; specbound's cache is protected).
+      jobs, scheduler, root, progress: :func:`numerics.study.run.train_family`'s.
+      reached_only, resamples, seed: :func:`numerics.study.findings.compute_findings`'s.
+
+    Raises:
+      ValueError: an unknown preset, task or axis, an empty axis, a value out of range, a bad ``jobs``.
+      OutputError: ``out`` may not be written (before any training).
+    """
+    chosen = prepare_preset(preset, task=task, axes=axes, jobs=jobs)
+    cache = Path(root) if root is not None else cache_root()
+    check_output_folder(out, force=force, protect=(cache,))
+    result = run_study(chosen, root=root, jobs=jobs, scheduler=scheduler, progress=progress)
+    found = compute_findings(result, reached_only=reached_only, resamples=resamples, seed=seed)
+    write_study_report(result, found, out, plots=plots, force=force, protect=(cache,))
+    return result, found

@@ -9,13 +9,16 @@ complexity measure against the measured gaps. The pipeline, one module per stage
 * :mod:`.model`, :mod:`.train`: the BERT-style encoder and its deterministic training (torch);
 * :mod:`.worker`: each training in its own isolated process;
 * :mod:`.cache`: the trained models in specbound's cache, written atomically, verified on reuse;
-* :mod:`.run`: train or reuse a family, analyse each model, write the report;
+* :mod:`.run`: train or reuse a family, analyse each model and its trajectory checkpoints;
 * :mod:`.family`, :mod:`.table`: groups along one axis, and the table of models;
+* :mod:`.margins`: the training margins and ``gamma``, the same on the training and measuring sides;
 * :mod:`.measures`: the registry of complexity measures; :mod:`.statistics`: Kendall's tau,
-  granulated tau, the bootstrap and the random-label check.
+  granulated tau, the bootstrap, the random-label check and log-log slopes;
+* :mod:`.findings`: all of it over a trained family (what the report and claims C10/C11 show).
 
-Only :mod:`.model`, :mod:`.train` and the worker processes import torch; importing this
-package does not.
+The report folder is presentation: :func:`numerics.report.writers.study_report`. Only
+:mod:`.model`, :mod:`.train` and the worker processes import torch; importing this package
+does not.
 """
 
 from __future__ import annotations
@@ -25,12 +28,15 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .family import axis_groups, gap_spread
+    from .findings import Findings, MeasureFindings, SlopePair, Trajectory, TrajectoryPoint, compute_findings, measure_rows
+    from .margins import MARGIN_QUANTILE, margin_at_quantile, training_margins
     from .presets import PRESET_NAMES, PRESETS, Preset, get_preset, parse_axis
     from .records import MARGIN_LEVELS, TrainedModel
-    from .run import DEFAULT_JOBS, StudyModel, StudyResult, run_study, study, train_family
+    from .run import (DEFAULT_JOBS, CheckpointAnalysis, StudyModel, StudyResult, check_jobs, prepare_preset, run_study,
+                      train_family)
     from .settings import AXES, CODE_VERSION, TrainSettings
     from .cache import StoredModel, load_stored, model_folder, store
-    from .table import COLUMNS, model_rows, to_csv, to_json, write_report
+    from .table import COLUMNS, model_rows
     from .tasks import TASKS, TaskData, make_task
     from .worker import StudyCancelled, TrainingError, train_isolated
 
@@ -38,12 +44,16 @@ if TYPE_CHECKING:
 #: (:mod:`.worker`) then never loads the analysis stack (SciPy: 1 s per process).
 _HOMES: dict[str, str] = {
     **dict.fromkeys(("axis_groups", "gap_spread"), "family"),
+    **dict.fromkeys(("Findings", "MeasureFindings", "SlopePair", "Trajectory", "TrajectoryPoint", "compute_findings",
+                     "measure_rows"), "findings"),
+    **dict.fromkeys(("MARGIN_QUANTILE", "margin_at_quantile", "training_margins"), "margins"),
     **dict.fromkeys(("PRESET_NAMES", "PRESETS", "Preset", "get_preset", "parse_axis"), "presets"),
     **dict.fromkeys(("MARGIN_LEVELS", "TrainedModel"), "records"),
-    **dict.fromkeys(("DEFAULT_JOBS", "StudyModel", "StudyResult", "run_study", "study", "train_family"), "run"),
+    **dict.fromkeys(("DEFAULT_JOBS", "CheckpointAnalysis", "StudyModel", "StudyResult", "check_jobs", "prepare_preset",
+                     "run_study", "train_family"), "run"),
     **dict.fromkeys(("AXES", "CODE_VERSION", "TrainSettings"), "settings"),
     **dict.fromkeys(("StoredModel", "load_stored", "model_folder", "store"), "cache"),
-    **dict.fromkeys(("COLUMNS", "model_rows", "to_csv", "to_json", "write_report"), "table"),
+    **dict.fromkeys(("COLUMNS", "model_rows"), "table"),
     **dict.fromkeys(("TASKS", "TaskData", "make_task"), "tasks"),
     **dict.fromkeys(("StudyCancelled", "TrainingError", "train_isolated"), "worker"),
 }
@@ -66,11 +76,16 @@ __all__ = [
     "AXES",
     "CODE_VERSION",
     "COLUMNS",
+    "CheckpointAnalysis",
     "DEFAULT_JOBS",
+    "Findings",
     "MARGIN_LEVELS",
+    "MARGIN_QUANTILE",
+    "MeasureFindings",
     "PRESETS",
     "PRESET_NAMES",
     "Preset",
+    "SlopePair",
     "StoredModel",
     "StudyCancelled",
     "StudyModel",
@@ -80,20 +95,24 @@ __all__ = [
     "TrainSettings",
     "TrainedModel",
     "TrainingError",
+    "Trajectory",
+    "TrajectoryPoint",
     "axis_groups",
+    "check_jobs",
+    "compute_findings",
     "gap_spread",
     "get_preset",
     "load_stored",
     "make_task",
+    "margin_at_quantile",
+    "measure_rows",
     "model_folder",
     "model_rows",
     "parse_axis",
+    "prepare_preset",
     "run_study",
     "store",
-    "study",
-    "to_csv",
-    "to_json",
     "train_family",
     "train_isolated",
-    "write_report",
+    "training_margins",
 ]

@@ -22,7 +22,6 @@ JSON and file hashes, nothing imported or unpickled.
 from __future__ import annotations
 
 import errno
-import hashlib
 import json
 import os
 import stat
@@ -30,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from numerics._util.cache import cache_root
+from numerics._util.cache import cache_root, sha256_file
 from numerics._util.workdirs import work_folder
 
 from .settings import CODE_VERSION, TrainSettings
@@ -49,7 +48,6 @@ WRITTEN_BY = "specbound study"
 WORK_PREFIX = ".train-"
 
 _MANIFEST_MAX_BYTES = 1 << 22
-_CHUNK = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -75,14 +73,6 @@ def study_root(root: str | os.PathLike[str] | None = None) -> Path:
 def model_folder(settings: TrainSettings, root: str | os.PathLike[str] | None = None) -> Path:
     """``<cache>/study/<task>/<settings hash>``."""
     return study_root(root) / settings.task / settings.hash()
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(_CHUNK), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _read_manifest(folder: Path) -> dict[str, Any] | None:
@@ -129,7 +119,7 @@ def _verify(folder: Path, settings: TrainSettings) -> dict[str, Any] | None:
             st = os.lstat(path)
         except OSError:
             return None
-        if not stat.S_ISREG(st.st_mode) or st.st_size != entry.get("size") or _sha256(path) != entry.get("sha256"):
+        if not stat.S_ISREG(st.st_mode) or st.st_size != entry.get("size") or sha256_file(path) != entry.get("sha256"):
             return None
     return doc if isinstance(doc.get("record"), dict) else None
 
@@ -147,7 +137,7 @@ def _write(folder: Path, name: str, data: bytes) -> dict[str, Any]:
     path = folder / name
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(data)
-    return {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+    return {"size": len(data), "sha256": sha256_file(path)}  # the digest _verify recomputes, by the same function
 
 
 def store(settings: TrainSettings, trained: TrainedModel, root: str | os.PathLike[str] | None = None) -> StoredModel:

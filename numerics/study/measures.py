@@ -88,6 +88,8 @@ from numerics.analysis import Analysis
 from numerics.bounds.terms import GROUP_OF_KIND
 from numerics.bounds.theorem31 import DEFAULT_P_GRID
 
+from .margins import margin_at_quantile, training_margins
+
 __all__ = [
     "MeasureFunction",
     "Measure",
@@ -217,42 +219,6 @@ def describe(registry: Mapping[str, Measure] | None = None) -> list[dict[str, An
 def bound_matrices(analysis: Analysis) -> list[dict[str, Any]]:
     """The rows of ``analysis.matrices`` that enter the bound: per-head ``qk``, ``vo`` and ``ff1``/``ff2``."""
     return [row for row in analysis.matrices if row["kind"] in GROUP_OF_KIND]
-
-
-# --------------------------------------------------------------------------- margins
-
-
-def training_margins(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
-    """Margins ``f(x)_y - max_{j != y} f(x)_j`` of each example (positive iff correctly classified).
-
-    Args:
-      logits: ``[n, classes]`` network outputs.
-      labels: ``[n]`` integer classes (the labels trained on, noisy ones included).
-    """
-    out = np.asarray(logits, dtype=np.float64)
-    y = np.asarray(labels)
-    if out.ndim != 2 or out.shape[1] < 2:
-        raise ValueError(f"logits must have shape [n, classes >= 2]; got {out.shape}.")
-    if y.shape != (out.shape[0],) or not np.issubdtype(y.dtype, np.integer) or (y.size and (y.min() < 0 or y.max() >= out.shape[1])):
-        raise ValueError(f"labels must be {out.shape[0]} integers in [0, {out.shape[1]}); got shape {y.shape}, dtype {y.dtype}.")
-    rows = np.arange(out.shape[0])
-    true = out[rows, y]
-    others = out.copy()
-    others[rows, y] = -np.inf
-    return true - others.max(axis=1)
-
-
-def margin_at_quantile(margins: np.ndarray, *, quantile: float = 0.1) -> float:
-    """``gamma``: the ``quantile`` of the margins of the correctly classified examples (margin > 0).
-
-    Jiang et al. 2020 take the 10th percentile (the default). ``numpy.quantile`` with linear
-    interpolation. NaN when no example is correctly classified.
-    """
-    if not (_number(quantile) and 0.0 <= quantile <= 1.0):
-        raise ValueError(f"quantile={quantile!r} must lie in [0, 1].")
-    m = np.asarray(margins, dtype=np.float64).ravel()
-    correct = m[m > 0]
-    return float(np.quantile(correct, quantile)) if correct.size else math.nan
 
 
 # --------------------------------------------------------------------------- built-in measures

@@ -170,6 +170,12 @@ class StudyEncoder(nn.Module):
         }
         self.apply(self._init)
 
+    @property
+    def config(self) -> dict[str, Any]:
+        """The shape as HuggingFace BERT's ``config.json`` keys: what
+        :func:`numerics.analysis.analyze` reads from the module in memory (as from a ``transformers`` model)."""
+        return {"model_type": "bert", **self.shape}
+
     def _init(self, module: nn.Module) -> None:
         if isinstance(module, (nn.Linear, nn.Embedding)):
             nn.init.normal_(module.weight, mean=0.0, std=self.init_std)

@@ -122,12 +122,12 @@ def _star(name: str, base: TrainSettings, **axes: tuple[Any, ...]) -> Preset:
 
 def _presets() -> dict[tuple[str, str], Preset]:
     presets: dict[tuple[str, str], Preset] = {}
-    # smoke: three tiny models, every stage of the pipeline runs (a trajectory too)
+    # smoke: four tiny models, every stage of the pipeline runs (a trajectory, and a depth pair for C8's slope)
     presets[("smoke", "modadd")] = Preset(
         name="smoke",
         base=TrainSettings(task="modadd", modulus=13, depth=1, width=16, heads=2, train_fraction=0.5, weight_decay=0.1,
                            learning_rate=1e-2, max_steps=100),
-        axes={"label_noise": (0.0, 1.0), "train_fraction": (0.5, 0.8)},
+        axes={"label_noise": (0.0, 1.0), "train_fraction": (0.5, 0.8), "depth": (1, 2)},
     )
     presets[("smoke", "digits")] = Preset(
         name="smoke",

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["MARGIN_LEVELS", "TrainedModel", "finite"]
+__all__ = ["MARGIN_LEVELS", "TrainedModel"]
 
 #: Quantile levels of the stored training-margin distribution: every 5%.
 MARGIN_LEVELS: tuple[float, ...] = tuple(i / 20 for i in range(21))
@@ -19,19 +18,10 @@ class TrainedModel:
     Attributes:
       files: ``{relative path: bytes}``: ``config.json``, ``model.safetensors`` and, for a
         trajectory, ``checkpoints/step-XXXXXX/{config.json,model.safetensors}``.
-      record: the measurements (see :mod:`.train`); JSON-ready, every float finite or ``None``.
+      record: the measurements (see :mod:`.train`); JSON-ready, every float finite or ``None``
+        (:func:`numerics._util.jsonsafe.finite_json`).
     """
 
     files: dict[str, bytes]
     record: dict[str, Any]
 
-
-def finite(value: Any) -> Any:
-    """``value`` with every non-finite float inside it (dicts, lists) replaced by ``None``."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [finite(v) for v in value]
-    return value

@@ -1,12 +1,13 @@
-"""Train (or reuse) a family of models, analyse each, and write the table of models.
+"""Train (or reuse) a family of models and analyse each one, and its trajectory checkpoints.
 
 :func:`train_family` trains the models of a list of settings that the cache does not hold
 yet, ``jobs`` at a time, each in its own isolated worker process (:mod:`.worker`), or on a
 dask cluster with ``scheduler`` (:func:`numerics.parallel.executors.make_executor`); every finished
 model is stored at once (:mod:`.cache`), so an interrupted run loses at most the models in
 progress and a rerun skips the stored ones. :func:`run_study` adds the analysis of every
-model by :func:`numerics.analysis.analyze` (the same path as ``specbound analyze``), and
-:func:`study` is what ``specbound study`` calls: it also writes the report folder.
+model and of every trajectory checkpoint by :func:`numerics.analysis.analyze` (the same path
+as ``specbound analyze``). The statistics are :func:`.findings.compute_findings`; the report folder is
+written by :func:`numerics.report.writers.study_report` (what ``specbound study`` calls).
 """
 
 from __future__ import annotations
@@ -14,31 +15,47 @@ from __future__ import annotations
 import importlib.util
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from numerics._util import outputs
+from numerics._util.workdirs import remove_abandoned
 from numerics.analysis import analyze
 from numerics.parallel.executors import make_executor
-from numerics._util.cache import cache_root
-from numerics._util.workdirs import remove_abandoned
 
+from .cache import WORK_PREFIX, StoredModel, load_stored, store, study_root
 from .presets import Preset, get_preset
 from .records import TrainedModel
 from .settings import TrainSettings
-from .cache import WORK_PREFIX, StoredModel, load_stored, store, study_root
-from .table import write_report
 from .worker import Children, train_isolated
 
-__all__ = ["StudyModel", "StudyResult", "train_family", "run_study", "study", "DEFAULT_JOBS"]
+__all__ = ["CheckpointAnalysis", "StudyModel", "StudyResult", "train_family", "run_study", "prepare_preset", "check_jobs",
+           "DEFAULT_JOBS"]
 
 #: Models trained at once by default (one per core of the 2-core machines this was tuned on).
 DEFAULT_JOBS = 2
 
 Progress = Callable[[int, int, str], None]
+
+
+@dataclass(frozen=True)
+class CheckpointAnalysis:
+    """One trajectory checkpoint of a model, analysed.
+
+    Attributes:
+      step: the training step it was taken at.
+      folder: its folder (``config.json``, ``model.safetensors``).
+      record: its entry of the model's ``record["trajectory"]`` (errors, losses, margin).
+      analysis: ``numerics.analysis.analyze(folder)``, or ``None``; analysis_error: why not.
+    """
+
+    step: int
+    folder: Path
+    record: dict[str, Any]
+    analysis: Any = None
+    analysis_error: str | None = None
 
 
 @dataclass(frozen=True)
@@ -52,6 +69,7 @@ class StudyModel:
       reused: whether it was already in the cache.
       analysis: ``numerics.analysis.analyze(folder)``, or ``None`` if not analysed.
       analysis_error: why the analysis failed (one line), if it did.
+      checkpoints: its trajectory checkpoints, analysed (empty without a trajectory).
     """
 
     settings: TrainSettings
@@ -60,6 +78,7 @@ class StudyModel:
     reused: bool
     analysis: Any = None
     analysis_error: str | None = None
+    checkpoints: tuple[CheckpointAnalysis, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -87,7 +106,8 @@ def _require(tasks: set[str]) -> None:
         raise ImportError("the digits task reads scikit-learn's bundled data: pip install 'specbound[study]'")
 
 
-def _check_jobs(jobs: int) -> None:
+def check_jobs(jobs: int) -> None:
+    """Refuse a ``jobs`` that is not a positive int (``ValueError``, one line)."""
     if not (isinstance(jobs, int) and not isinstance(jobs, bool) and jobs >= 1):
         raise ValueError(f"jobs={jobs!r} must be a positive int")
 
@@ -111,7 +131,7 @@ def train_family(settings: Sequence[TrainSettings], *, root: str | os.PathLike[s
       TrainingError: a model could not be trained (the models already stored stay).
       ImportError: training here and torch (or, for digits, scikit-learn) is not installed.
     """
-    _check_jobs(jobs)
+    check_jobs(jobs)
     total = len(settings)
     result: list[tuple[StoredModel, bool] | None] = [None] * total
     missing: list[int] = []
@@ -168,55 +188,49 @@ def _analyse(folder: Path) -> tuple[Any, str | None]:
         return None, " ".join(str(exc).split())
 
 
+def _checkpoints(model: StoredModel) -> tuple[CheckpointAnalysis, ...]:
+    """Every trajectory checkpoint of ``model`` (its ``record["trajectory"]``), analysed."""
+    out = []
+    for point in model.record.get("trajectory") or ():
+        folder = model.folder / point["path"]
+        analysis, error = _analyse(folder)
+        out.append(CheckpointAnalysis(step=int(point["step"]), folder=folder, record=dict(point), analysis=analysis,
+                                      analysis_error=error))
+    return tuple(out)
+
+
 def run_study(preset: Preset, *, root: str | os.PathLike[str] | None = None, jobs: int = DEFAULT_JOBS,
               scheduler: str | None = None, progress: Progress | None = None, analyse: bool = True) -> StudyResult:
     """Train or reuse every model of ``preset`` and analyse each with :func:`numerics.analysis.analyze`.
 
-    Each model is analysed as soon as it is available, while the others train.
+    Each model (and each of its trajectory checkpoints) is analysed as soon as it is available,
+    while the others train. ``analyse=False`` only trains.
     """
     start = time.perf_counter()
     settings = preset.settings()
-    analyses: dict[int, tuple[Any, str | None]] = {}
+    analysed: dict[int, tuple[Any, str | None, tuple[CheckpointAnalysis, ...]]] = {}
 
     def on_stored(i: int, model: StoredModel, reused: bool) -> None:
         if analyse:
-            analyses[i] = _analyse(model.folder)
+            analysed[i] = (*_analyse(model.folder), _checkpoints(model))
 
     stored = train_family(settings, root=root, jobs=jobs, scheduler=scheduler, progress=progress, on_stored=on_stored)
-    models = tuple(
-        StudyModel(settings=s, folder=m.folder, record=m.record, reused=reused,
-                   analysis=analyses.get(i, (None, None))[0], analysis_error=analyses.get(i, (None, None))[1])
-        for i, (s, (m, reused)) in enumerate(zip(settings, stored))
-    )
-    return StudyResult(preset=preset, models=models, seconds=time.perf_counter() - start,
+    models = []
+    for i, (s, (m, reused)) in enumerate(zip(settings, stored)):
+        analysis, error, checkpoints = analysed.get(i, (None, None, ()))
+        models.append(StudyModel(settings=s, folder=m.folder, record=m.record, reused=reused, analysis=analysis,
+                                 analysis_error=error, checkpoints=checkpoints))
+    return StudyResult(preset=preset, models=tuple(models), seconds=time.perf_counter() - start,
                        trained=sum(not m.reused for m in models))
 
 
-def study(preset: str, *, task: str = "modadd", axes: dict[str, tuple[Any, ...]] | None = None,
-          out: str | os.PathLike[str] = "specbound-study", force: bool = False, jobs: int = DEFAULT_JOBS,
-          scheduler: str | None = None, root: str | os.PathLike[str] | None = None,
-          progress: Progress | None = None) -> StudyResult:
-    """``specbound study``: check everything, train or reuse, analyse, write the report folder ``out``.
-
-    Args:
-      preset: ``"smoke"``, ``"default"`` or ``"full"`` (:mod:`.presets`).
-      task: ``"modadd"`` or ``"digits"``.
-      axes: ``{axis: values}`` replacing some of the preset's axes.
-      out: the report folder (new, empty, or one specbound wrote; see
-        :func:`numerics._util.outputs.safe_output_folder`).
-      force: replace ``out`` even if files were added to it.
-      jobs, scheduler, root, progress: as for :func:`train_family`.
-
-    Raises:
-      ValueError: an unknown preset, task or axis, an empty axis, a value out of range.
-      OutputError: ``out`` may not be written (checked before any training).
-    """
+def prepare_preset(preset: str, *, task: str = "modadd", axes: Mapping[str, tuple[Any, ...]] | None = None,
+                   jobs: int = DEFAULT_JOBS) -> Preset:
+    """The preset ``preset`` of ``task`` with ``axes`` replaced, and ``jobs`` checked: everything a
+    study checks before it trains (``ValueError``, one line: an unknown preset, task or axis, an
+    empty axis, a value out of range, a bad ``jobs``)."""
     chosen = get_preset(preset, task)
     if axes:
         chosen = chosen.with_axes(**axes)
-    _check_jobs(jobs)
-    cache = Path(root) if root is not None else cache_root()
-    outputs.check_output_folder(out, force=force, protect=(cache,))
-    result = run_study(chosen, root=root, jobs=jobs, scheduler=scheduler, progress=progress)
-    write_report(result, out, force=force, protect=(cache,))
-    return result
+    check_jobs(jobs)
+    return chosen

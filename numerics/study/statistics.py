@@ -70,7 +70,7 @@ from typing import Any, Literal
 import numpy as np
 
 from numerics._util.fitting import least_squares
-from numerics._util.jsonsafe import finite_json
+from numerics._util.jsonsafe import FiniteDict
 
 __all__ = [
     "Table",
@@ -95,14 +95,6 @@ __all__ = [
 #: One mapping per model: hyperparameter columns and numeric columns.
 Table = Sequence[Mapping[str, Any]]
 Variant = Literal["a", "b"]
-
-
-class _AsDict:
-    def as_dict(self) -> dict[str, Any]:
-        """Plain JSON-ready data (non-finite floats become ``None``)."""
-        out = finite_json(self)
-        assert isinstance(out, dict)
-        return out
 
 
 # --------------------------------------------------------------------------- inputs
@@ -202,7 +194,7 @@ class _Pairs:
 
 
 @dataclass(frozen=True)
-class Tau(_AsDict):
+class Tau(FiniteDict):
     """Kendall's rank correlation of two vectors and its pair counts.
 
     Attributes:
@@ -265,7 +257,7 @@ def kendall_tau_b(x: Sequence[float | None] | np.ndarray, y: Sequence[float | No
 
 
 @dataclass(frozen=True)
-class GroupTau(_AsDict):
+class GroupTau(FiniteDict):
     """One group of models that agree on every axis but one.
 
     Attributes:
@@ -280,7 +272,7 @@ class GroupTau(_AsDict):
 
 
 @dataclass(frozen=True)
-class AxisTau(_AsDict):
+class AxisTau(FiniteDict):
     """``psi_k`` for one axis.
 
     Attributes:
@@ -302,7 +294,7 @@ class AxisTau(_AsDict):
 
 
 @dataclass(frozen=True)
-class GranulatedTau(_AsDict):
+class GranulatedTau(FiniteDict):
     """Granulated Kendall tau of one measure against one target.
 
     Attributes:
@@ -404,7 +396,7 @@ def granulated_tau(table: Table, measure: str, target: str, axes: Sequence[str],
 
 
 @dataclass(frozen=True)
-class Interval(_AsDict):
+class Interval(FiniteDict):
     """A bootstrap percentile interval.
 
     Attributes:
@@ -423,7 +415,7 @@ class Interval(_AsDict):
 
 
 @dataclass(frozen=True)
-class Bootstrap(_AsDict):
+class Bootstrap(FiniteDict):
     """Bootstrap intervals of tau, tau-b and, with axes, of every ``psi_k`` and ``Psi``.
 
     Attributes:
@@ -528,7 +520,7 @@ def bootstrap(table: Table, measure: str, target: str, *, axes: Sequence[str] | 
 
 
 @dataclass(frozen=True)
-class NoiseSequence(_AsDict):
+class NoiseSequence(FiniteDict):
     """The measure along the label-noise fraction ``q`` at fixed other axes.
 
     Attributes:
@@ -549,7 +541,7 @@ class NoiseSequence(_AsDict):
 
 
 @dataclass(frozen=True)
-class RandomLabelCheck(_AsDict):
+class RandomLabelCheck(FiniteDict):
     """Does the measure increase with the fraction of random labels (Bartlett et al. 2017, Figure 1)?
 
     Attributes:
@@ -619,7 +611,7 @@ def random_label_check(table: Table, measure: str, axes: Sequence[str], *, noise
 
 
 @dataclass(frozen=True)
-class Slope(_AsDict):
+class Slope(FiniteDict):
     r"""A least-squares log-log slope of a measure along one axis at fixed other axes.
 
     Attributes:

@@ -31,11 +31,12 @@ Record (per model; errors are 0-1 errors, losses mean cross-entropies in nats):
 ``train_error_clean`` on the clean training labels, ``test_error`` and ``test_loss`` on the
 clean test labels, ``gap = test_error - train_error``; ``margins``: quantiles at every 5% of
 the training margins ``f(x)_y - max_{c != y} f(x)_c`` on the labels trained on (logits,
-not probabilities), and ``margin_p10_correct``, their 10th percentile over the correctly
-classified training points (Jiang et al. 2020's normalising margin; ``None`` if no point is
-correct); ``steps``, ``reached``, ``stop`` (``"loss_target"``, ``"step_cap"`` or
-``"diverged"``), ``train_seconds`` (the training loop, wall clock), the number of
-parameters, the settings and their hash.
+not probabilities), and ``margin``, their ``margin_quantile`` quantile (10%) over the correctly
+classified training points (Jiang et al. 2020's normalising margin ``gamma``; ``None`` if no
+point is correct), both by :mod:`.margins`, the functions the margin-normalised measures use;
+``steps``, ``reached``, ``stop`` (``"loss_target"``, ``"step_cap"`` or ``"diverged"``),
+``train_seconds`` (the training loop, wall clock), ``num_parameters`` (every trained
+parameter, embeddings and head included), the settings and their hash.
 """
 
 from __future__ import annotations
@@ -51,8 +52,11 @@ import torch
 from safetensors.torch import save as save_safetensors
 from torch.nn import functional as F
 
+from numerics._util.jsonsafe import finite_json
+
+from .margins import MARGIN_QUANTILE, margin_at_quantile, training_margins
 from .model import StudyEncoder, encoder_config
-from .records import MARGIN_LEVELS, TrainedModel, finite
+from .records import MARGIN_LEVELS, TrainedModel
 from .settings import CODE_VERSION, TrainSettings
 from .tasks import TaskData, make_task
 
@@ -118,15 +122,6 @@ def _logits(model: StudyEncoder, inputs: torch.Tensor) -> torch.Tensor:
         return torch.cat([model(inputs[i : i + _EVAL_CHUNK]) for i in range(0, len(inputs), _EVAL_CHUNK)])
 
 
-def _margins(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
-    """``f(x)_y - max_{c != y} f(x)_c`` per row."""
-    rows = np.arange(len(labels))
-    true = logits[rows, labels]
-    others = logits.copy()
-    others[rows, labels] = -np.inf
-    return np.asarray(true - others.max(axis=1))
-
-
 def evaluate(model: StudyEncoder, data: TaskData) -> dict[str, Any]:
     """Errors, losses and training margins of ``model`` on ``data`` (see the module docstring)."""
     model.eval()
@@ -139,11 +134,11 @@ def evaluate(model: StudyEncoder, data: TaskData) -> dict[str, Any]:
         out[f"{split}_error"] = float(np.mean(predicted != labels))
         if split == "train":
             out["train_error_clean"] = float(np.mean(predicted != data.train_labels_clean))
-            margins = _margins(logits.double().numpy(), labels)
+            margins = training_margins(logits.double().numpy(), labels)
             out["margins"] = {"levels": list(MARGIN_LEVELS),
                               "quantiles": [float(q) for q in np.quantile(margins, MARGIN_LEVELS)]}
-            correct = margins[margins > 0]
-            out["margin_p10_correct"] = float(np.quantile(correct, 0.1)) if correct.size else None
+            out["margin"] = margin_at_quantile(margins, quantile=MARGIN_QUANTILE)
+            out["margin_quantile"] = MARGIN_QUANTILE
     out["gap"] = out["test_error"] - out["train_error"]
     return out
 
@@ -298,8 +293,8 @@ def train(settings: TrainSettings, *, data: TaskData | None = None) -> TrainedMo
         "reached": reason == "loss_target",
         "stop": reason,
         "train_seconds": seconds,
-        "parameters": int(sum(p.numel() for p in model.parameters())),
+        "num_parameters": int(sum(p.numel() for p in model.parameters())),
         "torch": torch.__version__,
         "trajectory": trajectory,
     }
-    return TrainedModel(files=files, record=finite(record))
+    return TrainedModel(files=files, record=finite_json(record))

@@ -1,0 +1,290 @@
+"""The tables of ``specbound study``: what it prints, and its report folder's CSV, Markdown and JSON.
+
+Each table is one list of rows (plain dictionaries) rendered two ways, CSV (:func:`csv_text`)
+and Markdown (:func:`markdown_table`), so both always agree:
+
+* :func:`measure_table`: one row per model, every measure's value (``measures.csv``);
+* :func:`correlation_rows`: one row per measure, tau and ``Psi`` against the gap and the test
+  error with bootstrap intervals, ``psi_k`` per axis, the random-label check (``correlations.csv``);
+* :func:`random_label_rows`: the measure along the label noise, per group (``random_labels.csv``);
+* :func:`slope_rows`: claim C8 on the trained grid (``slopes.csv``);
+* :func:`trajectory_rows`: the bound, ``p*`` and per-head ranks along training (``trajectories.csv``).
+
+:func:`study_document` is ``study.json`` (everything, with every model's record) and
+:func:`study_markdown` the folder's ``summary.md``. :func:`study_table` and :func:`study_summary`
+are what the command prints. The numbers are computed by :mod:`numerics.study`; nothing here
+computes a statistic.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from numerics._util.jsonsafe import finite_json
+from numerics.study.family import gap_spread
+from numerics.study.findings import PROXY_COLUMNS, TARGETS, Findings
+from numerics.study.measures import REGISTRY
+from numerics.study.run import StudyResult
+from numerics.study.settings import AXES
+from numerics.study.statistics import Interval
+from numerics.study.table import COLUMNS, model_rows
+
+__all__ = [
+    "RUN_DEPENDENT",
+    "csv_text",
+    "markdown_table",
+    "main_measures",
+    "measure_table",
+    "correlation_rows",
+    "random_label_rows",
+    "slope_rows",
+    "trajectory_rows",
+    "study_document",
+    "study_markdown",
+    "study_table",
+    "study_summary",
+]
+
+#: What differs between two runs of the same family on one machine: timings, where the cache is,
+#: whether a model was reused (``models.csv`` columns and ``study.json`` keys).
+RUN_DEPENDENT: tuple[str, ...] = ("train_seconds", "path", "reused", "seconds", "trained")
+
+
+# --------------------------------------------------------------------------- rendering
+
+
+def _cell(value: Any) -> Any:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return ""
+    return value
+
+
+def csv_text(columns: Sequence[str], rows: Iterable[Mapping[str, Any]]) -> str:
+    """``rows`` as CSV with a header of ``columns`` (missing, ``None`` and non-finite values as empty cells)."""
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=list(columns), lineterminator="\n", extrasaction="ignore", restval="")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: _cell(v) for k, v in row.items()})
+    return buffer.getvalue()
+
+
+def _md(value: Any) -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "–"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.3g}"
+    return str(value).replace("|", "\\|")
+
+
+def markdown_table(columns: Sequence[str], rows: Iterable[Mapping[str, Any]]) -> str:
+    """``rows`` as a Markdown table with ``columns`` as its header."""
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(_md(row.get(c)) for c in columns) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def _interval(i: Interval | None) -> str:
+    if i is None or not math.isfinite(i.estimate):
+        return "–"
+    if not (math.isfinite(i.low) and math.isfinite(i.high)):
+        return f"{i.estimate:+.2f}"
+    return f"{i.estimate:+.2f} [{i.low:+.2f}, {i.high:+.2f}]"
+
+
+def _fixed(fixed: Mapping[str, Any], *, skip: Iterable[str] = ()) -> str:
+    return ";".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in fixed.items() if k not in skip)
+
+
+def main_measures(found: Findings) -> list[str]:
+    """The measures shown in the figures and the summary: all but the per-``p`` ``phi_sa@p=...``
+    (those are in the CSV tables and ``study.json``)."""
+    return [m.name for m in found.measures if "@" not in m.name]
+
+
+# --------------------------------------------------------------------------- the tables
+
+
+def measure_table(found: Findings) -> tuple[list[str], list[dict[str, Any]]]:
+    """``(columns, rows)``: per model in the statistics its axes, gap, errors, margin and every measure
+    (``measures.csv``; :func:`numerics.study.findings.measure_rows`)."""
+    columns = ["model", *AXES, "reached", "train_error", "test_error", "gap", "margin",
+               *(m.name for m in found.measures), *PROXY_COLUMNS]
+    return columns, [dict(r) for r in found.rows]
+
+
+def correlation_rows(found: Findings) -> tuple[list[str], list[dict[str, Any]]]:
+    """``(columns, rows)``: one row per measure (``correlations.csv``).
+
+    Per target ``t`` (``gap``, ``test_error``): ``tau_t``, ``tau_t_low``, ``tau_t_high``
+    (bootstrap percentile interval), ``tau_b_t``, ``Psi_t`` with its interval, and for the gap
+    ``psi_gap_<axis>`` for every axis the family varies; then the random-label check:
+    ``noise_groups``, ``noise_increasing`` (groups where the measure strictly increases with
+    ``q``) and ``noise_tau`` (mean tau of the measure against ``q``).
+    """
+    columns = ["measure", "margin_normalised", "log", "models"]
+    for t in TARGETS:
+        columns += [f"tau_{t}", f"tau_{t}_low", f"tau_{t}_high", f"tau_b_{t}", f"Psi_{t}", f"Psi_{t}_low", f"Psi_{t}_high"]
+    columns += [f"psi_gap_{a}" for a in found.axes_varied]
+    columns += ["noise_groups", "noise_increasing", "noise_tau"]
+    rows = []
+    for m in found.measures:
+        row: dict[str, Any] = {"measure": m.name, "margin_normalised": m.margin_normalised, "log": m.log,
+                               "models": m.against["gap"].num_models}
+        for t in TARGETS:
+            b = m.against[t]
+            row.update({f"tau_{t}": b.tau.estimate, f"tau_{t}_low": b.tau.low, f"tau_{t}_high": b.tau.high,
+                        f"tau_b_{t}": b.tau_b.estimate})
+            if b.Psi is not None:
+                row.update({f"Psi_{t}": b.Psi.estimate, f"Psi_{t}_low": b.Psi.low, f"Psi_{t}_high": b.Psi.high})
+        row.update({f"psi_gap_{a}": i.estimate for a, i in m.against["gap"].psi.items()})
+        rl = m.random_labels
+        row.update({"noise_groups": rl.num_groups, "noise_increasing": rl.num_increasing, "noise_tau": rl.tau})
+        rows.append(row)
+    return columns, rows
+
+
+def random_label_rows(found: Findings) -> tuple[list[str], list[dict[str, Any]]]:
+    """``(columns, rows)``: per measure and group, the measure at each label-noise fraction (``random_labels.csv``)."""
+    columns = ["measure", "fixed", "noise", "values", "increasing", "tau"]
+    rows = [{"measure": m.name, "fixed": _fixed(g.fixed), "noise": ";".join(f"{q:g}" for q in g.noise),
+             "values": ";".join(repr(v) for v in g.values), "increasing": g.increasing, "tau": g.tau}
+            for m in found.measures for g in m.random_labels.groups]
+    return columns, rows
+
+
+def slope_rows(found: Findings) -> tuple[list[str], list[dict[str, Any]]]:
+    """``(columns, rows)``: claim C8 per group of trained models (``slopes.csv``): the log-log slopes of
+    ``Phi_SA`` and ``Phi_Edelman`` along depth or width, and whether ``Phi_SA``'s is smaller."""
+    columns = ["axis", "fixed", "points", "slope_sa", "slope_edelman", "holds"]
+    rows = [{"axis": p.axis, "fixed": _fixed(p.fixed), "points": p.num_points, "slope_sa": p.slope_sa,
+             "slope_edelman": p.slope_edelman, "holds": p.holds} for p in found.c8]
+    return columns, rows
+
+
+def trajectory_rows(found: Findings) -> tuple[list[str], list[dict[str, Any]]]:
+    """``(columns, rows)``: per trajectory model and checkpoint (``trajectories.csv``): errors, margin,
+    ``log`` bound and its margin-normalised value, ``p*`` per group (``group=p;...``) and the range of
+    the per-head ranks of ``qk`` and ``vo``."""
+    columns = ["model", "step", "final", "train_error", "test_error", "gap", "margin", "log_bound",
+               "log_bound_over_margin", "p_star", "qk_rank_min", "qk_rank_max", "vo_rank_min", "vo_rank_max",
+               "head_dim", "analysis_error"]
+    rows = []
+    for t in found.trajectories:
+        for pt in t.points:
+            ranks = {kind: [r for name, r in pt.head_ranks.items() if name.endswith(f".{kind}")] for kind in ("qk", "vo")}
+            rows.append({"model": t.model, "step": pt.step, "final": pt.final, "train_error": pt.train_error,
+                         "test_error": pt.test_error, "gap": pt.gap, "margin": pt.margin, "log_bound": pt.log_bound,
+                         "log_bound_over_margin": pt.log_bound_over_margin,
+                         "p_star": ";".join(f"{g}={p:g}" for g, p in pt.p_by_group.items()),
+                         **{f"{k}_rank_{w}": (f(v) if v else None) for k, v in ranks.items()
+                            for w, f in (("min", min), ("max", max))},
+                         "head_dim": t.head_dim, "analysis_error": pt.analysis_error})
+    return columns, rows
+
+
+# --------------------------------------------------------------------------- documents
+
+
+def _summary(result: StudyResult, found: Findings) -> dict[str, Any]:
+    gaps = [m.record["gap"] for m in result.models]
+    known = [g for g in gaps if g is not None]
+    return {
+        "models": len(result.models), "trained": result.trained, "reused": len(result.models) - result.trained,
+        "reached_loss_target": sum(bool(m.record["reached"]) for m in result.models),
+        "analysis_errors": sum(m.analysis_error is not None for m in result.models),
+        "in_statistics": found.num_models, "not_reached_in_statistics": found.num_not_reached,
+        "gap_min": min(known) if known else None, "gap_max": max(known) if known else None,
+        "seconds": result.seconds, "groups_by_axis": gap_spread([m.settings for m in result.models], gaps),
+    }
+
+
+def study_document(result: StudyResult, found: Findings) -> dict[str, Any]:
+    """``study.json``: the preset, a summary, the measures' definitions, every finding (with the table the
+    statistics ran on), and every model (its ``models.csv`` row, its measures and its whole record)."""
+    preset = result.preset
+    values = {r["model"]: r for r in found.rows}
+    names = [m.name for m in found.measures]
+    return finite_json({
+        "preset": {"name": preset.name, "task": preset.base.task, "base": preset.base.as_dict(),
+                   "axes": {k: list(v) for k, v in preset.axes.items()}, "crosses": [list(c) for c in preset.crosses],
+                   "trajectory": list(preset.trajectory)},
+        "summary": _summary(result, found),
+        "measures": [REGISTRY[n].as_dict() if n in REGISTRY else {"name": n} for n in names],
+        "findings": found.as_dict(),
+        "columns": list(COLUMNS),
+        "models": [{**row, "measures": {n: values.get(row["model"], {}).get(n) for n in names}, "record": m.record}
+                   for row, m in zip(model_rows(result), result.models)],
+    })
+
+
+def study_markdown(result: StudyResult, found: Findings) -> str:
+    """``summary.md``: the family, the rank correlations, ``psi_k`` per axis, the random-label check, C8, trajectories."""
+    s = _summary(result, found)
+    preset = result.preset
+    parts = [f"# specbound study: preset {preset.name}, task {preset.base.task}\n",
+             f"{s['models']} models ({s['reached_loss_target']} reached the training loss target "
+             f"{preset.base.loss_target:g}); {found.num_models} enter the statistics"
+             + (f" ({found.num_not_reached} of them did not reach the target)" if found.num_not_reached else "")
+             + (f"; left out: {', '.join(e['model'] + ' (' + e['why'] + ')' for e in found.excluded)}" if found.excluded else "")
+             + f". Gaps from {_md(s['gap_min'])} to {_md(s['gap_max'])}. Margin-normalised measures divide by the "
+             f"{_md(found.margin_quantile)} quantile of the correctly classified training margins (Jiang et al. 2020). "
+             f"Intervals: {found.confidence:.0%} bootstrap percentile intervals over models ({found.resamples} resamples, "
+             f"seed {found.seed}).\n"]
+    main = set(main_measures(found))
+    corr = [{"measure": m.name, "/margin": m.margin_normalised, "models": m.against["gap"].num_models,
+             "tau (gap)": _interval(m.against["gap"].tau), "Psi (gap)": _interval(m.against["gap"].Psi),
+             "tau (test error)": _interval(m.against["test_error"].tau), "Psi (test error)": _interval(m.against["test_error"].Psi),
+             "increases with q": f"{m.random_labels.num_increasing}/{m.random_labels.num_groups}",
+             "tau vs q": m.random_labels.tau} for m in found.measures if m.name in main]
+    parts += ["## Rank correlation with the generalization gap\n",
+              markdown_table(list(corr[0]) if corr else ["measure"], corr)]
+    axes = list(found.axes_varied)
+    psi = [{"measure": m.name, **{a: m.against["gap"].psi[a].estimate if a in m.against["gap"].psi else None for a in axes},
+            "Psi": m.against["gap"].Psi.estimate if m.against["gap"].Psi else None}
+           for m in found.measures if m.name in main]
+    parts += ["## Granulated tau psi_k against the gap, per axis\n", markdown_table(["measure", *axes, "Psi"], psi)]
+    c8 = [{"axis": p.axis, "fixed": _fixed(p.fixed, skip=(p.axis,)), "points": p.num_points, "slope Phi_SA": p.slope_sa,
+           "slope Phi_Edelman": p.slope_edelman, "Phi_SA slower": p.holds} for p in found.c8]
+    parts += ["## Claim C8 on the trained grid: log-log slopes in depth and width\n",
+              markdown_table(["axis", "fixed", "points", "slope Phi_SA", "slope Phi_Edelman", "Phi_SA slower"], c8)
+              if c8 else "No group of models varies depth or width alone.\n"]
+    columns, trajectory = trajectory_rows(found)
+    shown = ["model", "step", "train_error", "test_error", "margin", "log_bound", "log_bound_over_margin", "p_star",
+             "qk_rank_max", "vo_rank_max", "head_dim"]
+    parts += ["## Trajectories: the bound, p* and per-head ranks along training\n",
+              markdown_table(shown, trajectory) if trajectory else "No model kept checkpoints.\n"]
+    return "\n".join(parts)
+
+
+# --------------------------------------------------------------------------- what the command prints
+
+
+def study_table(result: StudyResult) -> str:
+    """One line per trained model of a :class:`numerics.study.StudyResult`: settings, errors, gap, steps."""
+
+    def num(value: Any, width: int) -> str:  # None: not finite (a diverged model)
+        return f"{value:{width}.3f}" if value is not None else f"{'-':>{width}}"
+
+    lines = [f"{'model':16} {'L':>2} {'N':>4} {'H':>2} {'frac':>5} {'wd':>6} {'lr':>7} {'noise':>5} {'seed':>4} "
+             f"{'train err':>9} {'test err':>8} {'gap':>6} {'steps':>6} reached"]
+    for m in result.models:
+        s, r = m.settings, m.record
+        lines.append(f"{r['settings_hash']:16} {s.depth:2} {s.width:4} {s.heads:2} {s.train_fraction:5.2f} "
+                     f"{s.weight_decay:6.3g} {s.learning_rate:7.2g} {s.label_noise:5.2f} {s.seed:4} "
+                     f"{num(r['train_error'], 9)} {num(r['test_error'], 8)} {num(r['gap'], 6)} {r['steps']:6} "
+                     f"{'yes' if r['reached'] else 'no'}")
+    return "\n".join(lines) + "\n"
+
+
+def study_summary(result: StudyResult, out: Any) -> str:
+    """The one line ``specbound study`` prints on stderr at the end."""
+    reached = sum(bool(m.record["reached"]) for m in result.models)
+    return (f"specbound: {len(result.models)} models ({result.trained} trained, {len(result.models) - result.trained} "
+            f"reused; {reached} reached the loss target) in {result.seconds:.0f} s; report written to {out}")

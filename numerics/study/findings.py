@@ -1,0 +1,306 @@
+r"""What a study finds: every measure of every model, ranked against the generalization gap.
+
+:func:`measure_rows` turns the analysed models of a :class:`~.run.StudyResult` into one row per
+model: the axes, the gap, the test and training errors, whether training reached the loss
+target, every registered measure (:mod:`.measures`) and the two raw proxies ``log Phi_SA`` and
+``log Phi_Edelman``. :func:`compute_findings` computes, over those rows:
+
+* per measure, against the gap ``g = test error - train error`` and against the test error:
+  Kendall's tau and tau-b over the family, the granulated tau ``psi_k`` of every axis and their
+  mean ``Psi`` (:func:`~.statistics.granulated_tau`), with bootstrap percentile intervals over
+  models (:func:`~.statistics.bootstrap`);
+* per measure, the random-label check: at fixed other axes, does it increase with the
+  label-noise fraction ``q`` (:func:`~.statistics.random_label_check`)?
+* claim C8 on the trained grid: the log-log slopes of ``Phi_SA`` and ``Phi_Edelman`` in depth
+  ``L`` and width ``N`` at fixed other axes (:func:`~.statistics.loglog_slopes`);
+* the trajectories: for each model with checkpoints, the bound, its margin-normalised value,
+  ``p*`` per group and the per-head ranks at every checkpoint and at the end.
+
+Which models count: every model with an analysis and a finite gap. Models that did not reach
+the loss target (Jiang et al. 2020's stopping rule) are kept and counted (``num_not_reached``);
+``reached_only=True`` leaves them out, as Jiang et al. do. A model without an analysis (a
+diverged one) is left out and listed with the reason.
+
+The axes are all of :data:`~.settings.AXES`; an axis the family does not vary has no group of
+two models and drops out of ``Psi``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from numerics._util.jsonsafe import FiniteDict
+
+from . import measures as measures_module
+from .measures import REGISTRY, Measure
+from .settings import AXES
+from .statistics import Bootstrap, GranulatedTau, RandomLabelCheck, Slope, bootstrap, granulated_tau, loglog_slopes, random_label_check
+
+if TYPE_CHECKING:
+    from .run import StudyModel, StudyResult
+
+__all__ = [
+    "TARGETS",
+    "PROXY_COLUMNS",
+    "MeasureFindings",
+    "SlopePair",
+    "TrajectoryPoint",
+    "Trajectory",
+    "Findings",
+    "measure_rows",
+    "trajectories",
+    "compute_findings",
+]
+
+#: What every measure is ranked against: the generalization gap and the test error.
+TARGETS: tuple[str, ...] = ("gap", "test_error")
+
+#: The raw proxies of claim C8 (natural logs), from ``analysis.proxies``.
+PROXY_COLUMNS: Mapping[str, str] = {"log_phi_sa": "log_phi_sa", "log_phi_edelman": "log_phi_edelman"}
+
+#: The axes along which C8's slopes are fitted.
+SLOPE_AXES: tuple[str, ...] = ("depth", "width")
+
+
+@dataclass(frozen=True)
+class MeasureFindings(FiniteDict):
+    """One measure against the family.
+
+    Attributes:
+      name, description, margin_normalised, log: from the registry (:class:`~.measures.Measure`).
+      against: ``{target: Bootstrap}`` for each of :data:`TARGETS`: tau, tau-b, every ``psi_k``
+        and ``Psi`` with their intervals (estimates on the family itself).
+      granulated: ``{target: GranulatedTau}``: the groups behind each ``psi_k``.
+      random_labels: the random-label check.
+    """
+
+    name: str
+    description: str
+    margin_normalised: bool
+    log: bool
+    against: dict[str, Bootstrap]
+    granulated: dict[str, GranulatedTau] = field(repr=False)
+    random_labels: RandomLabelCheck = field(repr=False)
+
+
+@dataclass(frozen=True)
+class SlopePair(FiniteDict):
+    """C8 on one group of trained models: the slopes of both proxies along one axis.
+
+    Attributes:
+      axis: ``depth`` or ``width``; fixed: the other axes' values.
+      slope_sa, slope_edelman: least-squares slopes of ``log Phi_SA`` and ``log Phi_Edelman``
+        against ``log axis``.
+      num_points: models in the fit; holds: ``slope_sa < slope_edelman``.
+    """
+
+    axis: str
+    fixed: dict[str, Any]
+    slope_sa: float
+    slope_edelman: float
+    num_points: int
+    holds: bool
+
+
+@dataclass(frozen=True)
+class TrajectoryPoint(FiniteDict):
+    """One checkpoint of a training trajectory (or the final model).
+
+    Attributes:
+      step: the training step; final: whether it is the trained model.
+      train_error, test_error, gap, margin: from the training record at that step.
+      log_bound: ``log`` of specbound's post hoc complexity (``sqrt(n) Rad / 12``).
+      log_bound_over_margin: the ``spectrum_adaptive`` measure: ``log_bound - log margin``.
+      p_by_group: ``p*`` per group (``layer0/qk``, ...).
+      head_ranks: numerical rank of every per-head ``qk`` and ``vo`` product, by name.
+      analysis_error: why the checkpoint could not be analysed, if so.
+    """
+
+    step: int
+    final: bool
+    train_error: float | None
+    test_error: float | None
+    gap: float | None
+    margin: float | None
+    log_bound: float | None
+    log_bound_over_margin: float | None
+    p_by_group: dict[str, float]
+    head_ranks: dict[str, int]
+    analysis_error: str | None = None
+
+
+@dataclass(frozen=True)
+class Trajectory(FiniteDict):
+    """A model's checkpoints, in order of step, ending with the trained model.
+
+    Attributes:
+      model: the settings hash; settings: the axes' values; head_dim: ``d_h`` (rank ceiling).
+      points: the checkpoints.
+    """
+
+    model: str
+    settings: dict[str, Any]
+    head_dim: int | None
+    points: tuple[TrajectoryPoint, ...]
+
+
+@dataclass(frozen=True)
+class Findings(FiniteDict):
+    """Everything :func:`compute_findings` computes (see the module docstring).
+
+    Attributes:
+      measures: one :class:`MeasureFindings` per registered measure, in registry order.
+      axes: the axes (:data:`~.settings.AXES`); axes_varied: those with more than one value.
+      num_models: models in the statistics; num_not_reached: of those, how many did not reach
+        the loss target; reached_only: whether such models were left out instead.
+      excluded: ``[{model, why}]``, models left out.
+      margin_quantile: the quantile of the training margins every margin-normalised measure
+        divides by.
+      resamples, confidence, seed: the bootstrap's settings.
+      slopes: every log-log fit of the two proxies along depth and width (groups of one
+        distinct value included, with the reason they have no slope).
+      c8: the groups where both proxies have a slope.
+      trajectories: one per model with checkpoints.
+      rows: the table the statistics ran on (:func:`measure_rows`, after ``reached_only``).
+    """
+
+    measures: tuple[MeasureFindings, ...]
+    axes: tuple[str, ...]
+    axes_varied: tuple[str, ...]
+    num_models: int
+    num_not_reached: int
+    reached_only: bool
+    excluded: tuple[dict[str, str], ...]
+    margin_quantile: float | None
+    resamples: int
+    confidence: float
+    seed: int
+    slopes: tuple[Slope, ...] = field(repr=False)
+    c8: tuple[SlopePair, ...]
+    trajectories: tuple[Trajectory, ...] = field(repr=False)
+    rows: tuple[dict[str, Any], ...] = field(repr=False, default=())
+
+    def measure(self, name: str) -> MeasureFindings:
+        """The findings of measure ``name``."""
+        for m in self.measures:
+            if m.name == name:
+                return m
+        raise KeyError(f"measure={name!r} is not one of {[m.name for m in self.measures]}.")
+
+
+# --------------------------------------------------------------------------- the table of measures
+
+
+def _row(model: StudyModel, registry: Mapping[str, Measure]) -> dict[str, Any]:
+    r, s = model.record, model.settings
+    row: dict[str, Any] = {"model": r["settings_hash"], **{axis: getattr(s, axis) for axis in AXES},
+                           "reached": bool(r["reached"]), "train_error": r["train_error"],
+                           "test_error": r["test_error"], "gap": r["gap"], "margin": r["margin"]}
+    row.update(measures_module.evaluate(model.analysis, r, registry=registry))
+    row.update({column: model.analysis.proxies[key] for column, key in PROXY_COLUMNS.items()})
+    return row
+
+
+def measure_rows(result: StudyResult, *, registry: Mapping[str, Measure] | None = None
+                 ) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
+    """``(rows, excluded)``: one row per analysed model with a gap, and ``[{model, why}]`` for the others.
+
+    A row holds ``model`` (the settings hash), every axis, ``reached``, ``train_error``,
+    ``test_error``, ``gap``, ``margin``, every measure of ``registry`` (default
+    :data:`~.measures.REGISTRY`) by name, and :data:`PROXY_COLUMNS`.
+    """
+    chosen = REGISTRY if registry is None else registry
+    rows, excluded = [], []
+    for m in result.models:
+        if m.analysis is None:
+            excluded.append({"model": m.record["settings_hash"], "why": f"not analysed: {m.analysis_error}"})
+        elif m.record.get("gap") is None:
+            excluded.append({"model": m.record["settings_hash"], "why": "no gap (training diverged)"})
+        else:
+            rows.append(_row(m, chosen))
+    return rows, excluded
+
+
+# --------------------------------------------------------------------------- trajectories
+
+
+def _point(step: int, final: bool, record: Mapping[str, Any], analysis: Any, error: str | None) -> TrajectoryPoint:
+    log_bound = over_margin = None
+    p_by_group: dict[str, float] = {}
+    ranks: dict[str, int] = {}
+    if analysis is not None:
+        log_bound = float(analysis.bounds["spectrum_adaptive"]["log_complexity"])
+        over_margin = REGISTRY["spectrum_adaptive"](analysis, record)
+        p_by_group = {k: float(v) for k, v in analysis.bounds["spectrum_adaptive"]["p_by_group"].items()}
+        ranks = {row["name"]: int(row["rank"]) for row in analysis.matrices if row["kind"] in ("qk", "vo")}
+    return TrajectoryPoint(step=step, final=final, train_error=record.get("train_error"), test_error=record.get("test_error"),
+                           gap=record.get("gap"), margin=record.get("margin"), log_bound=log_bound,
+                           log_bound_over_margin=over_margin, p_by_group=p_by_group, head_ranks=ranks, analysis_error=error)
+
+
+def trajectories(result: StudyResult) -> tuple[Trajectory, ...]:
+    """One :class:`Trajectory` per model with checkpoints: each checkpoint, then the trained model."""
+    out = []
+    for m in result.models:
+        if not m.checkpoints:
+            continue
+        points = [_point(c.step, False, c.record, c.analysis, c.analysis_error) for c in m.checkpoints]
+        points.append(_point(int(m.record["steps"]), True, m.record, m.analysis, m.analysis_error))
+        head_dim = m.settings.width // m.settings.heads
+        out.append(Trajectory(model=m.record["settings_hash"], settings={a: getattr(m.settings, a) for a in AXES},
+                              head_dim=head_dim, points=tuple(points)))
+    return tuple(out)
+
+
+# --------------------------------------------------------------------------- the statistics
+
+
+def _c8(slopes: Sequence[Slope]) -> tuple[SlopePair, ...]:
+    by_group: dict[tuple[str, str], dict[str, Slope]] = {}
+    for fit in slopes:
+        by_group.setdefault((fit.axis, repr(sorted(fit.fixed.items()))), {})[fit.measure] = fit
+    pairs = []
+    for (axis, _), fits in by_group.items():
+        sa, ed = fits.get("log_phi_sa"), fits.get("log_phi_edelman")
+        if sa is None or ed is None or sa.slope is None or ed.slope is None:
+            continue
+        pairs.append(SlopePair(axis=axis, fixed=sa.fixed, slope_sa=sa.slope, slope_edelman=ed.slope,
+                               num_points=min(sa.num_points, ed.num_points), holds=sa.slope < ed.slope))
+    return tuple(pairs)
+
+
+def compute_findings(result: StudyResult, *, reached_only: bool = False, resamples: int = 1000, confidence: float = 0.95,
+             seed: int = 0, registry: Mapping[str, Measure] | None = None) -> Findings:
+    """The statistics of a trained and analysed family (see the module docstring).
+
+    Args:
+      result: from :func:`~.run.run_study`.
+      reached_only: leave out the models that did not reach the loss target.
+      resamples, confidence, seed: the bootstrap (:func:`~.statistics.bootstrap`).
+      registry: the measures (default :data:`~.measures.REGISTRY`).
+    """
+    chosen = REGISTRY if registry is None else registry
+    rows, excluded = measure_rows(result, registry=chosen)
+    if reached_only:
+        excluded += [{"model": r["model"], "why": "did not reach the loss target"} for r in rows if not r["reached"]]
+        rows = [r for r in rows if r["reached"]]
+    axes = list(AXES)
+    per_measure = []
+    for name, m in chosen.items():
+        against = {t: bootstrap(rows, name, t, axes=axes, resamples=resamples, confidence=confidence, seed=seed)
+                   for t in TARGETS}
+        granulated = {t: granulated_tau(rows, name, t, axes) for t in TARGETS}
+        per_measure.append(MeasureFindings(name=name, description=m.description, margin_normalised=m.margin_normalised,
+                                           log=m.log, against=against, granulated=granulated,
+                                           random_labels=random_label_check(rows, name, axes)))
+    slopes = tuple(fit for axis in SLOPE_AXES for column in PROXY_COLUMNS
+                   for fit in loglog_slopes(rows, column, axis, [a for a in axes if a != axis], values_are_logs=True))
+    quantiles = {m.record.get("margin_quantile") for m in result.models}
+    varied = tuple(a for a in axes if len({r[a] for r in rows}) > 1)
+    return Findings(measures=tuple(per_measure), axes=tuple(axes), axes_varied=varied, num_models=len(rows),
+                    num_not_reached=sum(not r["reached"] for r in rows), reached_only=reached_only,
+                    excluded=tuple(excluded), margin_quantile=quantiles.pop() if len(quantiles) == 1 else None,
+                    resamples=resamples, confidence=confidence, seed=seed, slopes=slopes, c8=_c8(slopes),
+                    trajectories=trajectories(result), rows=tuple(rows))

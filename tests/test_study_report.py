@@ -1,0 +1,317 @@
+"""specbound study, end to end: the smoke preset trains, saves, reloads through ``analyze`` and writes every
+table and plot; the statistics in the tables are recomputed independently; two runs give the same bits;
+claims C10 and C11 run through the same code, and the committed results of the default preset are current.
+
+The smoke run is the session fixture ``smoke_run`` (tests/conftest.py, one run per session).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from itertools import combinations
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.stats
+
+import studyrun
+from cliutil import run
+from numerics._util.cache import sha256_file
+from numerics.analysis import analyze
+from numerics.errors import OutputError
+from numerics.experiments import claims
+from numerics.report.writers import write_study_report
+from numerics.study import (
+    AXES,
+    CODE_VERSION,
+    COLUMNS,
+    compute_findings,
+    get_preset,
+    model_folder,
+    run_study,
+)
+from numerics.study import measures
+
+#: Every file of a report folder, figures included (the smoke preset keeps one trajectory: its base model).
+TABLE_FILES = ("models.csv", "models.md", "measures.csv", "correlations.csv", "correlations.md", "random_labels.csv",
+               "slopes.csv", "trajectories.csv", "study.json", "summary.md")
+FIGURES = ("scatter.png", "scatter_by_p.png", "taus.png", "random_labels.png")
+
+
+def naive_tau(x, y):
+    """STUDY.md's definition as a double loop over pairs (ties count 0)."""
+    pairs = list(combinations(range(len(x)), 2))
+    return sum(np.sign(x[i] - x[j]) * np.sign(y[i] - y[j]) for i, j in pairs) / len(pairs)
+
+
+def number(text: str) -> float:
+    return math.nan if text == "" else float(text)
+
+
+@pytest.fixture(scope="module")
+def smoke(smoke_run):
+    base, done = smoke_run
+    assert done.returncode == 0, done.stderr
+    return base / "out", base / "cache"
+
+
+@pytest.fixture(scope="module")
+def smoke_findings(smoke):
+    """The smoke family again, in process, from the cache the run filled (nothing is trained)."""
+    _, cache = smoke
+    result = run_study(get_preset("smoke", "modadd"), root=cache)
+    assert result.trained == 0
+    return result, compute_findings(result)
+
+
+def test_smoke_study_writes_every_table_and_figure(smoke):
+    out, cache = smoke
+    for name in (*TABLE_FILES, *FIGURES):
+        assert (out / name).is_file(), name
+    preset = get_preset("smoke", "modadd")
+    rows = studyrun.read_csv(out / "models.csv")
+    assert list(rows[0]) == list(COLUMNS) and len(rows) == len(preset.settings())
+    for row, settings in zip(rows, preset.settings()):
+        assert row["model"] == settings.hash() and Path(row["path"]) == model_folder(settings, cache)
+        assert row["analysis_error"] == "" and row["reused"] == "False"
+        assert float(row["gap"]) == pytest.approx(float(row["test_error"]) - float(row["train_error"]), abs=1e-12)
+    base = preset.settings()[0]
+    assert (out / "trajectories" / f"{base.hash()}.png").is_file()
+    marker = json.loads((out / ".specbound-report.json").read_text())
+    assert marker["written_by"] == "specbound" and "scatter.png" in marker["files"]
+    doc = json.loads((out / "study.json").read_text())
+    assert doc["summary"]["models"] == len(rows) and doc["summary"]["trained"] == len(rows)
+    assert [m["name"] for m in doc["measures"]] == list(measures.REGISTRY)
+
+
+def test_the_measures_are_those_of_the_saved_models_reloaded_through_analyze(smoke):
+    # Reference: each saved model folder analysed again with analyze(), its record read back from the cache.
+    out, _ = smoke
+    table = {row["model"]: row for row in studyrun.read_csv(out / "measures.csv")}
+    for row in studyrun.read_csv(out / "models.csv"):
+        folder = Path(row["path"])
+        record = json.loads((folder / "record.json").read_text())
+        values = measures.evaluate(analyze(str(folder), processes=0), record)
+        for name, value in values.items():
+            got = number(table[row["model"]][name])
+            assert got == pytest.approx(value, rel=1e-12, nan_ok=True), (row["model"], name)
+        assert number(table[row["model"]]["margin"]) == pytest.approx(record["margin"], rel=1e-15)
+
+
+def groups_varying(models: list[dict[str, str]], axis: str) -> list[list[int]]:
+    """Indices of the models of each group that agree on every axis but ``axis`` (STUDY.md, granulated Kendall)."""
+    groups: dict[tuple, list[int]] = {}
+    for i, r in enumerate(models):
+        groups.setdefault(tuple(r[a] for a in AXES if a != axis), []).append(i)
+    return list(groups.values())
+
+
+def test_the_correlation_table_recomputed_from_the_measure_table(smoke):
+    # References, from the models of measures.csv: tau by a naive double loop over the pairs (STUDY.md's
+    # definition); tau-b by scipy.stats.kendalltau (variant "b"); psi_k by STUDY.md's definition (naive tau in
+    # each group of two or more models that agree on every axis but k, then the mean) and Psi the mean of psi_k
+    # over the axes that have a group.
+    out, _ = smoke
+    models = studyrun.read_csv(out / "measures.csv")
+    gap = np.array([float(r["gap"]) for r in models])
+    test = np.array([float(r["test_error"]) for r in models])
+    rows = {r["measure"]: r for r in studyrun.read_csv(out / "correlations.csv")}
+    assert list(rows) == list(measures.REGISTRY)
+    for name, row in rows.items():
+        mu = np.array([number(r[name]) for r in models])
+        keep = np.isfinite(mu)
+        assert int(row["models"]) == int(keep.sum())
+        assert keep.all(), name  # every measure is finite on the smoke family, so psi_k below uses every model
+        assert float(row["tau_gap"]) == pytest.approx(naive_tau(mu, gap), abs=1e-12), name
+        assert float(row["tau_test_error"]) == pytest.approx(naive_tau(mu, test), abs=1e-12), name
+        reference = scipy.stats.kendalltau(mu, gap, variant="b").statistic
+        assert number(row["tau_b_gap"]) == pytest.approx(reference, abs=1e-12, nan_ok=True), name
+        psi = {}
+        for axis in AXES:
+            taus = [naive_tau(mu[idx], gap[idx]) for idx in groups_varying(models, axis) if len(idx) >= 2]
+            if taus:
+                psi[axis] = float(np.mean(taus))
+                assert float(row[f"psi_gap_{axis}"]) == pytest.approx(psi[axis], abs=1e-12), (name, axis)
+        assert set(psi) == {k[len("psi_gap_"):] for k in row if k.startswith("psi_gap_")}
+        assert float(row["Psi_gap"]) == pytest.approx(np.mean(list(psi.values())), abs=1e-12), name
+
+
+def test_c8_slopes_on_the_trained_grid_recomputed_from_the_measure_table(smoke):
+    # Reference: for every group of models that differ in depth (or width) only, the least-squares slope of
+    # log Phi against log L (numpy.polyfit, degree 1) from the log_phi_sa and log_phi_edelman columns.
+    out, _ = smoke
+    models = studyrun.read_csv(out / "measures.csv")
+    slopes = studyrun.read_csv(out / "slopes.csv")
+    expected = []
+    for axis in ("depth", "width"):
+        for idx in groups_varying(models, axis):
+            members = [models[i] for i in idx]
+            if len({r[axis] for r in members}) < 2:
+                continue
+            x = np.log([float(r[axis]) for r in members])
+            sa, ed = (np.polyfit(x, [float(r[c]) for r in members], 1)[0] for c in ("log_phi_sa", "log_phi_edelman"))
+            expected.append((axis, len(members), sa, ed))
+    assert any(axis == "depth" for axis, *_ in expected), "the smoke family must vary the depth alone somewhere"
+    assert len(slopes) == len(expected)
+    for row, (axis, points, sa, ed) in zip(slopes, expected):
+        assert (row["axis"], int(row["points"])) == (axis, points)
+        assert float(row["slope_sa"]) == pytest.approx(sa, rel=1e-9, abs=1e-12)
+        assert float(row["slope_edelman"]) == pytest.approx(ed, rel=1e-9, abs=1e-12)
+        assert row["holds"] == str(sa < ed)
+
+
+def test_the_trajectory_table_is_the_analysis_of_each_checkpoint(smoke):
+    # Reference: every checkpoint folder of the base model analysed again; its bound and its record's margin.
+    out, _ = smoke
+    rows = studyrun.read_csv(out / "trajectories.csv")
+    base = get_preset("smoke", "modadd").settings()[0]
+    folder = Path(next(r["path"] for r in studyrun.read_csv(out / "models.csv") if r["model"] == base.hash()))
+    record = json.loads((folder / "record.json").read_text())
+    steps = [p["step"] for p in record["trajectory"]] + [record["steps"]]
+    assert [int(r["step"]) for r in rows] == steps and [r["final"] for r in rows] == ["False"] * (len(steps) - 1) + ["True"]
+    for row, point in zip(rows, [*record["trajectory"], None]):
+        where = folder / point["path"] if point is not None else folder
+        analysis = analyze(str(where), processes=0)
+        bound = analysis.bounds["spectrum_adaptive"]
+        assert float(row["log_bound"]) == pytest.approx(bound["log_complexity"], rel=1e-12)
+        margin = (point or record)["margin"]
+        if margin is not None:
+            assert float(row["log_bound_over_margin"]) == pytest.approx(bound["log_complexity"] - math.log(margin), rel=1e-12)
+        ranks = [m["rank"] for m in analysis.matrices if m["kind"] == "qk"]
+        assert (int(row["qk_rank_min"]), int(row["qk_rank_max"])) == (min(ranks), max(ranks))
+        assert row["p_star"] == ";".join(f"{g}={p:g}" for g, p in bound["p_by_group"].items())
+
+
+def _weights(cache: Path) -> dict[str, str]:
+    return {p.relative_to(cache).as_posix(): sha256_file(p)
+            for p in sorted(cache.glob("study/**/*.safetensors"))}
+
+
+def test_same_seed_and_settings_give_the_same_bits_and_tables(smoke, tmp_path):
+    # A second run from an empty cache, one model at a time instead of two: every weight file (final models
+    # and trajectory checkpoints) bit-identical, every table identical but for timings and cache paths.
+    out, cache = smoke
+    done = studyrun.study_cli(tmp_path, tmp_path / "out", tmp_path / "cache", "--jobs", "1", "--no-plots")
+    assert done.returncode == 0, done.stderr
+    first, second = _weights(cache), _weights(tmp_path / "cache")
+    assert first and first == second
+    assert studyrun.comparable_tables(tmp_path / "out") == studyrun.comparable_tables(out)
+    assert not (tmp_path / "out" / "scatter.png").exists()
+
+
+def test_tables_written_twice_from_the_same_records_are_byte_identical(smoke_findings, tmp_path):
+    # The statistics computed again from the same trained family (bootstrap included) and both written:
+    # every table file has the same bytes.
+    result, found = smoke_findings
+    write_study_report(result, found, tmp_path / "first", plots=False)
+    write_study_report(result, compute_findings(result), tmp_path / "second", plots=False)
+    for name in TABLE_FILES:
+        assert (tmp_path / "first" / name).read_bytes() == (tmp_path / "second" / name).read_bytes(), name
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--preset", "smoke", "--jobs", "1", "--no-plots", "--reached-only", "--task", "nope"], "task='nope' must be one of"),
+    (["--preset", "default", "--axis", "seed=0,0"], "axis seed repeats a value"),
+])
+def test_bad_settings_exit_2_before_anything_is_written(tmp_path, monkeypatch, argv, words):
+    monkeypatch.setenv("SPECBOUND_CACHE", str(tmp_path / "cache"))
+    code, _, err = run(["study", "--out", str(tmp_path / "out"), *argv])
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == 2 and len(lines) == 1 and words in lines[0], err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_folder_of_other_files_is_refused_before_training(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECBOUND_CACHE", str(tmp_path / "cache"))
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep me")
+    code, _, err = run(["study", "--preset", "smoke", "--out", str(mine)])
+    assert code == 2 and "is a folder specbound did not write" in err, err
+    assert (mine / "notes.txt").read_text() == "keep me" and not (tmp_path / "cache").exists()
+
+
+# --------------------------------------------------------------------------- claims C10 and C11
+
+
+@pytest.mark.claim("C10")
+@pytest.mark.claim("C11")
+def test_c10_and_c11_run_through_the_same_code_on_the_smoke_family(smoke, smoke_findings):
+    # The digest the claims read holds what correlations.csv holds; both verdicts come out of it.
+    out, _ = smoke
+    result, found = smoke_findings
+    digest = json.loads(json.dumps(claims.study_digest(result, found)))  # what the committed file holds
+    rows = {r["measure"]: r for r in studyrun.read_csv(out / "correlations.csv")}
+    for name, m in digest["measures"].items():
+        assert m["tau_gap"]["estimate"] == pytest.approx(number(rows[name]["tau_gap"]), abs=1e-15, nan_ok=True)
+        if m["Psi_gap"] is not None:
+            assert m["Psi_gap"]["estimate"] == pytest.approx(number(rows[name]["Psi_gap"]), abs=1e-15)
+        assert m["random_labels"]["increasing"] == int(rows[name]["noise_increasing"])
+    assert [m["model"] for m in digest["models"]] == [s.hash() for s in get_preset("smoke", "modadd").settings()]
+    for verdict in (claims.c10_verdict(digest), claims.c11_verdict(digest)):
+        assert verdict.status in ("holds", "fails", "insufficient data")
+        assert f"smoke preset (modadd), {len(result.models)} models" in verdict.figure
+
+
+def _digest(**overrides) -> dict:
+    """A hand-made digest: spectrum_adaptive and the five norm-based baselines."""
+    def entry(tau, Psi, up=0, groups=3):
+        return {"margin_normalised": False, "log": True, "models": 10, "tau_gap": {"estimate": tau, "low": tau - 0.1, "high": tau + 0.1},
+                "tau_b_gap": tau, "Psi_gap": {"estimate": Psi, "low": Psi - 0.1, "high": Psi + 0.1}, "psi_gap": {},
+                "tau_test_error": None, "Psi_test_error": None,
+                "random_labels": {"groups": groups, "increasing": up, "tau": 0.0, "levels": [0.0, 0.5, 1.0]}}
+    measures_ = {"spectrum_adaptive": entry(0.3, 0.2), **{n: entry(0.1, 0.1) for n in claims.NORM_BASELINES}}
+    measures_.update(overrides)
+    return {"preset": {"name": "default", "task": "modadd"}, "num_models": 10, "num_not_reached": 0, "margin_quantile": 0.1,
+            "bootstrap": {"resamples": 1000, "confidence": 0.95, "seed": 0}, "measures": measures_}
+
+
+@pytest.mark.claim("C10")
+def test_c10_verdict_rules():
+    base = _digest()["measures"]["bartlett2017"]
+    assert claims.c10_verdict(_digest()).status == "holds"
+    # a tie is "at least as well"
+    tie = {**base, "tau_gap": {"estimate": 0.3, "low": 0.2, "high": 0.4}, "Psi_gap": {"estimate": 0.2, "low": 0.1, "high": 0.3}}
+    assert claims.c10_verdict(_digest(bartlett2017=tie)).status == "holds"
+    # one baseline better in Psi only: fails, naming it
+    better = {**base, "Psi_gap": {"estimate": 0.25, "low": 0.1, "high": 0.4}}
+    verdict = claims.c10_verdict(_digest(sum_frobenius=better))
+    assert verdict.status == "fails" and "sum_frobenius +0.25 [+0.10, +0.40]" in verdict.figure
+    # no Psi for ours: insufficient data
+    ours = {**_digest()["measures"]["spectrum_adaptive"], "Psi_gap": None}
+    assert claims.c10_verdict(_digest(spectrum_adaptive=ours)).status == "insufficient data"
+
+
+@pytest.mark.claim("C11")
+def test_c11_verdict_rules():
+    ours = _digest()["measures"]["spectrum_adaptive"]
+    up = {**ours, "random_labels": {**ours["random_labels"], "increasing": 3}}
+    assert claims.c11_verdict(_digest(spectrum_adaptive=up)).status == "holds"
+    assert claims.c11_verdict(_digest()).status == "fails"  # 0 of 3 groups
+    none = {**ours, "random_labels": {**ours["random_labels"], "groups": 0}}
+    assert claims.c11_verdict(_digest(spectrum_adaptive=none)).status == "insufficient data"
+
+
+@pytest.mark.claim("C10")
+@pytest.mark.claim("C11")
+def test_the_committed_default_results_are_current():
+    # benchmarks/study_default.json must be the digest of today's default family: same preset, same code
+    # version, the same models (settings hashes) and measures. Rewrite it with `./run claims --update-study`.
+    digest = claims.read_study_digest()
+    assert digest is not None, "no committed results: run `./run claims --update-study`"
+    name, task = claims.STUDY_PRESET
+    assert digest["preset"] == {"name": name, "task": task}
+    assert digest["code_version"] == CODE_VERSION
+    assert [m["model"] for m in digest["models"]] == [s.hash() for s in get_preset(name, task).settings()]
+    assert list(digest["measures"]) == list(measures.REGISTRY)
+    assert digest["num_models"] + len(digest["excluded"]) == len(digest["models"])
+
+
+def test_update_study_results_never_replaces_a_foreign_file(tmp_path):
+    foreign = tmp_path / "results.json"
+    foreign.write_text('{"mine": true}\n')
+    with pytest.raises(OutputError, match="specbound did not write"):
+        claims.update_study_results(foreign, root=tmp_path / "cache")
+    assert foreign.read_text() == '{"mine": true}\n' and not (tmp_path / "cache").exists()
