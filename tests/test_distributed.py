@@ -44,7 +44,7 @@ FAST = BoundSettings(p_grid=(0.0, 0.5, 1.0, 1.5, 2.0), grid_points=48)
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[distributed.LocalCluster]:
     with distributed.LocalCluster(
-        processes=True, n_workers=2, threads_per_worker=1, host="127.0.0.1", dashboard_address=None,
+        processes=True, n_workers=2, threads_per_worker=1, host="127.0.0.1", dashboard_address=":0",
     ) as local:
         yield local
 

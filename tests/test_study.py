@@ -332,7 +332,7 @@ def test_training_on_a_dask_cluster_gives_the_same_bits(tmp_path):
 
     settings = [TINY, TINY.replace(seed=1)]
     with distributed.LocalCluster(processes=True, n_workers=1, threads_per_worker=2, host="127.0.0.1",
-                                  dashboard_address=None) as cluster:
+                                  dashboard_address=":0") as cluster:
         stored = train_family(settings, root=tmp_path, scheduler=cluster.scheduler_address)
     for s, (model, reused) in zip(settings, stored):
         assert not reused and model.folder == model_folder(s, tmp_path)
