@@ -23,9 +23,9 @@ How it runs, so that one mutant never costs a whole suite run:
    at import time: every test that runs any line of the file), with ``-x`` and a timeout of
    ``30 s + 3 x`` their measured time. A mutant on a line no test runs survives without a run.
 4. Theory mutants reach the numeric side only through ``numerics/bounds/_derived_forms.py``,
-   generated from ``theory/`` by ``./run regenerate``. For each theory mutant the driver
-   regenerates that file in the copy from the mutated theory, and adds the tests that execute
-   the generated functions that changed. The two tests that compare the shipped file with a
+   generated from ``theory/`` by ``./run regenerate``. For each mutant of a theory file the forms
+   are derived from (:func:`feeds_forms`) the driver regenerates that file in the copy from the
+   mutated theory, and adds the tests that execute the generated functions that changed. The two tests that compare the shipped file with a
    fresh derivation (the staleness check) are deselected in every mutant run, so a theory
    mutant counts as killed only when a correctness test fails. Each result also says whether
    the regenerated forms changed (``forms_changed``), and the report gives the score both ways:
@@ -288,7 +288,7 @@ def pytest_cmd(args: list[str]) -> list[str]:
 def sources_digest(files: list[str]) -> str:
     digest = hashlib.sha256()
     for rel in sorted(files):
-        if rel.endswith(".py") or rel in ("pyproject.toml",):
+        if rel.split("/")[0] in ("theory", "numerics", "tests") or rel == "pyproject.toml":
             digest.update(rel.encode() + b"\0" + (ROOT / rel).read_bytes() + b"\0")
     return digest.hexdigest()
 
@@ -353,7 +353,35 @@ def statement_lines(source: str, line: int) -> set[int]:
 # --------------------------------------------------------------------------- one mutant
 
 
-def run_mutant(mutant: Mutant, copy: Path, cmap: dict[str, Any], forms_original: str) -> Result:
+def feeds_forms() -> set[str]:
+    """The theory files the generated forms are derived from: those ``numerics/bounds/codegen.py``
+    imports, and what they import, transitively (``theory/__init__.py`` imports nothing eagerly).
+    Only mutants of these files regenerate the forms."""
+    def imports(rel: str) -> set[str]:
+        out: set[str] = set()
+        for node in ast.walk(ast.parse((ROOT / rel).read_text(encoding="utf-8"))):
+            names: list[str] = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "theory":
+                names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            for name in names:
+                path = name.replace(".", "/") + ".py"
+                if name.split(".")[0] == "theory" and (ROOT / path).is_file():
+                    out.add(path)
+        return out
+
+    seen = {"theory/__init__.py"}
+    todo = sorted(imports("numerics/bounds/codegen.py"))
+    while todo:
+        rel = todo.pop()
+        if rel not in seen:
+            seen.add(rel)
+            todo.extend(imports(rel) - seen)
+    return seen
+
+
+def run_mutant(mutant: Mutant, copy: Path, cmap: dict[str, Any], forms_original: str, feeds: set[str]) -> Result:
     t0 = time.perf_counter()
     target = copy / mutant.path
     original = (ROOT / mutant.path).read_text(encoding="utf-8")
@@ -363,7 +391,7 @@ def run_mutant(mutant: Mutant, copy: Path, cmap: dict[str, Any], forms_original:
         mutated = mutated_source(mutant)
         target.write_text(mutated, encoding="utf-8")
         tests = tests_for_lines(cmap, mutant.path, statement_lines(original, mutant.line))
-        if mutant.path.startswith("theory/"):
+        if mutant.path in feeds:
             rc, text = run_group([sys.executable, "-m", "numerics.bounds.codegen"], cwd=copy, env=child_env(copy),
                                  timeout=300)
             result.regenerated = rc == 0
@@ -457,6 +485,10 @@ def summarize(results: list[Result], total: int, args: argparse.Namespace, secon
     }
 
 
+def _order(r: Result) -> tuple[str, int, str, int]:
+    return (r.mutant.path, r.mutant.line, r.mutant.operator, r.mutant.occurrence)
+
+
 def _row(r: Result) -> dict[str, Any]:
     row = asdict(r)
     row["id"] = r.mutant.ident
@@ -500,6 +532,7 @@ def main(argv: list[str] | None = None) -> int:
     table = load_equivalent()
     files = project_files()
     forms_original = (ROOT / FORMS_FILE).read_text(encoding="utf-8")
+    feeds = feeds_forms()
     t0 = time.perf_counter()
     results: list[Result] = []
     lock = threading.Lock()
@@ -516,7 +549,7 @@ def main(argv: list[str] | None = None) -> int:
                 copy = free.pop()
             try:
                 reason = equivalence_reason(mutant, table)
-                result = run_mutant(mutant, copy, cmap, forms_original)
+                result = run_mutant(mutant, copy, cmap, forms_original, feeds)
                 result.equivalent = reason
             finally:
                 with lock:
@@ -524,6 +557,9 @@ def main(argv: list[str] | None = None) -> int:
             with lock:
                 results.append(result)
                 done = len(results)
+                partial = summarize(sorted(results, key=_order), total, args, time.perf_counter() - t0)
+                partial["partial"] = f"{done} of {len(selected)} mutants"
+                Path(args.out).write_text(json.dumps(partial, indent=2) + "\n", encoding="utf-8")
             print(f"[mutate] {done}/{len(selected)} {result.status:9s} {result.seconds:6.1f}s {mutant.ident}  "
                   f"{mutant.before!r} -> {mutant.after!r}" + (" (judged equivalent)" if reason else ""),
                   file=sys.stderr, flush=True)
@@ -532,7 +568,7 @@ def main(argv: list[str] | None = None) -> int:
         with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
             for future in [pool.submit(work, m) for m in selected]:
                 future.result()
-    results.sort(key=lambda r: (r.mutant.path, r.mutant.line, r.mutant.operator, r.mutant.occurrence))
+    results.sort(key=_order)
     report = summarize(results, total, args, time.perf_counter() - t0)
     Path(args.out).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     score = report["score"]
