@@ -179,6 +179,8 @@ def enumerate_mutants(files: list[str]) -> list[Mutant]:
             operator = cosmic_ray.plugins.get_operator(name)()
             positions = [(node, start) for node in ast_nodes(module) for start, _ in operator.mutation_positions(node)]
             for occurrence, (node, (line, column)) in enumerate(positions):
+                if node.parent is not None and node.parent.type == "parameters":
+                    continue  # the bare `*` of keyword-only parameters is no multiplication
                 mutants.append(Mutant(rel, name, occurrence, line, column,
                                       ASTQuery(node).get_definition_name() or "<module>", lines[line - 1].strip(), ""))
     return mutants
