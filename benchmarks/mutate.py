@@ -290,7 +290,7 @@ def pytest_cmd(args: list[str]) -> list[str]:
 def sources_digest(files: list[str]) -> str:
     digest = hashlib.sha256()
     for rel in sorted(files):
-        if rel.split("/")[0] in ("theory", "numerics", "tests") or rel == "pyproject.toml":
+        if rel.split("/")[0] in ("theory", "numerics") or rel == "pyproject.toml":
             digest.update(rel.encode() + b"\0" + (ROOT / rel).read_bytes() + b"\0")
     return digest.hexdigest()
 
@@ -338,6 +338,26 @@ def tests_for_lines(cmap: dict[str, Any], path: str, lines: set[int]) -> set[str
         for contexts in by_line.values():
             tests.update(c for c in contexts if c)
     return tests - set(cmap.get("failing", [])) - set(DESELECT)
+
+
+def tests_for_file(cmap: dict[str, Any], path: str) -> set[str]:
+    """Second stage: the whole test files that run any line of ``path``, or import it and are newer than the map.
+
+    The derivations in ``theory/`` are cached (``functools.lru_cache``), so coverage records a
+    cached line only for the first test that ran it; later tests reuse the result without running
+    the line. A mutant that survives its line's tests is run again on these files."""
+    files = {t.split("::")[0] for contexts in cmap["lines"].get(path, {}).values() for t in contexts if t}
+    module = path.removesuffix(".py").replace("/", ".")
+    package, _, leaf = module.rpartition(".")
+    mapped = {t.split("::")[0] for t in cmap["durations"]}
+    for test in sorted((ROOT / "tests").glob("test_*.py")):
+        rel = test.relative_to(ROOT).as_posix()
+        if rel in mapped or rel in MAP_SKIP:
+            continue
+        text = test.read_text(encoding="utf-8")
+        if module in text or re.search(rf"from {re.escape(package)} import [^\n]*\b{re.escape(leaf)}\b", text):
+            files.add(rel)
+    return files
 
 
 def statement_lines(source: str, line: int) -> set[int]:
@@ -410,24 +430,36 @@ def run_mutant(mutant: Mutant, copy: Path, cmap: dict[str, Any], forms_original:
                     if tag != "equal":
                         changed.update(range(i1 + 1, max(i2, i1 + 1) + 1))
                 tests |= tests_for_lines(cmap, FORMS_FILE, changed)
-        result.tests = len(tests)
-        if not tests:
+        wider = tests_for_file(cmap, mutant.path)
+        if mutant.path in feeds and result.forms_changed:
+            wider |= tests_for_file(cmap, FORMS_FILE)
+        for stage, selection in ((1, tests), (2, wider)):
+            if not selection:
+                continue
+            result.tests += len(selection)
+            result.extra["stage"] = stage
+            if stage == 1:
+                budget = 30.0 + 3.0 * sum(cmap["durations"].get(t, 1.0) for t in selection)
+                ordered = sorted(selection, key=lambda t: cmap["durations"].get(t, 1.0))  # fast first: -x stops sooner
+            else:  # whole files, less the tests that fail on the unmutated tree
+                budget = 60.0 + 3.0 * sum(d for t, d in cmap["durations"].items() if t.split("::")[0] in selection)
+                ordered = sorted(selection) + [a for t in cmap.get("failing", []) for a in ("--deselect", t)]
+            rc2, text = run_group(pytest_cmd(["-x", "-rf", *ordered]), cwd=copy, env=child_env(copy), timeout=budget)
+            if rc2 is None:
+                result.status = "timeout"
+            elif rc2 == 0:
+                result.status = "survived"
+            elif rc2 in (1, 2, 3):
+                result.status = "killed"
+                failed = re.findall(r"^(?:FAILED|ERROR) (\S+)", text, flags=re.M)
+                result.failed = failed[0] if failed else f"pytest exit {rc2}"
+            else:
+                result.status = "error"
+                result.note = f"pytest exit {rc2}: " + text.strip()[-300:]
+            if result.status != "survived":
+                return result
+        if not result.tests:
             result.status = "uncovered"
-            return result
-        budget = 30.0 + 3.0 * sum(cmap["durations"].get(t, 1.0) for t in tests)
-        ordered = sorted(tests, key=lambda t: cmap["durations"].get(t, 1.0))  # fast tests first: -x stops sooner
-        rc2, text = run_group(pytest_cmd(["-x", "-rf", *ordered]), cwd=copy, env=child_env(copy), timeout=budget)
-        if rc2 is None:
-            result.status = "timeout"
-        elif rc2 == 0:
-            result.status = "survived"
-        elif rc2 in (1, 2, 3):
-            result.status = "killed"
-            failed = re.findall(r"^(?:FAILED|ERROR) (\S+)", text, flags=re.M)
-            result.failed = failed[0] if failed else f"pytest exit {rc2}"
-        else:
-            result.status = "error"
-            result.note = f"pytest exit {rc2}: " + text.strip()[-300:]
         return result
     finally:
         target.write_text(original, encoding="utf-8")
@@ -494,7 +526,6 @@ def _order(r: Result) -> tuple[str, int, str, int]:
 def _row(r: Result) -> dict[str, Any]:
     row = asdict(r)
     row["id"] = r.mutant.ident
-    row.pop("extra", None)
     return row
 
 
@@ -510,6 +541,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=str(DEFAULT_OUT))
     parser.add_argument("--list", action="store_true", help="only list the mutants (no test run)")
     parser.add_argument("--rebuild-map", action="store_true", help="redo the coverage map even if cached")
+    parser.add_argument("--max-minutes", type=float, default=None,
+                        help="start no mutant after this many minutes (the sample runs in a seeded random order, so "
+                             "the mutants run are still a uniform sample)")
+    parser.add_argument("--resume", action="store_true",
+                        help="keep the killed mutants of the previous report (--out): tests only get added")
     args = parser.parse_args(argv)
     if args.jobs < 1:
         parser.error(f"--jobs={args.jobs} must be at least 1")
@@ -531,6 +567,12 @@ def main(argv: list[str] | None = None) -> int:
         for m in selected:
             print(f"{m.ident}  {m.before!r} -> {m.after!r}")
         return 0
+    random.Random(args.seed + 1).shuffle(selected)
+    previous: dict[tuple[str, str], dict[str, Any]] = {}
+    if args.resume and Path(args.out).is_file():
+        for row in json.loads(Path(args.out).read_text(encoding="utf-8")).get("results", []):
+            if row["status"] in ("killed", "timeout"):
+                previous[(row["id"], row["mutant"]["after"])] = row
     table = load_equivalent()
     files = project_files()
     forms_original = (ROOT / FORMS_FILE).read_text(encoding="utf-8")
@@ -546,16 +588,23 @@ def main(argv: list[str] | None = None) -> int:
         cmap = coverage_map(copies[0], files, targets, rebuild=args.rebuild_map)
         free = list(copies)
 
-        def work(mutant: Mutant) -> Result:
-            with lock:
-                copy = free.pop()
-            try:
-                reason = equivalence_reason(mutant, table)
-                result = run_mutant(mutant, copy, cmap, forms_original, feeds)
-                result.equivalent = reason
-            finally:
+        def work(mutant: Mutant) -> Result | None:
+            if args.max_minutes is not None and time.perf_counter() - t0 > 60 * args.max_minutes:
+                return None
+            reason = equivalence_reason(mutant, table)
+            kept = previous.get((mutant.ident, mutant.after))
+            if kept is not None:
+                result = Result(mutant, kept["status"], kept["seconds"], kept["tests"], kept["failed"],
+                                kept["forms_changed"], kept["regenerated"], reason, "kept from the previous report")
+            else:
                 with lock:
-                    free.append(copy)
+                    copy = free.pop()
+                try:
+                    result = run_mutant(mutant, copy, cmap, forms_original, feeds)
+                    result.equivalent = reason
+                finally:
+                    with lock:
+                        free.append(copy)
             with lock:
                 results.append(result)
                 done = len(results)
@@ -572,6 +621,8 @@ def main(argv: list[str] | None = None) -> int:
                 future.result()
     results.sort(key=_order)
     report = summarize(results, total, args, time.perf_counter() - t0)
+    if len(results) < len(selected):
+        report["partial"] = f"{len(results)} of {len(selected)} sampled mutants (--max-minutes): a uniform subsample"
     Path(args.out).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     score = report["score"]
     low, high = report["score_95ci_wilson"]
