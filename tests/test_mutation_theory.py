@@ -87,3 +87,13 @@ def test_validator_boundaries(check, good, bad):
     assert check(sp.Symbol("q", positive=True), "x") is not None
     with pytest.raises(ValueError, match="real"):
         check(sp.I, "x")
+
+
+def test_lipschitz_constant_is_the_largest_absolute_slope():
+    # Kills `max(slope_sup, -slope_inf)` -> `max(slope_sup, slope_inf)`: every registered activation
+    # has slope_sup >= |slope_inf|, so only an entry whose steepest slope is negative tells them apart.
+    # Reference: L_sigma = sup_t |f'(t)| (theory/activations.py, Activation.lipschitz), here 2.
+    from theory.activations import Activation
+
+    steep_down = Activation("test", "-2 t on t < 0, t / 2 after", 0.5, -2.0, "exact", None, 1.0, "constructed")
+    assert steep_down.lipschitz == 2.0
