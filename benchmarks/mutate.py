@@ -341,12 +341,18 @@ def tests_for_lines(cmap: dict[str, Any], path: str, lines: set[int]) -> set[str
 
 
 def tests_for_file(cmap: dict[str, Any], path: str) -> set[str]:
-    """Second stage: the whole test files that run any line of ``path``, or import it and are newer than the map.
+    """Second stage: the whole test files that run any line of ``path``, and the new ones that import it.
 
     The derivations in ``theory/`` are cached (``functools.lru_cache``), so coverage records a
     cached line only for the first test that ran it; later tests reuse the result without running
-    the line. A mutant that survives its line's tests is run again on these files."""
+    the line. A mutant of a cached module that survives its line's tests is run again on these files."""
     files = {t.split("::")[0] for contexts in cmap["lines"].get(path, {}).values() for t in contexts if t}
+    return files | new_test_files(cmap, path)
+
+
+def new_test_files(cmap: dict[str, Any], path: str) -> set[str]:
+    """Test files the coverage map does not know (written after it) that name the module ``path``."""
+    files: set[str] = set()
     module = path.removesuffix(".py").replace("/", ".")
     package, _, leaf = module.rpartition(".")
     mapped = {t.split("::")[0] for t in cmap["durations"]}
@@ -430,9 +436,9 @@ def run_mutant(mutant: Mutant, copy: Path, cmap: dict[str, Any], forms_original:
                     if tag != "equal":
                         changed.update(range(i1 + 1, max(i2, i1 + 1) + 1))
                 tests |= tests_for_lines(cmap, FORMS_FILE, changed)
-        wider: set[str] = set()
+        wider = new_test_files(cmap, mutant.path)
         if "lru_cache" in original or "@cache" in original:  # coverage under-reports cached code (tests_for_file)
-            wider = tests_for_file(cmap, mutant.path)
+            wider |= tests_for_file(cmap, mutant.path)
         for stage, selection in ((1, tests), (2, wider)):
             if not selection:
                 continue
