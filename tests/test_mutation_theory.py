@@ -1,0 +1,99 @@
+"""Tests written for mutants of ``theory/`` that survived ``./run mutate`` (benchmarks/mutation.md).
+
+Each test pins a behaviour the rest of the suite reached but did not check; the mutant it kills
+is named in its comment.
+"""
+
+from __future__ import annotations
+
+import math
+
+import mpmath
+import pytest
+import sympy as sp
+from mpmath import iv
+
+from theory import _certify
+from theory._certify import certify_gated, interval_function
+from theory._validate import check_nonnegative, check_positive, check_probability, check_schatten_index
+
+t = sp.Symbol("t", real=True)
+
+
+def test_float_rounding_is_directed_and_exact_when_representable():
+    # Kills `if out < value` -> `if not out < value` in _float_up (and its twin in _float_down).
+    # Reference: 1 and 0.5 are floats, so the directed roundings must return them unchanged;
+    # 1/3 at 40 digits is not, so the two roundings bracket it and are one ulp apart
+    # (IEEE 754: adjacent doubles around a non-representable value).
+    for exact in (1, 0.5, -2):
+        assert _certify._float_up(mpmath.mpf(exact)) == exact
+        assert _certify._float_down(mpmath.mpf(exact)) == exact
+    with mpmath.workdps(40):
+        third = mpmath.mpf(1) / 3
+        up, down = _certify._float_up(third), _certify._float_down(third)
+        assert mpmath.mpf(down) < third < mpmath.mpf(up)
+        assert up == math.nextafter(down, math.inf)
+
+
+def test_interval_rational_power_of_a_positive_base():
+    # Kills `iv.exp(q * iv.log(base))` -> `iv.exp(q / iv.log(base))` (rational, non-half powers).
+    # Reference: 4**(3/2) = 8 and 8**(2/3) = 4, hand computation; the enclosure must contain them
+    # and be tight at the working precision.
+    old = iv.prec
+    iv.prec = 80
+    try:
+        for expr, x, want in ((t ** sp.Rational(3, 2), 4, 8), (t ** sp.Rational(2, 3), 8, 4)):
+            got = interval_function(expr, t)(iv.mpf(x))
+            assert got.a <= want <= got.b and got.b - got.a < 1e-15
+    finally:
+        iv.prec = old
+
+
+def test_interval_square_root_reaches_zero():
+    # Kills `power == Rational(1, 2)` -> `power == Rational(2, 2)` (the square root would fall to the
+    # rational-power branch, which refuses bases that are not positive). Reference: sqrt([0, 4]) = [0, 2].
+    got = interval_function(sp.sqrt(t), t)(iv.mpf([0, 4]))
+    assert got.a == 0 and got.b == 2
+
+
+def test_phi_with_a_negative_coefficient_is_refused():
+    # Kills `sp.N(c) < 0` -> `sp.N(c) < -1`. Reference: the certificate's lemma needs phi odd with
+    # non-negative coefficients (theory/_certify.py, module docstring); -1/2 t^3 violates it.
+    with pytest.raises(ValueError, match="non-negative"):
+        certify_gated(t - t**3 / 2, t)
+
+
+# The validators' boundaries, numeric and symbolic: (validator, accepted values, refused values).
+# Reference: their docstrings (p in [0, 2]; positive and finite; non-negative and finite; (0, 1)).
+_HALF = sp.Rational(1, 2)
+VALIDATORS = [
+    (check_schatten_index, [0, 0.5, 2, sp.Integer(0), _HALF, sp.Integer(2)],
+     [-0.001, 2.001, sp.Rational(-1, 1000), sp.Rational(2001, 1000)]),
+    (check_positive, [1e-300, 3, sp.Rational(1, 10**9)], [0, -1, math.inf, sp.Integer(0), sp.Integer(-1)]),
+    (check_nonnegative, [0, 2.5, sp.Integer(0), _HALF], [-1e-300, -1, math.inf, sp.Rational(-1, 10**9)]),
+    (check_probability, [1e-12, 0.5, 1 - 1e-12, _HALF], [0, 1, -0.5, 1.5, sp.Integer(0), sp.Integer(1)]),
+]
+
+
+@pytest.mark.parametrize("check, good, bad", VALIDATORS, ids=lambda v: getattr(v, "__name__", ""))
+def test_validator_boundaries(check, good, bad):
+    # Kills the off-by-one and strict/loose comparison mutants of theory/_validate.py.
+    for value in good:
+        assert check(value, "x") is value
+    for value in bad:
+        with pytest.raises(ValueError, match=r"x="):
+            check(value, "x")
+    # symbols with assumptions pass (three-valued validation), a complex number does not
+    assert check(sp.Symbol("q", positive=True), "x") is not None
+    with pytest.raises(ValueError, match="real"):
+        check(sp.I, "x")
+
+
+def test_lipschitz_constant_is_the_largest_absolute_slope():
+    # Kills `max(slope_sup, -slope_inf)` -> `max(slope_sup, slope_inf)`: every registered activation
+    # has slope_sup >= |slope_inf|, so only an entry whose steepest slope is negative tells them apart.
+    # Reference: L_sigma = sup_t |f'(t)| (theory/activations.py, Activation.lipschitz), here 2.
+    from theory.activations import Activation
+
+    steep_down = Activation("test", "-2 t on t < 0, t / 2 after", 0.5, -2.0, "exact", None, 1.0, "constructed")
+    assert steep_down.lipschitz == 2.0
