@@ -97,3 +97,76 @@ def test_lipschitz_constant_is_the_largest_absolute_slope():
 
     steep_down = Activation("test", "-2 t on t < 0, t / 2 after", 0.5, -2.0, "exact", None, 1.0, "constructed")
     assert steep_down.lipschitz == 2.0
+
+
+# ------------------------------------------------------------------ regimes: the norms inside Edelman's bound
+
+
+@pytest.mark.parametrize("regime, symbol, want", [
+    # Edelman et al. (2022) with alpha_l = 1 and tau_l = 3 ||W^T||_{2,1}^(2/3); the Rademacher bound is
+    # sqrt(cover), cover ~ (sum_l tau_l)^3, so it scales as ||W^T||_{2,1}^1. By the regime's definition
+    # (tests/test_derive_values.py::test_regimes_values states the same bounds): ||W^T||_{2,1} <= sqrt(N) F
+    # (Frobenius), sqrt(N r) s (rank), N s (spectral): F^1, s^1 and r^(1/2), s^1.
+    ("frobenius", "F", 1), ("rank", "s", 1), ("rank", "r_rank", sp.Rational(1, 2)), ("spectral", "s", 1),
+])
+def test_edelman_regime_scales_with_the_stated_norm(regime, symbol, want):
+    from theory import regimes
+
+    expr = regimes.edelman_rademacher(regime)
+    sym = next(x for x in expr.free_symbols if x.name == symbol)
+    assert regimes.exponent(expr, sym) == want
+
+
+# ------------------------------------------------------------------ scaling and the derive symbol table
+
+
+def test_score_scale_accepts_one_dimensional_heads():
+    # head_dim = 1 is a legal head (1/sqrt(1) = 1, transformers' default scaling); only head_dim < 1 is refused.
+    from theory.scaling import score_scale
+
+    assert score_scale({"model_type": "bert"}, layer_idx=0, head_dim=1) == 1.0
+    with pytest.raises(ValueError, match="head_dim"):
+        score_scale({"model_type": "bert"}, layer_idx=0, head_dim=0)
+
+
+def test_derive_symbol_table_names_bound_variables_not_limits():
+    # thm31's complexity is Sum(..., (j, 1, J)): its summation variable is j; a limit (1 or J) is not a name.
+    from theory import derive
+
+    rows = derive.render(derive.derive_target("thm31"), "json")["symbols"]
+    names = {r["name"]: r["meaning"] for r in rows}
+    assert names.get("j") == "summation or integration variable"
+    assert all(n.isidentifier() for n in names)
+
+
+@pytest.mark.parametrize("regime", ["frobenius", "rank", "spectral"])
+def test_edelman_regime_is_written_in_the_width_N(regime):
+    # Edelman et al.'s log(d m T) has d = N (the width) and m = n T in the regime table; a symbol left
+    # over (for example `d` when the substitution misses it) would hide a width dependence inside the log.
+    from theory import regimes
+
+    names = {x.name for x in regimes.edelman_rademacher(regime).free_symbols}
+    assert "d" not in names and "m" not in names
+    assert "N" in names
+
+
+# Counts are positive integers and norms are positive (MATH.md section 1: W is a x b of rank r, n sequences
+# of T tokens, width N, L layers, H heads; s, F and the per-head spectral norms are norms of non-zero
+# matrices). SymPy simplifies the derived forms under these assumptions, so a dropped one changes the
+# printed forms the numeric side is generated from.
+COUNTS = ("a", "b", "r", "m", "n", "T", "N", "L", "J", "H", "M", "d", "d_h", "d_ff", "grid_size", "groups")
+NORMS = ("s", "F", "B", "s_qk", "s_vo", "s_1", "s_2", "R", "eps", "B_out", "gamma", "delta")
+
+
+@pytest.mark.parametrize("name", COUNTS)
+def test_counts_are_positive_integers(name):
+    from theory.symbols import SYMBOLS
+
+    assert SYMBOLS[name].is_positive is True and SYMBOLS[name].is_integer is True
+
+
+@pytest.mark.parametrize("name", NORMS)
+def test_norms_and_scales_are_positive(name):
+    from theory.symbols import SYMBOLS
+
+    assert SYMBOLS[name].is_positive is True
