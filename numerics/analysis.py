@@ -43,8 +43,9 @@ from numerics.bounds.theorem31 import (BoundSettings, PosthocResult, coefficient
 from numerics.io.checkpoint import open_checkpoint
 from numerics.io.resolve import resolve_source
 from numerics.spectra.pipeline import checkpoint_spectra
+from theory.activations import activation
 
-__all__ = ["Analysis", "analyze", "evaluate_bounds", "theorem_inputs"]
+__all__ = ["Analysis", "analyze", "describe_network", "evaluate_bounds", "network_inputs", "theorem_inputs"]
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,8 @@ class Analysis:
     """Everything ``specbound analyze`` reports, as plain data.
 
     Attributes:
-        model: ``{source, architecture, num_layers, hidden_size, num_heads, head_dim, intermediate_size}``.
+        model: ``{source, architecture, num_layers, hidden_size, num_heads, num_key_value_heads, head_dim,
+            intermediate_size, network}`` (``network``: :func:`describe_network`).
         matrices: one dict per matrix: the fields of
             :meth:`numerics.spectra.stats.MatrixStats.as_dict` with ``shape = [rows, cols]``, plus
             ``approximation``, ``p_star``, ``schatten_p_at_p_star`` and ``theorem_inputs`` (see the
@@ -103,7 +105,7 @@ def evaluate_bounds(stats: Sequence[Any], *, model_info: dict[str, Any], skipped
       ValueError: no attention or feedforward matrix to bound.
     """
     num_layers, hidden = int(model_info["num_layers"]), int(model_info["hidden_size"])
-    terms, info = build_terms(stats, num_layers=num_layers, hidden_size=hidden, model=model)
+    terms, info = build_terms(stats, num_layers=num_layers, hidden_size=hidden, model=model, **network_inputs(model_info))
     if not terms:
         raise ValueError("no attention or feedforward matrices to bound.")
     post = posthoc(terms, settings)
@@ -116,6 +118,18 @@ def evaluate_bounds(stats: Sequence[Any], *, model_info: dict[str, Any], skipped
         proxies=_proxies(terms, edel, settings), skipped=[{"name": n, "reason": r} for n, r in skipped],
         settings=settings_out, singular_values={st.name: np.asarray(st.singular_values) for st in stats},
     )
+
+
+def network_inputs(model_info: dict[str, Any]) -> dict[str, Any]:
+    """The keyword arguments of :func:`numerics.bounds.terms.build_terms` that a ``model`` block's ``network``
+    (:func:`describe_network`) fixes: ``radii`` per layer and ``activation_lipschitz`` (empty without it)."""
+    network = model_info.get("network") or {}
+    out: dict[str, Any] = {}
+    if "input_norms" in network:
+        out["radii"] = [(r["attention"]["radius"], r["feedforward"]["radius"]) for r in network["input_norms"]]
+    if network.get("activation"):
+        out["activation_lipschitz"] = network["activation"]["lipschitz"]
+    return out
 
 
 def _matrix_rows(stats: Sequence[Any], terms: Sequence[MatrixTerm], post: PosthocResult, settings: BoundSettings) -> list[dict[str, Any]]:
@@ -221,5 +235,80 @@ def analyze(source: str, *, heads: int | None = None, settings: BoundSettings = 
     :func:`numerics.spectra.pipeline.checkpoint_spectra`.
     """
     ckpt = open_checkpoint(resolve_source(source), heads=heads)
-    stats = checkpoint_spectra(ckpt, executor=executor, progress=progress, leading_k=leading_k, processes=processes)
-    return evaluate_bounds(stats, model_info=ckpt.describe(), skipped=ckpt.skipped, settings=settings, model=model)
+    info = describe_network(ckpt, model)
+    fold = info["network"]["biases"] == "folded"
+    stats = checkpoint_spectra(ckpt, executor=executor, progress=progress, leading_k=leading_k, processes=processes,
+                               bias=fold)
+    skipped = list(ckpt.skipped)
+    if not fold:
+        skipped = sorted([*skipped, *((name, "bias vector (not folded: --no-bias)") for name in ckpt.bias_tensors)])
+    return evaluate_bounds(stats, model_info=info, skipped=skipped, settings=settings, model=model)
+
+
+#: What the report says about a model's position scheme.
+POSITIONS = {
+    "absolute": "absolute (added to the embeddings; nothing in the scores)",
+    "rotary": "rotary (RoPE between the folded query and key maps; the bilinear cover of W_q^T W_k is used, "
+              "see README 'The network evaluated')",
+    "relative-bias": "relative position bias: a trained table added to the scores, treated as a fixed additive "
+                     "term (a translation of the scores: it changes no Lipschitz constant and is not covered)",
+}
+
+
+def describe_network(ckpt: Any, model: ModelSettings = ModelSettings()) -> dict[str, Any]:
+    """The ``model`` block: the checkpoint's shape (:meth:`~numerics.io.checkpoint.Checkpoint.describe`) and
+    ``network``, the network as the bound evaluates it.
+
+    ``network`` holds ``biases`` (``"folded"``; ``"not folded (--no-bias)"``; ``"none in checkpoint"``),
+    ``activation`` (config key, name, registry entry and ``lipschitz``, :func:`theory.activations.activation`;
+    ``None`` when the config names none and ``model.activation_lipschitz`` is assumed), ``norm`` (kind
+    and layout), ``positions``, ``score_scales`` (per layer, :func:`theory.scaling.score_scale`) and
+    ``input_norms``: per layer and block the radius ``B`` of the rows entering it, the norm layer
+    it comes from with its ``g_inf`` and ``beta_norm`` (:func:`numerics.bounds.compiled.norm_radius`),
+    or ``--input-norm`` / ``sqrt(N)`` where the weights do not bound it.
+    """
+    info = ckpt.describe()
+    if not model.bias:
+        biases = "not folded (--no-bias)"
+    else:
+        biases = "folded" if ckpt.bias_tensors else "none in checkpoint"
+    act: dict[str, Any] | None = None
+    if ckpt.hidden_act is not None:
+        key, name = ckpt.hidden_act
+        entry = activation(name)
+        act = {"config_key": key, "name": name, "registry": entry.key, "lipschitz": entry.lipschitz,
+               "status": entry.status, "gated": ckpt.num_ff1 > 1}
+    radii: list[dict[str, Any]] = []
+    blocks = ckpt.block_inputs()
+    for layer in range(ckpt.num_layers):
+        row: dict[str, Any] = {}
+        for b in blocks[2 * layer: 2 * layer + 2]:
+            row[b.block] = _block_radius(b, ckpt.hidden_size, model)
+        radii.append(row)
+    info["network"] = {
+        "biases": biases,
+        "activation": act,
+        "norm": info.pop("norm"),
+        "positions": POSITIONS[info.pop("positions")],
+        "score_scales": info.pop("score_scales"),
+        "input_norms": radii,
+        "lipschitz_model": "norm layers as projections onto the ball of radius B (Edelman et al. 2022); "
+                           "a true LayerNorm is g_inf/std_min-Lipschitz (theory.normlayers)",
+    }
+    return info
+
+
+def _block_radius(block: Any, hidden: int, model: ModelSettings) -> dict[str, Any]:
+    """The radius of the rows entering one block, and where it comes from."""
+    if model.input_norm is not None:
+        return {"radius": float(model.input_norm), "source": "--input-norm"}
+    norm = block.norm
+    if norm is None:
+        return {"radius": math.sqrt(hidden), "source": f"assumed sqrt(N): no norm layer feeds it ({block.where})"}
+    radius = compiled.norm_radius(norm.kind, N=norm.width, g_inf=norm.gain_inf, beta_norm=norm.bias_norm)
+    out: dict[str, Any] = {"radius": radius, "source": norm.name, "kind": norm.kind, "g_inf": norm.gain_inf,
+                           "beta_norm": norm.bias_norm}
+    if block.projection is not None:
+        s, b = block.projection  # ||W y + c|| <= ||W||_2 ||y|| + ||c|| (triangle inequality)
+        out.update(radius=s * radius + b, norm_radius=radius, projection={"spectral_norm": s, "bias_norm": b})
+    return out

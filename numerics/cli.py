@@ -153,7 +153,8 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
     from numerics.bounds.terms import ModelSettings
     from numerics.bounds.theorem31 import BoundSettings
 
-    return {"settings": BoundSettings(**_given(args, *_BOUND_FIELDS)), "model": ModelSettings(**_given(args, "input_norm")),
+    model = {**_given(args, "input_norm"), **({"bias": False} if getattr(args, "no_bias", False) else {})}
+    return {"settings": BoundSettings(**_given(args, *_BOUND_FIELDS)), "model": ModelSettings(**model),
             **_given(args, "heads", "scheduler", "workers")}
 
 
@@ -305,7 +306,10 @@ def _add_bound_options(p: argparse.ArgumentParser) -> None:
     _library(p.add_argument("--tie", choices=["layer-type", "matrix", "common"], default=None,
                             help="one Schatten index per layer and type (paper), per matrix, or one for all"))
     _library(p.add_argument("--p-grid", type=_p_grid, default=None, help="comma-separated post hoc grid"))
-    p.add_argument("--input-norm", type=_real, default=None, help="bound B on token rows after LayerNorm (default sqrt(N))")
+    p.add_argument("--input-norm", type=_real, default=None,
+                   help="bound B on the rows entering every block (default: from each norm layer's trained gain and bias)")
+    p.add_argument("--no-bias", action="store_true",
+                   help="drop the biases (the bias-free idealisation) instead of folding them into the matrices")
     where = p.add_mutually_exclusive_group()
     where.add_argument("--workers", type=_positive_int_parallel, default=None, help="local threads for the per-matrix work (default: all cores)")
     where.add_argument("--scheduler", default=None, metavar="ADDRESS",

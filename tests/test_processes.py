@@ -208,7 +208,7 @@ def test_the_calling_process_loads_only_the_attention_matrices(tmp_path, spy, mo
     stats = checkpoint_spectra(ckpt, processes=2)
     assert len(stats) == 2 * (4 + 2 * 3 + 2) and spy[0].ran_remotely == 2 * 6
     assert loaded and not any("intermediate" in n or n.endswith("output.dense.weight") and "attention" not in n for n in loaded)
-    assert len(loaded) == 2 * 4  # q, k, v, o of each layer, for the per-head products
+    assert len(loaded) == 2 * 8  # q, k, v, o of each layer and their biases, for the per-head products
 
 
 def test_cancel_drops_queued_jobs_and_stops_the_workers(tmp_path):

@@ -8,6 +8,7 @@ import statistics
 import numpy as np
 import pytest
 
+from numerics.analysis import network_inputs
 from numerics.bounds import BoundSettings, rademacher
 from numerics.bounds import build_terms
 from numerics.report.tables import summary_markdown
@@ -38,7 +39,8 @@ def test_c7_post_hoc_index_on_real_weights(checkpoint, request, record_property)
     record_property(f"c7_fraction_p0_{checkpoint}", json.dumps(fractions))
     assert f"ff: {fractions['ff']:.2f}" in summary_markdown(a)
     # coordinate-wise optimality of the reported choice, recomputed from the spectra
-    terms, _ = build_terms(stats_from_analysis(a), num_layers=a.model["num_layers"], hidden_size=a.model["hidden_size"])
+    terms, _ = build_terms(stats_from_analysis(a), num_layers=a.model["num_layers"], hidden_size=a.model["hidden_size"],
+                           **network_inputs(a.model))
     cfg = BoundSettings()
     p_now = np.array([groups[t.group] for t in terms])
     base = rademacher(terms, p_now, cfg).rademacher

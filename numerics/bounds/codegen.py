@@ -38,7 +38,7 @@ import scipy.special
 import sympy as sp
 
 from numerics._util.outputs import edit_text_file, safe_output_file
-from theory import baselines, composition, dudley, lipschitz, margin, thm31, thm41
+from theory import affine, baselines, composition, dudley, lipschitz, margin, normlayers, thm31, thm41
 from theory.symbols import MEANINGS, SYMBOLS
 
 __all__ = ["FORMS", "Form", "TARGET", "derive_forms", "fingerprint", "lambdify_form", "log_form", "log_space", "main",
@@ -177,6 +177,28 @@ def _steps() -> list[Form]:
             Form(f"lip.input.{kind}", f"input_scale_{kind}", _names(scale),
                  f"The bound on the rows a ``{kind}`` matrix sees.",
                  f'theory.lipschitz.input_scale("{kind}")', partial(lipschitz.input_scale, kind)),
+        ]
+    forms += [
+        Form("affine.head.log", "log_head_lipschitz_folded", ("log_B", "log_s_qk", "log_s_vo"),
+             "``log(s_vo (1 + 4 (B^2 + 1) s_qk))``: one head's constant with biases folded (rows ``[x; 1]``).",
+             "numerics.bounds.codegen.log_form(theory.affine.attention_head_lipschitz(bias=True))",
+             lambda: log_form(affine.attention_head_lipschitz(bias=True), ("B", "s_qk", "s_vo"))),
+        Form("norm.layernorm", "layernorm_radius", ("N", "beta_norm", "g_inf"),
+             "``g_inf sqrt(N) + beta_norm``: the radius of a LayerNorm's outputs from its gain and bias.",
+             "theory.normlayers.layernorm_radius()", normlayers.layernorm_radius),
+        Form("norm.rmsnorm", "rmsnorm_radius", ("N", "g_inf"),
+             "``g_inf sqrt(N)``: the radius of an RMSNorm's outputs from its gain.",
+             "theory.normlayers.rmsnorm_radius()", normlayers.rmsnorm_radius),
+    ]
+    for kind in ("qk", "vo", "ff1", "ff2"):
+        local, scale = affine.local_factor(kind, bias=True), affine.input_scale(kind, bias=True)
+        forms += [
+            Form(f"affine.local.{kind}", f"local_factor_{kind}_folded", _names(local),
+                 f"The local factor of a ``{kind}`` matrix with biases folded (rows ``[x; 1]``).",
+                 f'theory.affine.local_factor("{kind}", bias=True)', partial(affine.local_factor, kind, bias=True)),
+            Form(f"affine.input.{kind}", f"input_scale_{kind}_folded", _names(scale),
+                 f"The bound on the homogeneous rows a folded ``{kind}`` matrix sees.",
+                 f'theory.affine.input_scale("{kind}", bias=True)', partial(affine.input_scale, kind, bias=True)),
         ]
     for kind in ("bilinear", "vector"):
         forms += [

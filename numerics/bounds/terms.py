@@ -46,14 +46,22 @@ class ModelSettings:
     """Modelling constants of the Lipschitz model.
 
     Attributes:
-        input_norm: ``B``, bound on token rows after LayerNorm; ``None`` means ``sqrt(N)``.
-        activation_lipschitz: ``L_sigma`` (GELU: 1.13).
+        input_norm: ``B``, bound on token rows after LayerNorm, for every block; ``None``: read each
+            block's radius from the trained gain and bias of the norm that feeds it
+            (:func:`numerics.bounds.compiled.norm_radius`), ``sqrt(N)`` where no norm feeds a block.
+        activation_lipschitz: ``L_sigma`` (GELU: 1.13), used when the config names no activation
+            (:mod:`theory.activations` gives it otherwise).
+        bias: fold each bias into its matrix by homogeneous coordinates (:mod:`theory.affine`);
+            ``False`` keeps the bias-free idealisation (``specbound analyze --no-bias``).
     """
 
     input_norm: float | None = None
     activation_lipschitz: float = 1.13
+    bias: bool = True
 
     def __post_init__(self) -> None:
+        if not isinstance(self.bias, bool):
+            raise ValueError(f"bias={self.bias!r} must be True or False.")
         for name in ("input_norm", "activation_lipschitz"):
             v = getattr(self, name)
             if v is None and name == "input_norm":
@@ -124,21 +132,22 @@ def _log(x: float) -> float:
 
 
 def _layer_lipschitz_logs(heads: dict[tuple[int, str, int | None], float], ff: dict[tuple[int, str], float],
-                          num_layers: int, B: float, L_sigma: float) -> tuple[np.ndarray, np.ndarray]:
+                          num_layers: int, B: Sequence[float], L_sigma: float, *, bias: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """log Lipschitz constants of each layer's attention block and feedforward block.
 
     Each head's constant, the feedforward branch's and the residual ``1 + branch`` are the forms
-    of :mod:`theory.lipschitz` (compiled, in log space: ``B`` and the norms may be huge); the sum
-    over a layer's heads is a log-sum-exp (pinned to
+    of :mod:`theory.lipschitz` (with ``bias``: :mod:`theory.affine`, rows ``[x; 1]``; compiled, in log
+    space: ``B`` and the norms may be huge); ``B[layer]`` bounds the rows entering the layer's
+    attention block. The sum over a layer's heads is a log-sum-exp (pinned to
     :func:`theory.lipschitz.attention_block_lipschitz` by ``tests/test_lipschitz.py``).
     """
     terms: list[list[float]] = [[] for _ in range(num_layers)]
-    log_B = math.log(B)
     with np.errstate(divide="ignore"):
         for (layer, kind, h), s_vo in heads.items():
             if kind == "vo" and s_vo > 0:
                 terms[layer].append(float(compiled.log_head_lipschitz(
-                    log_B=log_B, log_s_qk=_log(heads.get((layer, "qk", h), 0.0)), log_s_vo=math.log(s_vo))))
+                    log_B=math.log(B[layer]), log_s_qk=_log(heads.get((layer, "qk", h), 0.0)), log_s_vo=math.log(s_vo),
+                    bias=bias)))
         log_heads = np.array([float(logsumexp(t)) if t else -math.inf for t in terms])
         log_branch = np.array([float(compiled.log_feedforward_lipschitz(
             log_L_sigma=math.log(L_sigma), log_s_1=_log(ff.get((layer, "ff1"), 0.0)), log_s_2=_log(ff.get((layer, "ff2"), 0.0))))
@@ -151,19 +160,52 @@ def _floored_log(x: float) -> float:
     return math.log(x or 1e-300)
 
 
-def build_terms(stats: Sequence[Any], *, num_layers: int, hidden_size: int, model: ModelSettings = ModelSettings()) -> tuple[list[MatrixTerm], dict[str, Any]]:
+def _folded(stats: Sequence[Any], hidden_size: int) -> bool:
+    """Whether the statistics are of folded matrices (:mod:`theory.affine`): the per-head and first feedforward
+    matrices then have ``N + 1`` rows (``[x; 1]``), else ``N``."""
+    rows = {int(st.shape[0]) for st in stats if st.kind in ("qk", "vo", "ff1")}
+    if not rows <= {hidden_size, hidden_size + 1} or len(rows) > 1:
+        raise ValueError(f"the per-head and first feedforward matrices have {sorted(rows)} rows; expected all "
+                         f"{hidden_size} (bias-free) or all {hidden_size + 1} (biases folded), N = {hidden_size}.")
+    return rows == {hidden_size + 1}
+
+
+def build_terms(stats: Sequence[Any], *, num_layers: int, hidden_size: int, model: ModelSettings = ModelSettings(),
+                bias: bool | None = None, radii: Sequence[tuple[float, float]] | None = None,
+                activation_lipschitz: float | None = None) -> tuple[list[MatrixTerm], dict[str, Any]]:
     """Turn per-matrix statistics into :class:`MatrixTerm` records with propagation factors.
 
     ``rho_j`` is :func:`theory.lipschitz.propagation_factor`: the local factor
     (:func:`theory.lipschitz.local_factor`, compiled) times the product of the constants of
     every later block (a cumulative sum of logs, :func:`log_after`); the input scale is
-    :func:`theory.lipschitz.input_scale` (compiled). Returns the terms and a dict of the
-    per-layer log Lipschitz constants (for reports).
+    :func:`theory.lipschitz.input_scale` (compiled). When the statistics are of folded matrices
+    (``N + 1`` rows; ``bias``, if given, must say the same) the forms of :mod:`theory.affine`
+    replace them: every row bound ``B`` becomes ``sqrt(B^2 + 1)``.
+
+    ``radii``: per layer, ``(B_attention, B_feedforward)``, the bounds on the rows entering each
+    block (read from the norm layers); ``model.input_norm``, when set, overrides them, and without
+    either every block gets ``sqrt(N)``. ``activation_lipschitz``: ``L_sigma`` read from the config
+    (default ``model.activation_lipschitz``). Returns the terms and a dict of the per-layer log
+    Lipschitz constants and radii (for reports).
     """
-    B = model.input_norm if model.input_norm is not None else math.sqrt(hidden_size)
-    Ls = model.activation_lipschitz
+    folded = _folded(stats, hidden_size)
+    if bias is not None and bias != folded:
+        raise ValueError(f"bias={bias!r} but the statistics are of {'folded' if folded else 'bias-free'} matrices "
+                         f"(a per-head or first feedforward matrix has {hidden_size + folded} rows, N = {hidden_size}).")
+    if model.input_norm is not None or radii is None:
+        B_all = model.input_norm if model.input_norm is not None else math.sqrt(hidden_size)
+        radii = [(B_all, B_all)] * num_layers
+    if len(radii) != num_layers:
+        raise ValueError(f"radii has {len(radii)} entries; expected one per layer ({num_layers}).")
+    for r in radii:
+        for v in r:
+            if not (0 <= v <= MAX_MODEL_CONSTANT):
+                raise ValueError(f"radius {v!r} must be non-negative and at most {MAX_MODEL_CONSTANT:.0e}.")
+    # a zero radius (a norm layer with zero gain and bias): its rows are 0; the logs need a positive floor
+    radii = [(max(a, 1e-300), max(f, 1e-300)) for a, f in radii]
+    Ls = model.activation_lipschitz if activation_lipschitz is None else activation_lipschitz
     head_norm, ff_norm = _norm_tables(stats)
-    log_attn, log_ff = _layer_lipschitz_logs(head_norm, ff_norm, num_layers, B, Ls)
+    log_attn, log_ff = _layer_lipschitz_logs(head_norm, ff_norm, num_layers, [r[0] for r in radii], Ls, bias=folded)
     # log of the product of every block after (layer, block): block 0 = attention, 1 = feedforward
     after = log_after(np.stack([log_attn, log_ff], axis=1).ravel())
     terms = []
@@ -171,18 +213,23 @@ def build_terms(stats: Sequence[Any], *, num_layers: int, hidden_size: int, mode
         if st.kind not in GROUP_OF_KIND:
             continue
         layer = st.layer
+        B = radii[layer][0] if st.kind in ("qk", "vo") else radii[layer][1]
         values = {"B": B, "L_sigma": Ls, "s_vo": head_norm.get((layer, "vo", st.head), 0.0),
                   "s_1": ff_norm[(layer, "ff1")] if st.kind == "ff2" else 0.0,
                   "s_2": ff_norm[(layer, "ff2")] if st.kind == "ff1" else 0.0}
-        local = _floored_log(compiled.local_factor(st.kind, **values))
+        local = _floored_log(compiled.local_factor(st.kind, bias=folded, **values))
         downstream = after[2 * layer] if st.kind in ("qk", "vo") else after[2 * layer + 1]
-        scale = compiled.input_scale(st.kind, **values)
+        scale = compiled.input_scale(st.kind, bias=folded, **values)
         terms.append(MatrixTerm(
             name=st.name, kind=st.kind, shape=tuple(st.shape), rank_bound=int(st.rank_bound),
             singular_values=np.asarray(st.singular_values, dtype=np.float64), rank=int(st.rank),
             log_rho=float(local + downstream), input_scale=float(scale if scale > 0 else 1e-300),
             group=f"layer{layer}/{GROUP_OF_KIND[st.kind]}",
         ))
-    info = {"input_norm": B, "activation_lipschitz": Ls, "log_lipschitz_attention": log_attn.tolist(),
-            "log_lipschitz_feedforward": log_ff.tolist()}
+    largest = max(max(r) for r in radii) if radii else math.sqrt(hidden_size)
+    # the baselines see the same (folded) matrices: their row bound is that of the rows entering them
+    info = {"input_norm": compiled.input_scale("qk", bias=folded, B=largest), "largest_radius": largest,
+            "input_norms": [{"attention": r[0], "feedforward": r[1]} for r in radii],
+            "activation_lipschitz": Ls, "bias_folded": folded,
+            "log_lipschitz_attention": log_attn.tolist(), "log_lipschitz_feedforward": log_ff.tolist()}
     return terms, info

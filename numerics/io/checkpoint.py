@@ -49,8 +49,10 @@ from numerics._util.checks import check_count, is_int
 from numerics.errors import CheckpointError
 from numerics.io import hub
 from numerics.io.safetensors_reader import FLOAT_DTYPES, TensorInfo, load_tensor, read_header
+from theory.activations import activation
+from theory.scaling import score_scale
 
-__all__ = ["LayerWeights", "Checkpoint", "MatrixSource", "open_checkpoint"]
+__all__ = ["LayerWeights", "Checkpoint", "MatrixSource", "VectorSource", "NormLayer", "BlockInput", "open_checkpoint"]
 
 #: Stored float dtypes from most to least precise (used to pick a layer's rank tolerance).
 _PRECISION_ORDER: tuple[str, ...] = ("F64", "F32", "F16", "BF16")
@@ -58,6 +60,23 @@ _PRECISION_ORDER: tuple[str, ...] = ("F64", "F32", "F16", "BF16")
 _SINGLE_FILE = "model.safetensors"
 _INDEX_FILE = "model.safetensors.index.json"
 _REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+@dataclass(frozen=True)
+class VectorSource:
+    """Where one bias or norm vector comes from (a 1-D tensor, or a slice of a packed one)."""
+
+    path: Path
+    tensor: str
+    info: TensorInfo
+    columns: tuple[int, int] | None = None
+
+    def load(self) -> np.ndarray:
+        """The vector, float64, read-only (checked for NaN and Inf)."""
+        v = load_tensor(self.path, self.tensor, self.info)
+        if self.columns is not None:
+            v = v[self.columns[0] : self.columns[1]]
+        return _frozen(np.ascontiguousarray(v))
 
 
 @dataclass(frozen=True)
@@ -77,6 +96,10 @@ class MatrixSource:
       columns: ``(start, stop)`` for a matrix split from a packed tensor (after the
         transpose), else ``None``.
       role: what the matrix is in its layer: ``q``, ``k``, ``v``, ``o``, ``ff1`` or ``ff2``.
+      bias: the bias to fold in as one more row (``[W; b^T]``, :func:`theory.affine.fold_affine`),
+        or ``None``.
+      zero_row: without ``bias``, fold a zero bias (a matrix without a bias tensor, in a model
+        whose other biases are folded).
     """
 
     path: Path
@@ -85,22 +108,28 @@ class MatrixSource:
     transpose: bool = False
     columns: tuple[int, int] | None = None
     role: str = ""
+    bias: VectorSource | None = None
+    zero_row: bool = False
 
     @property
     def shape(self) -> tuple[int, int]:
-        """The matrix's shape ``[in, out]``, from the header (nothing is read)."""
+        """The matrix's shape ``[in, out]`` (``[in + 1, out]`` with its bias folded), from the header."""
         rows, cols = (self.info.shape[1], self.info.shape[0]) if self.transpose else (self.info.shape[0], self.info.shape[1])
         if self.columns is not None:
             cols = self.columns[1] - self.columns[0]
-        return (int(rows), int(cols))
+        return (int(rows) + (self.bias is not None or self.zero_row), int(cols))
 
     def load(self) -> np.ndarray:
-        """The matrix, float64, row-vector ``[in, out]``, read-only.
+        """The matrix, float64, row-vector ``[in, out]`` (its bias appended as a last row if set), read-only.
 
         Raises:
           CheckpointError: the tensor contains NaN or Inf, or its file shrank.
         """
-        return _frozen(self.view(load_tensor(self.path, self.tensor, self.info)))
+        w = self.view(load_tensor(self.path, self.tensor, self.info))
+        if self.bias is not None or self.zero_row:
+            row = self.bias.load() if self.bias is not None else np.zeros(w.shape[1])
+            return _frozen(np.concatenate([w, row[None, :]], axis=0))
+        return _frozen(w)
 
     def view(self, w: np.ndarray) -> np.ndarray:
         """This matrix within ``w``, the whole tensor as stored: transposed to ``[in, out]`` and
@@ -137,6 +166,13 @@ class LayerWeights:
       feedforward_loaded: ``False`` when the layer was loaded with ``feedforward=False``:
         ``ff1`` and ``ff2`` are then empty and the feedforward matrices are known only by their
         ``sources``.
+      biases: the bias vectors present in the checkpoint, keyed like ``sources`` (``q``: ``[H d_h]``,
+        ``k``/``v``: ``[H_kv d_h]``, ``o``: ``[N]``, an ``ff1``/``ff2`` tensor name: its output width);
+        a matrix without a bias has no entry.
+      bias_sources: where each of ``biases`` was read from.
+      score_scale: the factor multiplying ``<W_q x, W_k y>`` in this layer
+        (:func:`theory.scaling.score_scale` of ``config.json``); ``None`` for layers built by hand
+        (then the default rule, ``1/sqrt(d_h)``).
 
     The arrays are read-only.
     """
@@ -153,6 +189,49 @@ class LayerWeights:
     dtype: str = "F64"
     sources: Mapping[str, MatrixSource] = field(default_factory=lambda: MappingProxyType({}), repr=False)
     feedforward_loaded: bool = True
+    biases: Mapping[str, np.ndarray] = field(default_factory=lambda: MappingProxyType({}), repr=False)
+    bias_sources: Mapping[str, VectorSource] = field(default_factory=lambda: MappingProxyType({}), repr=False)
+    score_scale: float | None = None
+
+
+@dataclass(frozen=True)
+class NormLayer:
+    """A norm layer's trained gain and bias, summarised for its radius (:mod:`theory.normlayers`).
+
+    Attributes:
+      name: the norm's key stem (``"encoder.layer.0.output.LayerNorm"``).
+      kind: ``"layernorm"`` or ``"rmsnorm"``.
+      width: ``N``, the length of its gain.
+      gain_inf: ``||gamma||_inf``.
+      bias_norm: ``||beta||_2`` (0 without a bias, always 0 for RMSNorm).
+    """
+
+    name: str
+    kind: str
+    width: int
+    gain_inf: float
+    bias_norm: float
+
+
+@dataclass(frozen=True)
+class BlockInput:
+    """What feeds one block (attention or feedforward) of one layer.
+
+    Attributes:
+      layer: the layer index; block: ``"attention"`` or ``"feedforward"``.
+      norm: the norm layer whose output the block reads (:class:`NormLayer`), or ``None`` when no
+        norm precedes it (post-LN layer 0 of a ``torch.nn.TransformerEncoder``, or a checkpoint
+        without its norm tensors): its radius is then not determined by the weights.
+      projection: ``(spectral norm, bias norm)`` of a linear map between the norm and the block
+        (ELECTRA's ``embeddings_project``), else ``None``.
+      where: which norm feeds it, as :func:`theory.normlayers.block_input_norm` names it.
+    """
+
+    layer: int
+    block: str
+    norm: NormLayer | None
+    projection: tuple[float, float] | None
+    where: str
 
 
 @dataclass(frozen=True, eq=False)
@@ -174,6 +253,12 @@ class Checkpoint:
       prefix: detected key prefix (``""``, ``"bert."``, ...).
       dtype: least precise stored dtype among the analysed matrices.
       config: the parsed ``config.json`` (empty mapping if none).
+      score_scales: per layer, the factor multiplying the scores (:func:`theory.scaling.score_scale`).
+      hidden_act: ``(config key, activation name)`` of the feedforward activation (checked against
+        :func:`theory.activations.activation`: an unknown name is refused), ``None`` if the config names none.
+      bias_tensors: the bias vectors of the analysed matrices present in the checkpoint (folded
+        by default; listed as skipped with ``bias=False``).
+      norm_tensors: the gain and bias vectors of the norm layers that feed the blocks.
     """
 
     source: str
@@ -190,6 +275,10 @@ class Checkpoint:
     prefix: str = ""
     dtype: str = "F32"
     config: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}), repr=False)
+    score_scales: tuple[float, ...] = ()
+    hidden_act: tuple[str, str] | None = None
+    bias_tensors: tuple[str, ...] = ()
+    norm_tensors: tuple[str, ...] = ()
     _plan: tuple[tuple[tuple[MatrixSpec, str], ...], ...] = field(default=(), repr=False)
     _tensors: Mapping[str, tuple[Path, TensorInfo]] = field(
         default_factory=lambda: MappingProxyType({}), repr=False
@@ -215,17 +304,79 @@ class Checkpoint:
         """Number of FF2-type matrices per layer."""
         return len(self.map.specs("ff2"))
 
+    @property
+    def norm_layout(self) -> str | None:
+        """``"post"`` or ``"pre"`` (``norm_first`` of the config for the torch encoder); ``None``: unknown."""
+        norms = self.map.norms
+        if norms is None:
+            return None
+        if norms.layout == "config":
+            return "pre" if self.config.get("norm_first") is True else "post"
+        return norms.layout
+
     def describe(self) -> dict[str, Any]:
         """The ``model`` block of a JSON report."""
+        norms = self.map.norms
         return {
             "source": self.source,
             "architecture": self.architecture,
             "num_layers": self.num_layers,
             "hidden_size": self.hidden_size,
             "num_heads": self.num_heads,
+            "num_key_value_heads": self.num_kv_heads,
             "head_dim": self.head_dim,
             "intermediate_size": self.intermediate_size,
+            "norm": None if norms is None else {"kind": norms.kind, "layout": self.norm_layout},
+            "positions": self.map.positions,
+            "score_scales": list(self.score_scales),
         }
+
+    def block_inputs(self) -> list[BlockInput]:
+        """What feeds each block, layer by layer (attention, then feedforward): the norm layer
+        read from the weights (gain and bias), per :func:`theory.normlayers.block_input_norm`'s rule.
+
+        Raises:
+          CheckpointError: a norm tensor contains NaN or Inf.
+        """
+        norms, layout = self.map.norms, self.norm_layout
+        out: list[BlockInput] = []
+        for i in range(self.num_layers):
+            for block in ("attention", "feedforward"):
+                if norms is None or layout is None:
+                    out.append(BlockInput(i, block, None, None, "unknown"))
+                    continue
+                where = _block_input_norm(layout, block, i)
+                stem = self.prefix + self.map.layer_stem.format(i=i)
+                projection = None
+                if where == "embeddings":
+                    key = None if norms.embeddings is None else self.prefix + norms.embeddings
+                    if norms.projection is not None and self.prefix + norms.projection + ".weight" in self._tensors:
+                        projection = self._projection(self.prefix + norms.projection)
+                elif where == "previous_feedforward":
+                    key = self.prefix + self.map.layer_stem.format(i=i - 1) + norms.feedforward
+                elif where in ("own_attention_output", "own_pre_attention"):
+                    key = stem + norms.attention
+                else:
+                    key = stem + norms.feedforward
+                out.append(BlockInput(i, block, self._norm(key, norms.kind), projection, where))
+        return out
+
+    def _load(self, name: str) -> np.ndarray:
+        path, info = self._tensors[name]
+        return load_tensor(path, name, info)
+
+    def _norm(self, key: str | None, kind: str) -> NormLayer | None:
+        if key is None or key + ".weight" not in self._tensors:
+            return None
+        gain = self._load(key + ".weight")
+        has_beta = kind == "layernorm" and key + ".bias" in self._tensors
+        beta = self._load(key + ".bias") if has_beta else np.zeros(1)
+        return NormLayer(key, kind, int(gain.size), float(np.abs(gain).max()), float(np.linalg.norm(beta)))
+
+    def _projection(self, key: str) -> tuple[float, float]:
+        w = self._load(key + ".weight")
+        b = self._load(key + ".bias") if key + ".bias" in self._tensors else np.zeros(1)
+        return float(np.linalg.norm(w, 2)), float(np.linalg.norm(b))
 
     def load_layer(self, index: int, *, feedforward: bool = True) -> LayerWeights:
         """Load layer ``index`` (its matrices only) as :class:`LayerWeights`.
@@ -247,12 +398,18 @@ class Checkpoint:
         packed = False
         least = 0
         sources: dict[str, MatrixSource] = {}
+        bias_sources: dict[str, VectorSource] = {}
         for spec, name in self._plan[index]:
             path, info = self._tensors[name]
             least = max(least, _PRECISION_ORDER.index(info.dtype))
             whole = MatrixSource(path, name, info, transpose=spec.layout == "out_in", role=spec.role)
+            bias_name = _bias_name(spec, name)
+            bias = VectorSource(self._tensors[bias_name][0], bias_name, self._tensors[bias_name][1]) \
+                if bias_name in self._tensors else None
             if spec.role in ("ff1", "ff2"):
                 sources[name] = whole
+                if bias is not None:
+                    bias_sources[name] = bias
                 if feedforward:
                     (ff1 if spec.role == "ff1" else ff2).append((name, whole.load()))
                 continue
@@ -260,10 +417,15 @@ class Checkpoint:
             if spec.role == "qkv":
                 packed = True
                 for j, part in enumerate("qkv"):
-                    source = MatrixSource(path, name, info, whole.transpose, (j * inner, (j + 1) * inner), role=part)
+                    cols = (j * inner, (j + 1) * inner)
+                    source = MatrixSource(path, name, info, whole.transpose, cols, role=part)
                     mats[part], names[part], sources[part] = _frozen(source.view(raw)), name, source
+                    if bias is not None:
+                        bias_sources[part] = VectorSource(bias.path, bias.tensor, bias.info, cols)
             else:
                 mats[spec.role], names[spec.role], sources[spec.role] = _frozen(whole.view(raw)), name, whole
+                if bias is not None:
+                    bias_sources[spec.role] = bias
         return LayerWeights(
             index=index,
             q=mats["q"],
@@ -277,12 +439,34 @@ class Checkpoint:
             dtype=_PRECISION_ORDER[least],
             sources=MappingProxyType(sources),
             feedforward_loaded=feedforward,
+            biases=MappingProxyType({key: src.load() for key, src in bias_sources.items()
+                                     if feedforward or key in ("q", "k", "v", "o")}),
+            bias_sources=MappingProxyType(bias_sources),
+            score_scale=self.score_scales[index] if self.score_scales else None,
         )
 
     def iter_layers(self, *, feedforward: bool = True) -> Iterator[LayerWeights]:
         """Yield the layers one at a time, each loaded only when it is reached (see :meth:`load_layer`)."""
         for index in range(self.num_layers):
             yield self.load_layer(index, feedforward=feedforward)
+
+
+def _bias_name(spec: MatrixSpec, name: str) -> str:
+    """The bias tensor of the matrix ``name`` (:attr:`MatrixSpec.bias_key` under the same stem)."""
+    return name[: len(name) - len(spec.key)] + spec.bias_key
+
+
+_POST_LN = {("attention", True): "embeddings", ("attention", False): "previous_feedforward",
+            ("feedforward", True): "own_attention_output", ("feedforward", False): "own_attention_output"}
+
+
+def _block_input_norm(layout: str, block: str, layer: int) -> str:
+    """Which norm feeds ``block`` of ``layer``: the rule of :func:`theory.normlayers.block_input_norm`
+    (a lookup, kept here because the numeric path does not import SymPy; ``tests/test_network_norms.py``
+    checks the two agree)."""
+    if layout == "pre":
+        return "own_pre_attention" if block == "attention" else "own_pre_feedforward"
+    return _POST_LN[(block, layer == 0)]
 
 
 def _frozen(a: np.ndarray) -> np.ndarray:
@@ -477,7 +661,12 @@ def open_checkpoint(
     num_heads, num_kv_heads, head_dim = _head_counts(widths, config, heads, resolved)
     _check_config_widths(config, widths, resolved.config)
     analysed = {name for row in plan for _, name in row}
-    skipped = tuple(sorted((name, skip_reason(name)) for name in tensors if name not in analysed))
+    biases = _check_biases(plan, tensors, resolved)
+    norms = _norm_tensors(match, len(plan), tensors)
+    scales = _score_scales(config, len(plan), head_dim, resolved.config)
+    hidden_act = _activation(config, resolved.config)
+    skipped = tuple(sorted((name, skip_reason(name)) for name in tensors
+                           if name not in analysed and name not in biases and name not in norms))
     model_type = config.get("model_type")
     return Checkpoint(
         source=os.fspath(source),
@@ -494,6 +683,10 @@ def open_checkpoint(
         prefix=match.prefix,
         dtype=widths.dtype,
         config=MappingProxyType(config),
+        score_scales=scales,
+        hidden_act=hidden_act,
+        bias_tensors=tuple(sorted(biases)),
+        norm_tensors=tuple(sorted(norms)),
         _plan=tuple(plan),
         _tensors=MappingProxyType(tensors),
     )
@@ -626,6 +819,61 @@ def _head_counts(widths: _Widths, config: Mapping[str, Any], heads: int | None, 
             cfg_where, f"num_key_value_heads={config_kv} disagrees with the weights ({num_kv_heads} key/value heads)"
         )
     return num_heads, num_kv_heads, head_dim
+
+
+def _check_biases(plan: _Plan, tensors: _Tensors, resolved: _Resolved) -> set[str]:
+    """The bias vectors of the analysed matrices that the checkpoint holds; each must be a vector of
+    the matrix's output width."""
+    found: set[str] = set()
+    for layer_plan in plan:
+        for spec, name in layer_plan:
+            bias = _bias_name(spec, name)
+            if bias not in tensors:
+                continue
+            path, info = tensors[bias]
+            width = tensors[name][1].shape[0 if spec.layout == "out_in" else 1]
+            if info.dtype not in FLOAT_DTYPES or tuple(info.shape) != (width,):
+                raise CheckpointError(path, f"has shape {list(info.shape)} and dtype {info.dtype}; the bias of "
+                                      f"{name} must be a float vector of length {width}", tensor=bias)
+            found.add(bias)
+    return found
+
+
+def _norm_tensors(match: KeyMatch, num_layers: int, tensors: _Tensors) -> set[str]:
+    """The gain and bias tensors of the norm layers that feed the blocks (read for the radii)."""
+    norms = match.architecture.norms
+    if norms is None:
+        return set()
+    stems = [match.prefix + match.architecture.layer_stem.format(i=i) + n
+             for i in range(num_layers) for n in (norms.attention, norms.feedforward)]
+    stems += [match.prefix + n for n in (norms.embeddings, norms.projection) if n is not None]
+    return {f"{stem}.{part}" for stem in stems for part in ("weight", "bias") if f"{stem}.{part}" in tensors}
+
+
+def _score_scales(config: Mapping[str, Any], num_layers: int, head_dim: int, where: Path | None) -> tuple[float, ...]:
+    """The score scale of every layer (:func:`theory.scaling.score_scale`); a config key that changes the
+    scores in a way specbound does not model is refused, naming the key."""
+    try:
+        return tuple(score_scale(config, layer_idx=i, head_dim=head_dim) for i in range(num_layers))
+    except (ValueError, TypeError) as exc:
+        raise CheckpointError(where, str(exc)) from None
+
+
+#: ``config.json`` keys naming the feedforward activation, first match wins (transformers: ``hidden_act``;
+#: GPT-2: ``activation_function``; DistilBERT and torch encoder configs: ``activation``).
+ACTIVATION_KEYS = ("hidden_act", "activation_function", "activation")
+
+
+def _activation(config: Mapping[str, Any], where: Path | None) -> tuple[str, str] | None:
+    """The config's activation ``(key, name)``; a name :func:`theory.activations.activation` does not know is refused."""
+    for key in ACTIVATION_KEYS:
+        if config.get(key) is not None:
+            try:
+                activation(config[key])
+            except (ValueError, TypeError) as exc:
+                raise CheckpointError(where, f"config key {key}: {exc}") from None
+            return key, config[key]
+    return None
 
 
 def _check_config_widths(config: Mapping[str, Any], widths: _Widths, cfg_where: Path | None) -> None:

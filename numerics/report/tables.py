@@ -28,6 +28,7 @@ from numerics.montecarlo.experiment import MCResult, c9_verdict, mc_report_rows
 __all__ = [
     "TABLE_COLUMNS",
     "format_table",
+    "network_lines",
     "to_csv",
     "summary_markdown",
     "demo_summary",
@@ -69,7 +70,8 @@ def format_table(analysis: Any, *, max_name: int = 48) -> str:
     lines.append("")
     m = analysis.model
     lines.append(f"model: {m['architecture']}  L={m['num_layers']}  N={m['hidden_size']}  heads={m['num_heads']}  "
-                 f"d_h={m['head_dim']}  F={m['intermediate_size']}")
+                 f"kv_heads={m.get('num_key_value_heads', m['num_heads'])}  d_h={m['head_dim']}  F={m['intermediate_size']}")
+    lines += network_lines(m.get("network"))
     for name, b in analysis.bounds.items():
         lines.append(f"{name:>18}: complexity={_fmt(b.get('complexity'))}  log10={_fmt(b.get('log_complexity', float('nan')) / math.log(10))}  "
                      f"rademacher(valid, <= 4 B_out)={_fmt(b.get('rademacher'))}  n_nonvacuous={_n_needed(b)}  [{b.get('status')}]")
@@ -80,6 +82,27 @@ def format_table(analysis: Any, *, max_name: int = 48) -> str:
     if analysis.skipped:
         lines.append(f"{'skipped':>18}: {len(analysis.skipped)} tensors (see JSON 'skipped' for names and reasons)")
     return "\n".join(lines) + "\n"
+
+
+def network_lines(network: Mapping[str, Any] | None) -> list[str]:
+    """The network the bound evaluates, for people: biases, norm, activation, positions, scaling, radii."""
+    if not network:
+        return []
+    norm = network.get("norm")
+    act = network.get("activation")
+    act_text = (f"{act['name']} ({act['config_key']}; L_sigma={act['lipschitz']:.6g}, {act['status']}"
+                + (", gated" if act.get("gated") else "") + ")") if act else "not named in config (L_sigma assumed)"
+    scales = network.get("score_scales") or []
+    scale_text = _fmt(scales[0]) if scales and all(x == scales[0] for x in scales) else ", ".join(_fmt(x) for x in scales)
+    radii = network.get("input_norms") or []
+    radius_text = "; ".join(f"L{i}: {_fmt(r['attention']['radius'])}/{_fmt(r['feedforward']['radius'])}"
+                            for i, r in enumerate(radii))
+    return [
+        f"network: biases {network.get('biases')}  norm {norm['kind'] + ' (' + str(norm['layout']) + ')' if norm else 'unknown'}"
+        f"  activation {act_text}",
+        f"         positions {network.get('positions')}",
+        f"         score scale {scale_text}  B per layer (attention/feedforward) {radius_text}",
+    ]
 
 
 def _n_needed(bound: Mapping[str, Any]) -> str:

@@ -37,6 +37,7 @@ def checkpoint_spectra(
     single_threaded_blas: bool = True,
     leading_k: int | None = None,
     processes: int | None = None,
+    bias: bool = True,
 ) -> list[MatrixStats]:
     """Statistics of every analysed matrix of a checkpoint, computed in parallel.
 
@@ -76,6 +77,8 @@ def checkpoint_spectra(
         with an ``executor``, none. ``0``: none. A positive count is used even with an
         ``executor``, which then runs the per-head work only. Per-head work never goes to
         the processes (it scales on threads).
+      bias: fold each matrix's bias into it by homogeneous coordinates (:mod:`theory.affine`;
+        :func:`numerics.spectra.jobs.plan_layer_jobs`); ``False``: the bias-free idealisation.
 
     Returns:
       One :class:`~numerics.spectra.stats.MatrixStats` per matrix:
@@ -100,6 +103,7 @@ def checkpoint_spectra(
                     rank_rtol=rank_rtol,
                     leading_k=leading_k,
                     from_sources=whole_pool is not None,
+                    bias=bias,
                 ))
                 del layer  # the jobs hold what they need; the rest of the layer may go
                 while len(run.pending) >= layers_in_flight:
