@@ -76,10 +76,20 @@ class Analysis:
     settings: dict[str, Any]
     singular_values: dict[str, np.ndarray] = field(repr=False, default_factory=dict)
 
-    def to_json(self) -> dict[str, Any]:
-        """The JSON document (finite floats only; ``null`` where a value overflowed)."""
-        return finite_json({"model": self.model, "matrices": self.matrices, "bounds": self.bounds, "proxies": self.proxies,
+    def to_json(self, *, spectra: bool = False) -> dict[str, Any]:
+        """The JSON document (finite floats only; ``null`` where a value overflowed).
+
+        With ``spectra`` every matrix row also holds its ``singular_values`` (descending, float64).
+        """
+        matrices = self.matrices
+        if spectra:
+            matrices = [{**row, "singular_values": self.spectrum(row["name"])} for row in matrices]
+        return finite_json({"model": self.model, "matrices": matrices, "bounds": self.bounds, "proxies": self.proxies,
                         "skipped": self.skipped, "settings": self.settings})
+
+    def spectrum(self, name: str) -> list[float]:
+        """The singular values of matrix ``name``, descending, as a list (``[]`` if unknown)."""
+        return sorted((float(v) for v in self.singular_values.get(name, ())), reverse=True)
 
     def to_dataframe(self) -> Any:
         """The per-matrix table as a pandas DataFrame (pandas is optional: ``pip install specbound[frames]``)."""
@@ -129,6 +139,9 @@ def network_inputs(model_info: dict[str, Any]) -> dict[str, Any]:
         out["radii"] = [(r["attention"]["radius"], r["feedforward"]["radius"]) for r in network["input_norms"]]
     if network.get("activation"):
         out["activation_lipschitz"] = network["activation"]["lipschitz"]
+        out["activation_gain"] = network["activation"]["gain"]
+    if (network.get("feedforward") or {}).get("gated"):
+        out["gate"] = network["feedforward"]["gate"]
     return out
 
 
@@ -277,7 +290,7 @@ def describe_network(ckpt: Any, model: ModelSettings = ModelSettings()) -> dict[
         key, name = ckpt.hidden_act
         entry = activation(name)
         act = {"config_key": key, "name": name, "registry": entry.key, "lipschitz": entry.lipschitz,
-               "status": entry.status, "gated": ckpt.num_ff1 > 1}
+               "gain": entry.gain, "status": entry.status, "gated": ckpt.map.gate is not None}
     radii: list[dict[str, Any]] = []
     blocks = ckpt.block_inputs()
     for layer in range(ckpt.num_layers):
@@ -292,6 +305,9 @@ def describe_network(ckpt: Any, model: ModelSettings = ModelSettings()) -> dict[
         "positions": POSITIONS[info.pop("positions")],
         "score_scales": info.pop("score_scales"),
         "input_norms": radii,
+        "feedforward": ({"gated": True, "gate": ckpt.map.gate, "model": "theory.gated: s_2 s_1 s_3 B (L_sigma + c_sigma) "
+                         "on the ball of radius B (not globally Lipschitz)"} if ckpt.map.gate is not None
+                        else {"gated": False, "model": "sigma(x W_1) W_2"}),
         "lipschitz_model": "norm layers as projections onto the ball of radius B (Edelman et al. 2022); "
                            "a true LayerNorm is g_inf/std_min-Lipschitz (theory.normlayers)",
     }

@@ -163,11 +163,11 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
 
     analysis = writers.analyze_report(args.source, out=args.out, force=args.force, plots=not args.no_plots,
                                       progress=_Progress("spectra"), **_settings(args),
-                                      **_given(args, "leading_k", "processes"))
+                                      spectra=args.spectra, **_given(args, "leading_k", "processes"))
     if args.format == "json":
-        print(json.dumps(analysis.to_json(), indent=2))
+        print(json.dumps(analysis.to_json(spectra=args.spectra), indent=2))
     elif args.format == "csv":
-        sys.stdout.write(tables.to_csv(analysis))
+        sys.stdout.write(tables.to_csv(analysis, spectra=args.spectra))
     else:
         sys.stdout.write(tables.format_table(analysis))
     if args.out is not None:
@@ -354,6 +354,8 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--format", choices=["table", "json", "csv"], default="table")
     _add_out_options(a, "folder for table, JSON, CSV and plots")
     a.add_argument("--no-plots", action="store_true", help="with --out: skip the plots")
+    a.add_argument("--spectra", action="store_true",
+                   help="add every matrix's singular values to the JSON and CSV output (and to --out's report)")
     a.add_argument("--leading-k", type=_positive_int, default=None, metavar="K",
                    help="for huge matrices: only the K leading singular values plus a certified tail bound (recorded per matrix)")
     a.add_argument("--processes", type=_parallelism, default=None, metavar="N",

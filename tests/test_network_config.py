@@ -102,3 +102,26 @@ def test_table_and_json_say_which_network_was_evaluated(tmp_path: Path) -> None:
     assert model["num_key_value_heads"] == 3 and model["network"]["biases"] == "folded"
     assert model["network"]["norm"] == {"kind": "layernorm", "layout": "post"}
     assert model["network"]["positions"].startswith("absolute")
+
+
+def test_spectra_option_puts_the_singular_values_in_json_csv_and_out(tmp_path: Path) -> None:
+    folder = _bert(tmp_path)
+    plain = analyze(str(folder), settings=FAST)
+    want = {name: sorted(values.tolist(), reverse=True) for name, values in plain.singular_values.items()}
+    code, doc, _ = run(["analyze", str(folder), "--format", "json", "--spectra", "--p-grid", "0,2"])
+    assert code == 0
+    rows = json.loads(doc)["matrices"]
+    assert {r["name"]: r["singular_values"] for r in rows} == want  # every matrix, descending, full precision
+    code, doc, _ = run(["analyze", str(folder), "--format", "json", "--p-grid", "0,2"])
+    assert "singular_values" not in json.loads(doc)["matrices"][0]  # only on request
+    code, text, _ = run(["analyze", str(folder), "--format", "csv", "--spectra", "--p-grid", "0,2"])
+    import csv
+
+    got = {r["name"]: [float(x) for x in r["singular_values"].split()] for r in csv.DictReader(io.StringIO(text))}
+    assert got == want
+    out = tmp_path / "report"
+    code, _, _ = run(["analyze", str(folder), "--spectra", "--no-plots", "--out", str(out), "--p-grid", "0,2"])
+    assert code == 0
+    saved = json.loads((out / "report.json").read_text())["matrices"]
+    assert {r["name"]: r["singular_values"] for r in saved} == want
+    assert "singular_values" in (out / "matrices.csv").read_text().splitlines()[0]

@@ -97,3 +97,31 @@ def test_which_norm_feeds_a_block_is_theorys_rule() -> None:
     # the numeric side keeps a SymPy-free copy of theory.normlayers.block_input_norm's lookup
     for layout, block, layer in itertools.product(LAYOUTS, ("attention", "feedforward"), range(3)):
         assert checkpoint_module._block_input_norm(layout, block, layer) == block_input_norm(layout, block, layer)
+
+
+def test_gated_feedforward_constant_is_theorys_and_bounds_the_model(model) -> None:
+    """LLaMA's ``W_2 (silu(W_1 x) * W_3 x)`` (biases folded): the feedforward block's constant is
+    :func:`theory.gated.lipschitz` with ``B -> sqrt(B^2 + 1)``, ``L_sigma`` SiLU's certified slope and
+    ``c_sigma = 1`` (MATH.md section 9) -- written out here -- and it bounds every difference quotient
+    of the model's own FF outputs on its own FF inputs."""
+    from numerics.analysis import analyze
+    from numerics.bounds import BoundSettings
+
+    b, refs = model("llama")
+    a = analyze(str(b.folder), settings=BoundSettings(p_grid=(0.0, 2.0), grid_points=16))
+    rows = {m["name"]: m for m in a.matrices}
+    L_sigma = a.model["network"]["activation"]["lipschitz"]
+    assert a.model["network"]["activation"]["registry"] == "silu" and a.model["network"]["feedforward"]["gated"]
+    for ref in refs.layers:
+        i = ref.index
+        s = {part: rows[f"layers.{i}.mlp.{part}_proj.weight"]["spectral_norm"] for part in ("gate", "up", "down")}
+        B = a.model["network"]["input_norms"][i]["feedforward"]["radius"]
+        want = 1 + s["down"] * s["gate"] * s["up"] * math.sqrt(B**2 + 1) * (L_sigma + 1.0)
+        assert a.settings["log_lipschitz_feedforward"][i] == pytest.approx(math.log(want), rel=1e-12)
+        x = ref.feedforward_input[refs.valid]
+        y = ref.feedforward_output[refs.valid]
+        rng = np.random.default_rng(i)
+        pairs = rng.integers(0, len(x), (2000, 2))
+        pairs = pairs[pairs[:, 0] != pairs[:, 1]]
+        ratio = np.linalg.norm(y[pairs[:, 0]] - y[pairs[:, 1]], axis=1) / np.linalg.norm(x[pairs[:, 0]] - x[pairs[:, 1]], axis=1)
+        assert ratio.max() <= want - 1  # the branch's constant (the residual adds 1)

@@ -38,7 +38,7 @@ import scipy.special
 import sympy as sp
 
 from numerics._util.outputs import edit_text_file, safe_output_file
-from theory import affine, baselines, composition, dudley, lipschitz, margin, normlayers, thm31, thm41
+from theory import affine, baselines, composition, dudley, gated, lipschitz, margin, normlayers, thm31, thm41
 from theory.symbols import MEANINGS, SYMBOLS
 
 __all__ = ["FORMS", "Form", "TARGET", "derive_forms", "fingerprint", "lambdify_form", "log_form", "log_space", "main",
@@ -200,6 +200,32 @@ def _steps() -> list[Form]:
                  f"The bound on the homogeneous rows a folded ``{kind}`` matrix sees.",
                  f'theory.affine.input_scale("{kind}", bias=True)', partial(affine.input_scale, kind, bias=True)),
         ]
+    homogeneous = affine.homogeneous_row_bound()
+    for folded, suffix in ((False, ""), (True, ".folded")):
+        row = homogeneous if folded else SYMBOLS["B"]
+        where = "rows ``[x; 1]``" if folded else "rows of norm ``<= B``"
+        origin_row = ", row_bound=theory.affine.homogeneous_row_bound()" if folded else ""
+        forms.append(Form(f"gated.lipschitz.log{suffix}", f"log_gated_lipschitz{suffix.replace('.', '_')}",
+                          ("log_B", "log_L_sigma", "log_c_sigma", "log_s_1", "log_s_2", "log_s_3"),
+                          f"``log`` of a gated feedforward branch's constant on {where}.",
+                          f"numerics.bounds.codegen.log_form(theory.gated.lipschitz({origin_row.lstrip(', ')}))",
+                          partial(_log_gated, row)))
+        for kind in gated.KINDS:
+            local = gated.local_factor(kind, row_bound=row)
+            scale = gated.input_scale(kind, row_bound=row)
+            if folded and kind == "down":  # W_2 acts on [a * g; 1] (theory.affine: FF2 on [sigma(h); 1])
+                scale = affine.homogeneous_row_bound(scale)
+            forms += [
+                Form(f"gated.local.{kind}{suffix}", f"gated_local_factor_{kind}{suffix.replace('.', '_')}", _names(local),
+                     f"The local factor of a gated block's ``{kind}`` matrix on {where}.",
+                     f'theory.gated.local_factor("{kind}"{origin_row})', partial(gated.local_factor, kind, row_bound=row)),
+                Form(f"gated.input.{kind}{suffix}", f"gated_input_scale_{kind}{suffix.replace('.', '_')}", _names(scale),
+                     f"The bound on the rows a gated block's ``{kind}`` matrix sees ({where}"
+                     + ("; ``[a * g; 1]`` for down" if folded else "") + ").",
+                     f'theory.gated.input_scale("{kind}"{origin_row})' + (" in theory.affine.homogeneous_row_bound"
+                                                                          if folded and kind == "down" else ""),
+                     partial(_gated_scale, kind, folded)),
+            ]
     for kind in ("bilinear", "vector"):
         forms += [
             Form(f"thm31.metric_points.{kind}", f"metric_points_{kind}", ("n", "T"),
@@ -252,6 +278,17 @@ def _steps() -> list[Form]:
              baselines.edelman2022_points),
     ]
     return forms
+
+
+def _log_gated(row: sp.Expr) -> sp.Expr:
+    return log_form(gated.lipschitz(row_bound=row), ("B", "L_sigma", "c_sigma", "s_1", "s_2", "s_3"))
+
+
+def _gated_scale(kind: str, folded: bool) -> sp.Expr:
+    if not folded:
+        return gated.input_scale(kind)
+    scale = gated.input_scale(kind, row_bound=affine.homogeneous_row_bound())
+    return affine.homogeneous_row_bound(scale) if kind == "down" else scale
 
 
 def _log_class_radius(kind: str) -> sp.Expr:

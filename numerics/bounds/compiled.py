@@ -52,6 +52,9 @@ __all__ = [
     "local_factor",
     "input_scale",
     "norm_radius",
+    "log_gated_lipschitz",
+    "gated_local_factor",
+    "gated_input_scale",
     "dudley_log_objective",
     "dudley_log_integral_weight",
     "trivial_bound",
@@ -299,6 +302,25 @@ def input_scale(kind: str, *, bias: bool = False, **values: float) -> float:
     homogeneous rows, :func:`theory.affine.input_scale`), from named values (``B``, ``L_sigma``, ``s_1``;
     unused names are ignored)."""
     return _evaluate(f"affine.input.{kind}" if bias else f"lip.input.{kind}", values)
+
+
+def log_gated_lipschitz(*, log_B: Any, log_L_sigma: Any, log_c_sigma: Any, log_s_1: Any, log_s_2: Any, log_s_3: Any,
+                        bias: bool = False) -> Any:
+    """``log(s_2 s_1 s_3 B (L_sigma + c_sigma))``: a gated feedforward branch on the ball (:func:`theory.gated.lipschitz`;
+    with ``bias``, ``B -> sqrt(B^2 + 1)``)."""
+    key = "gated.lipschitz.log.folded" if bias else "gated.lipschitz.log"
+    return _function(key)(log_B, log_L_sigma, log_c_sigma, log_s_1, log_s_2, log_s_3)
+
+
+def gated_local_factor(kind: str, *, bias: bool = False, **values: float) -> float:
+    """The local factor of a gated block's ``gate``, ``up`` or ``down`` matrix (:func:`theory.gated.local_factor`)."""
+    return _evaluate(f"gated.local.{kind}" + (".folded" if bias else ""), values)
+
+
+def gated_input_scale(kind: str, *, bias: bool = False, **values: float) -> float:
+    """The bound on the rows a gated block's matrix sees (:func:`theory.gated.input_scale`; with ``bias`` the
+    homogeneous rows, ``[a * g; 1]`` for ``down``)."""
+    return _evaluate(f"gated.input.{kind}" + (".folded" if bias else ""), values)
 
 
 def norm_radius(kind: str, *, N: int, g_inf: float, beta_norm: float = 0.0) -> float:

@@ -121,6 +121,17 @@ def _norm_tables(stats: Sequence[Any]) -> tuple[dict[tuple[int, str, int | None]
     return heads, ff
 
 
+def _gated_norms(stats: Sequence[Any], gate: str) -> defaultdict[int, dict[str, float]]:
+    """Per layer, the spectral norms of a gated block's ``gate`` (``W_1``), ``up`` (``W_3``) and ``down`` (``W_2``)."""
+    out: defaultdict[int, dict[str, float]] = defaultdict(lambda: {"gate": 0.0, "up": 0.0, "down": 0.0})
+    for st in stats:
+        if st.kind == "ff1":
+            out[st.layer]["gate" if st.name.endswith(gate) else "up"] += st.spectral_norm
+        elif st.kind == "ff2":
+            out[st.layer]["down"] += st.spectral_norm
+    return out
+
+
 def log_after(log_values: np.ndarray) -> np.ndarray:
     """``log`` of the product of every later entry: ``sum_{k > i} log_values[k]`` (0 for the last)."""
     return np.concatenate([np.cumsum(log_values[::-1])[::-1][1:], [0.0]])
@@ -172,7 +183,8 @@ def _folded(stats: Sequence[Any], hidden_size: int) -> bool:
 
 def build_terms(stats: Sequence[Any], *, num_layers: int, hidden_size: int, model: ModelSettings = ModelSettings(),
                 bias: bool | None = None, radii: Sequence[tuple[float, float]] | None = None,
-                activation_lipschitz: float | None = None) -> tuple[list[MatrixTerm], dict[str, Any]]:
+                activation_lipschitz: float | None = None, activation_gain: float | None = None,
+                gate: str | None = None) -> tuple[list[MatrixTerm], dict[str, Any]]:
     """Turn per-matrix statistics into :class:`MatrixTerm` records with propagation factors.
 
     ``rho_j`` is :func:`theory.lipschitz.propagation_factor`: the local factor
@@ -185,8 +197,14 @@ def build_terms(stats: Sequence[Any], *, num_layers: int, hidden_size: int, mode
     ``radii``: per layer, ``(B_attention, B_feedforward)``, the bounds on the rows entering each
     block (read from the norm layers); ``model.input_norm``, when set, overrides them, and without
     either every block gets ``sqrt(N)``. ``activation_lipschitz``: ``L_sigma`` read from the config
-    (default ``model.activation_lipschitz``). Returns the terms and a dict of the per-layer log
-    Lipschitz constants and radii (for reports).
+    (default ``model.activation_lipschitz``); ``activation_gain``: ``c_sigma`` with ``|sigma(t)| <= c_sigma |t|``
+    (default ``L_sigma``, valid for any ``L_sigma``-Lipschitz activation with ``sigma(0) = 0``).
+
+    ``gate``: the tensor-name ending of the gate matrix of a gated feedforward block
+    (``W_2 (sigma(W_1 x) * W_3 x)``, LLaMA's ``mlp.gate_proj.weight``); the block is then modelled by
+    :mod:`theory.gated` on the ball of radius ``B``: the gate is ``W_1``, the other first-layer matrix
+    ``W_3`` (up), the second-layer matrix ``W_2`` (down). Returns the terms and a dict of the per-layer
+    log Lipschitz constants and radii (for reports).
     """
     folded = _folded(stats, hidden_size)
     if bias is not None and bias != folded:
@@ -204,8 +222,16 @@ def build_terms(stats: Sequence[Any], *, num_layers: int, hidden_size: int, mode
     # a zero radius (a norm layer with zero gain and bias): its rows are 0; the logs need a positive floor
     radii = [(max(a, 1e-300), max(f, 1e-300)) for a, f in radii]
     Ls = model.activation_lipschitz if activation_lipschitz is None else activation_lipschitz
+    gain = Ls if activation_gain is None else activation_gain
     head_norm, ff_norm = _norm_tables(stats)
     log_attn, log_ff = _layer_lipschitz_logs(head_norm, ff_norm, num_layers, [r[0] for r in radii], Ls, bias=folded)
+    gated = _gated_norms(stats, gate) if gate is not None else {}
+    if gate is not None:
+        with np.errstate(divide="ignore"):
+            log_ff = np.array([float(compiled.log_residual(compiled.log_gated_lipschitz(
+                log_B=math.log(radii[layer][1]), log_L_sigma=math.log(Ls), log_c_sigma=math.log(gain),
+                log_s_1=_log(gated[layer]["gate"]), log_s_2=_log(gated[layer]["down"]), log_s_3=_log(gated[layer]["up"]),
+                bias=folded))) for layer in range(num_layers)])
     # log of the product of every block after (layer, block): block 0 = attention, 1 = feedforward
     after = log_after(np.stack([log_attn, log_ff], axis=1).ravel())
     terms = []
@@ -217,9 +243,16 @@ def build_terms(stats: Sequence[Any], *, num_layers: int, hidden_size: int, mode
         values = {"B": B, "L_sigma": Ls, "s_vo": head_norm.get((layer, "vo", st.head), 0.0),
                   "s_1": ff_norm[(layer, "ff1")] if st.kind == "ff2" else 0.0,
                   "s_2": ff_norm[(layer, "ff2")] if st.kind == "ff1" else 0.0}
-        local = _floored_log(compiled.local_factor(st.kind, bias=folded, **values))
+        if gate is not None and st.kind in ("ff1", "ff2"):
+            role = "down" if st.kind == "ff2" else "gate" if st.name.endswith(gate) else "up"
+            g = gated[layer]
+            values = {"B": B, "L_sigma": Ls, "c_sigma": gain, "s_1": g["gate"], "s_2": g["down"], "s_3": g["up"]}
+            local = _floored_log(compiled.gated_local_factor(role, bias=folded, **values))
+            scale = compiled.gated_input_scale(role, bias=folded, **values)
+        else:
+            local = _floored_log(compiled.local_factor(st.kind, bias=folded, **values))
+            scale = compiled.input_scale(st.kind, bias=folded, **values)
         downstream = after[2 * layer] if st.kind in ("qk", "vo") else after[2 * layer + 1]
-        scale = compiled.input_scale(st.kind, bias=folded, **values)
         terms.append(MatrixTerm(
             name=st.name, kind=st.kind, shape=tuple(st.shape), rank_bound=int(st.rank_bound),
             singular_values=np.asarray(st.singular_values, dtype=np.float64), rank=int(st.rank),
@@ -230,6 +263,7 @@ def build_terms(stats: Sequence[Any], *, num_layers: int, hidden_size: int, mode
     # the baselines see the same (folded) matrices: their row bound is that of the rows entering them
     info = {"input_norm": compiled.input_scale("qk", bias=folded, B=largest), "largest_radius": largest,
             "input_norms": [{"attention": r[0], "feedforward": r[1]} for r in radii],
-            "activation_lipschitz": Ls, "bias_folded": folded,
+            "activation_lipschitz": Ls, "activation_gain": gain, "bias_folded": folded,
+            "feedforward_model": "gated (theory.gated, on the ball of radius B)" if gate is not None else "sigma(x W_1) W_2",
             "log_lipschitz_attention": log_attn.tolist(), "log_lipschitz_feedforward": log_ff.tolist()}
     return terms, info

@@ -128,6 +128,8 @@ class ArchitectureMap:
       positions: the position scheme of the scores: ``"absolute"`` (added to the embeddings, none
         in the scores), ``"rotary"`` (RoPE on queries and keys) or ``"relative-bias"`` (a trained
         table added to the scores, MPNet).
+      gate: the key of the gate matrix of a gated feedforward block (``W_2 (sigma(W_1 x) * W_3 x)``),
+        one of the ``ff1`` matrices; ``None`` for ``sigma(x W_1) W_2``.
     """
 
     name: str
@@ -137,6 +139,7 @@ class ArchitectureMap:
     model_types: tuple[str, ...] = ()
     norms: NormSpec | None = None
     positions: Literal["absolute", "rotary", "relative-bias"] = "absolute"
+    gate: str | None = None
     _pattern: re.Pattern[str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -255,6 +258,7 @@ _MAPS: tuple[ArchitectureMap, ...] = (
         model_types=("llama", "mistral", "qwen2"),
         norms=NormSpec("rmsnorm", "pre", "input_layernorm", "post_attention_layernorm"),
         positions="rotary",
+        gate="mlp.gate_proj.weight",
     ),
     ArchitectureMap(
         name="torch-encoder",

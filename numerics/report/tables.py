@@ -111,17 +111,23 @@ def _n_needed(bound: Mapping[str, Any]) -> str:
     return "never" if n is None else f"{n:.3g}"
 
 
-def to_csv(analysis: Any) -> str:
-    """The per-matrix table as CSV (one row per matrix)."""
+def to_csv(analysis: Any, *, spectra: bool = False) -> str:
+    """The per-matrix table as CSV (one row per matrix); with ``spectra`` a last column ``singular_values``
+    holds each matrix's singular values, descending, separated by spaces (``repr`` precision)."""
     buf = io.StringIO()
     keys: list[str] = []
     for row in analysis.matrices:  # the union of keys, in first-seen order (approximated rows carry more)
         keys += [k for k in row if k not in keys]
     keys = keys or list(TABLE_COLUMNS)
+    if spectra:
+        keys.append("singular_values")
     w = csv.DictWriter(buf, fieldnames=keys, lineterminator="\n", restval="")
     w.writeheader()
     for r in analysis.matrices:
-        w.writerow({k: ("x".join(map(str, v)) if isinstance(v, (list, tuple)) else v) for k, v in r.items()})
+        out = {k: ("x".join(map(str, v)) if isinstance(v, (list, tuple)) else v) for k, v in r.items()}
+        if spectra:
+            out["singular_values"] = " ".join(repr(v) for v in analysis.spectrum(r["name"]))
+        w.writerow(out)
     return buf.getvalue()
 
 

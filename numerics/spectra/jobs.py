@@ -20,7 +20,6 @@ from numerics.parallel import workers
 from numerics.parallel.workers import Job
 from numerics.spectra.leading_k import leading_k_stats
 from numerics.spectra.stats import DTYPE_EPS, MatrixStats, product_stats, weight_stats
-from theory.affine import fold_affine
 from theory.scaling import score_scale
 
 if TYPE_CHECKING:
@@ -75,11 +74,16 @@ def _layer_scale(layer: LayerWeights, head_dim: int) -> float:
 
 
 def _fold(w_rows: np.ndarray, bias: np.ndarray | None, *, bias_on: bool) -> np.ndarray:
-    """``[W; b^T]`` (:func:`theory.affine.fold_affine`) for a row-convention ``W`` ``[in, out]``, or ``W`` itself."""
+    """``[W; b^T]`` for a row-convention ``W`` ``[in, out]`` (or ``W`` itself without ``bias_on``).
+
+    This is :func:`theory.affine.fold_affine` of the ``nn.Linear`` weight ``W^T`` (an array concatenation,
+    repeated here because importing :mod:`theory.affine` loads SymPy, which the numeric path never does;
+    ``tests/test_network_bias.py`` checks the two agree).
+    """
     if not bias_on:
         return w_rows
-    b = np.zeros(w_rows.shape[1]) if bias is None else bias
-    return fold_affine(w_rows.T, b)
+    b = np.zeros(w_rows.shape[1]) if bias is None else np.asarray(bias, dtype=np.float64)
+    return np.concatenate([w_rows, b[None, :]], axis=0)
 
 
 def head_factors(layer: LayerWeights, *, num_heads: int, num_kv_heads: int, head_dim: int,
