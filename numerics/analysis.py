@@ -37,11 +37,13 @@ from numerics._util.jsonsafe import finite_json
 from numerics.bounds import compiled
 from numerics.bounds.baselines import bartlett2017, edelman2022
 from numerics.bounds.proxies import log_phi_sa_by_common_p, phi_sa
+from numerics.bounds.rotary import rotary_diagnostic
 from numerics.bounds.terms import MatrixTerm, ModelSettings, build_terms
 from numerics.bounds.theorem31 import (BoundSettings, PosthocResult, coefficients, log_eps_min, metric_points, n_nonvacuous,
                                        posthoc, theorem41_coefficients)
 from numerics.io.checkpoint import open_checkpoint
 from numerics.io.resolve import resolve_source
+from numerics.spectra.jobs import head_factors
 from numerics.spectra.pipeline import checkpoint_spectra
 from theory.activations import activation
 
@@ -252,6 +254,8 @@ def analyze(source: str, *, heads: int | None = None, settings: BoundSettings = 
     fold = info["network"]["biases"] == "folded"
     stats = checkpoint_spectra(ckpt, executor=executor, progress=progress, leading_k=leading_k, processes=processes,
                                bias=fold)
+    if ckpt.map.positions == "rotary":
+        info["network"]["rotary_diagnostic"] = _rotary(ckpt, fold)
     skipped = list(ckpt.skipped)
     if not fold:
         skipped = sorted([*skipped, *((name, "bias vector (not folded: --no-bias)") for name in ckpt.bias_tensors)])
@@ -312,6 +316,30 @@ def describe_network(ckpt: Any, model: ModelSettings = ModelSettings()) -> dict[
                            "a true LayerNorm is g_inf/std_min-Lipschitz (theory.normlayers)",
     }
     return info
+
+
+def _rotary(ckpt: Any, fold: bool) -> dict[str, Any]:
+    """Per layer and head: the largest ``s_1`` and ``S_p`` of ``W_q^T R(Delta) W_k`` over every offset up to the
+    context, beside :mod:`theory.rope`'s certified bounds (:func:`numerics.bounds.rotary.rotary_diagnostic`)."""
+    config = ckpt.config
+    params = config.get("rope_parameters") or config.get("rope_scaling") or {}
+    base = params.get("rope_theta", config.get("rope_theta", 10000.0)) if isinstance(params, dict) else 10000.0
+    rope_type = params.get("rope_type", params.get("type", "default")) if isinstance(params, dict) else "default"
+    context = int(config.get("max_position_embeddings") or 2048)
+    out: dict[str, Any] = {
+        "base": float(base), "context": context, "rope_type": rope_type,
+        "note": "the bound's QK term covers W_q^T W_k (Delta = 0); theory.rope's cover of every offset is not "
+                "yet in the bound: these are the certified bounds on every W_q^T R(Delta) W_k and the largest "
+                "values found",
+        "layers": [],
+    }
+    if rope_type != "default":
+        out["note"] += f"; angles of rope_type {rope_type!r} not modelled here: the default angles are used"
+    for layer in ckpt.iter_layers(feedforward=False):
+        heads = head_factors(layer, num_heads=ckpt.num_heads, num_kv_heads=ckpt.num_kv_heads, head_dim=ckpt.head_dim,
+                             bias=fold)["qk"]
+        out["layers"].append(rotary_diagnostic(heads, head_dim=ckpt.head_dim, base=float(base), context=context))
+    return out
 
 
 def _block_radius(block: Any, hidden: int, model: ModelSettings) -> dict[str, Any]:

@@ -38,7 +38,7 @@ import scipy.special
 import sympy as sp
 
 from numerics._util.outputs import edit_text_file, safe_output_file
-from theory import affine, baselines, composition, dudley, gated, lipschitz, margin, normlayers, thm31, thm41
+from theory import affine, baselines, composition, dudley, gated, lipschitz, margin, normlayers, rope, thm31, thm41
 from theory.symbols import MEANINGS, SYMBOLS
 
 __all__ = ["FORMS", "Form", "TARGET", "derive_forms", "fingerprint", "lambdify_form", "log_form", "log_space", "main",
@@ -200,6 +200,14 @@ def _steps() -> list[Form]:
                  f"The bound on the homogeneous rows a folded ``{kind}`` matrix sees.",
                  f'theory.affine.input_scale("{kind}", bias=True)', partial(affine.input_scale, kind, bias=True)),
         ]
+    forms += [
+        Form("rope.operator_norm", "rope_operator_norm", ("s_k", "s_q"),
+             "``s_q s_k``: bounds ``||W_q^T R(Delta) W_k||_2`` for every offset (``R`` orthogonal).",
+             "theory.rope.operator_norm_bound()", rope.operator_norm_bound),
+        Form("rope.schatten_product", "rope_schatten_product", ("S_k2p", "S_q2p"),
+             "``sqrt(S_2p(W_q) S_2p(W_k))``: bounds ``S_p(W_q^T R(Delta) W_k)`` for every offset and ``p > 0``.",
+             "theory.rope.schatten_product_bound()", rope.schatten_product_bound),
+    ]
     homogeneous = affine.homogeneous_row_bound()
     for folded, suffix in ((False, ""), (True, ".folded")):
         row = homogeneous if folded else SYMBOLS["B"]

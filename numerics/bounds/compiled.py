@@ -52,6 +52,7 @@ __all__ = [
     "local_factor",
     "input_scale",
     "norm_radius",
+    "rope_certified",
     "log_gated_lipschitz",
     "gated_local_factor",
     "gated_input_scale",
@@ -321,6 +322,12 @@ def gated_input_scale(kind: str, *, bias: bool = False, **values: float) -> floa
     """The bound on the rows a gated block's matrix sees (:func:`theory.gated.input_scale`; with ``bias`` the
     homogeneous rows, ``[a * g; 1]`` for ``down``)."""
     return _evaluate(f"gated.input.{kind}" + (".folded" if bias else ""), values)
+
+
+def rope_certified(*, s_q: Any, s_k: Any, S_q2p: Any, S_k2p: Any) -> tuple[Any, Any]:
+    """``(s_q s_k, sqrt(S_2p(W_q) S_2p(W_k)))``: the certified bounds on ``s_1`` and ``S_p`` of ``W_q^T R(Delta) W_k``
+    for every offset (:func:`theory.rope.operator_norm_bound`, :func:`theory.rope.schatten_product_bound`)."""
+    return _function("rope.operator_norm")(s_k, s_q), _function("rope.schatten_product")(S_k2p, S_q2p)
 
 
 def norm_radius(kind: str, *, N: int, g_inf: float, beta_norm: float = 0.0) -> float:
