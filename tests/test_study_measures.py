@@ -44,7 +44,9 @@ def state():
 @pytest.fixture(scope="module")
 def analysis(tmp_path_factory, state):
     folder = write_checkpoint(tmp_path_factory.mktemp("bert"), state, bert_config(layers=LAYERS, hidden=HIDDEN, heads=HEADS, ff=FF))
-    return analyze(str(folder))  # the default p grid: the per-p measures are registered for it
+    # the default p grid: the per-p measures are registered for it; the idealised network the naive checks
+    # below write out (biases dropped, B = sqrt(N)): folding is checked in tests/test_network_*.py
+    return analyze(str(folder), model=ModelSettings(bias=False, input_norm=math.sqrt(HIDDEN)))
 
 
 def _bound_matrices_from_weights(state):
