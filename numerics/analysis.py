@@ -253,7 +253,7 @@ def analyze(source: str, *, heads: int | None = None, settings: BoundSettings = 
     info = describe_network(ckpt, model)
     fold = info["network"]["biases"] == "folded"
     stats = checkpoint_spectra(ckpt, executor=executor, progress=progress, leading_k=leading_k, processes=processes,
-                               bias=fold)
+                               bias=fold, rotary=ckpt.map.positions == "rotary")
     if ckpt.map.positions == "rotary":
         info["network"]["rotary_diagnostic"] = _rotary(ckpt, fold)
     skipped = list(ckpt.skipped)
@@ -265,8 +265,8 @@ def analyze(source: str, *, heads: int | None = None, settings: BoundSettings = 
 #: What the report says about a model's position scheme.
 POSITIONS = {
     "absolute": "absolute (added to the embeddings; nothing in the scores)",
-    "rotary": "rotary (RoPE between the folded query and key maps; the bilinear cover of W_q^T W_k is used, "
-              "see README 'The network evaluated')",
+    "rotary": "rotary (RoPE between the folded query and key maps: each map covered as a vector class, the "
+              "covers composed for every offset at once, theory.rope; kinds rq and rk)",
     "relative-bias": "relative position bias: a trained table added to the scores, treated as a fixed additive "
                      "term (a translation of the scores: it changes no Lipschitz constant and is not covered)",
 }
@@ -328,9 +328,8 @@ def _rotary(ckpt: Any, fold: bool) -> dict[str, Any]:
     context = int(config.get("max_position_embeddings") or 2048)
     out: dict[str, Any] = {
         "base": float(base), "context": context, "rope_type": rope_type,
-        "note": "the bound's QK term covers W_q^T W_k (Delta = 0); theory.rope's cover of every offset is not "
-                "yet in the bound: these are the certified bounds on every W_q^T R(Delta) W_k and the largest "
-                "values found",
+        "note": "the bound covers the query and key maps and composes them (theory.rope), valid for every offset; "
+                "here, per head, the certified bounds on every W_q^T R(Delta) W_k beside the largest values found",
         "layers": [],
     }
     if rope_type != "default":

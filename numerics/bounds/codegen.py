@@ -211,6 +211,21 @@ def _steps() -> list[Form]:
     homogeneous = affine.homogeneous_row_bound()
     for folded, suffix in ((False, ""), (True, ".folded")):
         row = homogeneous if folded else SYMBOLS["B"]
+        origin_row = "row_bound=theory.affine.homogeneous_row_bound()" if folded else ""
+        forms += [
+            Form(f"rope.local.q{suffix}", f"rope_local_factor_q{suffix.replace('.', '_')}", _names(rope.local_factor("q", row_bound=row)),
+                 "The local factor of a rotary head's query map: ``2 B s_vo`` (score unit) times ``s_k B``.",
+                 f'theory.rope.local_factor("q"{", " + origin_row if folded else ""})',
+                 partial(rope.local_factor, "q", row_bound=row)),
+            Form(f"rope.local.k{suffix}", f"rope_local_factor_k{suffix.replace('.', '_')}",
+                 _names(_rope_key_factor(row)),
+                 "The local factor of a rotary head's key map: ``2 B s_vo (s_q B + eps_q)`` at ``eps_q = s_q B`` "
+                 "(a covered query map is within ``2 s_q B`` of 0 at every scale).",
+                 f'theory.rope.local_factor("k", exact=True{", " + origin_row if folded else ""}) at eps_q = s_q B',
+                 partial(_rope_key_factor, row)),
+        ]
+    for folded, suffix in ((False, ""), (True, ".folded")):
+        row = homogeneous if folded else SYMBOLS["B"]
         where = "rows ``[x; 1]``" if folded else "rows of norm ``<= B``"
         origin_row = ", row_bound=theory.affine.homogeneous_row_bound()" if folded else ""
         forms.append(Form(f"gated.lipschitz.log{suffix}", f"log_gated_lipschitz{suffix.replace('.', '_')}",
@@ -286,6 +301,14 @@ def _steps() -> list[Form]:
              baselines.edelman2022_points),
     ]
     return forms
+
+
+def _rope_key_factor(row: sp.Expr) -> sp.Expr:
+    """:func:`theory.rope.local_factor` ``("k", exact=True)`` with ``eps_q`` at its largest useful value ``s_q B``:
+    below the query class's radius ``s_q B`` a cover element lies within ``eps_q`` of a member, above it
+    the cover is the single point 0, so ``||u'|| <= 2 s_q B`` at every scale."""
+    S = SYMBOLS
+    return rope.local_factor("k", row_bound=row, exact=True).subs(S["eps_q"], S["s_q"] * row)
 
 
 def _log_gated(row: sp.Expr) -> sp.Expr:

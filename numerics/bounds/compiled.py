@@ -53,6 +53,7 @@ __all__ = [
     "input_scale",
     "norm_radius",
     "rope_certified",
+    "rope_local_factor",
     "log_gated_lipschitz",
     "gated_local_factor",
     "gated_input_scale",
@@ -322,6 +323,14 @@ def gated_input_scale(kind: str, *, bias: bool = False, **values: float) -> floa
     """The bound on the rows a gated block's matrix sees (:func:`theory.gated.input_scale`; with ``bias`` the
     homogeneous rows, ``[a * g; 1]`` for ``down``)."""
     return _evaluate(f"gated.input.{kind}" + (".folded" if bias else ""), values)
+
+
+def rope_local_factor(kind: str, *, bias: bool = False, **values: float) -> float:
+    """The local factor of a rotary head's query (``"q"``) or key (``"k"``) map (:func:`theory.rope.local_factor`;
+    the key's at ``eps_q = s_q B``), from named values (``B``, ``s_vo``, ``s_q``, ``s_k``)."""
+    if kind not in ("q", "k"):
+        raise ValueError(f"kind={kind!r} must be 'q' or 'k'.")
+    return _evaluate(f"rope.local.{kind}" + (".folded" if bias else ""), values)
 
 
 def rope_certified(*, s_q: Any, s_k: Any, S_q2p: Any, S_k2p: Any) -> tuple[Any, Any]:

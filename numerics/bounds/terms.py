@@ -5,7 +5,8 @@ LayerNorm have norm at most ``B`` (default ``sqrt(N)``, the norm of a LayerNorm
 output with unit gain and zero bias); the activation is ``L_sigma``-Lipschitz
 (default 1.13, the largest slope of GELU); residual connections add 1.
 
-Matrices in the bound: per-head ``W_QK^h`` (bilinear cover, rank bound ``d_h``),
+Matrices in the bound: per-head ``W_QK^h`` (bilinear cover, rank bound ``d_h``; for rotary heads
+its two factors, the query and key maps ``rq``/``rk``, vector covers composed by :mod:`theory.rope`),
 per-head ``W_VO^h`` (vector cover, rank bound ``d_h``), and every feedforward
 matrix (vector cover). Whole ``Q, K, V, O`` are reported but do not enter the
 bound (the per-head products do). Tie groups follow the paper's
@@ -35,7 +36,7 @@ __all__ = ["GROUP_OF_KIND", "MAX_MODEL_CONSTANT", "ModelSettings", "MatrixTerm",
 
 #: The tie group type of each kind of matrix in the bound: per layer one Schatten index for the
 #: QK products, one for the VO products (``v``) and one for the feedforward matrices (``ff``).
-GROUP_OF_KIND = {"qk": "qk", "vo": "v", "ff1": "ff", "ff2": "ff"}
+GROUP_OF_KIND = {"qk": "qk", "vo": "v", "ff1": "ff", "ff2": "ff", "rq": "qk", "rk": "qk"}
 
 #: Largest input norm B and activation constant accepted: B^4 and the like stay finite floats.
 MAX_MODEL_CONSTANT = 1e50
@@ -98,6 +99,7 @@ class MatrixTerm:
 
     @property
     def cover_kind(self) -> str:
+        """``bilinear`` for a per-head ``W_QK``; ``vector`` otherwise (rotary query/key maps ``rq``/``rk`` included)."""
         return "bilinear" if self.kind == "qk" else "vector"
 
     @property
@@ -113,7 +115,11 @@ class MatrixTerm:
 def _norm_tables(stats: Sequence[Any]) -> tuple[dict[tuple[int, str, int | None], float], defaultdict[tuple[int, str], float]]:
     """Spectral norms read once: per head ``(layer, "qk"|"vo", head)`` and per layer the sum over
     the ``ff1``/``ff2`` matrices ``(layer, kind)`` (a gated MLP's two input matrices are bounded by the sum)."""
-    heads = {(st.layer, st.kind, st.head): st.spectral_norm for st in stats if st.kind in ("qk", "vo")}
+    heads = {(st.layer, st.kind, st.head): st.spectral_norm for st in stats if st.kind in ("qk", "vo", "rq", "rk")}
+    for (layer, kind, h), s_q in list(heads.items()):  # rotary: ||W_q^T R W_k||_2 <= s_q s_k for every offset
+        if kind == "rq" and (layer, "rk", h) in heads:
+            heads[(layer, "qk", h)] = float(compiled.rope_certified(s_q=s_q, s_k=heads[(layer, "rk", h)], S_q2p=1.0,
+                                                                    S_k2p=1.0)[0])
     ff: defaultdict[tuple[int, str], float] = defaultdict(float)
     for st in stats:
         if st.kind in ("ff1", "ff2"):
@@ -174,7 +180,7 @@ def _floored_log(x: float) -> float:
 def _folded(stats: Sequence[Any], hidden_size: int) -> bool:
     """Whether the statistics are of folded matrices (:mod:`theory.affine`): the per-head and first feedforward
     matrices then have ``N + 1`` rows (``[x; 1]``), else ``N``."""
-    rows = {int(st.shape[0]) for st in stats if st.kind in ("qk", "vo", "ff1")}
+    rows = {int(st.shape[0]) for st in stats if st.kind in ("qk", "vo", "ff1", "rq", "rk")}
     if not rows <= {hidden_size, hidden_size + 1} or len(rows) > 1:
         raise ValueError(f"the per-head and first feedforward matrices have {sorted(rows)} rows; expected all "
                          f"{hidden_size} (bias-free) or all {hidden_size + 1} (biases folded), N = {hidden_size}.")
@@ -239,11 +245,15 @@ def build_terms(stats: Sequence[Any], *, num_layers: int, hidden_size: int, mode
         if st.kind not in GROUP_OF_KIND:
             continue
         layer = st.layer
-        B = radii[layer][0] if st.kind in ("qk", "vo") else radii[layer][1]
+        B = radii[layer][0] if st.kind in ("qk", "vo", "rq", "rk") else radii[layer][1]
         values = {"B": B, "L_sigma": Ls, "s_vo": head_norm.get((layer, "vo", st.head), 0.0),
                   "s_1": ff_norm[(layer, "ff1")] if st.kind == "ff2" else 0.0,
                   "s_2": ff_norm[(layer, "ff2")] if st.kind == "ff1" else 0.0}
-        if gate is not None and st.kind in ("ff1", "ff2"):
+        if st.kind in ("rq", "rk"):  # theory.rope: vector covers of the query and key maps, composed
+            values.update(s_q=head_norm[(layer, "rq", st.head)], s_k=head_norm[(layer, "rk", st.head)])
+            local = _floored_log(compiled.rope_local_factor(st.kind[1], bias=folded, **values))
+            scale = compiled.input_scale("qk", bias=folded, B=B)
+        elif gate is not None and st.kind in ("ff1", "ff2"):
             role = "down" if st.kind == "ff2" else "gate" if st.name.endswith(gate) else "up"
             g = gated[layer]
             values = {"B": B, "L_sigma": Ls, "c_sigma": gain, "s_1": g["gate"], "s_2": g["down"], "s_3": g["up"]}
@@ -252,7 +262,7 @@ def build_terms(stats: Sequence[Any], *, num_layers: int, hidden_size: int, mode
         else:
             local = _floored_log(compiled.local_factor(st.kind, bias=folded, **values))
             scale = compiled.input_scale(st.kind, bias=folded, **values)
-        downstream = after[2 * layer] if st.kind in ("qk", "vo") else after[2 * layer + 1]
+        downstream = after[2 * layer] if st.kind in ("qk", "vo", "rq", "rk") else after[2 * layer + 1]
         terms.append(MatrixTerm(
             name=st.name, kind=st.kind, shape=tuple(st.shape), rank_bound=int(st.rank_bound),
             singular_values=np.asarray(st.singular_values, dtype=np.float64), rank=int(st.rank),

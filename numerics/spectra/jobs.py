@@ -140,6 +140,7 @@ def plan_layer_jobs(
     leading_k: int | None = None,
     from_sources: bool = False,
     bias: bool = True,
+    rotary: bool = False,
 ) -> list[MatrixJob]:
     """The independent computations of one layer, with the file source of each whole matrix.
 
@@ -148,7 +149,10 @@ def plan_layer_jobs(
     :func:`numerics.parallel.workers.stats_from_source`, which loads the matrix from its source.
     With ``bias`` (default) the per-head products and the feedforward matrices have their biases
     folded in (:func:`head_factors`, :func:`feedforward_matrices`); the whole ``q, k, v, o`` are
-    reported as stored.
+    reported as stored. With ``rotary`` (RoPE) a head's scores are ``(A^T x~)^T R(Delta) (B^T y~)``, no
+    single matrix: instead of the product ``A B^T`` its two factors are analysed, the query map
+    (kind ``rq``, ``A``, score scale included) and the key map (``rk``, ``B``), each ``(N+1) x d_h``, to
+    be covered as vector-valued maps and composed (:mod:`theory.rope`).
     """
     _check_heads(layer, num_heads, num_kv_heads, head_dim)
     eps = DTYPE_EPS[layer.dtype] if dtype_eps is None else dtype_eps
@@ -177,7 +181,13 @@ def plan_layer_jobs(
         name = layer.names[role] + (f"[{role}]" if layer.packed_qkv and role != "o" else "")
         jobs.append(whole(name, getattr(layer, role), role, role))
     factors = head_factors(layer, num_heads=num_heads, num_kv_heads=num_kv_heads, head_dim=head_dim, bias=bias)
-    for kind in ("qk", "vo"):
+    if rotary:
+        eye = np.eye(head_dim)
+        for part, index in (("rq", 0), ("rk", 1)):
+            for h, pair in enumerate(factors["qk"]):
+                jobs.append(MatrixJob(product_stats, (f"layer{i}.head{h}.{part}", pair[index], eye),
+                                      {"kind": part, "head": h, **opts}))
+    for kind in ("vo",) if rotary else ("qk", "vo"):
         for h, (a, b) in enumerate(factors[kind]):
             jobs.append(MatrixJob(product_stats, (f"layer{i}.head{h}.{kind}", a, b), {"kind": kind, "head": h, **opts}))
     if layer.feedforward_loaded:
@@ -203,6 +213,7 @@ def layer_matrices(
     dtype_eps: float | None = None,
     rank_rtol: float | None = None,
     bias: bool = True,
+    rotary: bool = False,
 ) -> list[MatrixStats]:
     """Statistics of every matrix of one layer, computed serially.
 
@@ -218,6 +229,7 @@ def layer_matrices(
       dtype_eps: epsilon for the rank tolerance; default that of ``layer.dtype``.
       rank_rtol: relative rank tolerance overriding ``max(a, b) * dtype_eps``.
       bias: fold the biases into the per-head products and feedforward matrices (:func:`plan_layer_jobs`).
+      rotary: analyse each head's query and key maps instead of their product (RoPE; :func:`plan_layer_jobs`).
     """
     jobs = plan_layer_jobs(
         layer,
@@ -227,6 +239,7 @@ def layer_matrices(
         dtype_eps=dtype_eps,
         rank_rtol=rank_rtol,
         bias=bias,
+        rotary=rotary,
     )
     return [task.fn(*task.args, **task.kwargs) for task in jobs]
 
