@@ -86,3 +86,29 @@ def test_folded_statistics_with_bias_free_forms_are_refused() -> None:
     stats = layer_matrices(_layer(np.random.default_rng(2)), num_heads=3, num_kv_heads=3, head_dim=4)
     with pytest.raises(ValueError, match="folded"):
         build_terms(stats, num_layers=1, hidden_size=12, bias=False)
+
+
+def test_trained_output_bias_is_a_term_of_the_bound(tmp_path) -> None:
+    """``b_o`` is a trained parameter: with biases folded it enters the bound as the ``1 x N`` map from the
+    homogeneous coordinate (exactly 1 after softmax mixing), input scale 1, rank 1, covered like a VO product
+    and propagated like one (local factor 1; :mod:`theory.affine`)."""
+    import synthetic
+    from numerics.analysis import analyze
+    from numerics.bounds import BoundSettings
+
+    state = synthetic.bert_state()
+    folder = synthetic.write_checkpoint(tmp_path / "bert", state, synthetic.bert_config())
+    settings = BoundSettings(p_grid=(0.0, 1.0, 2.0), grid_points=32)
+    a = analyze(str(folder), settings=settings)
+    rows = {m["name"]: m for m in a.matrices}
+    for layer in range(2):
+        name = f"encoder.layer.{layer}.attention.output.dense.bias"
+        row = rows[name]
+        bo = state[name].astype(np.float64)
+        assert row["kind"] == "bo" and row["shape"] == [1, 24] and row["rank"] == 1
+        assert row["spectral_norm"] == pytest.approx(np.linalg.norm(bo), rel=1e-12)
+        inputs = row["theorem_inputs"]
+        assert (inputs["B"], inputs["a"], inputs["b"], inputs["r"], inputs["group"]) == (1.0, 1, 24, 1, f"layer{layer}/v")
+        assert inputs["log_rho"] == pytest.approx(rows[f"layer{layer}.head0.vo"]["theorem_inputs"]["log_rho"], rel=1e-15)
+    free = analyze(str(folder), settings=settings, model=ModelSettings(bias=False))
+    assert not any(m["kind"] == "bo" for m in free.matrices)

@@ -314,7 +314,7 @@ def test_analyze_spectra_matches_serial(bert_ckpt) -> None:
     ]
     seen: list[tuple[int, int, str]] = []
     parallel = checkpoint_spectra(bert_ckpt, progress=lambda done, total, name: seen.append((done, total, name)))
-    total = 3 * (4 + 2 * 3 + 1 + 1)
+    total = 3 * (4 + 2 * 3 + 1 + 1 + 1)  # + the folded attention output bias of each layer
     assert len(parallel) == total
     assert _fingerprint(parallel) == _fingerprint(serial)
     assert [d for d, _, _ in seen] == list(range(1, total + 1)) and {t for _, t, _ in seen} == {total}
@@ -325,7 +325,7 @@ def test_analyze_spectra_matches_serial(bert_ckpt) -> None:
 def test_analyze_spectra_uses_given_executor(bert_ckpt) -> None:
     ex = SyncExecutor()
     res = checkpoint_spectra(bert_ckpt, executor=ex, layers_in_flight=1)
-    assert ex.submitted == len(res) == 36
+    assert ex.submitted == len(res) == 39
     with ThreadPoolExecutor(max_workers=3) as pool:
         assert _fingerprint(checkpoint_spectra(bert_ckpt, executor=pool)) == _fingerprint(res)
         pool.submit(int)  # a given executor is not shut down
@@ -403,7 +403,7 @@ def test_c6_on_minilm_l6() -> None:
     start = time.perf_counter()
     stats = checkpoint_spectra(ckpt)
     elapsed = time.perf_counter() - start
-    assert len(stats) == 6 * (4 + 24 + 2)
+    assert len(stats) == 6 * (4 + 24 + 2 + 1)  # + the folded attention output bias
     heads = [s for s in stats if s.kind in ("qk", "vo")]
     ff = [s for s in stats if s.kind in ("ff1", "ff2")]
     assert len(heads) == 144 and len(ff) == 12

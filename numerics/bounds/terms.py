@@ -7,6 +7,7 @@ output with unit gain and zero bias); the activation is ``L_sigma``-Lipschitz
 
 Matrices in the bound: per-head ``W_QK^h`` (bilinear cover, rank bound ``d_h``; for rotary heads
 its two factors, the query and key maps ``rq``/``rk``, vector covers composed by :mod:`theory.rope`),
+a trained attention output bias ``bo`` (the ``1 x N`` map from the homogeneous coordinate, vector cover),
 per-head ``W_VO^h`` (vector cover, rank bound ``d_h``), and every feedforward
 matrix (vector cover). Whole ``Q, K, V, O`` are reported but do not enter the
 bound (the per-head products do). Tie groups follow the paper's
@@ -36,7 +37,7 @@ __all__ = ["GROUP_OF_KIND", "MAX_MODEL_CONSTANT", "ModelSettings", "MatrixTerm",
 
 #: The tie group type of each kind of matrix in the bound: per layer one Schatten index for the
 #: QK products, one for the VO products (``v``) and one for the feedforward matrices (``ff``).
-GROUP_OF_KIND = {"qk": "qk", "vo": "v", "ff1": "ff", "ff2": "ff", "rq": "qk", "rk": "qk"}
+GROUP_OF_KIND = {"qk": "qk", "vo": "v", "ff1": "ff", "ff2": "ff", "rq": "qk", "rk": "qk", "bo": "v"}
 
 #: Largest input norm B and activation constant accepted: B^4 and the like stay finite floats.
 MAX_MODEL_CONSTANT = 1e50
@@ -245,11 +246,16 @@ def build_terms(stats: Sequence[Any], *, num_layers: int, hidden_size: int, mode
         if st.kind not in GROUP_OF_KIND:
             continue
         layer = st.layer
-        B = radii[layer][0] if st.kind in ("qk", "vo", "rq", "rk") else radii[layer][1]
+        B = radii[layer][0] if st.kind in ("qk", "vo", "rq", "rk", "bo") else radii[layer][1]
         values = {"B": B, "L_sigma": Ls, "s_vo": head_norm.get((layer, "vo", st.head), 0.0),
                   "s_1": ff_norm[(layer, "ff1")] if st.kind == "ff2" else 0.0,
                   "s_2": ff_norm[(layer, "ff2")] if st.kind == "ff1" else 0.0}
-        if st.kind in ("rq", "rk"):  # theory.rope: vector covers of the query and key maps, composed
+        if st.kind == "bo":
+            # b_o acts on the homogeneous coordinate of the mixed rows, exactly 1 (theory.affine): input scale 1,
+            # and it reaches the block output as a VO product does (local factor 1, theory.affine.local_factor("vo"))
+            local = _floored_log(compiled.local_factor("vo", bias=True, **values))
+            scale = 1.0
+        elif st.kind in ("rq", "rk"):  # theory.rope: vector covers of the query and key maps, composed
             values.update(s_q=head_norm[(layer, "rq", st.head)], s_k=head_norm[(layer, "rk", st.head)])
             local = _floored_log(compiled.rope_local_factor(st.kind[1], bias=folded, **values))
             scale = compiled.input_scale("qk", bias=folded, B=B)
@@ -262,7 +268,7 @@ def build_terms(stats: Sequence[Any], *, num_layers: int, hidden_size: int, mode
         else:
             local = _floored_log(compiled.local_factor(st.kind, bias=folded, **values))
             scale = compiled.input_scale(st.kind, bias=folded, **values)
-        downstream = after[2 * layer] if st.kind in ("qk", "vo", "rq", "rk") else after[2 * layer + 1]
+        downstream = after[2 * layer] if st.kind in ("qk", "vo", "rq", "rk", "bo") else after[2 * layer + 1]
         terms.append(MatrixTerm(
             name=st.name, kind=st.kind, shape=tuple(st.shape), rank_bound=int(st.rank_bound),
             singular_values=np.asarray(st.singular_values, dtype=np.float64), rank=int(st.rank),

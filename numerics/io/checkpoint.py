@@ -305,6 +305,12 @@ class Checkpoint:
         return len(self.map.specs("ff2"))
 
     @property
+    def has_output_bias(self) -> bool:
+        """Whether the attention output projection has a bias (in layer 0; every layer is checked alike)."""
+        return any(spec.role == "o" and _bias_name(spec, name) in self.bias_tensors for spec, name in self._plan[0]) \
+            if self._plan else False
+
+    @property
     def norm_layout(self) -> str | None:
         """``"post"`` or ``"pre"`` (``norm_first`` of the config for the torch encoder); ``None``: unknown."""
         norms = self.map.norms

@@ -152,7 +152,9 @@ def plan_layer_jobs(
     reported as stored. With ``rotary`` (RoPE) a head's scores are ``(A^T x~)^T R(Delta) (B^T y~)``, no
     single matrix: instead of the product ``A B^T`` its two factors are analysed, the query map
     (kind ``rq``, ``A``, score scale included) and the key map (``rk``, ``B``), each ``(N+1) x d_h``, to
-    be covered as vector-valued maps and composed (:mod:`theory.rope`).
+    be covered as vector-valued maps and composed (:mod:`theory.rope`). With ``bias`` and an attention
+    output bias ``b_o``, one more job: ``b_o`` as the ``1 x N`` matrix on the homogeneous coordinate
+    (kind ``bo``), covered like a VO product (:func:`theory.affine.output_bias_cover`'s parameter).
     """
     _check_heads(layer, num_heads, num_kv_heads, head_dim)
     eps = DTYPE_EPS[layer.dtype] if dtype_eps is None else dtype_eps
@@ -190,6 +192,12 @@ def plan_layer_jobs(
     for kind in ("vo",) if rotary else ("qk", "vo"):
         for h, (a, b) in enumerate(factors[kind]):
             jobs.append(MatrixJob(product_stats, (f"layer{i}.head{h}.{kind}", a, b), {"kind": kind, "head": h, **opts}))
+    if bias and "o" in layer.biases:
+        # the attention output bias: the 1 x N map from the homogeneous coordinate (exactly 1 after the
+        # softmax mixing) to the translation b_o (theory.affine: a trained b_o is one more parameter)
+        # (as the product [[1]] b_o^T: a per-layer job like the per-head ones, never sent to a worker process)
+        jobs.append(MatrixJob(product_stats, (f"{layer.names['o'][: -len('weight')]}bias", np.ones((1, 1)),
+                                              layer.biases["o"][:, None]), {"kind": "bo", "head": None, **opts}))
     if layer.feedforward_loaded:
         for kind, mats in feedforward_matrices(layer, bias=bias).items():
             for name, w in mats:
