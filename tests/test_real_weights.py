@@ -74,8 +74,9 @@ def test_real_mpnet_base_report_and_c6_ranks(mpnet_base_analysis):
                             "head_dim": 64, "intermediate_size": 3072}
     heads = [m for m in doc["matrices"] if m["kind"] in ("qk", "vo")]
     assert len(heads) == 2 * 12 * 12 and all(m["rank"] <= 64 == m["rank_bound"] for m in heads)
-    whole = [m for m in doc["matrices"] if m["head"] is None]
+    whole = [m for m in doc["matrices"] if m["head"] is None and m["kind"] != "bo"]
     assert len(whole) == 6 * 12 and all(m["rank"] <= min(m["shape"]) for m in whole)
+    assert sum(m["kind"] == "bo" for m in doc["matrices"]) == 12  # each layer's folded attention output bias
     assert any(s["name"] == "encoder.relative_attention_bias.weight" for s in doc["skipped"])
     for name in ("spectrum_adaptive", "edelman2022", "bartlett2017"):
         assert math.isfinite(doc["bounds"][name]["log_complexity"])
