@@ -1,9 +1,12 @@
 """Per-matrix statistics -> the terms of Theorem 3.1: spectra plus propagation factors.
 
-The Transformer model (documented in :mod:`theory.lipschitz`): rows after each
-LayerNorm have norm at most ``B`` (default ``sqrt(N)``, the norm of a LayerNorm
-output with unit gain and zero bias); the activation is ``L_sigma``-Lipschitz
-(default 1.13, the largest slope of GELU); residual connections add 1.
+The Transformer model (documented in :mod:`theory.lipschitz`): rows entering each block have
+norm at most ``B``, per layer and block the radius of the norm layer that feeds it (read from its
+trained gain and bias by :mod:`numerics.analysis`; ``sqrt(N)`` when none is given); the
+activation is ``L_sigma``-Lipschitz (read from the config; 1.13 when none is named); residual
+connections add 1. With biases folded (statistics of ``N + 1``-row matrices) every row bound
+``B`` becomes ``sqrt(B^2 + 1)`` (:mod:`theory.affine`); gated feedforward blocks follow
+:mod:`theory.gated`.
 
 Matrices in the bound: per-head ``W_QK^h`` (bilinear cover, rank bound ``d_h``; for rotary heads
 its two factors, the query and key maps ``rq``/``rk``, vector covers composed by :mod:`theory.rope`),
