@@ -38,15 +38,18 @@ from numerics._util.jsonsafe import finite_json
 from numerics.bounds import compiled
 from numerics.bounds.baselines import bartlett2017, edelman2022
 from numerics.bounds.proxies import log_phi_sa_by_common_p, phi_sa
+from numerics.bounds.rotary import rotary_diagnostic
 from numerics.bounds.terms import MatrixTerm, ModelSettings, build_terms
 from numerics.bounds.theorem31 import (BoundSettings, PosthocResult, coefficients, log_eps_min, metric_points, n_nonvacuous,
                                        posthoc, theorem41_coefficients)
 from numerics.io.checkpoint import open_checkpoint
 from numerics.io.memory import is_in_memory, open_in_memory
 from numerics.io.resolve import resolve_source
+from numerics.spectra.jobs import head_factors
 from numerics.spectra.pipeline import checkpoint_spectra
+from theory.activations import activation
 
-__all__ = ["Analysis", "analyze", "evaluate_bounds", "theorem_inputs"]
+__all__ = ["Analysis", "analyze", "describe_network", "evaluate_bounds", "network_inputs", "theorem_inputs"]
 
 
 @dataclass(frozen=True)
@@ -54,7 +57,8 @@ class Analysis:
     """Everything ``specbound analyze`` reports, as plain data.
 
     Attributes:
-        model: ``{source, architecture, num_layers, hidden_size, num_heads, head_dim, intermediate_size}``.
+        model: ``{source, architecture, num_layers, hidden_size, num_heads, num_key_value_heads, head_dim,
+            intermediate_size, network}`` (``network``: :func:`describe_network`).
         matrices: one dict per matrix: the fields of
             :meth:`numerics.spectra.stats.MatrixStats.as_dict` with ``shape = [rows, cols]``, plus
             ``approximation``, ``p_star``, ``schatten_p_at_p_star`` and ``theorem_inputs`` (see the
@@ -76,10 +80,20 @@ class Analysis:
     settings: dict[str, Any]
     singular_values: dict[str, np.ndarray] = field(repr=False, default_factory=dict)
 
-    def to_json(self) -> dict[str, Any]:
-        """The JSON document (finite floats only; ``null`` where a value overflowed)."""
-        return finite_json({"model": self.model, "matrices": self.matrices, "bounds": self.bounds, "proxies": self.proxies,
+    def to_json(self, *, spectra: bool = False) -> dict[str, Any]:
+        """The JSON document (finite floats only; ``null`` where a value overflowed).
+
+        With ``spectra`` every matrix row also holds its ``singular_values`` (descending, float64).
+        """
+        matrices = self.matrices
+        if spectra:
+            matrices = [{**row, "singular_values": self.spectrum(row["name"])} for row in matrices]
+        return finite_json({"model": self.model, "matrices": matrices, "bounds": self.bounds, "proxies": self.proxies,
                         "skipped": self.skipped, "settings": self.settings})
+
+    def spectrum(self, name: str) -> list[float]:
+        """The singular values of matrix ``name``, descending, as a list (``[]`` if unknown)."""
+        return sorted((float(v) for v in self.singular_values.get(name, ())), reverse=True)
 
     def to_dataframe(self) -> Any:
         """The per-matrix table as a pandas DataFrame (pandas is optional: ``pip install specbound[frames]``)."""
@@ -105,7 +119,7 @@ def evaluate_bounds(stats: Sequence[Any], *, model_info: dict[str, Any], skipped
       ValueError: no attention or feedforward matrix to bound.
     """
     num_layers, hidden = int(model_info["num_layers"]), int(model_info["hidden_size"])
-    terms, info = build_terms(stats, num_layers=num_layers, hidden_size=hidden, model=model)
+    terms, info = build_terms(stats, num_layers=num_layers, hidden_size=hidden, model=model, **network_inputs(model_info))
     if not terms:
         raise ValueError("no attention or feedforward matrices to bound.")
     post = posthoc(terms, settings)
@@ -118,6 +132,21 @@ def evaluate_bounds(stats: Sequence[Any], *, model_info: dict[str, Any], skipped
         proxies=_proxies(terms, edel, settings), skipped=[{"name": n, "reason": r} for n, r in skipped],
         settings=settings_out, singular_values={st.name: np.asarray(st.singular_values) for st in stats},
     )
+
+
+def network_inputs(model_info: dict[str, Any]) -> dict[str, Any]:
+    """The keyword arguments of :func:`numerics.bounds.terms.build_terms` that a ``model`` block's ``network``
+    (:func:`describe_network`) fixes: ``radii`` per layer and ``activation_lipschitz`` (empty without it)."""
+    network = model_info.get("network") or {}
+    out: dict[str, Any] = {}
+    if "input_norms" in network:
+        out["radii"] = [(r["attention"]["radius"], r["feedforward"]["radius"]) for r in network["input_norms"]]
+    if network.get("activation"):
+        out["activation_lipschitz"] = network["activation"]["lipschitz"]
+        out["activation_gain"] = network["activation"]["gain"]
+    if (network.get("feedforward") or {}).get("gated"):
+        out["gate"] = network["feedforward"]["gate"]
+    return out
 
 
 def _matrix_rows(stats: Sequence[Any], terms: Sequence[MatrixTerm], post: PosthocResult, settings: BoundSettings) -> list[dict[str, Any]]:
@@ -211,7 +240,7 @@ def _proxies(terms: Sequence[MatrixTerm], edel: dict[str, Any], settings: BoundS
 def analyze(source: str | os.PathLike[str] | Mapping[str, Any] | Any, *, heads: int | None = None,
             settings: BoundSettings = BoundSettings(), model: ModelSettings = ModelSettings(),
             executor: Any = None, progress: Callable[[int, int, str], None] | None = None, leading_k: int | None = None,
-            processes: int | None = None) -> Analysis:
+            processes: int | None = None, config: Mapping[str, Any] | None = None) -> Analysis:
     """Open ``source`` and evaluate the bounds.
 
     ``source``: a ``.safetensors`` file, a folder (safetensors, sharded, or an ONNX export,
@@ -219,7 +248,8 @@ def analyze(source: str | os.PathLike[str] | Mapping[str, Any] | Any, *, heads: 
     a HuggingFace repository id (needs ``huggingface_hub``); or a model in memory, through the
     same architecture maps (:func:`numerics.io.memory.open_in_memory`): a ``torch.nn.Module``
     (its configuration from ``module.config``) or a mapping of tensor names to arrays (give
-    ``heads``), e.g. inside a training loop. ``leading_k``: for huge
+    ``heads``, and ``config``, ``config.json``'s keys, for what only a configuration says: the
+    activation, the score scaling, the norm layout), e.g. inside a training loop. ``leading_k``: for huge
     matrices, compute only the ``k`` leading singular values of each whole matrix plus a
     certified tail (see :mod:`numerics.spectra.leading_k`; recorded per matrix in ``approximation``).
     ``processes``: worker processes for the whole-matrix SVDs (default: one per CPU for
@@ -236,11 +266,118 @@ def analyze(source: str | os.PathLike[str] | Mapping[str, Any] | Any, *, heads: 
         if processes:
             raise ValueError(f"processes={processes!r}: a model in memory has no file for worker processes to read; "
                              "leave processes at None or 0")
-        ckpt, processes = open_in_memory(source, heads=heads), 0
+        ckpt, processes = open_in_memory(source, heads=heads, config=config), 0
+    elif config is not None:
+        raise ValueError("config= is for models in memory; a checkpoint in files is read with its own config.json")
     elif isinstance(source, (str, os.PathLike)):
         ckpt = open_checkpoint(resolve_source(source), heads=heads)
     else:
         raise TypeError(f"source={type(source).__name__} must be a path, a registry name or hub id, a torch.nn.Module "
                         "or a mapping of tensor names to arrays")
-    stats = checkpoint_spectra(ckpt, executor=executor, progress=progress, leading_k=leading_k, processes=processes)
-    return evaluate_bounds(stats, model_info=ckpt.describe(), skipped=ckpt.skipped, settings=settings, model=model)
+    info = describe_network(ckpt, model)
+    fold = info["network"]["biases"] == "folded"
+    stats = checkpoint_spectra(ckpt, executor=executor, progress=progress, leading_k=leading_k, processes=processes,
+                               bias=fold, rotary=ckpt.map.positions == "rotary")
+    if ckpt.map.positions == "rotary":
+        info["network"]["rotary_diagnostic"] = _rotary(ckpt, fold)
+    skipped = list(ckpt.skipped)
+    if not fold:
+        skipped = sorted([*skipped, *((name, "bias vector (not folded: --no-bias)") for name in ckpt.bias_tensors)])
+    return evaluate_bounds(stats, model_info=info, skipped=skipped, settings=settings, model=model)
+
+
+#: What the report says about a model's position scheme.
+POSITIONS = {
+    "absolute": "absolute (added to the embeddings; nothing in the scores)",
+    "rotary": "rotary (RoPE between the folded query and key maps: each map covered as a vector class, the "
+              "covers composed for every offset at once, theory.rope; kinds rq and rk)",
+    "relative-bias": "relative position bias: a trained table added to the scores, treated as a fixed additive "
+                     "term (a translation of the scores: it changes no Lipschitz constant and is not covered)",
+}
+
+
+def describe_network(ckpt: Any, model: ModelSettings = ModelSettings()) -> dict[str, Any]:
+    """The ``model`` block: the checkpoint's shape (:meth:`~numerics.io.checkpoint.Checkpoint.describe`) and
+    ``network``, the network as the bound evaluates it.
+
+    ``network`` holds ``biases`` (``"folded"``; ``"not folded (--no-bias)"``; ``"none in checkpoint"``),
+    ``activation`` (config key, name, registry entry and ``lipschitz``, :func:`theory.activations.activation`;
+    ``config_key`` is ``default of <map>`` when the config names none and the architecture's default is
+    used; ``None`` only for a map without a default, when ``model.activation_lipschitz`` is assumed), ``norm`` (kind
+    and layout), ``positions``, ``score_scales`` (per layer, :func:`theory.scaling.score_scale`) and
+    ``input_norms``: per layer and block the radius ``B`` of the rows entering it, the norm layer
+    it comes from with its ``g_inf`` and ``beta_norm`` (:func:`numerics.bounds.compiled.norm_radius`),
+    or ``--input-norm`` / ``sqrt(N)`` where the weights do not bound it.
+    """
+    info = ckpt.describe()
+    if not model.bias:
+        biases = "not folded (--no-bias)"
+    else:
+        biases = "folded" if ckpt.bias_tensors else "none in checkpoint"
+    act: dict[str, Any] | None = None
+    if ckpt.hidden_act is not None:
+        key, name = ckpt.hidden_act
+        entry = activation(name)
+        act = {"config_key": key, "name": name, "registry": entry.key, "lipschitz": entry.lipschitz,
+               "gain": entry.gain, "status": entry.status, "gated": ckpt.map.gate is not None}
+    radii: list[dict[str, Any]] = []
+    blocks = ckpt.block_inputs()
+    for layer in range(ckpt.num_layers):
+        row: dict[str, Any] = {}
+        for b in blocks[2 * layer: 2 * layer + 2]:
+            row[b.block] = _block_radius(b, ckpt.hidden_size, model)
+        radii.append(row)
+    info["network"] = {
+        "biases": biases,
+        "activation": act,
+        "norm": info.pop("norm"),
+        "positions": POSITIONS[info.pop("positions")],
+        "score_scales": info.pop("score_scales"),
+        "input_norms": radii,
+        "feedforward": ({"gated": True, "gate": ckpt.map.gate, "model": "theory.gated: s_2 s_1 s_3 B (L_sigma + c_sigma) "
+                         "on the ball of radius B (not globally Lipschitz)"} if ckpt.map.gate is not None
+                        else {"gated": False, "model": "sigma(x W_1) W_2"}),
+        "lipschitz_model": "norm layers as projections onto the ball of radius B (Edelman et al. 2022); "
+                           "a true LayerNorm is g_inf/std_min-Lipschitz (theory.normlayers)",
+    }
+    return info
+
+
+def _rotary(ckpt: Any, fold: bool) -> dict[str, Any]:
+    """Per layer and head: the largest ``s_1`` and ``S_p`` of ``W_q^T R(Delta) W_k`` over every offset up to the
+    context, beside :mod:`theory.rope`'s certified bounds (:func:`numerics.bounds.rotary.rotary_diagnostic`)."""
+    config = ckpt.config
+    params = config.get("rope_parameters") or config.get("rope_scaling") or {}
+    base = params.get("rope_theta", config.get("rope_theta", 10000.0)) if isinstance(params, dict) else 10000.0
+    rope_type = params.get("rope_type", params.get("type", "default")) if isinstance(params, dict) else "default"
+    context = int(config.get("max_position_embeddings") or 2048)
+    out: dict[str, Any] = {
+        "base": float(base), "context": context, "rope_type": rope_type,
+        "note": "the bound covers the query and key maps and composes them (theory.rope), valid for every offset; "
+                "here, per head, the certified bounds on every W_q^T R(Delta) W_k beside the largest values found",
+        "layers": [],
+    }
+    if rope_type != "default":
+        out["note"] += f"; angles of rope_type {rope_type!r} not modelled here: the default angles are used"
+    # feedforward=False skips reading the feedforward matrices, which only checkpoints in files can defer
+    for layer in ckpt.iter_layers(feedforward=not ckpt.files):
+        heads = head_factors(layer, num_heads=ckpt.num_heads, num_kv_heads=ckpt.num_kv_heads, head_dim=ckpt.head_dim,
+                             bias=fold)["qk"]
+        out["layers"].append(rotary_diagnostic(heads, head_dim=ckpt.head_dim, base=float(base), context=context))
+    return out
+
+
+def _block_radius(block: Any, hidden: int, model: ModelSettings) -> dict[str, Any]:
+    """The radius of the rows entering one block, and where it comes from."""
+    if model.input_norm is not None:
+        return {"radius": float(model.input_norm), "source": "--input-norm"}
+    norm = block.norm
+    if norm is None:
+        return {"radius": math.sqrt(hidden), "source": f"assumed sqrt(N): no norm layer feeds it ({block.where})"}
+    radius = compiled.norm_radius(norm.kind, N=norm.width, g_inf=norm.gain_inf, beta_norm=norm.bias_norm)
+    out: dict[str, Any] = {"radius": radius, "source": norm.name, "kind": norm.kind, "g_inf": norm.gain_inf,
+                           "beta_norm": norm.bias_norm}
+    if block.projection is not None:
+        s, b = block.projection  # ||W y + c|| <= ||W||_2 ||y|| + ||c|| (triangle inequality)
+        out.update(radius=s * radius + b, norm_radius=radius, projection={"spectral_norm": s, "bias_norm": b})
+    return out

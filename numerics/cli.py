@@ -153,7 +153,8 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
     from numerics.bounds.terms import ModelSettings
     from numerics.bounds.theorem31 import BoundSettings
 
-    return {"settings": BoundSettings(**_given(args, *_BOUND_FIELDS)), "model": ModelSettings(**_given(args, "input_norm")),
+    model = {**_given(args, "input_norm"), **({"bias": False} if getattr(args, "no_bias", False) else {})}
+    return {"settings": BoundSettings(**_given(args, *_BOUND_FIELDS)), "model": ModelSettings(**model),
             **_given(args, "heads", "scheduler", "workers")}
 
 
@@ -162,11 +163,11 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
 
     analysis = writers.analyze_report(args.source, out=args.out, force=args.force, plots=not args.no_plots,
                                       progress=_Progress("spectra"), **_settings(args),
-                                      **_given(args, "leading_k", "processes"))
+                                      spectra=args.spectra, **_given(args, "leading_k", "processes"))
     if args.format == "json":
-        print(json.dumps(analysis.to_json(), indent=2))
+        print(json.dumps(analysis.to_json(spectra=args.spectra), indent=2))
     elif args.format == "csv":
-        sys.stdout.write(tables.to_csv(analysis))
+        sys.stdout.write(tables.to_csv(analysis, spectra=args.spectra))
     else:
         sys.stdout.write(tables.format_table(analysis))
     if args.out is not None:
@@ -306,7 +307,10 @@ def _add_bound_options(p: argparse.ArgumentParser) -> None:
     _library(p.add_argument("--tie", choices=["layer-type", "matrix", "common"], default=None,
                             help="one Schatten index per layer and type (paper), per matrix, or one for all"))
     _library(p.add_argument("--p-grid", type=_p_grid, default=None, help="comma-separated post hoc grid"))
-    p.add_argument("--input-norm", type=_real, default=None, help="bound B on token rows after LayerNorm (default sqrt(N))")
+    p.add_argument("--input-norm", type=_real, default=None,
+                   help="bound B on the rows entering every block (default: from each norm layer's trained gain and bias)")
+    p.add_argument("--no-bias", action="store_true",
+                   help="drop the biases (the bias-free idealisation) instead of folding them into the matrices")
     where = p.add_mutually_exclusive_group()
     where.add_argument("--workers", type=_positive_int_parallel, default=None, help="local threads for the per-matrix work (default: all cores)")
     where.add_argument("--scheduler", default=None, metavar="ADDRESS",
@@ -351,6 +355,8 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--format", choices=["table", "json", "csv"], default="table")
     _add_out_options(a, "folder for table, JSON, CSV and plots")
     a.add_argument("--no-plots", action="store_true", help="with --out: skip the plots")
+    a.add_argument("--spectra", action="store_true",
+                   help="add every matrix's singular values to the JSON and CSV output (and to --out's report)")
     a.add_argument("--leading-k", type=_positive_int, default=None, metavar="K",
                    help="for huge matrices: only the K leading singular values plus a certified tail bound (recorded per matrix)")
     a.add_argument("--processes", type=_parallelism, default=None, metavar="N",

@@ -20,9 +20,11 @@ What is here
   :class:`LayerReference` (see its attributes for where each quantity is taken).
 * :func:`reimplemented_feedforward` and :func:`softmax_with_mask` are the independent
   re-implementations the self-checks (``tests/test_hf_reference.py``) compare with the model.
-* :func:`todays_scores` is the score specbound's spectra model implies today:
-  ``x_t^T W_QK^h x_u`` with ``W_QK^h = q_h k_g^T / sqrt(d_h)`` read from the checkpoint
-  (biases dropped, no position terms), evaluated on the true block inputs.
+* :func:`todays_scores` is the score of specbound's bias-free idealisation (``--no-bias``, and
+  the only model before biases were folded): ``x_t^T W_QK^h x_u`` with
+  ``W_QK^h = q_h k_g^T / sqrt(d_h)`` read from the checkpoint (biases dropped, no position terms),
+  evaluated on the true block inputs. ``tests/test_hf_reference.py`` checks the folded forms
+  specbound analyses by default against the true scores and block outputs.
 
 Conventions: token-major arrays ``[B, T, N]``; scores and probabilities ``[B, H, T_query,
 T_key]``; weights as in the model (``nn.Linear``: ``y = x W^T + b``). Padding is on the right;

@@ -10,6 +10,7 @@ No test here needs the network.
 from __future__ import annotations
 
 import json
+import math
 import os
 import stat
 import sys
@@ -336,9 +337,12 @@ def test_architecture_maps(tmp_path: Path, case: str) -> None:
     got = (ckpt.architecture, ckpt.prefix, ckpt.num_layers, ckpt.hidden_size, ckpt.num_heads,
            ckpt.num_kv_heads, ckpt.head_dim, ckpt.intermediate_size)
     assert got == (arch, prefix, L, N, H, H_kv, d, F)
-    # Every tensor is either analysed or skipped with a reason, never both, never neither.
+    # Every tensor is analysed (a matrix, the bias folded into it, a norm layer feeding a block) or skipped
+    # with a reason, never two of these, never none.
     analysed, skipped = set(ckpt.analysed), {name for name, _ in ckpt.skipped}
-    assert analysed.isdisjoint(skipped) and analysed | skipped == set(state)
+    read = set(ckpt.bias_tensors) | set(ckpt.norm_tensors)
+    assert analysed.isdisjoint(skipped) and read.isdisjoint(skipped) and read.isdisjoint(analysed)
+    assert analysed | skipped | read == set(state)
     assert all(reason for _, reason in ckpt.skipped)
     check_layers(ckpt, state)
 
@@ -368,8 +372,10 @@ def test_skip_reasons(tmp_path: Path) -> None:
     assert reasons["bert.pooler.dense.weight"] == "task head outside the layer stack"
     assert reasons["bert.embeddings.word_embeddings.weight"].startswith("embedding table")
     assert reasons["bert.embeddings.position_ids"].startswith("buffer")
-    assert reasons["bert.encoder.layer.1.output.LayerNorm.weight"].startswith("normalisation")
-    assert reasons["bert.encoder.layer.0.attention.self.query.bias"].startswith("bias vector")
+    # the norm layers feeding the blocks and the biases of the analysed matrices are read, not skipped
+    assert "bert.encoder.layer.1.output.LayerNorm.weight" in ckpt.norm_tensors
+    assert "bert.encoder.layer.0.attention.self.query.bias" in ckpt.bias_tensors
+    assert not {"bert.encoder.layer.1.output.LayerNorm.weight", "bert.encoder.layer.0.attention.self.query.bias"} & set(reasons)
     assert list(ckpt.skipped) == sorted(ckpt.skipped)
     # Other families' extras.
     assert skip_reason("h.0.attn.bias").startswith("buffer")  # GPT-2 causal mask
@@ -421,7 +427,9 @@ def test_describe_block(tmp_path: Path) -> None:
     folder = synthetic.write_checkpoint(tmp_path, synthetic.bert_state(), synthetic.bert_config())
     assert open_checkpoint(folder).describe() == {
         "source": str(folder), "architecture": "bert", "num_layers": 2, "hidden_size": 24,
-        "num_heads": 3, "head_dim": 8, "intermediate_size": 48,
+        "num_heads": 3, "num_key_value_heads": 3, "head_dim": 8, "intermediate_size": 48,
+        "norm": {"kind": "layernorm", "layout": "post"}, "positions": "absolute",
+        "score_scales": [1 / math.sqrt(8)] * 2,  # theory.scaling's default rule 1/sqrt(d_h), d_h = 8
     }
 
 
@@ -440,9 +448,10 @@ def test_layers_are_streamed_one_at_a_time(tmp_path: Path, monkeypatch: pytest.M
     layers = ckpt.iter_layers()
     first = next(layers)
     assert isinstance(first, LayerWeights) and first.index == 0
-    assert len(loaded) == 6 and all(".layer.0." in name for name in loaded)
+    # the six matrices and their six biases
+    assert len(loaded) == 12 and all(".layer.0." in name for name in loaded)
     next(layers)
-    assert len(loaded) == 12 and all(".layer.1." in name for name in loaded[6:])
+    assert len(loaded) == 24 and all(".layer.1." in name for name in loaded[12:])
 
 
 def test_match_prefers_prefix_with_most_tensors() -> None:

@@ -90,7 +90,7 @@ def test_analyze_spectra_on_the_cluster_is_bit_identical(cluster, tmp_path: Path
         pid, threads = pool.submit(_worker_blas_threads).result(timeout=30)
         by_worker = pool.client.run(os.getpid)
     _assert_same_stats(remote, local)
-    assert seen == list(range(1, len(local) + 1)) and len(local) == 3 * (4 + 2 * 3 + 2)
+    assert seen == list(range(1, len(local) + 1)) and len(local) == 3 * (4 + 2 * 3 + 2 + 1)  # + the folded output bias
     # The tasks really ran in the worker processes, with single-threaded BLAS there.
     assert pid != os.getpid() and pid in by_worker.values()
     assert threads and set(threads) == {1}

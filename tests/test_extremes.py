@@ -33,13 +33,15 @@ from hypothesis import strategies as st
 import synthetic
 from numerics.bounds import codegen, compiled
 from numerics.analysis import analyze, evaluate_bounds
-from numerics.bounds import build_terms
+from numerics.bounds import ModelSettings, build_terms
 from numerics.bounds import BoundSettings, MatrixTerm, coefficients, posthoc, rademacher
 from numerics.spectra.leading_k import LeadingKStats, leading_k_stats, spectral_norm
 from numerics.spectra import DTYPE_EPS, MatrixStats, matrix_stats, product_stats, weight_stats
 
 SMALL = BoundSettings(p_grid=(0.0, 0.5, 1.0, 2.0), grid_points=32)
 L_SIGMA = 1.13  # numerics.bounds.terms.ModelSettings default (largest slope of GELU)
+#: The weight matrices as stored (biases not folded): the checks below are about the matrices themselves.
+BIAS_FREE = ModelSettings(bias=False)
 
 
 def _all_numbers(obj: Any) -> list[float]:
@@ -264,8 +266,8 @@ def _bert(folder: Path, *, heads: int = 3, dtype: str = "F32", state: dict | Non
 
 def test_float16_weights(tmp_path: Path) -> None:
     state = synthetic.bert_state(layers=2, hidden=24, ff=48, seed=7)
-    half = analyze(str(_bert(tmp_path / "f16", dtype="F16", state=state)), settings=SMALL)
-    full = analyze(str(_bert(tmp_path / "f32", dtype="F32", state=state)), settings=SMALL)
+    half = analyze(str(_bert(tmp_path / "f16", dtype="F16", state=state)), settings=SMALL, model=BIAS_FREE)
+    full = analyze(str(_bert(tmp_path / "f32", dtype="F32", state=state)), settings=SMALL, model=BIAS_FREE)
     assert_json_finite(half.to_json())
     rows16 = {m["name"]: m for m in half.matrices}
     rows32 = {m["name"]: m for m in full.matrices}
@@ -297,7 +299,7 @@ def test_one_zero_matrix_in_a_checkpoint(tmp_path: Path) -> None:
     state = synthetic.bert_state(layers=2, hidden=24, ff=48, seed=7)
     name = "encoder.layer.0.output.dense.weight"  # ff2 of layer 0
     state[name] = np.zeros_like(state[name])
-    result = analyze(str(_bert(tmp_path, state=state)), settings=SMALL)
+    result = analyze(str(_bert(tmp_path, state=state)), settings=SMALL, model=BIAS_FREE)
     doc = result.to_json()
     assert_json_finite(doc)
     row = next(m for m in doc["matrices"] if m["name"] == name)
@@ -318,12 +320,12 @@ def test_all_zero_model_has_zero_complexity(tmp_path: Path) -> None:
         assert doc["bounds"][name]["rademacher"] == 0.0, name
     assert doc["proxies"]["phi_sa"] == 0.0 and doc["proxies"]["phi_edelman"] == 0.0
     state = {k: np.zeros_like(v) if v.dtype.kind == "f" else v for k, v in synthetic.bert_state(layers=2, hidden=24, ff=48).items()}
-    assert analyze(str(_bert(tmp_path, state=state)), settings=SMALL).bounds["spectrum_adaptive"]["rademacher"] == 0.0
+    assert analyze(str(_bert(tmp_path, state=state)), settings=SMALL, model=BIAS_FREE).bounds["spectrum_adaptive"]["rademacher"] == 0.0
 
 
 def test_single_head_model(tmp_path: Path) -> None:
     state = synthetic.bert_state(layers=2, hidden=24, ff=48, seed=7)
-    result = analyze(str(_bert(tmp_path, heads=1, state=state)), settings=SMALL)
+    result = analyze(str(_bert(tmp_path, heads=1, state=state)), settings=SMALL, model=BIAS_FREE)
     assert_json_finite(result.to_json())
     assert result.model["num_heads"] == 1 and result.model["head_dim"] == 24
     # With one head the per-head product is the whole one: W_QK = W_Q W_K^T / sqrt(24), W_VO = W_V W_O.
@@ -481,7 +483,7 @@ def test_analyze_spectra_leading_k_option(tmp_path: Path) -> None:
     approx = checkpoint_spectra(ckpt, leading_k=4)
     assert [s.name for s in approx] == [s.name for s in exact]
     for a, e in zip(approx, exact):
-        if e.kind in ("qk", "vo"):
+        if e.kind in ("qk", "vo", "bo"):
             assert type(a) is MatrixStats and np.array_equal(a.singular_values, e.singular_values)
             continue
         assert isinstance(a, LeadingKStats) and a.approximation == "leading-k" and a.k == 4

@@ -3,8 +3,9 @@
 Every reference the helper records is either taken from the model by a hook or re-implemented
 and compared here with what the model itself returns (``output_attentions``, the output
 projection's output, the FF output). The last group pins today's gap between specbound's
-bias-free, position-free per-head product and the true scores: the numeric side will replace each
-"gap" assertion by an agreement assertion once it folds biases, scaling and positions.
+bias-free, position-free per-head product and the true scores; the last group checks that the forms
+specbound analyses by default (biases folded, scale from the config, RoPE kept between the folded
+factors) reproduce what the model computes.
 
 Tolerances: float64 round-off on values of order 10 is about 1e-14; 1e-12 leaves room for the
 different summation orders of the model and the re-implementation. LLaMA computes its RoPE angles
@@ -18,14 +19,18 @@ import dataclasses
 import math
 import re
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
 import safetensors.numpy
+import scipy.special
 import torch
 
 from hf_reference import (
     ARCHITECTURES,
+    attention_weights,
+    scaling,
     Built,
     References,
     build,
@@ -40,7 +45,9 @@ from hf_reference import (
     todays_scores,
 )
 from numerics.io.checkpoint import open_checkpoint
-from numerics.spectra.jobs import layer_matrices
+from numerics.spectra.jobs import feedforward_matrices, head_factors, layer_matrices
+from theory.activations import activation
+from theory.affine import fold_qk, homogeneous
 
 BERT_FAMILY = ("bert", "roberta", "electra", "distilbert")
 ROUND_OFF = 1e-12
@@ -268,31 +275,127 @@ def test_key_bias_does_not_change_the_probabilities(model: Get) -> None:
 
 @pytest.mark.parametrize("name", ["bert", "llama", "gpt2"])
 def test_todays_products_are_the_spectra_products(model: Get, name: str) -> None:
-    """The matrices :func:`todays_scores` uses are those numerics.spectra analyses today."""
+    """The matrices :func:`todays_scores` uses are those numerics.spectra analyses with ``bias=False``."""
     b, _ = model(name)
     ckpt = open_checkpoint(b.folder)
     for layer, products in zip(ckpt.iter_layers(), todays_products(b)):
         stats = [s for s in layer_matrices(layer, num_heads=ckpt.num_heads, num_kv_heads=ckpt.num_kv_heads,
-                                           head_dim=ckpt.head_dim) if s.kind == "qk"]
+                                           head_dim=ckpt.head_dim, bias=False) if s.kind == "qk"]
         for h, s in enumerate(stats):
             sv = np.linalg.svd(products[h], compute_uv=False)[: b.head_dim]
-            np.testing.assert_allclose(s.singular_values, sv, rtol=1e-10)
+            np.testing.assert_allclose(s.singular_values, sv * (layer.score_scale * math.sqrt(b.head_dim)), rtol=1e-10)
 
 
-# The next three tests pin the gap that the numeric work will close: specbound's per-head product
-# W_QK^h drops biases, ignores RoPE and MPNet's relative bias, and always scales by 1/sqrt(d_h).
-# When the numeric side folds biases (homogeneous coordinates), reads the scaling from the config
-# and models positions, it replaces each "gap" assertion below by an agreement assertion.
+# --------------------------------------------------------------------------- the folded forms against the truth
+# specbound folds each bias into its matrix by homogeneous coordinates (theory.affine), reads the score scale
+# from the config (theory.scaling) and, for rotary models, keeps R(Delta) between the folded query and key
+# factors. These tests check that the forms it analyses are exactly what the model computes.
+
+#: Architectures whose scores are a bilinear form of the block input (no RoPE).
+BILINEAR = tuple(n for n in ARCHITECTURES if n != "llama")
+
+
+def _factors(b: Built, *, bias: bool = True, feedforward: bool = False) -> list[tuple[Any, dict[str, Any], dict[str, Any]]]:
+    ckpt = open_checkpoint(b.folder)
+    out = []
+    for layer in ckpt.iter_layers(feedforward=feedforward):
+        heads = head_factors(layer, num_heads=ckpt.num_heads, num_kv_heads=ckpt.num_kv_heads, head_dim=ckpt.head_dim,
+                             bias=bias)
+        out.append((layer, heads, feedforward_matrices(layer, bias=bias) if feedforward else {}))
+    return out
+
+
+def _homogeneous(x: np.ndarray) -> np.ndarray:
+    """``[x; 1]`` on the last axis, via :func:`theory.affine.homogeneous`."""
+    return homogeneous(x.reshape(-1, x.shape[-1])).reshape(*x.shape[:-1], x.shape[-1] + 1)
+
+
+@pytest.mark.parametrize("name", BILINEAR)
+def test_folded_qk_forms_reproduce_the_true_scores(model: Get, name: str) -> None:
+    """``[x; 1]^T W~_QK^h [y; 1]`` is the model's pre-softmax score, biases and config scaling included
+    (MPNet: up to its relative position bias, a fixed additive term specbound does not cover)."""
+    b, refs = model(name)
+    for (layer, heads, _), ref in zip(_factors(b), refs.layers):
+        x = _homogeneous(ref.attention_input)
+        w = np.stack([a @ c.T for a, c in heads["qk"]])
+        assert w.shape[1:] == (b.hidden_size + 1, b.hidden_size + 1)
+        got = np.einsum("btn,hnm,bum->bhtu", x, w, x)
+        want = ref.scores - (ref.position_bias if ref.position_bias is not None else 0.0)
+        assert relative_gap(got, want, refs.allowed) < ROUND_OFF, layer.index
+        # without the biases (specbound --no-bias) the forms miss the scores: biases matter here
+        if layer.index == 0:
+            (_, free, _), = _factors(b, bias=False)[:1]
+            w0 = np.stack([a @ c.T for a, c in free["qk"]])
+            approx = np.einsum("btn,hnm,bum->bhtu", ref.attention_input, w0, ref.attention_input)
+            assert relative_gap(approx, want, refs.allowed) > 0.01
+
+
+def test_folded_qk_factors_with_rotary_reproduce_the_llama_scores(model: Get) -> None:
+    """RoPE: ``(R(t) A^T x~_t) . (R(u) B^T x~_u)`` with specbound's folded factors ``A``, ``B`` and the exact
+    rotation of the config's theta is the model's score (float32-accurate: the model's angles are float32)."""
+    b, refs = model("llama")
+    theta = b.config["rope_parameters"]["rope_theta"]
+    t = refs.valid.shape[1]
+    cos, sin = rope_cos_sin(theta, b.head_dim, np.arange(t))
+    half = b.head_dim // 2
+
+    def rotate(v: np.ndarray) -> np.ndarray:  # v [B, T, d]: R(position) v, transformers' rotate_half layout
+        return v * cos + np.concatenate([-v[..., half:], v[..., :half]], axis=-1) * sin
+
+    for (layer, heads, _), ref in zip(_factors(b), refs.layers):
+        x = _homogeneous(ref.attention_input)
+        got = np.stack([rotate(x @ a) @ rotate(x @ c).transpose(0, 2, 1) for a, c in heads["qk"]], axis=1)
+        assert relative_gap(got, ref.scores, refs.allowed) < 1e-5, layer.index
 
 
 @pytest.mark.parametrize("name", ARCHITECTURES)
-def test_gap_todays_bias_free_scores_miss_the_true_scores(model: Get, name: str) -> None:
+def test_folded_vo_forms_and_output_bias_reproduce_the_attention_output(model: Get, name: str) -> None:
+    """``sum_h P_h [X; 1] W~_VO^h + b_o`` (softmax rows sum to 1, so ``b_v`` passes through) is the
+    output projection's output, with the model's own attention probabilities ``P``."""
     b, refs = model(name)
-    today = todays_scores(b, refs)
-    for layer, approx in zip(refs.layers, today):
-        # measured 0.31..1.05 (raw) and 0.28..1.16 (centred per query row); see the report
-        assert relative_gap(approx, layer.scores, refs.allowed) > 0.01  # numeric side: make it < 1e-12
-        assert relative_gap(approx, layer.scores, refs.allowed, centred=True) > 0.01
+    for (layer, heads, _), ref in zip(_factors(b), refs.layers):
+        x = _homogeneous(ref.attention_input)
+        total = sum(ref.probabilities[:, h] @ (x @ (a @ c.T)) for h, (a, c) in enumerate(heads["vo"]))
+        np.testing.assert_allclose(total + layer.biases["o"], ref.attention_output, rtol=0, atol=1e-10)
+
+
+_ACT = {"gelu_erf": lambda t: 0.5 * t * (1.0 + scipy.special.erf(t / math.sqrt(2.0))),
+        "gelu_tanh": lambda t: 0.5 * t * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (t + 0.044715 * t**3))),
+        "relu": lambda t: np.maximum(t, 0.0), "silu": lambda t: t / (1.0 + np.exp(-t))}
+
+
+@pytest.mark.parametrize("name", ARCHITECTURES)
+def test_folded_feedforward_forms_reproduce_the_block_output(model: Get, name: str) -> None:
+    """``[sigma([x; 1] W~_1); 1] W~_2`` (gated: ``[sigma([x;1] W~_gate) * [x;1] W~_up; 1] W~_down``) with the
+    activation named in the config (:func:`theory.activations.activation`) is the FF block's output."""
+    b, refs = model(name)
+    act = _ACT[activation(b.config[b.anatomy.activation_key]).key]
+    for (layer, _, ff), ref in zip(_factors(b, feedforward=True), refs.layers):
+        x = _homogeneous(ref.feedforward_input)
+        ups = {n.rsplit(".", 2)[-2]: x @ w for n, w in ff["ff1"]}
+        hidden = act(ups["gate_proj"]) * ups["up_proj"] if "gate_proj" in ups else act(next(iter(ups.values())))
+        (_, w2), = ff["ff2"]
+        np.testing.assert_allclose(_homogeneous(hidden) @ w2, ref.feedforward_output, rtol=0, atol=1e-10)
+
+
+@pytest.mark.parametrize("name", ARCHITECTURES)
+def test_spectra_are_those_of_the_folded_forms(model: Get, name: str) -> None:
+    """The per-head QK spectra specbound reports (default: biases folded) are those of
+    ``[Wq_h bq_h]^T [Wk_g bk_g] scale`` built from the model's own modules (:func:`theory.affine.fold_qk`)."""
+    b, _ = model(name)
+    ckpt = open_checkpoint(b.folder)
+    group = b.num_heads // b.num_kv_heads
+    d = b.head_dim
+    for layer in ckpt.iter_layers():
+        w = {k: v.numpy() for k, v in attention_weights(b, layer.index).items()}
+        stats = [s for s in layer_matrices(layer, num_heads=ckpt.num_heads, num_kv_heads=ckpt.num_kv_heads,
+                                           head_dim=ckpt.head_dim) if s.kind == "qk"]
+        for h, s in enumerate(stats):
+            g = h // group
+            folded = fold_qk(w["Wq"][h * d:(h + 1) * d], w["bq"][h * d:(h + 1) * d], w["Wk"][g * d:(g + 1) * d],
+                             w["bk"][g * d:(g + 1) * d], scale=scaling(b, layer.index))
+            assert s.shape == (b.hidden_size + 1, b.hidden_size + 1)
+            np.testing.assert_allclose(s.singular_values, np.linalg.svd(folded, compute_uv=False)[:d], rtol=1e-9)
 
 
 @pytest.mark.parametrize("name", [*BERT_FAMILY, "gpt2", "torch-encoder-post", "torch-encoder-pre"])
@@ -302,17 +405,14 @@ def test_todays_scores_are_exact_without_biases(model: Get, name: str) -> None:
         assert relative_gap(approx, layer.scores, refs.allowed) < ROUND_OFF
 
 
-def test_gap_without_biases_from_scaling_and_positions(model: Get) -> None:
-    # GPT-2 without scaling: today divides by sqrt(d_h) the model does not: gap 1 - 1/sqrt(d_h)
-    b, refs = model("gpt2-unscaled", zero_biases=True)
-    for layer, approx in zip(refs.layers, todays_scores(b, refs)):
-        assert relative_gap(approx, layer.scores, refs.allowed) == pytest.approx(1 - b.head_dim**-0.5, rel=1e-12)
-    # GPT-2 with 1/(layer_idx + 1): exact in layer 0, twice the true scores in layer 1 (gap 1)
-    b, refs = model("gpt2-inverse-layer", zero_biases=True)
-    gaps = [relative_gap(a, layer.scores, refs.allowed) for layer, a in zip(refs.layers, todays_scores(b, refs))]
-    assert gaps[0] < ROUND_OFF and gaps[1] == pytest.approx(1.0, rel=1e-12)
-    # RoPE (LLaMA) and the relative position bias (MPNet) are missing even without biases
-    for name in ("llama", "mpnet"):
-        b, refs = model(name, zero_biases=True)
-        for layer, approx in zip(refs.layers, todays_scores(b, refs)):
-            assert relative_gap(approx, layer.scores, refs.allowed) > 0.01, name  # numeric side: agreement
+@pytest.mark.parametrize("name", ["gpt2-unscaled", "gpt2-inverse-layer"])
+def test_score_scale_is_read_from_the_gpt2_config(model: Get, name: str) -> None:
+    """``scale_attn_weights = false`` and ``scale_attn_by_inverse_layer_idx = true``: the folded forms carry the
+    config's factor in every layer (the bias-free, fixed ``1/sqrt(d_h)`` product did not)."""
+    b, refs = model(name, zero_biases=True)
+    ckpt = open_checkpoint(b.folder)
+    assert list(ckpt.score_scales) == pytest.approx([scaling(b, i) for i in range(2)], rel=1e-15)
+    for (layer, heads, _), ref in zip(_factors(b), refs.layers):
+        x = _homogeneous(ref.attention_input)
+        got = np.einsum("btn,hnm,bum->bhtu", x, np.stack([a @ c.T for a, c in heads["qk"]]), x)
+        assert relative_gap(got, ref.scores, refs.allowed) < ROUND_OFF

@@ -76,7 +76,7 @@ def test_block_constants_against_the_theory_forms(seed):
     layers, heads = 3, int(rng.integers(1, 5))
     stats = random_model(rng, layers, heads, hidden=4 * heads)
     B = float(10.0 ** rng.uniform(-3, 40))
-    model = ModelSettings(input_norm=B, activation_lipschitz=float(rng.uniform(0.5, 2.0)))
+    model = ModelSettings(bias=False, input_norm=B, activation_lipschitz=float(rng.uniform(0.5, 2.0)))
     with mpmath.workdps(50):
         want = block_constants(stats, layers, heads, mpmath.mpf(B), mpmath.mpf(model.activation_lipschitz))
         _, info = build_terms(stats, num_layers=layers, hidden_size=4 * heads, model=model)
@@ -93,7 +93,7 @@ def test_propagation_factors_and_input_scales_against_the_theory_forms(seed):
     layers, heads = 3, int(rng.integers(1, 4))
     stats = random_model(rng, layers, heads, hidden=4 * heads, decades=20.0)
     B = float(10.0 ** rng.uniform(-2, 20))
-    model = ModelSettings(input_norm=B, activation_lipschitz=1.13)
+    model = ModelSettings(bias=False, input_norm=B, activation_lipschitz=1.13)
     terms, _ = build_terms(stats, num_layers=layers, hidden_size=4 * heads, model=model)
     by_name = {t.name: t for t in terms}
     head_norm, ff_norm = norms(stats)
@@ -129,7 +129,7 @@ def test_the_softmax_factor_two_reaches_the_numbers():
     ones = np.ones(4)
     stats = [matrix_stats(f"h.{kind}", ones, shape=(4, 4), kind=kind, layer=0, head=0, rank_bound=4, norm_2_1=1.0) for kind in ("qk", "vo")]
     stats += [matrix_stats(f"{kind}", ones, shape=(4, 4), kind=kind, layer=0, head=None, norm_2_1=1.0) for kind in ("ff1", "ff2")]
-    terms, info = build_terms(stats, num_layers=1, hidden_size=4, model=ModelSettings(input_norm=1.0, activation_lipschitz=1.5))
+    terms, info = build_terms(stats, num_layers=1, hidden_size=4, model=ModelSettings(bias=False, input_norm=1.0, activation_lipschitz=1.5))
     assert info["log_lipschitz_attention"][0] == pytest.approx(math.log(6.0), rel=1e-15)
     assert info["log_lipschitz_feedforward"][0] == pytest.approx(math.log(2.5), rel=1e-15)
     qk = next(t for t in terms if t.kind == "qk")

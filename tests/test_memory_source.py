@@ -61,7 +61,9 @@ def test_the_study_encoder_and_its_state_dict_in_memory(tmp_path):
     # a plain mapping of numpy arrays: the head count is given
     arrays = load_file(folder / "model.safetensors")
     from_mapping = analyze(arrays, heads=2)
-    same_analysis(from_mapping, on_disk)
+    # the activation is named by the configuration, which a bare mapping lacks: it is reported as assumed
+    assert from_mapping.model["network"]["activation"] != on_disk.model["network"]["activation"]
+    same_analysis(analyze(module.state_dict(), config=module.config), on_disk)  # with the configuration given
     assert from_mapping.model["source"] == "<in-memory tensors>"
 
 
@@ -70,8 +72,10 @@ def test_bfloat16_keeps_its_rank_tolerance(tmp_path):
     layer = torch.nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True)
     module = torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=False).to(torch.bfloat16)
     save_file({k: v.contiguous() for k, v in module.state_dict().items()}, str(tmp_path / "model.safetensors"))
-    on_disk = analyze(str(tmp_path / "model.safetensors"), heads=2, processes=0)
-    in_memory = analyze(module)  # heads from its MultiheadAttention layers
+    # what the module says of itself, as a config.json would (torch's defaults: post-LN, ReLU)
+    (tmp_path / "config.json").write_text(json.dumps({"num_heads": 2, "norm_first": False, "activation": "relu"}))
+    on_disk = analyze(str(tmp_path), processes=0)
+    in_memory = analyze(module)  # heads, norm_first and activation from its layers
     same_analysis(in_memory, on_disk)
     # rank_tolerance = s_1 max(a, b) eps with BF16's eps = 2^-8 (numerics.spectra.stats.DTYPE_EPS)
     for row in in_memory.matrices:

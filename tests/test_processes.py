@@ -73,7 +73,7 @@ def test_workers_give_bit_identical_statistics(tmp_path, spy, case):
     remote = checkpoint_spectra(ckpt, processes=2)
     assert _same(local, remote)
     (pool,) = spy
-    whole = sum(s.head is None for s in remote)
+    whole = sum(s.head is None and s.kind != "bo" for s in remote)  # the output bias (1 x N) stays local
     assert pool.error is None and pool.ran_remotely == whole and pool.ran_locally == 0
 
 
@@ -206,9 +206,9 @@ def test_the_calling_process_loads_only_the_attention_matrices(tmp_path, spy, mo
     monkeypatch.setattr(checkpoint_module, "load_tensor", lambda path, name, info, **kw: loaded.append(name) or original(path, name, info, **kw))
     ckpt = open_checkpoint(synthetic.write_checkpoint(tmp_path, synthetic.bert_state(layers=2), synthetic.bert_config(layers=2)))
     stats = checkpoint_spectra(ckpt, processes=2)
-    assert len(stats) == 2 * (4 + 2 * 3 + 2) and spy[0].ran_remotely == 2 * 6
+    assert len(stats) == 2 * (4 + 2 * 3 + 2 + 1) and spy[0].ran_remotely == 2 * 6  # + the folded output bias
     assert loaded and not any("intermediate" in n or n.endswith("output.dense.weight") and "attention" not in n for n in loaded)
-    assert len(loaded) == 2 * 4  # q, k, v, o of each layer, for the per-head products
+    assert len(loaded) == 2 * 8  # q, k, v, o of each layer and their biases, for the per-head products
 
 
 def test_cancel_drops_queued_jobs_and_stops_the_workers(tmp_path):

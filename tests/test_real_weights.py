@@ -8,6 +8,7 @@ import statistics
 import numpy as np
 import pytest
 
+from numerics.analysis import network_inputs
 from numerics.bounds import BoundSettings, rademacher
 from numerics.bounds import build_terms
 from numerics.report.tables import summary_markdown
@@ -38,7 +39,8 @@ def test_c7_post_hoc_index_on_real_weights(checkpoint, request, record_property)
     record_property(f"c7_fraction_p0_{checkpoint}", json.dumps(fractions))
     assert f"ff: {fractions['ff']:.2f}" in summary_markdown(a)
     # coordinate-wise optimality of the reported choice, recomputed from the spectra
-    terms, _ = build_terms(stats_from_analysis(a), num_layers=a.model["num_layers"], hidden_size=a.model["hidden_size"])
+    terms, _ = build_terms(stats_from_analysis(a), num_layers=a.model["num_layers"], hidden_size=a.model["hidden_size"],
+                           **network_inputs(a.model))
     cfg = BoundSettings()
     p_now = np.array([groups[t.group] for t in terms])
     base = rademacher(terms, p_now, cfg).rademacher
@@ -72,8 +74,9 @@ def test_real_mpnet_base_report_and_c6_ranks(mpnet_base_analysis):
                             "head_dim": 64, "intermediate_size": 3072}
     heads = [m for m in doc["matrices"] if m["kind"] in ("qk", "vo")]
     assert len(heads) == 2 * 12 * 12 and all(m["rank"] <= 64 == m["rank_bound"] for m in heads)
-    whole = [m for m in doc["matrices"] if m["head"] is None]
+    whole = [m for m in doc["matrices"] if m["head"] is None and m["kind"] != "bo"]
     assert len(whole) == 6 * 12 and all(m["rank"] <= min(m["shape"]) for m in whole)
+    assert sum(m["kind"] == "bo" for m in doc["matrices"]) == 12  # each layer's folded attention output bias
     assert any(s["name"] == "encoder.relative_attention_bias.weight" for s in doc["skipped"])
     for name in ("spectrum_adaptive", "edelman2022", "bartlett2017"):
         assert math.isfinite(doc["bounds"][name]["log_complexity"])

@@ -161,7 +161,10 @@ def test_baselines_on_a_synthetic_checkpoint(tmp_path, case, settings):
     folder = synthetic.write_checkpoint(tmp_path / case, make(), config)
     stored = safetensors.numpy.load_file(str(folder / "model.safetensors"))  # the float32 values analyze reads
     want = naive_baselines(layers_of(stored, arch, num_layers), heads=heads, settings=settings)
-    result = analyze(str(folder), settings=settings, processes=0)
+    # the idealised network naive_baselines writes out: biases dropped, every radius sqrt(N)
+    hidden = stored[next(k for k in stored if k.endswith(("attention.output.dense.weight", "attn.c_proj.weight")))].shape[0]
+    idealised = ModelSettings(bias=False, input_norm=math.sqrt(hidden))
+    result = analyze(str(folder), settings=settings, processes=0, model=idealised)
     assert_baseline(result.bounds["bartlett2017"], want["C_bartlett"], settings)
     assert_baseline(result.bounds["edelman2022"], want["C_edelman"], settings)
     assert result.proxies["log_phi_edelman"] == pytest.approx(float(MP.log(want["phi_edelman"])), rel=REL)

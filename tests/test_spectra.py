@@ -184,7 +184,7 @@ def naive_heads(q, k, v, o, heads: int, kv_heads: int, d: int):
 
 
 def check_layer_against_naive(ckpt, layer) -> None:
-    stats = layer_matrices(layer, num_heads=ckpt.num_heads, num_kv_heads=ckpt.num_kv_heads, head_dim=ckpt.head_dim)
+    stats = layer_matrices(layer, num_heads=ckpt.num_heads, num_kv_heads=ckpt.num_kv_heads, head_dim=ckpt.head_dim, bias=False)
     H, d = ckpt.num_heads, ckpt.head_dim
     kinds = [s.kind for s in stats]
     assert kinds == ["q", "k", "v", "o"] + ["qk"] * H + ["vo"] * H + ["ff1"] * len(layer.ff1) + ["ff2"] * len(layer.ff2)
@@ -232,7 +232,7 @@ def test_gpt2_heads_come_from_c_attn_columns(tmp_path) -> None:
     c = state["h.0.attn.c_attn.weight"].astype(np.float64)
     n, d = 16, 8
     ref = c[:, 0:d] @ c[:, n + 0 : n + d].T / math.sqrt(d)  # head 0: q cols 0..7, k cols 16..23
-    stats = {(s.kind, s.head): s for s in layer_matrices(layer, num_heads=2, num_kv_heads=2, head_dim=d)}
+    stats = {(s.kind, s.head): s for s in layer_matrices(layer, num_heads=2, num_kv_heads=2, head_dim=d, bias=False)}
     assert_sv_close(stats[("qk", 0)].singular_values, naive_sv(ref))
     ref_vo = c[:, 2 * n + d : 2 * n + 2 * d] @ state["h.0.attn.c_proj.weight"].astype(np.float64)[d : 2 * d]
     assert_sv_close(stats[("vo", 1)].singular_values, naive_sv(ref_vo))
@@ -248,7 +248,7 @@ def test_torch_encoder_heads_come_from_in_proj_rows(tmp_path) -> None:
     p = state["layers.1.self_attn.in_proj_weight"].astype(np.float64)
     n, d, h = 20, 5, 3
     ref = p[h * d : (h + 1) * d].T @ p[n + h * d : n + (h + 1) * d] / math.sqrt(d)
-    stats = {(s.kind, s.head): s for s in layer_matrices(layer, num_heads=4, num_kv_heads=4, head_dim=d)}
+    stats = {(s.kind, s.head): s for s in layer_matrices(layer, num_heads=4, num_kv_heads=4, head_dim=d, bias=False)}
     assert_sv_close(stats[("qk", h)].singular_values, naive_sv(ref))
 
 
@@ -259,7 +259,7 @@ def test_gqa_head_mapping(tmp_path) -> None:
     ckpt = open_checkpoint(synthetic.write_checkpoint(tmp_path, state, LLAMA_MIN))
     layer = ckpt.load_layer(0)
     d = 8
-    stats = {(s.kind, s.head): s for s in layer_matrices(layer, num_heads=4, num_kv_heads=2, head_dim=d)}
+    stats = {(s.kind, s.head): s for s in layer_matrices(layer, num_heads=4, num_kv_heads=2, head_dim=d, bias=False)}
     q = state["model.layers.0.self_attn.q_proj.weight"].astype(np.float64)  # [H d, N]
     k = state["model.layers.0.self_attn.k_proj.weight"].astype(np.float64)  # [H_kv d, N]
     for h, g in ((0, 0), (1, 0), (2, 1), (3, 1)):
@@ -314,7 +314,7 @@ def test_analyze_spectra_matches_serial(bert_ckpt) -> None:
     ]
     seen: list[tuple[int, int, str]] = []
     parallel = checkpoint_spectra(bert_ckpt, progress=lambda done, total, name: seen.append((done, total, name)))
-    total = 3 * (4 + 2 * 3 + 1 + 1)
+    total = 3 * (4 + 2 * 3 + 1 + 1 + 1)  # + the folded attention output bias of each layer
     assert len(parallel) == total
     assert _fingerprint(parallel) == _fingerprint(serial)
     assert [d for d, _, _ in seen] == list(range(1, total + 1)) and {t for _, t, _ in seen} == {total}
@@ -325,7 +325,7 @@ def test_analyze_spectra_matches_serial(bert_ckpt) -> None:
 def test_analyze_spectra_uses_given_executor(bert_ckpt) -> None:
     ex = SyncExecutor()
     res = checkpoint_spectra(bert_ckpt, executor=ex, layers_in_flight=1)
-    assert ex.submitted == len(res) == 36
+    assert ex.submitted == len(res) == 39
     with ThreadPoolExecutor(max_workers=3) as pool:
         assert _fingerprint(checkpoint_spectra(bert_ckpt, executor=pool)) == _fingerprint(res)
         pool.submit(int)  # a given executor is not shut down
@@ -403,7 +403,7 @@ def test_c6_on_minilm_l6() -> None:
     start = time.perf_counter()
     stats = checkpoint_spectra(ckpt)
     elapsed = time.perf_counter() - start
-    assert len(stats) == 6 * (4 + 24 + 2)
+    assert len(stats) == 6 * (4 + 24 + 2 + 1)  # + the folded attention output bias
     heads = [s for s in stats if s.kind in ("qk", "vo")]
     ff = [s for s in stats if s.kind in ("ff1", "ff2")]
     assert len(heads) == 144 and len(ff) == 12

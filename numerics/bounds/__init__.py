@@ -5,7 +5,8 @@
 * :mod:`~numerics.bounds.terms`: per-matrix statistics -> :class:`MatrixTerm` with propagation factors;
 * :mod:`~numerics.bounds.theorem31`: coefficients, the Dudley bound, the post hoc choice of indices;
 * :mod:`~numerics.bounds.baselines`: Edelman et al. 2022 and Bartlett et al. 2017 on the same spectra;
-* :mod:`~numerics.bounds.proxies`: ``phi_sa`` and ``phi_edelman``.
+* :mod:`~numerics.bounds.proxies`: ``phi_sa`` and ``phi_edelman``;
+* :mod:`~numerics.bounds.rotary`: rotary heads' spectra over every offset against :mod:`theory.rope`'s bounds.
 """
 
 from numerics.bounds.terms import build_terms as build_terms
@@ -38,8 +39,10 @@ from numerics.bounds.proxies import edelman_layers as edelman_layers
 from numerics.bounds.proxies import log_phi_edelman as log_phi_edelman
 from numerics.bounds.proxies import log_phi_sa_by_common_p as log_phi_sa_by_common_p
 from numerics.bounds.proxies import phi_sa as phi_sa
+from numerics.bounds.rotary import rotary_diagnostic as rotary_diagnostic
+from numerics.bounds.rotary import rotation_matrix as rotation_matrix
 
-from numerics.bounds import baselines, proxies, terms, theorem31
+from numerics.bounds import baselines, proxies, rotary, terms, theorem31
 
 #: The public names of the modules above, in their order.
-__all__ = [*terms.__all__, *theorem31.__all__, *baselines.__all__, *proxies.__all__]
+__all__ = [*terms.__all__, *theorem31.__all__, *baselines.__all__, *proxies.__all__, *rotary.__all__]

@@ -38,7 +38,7 @@ import scipy.special
 import sympy as sp
 
 from numerics._util.outputs import edit_text_file, safe_output_file
-from theory import baselines, composition, dudley, lipschitz, margin, thm31, thm41
+from theory import affine, baselines, composition, dudley, gated, lipschitz, margin, normlayers, rope, thm31, thm41
 from theory.symbols import MEANINGS, SYMBOLS
 
 __all__ = ["FORMS", "Form", "TARGET", "derive_forms", "fingerprint", "lambdify_form", "log_form", "log_space", "main",
@@ -178,6 +178,77 @@ def _steps() -> list[Form]:
                  f"The bound on the rows a ``{kind}`` matrix sees.",
                  f'theory.lipschitz.input_scale("{kind}")', partial(lipschitz.input_scale, kind)),
         ]
+    forms += [
+        Form("affine.head.log", "log_head_lipschitz_folded", ("log_B", "log_s_qk", "log_s_vo"),
+             "``log(s_vo (1 + 4 (B^2 + 1) s_qk))``: one head's constant with biases folded (rows ``[x; 1]``).",
+             "numerics.bounds.codegen.log_form(theory.affine.attention_head_lipschitz(bias=True))",
+             lambda: log_form(affine.attention_head_lipschitz(bias=True), ("B", "s_qk", "s_vo"))),
+        Form("norm.layernorm", "layernorm_radius", ("N", "beta_norm", "g_inf"),
+             "``g_inf sqrt(N) + beta_norm``: the radius of a LayerNorm's outputs from its gain and bias.",
+             "theory.normlayers.layernorm_radius()", normlayers.layernorm_radius),
+        Form("norm.rmsnorm", "rmsnorm_radius", ("N", "g_inf"),
+             "``g_inf sqrt(N)``: the radius of an RMSNorm's outputs from its gain.",
+             "theory.normlayers.rmsnorm_radius()", normlayers.rmsnorm_radius),
+    ]
+    for kind in ("qk", "vo", "ff1", "ff2"):
+        local, scale = affine.local_factor(kind, bias=True), affine.input_scale(kind, bias=True)
+        forms += [
+            Form(f"affine.local.{kind}", f"local_factor_{kind}_folded", _names(local),
+                 f"The local factor of a ``{kind}`` matrix with biases folded (rows ``[x; 1]``).",
+                 f'theory.affine.local_factor("{kind}", bias=True)', partial(affine.local_factor, kind, bias=True)),
+            Form(f"affine.input.{kind}", f"input_scale_{kind}_folded", _names(scale),
+                 f"The bound on the homogeneous rows a folded ``{kind}`` matrix sees.",
+                 f'theory.affine.input_scale("{kind}", bias=True)', partial(affine.input_scale, kind, bias=True)),
+        ]
+    forms += [
+        Form("rope.operator_norm", "rope_operator_norm", ("s_k", "s_q"),
+             "``s_q s_k``: bounds ``||W_q^T R(Delta) W_k||_2`` for every offset (``R`` orthogonal).",
+             "theory.rope.operator_norm_bound()", rope.operator_norm_bound),
+        Form("rope.schatten_product", "rope_schatten_product", ("S_k2p", "S_q2p"),
+             "``sqrt(S_2p(W_q) S_2p(W_k))``: bounds ``S_p(W_q^T R(Delta) W_k)`` for every offset and ``p > 0``.",
+             "theory.rope.schatten_product_bound()", rope.schatten_product_bound),
+    ]
+    homogeneous = affine.homogeneous_row_bound()
+    for folded, suffix in ((False, ""), (True, ".folded")):
+        row = homogeneous if folded else SYMBOLS["B"]
+        origin_row = "row_bound=theory.affine.homogeneous_row_bound()" if folded else ""
+        forms += [
+            Form(f"rope.local.q{suffix}", f"rope_local_factor_q{suffix.replace('.', '_')}", _names(rope.local_factor("q", row_bound=row)),
+                 "The local factor of a rotary head's query map: ``2 B s_vo`` (score unit) times ``s_k B``.",
+                 f'theory.rope.local_factor("q"{", " + origin_row if folded else ""})',
+                 partial(rope.local_factor, "q", row_bound=row)),
+            Form(f"rope.local.k{suffix}", f"rope_local_factor_k{suffix.replace('.', '_')}",
+                 _names(_rope_key_factor(row)),
+                 "The local factor of a rotary head's key map: ``2 B s_vo (s_q B + eps_q)`` at ``eps_q = s_q B`` "
+                 "(a covered query map is within ``2 s_q B`` of 0 at every scale).",
+                 f'theory.rope.local_factor("k", exact=True{", " + origin_row if folded else ""}) at eps_q = s_q B',
+                 partial(_rope_key_factor, row)),
+        ]
+    for folded, suffix in ((False, ""), (True, ".folded")):
+        row = homogeneous if folded else SYMBOLS["B"]
+        where = "rows ``[x; 1]``" if folded else "rows of norm ``<= B``"
+        origin_row = ", row_bound=theory.affine.homogeneous_row_bound()" if folded else ""
+        forms.append(Form(f"gated.lipschitz.log{suffix}", f"log_gated_lipschitz{suffix.replace('.', '_')}",
+                          ("log_B", "log_L_sigma", "log_c_sigma", "log_s_1", "log_s_2", "log_s_3"),
+                          f"``log`` of a gated feedforward branch's constant on {where}.",
+                          f"numerics.bounds.codegen.log_form(theory.gated.lipschitz({origin_row.lstrip(', ')}))",
+                          partial(_log_gated, row)))
+        for kind in gated.KINDS:
+            local = gated.local_factor(kind, row_bound=row)
+            scale = gated.input_scale(kind, row_bound=row)
+            if folded and kind == "down":  # W_2 acts on [a * g; 1] (theory.affine: FF2 on [sigma(h); 1])
+                scale = affine.homogeneous_row_bound(scale)
+            forms += [
+                Form(f"gated.local.{kind}{suffix}", f"gated_local_factor_{kind}{suffix.replace('.', '_')}", _names(local),
+                     f"The local factor of a gated block's ``{kind}`` matrix on {where}.",
+                     f'theory.gated.local_factor("{kind}"{origin_row})', partial(gated.local_factor, kind, row_bound=row)),
+                Form(f"gated.input.{kind}{suffix}", f"gated_input_scale_{kind}{suffix.replace('.', '_')}", _names(scale),
+                     f"The bound on the rows a gated block's ``{kind}`` matrix sees ({where}"
+                     + ("; ``[a * g; 1]`` for down" if folded else "") + ").",
+                     f'theory.gated.input_scale("{kind}"{origin_row})' + (" in theory.affine.homogeneous_row_bound"
+                                                                          if folded and kind == "down" else ""),
+                     partial(_gated_scale, kind, folded)),
+            ]
     for kind in ("bilinear", "vector"):
         forms += [
             Form(f"thm31.metric_points.{kind}", f"metric_points_{kind}", ("n", "T"),
@@ -230,6 +301,25 @@ def _steps() -> list[Form]:
              baselines.edelman2022_points),
     ]
     return forms
+
+
+def _rope_key_factor(row: sp.Expr) -> sp.Expr:
+    """:func:`theory.rope.local_factor` ``("k", exact=True)`` with ``eps_q`` at its largest useful value ``s_q B``:
+    below the query class's radius ``s_q B`` a cover element lies within ``eps_q`` of a member, above it
+    the cover is the single point 0, so ``||u'|| <= 2 s_q B`` at every scale."""
+    S = SYMBOLS
+    return rope.local_factor("k", row_bound=row, exact=True).subs(S["eps_q"], S["s_q"] * row)
+
+
+def _log_gated(row: sp.Expr) -> sp.Expr:
+    return log_form(gated.lipschitz(row_bound=row), ("B", "L_sigma", "c_sigma", "s_1", "s_2", "s_3"))
+
+
+def _gated_scale(kind: str, folded: bool) -> sp.Expr:
+    if not folded:
+        return gated.input_scale(kind)
+    scale = gated.input_scale(kind, row_bound=affine.homogeneous_row_bound())
+    return affine.homogeneous_row_bound(scale) if kind == "down" else scale
 
 
 def _log_class_radius(kind: str) -> sp.Expr:

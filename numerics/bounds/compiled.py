@@ -51,6 +51,12 @@ __all__ = [
     "log_residual",
     "local_factor",
     "input_scale",
+    "norm_radius",
+    "rope_certified",
+    "rope_local_factor",
+    "log_gated_lipschitz",
+    "gated_local_factor",
+    "gated_input_scale",
     "dudley_log_objective",
     "dudley_log_integral_weight",
     "trivial_bound",
@@ -270,9 +276,10 @@ def merge_exponents(p: Any) -> tuple[Any, Any]:
 # --------------------------------------------------------------------------- the Lipschitz model
 
 
-def log_head_lipschitz(*, log_B: Any, log_s_qk: Any, log_s_vo: Any) -> Any:
-    """``log(s_vo (1 + 4 B^2 s_qk))`` (:func:`theory.lipschitz.attention_head_lipschitz`)."""
-    return _function("lip.head.log")(log_B, log_s_qk, log_s_vo)
+def log_head_lipschitz(*, log_B: Any, log_s_qk: Any, log_s_vo: Any, bias: bool = False) -> Any:
+    """``log(s_vo (1 + 4 B^2 s_qk))`` (:func:`theory.lipschitz.attention_head_lipschitz`); with ``bias``
+    ``log(s_vo (1 + 4 (B^2 + 1) s_qk))`` (:func:`theory.affine.attention_head_lipschitz`, rows ``[x; 1]``)."""
+    return _function("affine.head.log" if bias else "lip.head.log")(log_B, log_s_qk, log_s_vo)
 
 
 def log_feedforward_lipschitz(*, log_L_sigma: Any, log_s_1: Any, log_s_2: Any) -> Any:
@@ -285,16 +292,61 @@ def log_residual(log_branch: Any) -> Any:
     return _function("lip.residual.log")(log_branch)
 
 
-def local_factor(kind: str, **values: float) -> float:
-    """The local factor of a ``kind`` matrix (:func:`theory.lipschitz.local_factor`), from the named values it uses
-    (``B``, ``s_vo``, ``L_sigma``, ``s_2``; unused names are ignored)."""
-    return _evaluate(f"lip.local.{kind}", values)
+def local_factor(kind: str, *, bias: bool = False, **values: float) -> float:
+    """The local factor of a ``kind`` matrix (:func:`theory.lipschitz.local_factor`; with ``bias``
+    :func:`theory.affine.local_factor`), from the named values it uses (``B``, ``s_vo``, ``L_sigma``,
+    ``s_2``; unused names are ignored)."""
+    return _evaluate(f"affine.local.{kind}" if bias else f"lip.local.{kind}", values)
 
 
-def input_scale(kind: str, **values: float) -> float:
-    """The bound on the rows a ``kind`` matrix sees (:func:`theory.lipschitz.input_scale`), from named values
-    (``B``, ``L_sigma``, ``s_1``; unused names are ignored)."""
-    return _evaluate(f"lip.input.{kind}", values)
+def input_scale(kind: str, *, bias: bool = False, **values: float) -> float:
+    """The bound on the rows a ``kind`` matrix sees (:func:`theory.lipschitz.input_scale`; with ``bias`` the
+    homogeneous rows, :func:`theory.affine.input_scale`), from named values (``B``, ``L_sigma``, ``s_1``;
+    unused names are ignored)."""
+    return _evaluate(f"affine.input.{kind}" if bias else f"lip.input.{kind}", values)
+
+
+def log_gated_lipschitz(*, log_B: Any, log_L_sigma: Any, log_c_sigma: Any, log_s_1: Any, log_s_2: Any, log_s_3: Any,
+                        bias: bool = False) -> Any:
+    """``log(s_2 s_1 s_3 B (L_sigma + c_sigma))``: a gated feedforward branch on the ball (:func:`theory.gated.lipschitz`;
+    with ``bias``, ``B -> sqrt(B^2 + 1)``)."""
+    key = "gated.lipschitz.log.folded" if bias else "gated.lipschitz.log"
+    return _function(key)(log_B, log_L_sigma, log_c_sigma, log_s_1, log_s_2, log_s_3)
+
+
+def gated_local_factor(kind: str, *, bias: bool = False, **values: float) -> float:
+    """The local factor of a gated block's ``gate``, ``up`` or ``down`` matrix (:func:`theory.gated.local_factor`)."""
+    return _evaluate(f"gated.local.{kind}" + (".folded" if bias else ""), values)
+
+
+def gated_input_scale(kind: str, *, bias: bool = False, **values: float) -> float:
+    """The bound on the rows a gated block's matrix sees (:func:`theory.gated.input_scale`; with ``bias`` the
+    homogeneous rows, ``[a * g; 1]`` for ``down``)."""
+    return _evaluate(f"gated.input.{kind}" + (".folded" if bias else ""), values)
+
+
+def rope_local_factor(kind: str, *, bias: bool = False, **values: float) -> float:
+    """The local factor of a rotary head's query (``"q"``) or key (``"k"``) map (:func:`theory.rope.local_factor`;
+    the key's at ``eps_q = s_q B``), from named values (``B``, ``s_vo``, ``s_q``, ``s_k``)."""
+    if kind not in ("q", "k"):
+        raise ValueError(f"kind={kind!r} must be 'q' or 'k'.")
+    return _evaluate(f"rope.local.{kind}" + (".folded" if bias else ""), values)
+
+
+def rope_certified(*, s_q: Any, s_k: Any, S_q2p: Any, S_k2p: Any) -> tuple[Any, Any]:
+    """``(s_q s_k, sqrt(S_2p(W_q) S_2p(W_k)))``: the certified bounds on ``s_1`` and ``S_p`` of ``W_q^T R(Delta) W_k``
+    for every offset (:func:`theory.rope.operator_norm_bound`, :func:`theory.rope.schatten_product_bound`)."""
+    return _function("rope.operator_norm")(s_k, s_q), _function("rope.schatten_product")(S_k2p, S_q2p)
+
+
+def norm_radius(kind: str, *, N: int, g_inf: float, beta_norm: float = 0.0) -> float:
+    """The radius of a norm layer's outputs from its trained gain and bias: LayerNorm ``g_inf sqrt(N) + beta_norm``
+    (:func:`theory.normlayers.layernorm_radius`), RMSNorm ``g_inf sqrt(N)`` (:func:`theory.normlayers.rmsnorm_radius`)."""
+    if kind == "layernorm":
+        return float(_function("norm.layernorm")(N, beta_norm, g_inf))
+    if kind == "rmsnorm":
+        return float(_function("norm.rmsnorm")(N, g_inf))
+    raise ValueError(f"kind={kind!r} must be 'layernorm' or 'rmsnorm'.")
 
 
 def _evaluate(key: str, values: dict[str, float]) -> float:

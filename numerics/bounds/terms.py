@@ -1,11 +1,16 @@
 """Per-matrix statistics -> the terms of Theorem 3.1: spectra plus propagation factors.
 
-The Transformer model (documented in :mod:`theory.lipschitz`): rows after each
-LayerNorm have norm at most ``B`` (default ``sqrt(N)``, the norm of a LayerNorm
-output with unit gain and zero bias); the activation is ``L_sigma``-Lipschitz
-(default 1.13, the largest slope of GELU); residual connections add 1.
+The Transformer model (documented in :mod:`theory.lipschitz`): rows entering each block have
+norm at most ``B``, per layer and block the radius of the norm layer that feeds it (read from its
+trained gain and bias by :mod:`numerics.analysis`; ``sqrt(N)`` when none is given); the
+activation is ``L_sigma``-Lipschitz (read from the config; 1.13 when none is named); residual
+connections add 1. With biases folded (statistics of ``N + 1``-row matrices) every row bound
+``B`` becomes ``sqrt(B^2 + 1)`` (:mod:`theory.affine`); gated feedforward blocks follow
+:mod:`theory.gated`.
 
-Matrices in the bound: per-head ``W_QK^h`` (bilinear cover, rank bound ``d_h``),
+Matrices in the bound: per-head ``W_QK^h`` (bilinear cover, rank bound ``d_h``; for rotary heads
+its two factors, the query and key maps ``rq``/``rk``, vector covers composed by :mod:`theory.rope`),
+a trained attention output bias ``bo`` (the ``1 x N`` map from the homogeneous coordinate, vector cover),
 per-head ``W_VO^h`` (vector cover, rank bound ``d_h``), and every feedforward
 matrix (vector cover). Whole ``Q, K, V, O`` are reported but do not enter the
 bound (the per-head products do). Tie groups follow the paper's
@@ -35,7 +40,7 @@ __all__ = ["GROUP_OF_KIND", "MAX_MODEL_CONSTANT", "ModelSettings", "MatrixTerm",
 
 #: The tie group type of each kind of matrix in the bound: per layer one Schatten index for the
 #: QK products, one for the VO products (``v``) and one for the feedforward matrices (``ff``).
-GROUP_OF_KIND = {"qk": "qk", "vo": "v", "ff1": "ff", "ff2": "ff"}
+GROUP_OF_KIND = {"qk": "qk", "vo": "v", "ff1": "ff", "ff2": "ff", "rq": "qk", "rk": "qk", "bo": "v"}
 
 #: Largest input norm B and activation constant accepted: B^4 and the like stay finite floats.
 MAX_MODEL_CONSTANT = 1e50
@@ -46,14 +51,22 @@ class ModelSettings:
     """Modelling constants of the Lipschitz model.
 
     Attributes:
-        input_norm: ``B``, bound on token rows after LayerNorm; ``None`` means ``sqrt(N)``.
-        activation_lipschitz: ``L_sigma`` (GELU: 1.13).
+        input_norm: ``B``, bound on token rows after LayerNorm, for every block; ``None``: read each
+            block's radius from the trained gain and bias of the norm that feeds it
+            (:func:`numerics.bounds.compiled.norm_radius`), ``sqrt(N)`` where no norm feeds a block.
+        activation_lipschitz: ``L_sigma`` (GELU: 1.13), used when the config names no activation
+            (:mod:`theory.activations` gives it otherwise).
+        bias: fold each bias into its matrix by homogeneous coordinates (:mod:`theory.affine`);
+            ``False`` keeps the bias-free idealisation (``specbound analyze --no-bias``).
     """
 
     input_norm: float | None = None
     activation_lipschitz: float = 1.13
+    bias: bool = True
 
     def __post_init__(self) -> None:
+        if not isinstance(self.bias, bool):
+            raise ValueError(f"bias={self.bias!r} must be True or False.")
         for name in ("input_norm", "activation_lipschitz"):
             v = getattr(self, name)
             if v is None and name == "input_norm":
@@ -90,6 +103,7 @@ class MatrixTerm:
 
     @property
     def cover_kind(self) -> str:
+        """``bilinear`` for a per-head ``W_QK``; ``vector`` otherwise (rotary query/key maps ``rq``/``rk`` included)."""
         return "bilinear" if self.kind == "qk" else "vector"
 
     @property
@@ -105,12 +119,27 @@ class MatrixTerm:
 def _norm_tables(stats: Sequence[Any]) -> tuple[dict[tuple[int, str, int | None], float], defaultdict[tuple[int, str], float]]:
     """Spectral norms read once: per head ``(layer, "qk"|"vo", head)`` and per layer the sum over
     the ``ff1``/``ff2`` matrices ``(layer, kind)`` (a gated MLP's two input matrices are bounded by the sum)."""
-    heads = {(st.layer, st.kind, st.head): st.spectral_norm for st in stats if st.kind in ("qk", "vo")}
+    heads = {(st.layer, st.kind, st.head): st.spectral_norm for st in stats if st.kind in ("qk", "vo", "rq", "rk")}
+    for (layer, kind, h), s_q in list(heads.items()):  # rotary: ||W_q^T R W_k||_2 <= s_q s_k for every offset
+        if kind == "rq" and (layer, "rk", h) in heads:
+            heads[(layer, "qk", h)] = float(compiled.rope_certified(s_q=s_q, s_k=heads[(layer, "rk", h)], S_q2p=1.0,
+                                                                    S_k2p=1.0)[0])
     ff: defaultdict[tuple[int, str], float] = defaultdict(float)
     for st in stats:
         if st.kind in ("ff1", "ff2"):
             ff[(st.layer, st.kind)] += st.spectral_norm
     return heads, ff
+
+
+def _gated_norms(stats: Sequence[Any], gate: str) -> defaultdict[int, dict[str, float]]:
+    """Per layer, the spectral norms of a gated block's ``gate`` (``W_1``), ``up`` (``W_3``) and ``down`` (``W_2``)."""
+    out: defaultdict[int, dict[str, float]] = defaultdict(lambda: {"gate": 0.0, "up": 0.0, "down": 0.0})
+    for st in stats:
+        if st.kind == "ff1":
+            out[st.layer]["gate" if st.name.endswith(gate) else "up"] += st.spectral_norm
+        elif st.kind == "ff2":
+            out[st.layer]["down"] += st.spectral_norm
+    return out
 
 
 def log_after(log_values: np.ndarray) -> np.ndarray:
@@ -124,21 +153,22 @@ def _log(x: float) -> float:
 
 
 def _layer_lipschitz_logs(heads: dict[tuple[int, str, int | None], float], ff: dict[tuple[int, str], float],
-                          num_layers: int, B: float, L_sigma: float) -> tuple[np.ndarray, np.ndarray]:
+                          num_layers: int, B: Sequence[float], L_sigma: float, *, bias: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """log Lipschitz constants of each layer's attention block and feedforward block.
 
     Each head's constant, the feedforward branch's and the residual ``1 + branch`` are the forms
-    of :mod:`theory.lipschitz` (compiled, in log space: ``B`` and the norms may be huge); the sum
-    over a layer's heads is a log-sum-exp (pinned to
+    of :mod:`theory.lipschitz` (with ``bias``: :mod:`theory.affine`, rows ``[x; 1]``; compiled, in log
+    space: ``B`` and the norms may be huge); ``B[layer]`` bounds the rows entering the layer's
+    attention block. The sum over a layer's heads is a log-sum-exp (pinned to
     :func:`theory.lipschitz.attention_block_lipschitz` by ``tests/test_lipschitz.py``).
     """
     terms: list[list[float]] = [[] for _ in range(num_layers)]
-    log_B = math.log(B)
     with np.errstate(divide="ignore"):
         for (layer, kind, h), s_vo in heads.items():
             if kind == "vo" and s_vo > 0:
                 terms[layer].append(float(compiled.log_head_lipschitz(
-                    log_B=log_B, log_s_qk=_log(heads.get((layer, "qk", h), 0.0)), log_s_vo=math.log(s_vo))))
+                    log_B=math.log(B[layer]), log_s_qk=_log(heads.get((layer, "qk", h), 0.0)), log_s_vo=math.log(s_vo),
+                    bias=bias)))
         log_heads = np.array([float(logsumexp(t)) if t else -math.inf for t in terms])
         log_branch = np.array([float(compiled.log_feedforward_lipschitz(
             log_L_sigma=math.log(L_sigma), log_s_1=_log(ff.get((layer, "ff1"), 0.0)), log_s_2=_log(ff.get((layer, "ff2"), 0.0))))
@@ -151,19 +181,67 @@ def _floored_log(x: float) -> float:
     return math.log(x or 1e-300)
 
 
-def build_terms(stats: Sequence[Any], *, num_layers: int, hidden_size: int, model: ModelSettings = ModelSettings()) -> tuple[list[MatrixTerm], dict[str, Any]]:
+def _folded(stats: Sequence[Any], hidden_size: int) -> bool:
+    """Whether the statistics are of folded matrices (:mod:`theory.affine`): the per-head and first feedforward
+    matrices then have ``N + 1`` rows (``[x; 1]``), else ``N``."""
+    rows = {int(st.shape[0]) for st in stats if st.kind in ("qk", "vo", "ff1", "rq", "rk")}
+    if not rows <= {hidden_size, hidden_size + 1} or len(rows) > 1:
+        raise ValueError(f"the per-head and first feedforward matrices have {sorted(rows)} rows; expected all "
+                         f"{hidden_size} (bias-free) or all {hidden_size + 1} (biases folded), N = {hidden_size}.")
+    return rows == {hidden_size + 1}
+
+
+def build_terms(stats: Sequence[Any], *, num_layers: int, hidden_size: int, model: ModelSettings = ModelSettings(),
+                bias: bool | None = None, radii: Sequence[tuple[float, float]] | None = None,
+                activation_lipschitz: float | None = None, activation_gain: float | None = None,
+                gate: str | None = None) -> tuple[list[MatrixTerm], dict[str, Any]]:
     """Turn per-matrix statistics into :class:`MatrixTerm` records with propagation factors.
 
     ``rho_j`` is :func:`theory.lipschitz.propagation_factor`: the local factor
     (:func:`theory.lipschitz.local_factor`, compiled) times the product of the constants of
     every later block (a cumulative sum of logs, :func:`log_after`); the input scale is
-    :func:`theory.lipschitz.input_scale` (compiled). Returns the terms and a dict of the
-    per-layer log Lipschitz constants (for reports).
+    :func:`theory.lipschitz.input_scale` (compiled). When the statistics are of folded matrices
+    (``N + 1`` rows; ``bias``, if given, must say the same) the forms of :mod:`theory.affine`
+    replace them: every row bound ``B`` becomes ``sqrt(B^2 + 1)``.
+
+    ``radii``: per layer, ``(B_attention, B_feedforward)``, the bounds on the rows entering each
+    block (read from the norm layers); ``model.input_norm``, when set, overrides them, and without
+    either every block gets ``sqrt(N)``. ``activation_lipschitz``: ``L_sigma`` read from the config
+    (default ``model.activation_lipschitz``); ``activation_gain``: ``c_sigma`` with ``|sigma(t)| <= c_sigma |t|``
+    (default ``L_sigma``, valid for any ``L_sigma``-Lipschitz activation with ``sigma(0) = 0``).
+
+    ``gate``: the tensor-name ending of the gate matrix of a gated feedforward block
+    (``W_2 (sigma(W_1 x) * W_3 x)``, LLaMA's ``mlp.gate_proj.weight``); the block is then modelled by
+    :mod:`theory.gated` on the ball of radius ``B``: the gate is ``W_1``, the other first-layer matrix
+    ``W_3`` (up), the second-layer matrix ``W_2`` (down). Returns the terms and a dict of the per-layer
+    log Lipschitz constants and radii (for reports).
     """
-    B = model.input_norm if model.input_norm is not None else math.sqrt(hidden_size)
-    Ls = model.activation_lipschitz
+    folded = _folded(stats, hidden_size)
+    if bias is not None and bias != folded:
+        raise ValueError(f"bias={bias!r} but the statistics are of {'folded' if folded else 'bias-free'} matrices "
+                         f"(a per-head or first feedforward matrix has {hidden_size + folded} rows, N = {hidden_size}).")
+    if model.input_norm is not None or radii is None:
+        B_all = model.input_norm if model.input_norm is not None else math.sqrt(hidden_size)
+        radii = [(B_all, B_all)] * num_layers
+    if len(radii) != num_layers:
+        raise ValueError(f"radii has {len(radii)} entries; expected one per layer ({num_layers}).")
+    for r in radii:
+        for v in r:
+            if not (0 <= v <= MAX_MODEL_CONSTANT):
+                raise ValueError(f"radius {v!r} must be non-negative and at most {MAX_MODEL_CONSTANT:.0e}.")
+    # a zero radius (a norm layer with zero gain and bias): its rows are 0; the logs need a positive floor
+    radii = [(max(a, 1e-300), max(f, 1e-300)) for a, f in radii]
+    Ls = model.activation_lipschitz if activation_lipschitz is None else activation_lipschitz
+    gain = Ls if activation_gain is None else activation_gain
     head_norm, ff_norm = _norm_tables(stats)
-    log_attn, log_ff = _layer_lipschitz_logs(head_norm, ff_norm, num_layers, B, Ls)
+    log_attn, log_ff = _layer_lipschitz_logs(head_norm, ff_norm, num_layers, [r[0] for r in radii], Ls, bias=folded)
+    gated = _gated_norms(stats, gate) if gate is not None else {}
+    if gate is not None:
+        with np.errstate(divide="ignore"):
+            log_ff = np.array([float(compiled.log_residual(compiled.log_gated_lipschitz(
+                log_B=math.log(radii[layer][1]), log_L_sigma=math.log(Ls), log_c_sigma=math.log(gain),
+                log_s_1=_log(gated[layer]["gate"]), log_s_2=_log(gated[layer]["down"]), log_s_3=_log(gated[layer]["up"]),
+                bias=folded))) for layer in range(num_layers)])
     # log of the product of every block after (layer, block): block 0 = attention, 1 = feedforward
     after = log_after(np.stack([log_attn, log_ff], axis=1).ravel())
     terms = []
@@ -171,18 +249,40 @@ def build_terms(stats: Sequence[Any], *, num_layers: int, hidden_size: int, mode
         if st.kind not in GROUP_OF_KIND:
             continue
         layer = st.layer
+        B = radii[layer][0] if st.kind in ("qk", "vo", "rq", "rk", "bo") else radii[layer][1]
         values = {"B": B, "L_sigma": Ls, "s_vo": head_norm.get((layer, "vo", st.head), 0.0),
                   "s_1": ff_norm[(layer, "ff1")] if st.kind == "ff2" else 0.0,
                   "s_2": ff_norm[(layer, "ff2")] if st.kind == "ff1" else 0.0}
-        local = _floored_log(compiled.local_factor(st.kind, **values))
-        downstream = after[2 * layer] if st.kind in ("qk", "vo") else after[2 * layer + 1]
-        scale = compiled.input_scale(st.kind, **values)
+        if st.kind == "bo":
+            # b_o acts on the homogeneous coordinate of the mixed rows, exactly 1 (theory.affine): input scale 1,
+            # and it reaches the block output as a VO product does (local factor 1, theory.affine.local_factor("vo"))
+            local = _floored_log(compiled.local_factor("vo", bias=True, **values))
+            scale = 1.0
+        elif st.kind in ("rq", "rk"):  # theory.rope: vector covers of the query and key maps, composed
+            values.update(s_q=head_norm[(layer, "rq", st.head)], s_k=head_norm[(layer, "rk", st.head)])
+            local = _floored_log(compiled.rope_local_factor(st.kind[1], bias=folded, **values))
+            scale = compiled.input_scale("qk", bias=folded, B=B)
+        elif gate is not None and st.kind in ("ff1", "ff2"):
+            role = "down" if st.kind == "ff2" else "gate" if st.name.endswith(gate) else "up"
+            g = gated[layer]
+            values = {"B": B, "L_sigma": Ls, "c_sigma": gain, "s_1": g["gate"], "s_2": g["down"], "s_3": g["up"]}
+            local = _floored_log(compiled.gated_local_factor(role, bias=folded, **values))
+            scale = compiled.gated_input_scale(role, bias=folded, **values)
+        else:
+            local = _floored_log(compiled.local_factor(st.kind, bias=folded, **values))
+            scale = compiled.input_scale(st.kind, bias=folded, **values)
+        downstream = after[2 * layer] if st.kind in ("qk", "vo", "rq", "rk", "bo") else after[2 * layer + 1]
         terms.append(MatrixTerm(
             name=st.name, kind=st.kind, shape=tuple(st.shape), rank_bound=int(st.rank_bound),
             singular_values=np.asarray(st.singular_values, dtype=np.float64), rank=int(st.rank),
             log_rho=float(local + downstream), input_scale=float(scale if scale > 0 else 1e-300),
             group=f"layer{layer}/{GROUP_OF_KIND[st.kind]}",
         ))
-    info = {"input_norm": B, "activation_lipschitz": Ls, "log_lipschitz_attention": log_attn.tolist(),
-            "log_lipschitz_feedforward": log_ff.tolist()}
+    largest = max(max(r) for r in radii) if radii else math.sqrt(hidden_size)
+    # the baselines see the same (folded) matrices: their row bound is that of the rows entering them
+    info = {"input_norm": compiled.input_scale("qk", bias=folded, B=largest), "largest_radius": largest,
+            "input_norms": [{"attention": r[0], "feedforward": r[1]} for r in radii],
+            "activation_lipschitz": Ls, "activation_gain": gain, "bias_folded": folded,
+            "feedforward_model": "gated (theory.gated, on the ball of radius B)" if gate is not None else "sigma(x W_1) W_2",
+            "log_lipschitz_attention": log_attn.tolist(), "log_lipschitz_feedforward": log_ff.tolist()}
     return terms, info

@@ -24,12 +24,16 @@ from numerics.io.architectures import CONFIG_KEYS as CONFIG_KEYS
 from numerics.io.architectures import KeyMatch as KeyMatch
 from numerics.io.architectures import match_architecture as match_architecture
 from numerics.io.architectures import MatrixSpec as MatrixSpec
+from numerics.io.architectures import NormSpec as NormSpec
 from numerics.io.architectures import skip_reason as skip_reason
 from numerics.io.architectures import SKIP_RULES as SKIP_RULES
 from numerics.io.checkpoint import Checkpoint as Checkpoint
 from numerics.io.checkpoint import checkpoint_from_store as checkpoint_from_store
 from numerics.io.checkpoint import LayerWeights as LayerWeights
 from numerics.io.checkpoint import MatrixSource as MatrixSource
+from numerics.io.checkpoint import VectorSource as VectorSource
+from numerics.io.checkpoint import NormLayer as NormLayer
+from numerics.io.checkpoint import BlockInput as BlockInput
 from numerics.io.checkpoint import open_checkpoint as open_checkpoint
 from numerics.io.checkpoint import SafetensorsFiles as SafetensorsFiles
 from numerics.io.checkpoint import TensorStore as TensorStore

@@ -44,6 +44,7 @@ from numerics.errors import CheckpointError
 
 __all__ = [
     "MatrixSpec",
+    "NormSpec",
     "ArchitectureMap",
     "ARCHITECTURES",
     "CONFIG_KEYS",
@@ -73,6 +74,43 @@ class MatrixSpec:
     layout: Layout
     label: str
 
+    @property
+    def bias_key(self) -> str:
+        """The key of the matrix's bias vector (``...weight`` -> ``...bias``; packed: ``in_proj_bias``).
+
+        The bias is optional in a checkpoint (LLaMA's ``attention_bias = false``); when present it
+        is folded into the matrix by homogeneous coordinates (:mod:`theory.affine`).
+        """
+        stem = self.key[: -len("weight")] if self.key.endswith("weight") else self.key + "."
+        return stem + "bias"
+
+
+@dataclass(frozen=True)
+class NormSpec:
+    """Where a family's norm layers sit, and which kind they are (MATH.md section 9, "Norm layers").
+
+    Attributes:
+      kind: ``"layernorm"`` (``gamma * (x - mean) / std + beta``) or ``"rmsnorm"`` (``gamma * x / rms``).
+      layout: ``"post"`` (``LN(x + f(x))``, BERT), ``"pre"`` (``x + f(LN(x))``, GPT-2, LLaMA) or
+        ``"config"``: read ``norm_first`` from ``config.json`` (``torch.nn.TransformerEncoder``,
+        default false).
+      attention: the norm around the attention block, after the layer stem (post: the
+        attention-output norm; pre: the block's own input norm), without ``.weight``.
+      feedforward: the norm around the feedforward block (post: the layer's output norm; pre:
+        the block's own input norm).
+      embeddings: post-LN only: the norm that feeds layer 0, after the key prefix
+        (``None``: layer 0 reads the raw input, whose radius the weights do not bound).
+      projection: a linear map between that norm and layer 0 (ELECTRA's ``embeddings_project``,
+        present only when ``embedding_size != hidden_size``), after the key prefix.
+    """
+
+    kind: Literal["layernorm", "rmsnorm"]
+    layout: Literal["post", "pre", "config"]
+    attention: str
+    feedforward: str
+    embeddings: str | None = None
+    projection: str | None = None
+
 
 @dataclass(frozen=True)
 class ArchitectureMap:
@@ -86,6 +124,15 @@ class ArchitectureMap:
         ``"encoder.layer.{i}."``.
       matrices: the matrices every layer must have.
       model_types: ``config.json`` ``model_type`` values known to use this map.
+      norms: where the norm layers sit (:class:`NormSpec`); ``None``: unknown.
+      positions: the position scheme of the scores: ``"absolute"`` (added to the embeddings, none
+        in the scores), ``"rotary"`` (RoPE on queries and keys) or ``"relative-bias"`` (a trained
+        table added to the scores, MPNet).
+      default_activation: the feedforward activation these models compute when their configuration
+        names none (the default of the library's config class, or of ``torch.nn.TransformerEncoderLayer``);
+        ``None``: a configuration must name it.
+      gate: the key of the gate matrix of a gated feedforward block (``W_2 (sigma(W_1 x) * W_3 x)``),
+        one of the ``ff1`` matrices; ``None`` for ``sigma(x W_1) W_2``.
     """
 
     name: str
@@ -93,6 +140,10 @@ class ArchitectureMap:
     layer_stem: str
     matrices: tuple[MatrixSpec, ...]
     model_types: tuple[str, ...] = ()
+    norms: NormSpec | None = None
+    positions: Literal["absolute", "rotary", "relative-bias"] = "absolute"
+    gate: str | None = None
+    default_activation: str | None = None
     _pattern: re.Pattern[str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -137,6 +188,7 @@ def _conv1d(role: Role, key: str, label: str) -> MatrixSpec:
 _MAPS: tuple[ArchitectureMap, ...] = (
     ArchitectureMap(
         name="bert",
+        default_activation="gelu",
         description="HuggingFace BERT-family encoders (BERT, RoBERTa, ELECTRA, ...)",
         layer_stem="encoder.layer.{i}.",
         matrices=(
@@ -148,9 +200,12 @@ _MAPS: tuple[ArchitectureMap, ...] = (
             _linear("ff2", "output.dense.weight", "output.dense"),
         ),
         model_types=("bert", "roberta", "xlm-roberta", "electra", "camembert", "megatron-bert"),
+        norms=NormSpec("layernorm", "post", "attention.output.LayerNorm", "output.LayerNorm",
+                       embeddings="embeddings.LayerNorm", projection="embeddings_project"),
     ),
     ArchitectureMap(
         name="mpnet",
+        default_activation="gelu",
         description="HuggingFace MPNet (post-LayerNorm like BERT; relative position bias added to the scores)",
         layer_stem="encoder.layer.{i}.",
         matrices=(
@@ -162,9 +217,12 @@ _MAPS: tuple[ArchitectureMap, ...] = (
             _linear("ff2", "output.dense.weight", "output.dense"),
         ),
         model_types=("mpnet",),
+        norms=NormSpec("layernorm", "post", "attention.LayerNorm", "output.LayerNorm", embeddings="embeddings.LayerNorm"),
+        positions="relative-bias",
     ),
     ArchitectureMap(
         name="distilbert",
+        default_activation="gelu",
         description="HuggingFace DistilBERT",
         layer_stem="transformer.layer.{i}.",
         matrices=(
@@ -176,9 +234,11 @@ _MAPS: tuple[ArchitectureMap, ...] = (
             _linear("ff2", "ffn.lin2.weight", "lin2"),
         ),
         model_types=("distilbert",),
+        norms=NormSpec("layernorm", "post", "sa_layer_norm", "output_layer_norm", embeddings="embeddings.LayerNorm"),
     ),
     ArchitectureMap(
         name="gpt2",
+        default_activation="gelu_new",
         description="HuggingFace GPT-2 (Conv1D weights stored [in, out], packed c_attn)",
         layer_stem="h.{i}.",
         matrices=(
@@ -188,9 +248,11 @@ _MAPS: tuple[ArchitectureMap, ...] = (
             _conv1d("ff2", "mlp.c_proj.weight", "mlp.c_proj"),
         ),
         model_types=("gpt2",),
+        norms=NormSpec("layernorm", "pre", "ln_1", "ln_2"),
     ),
     ArchitectureMap(
         name="llama",
+        default_activation="silu",
         description="HuggingFace LLaMA / Mistral (grouped-query attention, gated MLP)",
         layer_stem="layers.{i}.",
         matrices=(
@@ -203,9 +265,13 @@ _MAPS: tuple[ArchitectureMap, ...] = (
             _linear("ff2", "mlp.down_proj.weight", "down_proj"),
         ),
         model_types=("llama", "mistral", "qwen2"),
+        norms=NormSpec("rmsnorm", "pre", "input_layernorm", "post_attention_layernorm"),
+        positions="rotary",
+        gate="mlp.gate_proj.weight",
     ),
     ArchitectureMap(
         name="torch-encoder",
+        default_activation="relu",
         description="torch.nn.TransformerEncoder state dict (packed in_proj_weight)",
         layer_stem="layers.{i}.",
         matrices=(
@@ -214,6 +280,7 @@ _MAPS: tuple[ArchitectureMap, ...] = (
             _linear("ff1", "linear1.weight", "linear1"),
             _linear("ff2", "linear2.weight", "linear2"),
         ),
+        norms=NormSpec("layernorm", "config", "norm1", "norm2"),
     ),
 )
 

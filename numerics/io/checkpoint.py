@@ -54,9 +54,11 @@ from numerics._util.checks import check_count, is_int
 from numerics.errors import CheckpointError
 from numerics.io import hub
 from numerics.io.safetensors_reader import FLOAT_DTYPES, TensorInfo, load_tensor, read_header
+from theory.activations import activation
+from theory.scaling import score_scale
 
-__all__ = ["LayerWeights", "Checkpoint", "MatrixSource", "TensorStore", "SafetensorsFiles", "open_checkpoint",
-           "checkpoint_from_store"]
+__all__ = ["LayerWeights", "Checkpoint", "MatrixSource", "VectorSource", "NormLayer", "BlockInput", "TensorStore",
+           "SafetensorsFiles", "open_checkpoint", "checkpoint_from_store"]
 
 #: Stored float dtypes from most to least precise (used to pick a layer's rank tolerance).
 _PRECISION_ORDER: tuple[str, ...] = ("F64", "F32", "F16", "BF16")
@@ -64,6 +66,23 @@ _PRECISION_ORDER: tuple[str, ...] = ("F64", "F32", "F16", "BF16")
 _SINGLE_FILE = "model.safetensors"
 _INDEX_FILE = "model.safetensors.index.json"
 _REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+@dataclass(frozen=True)
+class VectorSource:
+    """Where one bias or norm vector comes from (a 1-D tensor, or a slice of a packed one)."""
+
+    path: Path
+    tensor: str
+    info: TensorInfo
+    columns: tuple[int, int] | None = None
+
+    def load(self) -> np.ndarray:
+        """The vector, float64, read-only (checked for NaN and Inf)."""
+        v = load_tensor(self.path, self.tensor, self.info)
+        if self.columns is not None:
+            v = v[self.columns[0] : self.columns[1]]
+        return _frozen(np.ascontiguousarray(v))
 
 
 @dataclass(frozen=True)
@@ -83,6 +102,10 @@ class MatrixSource:
       columns: ``(start, stop)`` for a matrix split from a packed tensor (after the
         transpose), else ``None``.
       role: what the matrix is in its layer: ``q``, ``k``, ``v``, ``o``, ``ff1`` or ``ff2``.
+      bias: the bias to fold in as one more row (``[W; b^T]``, :func:`theory.affine.fold_affine`),
+        or ``None``.
+      zero_row: without ``bias``, fold a zero bias (a matrix without a bias tensor, in a model
+        whose other biases are folded).
     """
 
     path: Path
@@ -91,22 +114,28 @@ class MatrixSource:
     transpose: bool = False
     columns: tuple[int, int] | None = None
     role: str = ""
+    bias: VectorSource | None = None
+    zero_row: bool = False
 
     @property
     def shape(self) -> tuple[int, int]:
-        """The matrix's shape ``[in, out]``, from the header (nothing is read)."""
+        """The matrix's shape ``[in, out]`` (``[in + 1, out]`` with its bias folded), from the header."""
         rows, cols = (self.info.shape[1], self.info.shape[0]) if self.transpose else (self.info.shape[0], self.info.shape[1])
         if self.columns is not None:
             cols = self.columns[1] - self.columns[0]
-        return (int(rows), int(cols))
+        return (int(rows) + (self.bias is not None or self.zero_row), int(cols))
 
     def load(self) -> np.ndarray:
-        """The matrix, float64, row-vector ``[in, out]``, read-only.
+        """The matrix, float64, row-vector ``[in, out]`` (its bias appended as a last row if set), read-only.
 
         Raises:
           CheckpointError: the tensor contains NaN or Inf, or its file shrank.
         """
-        return _frozen(self.view(load_tensor(self.path, self.tensor, self.info)))
+        w = self.view(load_tensor(self.path, self.tensor, self.info))
+        if self.bias is not None or self.zero_row:
+            row = self.bias.load() if self.bias is not None else np.zeros(w.shape[1])
+            return _frozen(np.concatenate([w, row[None, :]], axis=0))
+        return _frozen(w)
 
     def view(self, w: np.ndarray) -> np.ndarray:
         """This matrix within ``w``, the whole tensor as stored: transposed to ``[in, out]`` and
@@ -200,6 +229,13 @@ class LayerWeights:
       feedforward_loaded: ``False`` when the layer was loaded with ``feedforward=False``:
         ``ff1`` and ``ff2`` are then empty and the feedforward matrices are known only by their
         ``sources``.
+      biases: the bias vectors present in the checkpoint, keyed like ``sources`` (``q``: ``[H d_h]``,
+        ``k``/``v``: ``[H_kv d_h]``, ``o``: ``[N]``, an ``ff1``/``ff2`` tensor name: its output width);
+        a matrix without a bias has no entry.
+      bias_sources: where each of ``biases`` was read from.
+      score_scale: the factor multiplying ``<W_q x, W_k y>`` in this layer
+        (:func:`theory.scaling.score_scale` of ``config.json``); ``None`` for layers built by hand
+        (then the default rule, ``1/sqrt(d_h)``).
 
     The arrays are read-only.
     """
@@ -216,6 +252,49 @@ class LayerWeights:
     dtype: str = "F64"
     sources: Mapping[str, MatrixSource] = field(default_factory=lambda: MappingProxyType({}), repr=False)
     feedforward_loaded: bool = True
+    biases: Mapping[str, np.ndarray] = field(default_factory=lambda: MappingProxyType({}), repr=False)
+    bias_sources: Mapping[str, VectorSource] = field(default_factory=lambda: MappingProxyType({}), repr=False)
+    score_scale: float | None = None
+
+
+@dataclass(frozen=True)
+class NormLayer:
+    """A norm layer's trained gain and bias, summarised for its radius (:mod:`theory.normlayers`).
+
+    Attributes:
+      name: the norm's key stem (``"encoder.layer.0.output.LayerNorm"``).
+      kind: ``"layernorm"`` or ``"rmsnorm"``.
+      width: ``N``, the length of its gain.
+      gain_inf: ``||gamma||_inf``.
+      bias_norm: ``||beta||_2`` (0 without a bias, always 0 for RMSNorm).
+    """
+
+    name: str
+    kind: str
+    width: int
+    gain_inf: float
+    bias_norm: float
+
+
+@dataclass(frozen=True)
+class BlockInput:
+    """What feeds one block (attention or feedforward) of one layer.
+
+    Attributes:
+      layer: the layer index; block: ``"attention"`` or ``"feedforward"``.
+      norm: the norm layer whose output the block reads (:class:`NormLayer`), or ``None`` when no
+        norm precedes it (post-LN layer 0 of a ``torch.nn.TransformerEncoder``, or a checkpoint
+        without its norm tensors): its radius is then not determined by the weights.
+      projection: ``(spectral norm, bias norm)`` of a linear map between the norm and the block
+        (ELECTRA's ``embeddings_project``), else ``None``.
+      where: which norm feeds it, as :func:`theory.normlayers.block_input_norm` names it.
+    """
+
+    layer: int
+    block: str
+    norm: NormLayer | None
+    projection: tuple[float, float] | None
+    where: str
 
 
 @dataclass(frozen=True, eq=False)
@@ -237,6 +316,12 @@ class Checkpoint:
       prefix: detected key prefix (``""``, ``"bert."``, ...).
       dtype: least precise stored dtype among the analysed matrices.
       config: the parsed ``config.json`` (empty mapping if none).
+      score_scales: per layer, the factor multiplying the scores (:func:`theory.scaling.score_scale`).
+      hidden_act: ``(config key, activation name)`` of the feedforward activation (checked against
+        :func:`theory.activations.activation`: an unknown name is refused), ``None`` if the config names none.
+      bias_tensors: the bias vectors of the analysed matrices present in the checkpoint (folded
+        by default; listed as skipped with ``bias=False``).
+      norm_tensors: the gain and bias vectors of the norm layers that feed the blocks.
 
     Its tensors are read through a :class:`TensorStore` (files, or arrays in memory: then
     ``files`` is empty and no other process can read them).
@@ -256,6 +341,10 @@ class Checkpoint:
     prefix: str = ""
     dtype: str = "F32"
     config: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}), repr=False)
+    score_scales: tuple[float, ...] = ()
+    hidden_act: tuple[str, str] | None = None
+    bias_tensors: tuple[str, ...] = ()
+    norm_tensors: tuple[str, ...] = ()
     _plan: tuple[tuple[tuple[MatrixSpec, str], ...], ...] = field(default=(), repr=False)
     _store: TensorStore = field(default_factory=lambda: SafetensorsFiles({}), repr=False)
 
@@ -279,17 +368,84 @@ class Checkpoint:
         """Number of FF2-type matrices per layer."""
         return len(self.map.specs("ff2"))
 
+    @property
+    def has_output_bias(self) -> bool:
+        """Whether the attention output projection has a bias (in layer 0; every layer is checked alike)."""
+        return any(spec.role == "o" and _bias_name(spec, name) in self.bias_tensors for spec, name in self._plan[0]) \
+            if self._plan else False
+
+    @property
+    def norm_layout(self) -> str | None:
+        """``"post"`` or ``"pre"`` (``norm_first`` of the config for the torch encoder); ``None``: unknown."""
+        norms = self.map.norms
+        if norms is None:
+            return None
+        if norms.layout == "config":
+            return "pre" if self.config.get("norm_first") is True else "post"
+        return norms.layout
+
     def describe(self) -> dict[str, Any]:
         """The ``model`` block of a JSON report."""
+        norms = self.map.norms
         return {
             "source": self.source,
             "architecture": self.architecture,
             "num_layers": self.num_layers,
             "hidden_size": self.hidden_size,
             "num_heads": self.num_heads,
+            "num_key_value_heads": self.num_kv_heads,
             "head_dim": self.head_dim,
             "intermediate_size": self.intermediate_size,
+            "norm": None if norms is None else {"kind": norms.kind, "layout": self.norm_layout},
+            "positions": self.map.positions,
+            "score_scales": list(self.score_scales),
         }
+
+    def block_inputs(self) -> list[BlockInput]:
+        """What feeds each block, layer by layer (attention, then feedforward): the norm layer
+        read from the weights (gain and bias), per :func:`theory.normlayers.block_input_norm`'s rule.
+
+        Raises:
+          CheckpointError: a norm tensor contains NaN or Inf.
+        """
+        norms, layout = self.map.norms, self.norm_layout
+        out: list[BlockInput] = []
+        for i in range(self.num_layers):
+            for block in ("attention", "feedforward"):
+                if norms is None or layout is None:
+                    out.append(BlockInput(i, block, None, None, "unknown"))
+                    continue
+                where = _block_input_norm(layout, block, i)
+                stem = self.prefix + self.map.layer_stem.format(i=i)
+                projection = None
+                if where == "embeddings":
+                    key = None if norms.embeddings is None else self.prefix + norms.embeddings
+                    if norms.projection is not None and self.prefix + norms.projection + ".weight" in self._store.infos:
+                        projection = self._projection(self.prefix + norms.projection)
+                elif where == "previous_feedforward":
+                    key = self.prefix + self.map.layer_stem.format(i=i - 1) + norms.feedforward
+                elif where in ("own_attention_output", "own_pre_attention"):
+                    key = stem + norms.attention
+                else:
+                    key = stem + norms.feedforward
+                out.append(BlockInput(i, block, self._norm(key, norms.kind), projection, where))
+        return out
+
+    def _load(self, name: str) -> np.ndarray:
+        return self._store.read(name)
+
+    def _norm(self, key: str | None, kind: str) -> NormLayer | None:
+        if key is None or key + ".weight" not in self._store.infos:
+            return None
+        gain = self._load(key + ".weight")
+        has_beta = kind == "layernorm" and key + ".bias" in self._store.infos
+        beta = self._load(key + ".bias") if has_beta else np.zeros(1)
+        return NormLayer(key, kind, int(gain.size), float(np.abs(gain).max()), float(np.linalg.norm(beta)))
+
+    def _projection(self, key: str) -> tuple[float, float]:
+        w = self._load(key + ".weight")
+        b = self._load(key + ".bias") if key + ".bias" in self._store.infos else np.zeros(1)
+        return float(np.linalg.norm(w, 2)), float(np.linalg.norm(b))
 
     def load_layer(self, index: int, *, feedforward: bool = True) -> LayerWeights:
         """Load layer ``index`` (its matrices only) as :class:`LayerWeights`.
@@ -316,13 +472,22 @@ class Checkpoint:
         packed = False
         least = 0
         sources: dict[str, MatrixSource] = {}
+        bias_sources: dict[str, VectorSource] = {}
+        bias_reads: dict[str, tuple[str, tuple[int, int] | None]] = {}
         for spec, name in self._plan[index]:
             info, path = self._store.infos[name], self._store.file(name)
             least = max(least, _PRECISION_ORDER.index(info.dtype))
             transpose = spec.layout == "out_in"
+            bias_name = _bias_name(spec, name)
+            has_bias = bias_name in self._store.infos
+            bias_path = self._store.file(bias_name) if has_bias else None
             if spec.role in ("ff1", "ff2"):
                 if path is not None:
                     sources[name] = MatrixSource(path, name, info, transpose=transpose, role=spec.role)
+                if has_bias:
+                    bias_reads[name] = (bias_name, None)
+                    if bias_path is not None:
+                        bias_sources[name] = VectorSource(bias_path, bias_name, self._store.infos[bias_name])
                 if feedforward:
                     w = _frozen(_matrix_view(self._store.read(name), transpose, None))
                     (ff1 if spec.role == "ff1" else ff2).append((name, w))
@@ -335,6 +500,10 @@ class Checkpoint:
                 mats[part], names[part] = _frozen(_matrix_view(raw, transpose, columns)), name
                 if path is not None:
                     sources[part] = MatrixSource(path, name, info, transpose, columns, role=part)
+                if has_bias:
+                    bias_reads[part] = (bias_name, columns)
+                    if bias_path is not None:
+                        bias_sources[part] = VectorSource(bias_path, bias_name, self._store.infos[bias_name], columns)
         return LayerWeights(
             index=index,
             q=mats["q"],
@@ -348,12 +517,41 @@ class Checkpoint:
             dtype=_PRECISION_ORDER[least],
             sources=MappingProxyType(sources),
             feedforward_loaded=feedforward,
+            biases=MappingProxyType({key: self._bias(tensor, columns) for key, (tensor, columns) in bias_reads.items()
+                                     if feedforward or key in ("q", "k", "v", "o")}),
+            bias_sources=MappingProxyType(bias_sources),
+            score_scale=self.score_scales[index] if self.score_scales else None,
         )
+
+    def _bias(self, tensor: str, columns: tuple[int, int] | None) -> np.ndarray:
+        """A bias vector (or the slice of a packed one), float64, read-only, through the store."""
+        v = self._store.read(tensor)
+        if columns is not None:
+            v = v[columns[0] : columns[1]]
+        return _frozen(np.ascontiguousarray(v))
 
     def iter_layers(self, *, feedforward: bool = True) -> Iterator[LayerWeights]:
         """Yield the layers one at a time, each loaded only when it is reached (see :meth:`load_layer`)."""
         for index in range(self.num_layers):
             yield self.load_layer(index, feedforward=feedforward)
+
+
+def _bias_name(spec: MatrixSpec, name: str) -> str:
+    """The bias tensor of the matrix ``name`` (:attr:`MatrixSpec.bias_key` under the same stem)."""
+    return name[: len(name) - len(spec.key)] + spec.bias_key
+
+
+_POST_LN = {("attention", True): "embeddings", ("attention", False): "previous_feedforward",
+            ("feedforward", True): "own_attention_output", ("feedforward", False): "own_attention_output"}
+
+
+def _block_input_norm(layout: str, block: str, layer: int) -> str:
+    """Which norm feeds ``block`` of ``layer``: the rule of :func:`theory.normlayers.block_input_norm`
+    (a lookup, kept here because the numeric path does not import SymPy; ``tests/test_network_norms.py``
+    checks the two agree)."""
+    if layout == "pre":
+        return "own_pre_attention" if block == "attention" else "own_pre_feedforward"
+    return _POST_LN[(block, layer == 0)]
 
 
 def _frozen(a: np.ndarray) -> np.ndarray:
@@ -583,7 +781,12 @@ def checkpoint_from_store(
     num_heads, num_kv_heads, head_dim = _head_counts(widths, config, heads, places)
     _check_config_widths(config, widths, config_where)
     analysed = {name for row in plan for _, name in row}
-    skipped = tuple(sorted((name, skip_reason(name)) for name in tensors if name not in analysed))
+    biases = _check_biases(plan, store)
+    norms = _norm_tensors(match, len(plan), tensors)
+    scales = _score_scales(config, len(plan), head_dim, config_where)
+    hidden_act = _activation(config, config_where, match.architecture)
+    skipped = tuple(sorted((name, skip_reason(name)) for name in tensors
+                           if name not in analysed and name not in biases and name not in norms))
     model_type = config.get("model_type")
     return Checkpoint(
         source=source,
@@ -600,6 +803,10 @@ def checkpoint_from_store(
         prefix=match.prefix,
         dtype=widths.dtype,
         config=MappingProxyType(dict(config)),
+        score_scales=scales,
+        hidden_act=hidden_act,
+        bias_tensors=tuple(sorted(biases)),
+        norm_tensors=tuple(sorted(norms)),
         _plan=tuple(plan),
         _store=store,
     )
@@ -739,6 +946,66 @@ def _head_counts(widths: _Widths, config: Mapping[str, Any], heads: int | None, 
             cfg_where, f"num_key_value_heads={config_kv} disagrees with the weights ({num_kv_heads} key/value heads)"
         )
     return num_heads, num_kv_heads, head_dim
+
+
+def _check_biases(plan: _Plan, store: TensorStore) -> set[str]:
+    """The bias vectors of the analysed matrices that the checkpoint holds; each must be a vector of
+    the matrix's output width."""
+    found: set[str] = set()
+    for layer_plan in plan:
+        for spec, name in layer_plan:
+            bias = _bias_name(spec, name)
+            if bias not in store.infos:
+                continue
+            info = store.infos[bias]
+            width = store.infos[name].shape[0 if spec.layout == "out_in" else 1]
+            if info.dtype not in FLOAT_DTYPES or tuple(info.shape) != (width,):
+                raise CheckpointError(store.where(bias), f"has shape {list(info.shape)} and dtype {info.dtype}; the bias of "
+                                      f"{name} must be a float vector of length {width}", tensor=bias)
+            found.add(bias)
+    return found
+
+
+def _norm_tensors(match: KeyMatch, num_layers: int, tensors: Mapping[str, TensorInfo]) -> set[str]:
+    """The gain and bias tensors of the norm layers that feed the blocks (read for the radii)."""
+    norms = match.architecture.norms
+    if norms is None:
+        return set()
+    stems = [match.prefix + match.architecture.layer_stem.format(i=i) + n
+             for i in range(num_layers) for n in (norms.attention, norms.feedforward)]
+    stems += [match.prefix + n for n in (norms.embeddings, norms.projection) if n is not None]
+    return {f"{stem}.{part}" for stem in stems for part in ("weight", "bias") if f"{stem}.{part}" in tensors}
+
+
+def _score_scales(config: Mapping[str, Any], num_layers: int, head_dim: int, where: str | os.PathLike[str] | None) -> tuple[float, ...]:
+    """The score scale of every layer (:func:`theory.scaling.score_scale`); a config key that changes the
+    scores in a way specbound does not model is refused, naming the key."""
+    try:
+        return tuple(score_scale(config, layer_idx=i, head_dim=head_dim) for i in range(num_layers))
+    except (ValueError, TypeError) as exc:
+        raise CheckpointError(where, str(exc)) from None
+
+
+#: ``config.json`` keys naming the feedforward activation, first match wins (transformers: ``hidden_act``;
+#: GPT-2: ``activation_function``; DistilBERT and torch encoder configs: ``activation``).
+ACTIVATION_KEYS = ("hidden_act", "activation_function", "activation")
+
+
+def _activation(config: Mapping[str, Any], where: str | os.PathLike[str] | None,
+                arch: ArchitectureMap) -> tuple[str, str] | None:
+    """The activation ``(config key, name)``: the config's, or, when it names none, the one these models compute
+    then (:attr:`ArchitectureMap.default_activation`, under the key ``"default of <map>"``); a name
+    :func:`theory.activations.activation` does not know is refused. ``None`` only for a map without a default."""
+    for key in ACTIVATION_KEYS:
+        if config.get(key) is not None:
+            try:
+                activation(config[key])
+            except (ValueError, TypeError) as exc:
+                raise CheckpointError(where, f"config key {key}: {exc}") from None
+            return key, config[key]
+    if arch.default_activation is not None:
+        return f"default of {arch.name}", arch.default_activation
+    return None
 
 
 def _check_config_widths(config: Mapping[str, Any], widths: _Widths, cfg_where: str | os.PathLike[str] | None) -> None:

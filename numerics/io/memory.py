@@ -140,7 +140,29 @@ def _module_config(module: Any) -> dict[str, Any]:
     import torch  # optional: torch (a torch module was passed, so torch is already loaded)
 
     heads = {m.num_heads for m in module.modules() if isinstance(m, torch.nn.MultiheadAttention)}
-    return {"num_heads": heads.pop()} if len(heads) == 1 else {}
+    out: dict[str, Any] = {"num_heads": heads.pop()} if len(heads) == 1 else {}
+    # A torch.nn.TransformerEncoder has no config: what its saved config.json would say (norm_first, activation)
+    # is read from its layers, when they all agree; the activation only when it is one torch names.
+    layers = [m for m in module.modules() if isinstance(m, torch.nn.TransformerEncoderLayer)]
+    if layers:
+        firsts = {bool(m.norm_first) for m in layers}
+        if len(firsts) == 1:
+            out["norm_first"] = firsts.pop()
+        names = {_torch_activation(m.activation) for m in layers}
+        if len(names) == 1 and None not in names:
+            out["activation"] = names.pop()
+    return out
+
+
+def _torch_activation(fn: Any) -> str | None:
+    """``"relu"`` or ``"gelu"`` for torch's own activations of an encoder layer (function or module), else ``None``."""
+    import torch  # optional: torch (a torch module was passed, so torch is already loaded)
+
+    if fn is torch.nn.functional.relu or isinstance(fn, torch.nn.ReLU):
+        return "relu"
+    if fn is torch.nn.functional.gelu or (isinstance(fn, torch.nn.GELU) and fn.approximate == "none"):
+        return "gelu"
+    return None
 
 
 def open_in_memory(source: Any, *, heads: int | None = None, config: Mapping[str, Any] | None = None,

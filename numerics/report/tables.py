@@ -28,6 +28,7 @@ from numerics.montecarlo.experiment import MCResult, c9_verdict, headroom, mc_re
 __all__ = [
     "TABLE_COLUMNS",
     "format_table",
+    "network_lines",
     "to_csv",
     "summary_markdown",
     "demo_summary",
@@ -68,7 +69,8 @@ def format_table(analysis: Any, *, max_name: int = 48) -> str:
     lines.append("")
     m = analysis.model
     lines.append(f"model: {m['architecture']}  L={m['num_layers']}  N={m['hidden_size']}  heads={m['num_heads']}  "
-                 f"d_h={m['head_dim']}  F={m['intermediate_size']}")
+                 f"kv_heads={m.get('num_key_value_heads', m['num_heads'])}  d_h={m['head_dim']}  F={m['intermediate_size']}")
+    lines += network_lines(m.get("network"))
     for name, b in analysis.bounds.items():
         lines.append(f"{name:>18}: complexity={_fmt(b.get('complexity'))}  log10={_fmt(b.get('log_complexity', float('nan')) / math.log(10))}  "
                      f"rademacher(valid, <= 4 B_out)={_fmt(b.get('rademacher'))}  n_nonvacuous={_n_needed(b)}  [{b.get('status')}]")
@@ -81,23 +83,50 @@ def format_table(analysis: Any, *, max_name: int = 48) -> str:
     return "\n".join(lines) + "\n"
 
 
+def network_lines(network: Mapping[str, Any] | None) -> list[str]:
+    """The network the bound evaluates, for people: biases, norm, activation, positions, scaling, radii."""
+    if not network:
+        return []
+    norm = network.get("norm")
+    act = network.get("activation")
+    act_text = (f"{act['name']} ({act['config_key']}; L_sigma={act['lipschitz']:.6g}, {act['status']}"
+                + (", gated" if act.get("gated") else "") + ")") if act else "not named in config (L_sigma assumed)"
+    scales = network.get("score_scales") or []
+    scale_text = _fmt(scales[0]) if scales and all(x == scales[0] for x in scales) else ", ".join(_fmt(x) for x in scales)
+    radii = network.get("input_norms") or []
+    radius_text = "; ".join(f"L{i}: {_fmt(r['attention']['radius'])}/{_fmt(r['feedforward']['radius'])}"
+                            for i, r in enumerate(radii))
+    return [
+        f"network: biases {network.get('biases')}  norm {norm['kind'] + ' (' + str(norm['layout']) + ')' if norm else 'unknown'}"
+        f"  activation {act_text}",
+        f"         positions {network.get('positions')}",
+        f"         score scale {scale_text}  B per layer (attention/feedforward) {radius_text}",
+    ]
+
+
 def _n_needed(bound: Mapping[str, Any]) -> str:
     """``n_nonvacuous`` for people: ``1e+07``-style, or ``never`` (vacuous up to the largest ``n`` accepted)."""
     n = bound.get("n_nonvacuous")
     return "never" if n is None else f"{n:.3g}"
 
 
-def to_csv(analysis: Any) -> str:
-    """The per-matrix table as CSV (one row per matrix)."""
+def to_csv(analysis: Any, *, spectra: bool = False) -> str:
+    """The per-matrix table as CSV (one row per matrix); with ``spectra`` a last column ``singular_values``
+    holds each matrix's singular values, descending, separated by spaces (``repr`` precision)."""
     buf = io.StringIO()
     keys: list[str] = []
     for row in analysis.matrices:  # the union of keys, in first-seen order (approximated rows carry more)
         keys += [k for k in row if k not in keys]
     keys = keys or list(TABLE_COLUMNS)
+    if spectra:
+        keys.append("singular_values")
     w = csv.DictWriter(buf, fieldnames=keys, lineterminator="\n", restval="")
     w.writeheader()
     for r in analysis.matrices:
-        w.writerow({k: ("x".join(map(str, v)) if isinstance(v, (list, tuple)) else v) for k, v in r.items()})
+        out = {k: ("x".join(map(str, v)) if isinstance(v, (list, tuple)) else v) for k, v in r.items()}
+        if spectra:
+            out["singular_values"] = " ".join(repr(v) for v in analysis.spectrum(r["name"]))
+        w.writerow(out)
     return buf.getvalue()
 
 

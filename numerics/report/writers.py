@@ -64,8 +64,10 @@ def _existing(paths: Iterable[Any]) -> list[str]:
 
 
 def write_report(analysis: Any, out_dir: str | os.PathLike[str], *, plots: bool = True, summary: bool = True,
-                 force: bool = False, protect: Iterable[str | os.PathLike[str]] = ()) -> Path:
+                 force: bool = False, protect: Iterable[str | os.PathLike[str]] = (), spectra: bool = False) -> Path:
     """Write ``table.txt``, ``report.json``, ``matrices.csv``, plots and ``summary.md`` atomically.
+
+    With ``spectra`` the JSON and CSV hold every matrix's singular values (:meth:`numerics.analysis.Analysis.to_json`).
 
     ``out_dir`` must be new, empty, or a report specbound wrote (see
     :func:`numerics._util.outputs.safe_output_folder`, which also explains ``force``); the analysed
@@ -77,8 +79,8 @@ def write_report(analysis: Any, out_dir: str | os.PathLike[str], *, plots: bool 
     guard = (*protect, *_existing([analysis.model.get("source")]))
     with safe_output_folder(out_dir, force=force, protect=guard) as tmp:
         (tmp / "table.txt").write_text(format_table(analysis), encoding="utf-8")
-        (tmp / "report.json").write_text(json.dumps(analysis.to_json(), indent=2) + "\n", encoding="utf-8")
-        (tmp / "matrices.csv").write_text(to_csv(analysis), encoding="utf-8")
+        (tmp / "report.json").write_text(json.dumps(analysis.to_json(spectra=spectra), indent=2) + "\n", encoding="utf-8")
+        (tmp / "matrices.csv").write_text(to_csv(analysis, spectra=spectra), encoding="utf-8")
         if plots:
             write_all(analysis, tmp)
         if summary:
@@ -146,8 +148,9 @@ def write_study_report(result: StudyResult, found: Findings, out_dir: str | os.P
 def analyze_report(source: str, *, out: str | os.PathLike[str] | None = None, force: bool = False, plots: bool = True,
                    heads: int | None = None, settings: BoundSettings = BoundSettings(), model: ModelSettings = ModelSettings(),
                    scheduler: str | None = None, workers: int | None = None, progress: Progress | None = None,
-                   leading_k: int | None = None, processes: int | None = None) -> analysis.Analysis:
-    """``specbound analyze``: analyse ``source`` and, given ``out``, write its report folder.
+                   leading_k: int | None = None, processes: int | None = None, spectra: bool = False) -> analysis.Analysis:
+    """``specbound analyze``: analyse ``source`` and, given ``out``, write its report folder (with ``spectra``,
+    every matrix's singular values in its JSON and CSV).
 
     ``out`` is checked before the analysis starts (what ``source`` reads and specbound's cache
     are protected); ``scheduler``/``workers`` choose where the per-matrix work runs
@@ -165,7 +168,7 @@ def analyze_report(source: str, *, out: str | os.PathLike[str] | None = None, fo
         result = analysis.analyze(source, heads=heads, settings=settings, model=model, executor=executor, progress=progress,
                                   leading_k=leading_k, processes=processes)
     if out is not None:
-        write_report(result, out, plots=plots, force=force, protect=protect)
+        write_report(result, out, plots=plots, force=force, protect=protect, spectra=spectra)
     return result
 
 

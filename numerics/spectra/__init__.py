@@ -28,6 +28,8 @@ from numerics.spectra.leading_k import leading_k_stats as leading_k_stats
 from numerics.spectra.leading_k import LeadingKStats as LeadingKStats
 from numerics.spectra.leading_k import spectral_norm as spectral_norm
 from numerics.spectra.jobs import auto_processes as auto_processes
+from numerics.spectra.jobs import feedforward_matrices as feedforward_matrices
+from numerics.spectra.jobs import head_factors as head_factors
 from numerics.spectra.jobs import layer_matrices as layer_matrices
 from numerics.spectra.jobs import MatrixJob as MatrixJob
 from numerics.spectra.jobs import plan_layer_jobs as plan_layer_jobs

@@ -10,8 +10,8 @@ for huge ones) and every per-head product (:func:`numerics.spectra.stats.product
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
@@ -20,11 +20,13 @@ from numerics.parallel import workers
 from numerics.parallel.workers import Job
 from numerics.spectra.leading_k import leading_k_stats
 from numerics.spectra.stats import DTYPE_EPS, MatrixStats, product_stats, weight_stats
+from theory.scaling import score_scale
 
 if TYPE_CHECKING:
     from numerics.io.checkpoint import Checkpoint, LayerWeights, MatrixSource
 
-__all__ = ["MatrixJob", "plan_layer_jobs", "layer_matrices", "PROCESS_THRESHOLD", "whole_matrix_work", "auto_processes"]
+__all__ = ["MatrixJob", "head_factors", "feedforward_matrices", "plan_layer_jobs", "layer_matrices", "PROCESS_THRESHOLD",
+           "whole_matrix_work", "auto_processes"]
 
 
 class MatrixJob(NamedTuple):
@@ -64,6 +66,69 @@ def _check_heads(layer: LayerWeights, num_heads: int, num_kv_heads: int, head_di
             )
 
 
+def _layer_scale(layer: LayerWeights, head_dim: int) -> float:
+    """The layer's score scale: read from the config at load time, else the default rule (``1/sqrt(d_h)``)."""
+    if layer.score_scale is not None:
+        return layer.score_scale
+    return score_scale({}, layer_idx=layer.index, head_dim=head_dim)
+
+
+def _fold(w_rows: np.ndarray, bias: np.ndarray | None, *, bias_on: bool) -> np.ndarray:
+    """``[W; b^T]`` for a row-convention ``W`` ``[in, out]`` (or ``W`` itself without ``bias_on``).
+
+    This is :func:`theory.affine.fold_affine` of the ``nn.Linear`` weight ``W^T`` (an array concatenation,
+    repeated here because importing :mod:`theory.affine` loads SymPy, which the numeric path never does;
+    ``tests/test_network_bias.py`` checks the two agree).
+    """
+    if not bias_on:
+        return w_rows
+    b = np.zeros(w_rows.shape[1]) if bias is None else np.asarray(bias, dtype=np.float64)
+    return np.concatenate([w_rows, b[None, :]], axis=0)
+
+
+def head_factors(layer: LayerWeights, *, num_heads: int, num_kv_heads: int, head_dim: int,
+                 bias: bool = True) -> dict[str, list[tuple[np.ndarray, np.ndarray]]]:
+    """Per head, the factors ``(A, B)`` of the matrix the bound covers, ``W = A @ B.T`` (row convention).
+
+    ``"qk"``: ``A = [W_q^h; b_q^h] scale``, ``B = [W_k^g; b_k^g]``: ``W~ = fold_qk`` of
+    :mod:`theory.affine`, ``(N+1) x (N+1)``, so that ``[x; 1]^T W~ [y; 1]`` is the model's pre-softmax
+    score (the scale from the config, :func:`theory.scaling.score_scale`). ``"vo"``: ``A = [W_v^g;
+    b_v^g]``, ``B = (W_o^h)^T``: ``W~ = fold_vo``, ``(N+1) x N``. With ``bias=False`` the biases are
+    dropped and the factors are ``N``-row (the bias-free idealisation). Query head ``h`` uses
+    key/value head ``g = h // (H / H_kv)``; a missing bias tensor folds as zero.
+    """
+    _check_heads(layer, num_heads, num_kv_heads, head_dim)
+    d, group, scale = head_dim, num_heads // num_kv_heads, _layer_scale(layer, head_dim)
+    b = layer.biases
+    out: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {"qk": [], "vo": []}
+
+    def cut(v: np.ndarray | None, j: int) -> np.ndarray | None:
+        return None if v is None else v[j * d : (j + 1) * d]
+
+    for h in range(num_heads):
+        g = h // group
+        q_h = _fold(layer.q[:, h * d : (h + 1) * d], cut(b.get("q"), h), bias_on=bias) * scale
+        k_g = _fold(layer.k[:, g * d : (g + 1) * d], cut(b.get("k"), g), bias_on=bias)
+        out["qk"].append((q_h, k_g))
+    for h in range(num_heads):
+        g = h // group
+        v_g = _fold(layer.v[:, g * d : (g + 1) * d], cut(b.get("v"), g), bias_on=bias)
+        out["vo"].append((v_g, layer.o[h * d : (h + 1) * d, :].T))
+    return out
+
+
+def feedforward_matrices(layer: LayerWeights, *, bias: bool = True) -> dict[str, list[tuple[str, np.ndarray]]]:
+    """The feedforward matrices the bound covers: ``{"ff1": [(name, W~)], "ff2": [...]}``, row convention.
+
+    With ``bias`` each is ``[W; b^T]`` (:func:`theory.affine.fold_affine`; ``FF1: (N+1) x F`` on
+    ``[x; 1]``, ``FF2: (F+1) x N`` on ``[sigma(h); 1]``), else ``W``.
+    """
+    if not layer.feedforward_loaded:
+        raise ValueError(f"layer {layer.index} was loaded without its feedforward matrices")
+    return {kind: [(name, _fold(w, layer.biases.get(name), bias_on=bias)) for name, w in mats]
+            for kind, mats in (("ff1", layer.ff1), ("ff2", layer.ff2))}
+
+
 def plan_layer_jobs(
     layer: LayerWeights,
     *,
@@ -74,23 +139,35 @@ def plan_layer_jobs(
     rank_rtol: float | None,
     leading_k: int | None = None,
     from_sources: bool = False,
+    bias: bool = True,
+    rotary: bool = False,
 ) -> list[MatrixJob]:
     """The independent computations of one layer, with the file source of each whole matrix.
 
     With ``from_sources`` the whole-matrix jobs carry ``None`` instead of the matrix (and the
     layer may have been loaded with ``feedforward=False``): they must be run through
     :func:`numerics.parallel.workers.stats_from_source`, which loads the matrix from its source.
+    With ``bias`` (default) the per-head products and the feedforward matrices have their biases
+    folded in (:func:`head_factors`, :func:`feedforward_matrices`); the whole ``q, k, v, o`` are
+    reported as stored. With ``rotary`` (RoPE) a head's scores are ``(A^T x~)^T R(Delta) (B^T y~)``, no
+    single matrix: instead of the product ``A B^T`` its two factors are analysed, the query map
+    (kind ``rq``, ``A``, score scale included) and the key map (``rk``, ``B``), each ``(N+1) x d_h``, to
+    be covered as vector-valued maps and composed (:mod:`theory.rope`). With ``bias`` and an attention
+    output bias ``b_o``, one more job: ``b_o`` as the ``1 x N`` matrix on the homogeneous coordinate
+    (kind ``bo``), covered like a VO product (:func:`theory.affine.output_bias_cover`'s parameter).
     """
     _check_heads(layer, num_heads, num_kv_heads, head_dim)
     eps = DTYPE_EPS[layer.dtype] if dtype_eps is None else dtype_eps
     opts = {"layer": layer.index, "dtype_eps": eps, "rank_rtol": rank_rtol}
-    i, d = layer.index, head_dim
-    group = num_heads // num_kv_heads
+    i = layer.index
     jobs: list[MatrixJob] = []
 
-    def whole(name: str, w: np.ndarray | None, kind: str, key: str) -> MatrixJob:
+    def whole(name: str, w: np.ndarray | None, kind: str, key: str, fold: bool = False) -> MatrixJob:
         # from_sources: the matrix is not passed (w is None); whoever runs the job loads it
         source = layer.sources.get(key)
+        if source is not None and fold:  # no bias tensor: a zero row, as _fold does
+            bias_source = layer.bias_sources.get(key)
+            source = replace(source, bias=bias_source, zero_row=bias_source is None)
         if from_sources:
             if source is None:
                 raise ValueError(f"layer {layer.index}: no source recorded for {key!r}; load it with Checkpoint.load_layer")
@@ -105,28 +182,33 @@ def plan_layer_jobs(
     for role in ("q", "k", "v", "o"):
         name = layer.names[role] + (f"[{role}]" if layer.packed_qkv and role != "o" else "")
         jobs.append(whole(name, getattr(layer, role), role, role))
-    scale = 1.0 / math.sqrt(d)
-    for h in range(num_heads):
-        g = h // group
-        q_h = layer.q[:, h * d : (h + 1) * d] * scale
-        k_g = layer.k[:, g * d : (g + 1) * d]
-        jobs.append(MatrixJob(product_stats, (f"layer{i}.head{h}.qk", q_h, k_g), {"kind": "qk", "head": h, **opts}))
-    for h in range(num_heads):
-        g = h // group
-        v_g = layer.v[:, g * d : (g + 1) * d]
-        o_h = layer.o[h * d : (h + 1) * d, :]
-        jobs.append(MatrixJob(product_stats, (f"layer{i}.head{h}.vo", v_g, o_h.T), {"kind": "vo", "head": h, **opts}))
+    factors = head_factors(layer, num_heads=num_heads, num_kv_heads=num_kv_heads, head_dim=head_dim, bias=bias)
+    if rotary:
+        eye = np.eye(head_dim)
+        for part, index in (("rq", 0), ("rk", 1)):
+            for h, pair in enumerate(factors["qk"]):
+                jobs.append(MatrixJob(product_stats, (f"layer{i}.head{h}.{part}", pair[index], eye),
+                                      {"kind": part, "head": h, **opts}))
+    for kind in ("vo",) if rotary else ("qk", "vo"):
+        for h, (a, b) in enumerate(factors[kind]):
+            jobs.append(MatrixJob(product_stats, (f"layer{i}.head{h}.{kind}", a, b), {"kind": kind, "head": h, **opts}))
+    if bias and "o" in layer.biases:
+        # the attention output bias: the 1 x N map from the homogeneous coordinate (exactly 1 after the
+        # softmax mixing) to the translation b_o (theory.affine: a trained b_o is one more parameter)
+        # (as the product [[1]] b_o^T: a per-layer job like the per-head ones, never sent to a worker process)
+        jobs.append(MatrixJob(product_stats, (f"{layer.names['o'][: -len('weight')]}bias", np.ones((1, 1)),
+                                              layer.biases["o"][:, None]), {"kind": "bo", "head": None, **opts}))
     if layer.feedforward_loaded:
-        for kind, mats in (("ff1", layer.ff1), ("ff2", layer.ff2)):
+        for kind, mats in feedforward_matrices(layer, bias=bias).items():
             for name, w in mats:
-                jobs.append(whole(name, w, kind, name))
+                jobs.append(whole(name, w, kind, name, fold=bias))
     else:
         if not from_sources:
             raise ValueError(f"layer {layer.index} was loaded without its feedforward matrices: use from_sources=True")
         for kind in ("ff1", "ff2"):
             for name, source in layer.sources.items():
                 if source.role == kind:
-                    jobs.append(whole(name, None, kind, name))
+                    jobs.append(whole(name, None, kind, name, fold=bias))
     return jobs
 
 
@@ -138,6 +220,8 @@ def layer_matrices(
     head_dim: int,
     dtype_eps: float | None = None,
     rank_rtol: float | None = None,
+    bias: bool = True,
+    rotary: bool = False,
 ) -> list[MatrixStats]:
     """Statistics of every matrix of one layer, computed serially.
 
@@ -152,6 +236,8 @@ def layer_matrices(
       head_dim: ``d_h``.
       dtype_eps: epsilon for the rank tolerance; default that of ``layer.dtype``.
       rank_rtol: relative rank tolerance overriding ``max(a, b) * dtype_eps``.
+      bias: fold the biases into the per-head products and feedforward matrices (:func:`plan_layer_jobs`).
+      rotary: analyse each head's query and key maps instead of their product (RoPE; :func:`plan_layer_jobs`).
     """
     jobs = plan_layer_jobs(
         layer,
@@ -160,6 +246,8 @@ def layer_matrices(
         head_dim=head_dim,
         dtype_eps=dtype_eps,
         rank_rtol=rank_rtol,
+        bias=bias,
+        rotary=rotary,
     )
     return [task.fn(*task.args, **task.kwargs) for task in jobs]
 

@@ -37,6 +37,8 @@ def checkpoint_spectra(
     single_threaded_blas: bool = True,
     leading_k: int | None = None,
     processes: int | None = None,
+    bias: bool = True,
+    rotary: bool = False,
 ) -> list[MatrixStats]:
     """Statistics of every analysed matrix of a checkpoint, computed in parallel.
 
@@ -76,10 +78,14 @@ def checkpoint_spectra(
         with an ``executor``, none. ``0``: none. A positive count is used even with an
         ``executor``, which then runs the per-head work only. Per-head work never goes to
         the processes (it scales on threads).
+      bias: fold each matrix's bias into it by homogeneous coordinates (:mod:`theory.affine`;
+        :func:`numerics.spectra.jobs.plan_layer_jobs`); ``False``: the bias-free idealisation.
+      rotary: RoPE heads: each head's query and key maps (kinds ``rq``, ``rk``) instead of the product.
 
     Returns:
       One :class:`~numerics.spectra.stats.MatrixStats` per matrix:
-      ``L * (4 + 2 H + n_ff1 + n_ff2)`` of them.
+      ``L * (4 + 2 H + n_ff1 + n_ff2)`` of them (``3 H`` with ``rotary``; one more per layer for a folded
+      attention output bias).
     """
     _check_options(layers_in_flight=layers_in_flight, leading_k=leading_k, processes=processes)
     own = executor is None
@@ -87,7 +93,8 @@ def checkpoint_spectra(
     if own and processes is None:
         processes = auto_processes(checkpoint, leading_k=leading_k)
     whole_pool = workers.WholeMatrixPool(processes, preload=_worker_modules(leading_k)) if processes else None
-    run = _Run(checkpoint, pool, whole_pool, progress)
+    run = _Run(checkpoint, pool, whole_pool, progress, heads_jobs=3 if rotary else 2,
+               extra=int(bias and checkpoint.has_output_bias))
     try:
         with blas.single_threaded_blas(single_threaded_blas):
             for layer in checkpoint.iter_layers(feedforward=whole_pool is None):
@@ -100,6 +107,8 @@ def checkpoint_spectra(
                     rank_rtol=rank_rtol,
                     leading_k=leading_k,
                     from_sources=whole_pool is not None,
+                    bias=bias,
+                    rotary=rotary,
                 ))
                 del layer  # the jobs hold what they need; the rest of the layer may go
                 while len(run.pending) >= layers_in_flight:
@@ -133,12 +142,13 @@ class _Run:
     """The jobs of one :func:`checkpoint_spectra` call: submitted layer by layer, drained in order."""
 
     def __init__(self, checkpoint: Checkpoint, pool: Any, whole_pool: workers.WholeMatrixPool | None,
-                 progress: Callable[[int, int, str], None] | None) -> None:
+                 progress: Callable[[int, int, str], None] | None, heads_jobs: int = 2, extra: int = 0) -> None:
         self.checkpoint = checkpoint
         self.pool = pool
         self.whole_pool = whole_pool
         self.progress = progress
-        self.total = checkpoint.num_layers * (4 + 2 * checkpoint.num_heads + checkpoint.num_ff1 + checkpoint.num_ff2)
+        per_layer = 4 + heads_jobs * checkpoint.num_heads + checkpoint.num_ff1 + checkpoint.num_ff2 + extra
+        self.total = checkpoint.num_layers * per_layer
         self.results: list[MatrixStats] = []
         self.pending: deque[list[tuple[Any, MatrixJob]]] = deque()  # one entry per layer in flight
 

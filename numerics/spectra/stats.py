@@ -88,7 +88,7 @@ DTYPE_EPS: Mapping[str, float] = MappingProxyType(
 
 #: The role of a matrix in its layer: per-head products ``qk``, ``vo``; whole matrices
 #: ``q k v o ff1 ff2``.
-MatrixKind = Literal["qk", "vo", "q", "k", "v", "o", "ff1", "ff2"]
+MatrixKind = Literal["qk", "vo", "q", "k", "v", "o", "ff1", "ff2", "rq", "rk", "bo"]
 #: Every :data:`MatrixKind`, in report order.
 KINDS: tuple[str, ...] = get_args(MatrixKind)
 

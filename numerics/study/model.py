@@ -174,7 +174,7 @@ class StudyEncoder(nn.Module):
     def config(self) -> dict[str, Any]:
         """The shape as HuggingFace BERT's ``config.json`` keys: what
         :func:`numerics.analysis.analyze` reads from the module in memory (as from a ``transformers`` model)."""
-        return {"model_type": "bert", **self.shape}
+        return {"model_type": "bert", **self.shape, "hidden_act": "gelu"}  # F.gelu in _Layer: the exact (erf) GELU
 
     def _init(self, module: nn.Module) -> None:
         if isinstance(module, (nn.Linear, nn.Embedding)):
