@@ -93,7 +93,8 @@ def layers_of(state: dict[str, np.ndarray], arch: str, num_layers: int, prefix: 
     return out
 
 
-def naive_baselines(layers: list[dict[str, np.ndarray]], *, heads: int, settings: BoundSettings) -> dict[str, Any]:
+def naive_baselines(layers: list[dict[str, np.ndarray]], *, heads: int, settings: BoundSettings,
+                    L_sigma: float = L_SIGMA) -> dict[str, Any]:
     """Bartlett et al. 2017 (per-matrix composition) and Edelman et al. 2022 by plain loops."""
     N = layers[0]["q"].shape[0]
     d = layers[0]["q"].shape[1] // heads
@@ -105,7 +106,7 @@ def naive_baselines(layers: list[dict[str, np.ndarray]], *, heads: int, settings
         per_layer.append({"qk": qk, "vo": vo, "v": W["v"], "o": W["o"], "ff1": W["ff1"], "ff2": W["ff2"]})
     norms = [ref.LayerNorms(tuple((spectral(a), spectral(b)) for a, b in zip(L["qk"], L["vo"])), spectral(L["ff1"]),
                             spectral(L["ff2"])) for L in per_layer]
-    lip = ref.lipschitz_terms(norms, B=B, L_sigma=L_SIGMA)  # rho_j and B_j (theory/lipschitz.py)
+    lip = ref.lipschitz_terms(norms, B=B, L_sigma=L_sigma)  # rho_j and B_j (theory/lipschitz.py)
 
     # Bartlett: one cover per matrix in the bound (per-head QK and VO, FF1, FF2), W the largest width.
     width = max(max(M.shape) for L in per_layer for M in (*L["qk"], *L["vo"], L["ff1"], L["ff2"]))
@@ -121,7 +122,7 @@ def naive_baselines(layers: list[dict[str, np.ndarray]], *, heads: int, settings
     K = []
     for nm in norms:
         attn = 1 + MP.fsum(MP.mpf(s_vo) * (1 + 4 * B**2 * MP.mpf(s_qk)) for s_qk, s_vo in nm.heads)
-        K.append(attn * (1 + MP.mpf(L_SIGMA) * MP.mpf(nm.s_ff1) * MP.mpf(nm.s_ff2)))
+        K.append(attn * (1 + MP.mpf(L_sigma) * MP.mpf(nm.s_ff1) * MP.mpf(nm.s_ff2)))
     phi_sum = MP.mpf(0)
     for l, L in enumerate(per_layer):
         alpha = MP.mpf(1)
@@ -160,11 +161,14 @@ def test_baselines_on_a_synthetic_checkpoint(tmp_path, case, settings):
     make, config, arch, heads, num_layers = CASES[case]
     folder = synthetic.write_checkpoint(tmp_path / case, make(), config)
     stored = safetensors.numpy.load_file(str(folder / "model.safetensors"))  # the float32 values analyze reads
-    want = naive_baselines(layers_of(stored, arch, num_layers), heads=heads, settings=settings)
     # the idealised network naive_baselines writes out: biases dropped, every radius sqrt(N)
     hidden = stored[next(k for k in stored if k.endswith(("attention.output.dense.weight", "attn.c_proj.weight")))].shape[0]
     idealised = ModelSettings(bias=False, input_norm=math.sqrt(hidden))
     result = analyze(str(folder), settings=settings, processes=0, model=idealised)
+    # the activation's slope bound analyze read (the map's default: GELU, GPT-2's gelu_new), certified by
+    # theory.activations and checked there against dense grids (tests/test_theory_activations.py)
+    want = naive_baselines(layers_of(stored, arch, num_layers), heads=heads, settings=settings,
+                           L_sigma=result.model["network"]["activation"]["lipschitz"])
     assert_baseline(result.bounds["bartlett2017"], want["C_bartlett"], settings)
     assert_baseline(result.bounds["edelman2022"], want["C_edelman"], settings)
     assert result.proxies["log_phi_edelman"] == pytest.approx(float(MP.log(want["phi_edelman"])), rel=REL)
