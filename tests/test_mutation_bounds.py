@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+import pytest
+
 from numerics.analysis import analyze
 from numerics.bounds import BoundSettings
 from tests.synthetic import bert_config, bert_state, write_checkpoint
@@ -22,3 +24,15 @@ def test_reported_complexity_is_the_rademacher_bound_without_dudleys_weight(tmp_
     block = doc["bounds"]["spectrum_adaptive"]
     want = block["log_rademacher"] - math.log(12.0) + 0.5 * math.log(FAST.n)
     assert math.isclose(block["log_complexity"], want, rel_tol=1e-12, abs_tol=1e-12)
+
+
+def test_rotary_diagnostic_with_a_context_of_one_token_is_the_offset_zero_product():
+    # context = 1: the only offset is Delta = 0, where R(0) = I, so the largest s_1 is that of A B^T itself.
+    import numpy as np
+
+    from numerics.bounds.rotary import rotary_diagnostic
+
+    rng = np.random.default_rng(0)
+    A, B = rng.standard_normal((5, 4)), rng.standard_normal((5, 4))
+    (row,) = rotary_diagnostic([(A, B)], head_dim=4, base=10000.0, context=1)
+    assert row["max_s1"] == pytest.approx(np.linalg.norm(A @ B.T, 2), rel=1e-12)

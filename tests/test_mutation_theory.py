@@ -170,3 +170,13 @@ def test_norms_and_scales_are_positive(name):
     from theory.symbols import SYMBOLS
 
     assert SYMBOLS[name].is_positive is True
+
+
+@pytest.mark.parametrize("key", ["query_pre_attn_scalar", "attention_multiplier"])
+def test_a_zero_score_parameter_is_refused(key):
+    # a score scale of 0 (or 1/sqrt(0)) is no scaling a trained model uses; theory.scaling refuses it, naming the key
+    from theory.scaling import score_scale
+
+    config = {"model_type": "gemma2" if key == "query_pre_attn_scalar" else "granite", key: 0}
+    with pytest.raises(ValueError, match=key):
+        score_scale(config, layer_idx=0, head_dim=4)
