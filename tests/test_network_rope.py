@@ -27,6 +27,8 @@ def test_certified_rotary_bounds_hold_at_every_offset(llama) -> None:
     b, a = llama
     diag = a.model["network"]["rotary_diagnostic"]
     assert diag["context"] == b.config["max_position_embeddings"] and diag["base"] == 10000.0
+    # the reference model uses transformers' default rotary angles, so nothing is said to be unmodelled
+    assert diag["rope_type"] == "default" and "not modelled" not in diag["note"]
     assert len(diag["layers"]) == 2 and all(len(heads) == b.num_heads for heads in diag["layers"])
     varies = 0
     for heads in diag["layers"]:
