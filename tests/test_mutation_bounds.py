@@ -36,3 +36,14 @@ def test_rotary_diagnostic_with_a_context_of_one_token_is_the_offset_zero_produc
     A, B = rng.standard_normal((5, 4)), rng.standard_normal((5, 4))
     (row,) = rotary_diagnostic([(A, B)], head_dim=4, base=10000.0, context=1)
     assert row["max_s1"] == pytest.approx(np.linalg.norm(A @ B.T, 2), rel=1e-12)
+
+
+def test_rotary_diagnostic_refuses_an_odd_head_width():
+    # rotary heads pair coordinates, so d_h must be even (transformers' rotate_half); the context may be fine
+    import numpy as np
+
+    from numerics.bounds.rotary import rotary_diagnostic
+
+    A = np.ones((3, 3))
+    with pytest.raises(ValueError, match="head_dim"):
+        rotary_diagnostic([(A, A)], head_dim=3, base=10000.0, context=8)

@@ -177,6 +177,15 @@ def test_a_zero_score_parameter_is_refused(key):
     # a score scale of 0 (or 1/sqrt(0)) is no scaling a trained model uses; theory.scaling refuses it, naming the key
     from theory.scaling import score_scale
 
-    config = {"model_type": "gemma2" if key == "query_pre_attn_scalar" else "granite", key: 0}
-    with pytest.raises(ValueError, match=key):
-        score_scale(config, layer_idx=0, head_dim=4)
+    for bad in (0, True):  # True is an int to Python, but a flag is no scale (config.json would say 1)
+        config = {"model_type": "gemma2" if key == "query_pre_attn_scalar" else "granite", key: bad}
+        with pytest.raises(ValueError, match=key):
+            score_scale(config, layer_idx=0, head_dim=4)
+
+
+def test_rotation_matrix_refuses_an_empty_head():
+    from theory.rope import rotation_matrix
+
+    assert rotation_matrix(2, 0.0).shape == (2, 2)  # the smallest rotary head: one pair
+    with pytest.raises(ValueError, match="head_dim"):
+        rotation_matrix(0, 1.0)

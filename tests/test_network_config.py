@@ -139,3 +139,4 @@ def test_without_a_config_the_architecture_default_activation_is_used_and_said(t
     act = describe_network(ckpt)["network"]["activation"]
     assert act["name"] == want and act["config_key"] == f"default of {ckpt.architecture}"
     assert act["lipschitz"] == activation(want).lipschitz
+    assert act["gated"] is (state is synthetic.llama_state)  # only LLaMA's MLP is gated (W_2 (sigma(W_1 x) * W_3 x))
