@@ -1,7 +1,5 @@
 """``specbound derive``: output formats and round trips."""
 
-import contextlib
-import io
 import json
 import re
 import zlib
@@ -9,20 +7,15 @@ import zlib
 import pytest
 import sympy as sp
 
+from cliutil import run
 from numerics.cli import main
 from theory import baselines, composition, dudley, lipschitz, margin, thm31, thm41
 from theory.symbols import SYMBOLS
 
 
-def run(capsys, *args):
-    code = main(list(args))
-    out = capsys.readouterr()
-    return code, out.out, out.err
-
-
 @pytest.mark.parametrize("kind", ["bilinear", "vector"])
-def test_thm41_json_round_trips(capsys, kind):
-    code, out, _ = run(capsys, "derive", "thm41", "--kind", kind, "--json")
+def test_thm41_json_round_trips(kind):
+    code, out, _ = run(["derive", "thm41", "--kind", kind, "--json"])
     assert code == 0
     data = json.loads(out)
     assert set(data) >= {"expr", "symbols", "p0", "p2"}
@@ -61,11 +54,10 @@ EXPONENTS = {
 
 
 def cli_output(*args):
-    """What ``specbound *args`` prints (module-scoped fixtures cannot use capsys)."""
-    buffer = io.StringIO()
-    with contextlib.redirect_stdout(buffer):
-        assert main(list(args)) == 0
-    return buffer.getvalue()
+    """What ``specbound *args`` prints (in process, so module-scoped fixtures can use it)."""
+    code, out, err = run(list(args))
+    assert code == 0, err
+    return out
 
 
 @pytest.fixture(scope="module")
@@ -213,9 +205,9 @@ def test_pretty_and_latex_print_the_theory_forms(target, table):
         assert f"{key}: {sp.latex(expr)}" in latex, path
 
 
-def test_thm41_printed_forms_evaluate_to_the_derivation(capsys):
+def test_thm41_printed_forms_evaluate_to_the_derivation():
     for kind in ("bilinear", "vector"):
-        code, out, _ = run(capsys, "derive", "thm41", "--kind", kind, "--json")
+        code, out, _ = run(["derive", "thm41", "--kind", kind, "--json"])
         data = json.loads(out)
         form = thm41.derive(kind)
         names = [row["name"] for row in data["symbols"]]

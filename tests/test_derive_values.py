@@ -13,8 +13,6 @@ distribution of numbers over sums switched off (``4*(x + y)`` stays a product, a
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import re
 from typing import Any
@@ -23,7 +21,8 @@ import pytest
 import sympy as sp
 from sympy.core.parameters import distribute
 
-from numerics.cli import main
+from cliutil import run
+
 
 _OUTPUT: dict[tuple[str, ...], str] = {}
 
@@ -31,10 +30,9 @@ _OUTPUT: dict[tuple[str, ...], str] = {}
 def derive(*args: str) -> str:
     """stdout of ``specbound derive ...`` (cached: SymPy derives each target once per process)."""
     if args not in _OUTPUT:
-        buf = io.StringIO()
-        with contextlib.redirect_stdout(buf):
-            assert main(["derive", *args]) == 0
-        _OUTPUT[args] = buf.getvalue()
+        code, out, err = run(["derive", *args])
+        assert code == 0, err
+        _OUTPUT[args] = out
     return _OUTPUT[args]
 
 

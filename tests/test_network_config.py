@@ -6,7 +6,6 @@ the accepted keys change the numbers as :mod:`theory.scaling` and :mod:`theory.a
 
 from __future__ import annotations
 
-import contextlib
 import io
 import json
 import math
@@ -15,23 +14,13 @@ from pathlib import Path
 import pytest
 
 import synthetic
+from cliutil import run
 from numerics.analysis import analyze, describe_network
 from numerics.bounds import BoundSettings, ModelSettings
-from numerics.cli import main
 from numerics.io.checkpoint import open_checkpoint
 from theory.activations import activation
 
 FAST = BoundSettings(p_grid=(0.0, 1.0, 2.0), grid_points=32)
-
-
-def run(argv: list[str]) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            code = main(argv)
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else 2
-    return code, out.getvalue(), err.getvalue()
 
 
 def _bert(tmp_path: Path, **extra: object) -> Path:
