@@ -517,18 +517,24 @@ class Checkpoint:
             dtype=_PRECISION_ORDER[least],
             sources=MappingProxyType(sources),
             feedforward_loaded=feedforward,
-            biases=MappingProxyType({key: self._bias(tensor, columns) for key, (tensor, columns) in bias_reads.items()
-                                     if feedforward or key in ("q", "k", "v", "o")}),
+            biases=MappingProxyType(self._biases(bias_reads, feedforward)),
             bias_sources=MappingProxyType(bias_sources),
             score_scale=self.score_scales[index] if self.score_scales else None,
         )
 
-    def _bias(self, tensor: str, columns: tuple[int, int] | None) -> np.ndarray:
-        """A bias vector (or the slice of a packed one), float64, read-only, through the store."""
-        v = self._store.read(tensor)
-        if columns is not None:
-            v = v[columns[0] : columns[1]]
-        return _frozen(np.ascontiguousarray(v))
+    def _biases(self, reads: Mapping[str, tuple[str, tuple[int, int] | None]], feedforward: bool) -> dict[str, np.ndarray]:
+        """The bias vectors ``{key: (tensor, columns)}`` asks for (the slices of a packed tensor), float64,
+        read-only; each tensor is read once through the store. Without ``feedforward`` only the attention's."""
+        whole: dict[str, np.ndarray] = {}
+        out: dict[str, np.ndarray] = {}
+        for key, (tensor, columns) in reads.items():
+            if not (feedforward or key in ("q", "k", "v", "o")):
+                continue
+            if tensor not in whole:
+                whole[tensor] = self._store.read(tensor)
+            v = whole[tensor] if columns is None else whole[tensor][columns[0] : columns[1]]
+            out[key] = _frozen(np.ascontiguousarray(v))
+        return out
 
     def iter_layers(self, *, feedforward: bool = True) -> Iterator[LayerWeights]:
         """Yield the layers one at a time, each loaded only when it is reached (see :meth:`load_layer`)."""
