@@ -66,6 +66,9 @@ FAMILIES = ("bert", "gpt2", "llama", "torch-encoder")
 #: Tokens in the sequence the network is run on.
 TOKENS = 6
 
+#: Kinds of terms the forward holds fixed (not perturbed): norm gains and betas, when the bound covers them.
+FIXED_KINDS = ("gain", "beta")
+
 SETTINGS = BoundSettings(p_grid=(0.0, 1.0, 2.0), grid_points=16)
 
 
@@ -169,6 +172,7 @@ class Network:
     built: Built
     analysis: Analysis
     matrices: tuple[Matrix, ...]
+    fixed: tuple[str, ...]  # terms of the bound held at their trained values (norm gains and betas)
     norms: tuple[tuple[Any, Any], ...]  # per layer (attention norm, feedforward norm): (gain, beta or None)
     final_norm: tuple[Any, Any] | None
     layout: str
@@ -311,7 +315,11 @@ def network(built: Built) -> Network:
             add(name, i, None, role, w)
         for name, w in ff["ff2"]:
             add(name, i, None, "ff2", w)
-    assert not rows, f"matrices in the bound the forward does not use: {sorted(rows)}"
+    # norm gains and betas covered as terms (issue 19 rule 3) are held at their trained values here: their
+    # perturbations are 0, so they add nothing to the budget; any other term the forward does not use is an error
+    unknown = sorted(n for n, r in rows.items()
+                     if r["kind"] not in FIXED_KINDS and r["theorem_inputs"].get("kind") not in ("gain", "translation"))
+    assert not unknown, f"terms in the bound the forward does not use: {unknown}"
     tensors = {k: v.to(torch.float64) for k, v in safetensors.torch.load_file(str(built.folder / "model.safetensors")).items()}
     att, ffn, final, eps = _NORMS[built.name]
     kind = net["norm"]["kind"]
@@ -320,7 +328,8 @@ def network(built: Built) -> Network:
         return tensors[stem + ".weight"], tensors.get(stem + ".bias") if kind == "layernorm" else None
 
     norms = tuple((gb(att.format(i=i)), gb(ffn.format(i=i))) for i in range(ckpt.num_layers))
-    return Network(built=built, analysis=a, matrices=tuple(mats), norms=norms, final_norm=gb(final) if final else None,
+    return Network(built=built, analysis=a, matrices=tuple(mats), fixed=tuple(sorted(rows)), norms=norms,
+                   final_norm=gb(final) if final else None,
                    layout=net["norm"]["layout"], causal=built.name in ("gpt2", "llama"),
                    activation=_ACT[net["activation"]["name"]], eps=eps, rmsnorm=kind == "rmsnorm",
                    num_layers=ckpt.num_layers)
