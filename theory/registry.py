@@ -153,6 +153,8 @@ class Cover:
         metric: ``kind -> metric`` where not the default (``rowmax_l2`` vector, ``max_abs`` bilinear).
         limits: the limits it declares (:class:`Limit`).
         posthoc: the post hoc choices (:class:`PostHoc`).
+        limit_forms: ``(kind, limit label) -> form`` where the author already has a limit (Theorem 4.1's
+            ``p0`` and ``p2`` from :func:`theory.thm41.derive`); the others are taken by SymPy on request.
         citation: where the lemma is stated (required for ``"verbatim"``).
         summary: one line.
         derivation: where the derivation lives (``"theory.effective_rank"``) or a short proof sketch.
@@ -169,6 +171,7 @@ class Cover:
     citation: str = ""
     summary: str = ""
     derivation: str = ""
+    limit_forms: Any = ()
     source: str = field(default="python", compare=False)
 
     def __post_init__(self) -> None:
@@ -219,6 +222,13 @@ class Cover:
                 raise TypeError(f"posthoc must hold PostHoc objects, got {type(ph).__name__}.")
             if entry(ph.symbol).name not in stats:
                 raise ValueError(f"post hoc choice of {ph.symbol!r} in cover {self.name!r} is not a declared statistic.")
+        given = dict(self.limit_forms) if isinstance(self.limit_forms, Mapping) else dict(tuple(self.limit_forms))
+        labels = {lim.label for lim in self.limits}
+        for (kind, label), expr in given.items():
+            if kind not in kinds or label not in labels or not isinstance(expr, sp.Expr):
+                raise ValueError(f"limit_forms[({kind!r}, {label!r})] of cover {self.name!r} must be a SymPy form of a declared "
+                                 f"kind and limit ({list(kinds)}, {sorted(labels)}).")
+        object.__setattr__(self, "limit_forms", tuple(given.items()))
         object.__setattr__(self, "kinds", kinds)
         object.__setattr__(self, "statistics", stats)
         object.__setattr__(self, "forms", tuple((k, forms[k]) for k in kinds))
@@ -243,7 +253,11 @@ class Cover:
         return {w: VOCABULARY[w].symbol for w in self.statistics + CONTEXT}
 
     def limit(self, kind: str, lim: Limit) -> sp.Expr:
-        """The form of ``kind`` in the limit ``lim`` (SymPy ``limit``, then ``factor_terms``; see :func:`_limit`)."""
+        """The form of ``kind`` in the limit ``lim``: the author's (:attr:`limit_forms`), else SymPy's ``limit``, then
+        ``factor_terms`` (see :func:`_limit`)."""
+        for key, expr in self.limit_forms:
+            if key == (kind, lim.label):
+                return expr
         return _limit(self.form(kind), entry(lim.symbol).symbol, lim.point, lim.direction)
 
     def union_cost(self) -> sp.Expr:
@@ -304,10 +318,9 @@ def register(cover: Cover, *, replace: bool = False) -> Cover:
     """
     if not isinstance(cover, Cover):
         raise TypeError(f"cover={type(cover).__name__} must be a theory.registry.Cover.")
-    _ensure_builtins()
+    if cover.name in _BUILTIN_NAMES:
+        raise ValueError(f"name={cover.name!r} is a built-in cover; choose another name.")
     if cover.name in _REGISTRY:
-        if cover.name in _BUILTIN_NAMES:
-            raise ValueError(f"name={cover.name!r} is a built-in cover; choose another name.")
         if not replace and _REGISTRY[cover.name] != cover:
             raise ValueError(f"name={cover.name!r} is already registered (from {_REGISTRY[cover.name].source}); "
                              "pass replace=True to redefine it.")
@@ -324,7 +337,7 @@ def unregister(name: str) -> None:
 
 def get(name: str) -> Cover:
     """The registered cover ``name``; ``ValueError`` listing the registered names otherwise."""
-    _ensure_builtins()
+    _ensure_builtin(name)
     if name not in _REGISTRY:
         raise ValueError(f"cover={name!r} is not registered; registered: {', '.join(names())} (covers of installed packages "
                          f"load with --entry-points, group {ENTRY_POINT_GROUP!r}).")
@@ -333,7 +346,6 @@ def get(name: str) -> Cover:
 
 def names() -> list[str]:
     """The registered names, built-ins first."""
-    _ensure_builtins()
     return [*_BUILTIN_NAMES, *sorted(n for n in _REGISTRY if n not in _BUILTIN_NAMES)]
 
 
@@ -368,50 +380,74 @@ def load_entry_points(*, entry_points: Callable[..., Iterable[Any]] | None = Non
 # --------------------------------------------------------------------------- the built-in covers
 
 _BUILTIN_NAMES: tuple[str, ...] = ("thm41", "bartlett2017", "effective_rank")
-_loaded = False
+
+
+def _ensure_builtin(name: str) -> None:
+    """Build the built-in cover ``name`` on first use (Theorem 4.1's bilinear derivation takes seconds of SymPy)."""
+    if name in _BUILTIN_NAMES and name not in _REGISTRY:
+        cover = _BUILDERS[name]()
+        object.__setattr__(cover, "source", "built in")
+        _REGISTRY[name] = cover
 
 
 def _ensure_builtins() -> None:
-    global _loaded
-    if not _loaded:
-        _loaded = True
-        for c in builtin_covers():
-            _REGISTRY[c.name] = c
+    for name in _BUILTIN_NAMES:
+        _ensure_builtin(name)
 
 
-@lru_cache(maxsize=None)
-def builtin_covers() -> tuple[Cover, ...]:
-    """Theorem 4.1 (both kinds), Bartlett et al.'s (2,1) cover and the effective-rank cover."""
-    schatten = ("spectral_norm", "schatten_index", "schatten_radius", "rank", "rows", "cols")
-    peel_s = PostHoc("spectral_norm", "peel", "two-sided geometric grid of spectral norms")
-    thm = Cover(
-        name="thm41", status="reconstruction", kinds=("bilinear", "vector"), statistics=schatten,
-        forms={k: thm41.derive(k).expr for k in ("bilinear", "vector")},
+_PEEL_S = PostHoc("spectral_norm", "peel", "two-sided geometric grid of spectral norms")
+
+
+def _thm41_cover() -> Cover:
+    """Theorem 4.1, both kinds: :func:`theory.thm41.derive`'s forms and its ``p -> 0+`` and ``p = 2`` forms."""
+    kinds = ("bilinear", "vector")
+    derived = {k: thm41.derive(k) for k in kinds}  # type: ignore[arg-type]
+    return Cover(
+        name="thm41", status="reconstruction", kinds=kinds,
+        statistics=("spectral_norm", "schatten_index", "schatten_radius", "rank", "rows", "cols"),
+        forms={k: derived[k].expr for k in kinds},
         limits=(Limit("p -> 0+", "p", 0, "+", "R is the rank S_0: the rank cover at eps/2"),
                 Limit("p -> 2-", "p", 2, "-", "R is ||W||_F^2: the Frobenius (Maurey) cover at eps/2")),
-        posthoc=(PostHoc("schatten_index", "grid", "the post hoc grid P of Schatten indices", sp.Symbol("grid_size", positive=True, integer=True)),
-                 PostHoc("schatten_radius", "peel", "two-sided geometric grid of Schatten radii"), peel_s),
+        limit_forms={**{(k, "p -> 0+"): derived[k].p0 for k in kinds}, **{(k, "p -> 2-"): derived[k].p2 for k in kinds}},
+        posthoc=(PostHoc("schatten_index", "grid", "the post hoc grid P of Schatten indices",
+                         sp.Symbol("grid_size", positive=True, integer=True)),
+                 PostHoc("schatten_radius", "peel", "two-sided geometric grid of Schatten radii"), _PEEL_S),
         citation="Sakai and Imaizumi (2026), Theorem 4.1 (reconstructed form; lemmas verbatim)",
         summary="Theorem 4.1: rank cover of the lead plus Maurey (bilinear) or truncation (vector) of the tail, tau optimised",
         derivation="theory.thm41.derive")
-    bartlett = Cover(
+
+
+def _bartlett_cover() -> Cover:
+    """Bartlett et al.'s matrix cover: :func:`theory.baselines.bartlett2017_matrix_cover`, normalised l2 metric."""
+    return Cover(
         name="bartlett2017", status="verbatim", kinds=("vector",), statistics=("norm21", "width"),
         forms={"vector": baselines.bartlett2017_matrix_cover()}, metric={"vector": "rms_l2"},
         posthoc=(PostHoc("norm21", "peel", "two-sided geometric grid of (2,1) norms"),),
         citation="Bartlett, Foster, Telgarsky (2017), Lemma 3.2 (normalised l2 metric over the sample)",
         summary="Maurey sparsification of ||W^T||_{2,1}-bounded matrices", derivation="theory.baselines.bartlett2017_matrix_cover")
-    eff = Cover(
+
+
+def _effective_rank_cover() -> Cover:
+    """The effective-rank cover (:mod:`theory.effective_rank`, an extension), both kinds."""
+    return Cover(
         name="effective_rank", status="extension", kinds=("bilinear", "vector"),
         statistics=("spectral_norm", "truncation_rank", "tail_norm", "rows", "cols"),
-        forms={k: effective_rank.derive(k) for k in ("bilinear", "vector")},
+        forms={k: effective_rank.derive(k) for k in ("bilinear", "vector")},  # type: ignore[arg-type]
         limits=(Limit("t_tail -> 0+", "t_tail", 0, "+", "an exactly rank-r_head class: the rank cover at eps/2"),),
         posthoc=(PostHoc("truncation_rank", "grid", "1 .. min(a, b)", sp.Min(VOCABULARY["rows"].symbol, VOCABULARY["cols"].symbol)),
-                 PostHoc("tail_norm", "peel", "two-sided geometric grid of tail norms"), peel_s),
+                 PostHoc("tail_norm", "peel", "two-sided geometric grid of tail norms"), _PEEL_S),
         summary="rank-r_head head at eps/2 plus a Frobenius-ball tail at eps/2 (covers of a Minkowski sum multiply)",
         derivation="theory.effective_rank")
-    for c in (thm, bartlett, eff):
-        object.__setattr__(c, "source", "built in")
-    return (thm, bartlett, eff)
+
+
+_BUILDERS: dict[str, Callable[[], Cover]] = {"thm41": _thm41_cover, "bartlett2017": _bartlett_cover,
+                                             "effective_rank": _effective_rank_cover}
+
+
+def builtin_covers() -> tuple[Cover, ...]:
+    """Theorem 4.1 (both kinds), Bartlett et al.'s (2,1) cover and the effective-rank cover."""
+    _ensure_builtins()
+    return tuple(_REGISTRY[n] for n in _BUILTIN_NAMES)
 
 
 def class_radius(cover: Cover, kind: str) -> sp.Expr | None:

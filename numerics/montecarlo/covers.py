@@ -26,12 +26,13 @@ import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
 from numerics._util.checks import check_int, check_positive
 from numerics._util.jsonsafe import finite_json
+from numerics.bounds.compiled import compile_cover
 from numerics.montecarlo.experiment import DEFAULT_EPS_FACTORS, MC_P_GRID, packing_lower_bounds
 from numerics.montecarlo.packing import Metric
 from numerics.montecarlo.sampling import DEFAULT_PROFILES, Profile, class_outputs, sample_class, sample_rows
@@ -113,7 +114,6 @@ def _rms_ball_log_volume(geometry: RowGeometry, *, k1: int, k2: int) -> float:
 def _volumetric(metric: str, geometry: RowGeometry, *, a: int, b: int, words: Sequence[str], values: dict[str, float],
                 index: dict[str, float], cover_scales: np.ndarray) -> tuple[np.ndarray, list[str]]:
     """The best volumetric lower bound at each covering scale over the subspaces and bodies that fit in the set."""
-    kind = "bilinear" if metric == "max_abs" else "vector"
     best = np.full(cover_scales.shape, -math.inf)
     where = [""] * cover_scales.size
     for k in range(1, min(a, b) + 1):
@@ -124,7 +124,8 @@ def _volumetric(metric: str, geometry: RowGeometry, *, a: int, b: int, words: Se
             if metric == "rms_l2":
                 log_ball = _rms_ball_log_volume(geometry, k1=k1, k2=k2)
             else:
-                log_ball = metric_ball_log_volume(kind, geometry, k1=k1, k2=k2, full_rows=full)
+                log_ball = metric_ball_log_volume("bilinear" if metric == "max_abs" else "vector", geometry, k1=k1, k2=k2,
+                                                  full_rows=full)
             if not math.isfinite(log_ball):
                 continue
             for body in ("spectral", "frobenius"):
@@ -186,29 +187,6 @@ class CoverMCResult:
     settings: dict[str, Any]
 
 
-def _evaluator(cover: Any, kind: str) -> Callable[[dict[str, float], float], float]:
-    """``(values, eps) -> log N``: the cover's form (or the declared limit form at a limit point), lambdified here."""
-    import sympy as sp  # slow: sympy (a registered cover is a SymPy expression)
-
-    from theory.vocabulary import VOCABULARY, entry  # slow: sympy (the vocabulary's symbols)
-
-    words = [*cover.statistics, "row_bound", "points"]
-    args = [VOCABULARY[w].symbol for w in words] + [VOCABULARY["eps"].symbol]
-    main = sp.lambdify(args, cover.form(kind), modules="numpy")
-    limits = [(entry(lim.symbol).name, float(lim.point), sp.lambdify(args, cover.limit(kind, lim), modules="numpy"))
-              for lim in cover.limits]
-
-    def evaluate(values: dict[str, float], eps: float) -> float:
-        fn = main
-        for word, point, limit_fn in limits:
-            if values.get(word) == point:
-                fn = limit_fn
-        with np.errstate(all="ignore"):
-            return float(fn(*[values[w] for w in words], eps))
-
-    return evaluate
-
-
 def _index_grid(cover: Any, a: int, b: int, index_values: dict[str, Sequence[float]] | None) -> list[dict[str, float]]:
     from theory.vocabulary import VOCABULARY  # slow: sympy (the vocabulary's symbols)
 
@@ -255,7 +233,7 @@ def cover_mc(cover: Any, *, kind: str | None = None, profiles: Sequence[Profile]
         raise ValueError(f"a={a!r} and b={b!r} must be equal for kind='bilinear'.")
     unit = s * B if kind == "vector" else s * B * B
     eps = np.array([check_positive(f, "eps_factors[]") * unit for f in eps_factors])
-    evaluate = _evaluator(c, kind)
+    evaluate = compile_cover(c, kind)
     grid = _index_grid(c, a, b, index_values)
     points = m * m if kind == "bilinear" else m
     row_seq, *cell_seqs = np.random.SeedSequence(seed).spawn(1 + len(profiles))
