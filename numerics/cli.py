@@ -435,8 +435,9 @@ def build_parser() -> argparse.ArgumentParser:
                              help="how the sample rows are drawn"))
     _library(mc.add_argument("--seed", type=_non_negative_int, default=None, help="seed of the random streams (0 or more)"))
     mc.add_argument("--cover", default=None, metavar="NAME",
-                    help="check a registered cover (specbound derive cover lists them) instead of Theorem 4.1; exit 3 "
-                         "when a certified lower bound lies above it")
+                    help="check a registered cover (specbound derive cover lists them) instead of Theorem 4.1 (300 "
+                         "samples per profile unless --samples; every index value of numerics.montecarlo.covers.INDEX_VALUES); "
+                         "exit 3 when a certified lower bound lies above it")
     _add_entry_points_option(mc)
     mc.add_argument("--format", choices=["table", "json"], default="table")
     mc.add_argument("--plot", default=None, help="write the figure (log N against 1/eps per profile) to this file "
