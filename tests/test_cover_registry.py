@@ -308,3 +308,51 @@ def test_thm41_through_the_registry_gives_the_shipped_numbers(kind):
         got = f({**base, "schatten_index": q, "schatten_radius": radius}, e)
         shipped = thm41_log_cover(kind, p=q, eps=e, s=2.0, R=radius, B=1.5, a=40, b=30, r=12, m=4000, cap_by_rank=False)
         assert got == pytest.approx(shipped, rel=1e-12), (q, got, shipped)
+
+
+def test_derive_cover_effective_rank_shows_limits_choices_and_checks():
+    code, out, err = run(["derive", "cover", "effective_rank", "--kind", "bilinear", "--json"])
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["status"] == "extension" and "vector" not in data  # --kind bilinear: that kind only
+    names = sp.Symbol("r_head"), sp.Symbol("s"), sp.Symbol("a"), sp.Symbol("b"), sp.Symbol("B"), sp.Symbol("eps")
+    limit = sp.sympify(data["bilinear"]["limits"]["t_tail -> 0+"], locals={str(x): x for x in names})
+    vals = {"r_head": 2, "s": 1.0, "a": 10, "b": 10, "B": 1.0, "eps": 0.1}
+    # t -> 0: the rank cover at eps/2, r (a + b + 1) log(18 sqrt(r) s B^2 / eps) (Candes and Plan, Lemma 3.1)
+    assert float(limit.subs({x: vals[str(x)] for x in limit.free_symbols})) == pytest.approx(2 * 21 * math.log(180 * math.sqrt(2)))
+    assert {row["symbol"]: row["how"] for row in data["posthoc"]} == {"r_head": "grid", "t_tail": "peel", "s": "peel"}
+    assert {c["verdict"] for c in data["bilinear"]["checks"].values()} <= {"proved", "not refuted"}
+    code, text, err = run(["derive", "cover", "effective_rank"])
+    assert code == 0 and "t_tail -> 0+" in text and "union_cost" in text
+
+
+def test_effective_rank_bilinear_and_bartlett_rms_checks():
+    # bilinear: consistent; the same form halved is caught (headroom about 1.9 at seed 0, rank-2 read as r_head = 1)
+    prof = (Profile("rank-2", lead_rank=2),)
+    cover = registry.get("effective_rank")
+    options = dict(kind="bilinear", profiles=prof, samples=100, index_values={"truncation_rank": (1,)})
+    assert cover_verdict(cover_mc(cover, **options))["status"] == "consistent"
+    halved = registry.Cover(name="eff_bilinear_halved", status="user", kinds=("bilinear",), statistics=cover.statistics,
+                            forms={"bilinear": cover.form("bilinear") / 2})
+    assert cover_verdict(cover_mc(halved, **options))["status"] == "invalid"
+    # Bartlett et al. in their normalised l2 metric: consistent, and one hundredth of it is caught
+    flat = (Profile("flat", lead_rank=0, tail="flat", tail_scale=0.5),)
+    bart = registry.get("bartlett2017")
+    verdict = cover_verdict(cover_mc(bart, profiles=flat, samples=100))
+    assert verdict["status"] == "consistent" and verdict["metric"] == "rms_l2" and verdict["headroom"] < 100
+    tiny = registry.Cover(name="bartlett_hundredth", status="user", kinds=("vector",), statistics=bart.statistics,
+                          forms={"vector": bart.form("vector") / 100}, metric={"vector": "rms_l2"})
+    assert cover_verdict(cover_mc(tiny, profiles=flat, samples=100))["status"] == "invalid"
+
+
+def test_rms_metric_ball_volume_in_one_dimension():
+    # k1 = k2 = 1: {A : mean_i (A z_i)^2 <= 1} is the interval |A| <= 1 / sqrt(mean z_i^2), z_i = x_i . u_1 (u_1 the
+    # leading right singular vector of X): its length 2 / sqrt(sigma_1(X)^2 / m).
+    import numpy as np
+
+    from numerics.montecarlo.covers import _rms_ball_log_volume
+    from numerics.montecarlo.volumetric import row_geometry
+
+    X = np.random.default_rng(3).standard_normal((7, 4))
+    sigma1 = np.linalg.svd(X, compute_uv=False)[0]
+    assert _rms_ball_log_volume(row_geometry(X), k1=1, k2=1) == pytest.approx(math.log(2 / (sigma1 / math.sqrt(7))), rel=1e-12)
