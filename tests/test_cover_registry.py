@@ -356,3 +356,18 @@ def test_rms_metric_ball_volume_in_one_dimension():
     X = np.random.default_rng(3).standard_normal((7, 4))
     sigma1 = np.linalg.svd(X, compute_uv=False)[0]
     assert _rms_ball_log_volume(row_geometry(X), k1=1, k2=1) == pytest.approx(math.log(2 / (sigma1 / math.sqrt(7))), rel=1e-12)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["derive", "cover", "nobody"], "not registered"),
+    (["mc", "--cover", "nobody"], "not registered"),
+    (["mc", "--cover", "bartlett2017", "--kind", "bilinear"], "applies to ['vector'] only"),
+    (["mc", "--cover", "thm41", "--plot", "x.png"], "--plot is not available"),
+    (["mc", "--entry-points"], "only applies with --cover"),
+    (["mc", "--cover", "thm41", "--kind", "bilinear", "--a", "3", "--b", "4"], "must be equal"),
+])
+def test_cover_command_line_errors_are_one_line(argv, message, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run(argv)
+    assert code == 2 and out == "" and err.count("\n") == 1 and message in err, err
+    assert list(tmp_path.iterdir()) == []
