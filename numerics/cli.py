@@ -251,9 +251,9 @@ def _cmd_mc_cover(args: argparse.Namespace) -> int:
     verdict = cover_verdict(result)
     if args.format == "json":
         print(json.dumps(cover_rows_json(result), indent=2))
+        print(f"specbound: {verdict['message']}", file=sys.stderr)  # the table ends with it
     else:
         sys.stdout.write(cover_mc_table(result))
-    print(f"specbound: {verdict['message']}", file=sys.stderr)
     return 3 if verdict["status"] == "invalid" else 0
 
 
