@@ -350,7 +350,8 @@ def names() -> list[str]:
 
 
 def load_entry_points(*, entry_points: Callable[..., Iterable[Any]] | None = None) -> list[str]:
-    """Register the covers of installed packages' ``specbound.covers`` entry points; returns their names.
+    """Register the covers of installed packages' ``specbound.covers`` entry points (replacing a user cover of the
+    same name; a built-in name is refused); returns their names.
 
     Each entry point names a :class:`Cover`, an iterable of them, or a function of no arguments returning
     either. Loading runs that package's code (code the user installed; never anything from the
