@@ -161,6 +161,9 @@ def test_measure_and_ball_limits():
     assert measure("tail_norm", W, sigma, {"truncation_rank": 1})[0] == pytest.approx(math.sqrt(5.0))
     assert measure("schatten_radius", W, sigma, {"schatten_index": 0.0})[0] == 3.0
     assert measure("norm21", W, sigma, {})[0] == pytest.approx(6.0)  # column norms of a diagonal matrix: 3 + 2 + 1
+    # ||W^T||_{2,1} sums the norms of the columns of W (theory.symbols: b21), not of its rows: 3 + 4 here, rows give 5
+    V2 = np.array([[[3.0, 4.0], [0.0, 0.0]]])
+    assert measure("norm21", V2, np.array([[5.0, 0.0]]), {})[0] == pytest.approx(7.0)
     # a spectral ball of radius tau in a rank-4 subspace has tail (r = 1) sqrt(3) tau: tau <= t / sqrt(3)
     assert log_radius_limit("tail_norm", 1.0, body="spectral", k=4, b=4, index={"truncation_rank": 1}) == pytest.approx(
         -0.5 * math.log(3))
