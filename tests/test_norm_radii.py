@@ -216,3 +216,16 @@ def test_a_missing_norm_gain_is_refused_naming_it(tmp_path: Path, name: str, ten
     # an explicit radius is a stated assumption: then the checkpoint is analysed, every radius that value
     network = describe_network(open_checkpoint(cut), ModelSettings(input_norm=3.0))["network"]
     assert {r[k]["source"] for r in network["input_norms"] for k in r} == {"--input-norm"}
+
+
+def test_megatron_bert_without_config_is_told_from_bert_by_its_norm_tensors(tmp_path: Path) -> None:
+    """Both maps match the same matrices; with no config.json (no model_type) the norm gains present decide, and a
+    BERT checkpoint stays BERT."""
+    _megatron(tmp_path / "megatron")
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    shutil.copy(tmp_path / "megatron" / "model.safetensors", bare / "model.safetensors")
+    assert open_checkpoint(bare / "model.safetensors", heads=3).architecture == "megatron-bert"
+    b = build("bert", tmp_path / "bert")
+    shutil.copy(b.folder / "model.safetensors", tmp_path / "bert.safetensors")
+    assert open_checkpoint(tmp_path / "bert.safetensors", heads=3).architecture == "bert"
