@@ -522,9 +522,10 @@ def test_force_keeps_the_files_specbound_did_not_write(tmp_path, ckpt, capsys):
     rep = tmp_path / "rep"
     assert analyze(ckpt, rep) == 0
     (rep / "notes.txt").write_text("my notes\n")
+    (rep / "drafts").mkdir()  # an empty folder of the user's: kept too
     capsys.readouterr()
     assert analyze(ckpt, rep, "--T", "64", "--force") == 0
-    assert (rep / "notes.txt").read_text() == "my notes\n"
+    assert (rep / "notes.txt").read_text() == "my notes\n" and (rep / "drafts").is_dir()
     assert json.loads((rep / "report.json").read_text())["settings"]["T"] == 64
     assert "notes.txt" not in json.loads((rep / outputs.MARKER).read_text())["files"]
     capsys.readouterr()

@@ -255,6 +255,7 @@ class _Survey:
 def _survey(path: Path, root: os.stat_result, listed: dict[str, tuple[int, str]]) -> _Survey:
     """Walk ``path`` (links never followed, never across a file system boundary) against ``listed``."""
     found = _Survey()
+    listed_dirs = {"/".join(name.split("/")[:k]) for name in listed for k in range(1, name.count("/") + 1)}
 
     def walk(folder: Path, rel: str) -> None:
         with os.scandir(folder) as entries:
@@ -266,9 +267,11 @@ def _survey(path: Path, root: os.stat_result, listed: dict[str, tuple[int, str]]
             st = entry.stat(follow_symlinks=False)
             if st.st_dev != root.st_dev or (stat.S_ISDIR(st.st_mode) and os.path.ismount(entry.path)):
                 found.blocking.append((name, "a mount point (another file system), which specbound never writes into"))
-            elif stat.S_ISDIR(st.st_mode):
+            elif stat.S_ISDIR(st.st_mode) and name in listed_dirs:
                 found.dirs.add(name)
                 walk(Path(entry.path), f"{name}/")
+            elif stat.S_ISDIR(st.st_mode):  # a folder of the user's (kept whole with force, never looked into)
+                found.foreign.append((name, "a folder specbound did not write"))
             elif name in listed:
                 now = _file_digest(Path(entry.path)) if stat.S_ISREG(st.st_mode) else None
                 if now == listed[name]:
@@ -289,10 +292,12 @@ def _refuse_survey(path: Path, found: _Survey, force: bool) -> None:
         more = f" and {len(found.blocking) - 1} more" if len(found.blocking) > 1 else ""
         raise OutputError(path, f"holds {name!r}, {why}{more}; move it out of the folder to keep it, or delete it")
     if found.foreign and not force:
-        name, why = found.foreign[0]
-        more = f" (and {len(found.foreign) - 1} more)" if len(found.foreign) > 1 else ""
-        raise OutputError(path, f"holds {name!r}{more}, {why} (--force, or force=True, writes the report beside it "
-                                "and keeps it)")
+        if len(found.foreign) == 1:
+            what = f"{found.foreign[0][0]!r}, {found.foreign[0][1]}"
+        else:
+            more = f" and {len(found.foreign) - 3} more" if len(found.foreign) > 3 else ""
+            what = f"{', '.join(repr(name) for name, _ in found.foreign[:3])}{more}, which specbound did not write"
+        raise OutputError(path, f"holds {what} (--force, or force=True, writes the report beside them and keeps them)")
 
 
 def check_output_folder(dest: PathLike, *, force: bool = False, protect: Iterable[PathLike] = ()) -> Path:
