@@ -565,7 +565,7 @@ def check_output_file(dest: PathLike, *, ours: Callable[[Path], bool] = is_specb
     if not stat.S_ISREG(st.st_mode):
         raise OutputError(path, f"is {_kind(st.st_mode)}, not a file specbound wrote")
     if not ours(path):
-        why = "is not a file specbound wrote there (or it was changed, or copied there, since)"
+        why = "is a file specbound did not write there (or it was changed, or copied there, since)"
         raise OutputError(path, why)
     return path
 
