@@ -255,20 +255,35 @@ def _widen_bf16(raw: np.ndarray) -> np.ndarray:
     return (raw.astype(np.uint32) << 16).view(np.float32)
 
 
-def _read_widened(where: str, stored: np.dtype, start: int, info: TensorInfo) -> np.ndarray:
-    """The tensor's bytes, memory-mapped and widened to a new float64 array of its shape."""
+#: Elements widened at a time: 1 MB of float64, so each chunk is summed while it is still in cache.
+_CHUNK = 1 << 17
+
+
+def _read_widened(where: str, stored: np.dtype, start: int, info: TensorInfo) -> tuple[np.ndarray, bool]:
+    """The tensor's bytes, memory-mapped and widened to a new float64 array of its shape, and whether
+    every value is surely finite.
+
+    The finiteness screen is fused with the widening: each chunk is summed as it is written (a NaN or
+    an Inf makes its sum NaN or Inf). A non-finite sum proves nothing by itself (float64 tensors may
+    overflow their sum), so then :func:`require_finite` looks at the values; a finite sum proves every
+    value finite.
+    """
     mm = np.memmap(where, dtype=stored, mode="r", offset=start, shape=(info.size,))
+    out = np.empty(info.size, dtype=np.float64)
+    finite = True
     try:
         # Widening a signalling NaN raises the "invalid" flag (a RuntimeWarning, an exception
         # under -W error); NaNs are reported by require_finite as a CheckpointError instead.
-        with np.errstate(invalid="ignore"):
-            if info.dtype == "BF16":
-                out = _widen_bf16(np.asarray(mm)).astype(np.float64)
-            else:
-                out = np.asarray(mm).astype(np.float64)
+        with np.errstate(invalid="ignore", over="ignore"):
+            stored_values = np.asarray(mm)  # a plain view of the mapping (slicing a memmap is slow)
+            for begin in range(0, info.size, _CHUNK):
+                raw = stored_values[begin : begin + _CHUNK]
+                chunk = out[begin : begin + _CHUNK]
+                chunk[...] = _widen_bf16(raw) if info.dtype == "BF16" else raw
+                finite = finite and bool(np.isfinite(np.add.reduce(chunk)))
     finally:
         del mm
-    return out.reshape(info.shape)
+    return out.reshape(info.shape), finite
 
 
 def require_finite(where: str, name: str, out: np.ndarray) -> None:
@@ -325,8 +340,8 @@ def load_tensor(
             where, f"is truncated: bytes [{start}, {start + info.nbytes}) lie past its {size} bytes", tensor=name
         )
     try:
-        out = _read_widened(where, stored, start, info)
-        if check_finite and info.dtype in FLOAT_DTYPES:
+        out, finite = _read_widened(where, stored, start, info)
+        if check_finite and info.dtype in FLOAT_DTYPES and not finite:
             require_finite(where, name, out)
     except MemoryError:
         raise CheckpointError(where, f"cannot be loaded: out of memory ({count * 8:,} bytes needed as float64)",
