@@ -245,3 +245,23 @@ def test_finite_float64_tensor_whose_sum_overflows_is_accepted(tmp_path):
     path = folder / "model.safetensors"
     got = load_tensor(path, "w", read_header(path)["w"])
     assert np.array_equal(got, w)
+
+
+def test_cli_spectrum_option(tmp_path):
+    import json
+
+    from tests.cliutil import run
+
+    folder = synthetic.write_checkpoint(tmp_path / "ck", synthetic.bert_state(hidden=48, ff=192),
+                                        synthetic.bert_config(hidden=48, ff=192))
+    docs = {}
+    for choice in ("auto", "svd"):
+        code, out, err = run(["analyze", str(folder), "--format", "json", "--spectra", "--spectrum", choice,
+                              "--processes", "0", "--p-grid", "0,1,2"])
+        assert code == 0, err
+        docs[choice] = json.loads(out)
+    kinds = [a["kind"] for a, b in zip(docs["auto"]["matrices"], docs["svd"]["matrices"])
+             if a["singular_values"] != b["singular_values"]]
+    assert kinds and set(kinds) <= {"ff1", "ff2"}
+    code, _, err = run(["analyze", str(folder), "--spectrum", "eig"])
+    assert code == 2 and "--spectrum" in err
