@@ -36,6 +36,7 @@ __all__ = [
     "sweep_table",
     "mc_table",
     "mc_rows_json",
+    "cover_mc_table",
     "registry_table",
     "format_blocks",
 ]
@@ -94,14 +95,23 @@ def network_lines(network: Mapping[str, Any] | None) -> list[str]:
     scales = network.get("score_scales") or []
     scale_text = _fmt(scales[0]) if scales and all(x == scales[0] for x in scales) else ", ".join(_fmt(x) for x in scales)
     radii = network.get("input_norms") or []
-    radius_text = "; ".join(f"L{i}: {_fmt(r['attention']['radius'])}/{_fmt(r['feedforward']['radius'])}"
-                            for i, r in enumerate(radii))
-    return [
+    assumed = [(i, block, r[block]) for i, r in enumerate(radii) for block in ("attention", "feedforward")
+               if str(r[block].get("source", "")).startswith("assumed")]
+
+    def radius(r: Mapping[str, Any]) -> str:
+        return _fmt(r["radius"]) + ("*" if str(r.get("source", "")).startswith("assumed") else "")
+
+    radius_text = "; ".join(f"L{i}: {radius(r['attention'])}/{radius(r['feedforward'])}" for i, r in enumerate(radii))
+    lines = [
         f"network: biases {network.get('biases')}  norm {norm['kind'] + ' (' + str(norm['layout']) + ')' if norm else 'unknown'}"
         f"  activation {act_text}",
         f"         positions {network.get('positions')}",
         f"         score scale {scale_text}  B per layer (attention/feedforward) {radius_text}",
     ]
+    if assumed:  # a radius the weights do not bound: said where the numbers are read, not only in the JSON
+        where = ", ".join(f"L{i} {block}" for i, block, _ in assumed)
+        lines.append(f"         * assumed, not read from the weights ({where}): {assumed[0][2]['source']}")
+    return lines
 
 
 def _n_needed(bound: Mapping[str, Any]) -> str:
@@ -242,6 +252,23 @@ def mc_table(result: MCResult) -> str:
     lines.append(f"C9: {'holds' if verdict['status'] == 'holds' else 'FAILS'}: {verdict['violations']} of "
                  f"{verdict['cells']} cells have the certified lower bound above Theorem 4.1"
                  " (lower on log N(eps/2): a greedy packing of sampled members at eps, or a volumetric bound; upper at eps/2)")
+    return "\n".join(lines) + "\n"
+
+
+def cover_mc_table(result: Any) -> str:
+    """``specbound mc --cover NAME``: one line per (profile, index values, eps) cell and the verdict
+    (:func:`numerics.montecarlo.covers.cover_verdict`)."""
+    from numerics.montecarlo.covers import cover_verdict  # slow: sympy (only mc --cover needs it)
+
+    lines = [f"cover {result.cover} ({result.kind}, metric {result.metric})",
+             f"{'profile':14} {'index':22} {'eps/2':>9} {'lower (nats)':>13} {'kind':>10} {'upper (nats)':>13} "
+             f"{'upper/lower':>12}  class"]
+    for r in result.rows:
+        flag = "  <-- BELOW A CERTIFIED LOWER BOUND" if r.violated else ""
+        lines.append(f"{r.profile:14} {r.index:22} {_fmt(r.cover_scale):>9} {_fmt(r.lower_bound):>13} {r.lower_kind:>10} "
+                     f"{_fmt(r.upper_bound):>13} {_fmt(r.ratio):>12}  {r.values}{flag}")
+    verdict = cover_verdict(result)
+    lines += ["", f"verdict: {verdict['status']}: {verdict['message']}"]
     return "\n".join(lines) + "\n"
 
 
