@@ -120,19 +120,44 @@ def evaluate_bounds(stats: Sequence[Any], *, model_info: dict[str, Any], skipped
       ValueError: no attention or feedforward matrix to bound.
     """
     num_layers, hidden = int(model_info["num_layers"]), int(model_info["hidden_size"])
-    terms, info = build_terms(stats, num_layers=num_layers, hidden_size=hidden, model=model, **network_inputs(model_info))
-    if not terms:
-        raise ValueError("no attention or feedforward matrices to bound.")
-    post = posthoc(terms, settings)
-    edel = edelman2022(stats, info, settings, hidden, num_layers)
-    bart = bartlett2017(terms, {st.name: st for st in stats}, settings)
-    settings_out = {**{k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(settings).items()}, **info}
-    return Analysis(
-        model=dict(model_info), matrices=_matrix_rows(stats, terms, post, settings),
-        bounds={"spectrum_adaptive": _spectrum_adaptive(terms, post, settings), "edelman2022": edel, "bartlett2017": bart},
-        proxies=_proxies(terms, edel, settings), skipped=[{"name": n, "reason": r} for n, r in skipped],
-        settings=settings_out, singular_values={st.name: np.asarray(st.singular_values) for st in stats},
-    )
+    _check_representable(stats, model_info)
+    try:
+        # An overflow or an invalid operation (inf - inf) anywhere in the evaluation is an error, never a
+        # number: a float64 that overflowed to inf could make a bound smaller than the truth.
+        with np.errstate(over="raise", invalid="raise"):
+            terms, info = build_terms(stats, num_layers=num_layers, hidden_size=hidden, model=model,
+                                      **network_inputs(model_info))
+            if not terms:
+                raise ValueError("no attention or feedforward matrices to bound.")
+            post = posthoc(terms, settings)
+            edel = edelman2022(stats, info, settings, hidden, num_layers)
+            bart = bartlett2017(terms, {st.name: st for st in stats}, settings)
+            settings_out = {**{k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(settings).items()}, **info}
+            return Analysis(
+                model=dict(model_info), matrices=_matrix_rows(stats, terms, post, settings),
+                bounds={"spectrum_adaptive": _spectrum_adaptive(terms, post, settings), "edelman2022": edel,
+                        "bartlett2017": bart},
+                proxies=_proxies(terms, edel, settings), skipped=[{"name": n, "reason": r} for n, r in skipped],
+                settings=settings_out, singular_values={st.name: np.asarray(st.singular_values) for st in stats},
+            )
+    except (FloatingPointError, OverflowError) as exc:
+        largest = max(stats, key=lambda st: st.spectral_norm, default=None)
+        where = f" (largest spectral norm {largest.spectral_norm:.3g}, tensor {largest.name!r})" if largest else ""
+        raise CheckpointError(model_info.get("source"), f"the bound overflows float64 ({exc}){where}: specbound "
+                              "refuses rather than report a wrong number") from None
+
+
+def _check_representable(stats: Sequence[Any], model_info: Mapping[str, Any]) -> None:
+    """Refuse (one line naming the file and tensor) a matrix whose statistics overflow float64: its
+    ``||W||_F^2``, ``S_2`` or norms would be ``inf``, and a bound computed from them could be smaller
+    than the truth."""
+    for st in stats:
+        values = (st.spectral_norm, st.frobenius_norm_squared, st.stable_rank,
+                  *(v for v in (st.norm_2_1, st.norm_1_1) if v is not None))
+        if not all(math.isfinite(v) for v in values):
+            raise CheckpointError(model_info.get("source"), f"has largest singular value {st.spectral_norm:.3g}: its "
+                                  "squares or norms overflow float64; specbound refuses rather than report a wrong "
+                                  "bound", tensor=st.name)
 
 
 def network_inputs(model_info: dict[str, Any]) -> dict[str, Any]:

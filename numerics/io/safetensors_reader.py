@@ -1,4 +1,4 @@
-"""A strict, memory-mapped reader of the safetensors format.
+"""A strict reader of the safetensors format (plain reads, no memory map).
 
 Layout of a ``.safetensors`` file (https://github.com/huggingface/safetensors, "Format")::
 
@@ -19,7 +19,8 @@ Everything in the header is validated *before* anything is allocated or mapped:
   ``end - begin == prod(shape) * itemsize``;
 * no two non-empty byte ranges overlap.
 
-:func:`load_tensor` then maps the file and copies out only the one tensor asked for, widened
+:func:`load_tensor` then reads only the one tensor asked for (plain reads: a file truncated meanwhile
+is a short read, named, never a SIGBUS of a memory map), widened
 to float64. ``safetensors.numpy`` cannot read bfloat16 (safetensors issue 598); here BF16 is
 read as ``uint16`` and widened exactly: a bfloat16 is the upper half of a float32, so
 ``(u16.astype(uint32) << 16).view(float32)``.
@@ -58,6 +59,7 @@ MAX_HEADER_BYTES: int = 100_000_000
 MAX_DIMS: int = 32
 
 _MAX_ARRAY_BYTES = 2**63 - 1  # numpy's limit on an array's byte size (a signed 64-bit intp)
+_READ_CHUNK = 1 << 24  # bytes read at once (16 MiB)
 
 #: safetensors dtype tag -> little-endian numpy dtype of the *stored* bytes.
 #: BF16 is stored as its raw 16-bit pattern and widened by :func:`load_tensor`.
@@ -256,33 +258,45 @@ def _widen_bf16(raw: np.ndarray) -> np.ndarray:
 
 
 #: Elements widened at a time: 1 MB of float64, so each chunk is summed while it is still in cache.
-_CHUNK = 1 << 17
+_WIDEN_CHUNK = 1 << 17
 
 
-def _read_widened(where: str, stored: np.dtype, start: int, info: TensorInfo) -> tuple[np.ndarray, bool]:
-    """The tensor's bytes, memory-mapped and widened to a new float64 array of its shape, and whether
-    every value is surely finite.
+def _read_widened(where: str, name: str, stored: np.dtype, start: int, info: TensorInfo) -> tuple[np.ndarray, bool]:
+    """The tensor's bytes, read (not memory-mapped) and widened to a new float64 array of its shape, and
+    whether every value is surely finite.
+
+    Plain reads, so a file truncated while it is read ends in a short read, reported as a
+    :class:`~numerics.errors.CheckpointError` naming the file and tensor, never in SIGBUS (a
+    memory map of a truncated file kills the process).
 
     The finiteness screen is fused with the widening: each chunk is summed as it is written (a NaN or
     an Inf makes its sum NaN or Inf). A non-finite sum proves nothing by itself (float64 tensors may
     overflow their sum), so then :func:`require_finite` looks at the values; a finite sum proves every
     value finite.
     """
-    mm = np.memmap(where, dtype=stored, mode="r", offset=start, shape=(info.size,))
+    raw = np.empty(info.size, dtype=stored)
+    view = memoryview(raw.view(np.uint8))
+    with open(where, "rb", buffering=0) as fh:
+        fh.seek(start)
+        got = 0
+        while got < len(view):
+            n = fh.readinto(view[got : got + _READ_CHUNK])
+            if not n:
+                raise CheckpointError(where, f"is truncated: it ended after {start + got} bytes while tensor bytes "
+                                      f"[{start}, {start + info.nbytes}) were read (changed while being read?)",
+                                      tensor=name)
+            got += n
     out = np.empty(info.size, dtype=np.float64)
     finite = True
-    try:
-        # Widening a signalling NaN raises the "invalid" flag (a RuntimeWarning, an exception
-        # under -W error); NaNs are reported by require_finite as a CheckpointError instead.
-        with np.errstate(invalid="ignore", over="ignore"):
-            stored_values = np.asarray(mm)  # a plain view of the mapping (slicing a memmap is slow)
-            for begin in range(0, info.size, _CHUNK):
-                raw = stored_values[begin : begin + _CHUNK]
-                chunk = out[begin : begin + _CHUNK]
-                chunk[...] = _widen_bf16(raw) if info.dtype == "BF16" else raw
-                finite = finite and bool(np.isfinite(np.add.reduce(chunk)))
-    finally:
-        del mm
+    # Widening a signalling NaN raises the "invalid" flag (a RuntimeWarning, an exception
+    # under -W error); NaNs are reported by require_finite as a CheckpointError instead.
+    with np.errstate(invalid="ignore", over="ignore"):
+        for begin in range(0, info.size, _WIDEN_CHUNK):
+            part = raw[begin : begin + _WIDEN_CHUNK]
+            chunk = out[begin : begin + _WIDEN_CHUNK]
+            chunk[...] = _widen_bf16(part) if info.dtype == "BF16" else part
+            finite = finite and bool(np.isfinite(np.add.reduce(chunk)))
+    del raw, view
     return out.reshape(info.shape), finite
 
 
@@ -307,7 +321,7 @@ def load_tensor(
     *,
     check_finite: bool = True,
 ) -> np.ndarray:
-    """Load one tensor, memory-mapped, as a new float64 array.
+    """Load one tensor, read from its byte range, as a new float64 array.
 
     Only the tensor's own byte range is touched; the mapping is released before returning.
 
@@ -340,7 +354,7 @@ def load_tensor(
             where, f"is truncated: bytes [{start}, {start + info.nbytes}) lie past its {size} bytes", tensor=name
         )
     try:
-        out, finite = _read_widened(where, stored, start, info)
+        out, finite = _read_widened(where, name, stored, start, info)
         if check_finite and info.dtype in FLOAT_DTYPES and not finite:
             require_finite(where, name, out)
     except MemoryError:
@@ -348,7 +362,7 @@ def load_tensor(
                               tensor=name) from None
     except OSError as exc:
         if exc.errno == errno.ENOMEM:
-            raise CheckpointError(where, f"cannot be mapped: out of memory ({info.nbytes:,} bytes)", tensor=name) from None
+            raise CheckpointError(where, f"cannot be read: out of memory ({info.nbytes:,} bytes)", tensor=name) from None
         raise CheckpointError(where, f"cannot be read: {exc.strerror or exc}", tensor=name) from exc
     return out
 
