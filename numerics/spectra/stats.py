@@ -137,6 +137,17 @@ def singular_values(W: Any) -> np.ndarray:
     return np.asarray(scipy.linalg.svdvals(a, check_finite=False), dtype=np.float64)
 
 
+def _gram(x: np.ndarray) -> np.ndarray:
+    """``x^T x`` for a tall ``x``, computed on a C-ordered copy at a 64-byte boundary: BLAS kernels may take
+    another path (another rounding) for another alignment or layout, and the arrays a thread, a worker
+    process or a dask worker holds differ in both; the same copy gives the same bits everywhere."""
+    buffer = np.empty(x.size + 8, dtype=np.float64)
+    start = (-buffer.ctypes.data % 64) // 8
+    copy = buffer[start : start + x.size].reshape(x.shape)
+    copy[...] = x
+    return copy.T @ copy
+
+
 def gram_singular_values(w: np.ndarray, *, relative_tolerance: float, rtol: float = GRAM_RTOL) -> np.ndarray | None:
     r"""The singular values of ``w`` from the float64 eigenvalues of its smaller Gram matrix, when certified; else ``None``.
 
@@ -183,7 +194,7 @@ def gram_singular_values(w: np.ndarray, *, relative_tolerance: float, rtol: floa
         return np.zeros(0)
     if n * _UNIT_ROUNDOFF > 0.01:
         return None
-    g = w.T @ w if a >= b else w @ w.T
+    g = _gram(w if a >= b else w.T)
     lam = scipy.linalg.eigvalsh(g, check_finite=False, driver="evd")[::-1]
     F = float(np.trace(g)) * (1.0 + 4.0 * (n + m) * _UNIT_ROUNDOFF)
     if not (math.isfinite(F) and F > 0.0):
