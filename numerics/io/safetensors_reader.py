@@ -275,7 +275,7 @@ def _read_widened(where: str, name: str, stored: np.dtype, start: int, info: Ten
     value finite.
     """
     raw = np.empty(info.size, dtype=stored)
-    view = memoryview(raw.view(np.uint8))
+    view = memoryview(raw.view(np.uint8))  # type: ignore[arg-type]  # ndarray exports the buffer protocol; numpy's stubs do not say so
     with open(where, "rb", buffering=0) as fh:
         fh.seek(start)
         got = 0
