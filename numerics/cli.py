@@ -169,7 +169,7 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
 
     analysis = writers.analyze_report(args.source, out=args.out, force=args.force, plots=not args.no_plots,
                                       progress=_Progress("spectra"), **_settings(args),
-                                      spectra=args.spectra, **_given(args, "leading_k", "processes"))
+                                      spectra=args.spectra, **_given(args, "leading_k", "processes", "spectrum"))
     if args.format == "json":
         print(json.dumps(analysis.to_json(spectra=args.spectra), indent=2))
     elif args.format == "csv":
@@ -404,6 +404,9 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--processes", type=_parallelism, default=None, metavar="N",
                    help="worker processes for the whole-matrix SVDs (default: one per core when the model is large "
                         "enough and neither --workers nor --scheduler is given; 0: none)")
+    a.add_argument("--spectrum", choices=["auto", "svd"], default=None,
+                   help="how whole matrices get their singular values: auto (default: from the Gram matrix's eigenvalues "
+                        "where a derived error bound certifies them to 1e-7 relative, else the SVD) or svd (always the SVD)")
     _add_bound_options(a)
     a.set_defaults(func=_cmd_analyze)
 
