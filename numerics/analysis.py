@@ -40,14 +40,21 @@ from numerics.bounds.baselines import bartlett2017, edelman2022
 from numerics.bounds.proxies import log_phi_sa_by_common_p, phi_sa
 from numerics.bounds.rotary import rotary_diagnostic
 from numerics.bounds.terms import MatrixTerm, ModelSettings, build_terms
-from numerics.bounds.theorem31 import (BoundSettings, PosthocResult, coefficients, log_eps_min, metric_points, n_nonvacuous,
-                                       posthoc, theorem41_coefficients)
+from numerics.bounds.theorem31 import (PEEL_BASE, PEEL_RATIO, BoundSettings, PosthocResult, class_settings, coefficients,
+                                       grid_values, log_eps_min, metric_points, n_nonvacuous, posthoc,
+                                       theorem41_coefficients)
 from numerics.io.checkpoint import open_checkpoint
 from numerics.io.memory import is_in_memory, open_in_memory
 from numerics.io.resolve import resolve_source
 from numerics.spectra.jobs import head_factors
 from numerics.spectra.pipeline import checkpoint_spectra
 from theory.activations import activation
+
+#: Where the centres of every cover lie, and the factor at which each ``K_j`` is evaluated relative to ``eps_j``
+#: (internal covers, :func:`theory.composition.internal_cover_scale`; repeated here because theory loads SymPy,
+#: ``tests/test_composition.py`` checks they agree).
+CENTRES = "class"
+COVER_SCALE = 0.5
 
 __all__ = ["Analysis", "analyze", "describe_network", "evaluate_bounds", "network_inputs", "theorem_inputs"]
 
@@ -119,17 +126,23 @@ def evaluate_bounds(stats: Sequence[Any], *, model_info: dict[str, Any], skipped
       ValueError: no attention or feedforward matrix to bound.
     """
     num_layers, hidden = int(model_info["num_layers"]), int(model_info["hidden_size"])
-    terms, info = build_terms(stats, num_layers=num_layers, hidden_size=hidden, model=model, **network_inputs(model_info))
+    inputs = network_inputs(model_info)
+    terms, info = build_terms(stats, num_layers=num_layers, hidden_size=hidden, model=model, **inputs)
     if not terms:
         raise ValueError("no attention or feedforward matrices to bound.")
-    post = posthoc(terms, settings)
-    edel = edelman2022(stats, info, settings, hidden, num_layers)
-    bart = bartlett2017(terms, {st.name: st for st in stats}, settings)
+    post = posthoc(terms, settings, input_radii=info["peeled_radii"])
+    # the baselines and proxies are evaluated as published, at the realised norms (they are not this bound's classes)
+    inputs.pop("norms", None)
+    realised_terms, realised_info = build_terms(stats, num_layers=num_layers, hidden_size=hidden, model=model, peel=False,
+                                                **inputs)
+    edel = edelman2022(stats, realised_info, settings, hidden, num_layers)
+    bart = bartlett2017(realised_terms, {st.name: st for st in stats}, settings)
     settings_out = {**{k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(settings).items()}, **info}
     return Analysis(
-        model=dict(model_info), matrices=_matrix_rows(stats, terms, post, settings),
-        bounds={"spectrum_adaptive": _spectrum_adaptive(terms, post, settings), "edelman2022": edel, "bartlett2017": bart},
-        proxies=_proxies(terms, edel, settings), skipped=[{"name": n, "reason": r} for n, r in skipped],
+        model=dict(model_info), matrices=_matrix_rows(stats, terms, post, settings, realised_terms),
+        bounds={"spectrum_adaptive": _spectrum_adaptive(terms, post, settings, info["peeled_radii"]), "edelman2022": edel,
+                "bartlett2017": bart},
+        proxies=_proxies(realised_terms, edel, settings), skipped=[{"name": n, "reason": r} for n, r in skipped],
         settings=settings_out, singular_values={st.name: np.asarray(st.singular_values) for st in stats},
     )
 
@@ -141,6 +154,7 @@ def network_inputs(model_info: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if "input_norms" in network:
         out["radii"] = [(r["attention"]["radius"], r["feedforward"]["radius"]) for r in network["input_norms"]]
+        out["norms"] = [tuple(_norm_input(r[block]) for block in ("attention", "feedforward")) for r in network["input_norms"]]
     if network.get("activation"):
         out["activation_lipschitz"] = network["activation"]["lipschitz"]
         out["activation_gain"] = network["activation"]["gain"]
@@ -149,10 +163,21 @@ def network_inputs(model_info: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _matrix_rows(stats: Sequence[Any], terms: Sequence[MatrixTerm], post: PosthocResult, settings: BoundSettings) -> list[dict[str, Any]]:
+def _norm_input(row: dict[str, Any]) -> dict[str, Any] | None:
+    """The norm layer feeding a block, as :func:`numerics.bounds.terms.build_terms` takes it (``None``: none does)."""
+    if "g_inf" not in row or "width" not in row:
+        return None
+    projection = row.get("projection")
+    return {"name": row["source"], "kind": row["kind"], "N": row["width"], "g_inf": row["g_inf"],
+            "beta_norm": row["beta_norm"],
+            "projection": None if projection is None else (projection["spectral_norm"], projection["bias_norm"])}
+
+
+def _matrix_rows(stats: Sequence[Any], terms: Sequence[MatrixTerm], post: PosthocResult, settings: BoundSettings,
+                 realised: Sequence[MatrixTerm] | None = None) -> list[dict[str, Any]]:
     """One row per matrix: its statistics, and for the matrices in the bound ``p*``, ``S_{p*}`` and ``theorem_inputs``."""
     p_of = dict(zip((t.name for t in terms), post.p))
-    inputs = dict(zip((t.name for t in terms), theorem_inputs(terms, post.p, settings)))
+    inputs = dict(zip((t.name for t in terms), theorem_inputs(terms, post.p, settings, realised)))
     rows = []
     for st in stats:
         row = st.as_dict()
@@ -165,9 +190,17 @@ def _matrix_rows(stats: Sequence[Any], terms: Sequence[MatrixTerm], post: Postho
     return rows
 
 
-def theorem_inputs(terms: Sequence[MatrixTerm], p: np.ndarray, settings: BoundSettings) -> list[dict[str, Any]]:
-    """Per term, the inputs of its Theorem 4.1 coefficient at index ``p_j`` and the coefficient (module docstring)."""
+def theorem_inputs(terms: Sequence[MatrixTerm], p: np.ndarray, settings: BoundSettings,
+                   realised: Sequence[MatrixTerm] | None = None) -> list[dict[str, Any]]:
+    """Per term, the inputs of its Theorem 4.1 coefficient at index ``p_j`` and the coefficient (module docstring).
+
+    Each post hoc quantity is recorded at its grid value (``s``, ``R``, ``B``; what the bound uses) and as realised
+    (``s_realised``, ``R_realised``, ``B_realised``); ``realised``: the same terms built at the realised values
+    (``build_terms(peel=False)``), whose ``log_rho`` is recorded as ``log_rho_realised`` (the baselines use it).
+    """
+    log_rho_realised = {t.name: t.log_rho for t in realised} if realised is not None else {}
     p = np.asarray(p, dtype=np.float64)
+    settings = class_settings(settings)
     log_eps = log_eps_min(terms, settings)
     log_a = theorem41_coefficients(terms, p, settings)
     log_c = coefficients(terms, p, settings)
@@ -175,9 +208,15 @@ def theorem_inputs(terms: Sequence[MatrixTerm], p: np.ndarray, settings: BoundSe
     out = []
     for j, t in enumerate(terms):
         by_p = t.schatten(np.asarray(grid))
+        R_realised = float(t.schatten(np.asarray([p[j]]))[0])
         out.append({
-            "kind": t.cover_kind, "group": t.group, "p": float(p[j]), "s": t.spectral_norm,
-            "R": float(t.schatten(np.asarray([p[j]]))[0]), "B": t.input_scale, "a": int(t.shape[0]), "b": int(t.shape[1]),
+            "kind": t.cover_kind, "group": t.group, "p": float(p[j]),
+            "s": float(grid_values([t.spectral_norm])[0]) if t.spectral_norm > 0 else 0.0, "s_realised": t.spectral_norm,
+            "R": float(grid_values([R_realised])[0]) if R_realised > 0 else 0.0, "R_realised": R_realised,
+            "B": t.input_scale, "B_realised": t.input_scale if t.input_scale_realised is None else t.input_scale_realised,
+            "centres": CENTRES, "cover_scale": COVER_SCALE,
+            **({"log_rho_realised": log_rho_realised[t.name]} if t.name in log_rho_realised else {}),
+            "a": int(t.shape[0]), "b": int(t.shape[1]),
             "r": int(t.rank_bound), "m": metric_points(t, settings), "eps_min": math.exp(float(log_eps[j])),
             "log_eps_min": float(log_eps[j]), "log_rho": t.log_rho,
             "schatten_by_p": {str(q): float(v) for q, v in zip(grid, by_p)},
@@ -186,8 +225,15 @@ def theorem_inputs(terms: Sequence[MatrixTerm], p: np.ndarray, settings: BoundSe
     return out
 
 
-def _spectrum_adaptive(terms: Sequence[MatrixTerm], post: PosthocResult, settings: BoundSettings) -> dict[str, Any]:
-    """Theorem 3.1 at the post hoc indices, as reported, with everything needed to recompute it."""
+def _spectrum_adaptive(terms: Sequence[MatrixTerm], post: PosthocResult, settings: BoundSettings,
+                       peeled_radii: Sequence[float] = ()) -> dict[str, Any]:
+    """Theorem 3.1 at the post hoc indices, as reported, with everything needed to recompute it.
+
+    ``B_out`` and ``gamma`` are reported at their grid values (``B_out_realised``, ``gamma_realised`` as given);
+    ``peeling`` states the grid, the prior and what was peeled (:mod:`theory.margin`).
+    """
+    realised = settings
+    settings = class_settings(settings)
     # log space: on deep models the uncapped Dudley value overflows floats, its logarithm does not
     log_complexity = post.log_rademacher - compiled.dudley_log_integral_weight(settings.n)
     grid = sorted(set(float(q) for q in settings.p_grid))
@@ -210,13 +256,23 @@ def _spectrum_adaptive(terms: Sequence[MatrixTerm], post: PosthocResult, setting
         "T": settings.T,
         "delta": settings.delta,
         "gamma": settings.gamma,
+        "gamma_realised": realised.gamma,
         "B_out": settings.B_out,
+        "B_out_realised": realised.B_out,
+        "peeling": {"grid": "v_k = v_0 c^k, k any integer", "ratio": PEEL_RATIO, "base": PEEL_BASE,
+                    "prior": "pi(k) = 1/(Z (|k|+1)(|k|+2)), Z = 3/2", "cost": "log(1/pi(k)) per peeled quantity",
+                    "peeled": "R_j at p_j and s_j per matrix (upper end), input radii read from norm layers (upper end), "
+                              "B_out (upper end), gamma (grid value below)",
+                    "input_radii": [float(v) for v in peeled_radii]},
         "p_grid": grid,
         "floor_share": settings.floor_share,
         "tie": settings.tie,
         "dudley_grid": {"alpha_min": settings.alpha_min, "B_out": settings.B_out, "points": settings.grid_points,
                         "spacing": "geometric", "integral": "interval by interval, sqrt(G(eps)) <= sqrt(G(eps_i)) (eps_i/eps)^(p_min/2)",
                         "alpha": "the grid points below B_out"},
+        "norm_parameters": [{"name": t.name, "kind": t.kind, "theorem_inputs": row}
+                            for t, row in zip(terms, theorem_inputs(terms, post.p, realised))
+                            if t.cover_kind in ("gain", "translation")],
         "p_by_group": post.p_by_group,
         "rademacher_by_common_p": {str(k): v for k, v in post.by_common_p.items()},
         "search": post.search,
@@ -376,7 +432,7 @@ def _block_radius(block: Any, hidden: int, model: ModelSettings) -> dict[str, An
         return {"radius": math.sqrt(hidden), "source": f"assumed sqrt(N): no norm layer feeds it ({block.where})"}
     radius = compiled.norm_radius(norm.kind, N=norm.width, g_inf=norm.gain_inf, beta_norm=norm.bias_norm)
     out: dict[str, Any] = {"radius": radius, "source": norm.name, "kind": norm.kind, "g_inf": norm.gain_inf,
-                           "beta_norm": norm.bias_norm}
+                           "beta_norm": norm.bias_norm, "width": norm.width}
     if block.projection is not None:
         s, b = block.projection  # ||W y + c|| <= ||W||_2 ||y|| + ||c|| (triangle inequality)
         out.update(radius=s * radius + b, norm_radius=radius, projection={"spectral_norm": s, "bias_norm": b})

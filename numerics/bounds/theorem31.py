@@ -61,7 +61,11 @@ __all__ = [
     "rademacher",
     "group_labels",
     "peeling_levels",
+    "grid_values",
+    "class_settings",
     "posthoc",
+    "PEEL_RATIO",
+    "PEEL_BASE",
 ]
 
 #: The post hoc grid ``P`` of Schatten indices: 0, 0.1, ..., 2 (21 points).
@@ -69,6 +73,11 @@ DEFAULT_P_GRID: tuple[float, ...] = tuple(np.round(np.linspace(0.0, 2.0, 21), 10
 
 #: Largest ``n T^2`` accepted by :class:`BoundSettings` (far above any data set; keeps floats finite).
 MAX_SAMPLE_POINTS = 1e300
+
+#: The peeling grid ``v_k = PEEL_BASE * PEEL_RATIO^k``, ``k`` any integer (:data:`theory.margin.PEEL_RATIO` and
+#: :data:`theory.margin.PEEL_BASE`, repeated here because :mod:`theory` loads SymPy; a test checks they agree).
+PEEL_RATIO = 2.0
+PEEL_BASE = 1.0
 
 
 @dataclass(frozen=True)
@@ -124,9 +133,28 @@ class BoundSettings:
         return compiled.alpha_min(B_out=self.B_out, n=self.n)
 
 
+def class_settings(settings: BoundSettings) -> BoundSettings:
+    """``settings`` with ``B_out`` and ``gamma`` on the peeling grid (:mod:`theory.margin`): ``B_out`` at the cell's
+    upper end (the bound increases in it), ``gamma`` at the grid value below (the bound decreases in it).
+    Idempotent: grid values are their own grid values."""
+    B_out = float(grid_values([settings.B_out])[0])
+    gamma = float(grid_values([settings.gamma], upward=False)[0])
+    if B_out == settings.B_out and gamma == settings.gamma:
+        return settings
+    return replace(settings, B_out=B_out, gamma=gamma)
+
+
+def posthoc_peel(settings: BoundSettings) -> float:
+    """The peeling cost of ``B_out`` and ``gamma`` (``log(1/pi(k))`` at each one's level)."""
+    k = np.concatenate([peeling_levels([settings.B_out]), peeling_levels([settings.gamma], upward=False)])
+    return float(np.sum(compiled.peeling_cost(k)))
+
+
 def metric_points(term: MatrixTerm, settings: BoundSettings) -> int | float:
-    """``m`` of ``term``'s Theorem 4.1 metric: ``n T^2`` token pairs or ``n T`` tokens (:func:`theory.thm31.metric_points`)."""
-    return compiled.metric_points(term.cover_kind, n=settings.n, T=settings.T)  # type: ignore[no-any-return]
+    """``m`` of ``term``'s Theorem 4.1 metric: ``n T^2`` token pairs or ``n T`` tokens (:func:`theory.thm31.metric_points`;
+    a norm parameter's rows are tokens too)."""
+    kind = "bilinear" if term.cover_kind == "bilinear" else "vector"
+    return compiled.metric_points(kind, n=settings.n, T=settings.T)  # type: ignore[no-any-return]
 
 
 def log_eps_min(terms: Sequence[MatrixTerm], settings: BoundSettings) -> np.ndarray:
@@ -151,11 +179,31 @@ def _log_coefficient_table(terms: Sequence[MatrixTerm], p: np.ndarray, settings:
         for j, t in enumerate(terms):
             R[:, j] = t.schatten(p2[:, j])
     out = np.full(p2.shape, -np.inf)
+    # Post hoc radii at the cell's upper end (theory.margin): the class of each matrix is ||W||_2 <= s_k,
+    # S_p(W) <= R_k with s_k, R_k the grid values at or above the realised ones.
+    R = np.where(R > 0, grid_values(np.maximum(R, 1e-300).ravel()).reshape(R.shape), 0.0)
     log_eps = log_eps_min(terms, settings)
     spectral = np.array([t.spectral_norm for t in terms])
+    spectral = np.where(spectral > 0, grid_values(np.maximum(spectral, 1e-300)), 0.0)
     log_rho = np.array([t.log_rho for t in terms])
-    log_radius = np.array([float(compiled.log_class_radius(t.cover_kind, log_s=math.log(t.spectral_norm), log_B=math.log(t.input_scale)))
-                           if t.spectral_norm > 0 else -math.inf for t in terms])
+    log_radius = np.array([float(compiled.log_class_radius(t.cover_kind, log_s=math.log(spectral[j]), log_B=math.log(t.input_scale)))
+                           if spectral[j] > 0 and t.cover_kind in ("bilinear", "vector") else -math.inf
+                           for j, t in enumerate(terms)])
+    # Trained norm gains and biases (theory.normlayers, MATH.md section 10 rule 3): K_j(eps) <= K_j(eps_min), so
+    # a_j(p) = K_j(eps_min / 2) eps_max^p with eps_max = B_out / rho_j, the largest scale the term is covered at.
+    for kind, which in (("gain", "gain"), ("translation", "bias")):
+        cols = np.array([j for j, t in enumerate(terms) if t.cover_kind == kind and spectral[j] > 0], dtype=np.intp)
+        if cols.size == 0:
+            continue
+        log_a = np.asarray(compiled.norm_parameter_log_coefficient(
+            which, p=p2[:, cols], N=np.array([float(terms[j].shape[1]) for j in cols]), log_eps_min=log_eps[cols],
+            log_radius=np.log(spectral[cols]), log_eps_max=math.log(settings.B_out) - log_rho[cols]), dtype=np.float64)
+        log_a = np.broadcast_to(log_a, (p2.shape[0], cols.size))
+        if not allocated:
+            out[:, cols] = log_a
+            continue
+        out[:, cols] = compiled.log_allocated_coefficient(p=p2[:, cols], log_a_j=log_a, log_rho=log_rho[cols],
+                                                          theta=settings.floor_share)
     for kind in ("bilinear", "vector"):
         # A matrix covered at scales at or above the radius of its class (s B^2 for scores, s B
         # for vectors; e.g. rho_j ~ 0 behind a zero matrix) needs a single ball: K_j = 0 there,
@@ -410,21 +458,41 @@ def group_labels(terms: Sequence[MatrixTerm], tie: str) -> list[str]:
     return [t.group for t in terms]
 
 
-def peeling_levels(values: Iterable[float], base: float = 1.0) -> np.ndarray:
-    """Dyadic level of each realised quantity: the smallest ``k >= 0`` with ``v / base <= 2^k`` (:mod:`theory.margin`).
+def peeling_levels(values: Iterable[float], *, upward: bool = True, ratio: float = PEEL_RATIO,
+                   base: float = PEEL_BASE) -> np.ndarray:
+    """Level ``k`` (any integer) of each realised quantity on the grid ``base * ratio^k`` (:mod:`theory.margin`).
 
-    ``ceil(log2(v / base))``, corrected by one where ``log2`` rounded across a power of two (for
-    ``v`` just above ``2^80``, ``log2`` returns exactly 80): the comparison with ``2^k`` is exact.
+    ``upward``: the smallest ``k`` with ``v <= base ratio^k`` (the cell's upper end, for quantities the
+    bound increases in); else the largest ``k`` with ``base ratio^k <= v`` (the margin). The logarithm's
+    estimate is corrected by one where it rounded across a grid point, so the comparison with the grid
+    value :func:`grid_values` returns is exact (and a grid value is its own level's value).
     """
-    v = np.maximum(np.asarray(list(values), dtype=np.float64), 1e-300) / base
-    k = np.maximum(np.ceil(np.log2(v)), 0.0)
-    k = np.where(v > np.ldexp(1.0, k.astype(np.int64)), k + 1, k)
-    return np.where((k > 0) & (v <= np.ldexp(1.0, np.maximum(k - 1, 0).astype(np.int64))), k - 1, k)
+    v = np.asarray(list(values), dtype=np.float64)
+    if v.size and not np.all((v > 0) & np.isfinite(v)):
+        raise ValueError(f"peeled values must be positive and finite; got {short_repr(v[~((v > 0) & np.isfinite(v))][0])}.")
+    x = np.log(v / base) / math.log(ratio)
+    k = np.ceil(x) if upward else np.floor(x)
+    k = k.astype(np.int64)
+    value = lambda i: base * np.power(ratio, i.astype(np.float64))  # noqa: E731
+    if upward:
+        k = np.where(v > value(k), k + 1, k)
+        k = np.where(v <= value(k - 1), k - 1, k)
+    else:
+        k = np.where(value(k) > v, k - 1, k)
+        k = np.where(value(k + 1) <= v, k + 1, k)
+    return k
 
 
-def peeling_cost(values: Iterable[float]) -> float:
-    """``sum log((k+1)(k+2))`` over the dyadic levels ``k`` of ``values`` (:func:`theory.margin.peeling_cost`)."""
-    k = peeling_levels(values)
+def grid_values(values: Iterable[float], *, upward: bool = True, ratio: float = PEEL_RATIO, base: float = PEEL_BASE) -> np.ndarray:
+    """The grid value ``base * ratio^k`` at each value's level (:func:`peeling_levels`)."""
+    k = peeling_levels(values, upward=upward, ratio=ratio, base=base)
+    return base * np.power(ratio, k.astype(np.float64))
+
+
+def peeling_cost(values: Iterable[float], *, upward: bool = True) -> float:
+    """``sum log(1/pi(k))`` over the levels ``k`` of ``values`` (:func:`theory.margin.peeling_cost`); zeros are not peeled."""
+    v = np.asarray(list(values), dtype=np.float64)
+    k = peeling_levels(v[v > 0], upward=upward)
     return float(np.sum(compiled.peeling_cost(k)))
 
 
@@ -510,7 +578,8 @@ def _coordinate_descent(share: np.ndarray, grid: np.ndarray, choice: np.ndarray,
     return best, choice
 
 
-def posthoc(terms: Sequence[MatrixTerm], settings: BoundSettings = BoundSettings(), *, max_sweeps: int = 3) -> PosthocResult:
+def posthoc(terms: Sequence[MatrixTerm], settings: BoundSettings = BoundSettings(), *, max_sweeps: int = 3,
+            input_radii: Sequence[float] = ()) -> PosthocResult:
     """Choose the indices on ``settings.p_grid`` minimising the Rademacher bound.
 
     Exact over common indices (every grid point is evaluated); then, for tied
@@ -524,9 +593,17 @@ def posthoc(terms: Sequence[MatrixTerm], settings: BoundSettings = BoundSettings
 
     Every candidate is scored exactly, on the terms merged by index (module docs):
     ``G(eps)`` of an assignment is solved over at most ``|P|`` merged terms.
+
+    Peeling (:mod:`theory.margin`): the bound is evaluated at grid values (``B_out`` and each ``s_j``,
+    ``R_j`` at the cell's upper end, ``gamma`` below; :func:`class_settings`) and ``peel`` pays
+    ``log(1/pi(k))`` for the level of each chosen ``R_j``, each ``s_j``, each input radius in ``input_radii``
+    (the radii read from trained norm layers, whose grid values the terms' input scales and
+    propagation factors already use, :func:`numerics.bounds.terms.build_terms`), ``B_out`` and ``gamma``
+    (a grid value has the level of the value it came from, so the cost is the same before and after).
     """
     if not terms:
         raise ValueError("terms must not be empty.")
+    settings = class_settings(settings)
     if not (isinstance(max_sweeps, int) and max_sweeps >= 0):
         raise ValueError(f"max_sweeps={max_sweeps!r} must be a non-negative int.")
     grid = np.asarray(sorted(set(float(q) for q in settings.p_grid)))
@@ -556,8 +633,10 @@ def posthoc(terms: Sequence[MatrixTerm], settings: BoundSettings = BoundSettings
     p_terms = grid[choice[index]]
     rad = _exp(best)
     # union bound: G log|P| + peeling of each matrix's radius and spectral norm
-    chosen = radii[choice[index], np.arange(len(terms))]
-    peel = peeling_cost(chosen) + peeling_cost([t.spectral_norm for t in terms])
+    # the Schatten radii of matrices (a norm parameter's cover uses none: its radius is its "spectral norm")
+    chosen = radii[choice[index], np.arange(len(terms))][[t.cover_kind in ("bilinear", "vector") for t in terms]]
+    peel = (peeling_cost(chosen) + peeling_cost([t.spectral_norm for t in terms]) + peeling_cost(input_radii)
+            + posthoc_peel(settings))
     groups = len(uniq)
     log_union = compiled.log_union(groups=groups, grid_size=n_grid, peel=peel)
     union_cost = compiled.union_cost(n=settings.n, delta=settings.delta, groups=groups, grid_size=n_grid, peel=peel)
