@@ -164,12 +164,29 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
             **_given(args, "heads", "scheduler", "workers")}
 
 
+def _covers(args: argparse.Namespace) -> list[str] | None:
+    """``--covers A,B`` as names (``None`` without it); ``--entry-points`` loads installed packages' covers first."""
+    if getattr(args, "entry_points", False):
+        if args.covers is None:
+            raise CliError("--entry-points only applies with --covers")
+        from theory.registry import load_entry_points
+
+        load_entry_points()
+    if args.covers is None:
+        return None
+    names = [n.strip() for n in args.covers.split(",")]
+    if not all(names):
+        raise CliError(f"--covers {args.covers!r}: give comma-separated cover names, e.g. theorem41,effective_rank")
+    return names
+
+
 def _cmd_analyze(args: argparse.Namespace) -> int:
     from numerics.report import tables, writers
 
     analysis = writers.analyze_report(args.source, out=args.out, force=args.force, plots=not args.no_plots,
                                       progress=_Progress("spectra"), **_settings(args),
-                                      spectra=args.spectra, **_given(args, "leading_k", "processes"))
+                                      spectra=args.spectra, **_given(args, "leading_k", "processes"),
+                                      covers=_covers(args))
     if args.format == "json":
         print(json.dumps(analysis.to_json(spectra=args.spectra), indent=2))
     elif args.format == "csv":
@@ -404,6 +421,10 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--processes", type=_parallelism, default=None, metavar="N",
                    help="worker processes for the whole-matrix SVDs (default: one per core when the model is large "
                         "enough and neither --workers nor --scheduler is given; 0: none)")
+    a.add_argument("--covers", default=None, metavar="A,B,...",
+                   help="registered covers to compose through Theorem 3.1, one chosen per tie group post hoc "
+                        "(theorem41, effective_rank, user covers; default: Theorem 4.1 only)")
+    _add_entry_points_option(a)
     _add_bound_options(a)
     a.set_defaults(func=_cmd_analyze)
 

@@ -148,7 +148,8 @@ def write_study_report(result: StudyResult, found: Findings, out_dir: str | os.P
 def analyze_report(source: str, *, out: str | os.PathLike[str] | None = None, force: bool = False, plots: bool = True,
                    heads: int | None = None, settings: BoundSettings = BoundSettings(), model: ModelSettings = ModelSettings(),
                    scheduler: str | None = None, workers: int | None = None, progress: Progress | None = None,
-                   leading_k: int | None = None, processes: int | None = None, spectra: bool = False) -> analysis.Analysis:
+                   leading_k: int | None = None, processes: int | None = None, spectra: bool = False,
+                   covers: Sequence[str] | None = None) -> analysis.Analysis:
     """``specbound analyze``: analyse ``source`` and, given ``out``, write its report folder (with ``spectra``,
     every matrix's singular values in its JSON and CSV).
 
@@ -166,7 +167,7 @@ def analyze_report(source: str, *, out: str | os.PathLike[str] | None = None, fo
         check_output_folder(out, force=force, protect=protect)
     with make_executor(scheduler=scheduler, workers=workers) as executor:
         result = analysis.analyze(source, heads=heads, settings=settings, model=model, executor=executor, progress=progress,
-                                  leading_k=leading_k, processes=processes)
+                                  leading_k=leading_k, processes=processes, covers=covers)
     if out is not None:
         write_report(result, out, plots=plots, force=force, protect=protect, spectra=spectra)
     return result
