@@ -169,6 +169,25 @@ def test_peeled_cost_for_known_levels():
     assert peeling_cost([3.0, 0.3, 1.0]) == pytest.approx(want, rel=1e-14)
 
 
+def test_theorem_inputs_of_a_zero_matrix_record_zero_radii():
+    # A zero matrix has S_p = 0 and s = 0: no class radius to peel, both recorded as 0 (mutation run:
+    # `R_realised > 0` -> `>= 0` in theorem_inputs survived before this test).
+    from numerics.analysis import theorem_inputs
+
+    zero = MatrixTerm("z", "vo", (4, 4), 2, np.zeros(2), 0, 0.0, 1.0, "layer0/v")
+    live = MatrixTerm("w", "vo", (4, 4), 2, np.array([3.0, 1.0]), 2, 0.0, 1.0, "layer0/v")
+    rows = theorem_inputs([zero, live], np.array([1.0, 1.0]), BoundSettings(p_grid=(0.0, 1.0), grid_points=16))
+    assert (rows[0]["R"], rows[0]["R_realised"], rows[0]["s"], rows[0]["s_realised"]) == (0.0, 0.0, 0.0, 0.0)
+    assert (rows[1]["R"], rows[1]["s"]) == (4.0, 4.0)
+
+
+def test_zero_values_are_not_peeled():
+    # A zero matrix (or an absent bias) selects no class: it costs nothing, and the rest is paid as usual
+    # (mutation run: `v > 0` -> `v >= 0` in peeling_cost survived before this test).
+    assert peeling_cost([0.0, 3.0, 0.0]) == pytest.approx(math.log(1.5 * 12), rel=1e-14)
+    assert peeling_cost([0.0]) == 0.0
+
+
 def test_margin_is_peeled_downward_and_b_out_upward():
     got = class_settings(BoundSettings(B_out=3.0, gamma=0.3))
     assert (got.B_out, got.gamma) == (4.0, 0.25)
