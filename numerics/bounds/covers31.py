@@ -116,6 +116,7 @@ class CoverChoice:
     rademacher: float
     log_rademacher: float
     generalization_gap: float
+    gap_uncapped: float
     log_union: float
     union_cost: float
     choice_cost: float
@@ -130,7 +131,8 @@ class CoverChoice:
             counts[row["cover"]] = counts.get(row["cover"], 0) + 1
         return {"enabled": self.enabled, "choice": "one cover per tie group, chosen post hoc (log k per group)",
                 "rademacher": self.rademacher, "log_rademacher": self.log_rademacher,
-                "generalization_gap": self.generalization_gap, "log_union": self.log_union, "union_cost": self.union_cost,
+                "generalization_gap": self.generalization_gap, "generalization_gap_uncapped": self.gap_uncapped,
+                "log_union": self.log_union, "union_cost": self.union_cost,
                 "choice_cost": self.choice_cost, "method": self.method, "chosen_by_group": self.by_group,
                 "matrices_by_cover": counts, "alone": self.alone, "centres": "class", "cover_scale": _SCALE}
 
@@ -408,7 +410,8 @@ def compose(terms: Sequence[MatrixTerm], post: PosthocResult, covers: Sequence[A
             per_matrix[t.name] = {"cover": o.cover, **({"r_head": o.r_head} if o.r_head is not None else {}),
                                   **({"p": float(post.p[j])} if o.cover == "thm41" else {})}
     return CoverChoice(enabled=names, rademacher=summary["rademacher"], log_rademacher=summary["log_rademacher"],
-                       generalization_gap=summary["generalization_gap"], log_union=summary["log_union"],
+                       generalization_gap=summary["generalization_gap"],
+                       gap_uncapped=summary["generalization_gap_uncapped"], log_union=summary["log_union"],
                        union_cost=summary["union_cost"], choice_cost=choice_cost, method=best[5], by_group=best[3],
                        per_matrix=per_matrix, alone=alone)
 
