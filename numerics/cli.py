@@ -301,7 +301,7 @@ def _cmd_study(args: argparse.Namespace) -> int:
     out = args.out if args.out is not None else writers.STUDY_FOLDER
     result, _ = writers.study_report(args.preset, task=args.task, axes=axes, out=out, force=args.force, jobs=args.jobs,
                                      scheduler=args.scheduler, progress=_Progress("models"), plots=not args.no_plots,
-                                     reached_only=args.reached_only)
+                                     reached_only=args.reached_only, covers=_covers(args))
     sys.stdout.write(study_tables.study_table(result))
     print(study_tables.study_summary(result, out), file=sys.stderr)
     return 0
@@ -475,6 +475,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_out_options(st, "report folder: tables (CSV, Markdown), study.json, summary.md, plots "
                      "(default ./specbound-study)")
     st.add_argument("--no-plots", action="store_true", help="skip the figures")
+    st.add_argument("--covers", default=None, metavar="A,B,...",
+                    help="registered covers each model's analysis composes (as analyze --covers); the statistics rank "
+                         "one measure per cover (cover:NAME) and the choice among them (covers) beside the others")
+    _add_entry_points_option(st)
     st.add_argument("--reached-only", action="store_true",
                     help="leave the models that did not reach the training loss target out of the statistics "
                          "(Jiang et al. 2020); by default they are kept and counted")

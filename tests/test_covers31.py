@@ -190,3 +190,25 @@ def test_cli_covers_table_and_bad_names(bert_folder, tmp_path):
     assert code == 2 and err.count("\n") == 1 and "comma-separated" in err
     code, out, err = run([*base, "--entry-points"])
     assert code == 2 and "only applies with --covers" in err
+
+
+def test_study_measures_one_column_per_cover(bert_folder):
+    # study --covers ranks cover:<name> (that cover alone) and covers (the choice) beside the other measures;
+    # each is log(sqrt(n) Rad / 12) - log(margin), read from the analysis's covers block
+    from numerics.study.measures import REGISTRY, cover_measures
+
+    result = analyze(str(bert_folder), settings=FAST, model=IDEALISED, covers=["theorem41", "effective_rank"])
+    chosen = cover_measures(["theorem41", "effective_rank"])
+    assert list(chosen)[-3:] == ["cover:thm41", "cover:effective_rank", "covers"] and set(REGISTRY) < set(chosen)
+    assert "covers" not in REGISTRY  # the default study is unchanged
+    record = {"margin": 0.5, "num_parameters": 1000}
+    n = FAST.n
+    for name, row in (("cover:thm41", result.covers["alone"]["thm41"]), ("cover:effective_rank",
+                      result.covers["alone"]["effective_rank"]), ("covers", result.covers)):
+        want = row["log_rademacher"] - math.log(12 / math.sqrt(n)) - math.log(0.5)
+        assert chosen[name](result, record) == pytest.approx(want, rel=1e-12)
+    plain = analyze(str(bert_folder), settings=FAST, model=IDEALISED)
+    with pytest.raises(ValueError, match="no covers block"):
+        chosen["covers"](plain, record)
+    with pytest.raises(ValueError, match="not enabled"):
+        cover_measures(["user_other"])["cover:user_other"](result, record)
