@@ -43,6 +43,7 @@ from numerics.bounds.terms import MatrixTerm, ModelSettings, build_terms
 from numerics.bounds.theorem31 import (PEEL_BASE, PEEL_RATIO, BoundSettings, PosthocResult, class_settings, coefficients,
                                        grid_values, log_eps_min, metric_points, n_nonvacuous, posthoc,
                                        theorem41_coefficients)
+from numerics.errors import CheckpointError
 from numerics.io.checkpoint import open_checkpoint
 from numerics.io.memory import is_in_memory, open_in_memory
 from numerics.io.resolve import resolve_source
@@ -409,7 +410,7 @@ def describe_network(ckpt: Any, model: ModelSettings = ModelSettings()) -> dict[
     for layer in range(ckpt.num_layers):
         row: dict[str, Any] = {}
         for b in blocks[2 * layer: 2 * layer + 2]:
-            row[b.block] = _block_radius(b, ckpt.hidden_size, model)
+            row[b.block] = _block_radius(b, ckpt.hidden_size, model, ckpt.source)
         radii.append(row)
     info["network"] = {
         "biases": biases,
@@ -451,13 +452,24 @@ def _rotary(ckpt: Any, fold: bool) -> dict[str, Any]:
     return out
 
 
-def _block_radius(block: Any, hidden: int, model: ModelSettings) -> dict[str, Any]:
-    """The radius of the rows entering one block, and where it comes from."""
+def _block_radius(block: Any, hidden: int, model: ModelSettings, where: str) -> dict[str, Any]:
+    """The radius of the rows entering one block, and where it comes from.
+
+    Raises:
+      CheckpointError: the norm that feeds the block has no gain in the checkpoint (naming the tensor) and no
+        radius is given (``model.input_norm``): a stand-in such as ``sqrt(N)`` is smaller than the true radius
+        whenever a gain exceeds 1 (MATH.md section 10, "No silent defaults").
+    """
     if model.input_norm is not None:
         return {"radius": float(model.input_norm), "source": "--input-norm"}
+    if block.missing is not None:
+        raise CheckpointError(where, f"is missing: the radius of the rows entering layer {block.layer}'s {block.block} "
+                              f"block is read from this norm gain (nor is it stored as '.gamma'); "
+                              "give the radius with --input-norm to assume one", tensor=block.missing)
     norm = block.norm
     if norm is None:
-        return {"radius": math.sqrt(hidden), "source": f"assumed sqrt(N): no norm layer feeds it ({block.where})"}
+        return {"radius": math.sqrt(hidden), "source": f"assumed sqrt(N): no norm layer feeds it ({block.where})",
+                "assumed": True}
     radius = compiled.norm_radius(norm.kind, N=norm.width, g_inf=norm.gain_inf, beta_norm=norm.bias_norm)
     out: dict[str, Any] = {"radius": radius, "source": norm.name, "kind": norm.kind, "g_inf": norm.gain_inf,
                            "beta_norm": norm.bias_norm, "width": norm.width}

@@ -69,7 +69,8 @@ def test_json_records_the_inputs_of_every_coefficient(result):
         ti = m["theorem_inputs"]
         assert set(ti) == {"kind", "group", "p", "s", "R", "B", "a", "b", "r", "m", "eps_min", "log_eps_min", "log_rho",
                            "schatten_by_p", "log_coefficient", "log_allocated_coefficient", "s_realised", "R_realised",
-                           "B_realised", "centres", "cover_scale"}
+                           "B_realised", "centres", "cover_scale", "log_rho_realised"}
+        assert ti["log_rho_realised"] <= ti["log_rho"]  # every later constant grows with the grid values
         assert ti["kind"] == ("bilinear" if m["kind"] == "qk" else "vector")
         assert ti["centres"] == "class" and ti["cover_scale"] == 0.5  # internal covers (MATH.md section 10 rule 1)
         # rule 2: realised values and their grid values (the smallest power of two above)

@@ -458,7 +458,7 @@ def test_match_prefers_prefix_with_most_tensors() -> None:
     keys = list(synthetic.bert_state(prefix="bert.")) + ["other.encoder.layer.0.attention.self.query.weight"]
     match = match_architecture(keys, where="x")
     assert (match.architecture.name, match.prefix) == ("bert", "bert.")
-    assert set(ARCHITECTURES) == {"bert", "mpnet", "distilbert", "gpt2", "llama", "torch-encoder"}
+    assert set(ARCHITECTURES) == {"bert", "megatron-bert", "mpnet", "distilbert", "gpt2", "llama", "torch-encoder"}
 
 
 # --------------------------------------------------------------------------- checkpoint errors

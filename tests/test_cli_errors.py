@@ -179,7 +179,8 @@ def test_out_of_memory_names_file_and_tensor(tmp_path: Path) -> None:
 
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
     done = subprocess.run([sys.executable, "-c", "from numerics.cli import main; raise SystemExit(main())", "analyze",
-                           str(tmp_path), "--processes", "0", "--workers", "1"],
+                           str(tmp_path), "--processes", "0", "--workers", "1",
+                           "--input-norm", "1"],
                           capture_output=True, text=True, preexec_fn=cap, env=env, timeout=300)
     line = one_line_error(done.stderr)
     assert done.returncode == 2, done.stderr

@@ -158,7 +158,8 @@ def test_grid_levels_by_brute_force_over_powers_of_two():
 def test_theory_levels_agree_with_numerics():
     from theory import margin
 
-    for v in (1e-9, 0.2, 0.25, 1.0, 1.7, 8.0, 9.5e7):
+    # 2^80 (1 + 2^-52): log2 rounds to exactly 80, so the estimate must be corrected upward (81)
+    for v in (1e-9, 0.2, 0.25, 1.0, 1.7, 8.0, 9.5e7, 2.0**80 * (1 + 2**-52), 2.0**-80 * (1 + 2**-52)):
         assert margin.level_up(v) == peeling_levels([v])[0]
         assert margin.level_down(v) == peeling_levels([v], upward=False)[0]
 
@@ -179,6 +180,22 @@ def test_theorem_inputs_of_a_zero_matrix_record_zero_radii():
     rows = theorem_inputs([zero, live], np.array([1.0, 1.0]), BoundSettings(p_grid=(0.0, 1.0), grid_points=16))
     assert (rows[0]["R"], rows[0]["R_realised"], rows[0]["s"], rows[0]["s_realised"]) == (0.0, 0.0, 0.0, 0.0)
     assert (rows[1]["R"], rows[1]["s"]) == (4.0, 4.0)
+
+
+@pytest.mark.parametrize("kind, value, N", [("gain", 1.7, 9), ("beta", 0.3, 16)])
+def test_a_single_norm_parameter_term_has_its_cover(kind, value, N):
+    # One term alone (mutation run: `cols.size == 0` -> `== 1` survived before this test). theory.normlayers:
+    # a_j(p) = N log(1 + 2 G sqrt(N) / eps_min) (B_out / rho)^p (gain), N log(1 + 4 beta / eps_min) (.)^p (bias), with
+    # G, beta at their grid values (2, 0.5) and eps_min = (B_out / n) theta / (J rho), J = 1.
+    settings = BoundSettings(p_grid=(0.0, 1.0), grid_points=16)
+    log_rho = 1.3
+    t = MatrixTerm("ln.weight", kind, (1, N), 1, np.array([value]), 1, log_rho, 1.0, "layer0/v")
+    eps_min = settings.alpha_min * settings.floor_share / math.exp(log_rho)
+    grid = {1.7: 2.0, 0.3: 0.5}[value]
+    inner = 2 * grid * math.sqrt(N) / eps_min if kind == "gain" else 4 * grid / eps_min
+    for p in (0.0, 1.0):
+        want = math.log(N * math.log1p(inner)) + p * (math.log(settings.B_out) - log_rho)
+        assert theorem41_coefficients([t], p, settings)[0] == pytest.approx(want, rel=1e-13)
 
 
 def test_zero_values_are_not_peeled():

@@ -44,6 +44,7 @@ import numpy as np
 from numerics.io.architectures import (
     ARCHITECTURES,
     CONFIG_KEYS,
+    NORM_PARAMETER_NAMES,
     ArchitectureMap,
     KeyMatch,
     MatrixSpec,
@@ -283,11 +284,14 @@ class BlockInput:
     Attributes:
       layer: the layer index; block: ``"attention"`` or ``"feedforward"``.
       norm: the norm layer whose output the block reads (:class:`NormLayer`), or ``None`` when no
-        norm precedes it (post-LN layer 0 of a ``torch.nn.TransformerEncoder``, or a checkpoint
-        without its norm tensors): its radius is then not determined by the weights.
+        norm precedes it (post-LN layer 0 of a ``torch.nn.TransformerEncoder``) or its gain is missing
+        (``missing``): its radius is then not determined by the weights.
       projection: ``(spectral norm, bias norm)`` of a linear map between the norm and the block
         (ELECTRA's ``embeddings_project``), else ``None``.
       where: which norm feeds it, as :func:`theory.normlayers.block_input_norm` names it.
+      missing: the gain tensor the architecture map says feeds the block but the checkpoint lacks (under
+        either name of :data:`~numerics.io.architectures.NORM_PARAMETER_NAMES`), else ``None``; whoever needs
+        the radius must refuse, naming it, unless a radius is given (``--input-norm``).
     """
 
     layer: int
@@ -295,6 +299,7 @@ class BlockInput:
     norm: NormLayer | None
     projection: tuple[float, float] | None
     where: str
+    missing: str | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -428,18 +433,23 @@ class Checkpoint:
                     key = stem + norms.attention
                 else:
                     key = stem + norms.feedforward
-                out.append(BlockInput(i, block, self._norm(key, norms.kind), projection, where))
+                gain = None if key is None else _norm_part(key, "gain", self._store.infos)
+                missing = key + ".weight" if key is not None and gain is None else None
+                out.append(BlockInput(i, block, self._norm(key, norms.kind), projection, where, missing))
         return out
 
     def _load(self, name: str) -> np.ndarray:
         return self._store.read(name)
 
     def _norm(self, key: str | None, kind: str) -> NormLayer | None:
-        if key is None or key + ".weight" not in self._store.infos:
+        """The norm layer under stem ``key``, its gain and bias read under either name (``weight``/``gamma``,
+        ``bias``/``beta``); ``None`` without a stem or a gain."""
+        gain_name = None if key is None else _norm_part(key, "gain", self._store.infos)
+        if key is None or gain_name is None:
             return None
-        gain = self._load(key + ".weight")
-        has_beta = kind == "layernorm" and key + ".bias" in self._store.infos
-        beta = self._load(key + ".bias") if has_beta else np.zeros(1)
+        gain = self._load(gain_name)
+        bias_name = _norm_part(key, "bias", self._store.infos) if kind == "layernorm" else None
+        beta = self._load(bias_name) if bias_name is not None else np.zeros(1)
         return NormLayer(key, kind, int(gain.size), float(np.abs(gain).max()), float(np.linalg.norm(beta)))
 
     def _projection(self, key: str) -> tuple[float, float]:
@@ -540,6 +550,13 @@ class Checkpoint:
         """Yield the layers one at a time, each loaded only when it is reached (see :meth:`load_layer`)."""
         for index in range(self.num_layers):
             yield self.load_layer(index, feedforward=feedforward)
+
+
+def _norm_part(stem: str, part: str, tensors: Mapping[str, TensorInfo]) -> str | None:
+    """The tensor holding the ``part`` (``"gain"`` or ``"bias"``) of the norm layer ``stem``, under the first name of
+    :data:`~numerics.io.architectures.NORM_PARAMETER_NAMES` present; ``None`` if none is
+    (:func:`_norm_tensors` has refused a norm holding two)."""
+    return next((f"{stem}.{n}" for n in NORM_PARAMETER_NAMES[part] if f"{stem}.{n}" in tensors), None)
 
 
 def _bias_name(spec: MatrixSpec, name: str) -> str:
@@ -781,19 +798,20 @@ def checkpoint_from_store(
     heads = check_count(heads, "heads", optional=True)
     tensors = store.infos
     places = _Places(where, config_where, config_name)
-    match = match_architecture(tensors, where=where, architecture=architecture)
+    model_type = config.get("model_type")
+    match = match_architecture(tensors, where=where, architecture=architecture,
+                               model_type=model_type if isinstance(model_type, str) else None)
     plan = _plan_layers(match, tensors, config, places)
     widths = _check_shapes(match.architecture, plan, store)
     num_heads, num_kv_heads, head_dim = _head_counts(widths, config, heads, places)
     _check_config_widths(config, widths, config_where)
     analysed = {name for row in plan for _, name in row}
     biases = _check_biases(plan, store)
-    norms = _norm_tensors(match, len(plan), tensors)
+    norms = _norm_tensors(match, len(plan), store)
     scales = _score_scales(config, len(plan), head_dim, config_where)
     hidden_act = _activation(config, config_where, match.architecture)
     skipped = tuple(sorted((name, skip_reason(name)) for name in tensors
                            if name not in analysed and name not in biases and name not in norms))
-    model_type = config.get("model_type")
     return Checkpoint(
         source=source,
         architecture=match.architecture.name,
@@ -972,15 +990,24 @@ def _check_biases(plan: _Plan, store: TensorStore) -> set[str]:
     return found
 
 
-def _norm_tensors(match: KeyMatch, num_layers: int, tensors: Mapping[str, TensorInfo]) -> set[str]:
-    """The gain and bias tensors of the norm layers that feed the blocks (read for the radii)."""
-    norms = match.architecture.norms
+def _norm_tensors(match: KeyMatch, num_layers: int, store: TensorStore) -> set[str]:
+    """The gain and bias tensors of the norm layers that feed the blocks (read for the radii), under either name of
+    :data:`~numerics.io.architectures.NORM_PARAMETER_NAMES`; a norm holding both names of one part is refused."""
+    norms, tensors = match.architecture.norms, store.infos
     if norms is None:
         return set()
     stems = [match.prefix + match.architecture.layer_stem.format(i=i) + n
              for i in range(num_layers) for n in (norms.attention, norms.feedforward)]
     stems += [match.prefix + n for n in (norms.embeddings, norms.projection) if n is not None]
-    return {f"{stem}.{part}" for stem in stems for part in ("weight", "bias") if f"{stem}.{part}" in tensors}
+    found: set[str] = set()
+    for stem in stems:
+        for part, names in NORM_PARAMETER_NAMES.items():
+            present = [f"{stem}.{n}" for n in names if f"{stem}.{n}" in tensors]
+            if len(present) > 1:
+                raise CheckpointError(store.where(present[1]), f"and {present[0]!r} are both present: which one is the "
+                                      f"norm's {part} is ambiguous", tensor=present[1])
+            found.update(present)
+    return found
 
 
 def _score_scales(config: Mapping[str, Any], num_layers: int, head_dim: int, where: str | os.PathLike[str] | None) -> tuple[float, ...]:

@@ -116,14 +116,23 @@ def network_lines(network: Mapping[str, Any] | None) -> list[str]:
     scales = network.get("score_scales") or []
     scale_text = _fmt(scales[0]) if scales and all(x == scales[0] for x in scales) else ", ".join(_fmt(x) for x in scales)
     radii = network.get("input_norms") or []
-    radius_text = "; ".join(f"L{i}: {_fmt(r['attention']['radius'])}/{_fmt(r['feedforward']['radius'])}"
-                            for i, r in enumerate(radii))
-    return [
+    assumed = [(i, block, r[block]) for i, r in enumerate(radii) for block in ("attention", "feedforward")
+               if str(r[block].get("source", "")).startswith("assumed")]
+
+    def radius(r: Mapping[str, Any]) -> str:
+        return _fmt(r["radius"]) + ("*" if str(r.get("source", "")).startswith("assumed") else "")
+
+    radius_text = "; ".join(f"L{i}: {radius(r['attention'])}/{radius(r['feedforward'])}" for i, r in enumerate(radii))
+    lines = [
         f"network: biases {network.get('biases')}  norm {norm['kind'] + ' (' + str(norm['layout']) + ')' if norm else 'unknown'}"
         f"  activation {act_text}",
         f"         positions {network.get('positions')}",
         f"         score scale {scale_text}  B per layer (attention/feedforward) {radius_text}",
     ]
+    if assumed:  # a radius the weights do not bound: said where the numbers are read, not only in the JSON
+        where = ", ".join(f"L{i} {block}" for i, block, _ in assumed)
+        lines.append(f"         * assumed, not read from the weights ({where}): {assumed[0][2]['source']}")
+    return lines
 
 
 def _n_needed(bound: Mapping[str, Any]) -> str:
