@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from numerics._util.jsonsafe import finite_json
-from numerics.bounds import compiled
+from numerics.bounds import compiled, covers31
 from numerics.bounds.baselines import bartlett2017, edelman2022
 from numerics.bounds.proxies import log_phi_sa_by_common_p, phi_sa
 from numerics.bounds.rotary import rotary_diagnostic
@@ -141,8 +141,6 @@ def evaluate_bounds(stats: Sequence[Any], *, model_info: dict[str, Any], skipped
         raise ValueError("no attention or feedforward matrices to bound.")
     chosen = None
     if covers is not None:  # checked before any work
-        from numerics.bounds import covers31
-
         chosen = covers31.resolve([c if isinstance(c, str) else c.name for c in covers])
     post = posthoc(terms, settings, input_radii=info["peeled_radii"])
     composed = None
@@ -344,8 +342,6 @@ def analyze(source: str | os.PathLike[str] | Mapping[str, Any] | Any, *, heads: 
       CheckpointError: the checkpoint cannot be read or analysed (naming file or label, and tensor).
     """
     if covers is not None:  # a bad cover name ends here, before any spectrum is computed
-        from numerics.bounds import covers31
-
         covers31.resolve([c if isinstance(c, str) else c.name for c in covers])
     if is_in_memory(source):
         if processes:

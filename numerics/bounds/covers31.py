@@ -26,7 +26,7 @@ through the generated forms, any other cover through its registered SymPy form);
 on a grid each matrix takes the share minimising ``K_j + lambda u``, and ``G(eps_i)`` is bounded by the smallest
 ``sum_j K_j`` among the multipliers whose shares sum to at most ``eps_i``. The true ``G`` is non-increasing
 (a larger scale allows every allocation of a smaller one), so on ``[eps_i, eps_i+1]`` ``sqrt(G(eps)) <=
-sqrt(G(eps_i))``: the Dudley integral of :func:`numerics.bounds.theorem31._log_dudley` with ``p_min = 0``.
+sqrt(G(eps_i))``: the Dudley integral of :func:`numerics.bounds.theorem31.log_dudley_bound` with ``p_min = 0``.
 A trained norm layer's gain and bias keep their Theorem 3.1 cover (``K_j(eps_min / 2)`` at the floor share
 ``alpha_min theta / J``).
 
@@ -53,9 +53,9 @@ import numpy as np
 
 from numerics.bounds import compiled
 from numerics.bounds.terms import MatrixTerm
-from numerics.bounds.theorem31 import (BoundSettings, PosthocResult, _log_dudley, _log_scales, class_settings,
-                                       group_labels, grid_values, metric_points, peeling_cost, peeling_levels,
-                                       posthoc_peel, theorem41_coefficients)
+from numerics.bounds.theorem31 import (BoundSettings, PosthocResult, class_settings, group_labels, grid_values,
+                                       log_dudley_bound, log_scales, metric_points, peeling_cost, posthoc_peel,
+                                       theorem41_coefficients)
 
 __all__ = ["ALIASES", "resolve", "CoverChoice", "compose", "SUPPORTED"]
 
@@ -79,7 +79,7 @@ def resolve(names: Sequence[str]) -> list[Any]:
 
     if not names:
         raise ValueError("covers=[]: name at least one registered cover (e.g. theorem41,effective_rank).")
-    out = []
+    out: list[Any] = []
     for raw in names:
         name = ALIASES.get(str(raw).strip(), str(raw).strip())
         cover = registry.get(name)
@@ -153,12 +153,9 @@ def _thm41_table(t: MatrixTerm, p: float, log_eps: np.ndarray, settings: BoundSe
         return np.zeros_like(log_eps)
     R = float(grid_values([R_real])[0])
     eps = np.exp(log_eps) * _SCALE
-    form = "p0" if p == 0 else "p2" if p == 2 else "expr"
-    args = (s, R, t.input_scale, float(t.shape[0]), float(t.shape[1]), float(t.rank_bound), float(metric_points(t, settings)))
-    with np.errstate(all="ignore"):
-        value = np.asarray(compiled._function(f"thm41.{kind}.{form}")(p, eps, *args), dtype=np.float64)
-        rank = np.asarray(compiled._function(f"thm41.{kind}.p0")(0.0, eps, s, float(t.rank_bound), *args[2:6], 1.0),
-                          dtype=np.float64)
+    dims = dict(B=t.input_scale, a=float(t.shape[0]), b=float(t.shape[1]), r=float(t.rank_bound))
+    value = compiled.thm41_form_values(kind, p=p, eps=eps, s=s, R=R, m=float(metric_points(t, settings)), **dims)
+    rank = compiled.thm41_form_values(kind, p=0.0, eps=eps, s=s, R=float(t.rank_bound), m=1.0, **dims)
     value = np.minimum(np.maximum(value, 0.0), np.maximum(rank, 0.0))
     radius = compiled.log_class_radius(kind, log_s=math.log(s), log_B=math.log(t.input_scale))
     return np.where(np.log(eps) >= radius, 0.0, np.where(np.isnan(value), np.inf, value))
@@ -169,8 +166,8 @@ _LAMBDIFIED: dict[tuple[str, str], Any] = {}
 
 def _compiled_form(cover: Any, kind: str) -> tuple[list[str], Any, list[tuple[str, float, Any]]]:
     """``lambdify`` of a registered form (and its declared limits) over numpy arrays, in this process."""
-    import sympy as sp  # slow: the registered forms are SymPy expressions
-
+    # slow: sympy (the registered forms are SymPy expressions; theory.vocabulary loads it)
+    import sympy as sp
     from theory.vocabulary import VOCABULARY, entry
 
     key = (cover.name, kind)
@@ -186,8 +183,8 @@ def _compiled_form(cover: Any, kind: str) -> tuple[list[str], Any, list[tuple[st
 
 
 def _size(expr: Any, a: int, b: int) -> float:
+    # slow: sympy (a grid size is a SymPy expression in the dimensions)
     import sympy as sp
-
     from theory.vocabulary import VOCABULARY
 
     value = sp.sympify(expr).subs({VOCABULARY["rows"].symbol: a, VOCABULARY["cols"].symbol: b,
@@ -209,7 +206,7 @@ def _registered_options(cover: Any, t: MatrixTerm, log_eps: np.ndarray, settings
     words, main, limits = _compiled_form(cover, kind)
     a, b = int(t.shape[0]), int(t.shape[1])
     sv = np.sort(np.asarray(t.singular_values, dtype=np.float64))[::-1]
-    from theory.vocabulary import entry
+    from theory.vocabulary import entry  # slow: sympy (theory.vocabulary)
 
     peeled = {entry(ph.symbol).name for ph in cover.posthoc if ph.how == "peel"}
     grid_cost = sum(math.log(_size(ph.size, a, b)) for ph in cover.posthoc if ph.how == "grid")
@@ -276,11 +273,11 @@ def _allocate(tables: np.ndarray, u: np.ndarray, log_scales: np.ndarray) -> tupl
 
 
 def _log_rad(tables: np.ndarray, u: np.ndarray, settings: BoundSettings) -> tuple[float, np.ndarray]:
-    log_scales = _log_scales(settings)
-    log_g, lams = _allocate(tables, u, log_scales)
+    grid = log_scales(settings)
+    log_g, lams = _allocate(tables, u, grid)
     if np.all(log_g == -np.inf):
         return -math.inf, lams
-    lr = _log_dudley(np.where(log_g == -np.inf, -745.0, log_g)[None, :], np.zeros(1), log_scales, settings.n)
+    lr = log_dudley_bound(np.where(log_g == -np.inf, -745.0, log_g)[None, :], np.zeros(1), grid, settings.n)
     return float(lr[0]), lams
 
 
@@ -315,7 +312,8 @@ def compose(terms: Sequence[MatrixTerm], post: PosthocResult, covers: Sequence[A
     if (~is_matrix).any():
         log_a0 = theorem41_coefficients(terms, 0.0, settings)
         floor = settings.alpha_min * settings.floor_share / J
-        for j in np.flatnonzero(~is_matrix):
+        for jj in np.flatnonzero(~is_matrix):
+            j = int(jj)
             value = math.exp(log_a0[j]) if np.isfinite(log_a0[j]) else 0.0
             fixed[j] = np.where(u >= floor * (1 - 1e-12), value, np.inf) if value > 0 else 0.0
     # options per matrix and cover
@@ -343,7 +341,8 @@ def compose(terms: Sequence[MatrixTerm], post: PosthocResult, covers: Sequence[A
     def evaluate(assign: dict[str, str], picks: dict[int, _Option]) -> tuple[float, float, int]:
         tables = fixed.copy()
         cost = 0.0
-        for j in np.flatnonzero(is_matrix):
+        for jj in np.flatnonzero(is_matrix):
+            j = int(jj)
             tables[j] = picks[j].table
             cost += picks[j].cost
         lr, _ = _log_rad(tables, u, settings)
@@ -354,20 +353,22 @@ def compose(terms: Sequence[MatrixTerm], post: PosthocResult, covers: Sequence[A
         best_opt: dict[tuple[str, int], _Option] = {}
         score = {(c, g): 0.0 for c in allowed for g in range(len(groups))}
         for c in allowed:
-            for j in np.flatnonzero(is_matrix):
+            for jj in np.flatnonzero(is_matrix):
+                j = int(jj)
                 vals = [(_lagrangian(o.table, u, lam), i) for i, o in enumerate(options[c][j])]
                 v, i = min(vals)
-                best_opt[(c, int(j))] = options[c][j][i]
+                best_opt[(c, j)] = options[c][j][i]
                 score[(c, int(index[j]))] += v
         assign = {g: min(allowed, key=lambda c: score[(c, gi)]) for gi, g in enumerate(groups)}
-        picks = {int(j): best_opt[(assign[labels[j]], int(j))] for j in np.flatnonzero(is_matrix)}
+        picks = {int(j): best_opt[(assign[labels[int(j)]], int(j))] for j in np.flatnonzero(is_matrix)}
         return assign, picks
 
     # representative multipliers: those optimal at a spread of Dudley scales, with every matrix on its cheapest option
     free = fixed.copy()
-    for j in np.flatnonzero(is_matrix):
+    for jj in np.flatnonzero(is_matrix):
+        j = int(jj)
         free[j] = np.min(np.stack([o.table for c in names for o in options[c][j]]), axis=0)
-    _, lams = _allocate(free, u, _log_scales(settings))
+    _, lams = _allocate(free, u, log_scales(settings))
     reps = sorted(set(float(x) for x in lams[np.linspace(0, lams.size - 1, _REPRESENTATIVE).astype(int)]))
 
     thm41_exact = post.log_rademacher if "thm41" in names else None

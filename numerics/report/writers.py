@@ -33,7 +33,9 @@ from numerics.report.mc_plots import plot_mc
 from numerics.report.plots import write_all
 from numerics.report.study_plots import write_study_plots
 from numerics.report.tables import format_table, summary_markdown, sweep_rows_json, to_csv
+from numerics.bounds.covers31 import resolve
 from numerics.study.findings import Findings, compute_findings
+from numerics.study.measures import cover_measures
 from numerics.study.run import DEFAULT_JOBS, StudyResult, prepare_preset, run_study
 from numerics.study.table import COLUMNS, model_rows
 
@@ -250,9 +252,6 @@ def study_report(preset: str, *, task: str = "modadd", axes: dict[str, tuple[Any
     chosen = prepare_preset(preset, task=task, axes=axes, jobs=jobs)
     registry = None
     if covers is not None:  # a bad cover name ends here, before any training
-        from numerics.bounds.covers31 import resolve
-        from numerics.study.measures import cover_measures
-
         covers = [c.name for c in resolve(covers)]
         registry = cover_measures(covers)
     cache = Path(root) if root is not None else cache_root()

@@ -86,6 +86,7 @@ import numpy as np
 
 from numerics.analysis import Analysis
 from numerics.bounds import compiled
+from numerics.bounds.covers31 import ALIASES
 from numerics.bounds.terms import GROUP_OF_KIND
 from numerics.bounds.theorem31 import DEFAULT_P_GRID
 
@@ -217,8 +218,6 @@ def cover_measures(names: Sequence[str], *, registry: Mapping[str, Measure] | No
     ``cover:<name>`` (the bound with only that cover enabled), and ``covers`` (the bound with the choice among
     them): ``log(sqrt(n) Rad / 12)`` over the margin, as ``spectrum_adaptive`` (read from the analysis's ``covers``
     block, :mod:`numerics.bounds.covers31`). ``names`` are registered cover names (``theorem41`` is ``thm41``)."""
-    from numerics.bounds.covers31 import ALIASES
-
     out = dict(REGISTRY if registry is None else registry)
 
     def reader(name: str | None) -> MeasureFunction:
