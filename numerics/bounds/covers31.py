@@ -393,9 +393,14 @@ def compose(terms: Sequence[MatrixTerm], post: PosthocResult, covers: Sequence[A
                 _gap(best_c, settings, base_peel, grid_size, 0.0, capped=False) else best_c
         candidates.append(best_c)
         alone[c] = _summary(best_c, settings, base_peel, grid_size, choice_cost=0.0)
-        if c == "thm41" and best_c[0] == thm41_exact:  # the bound without covers, as reported there
-            alone[c].update(rademacher=min(post.rademacher, compiled.trivial_bound(settings.B_out)),
-                            generalization_gap=post.generalization_gap, log_union=post.log_union, union_cost=post.union_cost)
+        if c == "thm41" and thm41_exact is not None:
+            # Theorem 4.1 through the registry with the exact allocation: the numbers of the bound without covers
+            exact_row = {"rademacher": min(post.rademacher, compiled.trivial_bound(settings.B_out)),
+                         "log_rademacher": post.log_rademacher, "generalization_gap": post.generalization_gap,
+                         "log_union": post.log_union, "union_cost": post.union_cost}
+            if best_c[0] == thm41_exact:
+                alone[c].update(exact_row)
+            alone[c]["exact_allocation"] = exact_row
     if k > 1:
         for lam in reps:
             assign, picks = lagrange_assignment(lam, names)
