@@ -135,37 +135,60 @@ def evaluate_bounds(stats: Sequence[Any], *, model_info: dict[str, Any], skipped
       ValueError: no attention or feedforward matrix to bound; an unknown or unusable cover.
     """
     num_layers, hidden = int(model_info["num_layers"]), int(model_info["hidden_size"])
-    inputs = network_inputs(model_info)
-    terms, info = build_terms(stats, num_layers=num_layers, hidden_size=hidden, model=model, **inputs)
-    if not terms:
-        raise ValueError("no attention or feedforward matrices to bound.")
     chosen = None
     if covers is not None:  # checked before any work
         chosen = covers31.resolve([c if isinstance(c, str) else c.name for c in covers])
-    post = posthoc(terms, settings, input_radii=info["peeled_radii"])
-    composed = None
-    if chosen is not None:
-        composed = covers31.compose(terms, post, chosen, settings, input_radii=info["peeled_radii"])
-    # the baselines and proxies are evaluated as published, at the realised norms (they are not this bound's classes)
-    inputs.pop("norms", None)
-    realised_terms, realised_info = build_terms(stats, num_layers=num_layers, hidden_size=hidden, model=model, peel=False,
-                                                **inputs)
-    edel = edelman2022(stats, realised_info, settings, hidden, num_layers)
-    bart = bartlett2017(realised_terms, {st.name: st for st in stats}, settings)
-    settings_out = {**{k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(settings).items()}, **info}
-    rows = _matrix_rows(stats, terms, post, settings, realised_terms)
-    if composed is not None:
-        for row in rows:
-            if row["name"] in composed.per_matrix:
-                row["cover"] = composed.per_matrix[row["name"]]
-    return Analysis(
-        model=dict(model_info), matrices=rows,
-        bounds={"spectrum_adaptive": _spectrum_adaptive(terms, post, settings, info["peeled_radii"]), "edelman2022": edel,
-                "bartlett2017": bart},
-        proxies=_proxies(realised_terms, edel, settings), skipped=[{"name": n, "reason": r} for n, r in skipped],
-        settings=settings_out, singular_values={st.name: np.asarray(st.singular_values) for st in stats},
-        covers=None if composed is None else composed.as_dict(),
-    )
+    _check_representable(stats, model_info)
+    try:
+        # An overflow or an invalid operation (inf - inf) anywhere in the evaluation is an error, never a
+        # number: a float64 that overflowed to inf could make a bound smaller than the truth.
+        with np.errstate(over="raise", invalid="raise"):
+            inputs = network_inputs(model_info)
+            terms, info = build_terms(stats, num_layers=num_layers, hidden_size=hidden, model=model, **inputs)
+            if not terms:
+                raise ValueError("no attention or feedforward matrices to bound.")
+            post = posthoc(terms, settings, input_radii=info["peeled_radii"])
+            composed = None
+            if chosen is not None:
+                composed = covers31.compose(terms, post, chosen, settings, input_radii=info["peeled_radii"])
+            # the baselines and proxies are evaluated as published, at the realised norms (they are not this bound's classes)
+            inputs.pop("norms", None)
+            realised_terms, realised_info = build_terms(stats, num_layers=num_layers, hidden_size=hidden, model=model,
+                                                        peel=False, **inputs)
+            edel = edelman2022(stats, realised_info, settings, hidden, num_layers)
+            bart = bartlett2017(realised_terms, {st.name: st for st in stats}, settings)
+            settings_out = {**{k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(settings).items()}, **info}
+            rows = _matrix_rows(stats, terms, post, settings, realised_terms)
+            if composed is not None:
+                for row in rows:
+                    if row["name"] in composed.per_matrix:
+                        row["cover"] = composed.per_matrix[row["name"]]
+            return Analysis(
+                model=dict(model_info), matrices=rows,
+                bounds={"spectrum_adaptive": _spectrum_adaptive(terms, post, settings, info["peeled_radii"]),
+                        "edelman2022": edel, "bartlett2017": bart},
+                proxies=_proxies(realised_terms, edel, settings), skipped=[{"name": n, "reason": r} for n, r in skipped],
+                settings=settings_out, singular_values={st.name: np.asarray(st.singular_values) for st in stats},
+                covers=None if composed is None else composed.as_dict(),
+            )
+    except (FloatingPointError, OverflowError) as exc:
+        largest = max(stats, key=lambda st: st.spectral_norm, default=None)
+        where = f" (largest spectral norm {largest.spectral_norm:.3g}, tensor {largest.name!r})" if largest else ""
+        raise CheckpointError(model_info.get("source"), f"the bound overflows float64 ({exc}){where}: specbound "
+                              "refuses rather than report a wrong number") from None
+
+
+def _check_representable(stats: Sequence[Any], model_info: Mapping[str, Any]) -> None:
+    """Refuse (one line naming the file and tensor) a matrix whose statistics overflow float64: its
+    ``||W||_F^2``, ``S_2`` or norms would be ``inf``, and a bound computed from them could be smaller
+    than the truth."""
+    for st in stats:
+        values = (st.spectral_norm, st.frobenius_norm_squared, st.stable_rank,
+                  *(v for v in (st.norm_2_1, st.norm_1_1) if v is not None))
+        if not all(math.isfinite(v) for v in values):
+            raise CheckpointError(model_info.get("source"), f"has largest singular value {st.spectral_norm:.3g}: its "
+                                  "squares or norms overflow float64; specbound refuses rather than report a wrong "
+                                  "bound", tensor=st.name)
 
 
 def network_inputs(model_info: dict[str, Any]) -> dict[str, Any]:

@@ -624,14 +624,24 @@ _PICKLE_REFUSAL = (
 )
 
 
+def _config_file(config: Path) -> Path | None:
+    """``config`` if it is a regular file, ``None`` if there is nothing there; anything else there (a
+    FIFO, a folder, a device, a dangling link) is refused rather than taken for an absent config."""
+    if config.is_file():
+        return config
+    if not os.path.lexists(config):
+        return None
+    what = "a folder" if config.is_dir() else "a dangling symbolic link" if config.is_symlink() and not config.exists() \
+        else "not a regular file (a FIFO, socket or device)"
+    raise CheckpointError(config, f"is {what}; a config.json must be a regular file")
+
+
 def _config_beside(path: Path) -> Path | None:
-    config = path.parent / "config.json"
-    return config if config.is_file() else None
+    return _config_file(path.parent / "config.json")
 
 
 def _resolve_folder(folder: Path, label: str | None = None) -> _Resolved:
-    config = folder / "config.json"
-    config_path = config if config.is_file() else None
+    config_path = _config_file(folder / "config.json")
     single = folder / _SINGLE_FILE
     index = folder / _INDEX_FILE
     if single.is_file():
@@ -707,6 +717,11 @@ def _config_value(config: Mapping[str, Any], quantity: str) -> Any:
         if config.get(key) is not None:
             return config[key]
     return None
+
+
+def _config_key(config: Mapping[str, Any], quantity: str) -> str:
+    """The key of ``config`` that gives ``quantity`` (its first name when none is there)."""
+    return next((key for key in CONFIG_KEYS[quantity] if config.get(key) is not None), CONFIG_KEYS[quantity][0])
 
 
 def _config_int(config: Mapping[str, Any], quantity: str, where: str | os.PathLike[str] | None) -> int | None:
@@ -873,7 +888,11 @@ def _plan_layers(match: KeyMatch, tensors: Mapping[str, TensorInfo], config: Map
     """``(spec, tensor name)`` of every matrix of layers ``0..L-1``: every layer must have every matrix."""
     arch, prefix, found_layers = match.architecture, match.prefix, match.layer_indices
     config_layers = _config_int(config, "num_layers", places.config)
-    num_layers = max(found_layers[-1] + 1, config_layers or 0)
+    weight_layers = found_layers[-1] + 1
+    if config_layers is not None and config_layers < weight_layers:
+        raise CheckpointError(places.config, f"{_config_key(config, 'num_layers')}={config_layers}, but the weights "
+                              f"hold {weight_layers} layers (layer indices up to {weight_layers - 1})")
+    num_layers = max(weight_layers, config_layers or 0)
     plan: _Plan = []
     for i in range(num_layers):
         row = []
@@ -882,7 +901,8 @@ def _plan_layers(match: KeyMatch, tensors: Mapping[str, TensorInfo], config: Map
             if name not in tensors:
                 why = f"is missing: layer {i} of {num_layers} has no {spec.label} matrix"
                 if config_layers is not None and i >= found_layers[-1] + 1:
-                    why += f" ({places.config_name} says {config_layers} layers)"
+                    why += (f" ({places.config_name} says {_config_key(config, 'num_layers')}={config_layers}; "
+                            f"the weights hold {weight_layers} layers)")
                 raise CheckpointError(places.where, why, tensor=name)
             row.append((spec, name))
         plan.append(tuple(row))

@@ -45,6 +45,24 @@ TABLE_COLUMNS = ("name", "layer", "kind", "head", "shape", "rank", "spectral_nor
                  "stable_rank", "p_star")
 
 
+def printable(text: str) -> str:
+    """``text`` with every control or format character (newline, carriage return, escape, bidi
+    overrides, ...) written as a ``\\x..``/``\\u....`` escape, and the backslash doubled: a tensor
+    name from a file can then neither split a table row or a CSV line nor move the terminal's cursor.
+    Names without such characters are unchanged."""
+    if text.isprintable() and "\\" not in text:
+        return text
+    out = []
+    for c in text:
+        if c == "\\":
+            out.append("\\\\")
+        elif c.isprintable() or c == " ":
+            out.append(c)
+        else:
+            out.append(f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}" if ord(c) < 0x10000 else f"\\U{ord(c):08x}")
+    return "".join(out)
+
+
 def _fmt(v: Any) -> str:
     if v is None:
         return "-"
@@ -54,7 +72,7 @@ def _fmt(v: Any) -> str:
         return f"{v:.4g}"
     if isinstance(v, (list, tuple)):
         return "x".join(str(x) for x in v)
-    return str(v)
+    return printable(str(v))
 
 
 def format_table(analysis: Any, *, max_name: int = 48) -> str:
@@ -154,7 +172,8 @@ def to_csv(analysis: Any, *, spectra: bool = False) -> str:
     w = csv.DictWriter(buf, fieldnames=keys, lineterminator="\n", restval="")
     w.writeheader()
     for r in analysis.matrices:
-        out = {k: ("x".join(map(str, v)) if isinstance(v, (list, tuple)) else v) for k, v in r.items()}
+        out = {k: ("x".join(map(str, v)) if isinstance(v, (list, tuple)) else printable(v) if isinstance(v, str) else v)
+               for k, v in r.items()}
         if spectra:
             out["singular_values"] = " ".join(repr(v) for v in analysis.spectrum(r["name"]))
         w.writerow(out)
@@ -178,7 +197,7 @@ def summary_markdown(analysis: Any) -> str:
     qkvo = [r for r in analysis.matrices if r["kind"] in ("qk", "vo")]
     over = [r["name"] for r in qkvo if r["rank"] > m["head_dim"]]
     lines = [
-        f"# specbound report: {m['source']}",
+        f"# specbound report: {printable(str(m['source']))}",
         "",
         f"{m['architecture']}, L = {m['num_layers']}, N = {m['hidden_size']}, {m['num_heads']} heads of width "
         f"{m['head_dim']}, F = {m['intermediate_size']}; {len(analysis.matrices)} matrices analysed, "
