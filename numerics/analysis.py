@@ -151,7 +151,7 @@ def evaluate_bounds(stats: Sequence[Any], *, model_info: dict[str, Any], skipped
             composed = None
             if chosen is not None:
                 composed = covers31.compose(terms, post, chosen, settings, input_radii=info["peeled_radii"])
-            # the baselines and proxies are evaluated as published, at the realised norms (they are not this bound's classes)
+            # the baselines and proxies are evaluated as published, at the realised norms (not this bound's classes)
             inputs.pop("norms", None)
             realised_terms, realised_info = build_terms(stats, num_layers=num_layers, hidden_size=hidden, model=model,
                                                         peel=False, **inputs)

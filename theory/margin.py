@@ -47,6 +47,8 @@ bound built on it pays no union cost. :func:`excess_over_trivial` is the margin 
 
 from __future__ import annotations
 
+import math
+
 import sympy as sp
 
 from theory import dudley
@@ -119,8 +121,6 @@ def peeling_cost(k: sp.Expr = k_peel) -> sp.Expr:
 
 
 def _level(v: float, upward: bool, ratio: float = PEEL_RATIO, base: float = PEEL_BASE) -> int:
-    import math
-
     if not (v > 0 and math.isfinite(v)):
         raise ValueError(f"v={v!r} must be positive and finite to be peeled.")
     k = math.floor(math.log(v / base) / math.log(ratio)) if not upward else math.ceil(math.log(v / base) / math.log(ratio))

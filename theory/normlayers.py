@@ -87,6 +87,7 @@ from functools import lru_cache
 
 import sympy as sp
 
+from theory import composition, lipschitz
 from theory.symbols import SYMBOLS
 
 __all__ = [
@@ -243,8 +244,6 @@ def parameter_coefficient(which: str) -> sp.Expr:
 
     ``which``: ``"gain"`` or ``"bias"``; ``cover_scale`` is :func:`theory.composition.internal_cover_scale`.
     """
-    from theory import composition
-
     if which not in ("gain", "bias"):
         raise ValueError(f"which={which!r} must be 'gain' or 'bias'.")
     cover = gain_cover() if which == "gain" else bias_cover()
@@ -255,8 +254,6 @@ def parameter_coefficient(which: str) -> sp.Expr:
 
 def parameter_propagation() -> sp.Expr:
     """``rho = Lip[k_own] prod_{k > k_own} Lip[k]``: a norm parameter perturbs the input of block ``k_own``."""
-    from theory import lipschitz
-
     return lipschitz.LIP[lipschitz.own_block] * sp.Product(lipschitz.LIP[lipschitz.block_index],
                                                           (lipschitz.block_index, lipschitz.own_block + 1,
                                                            lipschitz.num_blocks))

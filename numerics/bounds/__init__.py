@@ -32,6 +32,10 @@ from numerics.bounds.theorem31 import peeling_levels as peeling_levels
 from numerics.bounds.theorem31 import posthoc as posthoc
 from numerics.bounds.theorem31 import PosthocResult as PosthocResult
 from numerics.bounds.theorem31 import rademacher as rademacher
+from numerics.bounds.theorem31 import class_settings as class_settings
+from numerics.bounds.peeling import grid_values as grid_values
+from numerics.bounds.peeling import PEEL_BASE as PEEL_BASE
+from numerics.bounds.peeling import PEEL_RATIO as PEEL_RATIO
 from numerics.bounds.baselines import bartlett2017 as bartlett2017
 from numerics.bounds.baselines import edelman2022 as edelman2022
 from numerics.bounds.baselines import n_nonvacuous_p2 as n_nonvacuous_p2

@@ -34,6 +34,7 @@ import numpy as np
 from scipy.special import logsumexp
 
 from numerics.bounds import compiled
+from numerics.bounds.peeling import grid_values
 from numerics.spectra.stats import schatten_power
 
 __all__ = ["GROUP_OF_KIND", "MAX_MODEL_CONSTANT", "ModelSettings", "MatrixTerm", "log_after", "build_terms"]
@@ -122,8 +123,6 @@ class MatrixTerm:
 
 def _grid(v: float) -> float:
     """The peeling grid value at or above ``v`` (:func:`numerics.bounds.theorem31.grid_values`); 0 stays 0."""
-    from numerics.bounds.theorem31 import grid_values
-
     return float(grid_values([v])[0]) if v > 0 else 0.0
 
 
