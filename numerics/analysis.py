@@ -340,7 +340,7 @@ def _proxies(terms: Sequence[MatrixTerm], edel: dict[str, Any], settings: BoundS
 def analyze(source: str | os.PathLike[str] | Mapping[str, Any] | Any, *, heads: int | None = None,
             settings: BoundSettings = BoundSettings(), model: ModelSettings = ModelSettings(),
             executor: Any = None, progress: Callable[[int, int, str], None] | None = None, leading_k: int | None = None,
-            processes: int | None = None, config: Mapping[str, Any] | None = None,
+            processes: int | None = None, config: Mapping[str, Any] | None = None, spectrum: str = "auto",
             covers: Sequence[Any] | None = None) -> Analysis:
     """Open ``source`` and evaluate the bounds.
 
@@ -356,8 +356,10 @@ def analyze(source: str | os.PathLike[str] | Mapping[str, Any] | Any, *, heads: 
     ``processes``: worker processes for the whole-matrix SVDs (default: one per CPU for
     checkpoints large enough, none with an ``executor``; ``0``: none; always none in memory,
     where no other process can read the tensors); see
-    :func:`numerics.spectra.pipeline.checkpoint_spectra`. ``covers``: registered covers to choose among per tie
-    group (:func:`evaluate_bounds`; ``None``: Theorem 4.1 only).
+    :func:`numerics.spectra.pipeline.checkpoint_spectra`. ``spectrum``: ``"auto"`` (certified Gram
+    eigenvalues for the whole matrices where certified, else the SVD) or ``"svd"`` (always the SVD, the
+    reference; :func:`numerics.spectra.stats.whole_singular_values`). ``covers``: registered covers to choose
+    among per tie group (:func:`evaluate_bounds`; ``None``: Theorem 4.1 only).
 
     Raises:
       TypeError: ``source`` is none of these.
@@ -380,10 +382,13 @@ def analyze(source: str | os.PathLike[str] | Mapping[str, Any] | Any, *, heads: 
                         "or a mapping of tensor names to arrays")
     info = describe_network(ckpt, model)
     fold = info["network"]["biases"] == "folded"
+    rotary = ckpt.map.positions == "rotary"
+    diagnostic = _Rotary(ckpt, fold) if rotary else None
     stats = checkpoint_spectra(ckpt, executor=executor, progress=progress, leading_k=leading_k, processes=processes,
-                               bias=fold, rotary=ckpt.map.positions == "rotary")
-    if ckpt.map.positions == "rotary":
-        info["network"]["rotary_diagnostic"] = _rotary(ckpt, fold)
+                               bias=fold, rotary=rotary, spectrum=spectrum,
+                               on_layer=diagnostic.add_layer if diagnostic is not None else None)
+    if diagnostic is not None:
+        info["network"]["rotary_diagnostic"] = diagnostic.out
     skipped = list(ckpt.skipped)
     if not fold:
         skipped = sorted([*skipped, *((name, "bias vector (not folded: --no-bias)") for name in ckpt.bias_tensors)])
@@ -447,28 +452,33 @@ def describe_network(ckpt: Any, model: ModelSettings = ModelSettings()) -> dict[
     return info
 
 
-def _rotary(ckpt: Any, fold: bool) -> dict[str, Any]:
+class _Rotary:
     """Per layer and head: the largest ``s_1`` and ``S_p`` of ``W_q^T R(Delta) W_k`` over every offset up to the
-    context, beside :mod:`theory.rope`'s certified bounds (:func:`numerics.bounds.rotary.rotary_diagnostic`)."""
-    config = ckpt.config
-    params = config.get("rope_parameters") or config.get("rope_scaling") or {}
-    base = params.get("rope_theta", config.get("rope_theta", 10000.0)) if isinstance(params, dict) else 10000.0
-    rope_type = params.get("rope_type", params.get("type", "default")) if isinstance(params, dict) else "default"
-    context = int(config.get("max_position_embeddings") or 2048)
-    out: dict[str, Any] = {
-        "base": float(base), "context": context, "rope_type": rope_type,
-        "note": "the bound covers the query and key maps and composes them (theory.rope), valid for every offset; "
-                "here, per head, the certified bounds on every W_q^T R(Delta) W_k beside the largest values found",
-        "layers": [],
-    }
-    if rope_type != "default":
-        out["note"] += f"; angles of rope_type {rope_type!r} not modelled here: the default angles are used"
-    # feedforward=False skips reading the feedforward matrices, which only checkpoints in files can defer
-    for layer in ckpt.iter_layers(feedforward=not ckpt.files):
+    context, beside :mod:`theory.rope`'s certified bounds (:func:`numerics.bounds.rotary.rotary_diagnostic`),
+    computed from each layer as the spectra pass loads it (:meth:`add_layer`; no second read of the checkpoint)."""
+
+    def __init__(self, ckpt: Any, fold: bool) -> None:
+        config = ckpt.config
+        params = config.get("rope_parameters") or config.get("rope_scaling") or {}
+        base = params.get("rope_theta", config.get("rope_theta", 10000.0)) if isinstance(params, dict) else 10000.0
+        rope_type = params.get("rope_type", params.get("type", "default")) if isinstance(params, dict) else "default"
+        context = int(config.get("max_position_embeddings") or 2048)
+        self.ckpt, self.fold, self.base, self.context = ckpt, fold, float(base), context
+        self.out: dict[str, Any] = {
+            "base": float(base), "context": context, "rope_type": rope_type,
+            "note": "the bound covers the query and key maps and composes them (theory.rope), valid for every offset; "
+                    "here, per head, the certified bounds on every W_q^T R(Delta) W_k beside the largest values found",
+            "layers": [],
+        }
+        if rope_type != "default":
+            self.out["note"] += f"; angles of rope_type {rope_type!r} not modelled here: the default angles are used"
+
+    def add_layer(self, layer: Any) -> None:
+        """The diagnostic of one layer (called in layer order)."""
+        ckpt = self.ckpt
         heads = head_factors(layer, num_heads=ckpt.num_heads, num_kv_heads=ckpt.num_kv_heads, head_dim=ckpt.head_dim,
-                             bias=fold)["qk"]
-        out["layers"].append(rotary_diagnostic(heads, head_dim=ckpt.head_dim, base=float(base), context=context))
-    return out
+                             bias=self.fold)["qk"]
+        self.out["layers"].append(rotary_diagnostic(heads, head_dim=ckpt.head_dim, base=self.base, context=self.context))
 
 
 def _block_radius(block: Any, hidden: int, model: ModelSettings, where: str) -> dict[str, Any]:

@@ -185,7 +185,7 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
 
     analysis = writers.analyze_report(args.source, out=args.out, force=args.force, plots=not args.no_plots,
                                       progress=_Progress("spectra"), **_settings(args),
-                                      spectra=args.spectra, **_given(args, "leading_k", "processes"),
+                                      spectra=args.spectra, **_given(args, "leading_k", "processes", "spectrum"),
                                       covers=_covers(args))
     if args.format == "json":
         print(json.dumps(analysis.to_json(spectra=args.spectra), indent=2))
@@ -421,6 +421,9 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--processes", type=_parallelism, default=None, metavar="N",
                    help="worker processes for the whole-matrix SVDs (default: one per core when the model is large "
                         "enough and neither --workers nor --scheduler is given; 0: none)")
+    a.add_argument("--spectrum", choices=["auto", "svd"], default=None,
+                   help="how whole matrices get their singular values: auto (default: from the Gram matrix's eigenvalues "
+                        "where a derived error bound certifies them to 1e-7 relative, else the SVD) or svd (always the SVD)")
     a.add_argument("--covers", default=None, metavar="A,B,...",
                    help="registered covers to compose through Theorem 3.1, one chosen per tie group post hoc "
                         "(theorem41, effective_rank, user covers; default: Theorem 4.1 only)")

@@ -15,6 +15,7 @@ from numerics.bounds.terms import log_after as log_after
 from numerics.bounds.terms import MatrixTerm as MatrixTerm
 from numerics.bounds.terms import MAX_MODEL_CONSTANT as MAX_MODEL_CONSTANT
 from numerics.bounds.terms import ModelSettings as ModelSettings
+from numerics.bounds.terms import schatten_table as schatten_table
 from numerics.bounds.theorem31 import BoundResult as BoundResult
 from numerics.bounds.theorem31 import BoundSettings as BoundSettings
 from numerics.bounds.theorem31 import coefficients as coefficients

@@ -28,6 +28,7 @@ import math
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -37,7 +38,7 @@ from numerics.bounds import compiled
 from numerics.bounds.peeling import grid_values
 from numerics.spectra.stats import schatten_power
 
-__all__ = ["GROUP_OF_KIND", "MAX_MODEL_CONSTANT", "ModelSettings", "MatrixTerm", "log_after", "build_terms"]
+__all__ = ["GROUP_OF_KIND", "MAX_MODEL_CONSTANT", "ModelSettings", "MatrixTerm", "schatten_table", "log_after", "build_terms"]
 
 #: The tie group type of each kind of matrix in the bound: per layer one Schatten index for the
 #: QK products, one for the VO products (``v``) and one for the feedforward matrices (``ff``).
@@ -111,14 +112,44 @@ class MatrixTerm:
         (:mod:`theory.normlayers`); ``vector`` otherwise (rotary query/key maps ``rq``/``rk`` included)."""
         return {"qk": "bilinear", "gain": "gain", "beta": "translation"}.get(self.kind, "vector")
 
-    @property
+    @cached_property
     def spectral_norm(self) -> float:
         return float(self.singular_values.max()) if self.singular_values.size else 0.0
 
+    @cached_property
+    def retained(self) -> np.ndarray:
+        """The ``rank`` largest singular values, descending, contiguous, read-only (those ``S_p`` sums)."""
+        sv = np.ascontiguousarray(np.sort(self.singular_values)[::-1][: max(self.rank, 0)])
+        sv.setflags(write=False)
+        return sv
+
     def schatten(self, p: np.ndarray) -> np.ndarray:
         """``S_p`` on the retained spectrum (``S_0`` = rank)."""
-        sv = np.sort(self.singular_values)[::-1][: max(self.rank, 0)]
-        return schatten_power(sv, p)
+        return schatten_power(self.retained, p)
+
+
+def schatten_table(terms: Sequence[MatrixTerm], p: Any) -> np.ndarray:
+    """``R[i, j] = terms[j].schatten(p[i, j])`` for every row ``i`` of ``p`` (shape ``(rows, J)``, broadcast).
+
+    One vectorised pass per group of terms with the same rank (a model has a few: the heads', the
+    feedforward matrices'), instead of one call per term: :func:`numerics.spectra.stats.schatten_power`'s
+    sum, term by term the same numbers (``tests/test_gram_spectra.py`` checks they are equal).
+    """
+    J = len(terms)
+    p2 = np.atleast_2d(np.broadcast_to(np.asarray(p, dtype=np.float64), np.broadcast_shapes(np.shape(p), (J,))))
+    if not (np.isfinite(p2).all() and (p2 >= 0).all() and (p2 <= 2.0).all()):
+        raise ValueError(f"p={p!r} must lie in [0, 2].")
+    out = np.zeros(p2.shape)
+    groups: dict[int, list[int]] = defaultdict(list)
+    for j, t in enumerate(terms):
+        groups[t.retained.size].append(j)
+    for size, cols in groups.items():
+        if size == 0:
+            continue  # S_p of nothing retained: 0 for every p (schatten_power's empty sum)
+        sv = np.stack([terms[j].retained for j in cols])  # (g, r)
+        powers = np.power(sv[np.newaxis], p2[:, cols, np.newaxis])  # (rows, g, r)
+        out[:, cols] = np.where(sv > 0.0, powers, 0.0).sum(axis=-1)
+    return out
 
 
 def _grid(v: float) -> float:

@@ -43,7 +43,7 @@ import numpy as np
 from numerics._util.checks import is_finite_number, short_repr
 from numerics.bounds import compiled
 from numerics.bounds.peeling import PEEL_BASE, PEEL_RATIO, grid_values, peeling_levels
-from numerics.bounds.terms import MatrixTerm
+from numerics.bounds.terms import MatrixTerm, schatten_table
 
 __all__ = [
     "DEFAULT_P_GRID",
@@ -179,10 +179,7 @@ def _log_coefficient_table(terms: Sequence[MatrixTerm], p: np.ndarray, settings:
     J = len(terms)
     p = np.broadcast_to(np.asarray(p, dtype=np.float64), np.broadcast_shapes(np.shape(p), (J,)))
     p2 = np.atleast_2d(p)
-    R = np.empty(p2.shape) if radii is None else radii
-    if radii is None:
-        for j, t in enumerate(terms):
-            R[:, j] = t.schatten(p2[:, j])
+    R = schatten_table(terms, p2) if radii is None else radii
     out = np.full(p2.shape, -np.inf)
     # Post hoc radii at the cell's upper end (theory.margin): the class of each matrix is ||W||_2 <= s_k,
     # S_p(W) <= R_k with s_k, R_k the grid values at or above the realised ones.
@@ -598,9 +595,7 @@ def posthoc(terms: Sequence[MatrixTerm], settings: BoundSettings = BoundSettings
     position = {g: i for i, g in enumerate(uniq)}
     index = np.array([position[g] for g in labels])
     # S_q and log c_j for every grid index, computed once: shape (n_grid, J)
-    radii = np.empty((n_grid, len(terms)))
-    for j, t in enumerate(terms):
-        radii[:, j] = t.schatten(grid)
+    radii = schatten_table(terms, np.repeat(grid[:, None], len(terms), axis=1))
     table = _log_coefficient_table(terms, np.repeat(grid[:, None], len(terms), axis=1), settings, radii=radii)
     share = _group_class_logs(table, grid, index, len(uniq))  # (G, n_grid)
 

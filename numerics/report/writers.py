@@ -151,7 +151,7 @@ def analyze_report(source: str, *, out: str | os.PathLike[str] | None = None, fo
                    heads: int | None = None, settings: BoundSettings = BoundSettings(), model: ModelSettings = ModelSettings(),
                    scheduler: str | None = None, workers: int | None = None, progress: Progress | None = None,
                    leading_k: int | None = None, processes: int | None = None, spectra: bool = False,
-                   covers: Sequence[str] | None = None) -> analysis.Analysis:
+                   spectrum: str = "auto", covers: Sequence[str] | None = None) -> analysis.Analysis:
     """``specbound analyze``: analyse ``source`` and, given ``out``, write its report folder (with ``spectra``,
     every matrix's singular values in its JSON and CSV).
 
@@ -169,7 +169,7 @@ def analyze_report(source: str, *, out: str | os.PathLike[str] | None = None, fo
         check_output_folder(out, force=force, protect=protect)
     with make_executor(scheduler=scheduler, workers=workers) as executor:
         result = analysis.analyze(source, heads=heads, settings=settings, model=model, executor=executor, progress=progress,
-                                  leading_k=leading_k, processes=processes, covers=covers)
+                                  leading_k=leading_k, processes=processes, spectrum=spectrum, covers=covers)
     if out is not None:
         write_report(result, out, plots=plots, force=force, protect=protect, spectra=spectra)
     return result
