@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from numerics._util.jsonsafe import finite_json
-from numerics.bounds import compiled
+from numerics.bounds import compiled, covers31
 from numerics.bounds.baselines import bartlett2017, edelman2022
 from numerics.bounds.proxies import log_phi_sa_by_common_p, phi_sa
 from numerics.bounds.rotary import rotary_diagnostic
@@ -87,6 +87,7 @@ class Analysis:
     skipped: list[dict[str, str]]
     settings: dict[str, Any]
     singular_values: dict[str, np.ndarray] = field(repr=False, default_factory=dict)
+    covers: dict[str, Any] | None = None
 
     def to_json(self, *, spectra: bool = False) -> dict[str, Any]:
         """The JSON document (finite floats only; ``null`` where a value overflowed).
@@ -96,8 +97,11 @@ class Analysis:
         matrices = self.matrices
         if spectra:
             matrices = [{**row, "singular_values": self.spectrum(row["name"])} for row in matrices]
-        return finite_json({"model": self.model, "matrices": matrices, "bounds": self.bounds, "proxies": self.proxies,
-                        "skipped": self.skipped, "settings": self.settings})
+        doc = {"model": self.model, "matrices": matrices, "bounds": self.bounds, "proxies": self.proxies,
+               "skipped": self.skipped, "settings": self.settings}
+        if self.covers is not None:  # analyze --covers only: without it the document is unchanged
+            doc["covers"] = self.covers
+        return finite_json(doc)
 
     def spectrum(self, name: str) -> list[float]:
         """The singular values of matrix ``name``, descending, as a list (``[]`` if unknown)."""
@@ -113,7 +117,8 @@ class Analysis:
 
 
 def evaluate_bounds(stats: Sequence[Any], *, model_info: dict[str, Any], skipped: Sequence[tuple[str, str]] = (),
-                    settings: BoundSettings = BoundSettings(), model: ModelSettings = ModelSettings()) -> Analysis:
+                    settings: BoundSettings = BoundSettings(), model: ModelSettings = ModelSettings(),
+                    covers: Sequence[Any] | None = None) -> Analysis:
     """Bounds and proxies from already computed :class:`numerics.spectra.stats.MatrixStats`.
 
     Args:
@@ -122,11 +127,17 @@ def evaluate_bounds(stats: Sequence[Any], *, model_info: dict[str, Any], skipped
         ``num_layers`` and ``hidden_size`` enter the Lipschitz model.
       skipped: ``(tensor name, reason)`` of the tensors not analysed, for the report.
       settings: the bound's settings; model: the Lipschitz model's.
+      covers: registered covers (names or :class:`theory.registry.Cover`) to compose through Theorem 3.1, one chosen
+        per tie group post hoc (:mod:`numerics.bounds.covers31`); reported in ``covers`` and per matrix (``cover``).
+        ``None`` (the default): Theorem 4.1 only, and nothing of this is computed.
 
     Raises:
-      ValueError: no attention or feedforward matrix to bound.
+      ValueError: no attention or feedforward matrix to bound; an unknown or unusable cover.
     """
     num_layers, hidden = int(model_info["num_layers"]), int(model_info["hidden_size"])
+    chosen = None
+    if covers is not None:  # checked before any work
+        chosen = covers31.resolve([c if isinstance(c, str) else c.name for c in covers])
     _check_representable(stats, model_info)
     try:
         # An overflow or an invalid operation (inf - inf) anywhere in the evaluation is an error, never a
@@ -137,6 +148,9 @@ def evaluate_bounds(stats: Sequence[Any], *, model_info: dict[str, Any], skipped
             if not terms:
                 raise ValueError("no attention or feedforward matrices to bound.")
             post = posthoc(terms, settings, input_radii=info["peeled_radii"])
+            composed = None
+            if chosen is not None:
+                composed = covers31.compose(terms, post, chosen, settings, input_radii=info["peeled_radii"])
             # the baselines and proxies are evaluated as published, at the realised norms (not this bound's classes)
             inputs.pop("norms", None)
             realised_terms, realised_info = build_terms(stats, num_layers=num_layers, hidden_size=hidden, model=model,
@@ -144,12 +158,18 @@ def evaluate_bounds(stats: Sequence[Any], *, model_info: dict[str, Any], skipped
             edel = edelman2022(stats, realised_info, settings, hidden, num_layers)
             bart = bartlett2017(realised_terms, {st.name: st for st in stats}, settings)
             settings_out = {**{k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(settings).items()}, **info}
+            rows = _matrix_rows(stats, terms, post, settings, realised_terms)
+            if composed is not None:
+                for row in rows:
+                    if row["name"] in composed.per_matrix:
+                        row["cover"] = composed.per_matrix[row["name"]]
             return Analysis(
-                model=dict(model_info), matrices=_matrix_rows(stats, terms, post, settings, realised_terms),
+                model=dict(model_info), matrices=rows,
                 bounds={"spectrum_adaptive": _spectrum_adaptive(terms, post, settings, info["peeled_radii"]),
                         "edelman2022": edel, "bartlett2017": bart},
                 proxies=_proxies(realised_terms, edel, settings), skipped=[{"name": n, "reason": r} for n, r in skipped],
                 settings=settings_out, singular_values={st.name: np.asarray(st.singular_values) for st in stats},
+                covers=None if composed is None else composed.as_dict(),
             )
     except (FloatingPointError, OverflowError) as exc:
         largest = max(stats, key=lambda st: st.spectral_norm, default=None)
@@ -320,7 +340,8 @@ def _proxies(terms: Sequence[MatrixTerm], edel: dict[str, Any], settings: BoundS
 def analyze(source: str | os.PathLike[str] | Mapping[str, Any] | Any, *, heads: int | None = None,
             settings: BoundSettings = BoundSettings(), model: ModelSettings = ModelSettings(),
             executor: Any = None, progress: Callable[[int, int, str], None] | None = None, leading_k: int | None = None,
-            processes: int | None = None, config: Mapping[str, Any] | None = None, spectrum: str = "auto") -> Analysis:
+            processes: int | None = None, config: Mapping[str, Any] | None = None, spectrum: str = "auto",
+            covers: Sequence[Any] | None = None) -> Analysis:
     """Open ``source`` and evaluate the bounds.
 
     ``source``: a ``.safetensors`` file, a folder (safetensors, sharded, or an ONNX export,
@@ -337,13 +358,16 @@ def analyze(source: str | os.PathLike[str] | Mapping[str, Any] | Any, *, heads: 
     where no other process can read the tensors); see
     :func:`numerics.spectra.pipeline.checkpoint_spectra`. ``spectrum``: ``"auto"`` (certified Gram
     eigenvalues for the whole matrices where certified, else the SVD) or ``"svd"`` (always the SVD, the
-    reference; :func:`numerics.spectra.stats.whole_singular_values`).
+    reference; :func:`numerics.spectra.stats.whole_singular_values`). ``covers``: registered covers to choose
+    among per tie group (:func:`evaluate_bounds`; ``None``: Theorem 4.1 only).
 
     Raises:
       TypeError: ``source`` is none of these.
       ValueError: ``processes`` > 0 for a model in memory.
       CheckpointError: the checkpoint cannot be read or analysed (naming file or label, and tensor).
     """
+    if covers is not None:  # a bad cover name ends here, before any spectrum is computed
+        covers31.resolve([c if isinstance(c, str) else c.name for c in covers])
     if is_in_memory(source):
         if processes:
             raise ValueError(f"processes={processes!r}: a model in memory has no file for worker processes to read; "
@@ -368,7 +392,7 @@ def analyze(source: str | os.PathLike[str] | Mapping[str, Any] | Any, *, heads: 
     skipped = list(ckpt.skipped)
     if not fold:
         skipped = sorted([*skipped, *((name, "bias vector (not folded: --no-bias)") for name in ckpt.bias_tensors)])
-    return evaluate_bounds(stats, model_info=info, skipped=skipped, settings=settings, model=model)
+    return evaluate_bounds(stats, model_info=info, skipped=skipped, settings=settings, model=model, covers=covers)
 
 
 #: What the report says about a model's position scheme.

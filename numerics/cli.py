@@ -164,12 +164,29 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
             **_given(args, "heads", "scheduler", "workers")}
 
 
+def _covers(args: argparse.Namespace) -> list[str] | None:
+    """``--covers A,B`` as names (``None`` without it); ``--entry-points`` loads installed packages' covers first."""
+    if getattr(args, "entry_points", False):
+        if args.covers is None:
+            raise CliError("--entry-points only applies with --covers")
+        from theory.registry import load_entry_points
+
+        load_entry_points()
+    if args.covers is None:
+        return None
+    names = [n.strip() for n in args.covers.split(",")]
+    if not all(names):
+        raise CliError(f"--covers {args.covers!r}: give comma-separated cover names, e.g. theorem41,effective_rank")
+    return names
+
+
 def _cmd_analyze(args: argparse.Namespace) -> int:
     from numerics.report import tables, writers
 
     analysis = writers.analyze_report(args.source, out=args.out, force=args.force, plots=not args.no_plots,
                                       progress=_Progress("spectra"), **_settings(args),
-                                      spectra=args.spectra, **_given(args, "leading_k", "processes", "spectrum"))
+                                      spectra=args.spectra, **_given(args, "leading_k", "processes", "spectrum"),
+                                      covers=_covers(args))
     if args.format == "json":
         print(json.dumps(analysis.to_json(spectra=args.spectra), indent=2))
     elif args.format == "csv":
@@ -284,7 +301,7 @@ def _cmd_study(args: argparse.Namespace) -> int:
     out = args.out if args.out is not None else writers.STUDY_FOLDER
     result, _ = writers.study_report(args.preset, task=args.task, axes=axes, out=out, force=args.force, jobs=args.jobs,
                                      scheduler=args.scheduler, progress=_Progress("models"), plots=not args.no_plots,
-                                     reached_only=args.reached_only)
+                                     reached_only=args.reached_only, covers=_covers(args))
     sys.stdout.write(study_tables.study_table(result))
     print(study_tables.study_summary(result, out), file=sys.stderr)
     return 0
@@ -407,6 +424,10 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--spectrum", choices=["auto", "svd"], default=None,
                    help="how whole matrices get their singular values: auto (default: from the Gram matrix's eigenvalues "
                         "where a derived error bound certifies them to 1e-7 relative, else the SVD) or svd (always the SVD)")
+    a.add_argument("--covers", default=None, metavar="A,B,...",
+                   help="registered covers to compose through Theorem 3.1, one chosen per tie group post hoc "
+                        "(theorem41, effective_rank, user covers; default: Theorem 4.1 only)")
+    _add_entry_points_option(a)
     _add_bound_options(a)
     a.set_defaults(func=_cmd_analyze)
 
@@ -457,6 +478,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_out_options(st, "report folder: tables (CSV, Markdown), study.json, summary.md, plots "
                      "(default ./specbound-study)")
     st.add_argument("--no-plots", action="store_true", help="skip the figures")
+    st.add_argument("--covers", default=None, metavar="A,B,...",
+                    help="registered covers each model's analysis composes (as analyze --covers); the statistics rank "
+                         "one measure per cover (cover:NAME) and the choice among them (covers) beside the others")
+    _add_entry_points_option(st)
     st.add_argument("--reached-only", action="store_true",
                     help="leave the models that did not reach the training loss target out of the statistics "
                          "(Jiang et al. 2020); by default they are kept and counted")

@@ -34,6 +34,7 @@ __all__ = [
     "compile_expr",
     "compile_cover",
     "thm41_log_cover",
+    "thm41_form_values",
     "thm41_coefficient",
     "thm41_log_coefficient",
     "thm41_coefficient_without_logs",
@@ -160,6 +161,15 @@ def thm41_log_cover(kind: str, *, p: float, eps: float, s: float, R: float, B: f
     if cap_by_rank:
         value = min(value, rank_cover(kind, eps=eps, s=s, B=B, a=a, b=b, r=r))
     return value
+
+
+def thm41_form_values(kind: str, *, p: float, eps: np.ndarray, s: float, R: float, B: float, a: float, b: float, r: float,
+                      m: float) -> np.ndarray:
+    """The Theorem 4.1 form (external cover at ``eps``), vectorised over ``eps``, without the single-ball case or the
+    rank cap (:func:`thm41_log_cover` adds both); the derived ``p -> 0+`` and ``p = 2`` forms at those indices."""
+    form = "p0" if p == 0 else "p2" if p == 2 else "expr"
+    with np.errstate(all="ignore"):
+        return np.asarray(_function(f"thm41.{kind}.{form}")(p, eps, s, R, B, a, b, r, m), dtype=np.float64)
 
 
 def rank_cover(kind: str, *, eps: float, s: float, B: float, a: int, b: int, r: int) -> float:

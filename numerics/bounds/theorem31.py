@@ -383,6 +383,17 @@ def _log_scales(settings: BoundSettings) -> np.ndarray:
     return np.log(np.geomspace(settings.alpha_min, settings.B_out, settings.grid_points))
 
 
+def log_scales(settings: BoundSettings) -> np.ndarray:
+    """``log`` of the Dudley grid of scales, ``alpha_min`` to ``B_out`` (``settings.grid_points`` geometric points)."""
+    return _log_scales(settings)
+
+
+def log_dudley_bound(log_g: np.ndarray, p_min: np.ndarray, log_eps: np.ndarray, n: float) -> np.ndarray:
+    """``log`` of the Dudley bound from ``log G`` at the grid scales ``log_eps`` (rows of ``log_g``); ``p_min = 0``
+    bounds ``G`` between grid scales by its value at the lower one (any non-increasing ``G``). See :func:`_log_dudley`."""
+    return _log_dudley(log_g, p_min, log_eps, n)
+
+
 def _log_rademacher(log_c: np.ndarray, p: np.ndarray, settings: BoundSettings, *,
                     u_start: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """``(log Rad, log G at B_out)`` per row of ``log_c`` (``(T, K)``) with indices ``p`` (``(K,)`` or ``(T, K)``).

@@ -85,6 +85,8 @@ from typing import Any, TypeVar
 import numpy as np
 
 from numerics.analysis import Analysis
+from numerics.bounds import compiled
+from numerics.bounds.covers31 import ALIASES
 from numerics.bounds.terms import GROUP_OF_KIND
 from numerics.bounds.theorem31 import DEFAULT_P_GRID
 
@@ -209,6 +211,36 @@ def evaluate(analysis: Analysis, record: Mapping[str, Any], *, names: Iterable[s
     if unknown:
         raise ValueError(f"names={unknown!r} are not registered measures (registered: {sorted(source)}).")
     return {n: source[n](analysis, record) for n in chosen}
+
+
+def cover_measures(names: Sequence[str], *, registry: Mapping[str, Measure] | None = None) -> dict[str, Measure]:
+    """``registry`` (default :data:`REGISTRY`) plus, for ``study --covers``, one measure per enabled cover,
+    ``cover:<name>`` (the bound with only that cover enabled), and ``covers`` (the bound with the choice among
+    them): ``log(sqrt(n) Rad / 12)`` over the margin, as ``spectrum_adaptive`` (read from the analysis's ``covers``
+    block, :mod:`numerics.bounds.covers31`). ``names`` are registered cover names (``theorem41`` is ``thm41``)."""
+    out = dict(REGISTRY if registry is None else registry)
+
+    def reader(name: str | None) -> MeasureFunction:
+        def value(analysis: Analysis, record: Mapping[str, Any]) -> float:
+            block = getattr(analysis, "covers", None)
+            if not block:
+                raise ValueError("the analysis has no covers block: analyse with covers= (study --covers).")
+            row = block if name is None else block["alone"].get(name)
+            if row is None:
+                raise ValueError(f"cover {name!r} was not enabled in this analysis (enabled: {block['enabled']}).")
+            n = float(analysis.bounds["spectrum_adaptive"]["n"])
+            return float(row["log_rademacher"]) - float(compiled.dudley_log_integral_weight(n))
+
+        return value
+
+    for raw in names:
+        name = ALIASES.get(raw, raw)
+        measure(f"cover:{name}", margin_normalised=True, log=True, registry=out,
+                description=f"the bound with only the cover {name!r} enabled: log(sqrt(n) Rad / 12) over the margin")(reader(name))
+    measure("covers", margin_normalised=True, log=True, registry=out,
+            description="the bound with one of the enabled covers chosen per tie group: log(sqrt(n) Rad / 12) over the margin"
+            )(reader(None))
+    return out
 
 
 def describe(registry: Mapping[str, Measure] | None = None) -> list[dict[str, Any]]:

@@ -189,30 +189,32 @@ def _train_family(settings: Sequence[TrainSettings], *, root: str | os.PathLike[
     return [r for r in result if r is not None]
 
 
-def _analyse(folder: Path) -> tuple[Any, str | None]:
+def _analyse(folder: Path, covers: Sequence[str] | None = None) -> tuple[Any, str | None]:
     try:
-        return analyze(str(folder), processes=0), None
+        return analyze(str(folder), processes=0, covers=covers), None
     except ValueError as exc:  # CheckpointError included: e.g. NaN weights of a diverged model
         return None, " ".join(str(exc).split())
 
 
-def _checkpoints(model: StoredModel) -> tuple[CheckpointAnalysis, ...]:
+def _checkpoints(model: StoredModel, covers: Sequence[str] | None = None) -> tuple[CheckpointAnalysis, ...]:
     """Every trajectory checkpoint of ``model`` (its ``record["trajectory"]``), analysed."""
     out = []
     for point in model.record.get("trajectory") or ():
         folder = model.folder / point["path"]
-        analysis, error = _analyse(folder)
+        analysis, error = _analyse(folder, covers)
         out.append(CheckpointAnalysis(step=int(point["step"]), folder=folder, record=dict(point), analysis=analysis,
                                       analysis_error=error))
     return tuple(out)
 
 
 def run_study(preset: Preset, *, root: str | os.PathLike[str] | None = None, jobs: int = DEFAULT_JOBS,
-              scheduler: str | None = None, progress: Progress | None = None, analyse: bool = True) -> StudyResult:
+              scheduler: str | None = None, progress: Progress | None = None, analyse: bool = True,
+              covers: Sequence[str] | None = None) -> StudyResult:
     """Train or reuse every model of ``preset`` and analyse each with :func:`numerics.analysis.analyze`.
 
     Each model (and each of its trajectory checkpoints) is analysed as soon as it is available,
-    while the others train. ``analyse=False`` only trains.
+    while the others train. ``analyse=False`` only trains. ``covers``: registered covers every analysis composes
+    (:func:`numerics.analysis.analyze`'s ``covers``).
     """
     start = time.perf_counter()
     settings = preset.settings()
@@ -220,7 +222,7 @@ def run_study(preset: Preset, *, root: str | os.PathLike[str] | None = None, job
 
     def on_stored(i: int, model: StoredModel, reused: bool) -> None:
         if analyse:
-            analysed[i] = (*_analyse(model.folder), _checkpoints(model))
+            analysed[i] = (*_analyse(model.folder, covers), _checkpoints(model, covers))
 
     stored = train_family(settings, root=root, jobs=jobs, scheduler=scheduler, progress=progress, on_stored=on_stored)
     models = []
