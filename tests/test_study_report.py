@@ -33,6 +33,7 @@ from numerics.study import (
     run_study,
 )
 from numerics.study import measures
+from numerics.study.run import bound_inputs, bound_settings
 
 #: Every file of a report folder, figures included (the smoke preset keeps one trajectory: its base model).
 TABLE_FILES = ("models.csv", "models.md", "measures.csv", "correlations.csv", "correlations.md", "random_labels.csv",
@@ -93,7 +94,10 @@ def test_the_measures_are_those_of_the_saved_models_reloaded_through_analyze(smo
     for row in studyrun.read_csv(out / "models.csv"):
         folder = Path(row["path"])
         record = json.loads((folder / "record.json").read_text())
-        values = measures.evaluate(analyze(str(folder), processes=0), record)
+        # at the model's own n, T and B_out, with its head's Lipschitz constant (what the study analyses at)
+        inputs = bound_inputs(folder, record)
+        assert (inputs["n"], int(row["n"])) == (record["task"]["num_train"], record["task"]["num_train"])
+        values = measures.evaluate(analyze(str(folder), processes=0, settings=bound_settings(inputs)), {**record, **inputs})
         for name, value in values.items():
             got = number(table[row["model"]][name])
             assert got == pytest.approx(value, rel=1e-12, nan_ok=True), (row["model"], name)
@@ -173,12 +177,16 @@ def test_the_trajectory_table_is_the_analysis_of_each_checkpoint(smoke):
     assert [int(r["step"]) for r in rows] == steps and [r["final"] for r in rows] == ["False"] * (len(steps) - 1) + ["True"]
     for row, point in zip(rows, [*record["trajectory"], None]):
         where = folder / point["path"] if point is not None else folder
-        analysis = analyze(str(where), processes=0)
+        inputs = bound_inputs(where, record)  # the checkpoint's own weights, the model's n and T
+        analysis = analyze(str(where), processes=0, settings=bound_settings(inputs))
         bound = analysis.bounds["spectrum_adaptive"]
+        assert bound["n"] == record["task"]["num_train"] and bound["T"] == 3
         assert float(row["log_bound"]) == pytest.approx(bound["log_complexity"], rel=1e-12)
         margin = (point or record)["margin"]
         if margin is not None:
-            assert float(row["log_bound_over_margin"]) == pytest.approx(bound["log_complexity"] - math.log(margin), rel=1e-12)
+            expected = (bound["log_complexity"] - 0.5 * math.log(inputs["n"]) + math.log(inputs["head_lipschitz"])
+                        - math.log(margin))
+            assert float(row["log_bound_over_margin"]) == pytest.approx(expected, rel=1e-12)
         ranks = [m["rank"] for m in analysis.matrices if m["kind"] == "qk"]
         assert (int(row["qk_rank_min"]), int(row["qk_rank_max"])) == (min(ranks), max(ranks))
         assert row["p_star"] == ";".join(f"{g}={p:g}" for g, p in bound["p_by_group"].items())

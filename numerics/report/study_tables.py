@@ -51,7 +51,7 @@ __all__ = [
 
 #: What differs between two runs of the same family on one machine: timings, where the cache is,
 #: whether a model was reused (``models.csv`` columns and ``study.json`` keys).
-RUN_DEPENDENT: tuple[str, ...] = ("train_seconds", "path", "reused", "seconds", "trained")
+RUN_DEPENDENT: tuple[str, ...] = ("train_seconds", "batch_seconds", "path", "reused", "seconds", "trained")
 
 
 # --------------------------------------------------------------------------- rendering

@@ -85,7 +85,7 @@ def plan_batches(settings: Sequence[TrainSettings], *, max_batch: int = MAX_BATC
     groups: dict[Any, list[int]] = {}
     for i, s in enumerate(settings):
         groups.setdefault(batch_key(s) if batchable(s) else ("single", i), []).append(i)
-    out = []
+    out: list[list[int]] = []
     for members in groups.values():
         parts = -(-len(members) // max_batch)
         size = -(-len(members) // parts)
@@ -185,6 +185,7 @@ class _Batch:
         bias2_sqrt = bias2 ** 0.5
         for k in self.names:
             p, g = self.params[k], self.params[k].grad
+            assert g is not None  # every parameter reaches the loss
             view = (-1,) + (1,) * (p.ndim - 1)
             if p.ndim >= 3:  # a weight matrix or embedding table of each model: decayed
                 p.mul_((1 - self.lr * self.wd).view(view))

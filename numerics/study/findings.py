@@ -390,7 +390,7 @@ def compute_findings(result: StudyResult, *, reached_only: bool = True, resample
         rows = [r for r in rows if r["reached"]]
     axes = list(AXES)
     psi_axes = list(PSI_AXES)
-    boot = dict(resamples=resamples, confidence=confidence, seed=seed)
+    boot: dict[str, Any] = {"resamples": resamples, "confidence": confidence, "seed": seed}
     per_measure = []
     for name, m in chosen.items():
         against = {t: bootstrap(rows, name, t, axes=axes, psi_axes=psi_axes, **boot) for t in TARGETS}

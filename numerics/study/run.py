@@ -273,7 +273,7 @@ def run_study(preset: Preset, *, root: str | os.PathLike[str] | None = None, job
     """
     start = time.perf_counter()
     settings = preset.settings()
-    analysed: dict[int, tuple[Any, str | None, tuple[CheckpointAnalysis, ...]]] = {}
+    analysed: dict[int, tuple[Any, str | None, dict[str, Any] | None, tuple[CheckpointAnalysis, ...]]] = {}
 
     def on_stored(i: int, model: StoredModel, reused: bool) -> None:
         if analyse:
