@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from numerics._util.cache import make_private_dirs
 from numerics._util.workdirs import remove_abandoned
 from numerics.analysis import analyze
 from numerics.bounds.theorem31 import BoundSettings
@@ -139,6 +140,15 @@ def train_family(settings: Sequence[TrainSettings], *, root: str | os.PathLike[s
       ImportError: training here and torch (or, for digits, scikit-learn) is not installed.
     """
     check_jobs(jobs)
+    with make_executor(scheduler=scheduler) as remote:  # an unreachable scheduler fails here, before the cache is touched
+        return _train_family(settings, root=root, jobs=jobs, remote=remote, progress=progress, on_stored=on_stored)
+
+
+def _train_family(settings: Sequence[TrainSettings], *, root: str | os.PathLike[str] | None, jobs: int, remote: Any,
+                  progress: Progress | None,
+                  on_stored: Callable[[int, StoredModel, bool], None] | None) -> list[tuple[StoredModel, bool]]:
+    for task in sorted({s.task for s in settings}):  # left by runs killed while storing, even if nothing is trained now
+        remove_abandoned(study_root(root) / task, WORK_PREFIX)
     total = len(settings)
     result: list[tuple[StoredModel, bool] | None] = [None] * total
     missing: list[int] = []
@@ -155,43 +165,41 @@ def train_family(settings: Sequence[TrainSettings], *, root: str | os.PathLike[s
         if progress is not None:
             progress(done, total, s.hash())
     if missing:
-        if scheduler is None:  # on a cluster the workers need torch, not this process
+        if remote is None:  # on a cluster the workers need torch, not this process
             _require({settings[i].task for i in missing})
         for task in sorted({settings[i].task for i in missing}):
-            (study_root(root) / task).mkdir(parents=True, exist_ok=True)
-            remove_abandoned(study_root(root) / task, WORK_PREFIX)  # left by runs killed while storing
+            make_private_dirs(study_root(root) / task)
         children = Children()
         wanted = set(missing)
         # batches planned over the whole family (not only the missing models): a model's bits do not
         # depend on what the cache already held (numerics.study.batched)
         batches = [b for b in plan_batches(settings) if wanted.intersection(b)]
-        with make_executor(scheduler=scheduler) as remote:
-            pool = remote if remote is not None else ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="specbound-train")
-            futures: dict[Future[list[TrainedModel]], list[int]] = {}
-            try:
-                for batch in sorted(batches, key=lambda b: -_cost(settings, b)):  # the longest first
-                    payload = [settings[i].as_dict() for i in batch]
-                    future = pool.submit(train_batch_isolated, payload) if remote is not None else \
-                        pool.submit(train_batch_isolated, payload, children)
-                    futures[future] = batch
-                for future in as_completed(futures):
-                    batch = futures[future]
-                    for i, trained in zip(batch, future.result()):
-                        if i not in wanted:
-                            continue
-                        stored = store(settings[i], trained, root)
-                        result[i] = (stored, False)
-                        done += 1
-                        if on_stored is not None:
-                            on_stored(i, stored, False)
-                        if progress is not None:
-                            progress(done, total, settings[i].hash())
-            finally:
-                for future in futures:
-                    future.cancel()
-                children.stop()
-                if remote is None:
-                    pool.shutdown(wait=True, cancel_futures=True)
+        pool = remote if remote is not None else ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="specbound-train")
+        futures: dict[Future[list[TrainedModel]], list[int]] = {}
+        try:
+            for batch in sorted(batches, key=lambda b: -_cost(settings, b)):  # the longest first
+                payload = [settings[i].as_dict() for i in batch]
+                future = pool.submit(train_batch_isolated, payload) if remote is not None else \
+                    pool.submit(train_batch_isolated, payload, children)
+                futures[future] = batch
+            for future in as_completed(futures):
+                batch = futures[future]
+                for i, trained in zip(batch, future.result()):
+                    if i not in wanted:
+                        continue
+                    stored = store(settings[i], trained, root)
+                    result[i] = (stored, False)
+                    done += 1
+                    if on_stored is not None:
+                        on_stored(i, stored, False)
+                    if progress is not None:
+                        progress(done, total, settings[i].hash())
+        finally:
+            for future in futures:
+                future.cancel()
+            children.stop()
+            if remote is None:
+                pool.shutdown(wait=True, cancel_futures=True)
     return [r for r in result if r is not None]
 
 
