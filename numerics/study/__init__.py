@@ -35,7 +35,8 @@ if TYPE_CHECKING:
     from .records import MARGIN_LEVELS, TrainedModel
     from .run import (DEFAULT_JOBS, CheckpointAnalysis, StudyModel, StudyResult, bound_inputs, bound_settings, check_jobs,
                       prepare_preset, run_study, train_family)
-    from .batched import plan_batches, train_batch
+    from .batched import train_batch
+    from .batches import plan_batches
     from .settings import AXES, CODE_VERSION, TrainSettings
     from .cache import StoredModel, load_stored, model_folder, store
     from .table import COLUMNS, model_rows
@@ -53,7 +54,8 @@ _HOMES: dict[str, str] = {
     **dict.fromkeys(("MARGIN_LEVELS", "TrainedModel"), "records"),
     **dict.fromkeys(("DEFAULT_JOBS", "CheckpointAnalysis", "StudyModel", "StudyResult", "bound_inputs", "bound_settings",
                      "check_jobs", "prepare_preset", "run_study", "train_family"), "run"),
-    **dict.fromkeys(("plan_batches", "train_batch"), "batched"),
+    **dict.fromkeys(("train_batch",), "batched"),
+    **dict.fromkeys(("plan_batches",), "batches"),
     **dict.fromkeys(("AXES", "CODE_VERSION", "TrainSettings"), "settings"),
     **dict.fromkeys(("StoredModel", "load_stored", "model_folder", "store"), "cache"),
     **dict.fromkeys(("COLUMNS", "model_rows"), "table"),

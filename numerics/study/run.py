@@ -35,7 +35,7 @@ from .cache import WORK_PREFIX, StoredModel, load_stored, store, study_root
 from .presets import Preset, get_preset
 from .records import TrainedModel
 from .settings import TrainSettings
-from .batched import plan_batches
+from .batches import plan_batches
 from .worker import Children, train_batch_isolated
 
 __all__ = ["CheckpointAnalysis", "StudyModel", "StudyResult", "train_family", "run_study", "prepare_preset", "check_jobs",
