@@ -230,7 +230,7 @@ def mc_report(*, plot: str | os.PathLike[str] | None = None, **options: Any) -> 
 def study_report(preset: str, *, task: str = "modadd", axes: dict[str, tuple[Any, ...]] | None = None,
                  out: str | os.PathLike[str] = STUDY_FOLDER, force: bool = False, plots: bool = True,
                  jobs: int = DEFAULT_JOBS, scheduler: str | None = None, root: str | os.PathLike[str] | None = None,
-                 progress: Progress | None = None, reached_only: bool = False, resamples: int = 1000,
+                 progress: Progress | None = None, reached_only: bool = True, resamples: int = 1000,
                  seed: int = 0, covers: Sequence[str] | None = None) -> tuple[StudyResult, Findings]:
     """``specbound study``: check everything, train or reuse the family, analyse it, compute the
     statistics, write the report folder ``out`` (:func:`write_study_report`).
