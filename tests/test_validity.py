@@ -324,3 +324,41 @@ def test_bound_with_norm_terms_recomputed_by_the_notebook(bert_with_norms):
         assert float(abs(rad / bound["rademacher_uncapped"] - 1)) < 1e-9
         for name, value in nb["margin_terms"](forms, inputs, bound, p_star, rad).items():
             assert float(abs(value / bound[name] - 1)) < 1e-9, name
+
+
+# --------------------------------------------------------------------------- one-point covers and the n_nonvacuous search
+
+
+def test_a_class_covered_by_one_point_still_pays_four_alpha_min():
+    # Every s_j B_j below its eps_min: each K_j is 0 from eps_min up, so the Dudley integral vanishes and
+    # Rad <= 4 alpha_min (its first term at the smallest alpha; Bartlett et al. 2017, Lemma A.5). Only a class
+    # of one function (every matrix zero, tests/test_extremes.py) has Rad = 0; this one has a non-zero matrix.
+    from numerics.bounds.theorem31 import rademacher
+
+    t = MatrixTerm("w", "ff1", (4, 3), 3, np.array([3.0, 1.0, 0.5]), 3, 0.0, 1.0, "layer0/ff")
+    settings = BoundSettings(n=1.0, T=3, B_out=100.0, p_grid=(0.0,), grid_points=16)
+    assert settings.alpha_min == 100.0  # B_out / n
+    assert rademacher([t], np.array([0.0]), settings).rademacher == pytest.approx(400.0, rel=1e-12)
+
+
+def test_n_nonvacuous_search_is_its_definition_with_errors_raised():
+    # The analysis evaluates with floating-point errors raised (an overflow must never pass as a number); the
+    # search visits n far from the reported one, where a value that is not finite shows nothing. Reference:
+    # the definition (theorem31.n_nonvacuous), recomputed at n0 and n0 - 1.
+    from dataclasses import replace
+
+    from numerics.bounds.theorem31 import n_nonvacuous, rademacher
+
+    t = MatrixTerm("w", "ff1", (4, 3), 3, np.array([3.0, 1.0, 0.5]), 3, 0.0, 1.0, "layer0/ff")
+    settings = BoundSettings(n=300, T=3, B_out=16.0, p_grid=(0.0,), grid_points=16)
+    p = np.array([0.0])
+    with np.errstate(over="raise", invalid="raise"):
+        n0 = n_nonvacuous([t], p, settings, groups=1, grid_size=1, peel=0.0)
+    assert n0 is not None and n0 > 1
+
+    def excess(n: float) -> float:
+        rad = rademacher([t], p, replace(settings, n=n)).rademacher
+        return float(compiled.excess_over_trivial(Rad=rad, B_out=16.0, gamma=1.0, n=n, delta=settings.delta, groups=1,
+                                                  grid_size=1, peel=0.0))
+
+    assert excess(n0) < 0 <= excess(n0 - 1)

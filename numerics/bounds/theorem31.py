@@ -395,11 +395,15 @@ def log_dudley_bound(log_g: np.ndarray, p_min: np.ndarray, log_eps: np.ndarray, 
 
 
 def _log_rademacher(log_c: np.ndarray, p: np.ndarray, settings: BoundSettings, *,
-                    u_start: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+                    u_start: np.ndarray | None = None, singleton: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """``(log Rad, log G at B_out)`` per row of ``log_c`` (``(T, K)``) with indices ``p`` (``(K,)`` or ``(T, K)``).
 
-    A row whose terms are all zero matrices (``log c = -inf``) has ``Rad = 0``; a row with an
-    infinite coefficient has ``Rad = inf``. ``u_start``: see :func:`_log_cover_batch`.
+    A row whose coefficients are all zero (``log c = -inf``) is covered by one function at every scale
+    from ``alpha_min`` up, so the Dudley integral vanishes and ``Rad <= 4 alpha_min`` (its first term at
+    the smallest ``alpha``). That happens for a non-zero class too, when every ``s_j B_j`` is below its
+    ``eps_min`` (tiny weights, or the ``n_nonvacuous`` search at ``n = 1``); ``Rad = 0`` holds only for a
+    class of one function, which the caller says with ``singleton`` (every matrix exactly zero). A row
+    with an infinite coefficient has ``Rad = inf``. ``u_start``: see :func:`_log_cover_batch`.
     """
     log_c = np.atleast_2d(log_c)
     p = np.broadcast_to(np.asarray(p, dtype=np.float64), log_c.shape)
@@ -413,8 +417,13 @@ def _log_rademacher(log_c: np.ndarray, p: np.ndarray, settings: BoundSettings, *
     p_min = np.where(present, p, np.inf).min(axis=1)
     zero = np.asarray(~present.any(axis=1), dtype=bool)
     log_rad = _log_dudley(np.where(zero[:, None], 0.0, log_g), np.where(zero, 0.0, p_min), log_eps, settings.n)
-    log_rad = np.where(zero, -np.inf, log_rad)
+    log_rad = np.where(zero, -np.inf if singleton else math.log(4.0) + float(log_eps[0]), log_rad)
     return np.where(infinite, np.inf, log_rad), np.where(infinite, np.inf, log_g[:, -1])
+
+
+def _singleton(terms: Sequence[MatrixTerm]) -> bool:
+    """Every matrix exactly zero: the class is one function, whose Rademacher complexity is 0."""
+    return all(t.spectral_norm == 0 for t in terms)
 
 
 def rademacher(terms: Sequence[MatrixTerm], p: np.ndarray | float, settings: BoundSettings, *, log_c: np.ndarray | None = None) -> BoundResult:
@@ -422,7 +431,8 @@ def rademacher(terms: Sequence[MatrixTerm], p: np.ndarray | float, settings: Bou
     p_arr = np.broadcast_to(np.asarray(p, dtype=np.float64), (len(terms),)).copy()
     if log_c is None:
         log_c = coefficients(terms, p_arr, settings)
-    log_rad, log_g_top = _log_rademacher(np.asarray(log_c, dtype=np.float64)[None, :], p_arr, settings)
+    log_rad, log_g_top = _log_rademacher(np.asarray(log_c, dtype=np.float64)[None, :], p_arr, settings,
+                                         singleton=_singleton(terms))
     lr = float(log_rad[0])
     if lr == -math.inf:
         return BoundResult(p_arr, 0.0, -np.inf, None, -math.inf)
@@ -600,7 +610,8 @@ def posthoc(terms: Sequence[MatrixTerm], settings: BoundSettings = BoundSettings
     share = _group_class_logs(table, grid, index, len(uniq))  # (G, n_grid)
 
     # Every common index: all groups in one merged term.
-    log_common, _ = _log_rademacher(_merged(_lse_last(share.T), grid)[:, None], grid[:, None], settings)
+    log_common, _ = _log_rademacher(_merged(_lse_last(share.T), grid)[:, None], grid[:, None], settings,
+                                    singleton=_singleton(terms))
     by_common = {float(q): _exp(float(v)) for q, v in zip(grid, log_common)}
     best_i = int(np.argmin(log_common))
     choice = np.full(len(uniq), best_i)
@@ -684,9 +695,19 @@ def n_nonvacuous(terms: Sequence[MatrixTerm], p: np.ndarray | float, settings: B
     p_arr = np.broadcast_to(np.asarray(p, dtype=np.float64), (len(terms),)).copy()
 
     def says_something(n: float) -> bool:
+        # The search visits n far from the reported one. At n = 1 the Dudley grid [B_out / n, B_out] is a
+        # single point (inf - inf in its log objective), and far out the logs may overflow: a value that is
+        # not a finite number there shows nothing, so it counts as vacuous. That can only make the
+        # reported n larger (or None), never claim a non-vacuous bound that is not one.
         at_n = replace(settings, n=n)
-        rad = rademacher(terms, p_arr, at_n).rademacher
-        return compiled.excess_over_trivial(Rad=rad, B_out=settings.B_out, gamma=settings.gamma, n=n, delta=settings.delta,
-                                            groups=groups, grid_size=grid_size, peel=peel) < 0
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            rad = rademacher(terms, p_arr, at_n).rademacher
+            # Rad >= 4 B_out cannot beat the trivial bound (the union cost is never negative); within
+            # rounding of it (n = 1, where the Dudley grid is the one point B_out) it shows nothing either
+            if not math.isfinite(rad) or rad >= compiled.trivial_bound(settings.B_out) * (1 - 1e-12):
+                return False
+            excess = compiled.excess_over_trivial(Rad=rad, B_out=settings.B_out, gamma=settings.gamma, n=n,
+                                                  delta=settings.delta, groups=groups, grid_size=grid_size, peel=peel)
+        return bool(excess < 0)  # NaN < 0 is False: not shown to say something
 
     return smallest_sample_size(says_something, T=settings.T)

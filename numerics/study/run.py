@@ -249,17 +249,17 @@ def _cost(settings: Sequence[TrainSettings], batch: Sequence[int]) -> float:
     return s.max_steps * s.depth * s.width * (1 + 0.05 * len(batch))
 
 
-def _analyse(folder: Path, record: Mapping[str, Any],
-             covers: Sequence[str] | None = None) -> tuple[Any, str | None, dict[str, Any] | None]:
+def _analyse(folder: Path, record: Mapping[str, Any], covers: Sequence[str] | None = None, *,
+             label: str | None = None) -> tuple[Any, str | None, dict[str, Any] | None]:
+    """Analyse one stored model (or trajectory checkpoint); a refusal becomes its one-line reason, naming the
+    model by ``label`` (default: its folder's name) rather than by a path of this machine's cache, which
+    ends up in shareable reports and the committed digest."""
     try:
         inputs = bound_inputs(folder, record)
-        # the report's n_nonvacuous diagnostic searches n far beyond these models' own and meets inf - inf
-        # in the Dudley objective there on some small models (numpy's invalid-value warning); the bound
-        # at the model's own n, which the measures read, is checked finite by the statistics (NaN is counted)
-        with np.errstate(invalid="ignore"):
-            return analyze(str(folder), processes=0, settings=bound_settings(inputs), covers=covers), None, inputs
+        return analyze(str(folder), processes=0, settings=bound_settings(inputs), covers=covers), None, inputs
     except ValueError as exc:  # CheckpointError included: e.g. NaN weights of a diverged model
-        return None, " ".join(str(exc).split()), None
+        why = str(exc).replace(str(folder), label if label is not None else folder.name)
+        return None, " ".join(why.split()), None
 
 
 def _checkpoints(model: StoredModel, covers: Sequence[str] | None = None) -> tuple[CheckpointAnalysis, ...]:
@@ -267,7 +267,7 @@ def _checkpoints(model: StoredModel, covers: Sequence[str] | None = None) -> tup
     out = []
     for point in model.record.get("trajectory") or ():
         folder = model.folder / point["path"]
-        analysis, error, inputs = _analyse(folder, model.record, covers)
+        analysis, error, inputs = _analyse(folder, model.record, covers, label=f"{model.folder.name}/{point['path']}")
         out.append(CheckpointAnalysis(step=int(point["step"]), folder=folder, record={**point, **(inputs or {})},
                                       analysis=analysis, analysis_error=error))
     return tuple(out)
