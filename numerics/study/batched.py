@@ -40,6 +40,8 @@ one at a time through :func:`.train.train`.
 from __future__ import annotations
 
 import math
+import platform
+import re
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -55,7 +57,7 @@ from .model import StudyEncoder, encoder_config
 from .records import TrainedModel
 from .settings import CODE_VERSION, TrainSettings
 from .tasks import TaskData
-from .train import _deterministic, _folder_files, build_model, evaluate, task_data, train
+from .train import deterministic, folder_files, build_model, evaluate, task_data, train
 
 __all__ = ["BATCHED_AXES", "MAX_BATCH", "batch_key", "batchable", "environment", "plan_batches", "train_batch"]
 
@@ -216,9 +218,6 @@ def _loop(models: list[StudyEncoder], settings: list[TrainSettings], inputs: tor
 def environment() -> dict[str, Any]:
     """Where the bits came from: torch's version, its BLAS and LAPACK, the CPU vector path it uses, the
     CPU model, the machine and Python (the weights of a seed differ across these)."""
-    import platform
-    import re
-
     config = torch.__config__.show()
     found = {key: (m.group(1) if (m := re.search(rf"{key}=([^,\s]+)", config)) else None) for key in ("BLAS_INFO", "LAPACK_INFO")}
     cpu = None
@@ -257,7 +256,7 @@ def train_batch(settings: Sequence[TrainSettings]) -> list[TrainedModel]:
     inputs = torch.from_numpy(first.train_inputs)
     labels = torch.from_numpy(np.stack([d.train_labels for d in datas]))
     hashes = [s.hash() for s in chosen]
-    with _deterministic(chosen[0].threads):
+    with deterministic(chosen[0].threads):
         models = [build_model(s, d) for s, d in zip(chosen, datas)]
         start = time.perf_counter()
         steps, reasons, finals, _ = _loop(models, chosen, inputs, labels)
@@ -282,12 +281,12 @@ def _finish(settings: TrainSettings, data: TaskData, model: StudyEncoder, final:
     config = encoder_config(model, extra={"specbound_study": study})
     model.load_state_dict(final)
     record_final = evaluate(model, data)
-    files = _folder_files("", final, config)
+    files = folder_files("", final, config)
     trajectory = []
     for step in wanted:
         model.load_state_dict(taken[step])
         prefix = f"checkpoints/step-{step:06d}/"
-        files.update(_folder_files(prefix, taken[step], {**config, "specbound_study": {**study, "step": step}}))
+        files.update(folder_files(prefix, taken[step], {**config, "specbound_study": {**study, "step": step}}))
         trajectory.append({"step": step, "path": prefix.rstrip("/"), **evaluate(model, data)})
     model.load_state_dict(final)
     record = {

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from safetensors.numpy import load_file
 
 from numerics._util.cache import make_private_dirs
 from numerics._util.workdirs import remove_abandoned
@@ -218,8 +219,6 @@ def bound_inputs(folder: Path, record: Mapping[str, Any]) -> dict[str, Any]:
     Raises:
       ValueError: a tensor the quantities need is missing (named).
     """
-    from safetensors.numpy import load_file  # a dependency of the core package
-
     tensors = load_file(str(folder / "model.safetensors"))
     config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
     depth = int(config["num_hidden_layers"])

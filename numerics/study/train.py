@@ -60,7 +60,7 @@ from .records import MARGIN_LEVELS, TrainedModel
 from .settings import CODE_VERSION, TrainSettings
 from .tasks import TaskData, make_task
 
-__all__ = ["AdamW", "train", "build_model", "evaluate", "task_data"]
+__all__ = ["AdamW", "train", "build_model", "evaluate", "task_data", "deterministic", "folder_files"]
 
 #: Rows per forward pass when evaluating (the memory of one pass stays small).
 _EVAL_CHUNK = 2048
@@ -103,7 +103,7 @@ def _set_deterministic(mode: bool, *, warn_only: bool = False) -> None:
 
 
 @contextlib.contextmanager
-def _deterministic(threads: int) -> Iterator[None]:
+def deterministic(threads: int) -> Iterator[None]:
     """torch on ``threads`` threads with deterministic algorithms; both restored afterwards."""
     previous_threads = torch.get_num_threads()
     previous_mode = torch.are_deterministic_algorithms_enabled()
@@ -250,7 +250,7 @@ def _whole_loss(model: StudyEncoder, x: torch.Tensor, y: torch.Tensor) -> float:
     return float(F.cross_entropy(_logits(model, x), y))
 
 
-def _folder_files(prefix: str, state: dict[str, torch.Tensor], config: dict[str, Any]) -> dict[str, bytes]:
+def folder_files(prefix: str, state: dict[str, torch.Tensor], config: dict[str, Any]) -> dict[str, bytes]:
     return {f"{prefix}config.json": (json.dumps(config, indent=2, sort_keys=True) + "\n").encode("utf-8"),
             f"{prefix}model.safetensors": save_safetensors(state, metadata={"format": "pt"})}
 
@@ -265,14 +265,14 @@ def train(settings: TrainSettings, *, data: TaskData | None = None) -> TrainedMo
     data = task_data(settings) if data is None else data
     digest = settings.hash()
     study = {"settings": settings.as_dict(), "settings_hash": digest, "code_version": CODE_VERSION}
-    with _deterministic(settings.threads):
+    with deterministic(settings.threads):
         model = build_model(settings, data)
         config = encoder_config(model, extra={"specbound_study": study})
         start = time.perf_counter()
         steps, reason, _ = _run(model, settings, data, stop=True)
         seconds = time.perf_counter() - start
         final = evaluate(model, data)
-        files = _folder_files("", _state(model), config)
+        files = folder_files("", _state(model), config)
         trajectory = []
         wanted = sorted({int(round(f * steps)) for f in settings.trajectory} - {steps})
         if wanted:
@@ -282,7 +282,7 @@ def train(settings: TrainSettings, *, data: TaskData | None = None) -> TrainedMo
                 replay.load_state_dict(states[step])
                 prefix = f"checkpoints/step-{step:06d}/"
                 step_config = {**config, "specbound_study": {**study, "step": step}}
-                files.update(_folder_files(prefix, states[step], step_config))
+                files.update(folder_files(prefix, states[step], step_config))
                 trajectory.append({"step": step, "path": prefix.rstrip("/"), **evaluate(replay, data)})
     record = {
         **study,

@@ -197,7 +197,7 @@ def child_main() -> None:
 
             models = train_batch([TrainSettings.from_dict(s) for s in payload])
         else:
-            from .train import train
+            from .train import train  # optional: torch (the study extra), imported in the child only
 
             models = [train(TrainSettings.from_dict(payload))]
         docs = [{"files": {name: base64.b64encode(data).decode("ascii") for name, data in trained.files.items()},
