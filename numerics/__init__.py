@@ -15,8 +15,42 @@ processes) stays light: no SciPy, matplotlib or SymPy until a name that needs th
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+import os as _os
+import sys as _sys
+
+
+def _command_line_sys_path() -> None:
+    """When this process is the ``specbound`` command (its console script, or ``python -m
+    numerics.cli``), drop from ``sys.path`` every entry that names the current folder by accident
+    before anything else is imported: ``''``, relative entries, and what an empty or relative
+    ``PYTHONPATH`` entry became (Python makes ``export PYTHONPATH=$PYTHONPATH:/x`` with an empty
+    ``PYTHONPATH`` into the absolute current folder) and the current folder ``python -m`` puts
+    first; the folder holding specbound's own packages stays (a source checkout). A library
+    import (a notebook) changes nothing. ``sitecustomize``/``usercustomize`` are imported by Python
+    itself before any program runs; only ``python -I`` avoids them."""
+    main = _sys.modules.get("__main__")
+    script = _os.path.basename(getattr(main, "__file__", None) or "")
+    argv = list(getattr(_sys, "orig_argv", ()))
+    as_module = any(a == "-m" and b == "numerics.cli" or a == "-mnumerics.cli" for a, b in zip(argv, [*argv[1:], ""]))
+    if script != "specbound" and not as_module:
+        return
+    try:
+        here = _os.getcwd()
+    except OSError:
+        here = None
+    unsafe = {here} if here is not None and as_module else set()
+    if here is not None:
+        for entry in _os.environ.get("PYTHONPATH", "").split(_os.pathsep):
+            if not _os.path.isabs(entry):
+                unsafe.add(_os.path.normpath(_os.path.join(here, entry)))
+    unsafe.discard(_os.path.dirname(_os.path.dirname(_os.path.abspath(__file__))))  # where numerics itself lives
+    _sys.path[:] = [p for p in _sys.path if p and _os.path.isabs(p) and _os.path.normpath(p) not in unsafe]
+
+
+_command_line_sys_path()
+
+import importlib  # noqa: E402  (after the sys.path cleanup above, on purpose)
+from typing import TYPE_CHECKING, Any  # noqa: E402
 
 #: Every public name and the module that defines it, stage by stage.
 _EXPORTS: dict[str, str] = {

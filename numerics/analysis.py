@@ -42,6 +42,7 @@ from numerics.bounds.rotary import rotary_diagnostic
 from numerics.bounds.terms import MatrixTerm, ModelSettings, build_terms
 from numerics.bounds.theorem31 import (BoundSettings, PosthocResult, coefficients, log_eps_min, metric_points, n_nonvacuous,
                                        posthoc, theorem41_coefficients)
+from numerics.errors import CheckpointError
 from numerics.io.checkpoint import open_checkpoint
 from numerics.io.memory import is_in_memory, open_in_memory
 from numerics.io.resolve import resolve_source
@@ -119,19 +120,44 @@ def evaluate_bounds(stats: Sequence[Any], *, model_info: dict[str, Any], skipped
       ValueError: no attention or feedforward matrix to bound.
     """
     num_layers, hidden = int(model_info["num_layers"]), int(model_info["hidden_size"])
-    terms, info = build_terms(stats, num_layers=num_layers, hidden_size=hidden, model=model, **network_inputs(model_info))
-    if not terms:
-        raise ValueError("no attention or feedforward matrices to bound.")
-    post = posthoc(terms, settings)
-    edel = edelman2022(stats, info, settings, hidden, num_layers)
-    bart = bartlett2017(terms, {st.name: st for st in stats}, settings)
-    settings_out = {**{k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(settings).items()}, **info}
-    return Analysis(
-        model=dict(model_info), matrices=_matrix_rows(stats, terms, post, settings),
-        bounds={"spectrum_adaptive": _spectrum_adaptive(terms, post, settings), "edelman2022": edel, "bartlett2017": bart},
-        proxies=_proxies(terms, edel, settings), skipped=[{"name": n, "reason": r} for n, r in skipped],
-        settings=settings_out, singular_values={st.name: np.asarray(st.singular_values) for st in stats},
-    )
+    _check_representable(stats, model_info)
+    try:
+        # An overflow or an invalid operation (inf - inf) anywhere in the evaluation is an error, never a
+        # number: a float64 that overflowed to inf could make a bound smaller than the truth.
+        with np.errstate(over="raise", invalid="raise"):
+            terms, info = build_terms(stats, num_layers=num_layers, hidden_size=hidden, model=model,
+                                      **network_inputs(model_info))
+            if not terms:
+                raise ValueError("no attention or feedforward matrices to bound.")
+            post = posthoc(terms, settings)
+            edel = edelman2022(stats, info, settings, hidden, num_layers)
+            bart = bartlett2017(terms, {st.name: st for st in stats}, settings)
+            settings_out = {**{k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(settings).items()}, **info}
+            return Analysis(
+                model=dict(model_info), matrices=_matrix_rows(stats, terms, post, settings),
+                bounds={"spectrum_adaptive": _spectrum_adaptive(terms, post, settings), "edelman2022": edel,
+                        "bartlett2017": bart},
+                proxies=_proxies(terms, edel, settings), skipped=[{"name": n, "reason": r} for n, r in skipped],
+                settings=settings_out, singular_values={st.name: np.asarray(st.singular_values) for st in stats},
+            )
+    except (FloatingPointError, OverflowError) as exc:
+        largest = max(stats, key=lambda st: st.spectral_norm, default=None)
+        where = f" (largest spectral norm {largest.spectral_norm:.3g}, tensor {largest.name!r})" if largest else ""
+        raise CheckpointError(model_info.get("source"), f"the bound overflows float64 ({exc}){where}: specbound "
+                              "refuses rather than report a wrong number") from None
+
+
+def _check_representable(stats: Sequence[Any], model_info: Mapping[str, Any]) -> None:
+    """Refuse (one line naming the file and tensor) a matrix whose statistics overflow float64: its
+    ``||W||_F^2``, ``S_2`` or norms would be ``inf``, and a bound computed from them could be smaller
+    than the truth."""
+    for st in stats:
+        values = (st.spectral_norm, st.frobenius_norm_squared, st.stable_rank,
+                  *(v for v in (st.norm_2_1, st.norm_1_1) if v is not None))
+        if not all(math.isfinite(v) for v in values):
+            raise CheckpointError(model_info.get("source"), f"has largest singular value {st.spectral_norm:.3g}: its "
+                                  "squares or norms overflow float64; specbound refuses rather than report a wrong "
+                                  "bound", tensor=st.name)
 
 
 def network_inputs(model_info: dict[str, Any]) -> dict[str, Any]:
@@ -325,7 +351,7 @@ def describe_network(ckpt: Any, model: ModelSettings = ModelSettings()) -> dict[
     for layer in range(ckpt.num_layers):
         row: dict[str, Any] = {}
         for b in blocks[2 * layer: 2 * layer + 2]:
-            row[b.block] = _block_radius(b, ckpt.hidden_size, model)
+            row[b.block] = _block_radius(b, ckpt.hidden_size, model, ckpt.source)
         radii.append(row)
     info["network"] = {
         "biases": biases,
@@ -367,13 +393,24 @@ def _rotary(ckpt: Any, fold: bool) -> dict[str, Any]:
     return out
 
 
-def _block_radius(block: Any, hidden: int, model: ModelSettings) -> dict[str, Any]:
-    """The radius of the rows entering one block, and where it comes from."""
+def _block_radius(block: Any, hidden: int, model: ModelSettings, where: str) -> dict[str, Any]:
+    """The radius of the rows entering one block, and where it comes from.
+
+    Raises:
+      CheckpointError: the norm that feeds the block has no gain in the checkpoint (naming the tensor) and no
+        radius is given (``model.input_norm``): a stand-in such as ``sqrt(N)`` is smaller than the true radius
+        whenever a gain exceeds 1 (MATH.md section 10, "No silent defaults").
+    """
     if model.input_norm is not None:
         return {"radius": float(model.input_norm), "source": "--input-norm"}
+    if block.missing is not None:
+        raise CheckpointError(where, f"is missing: the radius of the rows entering layer {block.layer}'s {block.block} "
+                              f"block is read from this norm gain (nor is it stored as '.gamma'); "
+                              "give the radius with --input-norm to assume one", tensor=block.missing)
     norm = block.norm
     if norm is None:
-        return {"radius": math.sqrt(hidden), "source": f"assumed sqrt(N): no norm layer feeds it ({block.where})"}
+        return {"radius": math.sqrt(hidden), "source": f"assumed sqrt(N): no norm layer feeds it ({block.where})",
+                "assumed": True}
     radius = compiled.norm_radius(norm.kind, N=norm.width, g_inf=norm.gain_inf, beta_norm=norm.bias_norm)
     out: dict[str, Any] = {"radius": radius, "source": norm.name, "kind": norm.kind, "g_inf": norm.gain_inf,
                            "beta_norm": norm.bias_norm}

@@ -41,7 +41,13 @@ def _cmd_derive(args: argparse.Namespace) -> int:
     from numerics.report.tables import format_blocks
     from theory.derive import derive_target, render
 
-    data = derive_target(args.target, kind=args.kind)
+    if args.name is not None and args.target != "cover":
+        raise CliError(f"derive {args.target} takes no NAME (got {_shown(args.name)}); only 'derive cover NAME' does")
+    if args.entry_points:
+        from theory.registry import load_entry_points
+
+        load_entry_points()
+    data = derive_target(args.target, kind=args.kind, name=args.name)
     if args.json:
         print(json.dumps(render(data, "json"), indent=2))
     else:
@@ -216,12 +222,39 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 def _cmd_mc(args: argparse.Namespace) -> int:
     from numerics.report import tables, writers
 
+    if args.entry_points and args.cover is None:
+        raise CliError("--entry-points only applies with --cover NAME")
+    if args.cover is not None:
+        return _cmd_mc_cover(args)
     result = writers.mc_report(plot=args.plot, **_given(args, *_MC_OPTIONS))
     if args.format == "json":
         print(json.dumps(tables.mc_rows_json(result), indent=2))
     else:
         sys.stdout.write(tables.mc_table(result))
     return 0
+
+
+def _cmd_mc_cover(args: argparse.Namespace) -> int:
+    """``mc --cover NAME``: the registered cover against certified lower bounds (exit 3 when it is caught below one)."""
+    from numerics.montecarlo.covers import cover_mc, cover_rows_json, cover_verdict
+    from numerics.report.tables import cover_mc_table
+
+    if args.plot is not None:
+        raise CliError("--plot is not available with --cover")
+    if args.rows not in (None, "gaussian"):
+        raise CliError(f"--rows={args.rows} is not available with --cover (its rows are gaussian)")
+    if args.entry_points:
+        from theory.registry import load_entry_points
+
+        load_entry_points()
+    result = cover_mc(args.cover, **_given(args, "kind", "a", "b", "m", "samples", "seed"))
+    verdict = cover_verdict(result)
+    if args.format == "json":
+        print(json.dumps(cover_rows_json(result), indent=2))
+        print(f"specbound: {verdict['message']}", file=sys.stderr)  # the table ends with it
+    else:
+        sys.stdout.write(cover_mc_table(result))
+    return 3 if verdict["status"] == "invalid" else 0
 
 
 def _cmd_claims(args: argparse.Namespace) -> int:
@@ -317,6 +350,12 @@ def _add_bound_options(p: argparse.ArgumentParser) -> None:
                        help="run the per-matrix / per-checkpoint work on a dask.distributed scheduler (needs specbound[dask])")
 
 
+def _add_entry_points_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--entry-points", action="store_true",
+                   help="also register the covers of installed packages (entry-point group specbound.covers): this "
+                        "imports and runs those packages' code; off by default")
+
+
 def _add_out_options(p: argparse.ArgumentParser, what: str) -> None:
     """``--out`` (a report folder holding ``what``) and ``--force``."""
     p.add_argument("--out", default=None, help=f"{what} (written atomically; must be new, empty, or a folder "
@@ -343,8 +382,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
     sub = parser.add_subparsers(dest="command", required=True)
     d = sub.add_parser("derive", help="print the derived forms (Theorem 4.1, 3.1, regimes, baselines)")
-    d.add_argument("target", choices=["thm41", "thm31", "regimes", "baselines"])
-    d.add_argument("--kind", choices=["bilinear", "vector"], default="bilinear", help="output kind for thm41")
+    d.add_argument("target", choices=["thm41", "thm31", "regimes", "baselines", "cover"])
+    d.add_argument("name", nargs="?", default=None, help="for 'cover': the registered cover (none: list them)")
+    d.add_argument("--kind", choices=["bilinear", "vector"], default=None,
+                   help="output kind: for thm41 (default bilinear), for a cover (default: every kind it applies to)")
+    _add_entry_points_option(d)
     fmt = d.add_mutually_exclusive_group()
     fmt.add_argument("--latex", action="store_true", help="LaTeX instead of pretty text")
     fmt.add_argument("--json", action="store_true", help="machine-readable JSON")
@@ -392,6 +434,11 @@ def build_parser() -> argparse.ArgumentParser:
     _library(mc.add_argument("--rows", choices=["gaussian", "sphere", "aligned"], default=None,
                              help="how the sample rows are drawn"))
     _library(mc.add_argument("--seed", type=_non_negative_int, default=None, help="seed of the random streams (0 or more)"))
+    mc.add_argument("--cover", default=None, metavar="NAME",
+                    help="check a registered cover (specbound derive cover lists them) instead of Theorem 4.1 (300 "
+                         "samples per profile unless --samples; every index value of numerics.montecarlo.covers.INDEX_VALUES); "
+                         "exit 3 when a certified lower bound lies above it")
+    _add_entry_points_option(mc)
     mc.add_argument("--format", choices=["table", "json"], default="table")
     mc.add_argument("--plot", default=None, help="write the figure (log N against 1/eps per profile) to this file "
                     "(new, or a PNG specbound wrote)")

@@ -458,7 +458,7 @@ def test_match_prefers_prefix_with_most_tensors() -> None:
     keys = list(synthetic.bert_state(prefix="bert.")) + ["other.encoder.layer.0.attention.self.query.weight"]
     match = match_architecture(keys, where="x")
     assert (match.architecture.name, match.prefix) == ("bert", "bert.")
-    assert set(ARCHITECTURES) == {"bert", "mpnet", "distilbert", "gpt2", "llama", "torch-encoder"}
+    assert set(ARCHITECTURES) == {"bert", "megatron-bert", "mpnet", "distilbert", "gpt2", "llama", "torch-encoder"}
 
 
 # --------------------------------------------------------------------------- checkpoint errors
@@ -495,7 +495,16 @@ def test_config_promises_more_layers(tmp_path: Path) -> None:
     folder = synthetic.write_checkpoint(tmp_path, synthetic.bert_state(layers=2), synthetic.bert_config(layers=3))
     with pytest.raises(CheckpointError) as info:
         open_checkpoint(folder)
-    assert_one_line(info.value, "'encoder.layer.2.attention.self.query.weight'", "config.json says 3 layers")
+    assert_one_line(info.value, "'encoder.layer.2.attention.self.query.weight'",
+                    "config.json says num_hidden_layers=3; the weights hold 2 layers")
+
+
+def test_config_promises_fewer_layers(tmp_path: Path) -> None:
+    # issue 18, finding 9: num_hidden_layers 1 with weights for 2 was analysed silently as L = 2
+    folder = synthetic.write_checkpoint(tmp_path, synthetic.bert_state(layers=2), synthetic.bert_config(layers=1))
+    with pytest.raises(CheckpointError) as info:
+        open_checkpoint(folder)
+    assert_one_line(info.value, "config.json", "num_hidden_layers=1, but the weights hold 2 layers")
 
 
 def test_missing_tensor_in_sharded_checkpoint_names_index(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ Hypothesis. Nothing is ever written when a command fails.
 from __future__ import annotations
 
 import json
+import math
 import os
 import resource
 import subprocess
@@ -179,7 +180,8 @@ def test_out_of_memory_names_file_and_tensor(tmp_path: Path) -> None:
 
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
     done = subprocess.run([sys.executable, "-c", "from numerics.cli import main; raise SystemExit(main())", "analyze",
-                           str(tmp_path), "--processes", "0", "--workers", "1"],
+                           str(tmp_path), "--processes", "0", "--workers", "1",
+                           "--input-norm", "1"],
                           capture_output=True, text=True, preexec_fn=cap, env=env, timeout=300)
     line = one_line_error(done.stderr)
     assert done.returncode == 2, done.stderr
@@ -291,3 +293,158 @@ def test_every_subcommand_is_fuzzed() -> None:
     sub = next(a for a in build_parser()._actions if a.dest == "command")
     assert set(sub.choices) - set(_COMMANDS) == {"demo"}  # type: ignore[attr-defined]
     assert np.all([set(_BOUND_OPTIONS) <= set(_COMMANDS[c]) for c in ("analyze", "sweep")])
+
+
+# == issue 18 (safety, round two) ==================================================================
+
+def _scaled(folder: Path, scale: float, parts: tuple[str, ...]) -> Path:
+    """The 2-layer BERT of ``tiny`` in float64, the tensors whose names contain one of ``parts`` times ``scale``."""
+    state = {k: v.astype(np.float64) * (scale if any(p in k for p in parts) else 1.0) for k, v in synthetic.bert_state().items()}
+    return synthetic.write_checkpoint(folder, state, synthetic.bert_config(), dtype="F64")
+
+
+def _complexity(source: Path) -> float:
+    code, out, err = run(["analyze", str(source), "--format", "json"])
+    assert code == 0 and err == "", err
+    return json.loads(out)["bounds"]["spectrum_adaptive"]["complexity"]
+
+
+def test_overflowing_weights_never_lower_the_bound(tmp_path: Path) -> None:
+    """Finding 8: query weights x1e160 gave a post hoc complexity below the unscaled model's, exit 0,
+    with a dozen RuntimeWarnings. Scaling weights up can only raise the bound (every factor of Theorem
+    3.1 grows with the spectral norms); past float64 it is one line naming the tensor, exit 2."""
+    plain = _complexity(_scaled(tmp_path / "x1", 1.0, ()))
+    big = _complexity(_scaled(tmp_path / "x1e150", 1e150, ("query.weight",)))
+    assert math.isfinite(big) and big > plain
+    for scale, parts, tensor in ((1e160, ("query.weight",), "query.weight"),
+                                 (1e155, ("query.weight", "key.weight"), "qk"),  # the per-head product overflows
+                                 (1e100, ("query.weight", "key.weight", "value.weight"), "qk")):
+        folder = _scaled(tmp_path / f"x{scale:g}-{len(parts)}", scale, parts)
+        code, out, err = run(["analyze", str(folder), "--format", "json"])
+        assert code == 2 and out == "", err
+        line = one_line_error(err)
+        assert str(folder) in line and tensor in line and "float64" in line, line
+
+
+def test_tiny_weights_and_p_grid_are_exact_or_refused(tmp_path: Path) -> None:
+    """Finding 15: --p-grid 1e-320 gave complexity inf with 6 warnings. A subnormal p (its 1/p
+    overflows) is refused in one line naming p_grid; the smallest accepted, 1e-300, gives a finite bound."""
+    code, out, err = run(["analyze", str(_scaled(tmp_path / "a", 1.0, ())), "--p-grid", "1e-320", "--format", "json"])
+    assert code == 2 and "p_grid" in one_line_error(err) and "1e-300" in err
+    ref = run(["analyze", str(_scaled(tmp_path / "b", 1.0, ())), "--p-grid", "1e-300", "--format", "json"])
+    assert ref[0] == 0 and math.isfinite(json.loads(ref[1])["bounds"]["spectrum_adaptive"]["complexity"]), ref[2]
+
+
+def test_all_zero_and_subnormal_weights_plot_without_warnings(tmp_path: Path) -> None:
+    """Finding 15: all-zero or subnormal weights printed 7 lines of matplotlib warnings (log scales with
+    no positive value). The report is written, stderr holds only the 'report written' line."""
+    zero = synthetic.write_checkpoint(tmp_path / "zero", {k: v * 0 for k, v in synthetic.bert_state().items()},
+                                      synthetic.bert_config())
+    tiny_w = _scaled(tmp_path / "subnormal", 1e-310, ("weight",))
+    for source in (zero, tiny_w):
+        env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+        proc = subprocess.run([sys.executable, "-m", "numerics.cli", "analyze", str(source), "--p-grid", "0,2",
+                               "--out", str(source.parent / f"{source.name}-report")], capture_output=True, text=True,
+                              env=env, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stderr.splitlines() == [f"specbound: report written to {source.parent / f'{source.name}-report'}"]
+        assert (source.parent / f"{source.name}-report" / "spectra.png").is_file()
+
+
+def test_control_characters_in_tensor_names_are_escaped(tmp_path: Path, tiny: Path) -> None:
+    """Finding 15: control characters in tensor names went raw into matrices.csv and split table rows.
+    The same model without them (``tiny``) gives the number of lines each output must have."""
+    folder = synthetic.write_checkpoint(tmp_path / "cc", synthetic.bert_state(prefix="a\nb\x1b[31m\u202e."),
+                                        synthetic.bert_config())
+    outputs = {}
+    for source in (tiny, folder):
+        for fmt in ("csv", "table"):
+            code, text, err = run(["analyze", str(source), "--p-grid", "0,2", "--format", fmt])
+            assert code == 0, err
+            outputs[source, fmt] = text
+    for fmt in ("csv", "table"):
+        text = outputs[folder, fmt]
+        assert "\x1b" not in text and "\u202e" not in text and "\r" not in text
+        assert len(text.splitlines()) == len(outputs[tiny, fmt].splitlines())
+    assert outputs[folder, "csv"].splitlines()[1].startswith(
+        "a\\x0ab\\x1b[31m\\u202e.encoder.layer.0.attention.self.query.weight,")
+
+
+def test_a_fifo_config_is_refused(tmp_path: Path) -> None:
+    """Finding 15: a FIFO config.json was silently treated as absent (the model analysed without its config)."""
+    folder = synthetic.write_checkpoint(tmp_path / "f", synthetic.bert_state())
+    os.mkfifo(folder / "config.json")
+    code, out, err = run(["analyze", str(folder), "--heads", "3", "--p-grid", "0,2"])
+    assert code == 2 and out == ""
+    line = one_line_error(err)
+    assert str(folder / "config.json") in line and "regular file" in line
+
+
+def test_an_overlong_out_name_is_one_line(tiny: Path, tmp_path: Path) -> None:
+    """Finding 11: an --out name over the file system's limit was "[Errno 36]", exit 1."""
+    out = tmp_path / ("x" * 300)
+    code, _, err = run(["analyze", str(tiny), "--p-grid", "0,2", "--out", str(out)])
+    assert code == 2 and "longer than the file system allows" in one_line_error(err)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_reversed_readme_markers_are_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Finding 11: claims --update-readme with the end marker first: "not enough values to unpack", exit 1."""
+    from numerics.experiments import claims
+
+    monkeypatch.setattr(claims, "measure", lambda ids=None: [(claims.CLAIMS[0], claims.Measurement("holds", "cheap"))])
+    readme = tmp_path / "README.md"
+    text = f"intro\n{claims.README_END}\ntable\n{claims.README_BEGIN}\noutro\n"
+    readme.write_text(text)
+    code, _, err = run(["claims", "--no-tests", "--update-readme", "--readme", str(readme)])
+    assert code == 2 and "comes before" in one_line_error(err)
+    assert readme.read_text() == text
+
+
+def test_claims_runs_pytest_isolated_and_dying_with_specbound(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Finding 13: claims ran pytest without a die-with-parent setting (a SIGKILLed specbound left it running)."""
+    from numerics.experiments import claims
+
+    seen: list[list[str]] = []
+
+    def fake_run(command: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
+        seen.append(command)
+        return subprocess.CompletedProcess(command, 0, "", "")
+
+    monkeypatch.setattr(claims.subprocess, "run", fake_run)
+    assert claims.run_claim_tests(["C5"]) == {}
+    (command,) = seen
+    assert command[:3] == [sys.executable, "-I", "-c"] and "PR_SET_PDEATHSIG" in command[3]
+    assert command[command.index("-m") + 1] == "pytest"
+
+
+_TRUNCATE_WHILE_READING = """
+import os, sys
+from numerics.cli import main
+import numerics.io.checkpoint as checkpoint
+real_size, real_load, armed = os.path.getsize, checkpoint.load_tensor, []
+def getsize(path):  # inside load_tensor: its size check passes, then the file is cut, as by a concurrent writer
+    size = real_size(path)
+    if armed:
+        armed.clear()
+        os.truncate(path, 100)
+    return size
+def load_tensor(*args, **kwargs):
+    armed.append(True)
+    return real_load(*args, **kwargs)
+os.path.getsize = getsize
+checkpoint.load_tensor = load_tensor
+sys.exit(main(["analyze", sys.argv[1], "--p-grid", "0,2", "--processes", "0", "--workers", "1"]))
+"""
+
+
+def test_a_checkpoint_truncated_while_read_is_one_line(tmp_path: Path) -> None:
+    """Finding 12: a checkpoint truncated while analysed ended in SIGBUS (exit 135, no message) or
+    "mmap length is greater than file size" naming no file."""
+    folder = synthetic.write_checkpoint(tmp_path / "t", synthetic.bert_state(), synthetic.bert_config())
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    proc = subprocess.run([sys.executable, "-c", _TRUNCATE_WHILE_READING, str(folder)], capture_output=True, text=True,
+                          env=env, timeout=300)
+    assert proc.returncode == 2, (proc.returncode, proc.stderr)
+    line = one_line_error(proc.stderr)
+    assert str(folder / "model.safetensors") in line and "truncated" in line

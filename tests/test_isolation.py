@@ -185,3 +185,77 @@ def test_the_numeric_path_imports_no_sympy(tmp_path):
     done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+# --------------------------------------------------------------------------- the main process (issue 18)
+
+
+@pytest.fixture(scope="module")
+def clean_run(tmp_path_factory):
+    """A checkpoint and its analysis by the console script from a clean folder: ``(folder, JSON)``."""
+    assert SPECBOUND.exists(), f"{SPECBOUND} missing: install the project with ./run"
+    where = tmp_path_factory.mktemp("clean")
+    folder = _checkpoint(where / "ck")
+    env = {**os.environ, "SPECBOUND_CACHE": str(where / "cache")}
+    env.pop("PYTHONPATH", None)
+    want = _run([str(SPECBOUND), "analyze", str(folder), "--processes", "0", "--format", "json"], cwd=where, env=env)
+    assert want.returncode == 0, want.stderr
+    return folder, json.loads(want.stdout)
+
+
+@pytest.mark.parametrize("how", ["console script, PYTHONPATH=:/x", "python -m, cwd"])
+def test_the_main_process_imports_nothing_from_the_working_folder(tmp_path, how, clean_run):
+    # Finding 5: `export PYTHONPATH=$PYTHONPATH:/x` with an empty PYTHONPATH gives ":/x", whose empty
+    # entry Python turns into the current folder: the main process imported json.py, numpy.py ...
+    # from there. `python -m` puts the current folder first on sys.path the same way.
+    folder, want = clean_run
+    decoys = tmp_path / "here"
+    markers = _plant(decoys)
+    env = {**os.environ, "SPECBOUND_CACHE": str(tmp_path / "cache")}
+    if how.startswith("console"):
+        env["PYTHONPATH"] = f":{tmp_path / 'nowhere'}"
+        command = [str(SPECBOUND)]
+    else:
+        env["PYTHONPATH"] = str(ROOT)
+        command = [sys.executable, "-m", "numerics.cli"]
+    got = _run([*command, "analyze", str(folder), "--processes", "0", "--format", "json"], cwd=decoys, env=env)
+    assert sorted(p.name for p in markers.iterdir()) == []
+    assert got.returncode == 0 and got.stderr == "", got.stderr
+    assert json.loads(got.stdout) == want
+
+
+_MATPLOTLIBRC = "text.usetex: True\naxes.prop_cycle: cycler('color', ['ff00ff'])\nfigure.facecolor: 00ff00\n"
+
+
+_SMALL_MC = ["mc", "--a", "2", "--b", "2", "--m", "4", "--samples", "20"]
+
+
+@pytest.fixture(scope="module")
+def clean_png(tmp_path_factory):
+    """The bytes of an ``mc --plot`` figure drawn from a folder without any matplotlibrc."""
+    clean = tmp_path_factory.mktemp("clean-png")
+    env = {**os.environ, "SPECBOUND_CACHE": str(clean / "cache"), "PYTHONPATH": str(ROOT)}
+    env.pop("MATPLOTLIBRC", None)
+    want = _run([sys.executable, "-m", "numerics.cli", *_SMALL_MC, "--plot", str(clean / "f.png")], cwd=clean, env=env)
+    assert want.returncode == 0, want.stderr
+    return (clean / "f.png").read_bytes()
+
+
+@pytest.mark.parametrize("where", ["cwd", "MATPLOTLIBRC"])
+def test_plots_ignore_a_users_matplotlibrc(tmp_path, where, clean_png):
+    # Finding 6: a matplotlibrc in the current folder was honoured: text.usetex made specbound run
+    # latex ("internal error", exit 1) and colours changed the report's plots. The figure must be the
+    # same, byte for byte, as without the file.
+    small = _SMALL_MC
+    env = {**os.environ, "SPECBOUND_CACHE": str(tmp_path / "cache"), "PYTHONPATH": str(ROOT)}
+    styled = tmp_path / "styled"
+    styled.mkdir()
+    if where == "cwd":
+        (styled / "matplotlibrc").write_text(_MATPLOTLIBRC)
+    else:
+        (tmp_path / "rc").mkdir()
+        (tmp_path / "rc" / "matplotlibrc").write_text(_MATPLOTLIBRC)
+        env["MATPLOTLIBRC"] = str(tmp_path / "rc")
+    got = _run([sys.executable, "-m", "numerics.cli", *small, "--plot", str(styled / "f.png")], cwd=styled, env=env)
+    assert got.returncode == 0 and got.stderr == "", got.stderr
+    assert (styled / "f.png").read_bytes() == clean_png

@@ -198,8 +198,8 @@ def test_a_user_file_inside_a_report_needs_force(tmp_path, ckpt, capsys):
     line = refusal(capsys, rep)
     assert "notes.txt" in line and "--force" in line
     assert tree(rep) == before
-    assert analyze(ckpt, rep, "--force") == 0
-    assert not (rep / "notes.txt").exists() and (rep / "report.json").is_file()
+    assert analyze(ckpt, rep, "--force") == 0  # writes the report beside it, keeping it (issue 18)
+    assert (rep / "notes.txt").read_text() == "my notes\n" and (rep / "report.json").is_file()
 
 
 @pytest.mark.parametrize("how", ["symlink", "folder"])
@@ -448,4 +448,189 @@ def test_update_readme_keeps_the_mode_and_the_rest(tmp_path, capsys, cheap_claim
     assert "cheap" in text and "OLD-TABLE" not in text
     assert stat.S_IMODE(readme.stat().st_mode) == 0o604
     assert hidden(tmp_path) == []
+    capsys.readouterr()
+
+
+# == issue 18 (safety, round two) ==================================================================
+# -- finding 1: an edited report file was silently overwritten --------------------------------------
+
+def test_an_edited_report_file_is_refused_even_with_force(tmp_path, ckpt, capsys):
+    rep = tmp_path / "rep"
+    assert analyze(ckpt, rep) == 0
+    with open(rep / "report.json", "a") as fh:
+        fh.write("MY NOTES\n")
+    capsys.readouterr()
+    before = tree(rep)
+    for extra in ((), ("--force",)):
+        assert analyze(ckpt, rep, *extra) == 2
+        line = refusal(capsys, rep)
+        assert "'report.json'" in line and "changed since specbound wrote it" in line
+        assert "--force" not in line  # --force would not help: it never replaces a changed file
+        assert tree(rep) == before
+
+
+def test_the_marker_records_size_and_sha256_of_every_file(tmp_path, ckpt):
+    import hashlib
+
+    rep = tmp_path / "rep"
+    assert analyze(ckpt, rep) == 0
+    doc = json.loads((rep / outputs.MARKER).read_text())
+    written = {p.relative_to(rep).as_posix() for p in rep.rglob("*") if p.is_file() and p.name != outputs.MARKER}
+    assert set(doc["files"]) == written and written >= {"report.json", "table.txt", "matrices.csv"}
+    for name, entry in doc["files"].items():
+        data = (rep / name).read_bytes()
+        assert entry == {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+
+
+# -- finding 2: a forged marker proved nothing; --force with an empty list deleted everything -------
+
+def test_a_forged_marker_does_not_make_a_folder_ours(tmp_path, ckpt, capsys):
+    thesis = tmp_path / "thesis"
+    thesis.mkdir()
+    (thesis / "thesis.tex").write_text("\\documentclass{article}\n")
+    (thesis / outputs.MARKER).write_text(json.dumps({"written_by": "specbound", "files": ["thesis.tex"]}))
+    before = tree(thesis)
+    for extra in ((), ("--force",)):
+        assert analyze(ckpt, thesis, *extra) == 2
+        refusal(capsys, thesis)
+        assert tree(thesis) == before
+
+
+@pytest.mark.parametrize("entry", ["absent", "wrong hash", "empty list"])
+def test_a_forged_marker_with_hashes_is_refused(tmp_path, ckpt, capsys, entry):
+    import hashlib
+
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    data = b"\\documentclass{article}\n"
+    (mine / "thesis.tex").write_bytes(data)
+    files = {"absent": {"other.txt": {"size": 1, "sha256": "0" * 64}},
+             "wrong hash": {"thesis.tex": {"size": len(data), "sha256": hashlib.sha256(b"x").hexdigest()}},
+             "empty list": []}[entry]  # the issue's case: an empty list (the old format) plus --force
+    (mine / outputs.MARKER).write_text(json.dumps({"written_by": "specbound", "format": 2, "files": files}
+                                                  if files != [] else {"written_by": "specbound", "files": []}))
+    before = tree(mine)
+    assert analyze(ckpt, mine, "--force") == 0 if entry == "absent" else analyze(ckpt, mine, "--force") == 2
+    capsys.readouterr()
+    # whatever the marker says, thesis.tex survives, with or without --force
+    assert (mine / "thesis.tex").read_bytes() == data
+    if entry != "absent":
+        assert tree(mine) == before
+
+
+def test_force_keeps_the_files_specbound_did_not_write(tmp_path, ckpt, capsys):
+    rep = tmp_path / "rep"
+    assert analyze(ckpt, rep) == 0
+    (rep / "notes.txt").write_text("my notes\n")
+    (rep / "drafts").mkdir()  # an empty folder of the user's: kept too
+    capsys.readouterr()
+    assert analyze(ckpt, rep, "--T", "64", "--force") == 0
+    assert (rep / "notes.txt").read_text() == "my notes\n" and (rep / "drafts").is_dir()
+    assert json.loads((rep / "report.json").read_text())["settings"]["T"] == 64
+    assert "notes.txt" not in json.loads((rep / outputs.MARKER).read_text())["files"]
+    capsys.readouterr()
+    assert analyze(ckpt, rep) == 2  # still named without --force
+    assert "'notes.txt'" in refusal(capsys, rep)
+
+
+def test_mc_plot_refuses_a_png_tagged_specbound_that_it_did_not_write_there(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("SPECBOUND_CACHE", str(tmp_path / "cache"))
+    mine = tmp_path / "mine.png"
+    mine.write_bytes(tiny_png("specbound"))  # the tag alone, as in a copied report
+    assert main(["mc", *MC_SMALL, "--plot", str(mine)]) == 2
+    refusal(capsys, mine)
+    assert mine.read_bytes() == tiny_png("specbound")
+    # a cp -a copy of a figure specbound wrote is not replaced either, nor is the original once edited
+    ours = tmp_path / "ours.png"
+    assert main(["mc", *MC_SMALL, "--plot", str(ours)]) == 0
+    shutil.copy2(ours, tmp_path / "copy.png")
+    assert main(["mc", *MC_SMALL, "--plot", str(tmp_path / "copy.png")]) == 2
+    refusal(capsys, tmp_path / "copy.png")
+    os.replace(tmp_path / "copy.png", ours)  # same bytes, but another file put there: not the one specbound wrote
+    assert main(["mc", *MC_SMALL, "--plot", str(ours)]) == 2
+    refusal(capsys, ours)
+
+
+# -- finding 3: --force crossed into a file system mounted inside the report ------------------------
+
+def _can_unshare() -> bool:
+    try:
+        return subprocess.run(["unshare", "-rm", "true"], capture_output=True, timeout=30).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
+@pytest.mark.skipif(sys.platform != "linux" or not _can_unshare(), reason="needs Linux user and mount namespaces")
+def test_force_never_writes_across_a_mount(tmp_path, ckpt):
+    rep = tmp_path / "rep"
+    assert analyze(ckpt, rep) == 0
+    (rep / "inside").mkdir()
+    script = textwrap.dedent(f"""
+        mount -t tmpfs none {rep / 'inside'} && echo keep > {rep / 'inside' / 'data.txt'} || exit 99
+        {sys.executable} -m numerics.cli analyze {ckpt} --p-grid 0,2 --no-plots --format json --out {rep} --force \
+            >/dev/null 2>{tmp_path / 'err'}
+        echo "rc=$?"
+        cat {rep / 'inside' / 'data.txt'}
+        ls -A {rep}
+    """)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(["unshare", "-rm", "sh", "-c", script], capture_output=True, text=True, env=env, timeout=300)
+    lines = proc.stdout.split()
+    assert lines[:2] == ["rc=2", "keep"], (proc.stdout, proc.stderr)
+    err = (tmp_path / "err").read_text().splitlines()
+    assert len(err) == 1 and "'inside'" in err[0] and "mount point" in err[0] and "--force" not in err[0], err
+    assert not any(name.startswith(".specbound-out") for name in lines[2:])
+
+
+# -- finding 4: filling an empty folder replaced it --------------------------------------------------
+
+def test_an_empty_folder_is_filled_in_place(tmp_path, ckpt):
+    box = tmp_path / "box"
+    box.mkdir()
+    os.chmod(box, 0o2770)
+    before = os.stat(box)
+    assert analyze(ckpt, box) == 0
+    after = os.stat(box)
+    assert (after.st_ino, stat.S_IMODE(after.st_mode)) == (before.st_ino, 0o2770)
+    assert (box / "report.json").is_file()
+    assert analyze(ckpt, box, "--T", "64") == 0  # and a report folder is written in place too
+    again = os.stat(box)
+    assert (again.st_ino, stat.S_IMODE(again.st_mode)) == (before.st_ino, 0o2770)
+    assert hidden(tmp_path) == []
+
+
+def test_out_dot_keeps_the_shell_in_its_folder(tmp_path, ckpt):
+    here = tmp_path / "here"
+    here.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    script = (f"{sys.executable} -m numerics.cli analyze {ckpt} --p-grid 0,2 --no-plots --format json --out . >/dev/null"
+              f" && {sys.executable} -m numerics.cli analyze {ckpt} --p-grid 0,2 --no-plots --format json --out . >/dev/null"
+              " && ls -A . && pwd -P")
+    proc = subprocess.run(["sh", "-c", script], cwd=here, capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    names = proc.stdout.split()
+    assert "report.json" in names and names[-1] == str(here.resolve())
+    assert (here / "report.json").is_file()
+
+
+# -- finding 13/15: interrupted deep --out leaves no parents; --out . with a source ../../x ---------
+
+def test_interrupted_deep_out_leaves_no_created_parents(tmp_path, ckpt):
+    where = tmp_path / "outs"
+    where.mkdir()
+    proc = _start_blocked(ckpt, "analyze", where / "deep" / "a" / "b" / "rt")
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert list(where.iterdir()) == []
+
+
+def test_out_dot_with_a_source_given_through_dotdot(tmp_path, ckpt_template, capsys, monkeypatch):
+    models = tmp_path / "models"
+    shutil.copytree(ckpt_template, models / "bert")
+    work = tmp_path / "w" / "x" / "y"
+    work.mkdir(parents=True)
+    monkeypatch.chdir(work)
+    assert analyze("../../../models/bert", ".") == 0
+    assert (work / "report.json").is_file()
     capsys.readouterr()

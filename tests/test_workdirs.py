@@ -97,3 +97,43 @@ def test_prefix_is_literal(tmp_path: Path) -> None:
     assert remove_abandoned(tmp_path, ".job?-") == []
     assert other.is_dir()
     assert remove_abandoned(tmp_path, ".jobX-") == [other]
+
+
+# issue 18, finding 13: a work folder killed in the instant between its creation and its lock survived
+# forever (fetch's `.minilm-l6-*`, `.specbound-out-*`). The child below is SIGKILLed exactly there:
+# right after mkdtemp, and right after the temporary lock file exists but before it is locked.
+_KILLED_IN_THE_WINDOW = textwrap.dedent(
+    """
+    import os, signal, sys, tempfile
+    from numerics._util import workdirs
+    where = sys.argv[2]
+    if where == "after-mkdtemp":
+        def _hold_lock(folder):
+            os.kill(os.getpid(), signal.SIGKILL)
+        workdirs._hold_lock = _hold_lock
+    else:
+        real = tempfile.mkstemp
+        def mkstemp(*args, **kwargs):
+            fd, name = real(*args, **kwargs)
+            os.kill(os.getpid(), signal.SIGKILL)
+        workdirs.tempfile.mkstemp = mkstemp
+    with workdirs.work_folder(sys.argv[1], ".specbound-out-rep-"):
+        pass
+    """
+)
+
+
+@pytest.mark.parametrize("where", ["after-mkdtemp", "after-lock-file"])
+def test_a_folder_killed_before_its_lock_is_removed_by_the_next_run(tmp_path: Path, where: str) -> None:
+    (tmp_path / ".specbound-out-mine").mkdir()  # a user's folder named like ours: not ours (no mkdtemp suffix)
+    (tmp_path / ".specbound-out-rep-abcdefgh").mkdir()  # named exactly like ours, but holding a user's file
+    (tmp_path / ".specbound-out-rep-abcdefgh" / "keep.txt").write_text("keep\n")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    proc = subprocess.run([sys.executable, "-c", _KILLED_IN_THE_WINDOW, str(tmp_path), where], env=env, timeout=60)
+    assert proc.returncode == -signal.SIGKILL
+    left = sorted(p.name for p in tmp_path.iterdir())
+    assert len(left) == 3, left  # the killed run's folder is there, without its lock
+    removed = remove_abandoned(tmp_path, ".specbound-out-")
+    assert len(removed) == 1 and removed[0].name not in (".specbound-out-mine", ".specbound-out-rep-abcdefgh")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".specbound-out-mine", ".specbound-out-rep-abcdefgh"]
+    assert (tmp_path / ".specbound-out-rep-abcdefgh" / "keep.txt").read_text() == "keep\n"

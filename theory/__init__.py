@@ -22,16 +22,19 @@ __all__ = [
     "covers",
     "derive",
     "dudley",
+    "effective_rank",
     "gated",
     "lipschitz",
     "margin",
     "normlayers",
     "regimes",
+    "registry",
     "rope",
     "scaling",
     "schatten",
     "thm31",
     "thm41",
+    "vocabulary",
 ]
 
 

@@ -4,7 +4,7 @@ Each factory returns a SymPy expression upper-bounding a log covering number.
 They are deliberately separate and swappable: a user with the paper's exact
 constants replaces one factory and re-derives (see :func:`theory.thm41.derive`).
 
-All three are *verbatim* statements of standard lemmas (constants as in the cited
+All four are *verbatim* statements of standard lemmas (constants as in the cited
 sources); how they are combined in Theorem 4.1 is the reconstruction.
 """
 
@@ -14,7 +14,7 @@ import sympy as sp
 
 from theory._validate import check_positive
 
-__all__ = ["rank_cover", "maurey_cover", "truncation_cost"]
+__all__ = ["rank_cover", "maurey_cover", "truncation_cost", "frobenius_ball_cover"]
 
 
 def rank_cover(*, k: sp.Expr, dims: sp.Expr, frob: sp.Expr, scale: sp.Expr, eps: sp.Expr) -> sp.Expr:
@@ -79,3 +79,22 @@ def truncation_cost(*, tau: sp.Expr, scale: sp.Expr) -> sp.Expr:
         Elementary (operator-norm bound); MATH.md section 2.
     """
     return scale * tau
+
+
+def frobenius_ball_cover(*, dim: sp.Expr, frob: sp.Expr, scale: sp.Expr, eps: sp.Expr) -> sp.Expr:
+    r"""Log-size of an eps-net of a Frobenius ball by volume (lemma L-vol).
+
+    The Euclidean ball of radius ``F`` in ``R^d`` has an ``eta``-net of size ``(1 + 2F/eta)^d``.
+    When the metric is ``X``-Lipschitz in ``||.||_F`` (``X = B`` for outputs ``W^T x``, since
+    ``||W^T x||_2 <= ||W||_2 B <= ||W||_F B``; ``X = B^2`` for scores), ``eta = eps / X``:
+
+    .. math:: \log N \le d\,\log\Big(1 + \frac{2 F X}{\varepsilon}\Big)
+
+    Symbol map: ``dim`` -> ``d`` (``a b`` for a matrix), ``frob`` -> ``F``, ``scale`` -> ``X``.
+
+    References:
+        R. Vershynin, *High-Dimensional Probability* (2018), Corollary 4.2.13 (verbatim).
+    """
+    for name, v in (("frob", frob), ("scale", scale), ("eps", eps)):
+        check_positive(v, name)
+    return dim * sp.log(1 + 2 * frob * scale / eps)

@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 import sympy as sp
 
-from theory import baselines, composition, dudley, lipschitz, margin, regimes, thm31, thm41
+from theory import baselines, composition, dudley, lipschitz, margin, regimes, registry, thm31, thm41
 from theory.symbols import MEANINGS, SYMBOLS, symbol_table
 
 __all__ = ["TARGETS", "INDEXED", "derive_target", "render"]
@@ -169,17 +169,32 @@ def _baselines(kind: str | None = None) -> dict[str, Any]:
     return out
 
 
-TARGETS: dict[str, Callable[..., dict[str, Any]]] = {"thm41": _thm41, "thm31": _thm31, "regimes": _regimes, "baselines": _baselines}
+def _cover(name: str | None = None, kind: str | None = None) -> dict[str, Any]:
+    """A registered cover (:func:`theory.registry.describe`), or the list of registered covers without ``name``."""
+    if name is None:
+        return {"target": "cover", "registered": [{"name": n, "status": registry.get(n).status, "kinds": ", ".join(registry.get(n).kinds),
+                                                  "source": registry.get(n).source} for n in registry.names()]}
+    cover = registry.get(name)
+    return registry.describe(cover, kinds=None if kind is None else (kind,))
 
 
-def derive_target(target: str, *, kind: str = "bilinear") -> dict[str, Any]:
-    """The derived forms of ``target`` (one of :data:`TARGETS`)."""
+TARGETS: dict[str, Callable[..., dict[str, Any]]] = {"thm41": _thm41, "thm31": _thm31, "regimes": _regimes, "baselines": _baselines,
+                                                     "cover": _cover}
+
+
+def derive_target(target: str, *, kind: str | None = None, name: str | None = None) -> dict[str, Any]:
+    """The derived forms of ``target`` (one of :data:`TARGETS`); ``kind`` for ``thm41`` (default bilinear) and
+    ``cover`` (default: every kind it applies to), ``name`` the cover for ``cover``."""
     if target not in TARGETS:
         raise ValueError(f"target={target!r} must be one of {sorted(TARGETS)}.")
+    if kind is not None and kind not in ("bilinear", "vector"):
+        raise ValueError(f"kind={kind!r} must be 'bilinear' or 'vector'.")
+    if name is not None and target != "cover":
+        raise ValueError(f"name={name!r} is only for target 'cover'.")
     if target == "thm41":
-        if kind not in ("bilinear", "vector"):
-            raise ValueError(f"kind={kind!r} must be 'bilinear' or 'vector'.")
-        return _thm41(kind)
+        return _thm41(kind or "bilinear")
+    if target == "cover":
+        return _cover(name, kind)
     return TARGETS[target]()
 
 

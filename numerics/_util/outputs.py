@@ -1,40 +1,54 @@
 """Where specbound writes: something new, or a replacement of what it wrote itself, never anything else.
 
-Every output goes through this module (``analyze --out``, ``demo``, ``sweep --out``, the plots,
-``mc --plot``, ``claims --update-readme``, and the same functions called from notebooks):
+Every output goes through this module (``analyze --out``, ``demo``, ``sweep --out``, ``study``,
+the plots, ``mc --plot``, ``claims --update-readme``, and the same functions called from notebooks):
 
 * :func:`safe_output_folder` writes a report folder. The destination may be missing, an empty
   folder, or a folder specbound wrote, recognised by :data:`MARKER`, a regular file at its top
-  listing the files written. Such a folder is replaced only if it holds nothing the marker does
-  not list, unless ``force=True``. Anything else (a folder of someone else's files, a regular
-  file, a FIFO or device, a symbolic link to anything, a mount point, a folder holding one of
-  the ``protect`` paths, such as the checkpoint being analysed) raises
-  :class:`~numerics.errors.OutputError` and nothing there changes.
+  recording the size and sha256 of every file as it was written. Such a folder is written only
+  if every file in it still matches the marker (an edited report file, a file the marker does
+  not list, a symbolic link, a FIFO are named and refused). ``force=True`` writes the report
+  beside files the marker does not list, keeping them; it never replaces a file that does not
+  match what specbound wrote. Nothing is ever written across a file system boundary (a mount
+  point inside the folder is refused, with or without ``force``). An existing folder is written
+  into, never replaced: its inode, owner, mode and setgid bit stay, and a shell standing in it
+  stays in it. Anything else (a folder of someone else's files, a regular file, a FIFO or device,
+  a symbolic link to anything, a mount point, a folder holding one of the ``protect`` paths,
+  such as the checkpoint being analysed) raises :class:`~numerics.errors.OutputError` and
+  nothing there changes.
 * :func:`safe_output_file` writes one file: a new one, or a replacement of a file specbound
-  wrote (for PNG: a ``tEXt`` chunk ``Software=specbound``, written by :func:`save_figure`).
+  wrote there itself. For PNGs (:func:`save_figure`) that is proved by a record in specbound's
+  cache (:func:`is_specbound_png`): the path, its device and inode, size and sha256 as written.
+  A ``Software=specbound`` tag inside the PNG proves nothing (``cp -a`` copies it), so it is only
+  a label.
 * :func:`edit_text_file` rewrites an existing regular text file atomically, keeping its mode.
 
 The checks run before the work (:func:`check_output_folder`, :func:`check_output_file`, so a
 long analysis does not start for nothing) and again right before the result is moved into
 place. Results are built in a :func:`numerics._util.workdirs.work_folder` beside the destination, so
-an interrupted write (Ctrl-C, SIGTERM) leaves nothing, and the folder a SIGKILL leaves is
-removed by the next write into the same parent folder. Folders and files are created with the
-ordinary ``os.mkdir`` / ``open`` modes, so they follow the umask.
+an interrupted write (Ctrl-C, SIGTERM) leaves nothing (parent folders this write created
+included), and the folder a SIGKILL leaves is removed by the next write into the same parent
+folder. The final moves into an existing folder are a few renames; an interrupt among them puts
+the old files back. Folders and files are created with the ordinary ``os.mkdir`` / ``open``
+modes, so they follow the umask.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import json
 import os
+import re
 import stat
-import struct
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from numerics.errors import OutputError
+from numerics._util.cache import cache_root, make_private_dirs
 from numerics._util.workdirs import remove_abandoned, work_folder
 
 __all__ = [
@@ -45,19 +59,23 @@ __all__ = [
     "check_output_file",
     "safe_output_file",
     "is_specbound_png",
+    "record_written_file",
     "save_figure",
     "check_editable_file",
     "edit_text_file",
 ]
 
-#: The file at the top of every folder specbound writes; lists the files it wrote.
+#: The file at the top of every folder specbound writes; records each file's size and sha256.
 MARKER = ".specbound-report.json"
-#: The PNG ``tEXt`` ``Software`` value of every figure specbound writes.
+#: The PNG ``tEXt`` ``Software`` value of every figure specbound writes (a label, not a proof).
 PNG_SOFTWARE = "specbound"
 
 _TMP_PREFIX = ".specbound-out-"  # the work folders beside destinations (see numerics._util.workdirs)
-_MARKER_MAX_BYTES = 1 << 20
-_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+_MARKER_FORMAT = 2
+_MARKER_MAX_BYTES = 16 << 20
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+_CHUNK = 1 << 20
+_RECORDS = "written"  # folder of the cache holding what safe_output_file wrote outside report folders
 
 PathLike = str | os.PathLike[str]
 
@@ -93,6 +111,12 @@ def _lstat(path: Path) -> os.stat_result | None:
         return os.lstat(path)
     except FileNotFoundError:
         return None
+    except OSError as exc:
+        if exc.errno == errno.ENAMETOOLONG:
+            raise OutputError(path, "is a name longer than the file system allows") from None
+        if exc.errno == errno.ENOTDIR:
+            raise OutputError(path, "has a part that is not a folder") from None
+        raise
 
 
 def _check_parent(path: Path) -> None:
@@ -105,10 +129,17 @@ def _check_parent(path: Path) -> None:
 
 
 def _holds(folder: Path, folder_stat: os.stat_result, protected: PathLike) -> bool:
-    """Whether ``folder`` is ``protected`` or one of its ancestors (as written, or symlinks resolved)."""
+    """Whether ``folder`` is ``protected`` or one of its ancestors (as written, or symlinks resolved).
+
+    A path written with ``..`` in it (``../../x``) is looked at only with its links resolved: its
+    lexical parents (``cwd/../..``, ``cwd/..``, ``cwd``) are not its ancestors.
+    """
     identity = (folder_stat.st_dev, folder_stat.st_ino)
     written = _absolute(protected)
-    for candidate in {written, Path(os.path.realpath(written))}:
+    candidates = {Path(os.path.realpath(written))}
+    if ".." not in written.parts:
+        candidates.add(written)
+    for candidate in candidates:
         for place in (candidate, *candidate.parents):
             if place == folder:
                 return True
@@ -129,8 +160,46 @@ def _check_protected(path: Path, st: os.stat_result, protect: Iterable[PathLike]
             raise OutputError(path, f"{'is' if same else 'holds'} {shown}, a checkpoint being read or specbound's cache")
 
 
-def _marker_files(folder: Path) -> list[str] | None:
-    """The files listed by ``folder/MARKER``, or ``None`` if it is not a marker specbound wrote."""
+# --------------------------------------------------------------------------- the marker
+
+
+def _digest(fd: int) -> tuple[int, str]:
+    """Size and hex sha256 of the open file ``fd``, read from its start."""
+    digest = hashlib.sha256()
+    size = 0
+    os.lseek(fd, 0, os.SEEK_SET)
+    while True:
+        chunk = os.read(fd, _CHUNK)
+        if not chunk:
+            return size, digest.hexdigest()
+        size += len(chunk)
+        digest.update(chunk)
+
+
+def _file_digest(path: Path) -> tuple[int, str] | None:
+    """Size and sha256 of the regular file ``path`` (not following a link), or ``None`` if it is not one."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return _digest(fd)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _valid_name(name: str) -> bool:
+    """A relative, normalised, ``/``-separated path with no ``.``/``..`` part (what :func:`_write_marker` writes)."""
+    parts = name.split("/")
+    return bool(name) and "\0" not in name and all(p not in ("", ".", "..") for p in parts) and name != MARKER
+
+
+def _marker_files(folder: Path) -> dict[str, tuple[int, str]] | None:
+    """``{file: (size, sha256)}`` recorded by ``folder/MARKER``, or ``None`` if it is not a marker specbound wrote."""
     marker = folder / MARKER
     try:
         fd = os.open(marker, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
@@ -147,22 +216,88 @@ def _marker_files(folder: Path) -> list[str] | None:
         doc = json.loads(raw.decode("utf-8"))
     except ValueError:
         return None
-    files = doc.get("files") if isinstance(doc, dict) and doc.get("written_by") == "specbound" else None
-    if not isinstance(files, list) or not all(isinstance(f, str) for f in files):
+    if not isinstance(doc, dict) or doc.get("written_by") != "specbound" or doc.get("format") != _MARKER_FORMAT:
         return None
-    return files
+    files = doc.get("files")
+    if not isinstance(files, dict) or not files:
+        return None
+    out: dict[str, tuple[int, str]] = {}
+    for name, entry in files.items():
+        if not _valid_name(name) or not isinstance(entry, dict):
+            return None
+        size, sha = entry.get("size"), entry.get("sha256")
+        if type(size) is not int or size < 0 or not isinstance(sha, str) or not _SHA256.fullmatch(sha):
+            return None
+        out[name] = (size, sha)
+    return out
 
 
-def _entries(folder: Path) -> Iterator[str]:
-    """Every entry under ``folder`` (files, folders, links; links not followed), relative, ``/``-separated."""
-    for here, dirs, files in os.walk(folder, followlinks=False, onerror=_raise):
-        rel = Path(here).relative_to(folder)
-        for name in (*dirs, *files):
-            yield (rel / name).as_posix()
+def _write_marker(folder: Path, files: dict[str, tuple[int, str]]) -> None:
+    doc = {"written_by": "specbound", "format": _MARKER_FORMAT,
+           "note": "specbound writes into this folder again only while every file in it matches its record here",
+           "files": {name: {"size": size, "sha256": sha} for name, (size, sha) in sorted(files.items())}}
+    (folder / MARKER).write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
 
 
-def _raise(exc: OSError) -> None:
-    raise exc
+# --------------------------------------------------------------------------- what is in a destination
+
+
+@dataclass
+class _Survey:
+    """What an existing destination folder holds, against its marker."""
+
+    ours: list[str] = field(default_factory=list)  # files that match the marker exactly
+    dirs: set[str] = field(default_factory=set)  # real folders on the folder's own file system
+    foreign: list[tuple[str, str]] = field(default_factory=list)  # (entry, why): kept with force
+    blocking: list[tuple[str, str]] = field(default_factory=list)  # (entry, why): refused even with force
+
+
+def _survey(path: Path, root: os.stat_result, listed: dict[str, tuple[int, str]]) -> _Survey:
+    """Walk ``path`` (links never followed, never across a file system boundary) against ``listed``."""
+    found = _Survey()
+    listed_dirs = {"/".join(name.split("/")[:k]) for name in listed for k in range(1, name.count("/") + 1)}
+
+    def walk(folder: Path, rel: str) -> None:
+        with os.scandir(folder) as entries:
+            children = sorted(entries, key=lambda e: e.name)
+        for entry in children:
+            name = f"{rel}{entry.name}"
+            if not rel and entry.name == MARKER:
+                continue
+            st = entry.stat(follow_symlinks=False)
+            if st.st_dev != root.st_dev or (stat.S_ISDIR(st.st_mode) and os.path.ismount(entry.path)):
+                found.blocking.append((name, "a mount point (another file system), which specbound never writes into"))
+            elif stat.S_ISDIR(st.st_mode) and name in listed_dirs:
+                found.dirs.add(name)
+                walk(Path(entry.path), f"{name}/")
+            elif stat.S_ISDIR(st.st_mode):  # a folder of the user's (kept whole with force, never looked into)
+                found.foreign.append((name, "a folder specbound did not write"))
+            elif name in listed:
+                now = _file_digest(Path(entry.path)) if stat.S_ISREG(st.st_mode) else None
+                if now == listed[name]:
+                    found.ours.append(name)
+                else:
+                    found.blocking.append((name, "changed since specbound wrote it"))
+            else:
+                kind = "" if stat.S_ISREG(st.st_mode) else f" ({_kind(st.st_mode)})"
+                found.foreign.append((name, f"which specbound did not write{kind}"))
+
+    walk(path, "")
+    return found
+
+
+def _refuse_survey(path: Path, found: _Survey, force: bool) -> None:
+    if found.blocking:
+        name, why = found.blocking[0]
+        more = f" and {len(found.blocking) - 1} more" if len(found.blocking) > 1 else ""
+        raise OutputError(path, f"holds {name!r}, {why}{more}; move it out of the folder to keep it, or delete it")
+    if found.foreign and not force:
+        if len(found.foreign) == 1:
+            what = f"{found.foreign[0][0]!r}, {found.foreign[0][1]}"
+        else:
+            more = f" and {len(found.foreign) - 3} more" if len(found.foreign) > 3 else ""
+            what = f"{', '.join(repr(name) for name, _ in found.foreign[:3])}{more}, which specbound did not write"
+        raise OutputError(path, f"holds {what} (--force, or force=True, writes the report beside them and keeps them)")
 
 
 def check_output_folder(dest: PathLike, *, force: bool = False, protect: Iterable[PathLike] = ()) -> Path:
@@ -170,7 +305,8 @@ def check_output_folder(dest: PathLike, *, force: bool = False, protect: Iterabl
 
     Args:
       dest: the report folder.
-      force: also replace a folder specbound wrote when it holds files its marker does not list.
+      force: also write a folder specbound wrote when it holds files its marker does not list
+        (they are kept; a file that does not match the marker is refused even so).
       protect: paths that must survive (the checkpoints being read, the cache): a destination
         that is one of them or holds one is refused, with or without ``force``.
 
@@ -180,14 +316,13 @@ def check_output_folder(dest: PathLike, *, force: bool = False, protect: Iterabl
     return _inspect_folder(dest, force=force, protect=protect)[0]
 
 
-def _inspect_folder(dest: PathLike, *, force: bool, protect: Iterable[PathLike]) -> tuple[Path, bool]:
-    """:func:`check_output_folder`, also saying whether ``dest`` is a folder specbound wrote
-    (``True``) rather than missing or empty (``False``)."""
+def _inspect_folder(dest: PathLike, *, force: bool, protect: Iterable[PathLike]) -> tuple[Path, _Survey | None, os.stat_result | None]:
+    """:func:`check_output_folder`, also giving what the existing folder holds (``None`` if missing)."""
     path = _absolute(dest)
     _check_parent(path)
     st = _lstat(path)
     if st is None:
-        return path, False
+        return path, None, None
     if not stat.S_ISLNK(st.st_mode):
         _check_protected(path, st, protect)
     if not stat.S_ISDIR(st.st_mode):
@@ -197,102 +332,230 @@ def _inspect_folder(dest: PathLike, *, force: bool, protect: Iterable[PathLike])
     with os.scandir(path) as entries:
         empty = next(entries, None) is None
     if empty:
-        return path, False
+        return path, _Survey(), st
     listed = _marker_files(path)
     if listed is None:
-        raise OutputError(path, f"is a folder specbound did not write (it holds no valid {MARKER})")
-    if not force:
-        allowed = {MARKER}
-        for name in listed:
-            allowed.update(p.as_posix() for p in (Path(name), *Path(name).parents) if p.as_posix() != ".")
-        extra = next((e for e in _entries(path) if e not in allowed), None)
-        if extra is not None:
-            raise OutputError(path, f"holds {extra!r}, which specbound did not write (--force, or force=True, replaces it anyway)")
-    return path, True
+        why = "is a folder specbound did not write (it holds no valid " + MARKER
+        raise OutputError(path, why + "; reports of specbound before its file records must be deleted once)"
+                          if os.path.lexists(path / MARKER) else why + ")")
+    found = _survey(path, st, listed)
+    _refuse_survey(path, found, force)
+    return path, found, st
 
 
-def _write_marker(folder: Path) -> None:
-    files = sorted(e for e in _entries(folder) if not (folder / e).is_dir() or (folder / e).is_symlink())
-    doc = {"written_by": "specbound",
-           "note": "specbound replaces this folder only while it holds nothing but these files (or with --force)",
-           "files": [f for f in files if f != MARKER]}
-    (folder / MARKER).write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+def _new_files(out: Path) -> dict[str, tuple[int, str]]:
+    """Every file written under ``out``, with its size and sha256; anything but files and folders is an error."""
+    files: dict[str, tuple[int, str]] = {}
+    for here, dirs, names in os.walk(out):
+        rel = Path(here).relative_to(out)
+        for name in (*dirs, *names):
+            full = Path(here) / name
+            mode = os.lstat(full).st_mode
+            if stat.S_ISDIR(mode):
+                continue
+            digest = _file_digest(full)
+            if digest is None:
+                raise OutputError(full, f"is {_kind(mode)}: a report holds only files and folders")
+            files[(rel / name).as_posix()] = digest
+    return files
 
 
-def _work_prefix(path: Path) -> str:
-    return f"{_TMP_PREFIX}{path.name[:48]}-"
+def _make_parents(path: Path) -> list[Path]:
+    """Create the missing parents of ``path`` (umask modes); return the ones created, outermost first."""
+    created: list[Path] = []
+    for folder in [*reversed(path.parents)]:
+        if folder.is_dir():
+            continue
+        try:
+            folder.mkdir()
+        except FileExistsError:
+            if not folder.is_dir():
+                raise
+            continue
+        created.append(folder)
+    return created
+
+
+def _remove_created(created: list[Path]) -> None:
+    for folder in reversed(created):
+        with contextlib.suppress(OSError):
+            folder.rmdir()  # only if empty: what someone else put there meanwhile stays
+
+
+_active_outputs: set[Path] = set()  # report folders being built: their files are not recorded one by one
 
 
 @contextlib.contextmanager
 def safe_output_folder(dest: PathLike, *, force: bool = False, protect: Iterable[PathLike] = ()) -> Iterator[Path]:
-    """Yield a new empty folder; when the block succeeds it becomes ``dest``.
+    """Yield a new empty folder; when the block succeeds its files are moved into ``dest``.
 
     ``dest`` is checked as :func:`check_output_folder` describes, before the block and again
-    right before the move; the folder gets a :data:`MARKER` listing the files written. A
-    folder specbound wrote is moved aside and removed only after the check passed. On any
-    error or interrupt nothing at ``dest`` changes and the temporary folder is removed.
+    right before the move. A missing ``dest`` is created by one rename; an existing one (empty,
+    or a report specbound wrote) is written into: the files its marker records are moved aside
+    (and checked again), the new files moved in, the marker last, and the files moved aside
+    removed. An error or interrupt before the end puts everything back, removes the temporary
+    folder and any parent folder this call created.
 
     Raises:
       OutputError: ``dest`` may not be written.
     """
     protect = tuple(protect)
     path = check_output_folder(dest, force=force, protect=protect)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    remove_abandoned(path.parent, _TMP_PREFIX)
-    with work_folder(path.parent, _work_prefix(path)) as work:
-        out = work / "out"
-        out.mkdir()
-        yield out
-        _write_marker(out)
-        _, ours = _inspect_folder(path, force=force, protect=protect)  # again, right before the move
-        if ours:  # moved aside, then removed with the work folder
-            old = work / "old"
-            os.rename(path, old)
-            if _marker_files(old) is None:  # swapped for something else since the check: put it back
-                os.rename(old, path)
-                raise OutputError(path, "changed while specbound was writing")
-        try:
-            os.rename(out, path)  # onto nothing, or onto an empty folder (rename replaces those only)
-        except OSError as exc:
-            if ours:
-                with contextlib.suppress(OSError):
-                    os.rename(work / "old", path)
-            if exc.errno in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOTDIR, errno.EISDIR):
-                raise OutputError(path, "changed while specbound was writing") from None
-            raise
+    created = _make_parents(path)
+    try:
+        remove_abandoned(path.parent, _TMP_PREFIX)
+        with work_folder(path.parent, _work_prefix(path)) as work:
+            out = work / "out"
+            out.mkdir()
+            _active_outputs.add(out)
+            try:
+                yield out
+            finally:
+                _active_outputs.discard(out)
+            files = _new_files(out)
+            if not files:
+                raise OutputError(path, "would hold no file")
+            _, found, st = _inspect_folder(path, force=force, protect=protect)  # again, right before the move
+            if found is None:
+                _write_marker(out, files)
+                try:
+                    os.rename(out, path)  # fails, rather than replaces, if a non-empty folder appeared meanwhile
+                except OSError as exc:
+                    if exc.errno in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOTDIR, errno.EISDIR):
+                        raise OutputError(path, "changed while specbound was writing") from None
+                    raise
+            else:
+                assert st is not None
+                _write_into(path, st, out, work, files, found)
+    except BaseException:
+        _remove_created(created)
+        raise
+
+
+def _write_into(path: Path, st: os.stat_result, out: Path, work: Path, files: dict[str, tuple[int, str]],
+                found: _Survey) -> None:
+    """Move ``files`` from ``out`` into the existing folder ``path``, replacing the ``found.ours`` files."""
+    kept = {name for name, _ in found.foreign}
+    for name in files:
+        prefixes = ["/".join(name.split("/")[:k]) for k in range(1, name.count("/") + 1)]
+        clash = next((p for p in (*prefixes, name) if p in kept), None)
+        if clash is None:
+            clash = next((p for p in prefixes if p not in found.dirs and os.path.lexists(path / p)), None)
+        if clash is not None:
+            raise OutputError(path, f"holds {clash!r}, which specbound did not write, where the new report has "
+                                    f"{name!r}; move it out of the folder to keep it, or delete it")
+    old = work / "old"
+    old.mkdir()
+    listed = _marker_files(path) or {}
+    aside: list[tuple[Path, Path]] = []  # (original place, place in old)
+    moved_in: list[Path] = []
+    made: list[Path] = []
+    try:
+        for k, name in enumerate([*found.ours, MARKER] if os.path.lexists(path / MARKER) else found.ours):
+            place = old / str(k)
+            os.rename(path / name, place)
+            aside.append((path / name, place))
+            if name != MARKER and _file_digest(place) != listed.get(name):
+                raise OutputError(path, f"{name!r} changed while specbound was writing")
+        if os.lstat(path).st_ino != st.st_ino:
+            raise OutputError(path, "changed while specbound was writing")
+        _write_marker(work, files)
+        for name in [*sorted(files), MARKER]:
+            source = (work / MARKER) if name == MARKER else out / name
+            target = path / name
+            for folder in reversed(target.relative_to(path).parents[:-1] if "/" in name else []):
+                inside = path / folder
+                if not os.path.lexists(inside):
+                    inside.mkdir()
+                    made.append(inside)
+                elif not inside.is_dir() or inside.is_symlink() or os.lstat(inside).st_dev != st.st_dev:
+                    raise OutputError(path, f"{folder.as_posix()!r} changed while specbound was writing")
+            if os.path.lexists(target):
+                raise OutputError(path, f"{name!r} appeared while specbound was writing")
+            os.rename(source, target)
+            moved_in.append(target)
+    except BaseException:
+        for target in reversed(moved_in):
+            with contextlib.suppress(OSError):
+                os.unlink(target)
+        for folder in reversed(made):
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        for original, place in reversed(aside):
+            with contextlib.suppress(OSError):
+                if not os.path.lexists(original):
+                    os.rename(place, original)
+        raise
+    # folders of the old report that are now empty and that the new one does not use
+    wanted = {"/".join(n.split("/")[:k]) for n in files for k in range(1, n.count("/") + 1)}
+    for folder in sorted(found.dirs - wanted, key=lambda d: -d.count("/")):
+        if any(d == folder or d.startswith(folder + "/") for d in wanted):
+            continue
+        with contextlib.suppress(OSError):
+            (path / folder).rmdir()  # only if empty: a kept file keeps its folder
+
+
+def _work_prefix(path: Path) -> str:
+    return f"{_TMP_PREFIX}{path.name[:48]}-"
+
+
+# --------------------------------------------------------------------------- single files
+
+
+def _record_path(path: Path) -> Path:
+    key = hashlib.sha256(os.fsencode(path)).hexdigest()
+    return cache_root() / _RECORDS / f"{key}.json"
+
+
+def record_written_file(path: PathLike) -> None:
+    """Record in specbound's cache that the file at ``path``, as it is now, is one specbound wrote.
+
+    The record holds the path, device, inode, size and sha256; :func:`is_specbound_png` accepts
+    the file only while all of them still match (a copy elsewhere, a file copied over it, an
+    edit, all do not). A failure to record is ignored: the file is then simply not replaceable.
+    """
+    where = _absolute(path)
+    with contextlib.suppress(OSError):
+        st = os.lstat(where)
+        digest = _file_digest(where)
+        if digest is None:
+            return
+        record = _record_path(where)
+        make_private_dirs(record.parent)
+        doc = {"path": os.fsdecode(where), "dev": st.st_dev, "ino": st.st_ino, "size": digest[0], "sha256": digest[1]}
+        tmp = record.with_name(f".{record.name}.{os.getpid()}")
+        tmp.write_text(json.dumps(doc) + "\n", encoding="utf-8")
+        os.replace(tmp, record)
 
 
 def is_specbound_png(path: PathLike) -> bool:
-    """Whether ``path`` is a regular PNG file carrying the ``tEXt`` chunk ``Software=specbound``."""
+    """Whether ``path`` is a regular file that specbound wrote there and nobody changed since.
+
+    Proved by the record :func:`record_written_file` left in specbound's cache: same path,
+    device, inode, size and sha256. (Any file type, despite the name: it is the default test of
+    :func:`safe_output_file`, which writes PNG figures.)
+    """
+    where = _absolute(path)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
-    except OSError:
+        raw = _record_path(where).read_bytes()
+        doc = json.loads(raw.decode("utf-8"))
+        st = os.lstat(where)
+    except (OSError, ValueError):
         return False
-    with os.fdopen(fd, "rb") as fh:
-        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode) or fh.read(8) != _PNG_SIGNATURE:
-            return False
-        while True:  # chunks: 4-byte big-endian length, 4-byte type, data, 4-byte CRC
-            head = fh.read(8)
-            if len(head) < 8:
-                return False
-            (length,), kind = struct.unpack(">I", head[:4]), head[4:]
-            if kind == b"tEXt" and length <= 4096:
-                key, _, value = fh.read(length).partition(b"\0")
-                if key == b"Software" and value == PNG_SOFTWARE.encode("latin-1"):
-                    return True
-                fh.seek(4, os.SEEK_CUR)
-            elif kind == b"IEND":
-                return False
-            else:
-                fh.seek(length + 4, os.SEEK_CUR)
+    if not isinstance(doc, dict) or doc.get("path") != os.fsdecode(where) or not stat.S_ISREG(st.st_mode):
+        return False
+    if doc.get("dev") != st.st_dev or doc.get("ino") != st.st_ino or doc.get("size") != st.st_size:
+        return False
+    digest = _file_digest(where)
+    return digest is not None and digest[1] == doc.get("sha256")
 
 
 def check_output_file(dest: PathLike, *, ours: Callable[[Path], bool] = is_specbound_png) -> Path:
     """Check that :func:`safe_output_file` may write ``dest``; returns it as an absolute path.
 
-    ``dest`` may be missing, or a regular file for which ``ours`` is true (default: a PNG
-    specbound wrote). Anything else (another file, a folder, a symbolic link, a FIFO) raises
-    :class:`~numerics.errors.OutputError`.
+    ``dest`` may be missing, or a regular file for which ``ours`` is true (default: a file
+    specbound wrote there, unchanged: :func:`is_specbound_png`). Anything else (another file, a
+    folder, a symbolic link, a FIFO) raises :class:`~numerics.errors.OutputError`.
     """
     path = _absolute(dest)
     _check_parent(path)
@@ -302,41 +565,51 @@ def check_output_file(dest: PathLike, *, ours: Callable[[Path], bool] = is_specb
     if not stat.S_ISREG(st.st_mode):
         raise OutputError(path, f"is {_kind(st.st_mode)}, not a file specbound wrote")
     if not ours(path):
-        why = "is not a PNG specbound wrote" if path.suffix.lower() == ".png" else \
-            "is a file specbound did not write (it replaces only PNG files it wrote)"
+        why = "is a file specbound did not write there (or it was changed, or copied there, since)"
         raise OutputError(path, why)
     return path
+
+
+def _inside_active_output(path: Path) -> bool:
+    return any(path == out or out in path.parents for out in _active_outputs)
 
 
 @contextlib.contextmanager
 def safe_output_file(dest: PathLike, *, ours: Callable[[Path], bool] = is_specbound_png) -> Iterator[Path]:
     """Yield a temporary path (same name as ``dest``, in a work folder); when the block succeeds
     the file written there becomes ``dest``. Checked as :func:`check_output_file` says, before
-    the block and right before the move.
+    the block and right before the move. With the default ``ours``, the file written is recorded
+    (:func:`record_written_file`) unless it is part of a report folder being built.
 
     Raises:
       OutputError: ``dest`` may not be written.
     """
     path = check_output_file(dest, ours=ours)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    remove_abandoned(path.parent, _TMP_PREFIX)
-    with work_folder(path.parent, _work_prefix(path)) as work:
-        tmp = work / path.name
-        yield tmp
-        check_output_file(path, ours=ours)
-        if os.path.lexists(path):
-            os.replace(tmp, path)
-            return
-        try:
-            os.link(tmp, path)  # fails, rather than replaces, if something appeared there meanwhile
-        except FileExistsError:
-            raise OutputError(path, "appeared while specbound was writing") from None
-        except OSError:  # a file system without hard links
-            os.replace(tmp, path)
+    created = _make_parents(path)
+    try:
+        remove_abandoned(path.parent, _TMP_PREFIX)
+        with work_folder(path.parent, _work_prefix(path)) as work:
+            tmp = work / path.name
+            yield tmp
+            check_output_file(path, ours=ours)
+            if os.path.lexists(path):
+                os.replace(tmp, path)
+            else:
+                try:
+                    os.link(tmp, path)  # fails, rather than replaces, if something appeared there meanwhile
+                except FileExistsError:
+                    raise OutputError(path, "appeared while specbound was writing") from None
+                except OSError:  # a file system without hard links
+                    os.replace(tmp, path)
+    except BaseException:
+        _remove_created(created)
+        raise
+    if ours is is_specbound_png and not _inside_active_output(path):
+        record_written_file(path)
 
 
 def save_figure(fig: Any, path: PathLike, *, dpi: int) -> Path:
-    """Save a matplotlib figure through :func:`safe_output_file`; PNGs are tagged ``Software=specbound``.
+    """Save a matplotlib figure through :func:`safe_output_file`; PNGs are labelled ``Software=specbound``.
 
     The format follows the suffix (``png`` without one).
     """

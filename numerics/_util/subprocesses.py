@@ -60,6 +60,8 @@ def isolated_python_command(code: str, *args: str) -> list[str]:
 _CHILD_BOOTSTRAP = """\
 import os, runpy, sys
 parent, *command = sys.argv[1:]
+while command and command[0].startswith("--path="):  # folders put first on the path (the checkout, for pytest)
+    sys.path.insert(0, command.pop(0)[len("--path="):])
 if sys.platform.startswith("linux"):
     import ctypes, signal
     libc = ctypes.CDLL(None, use_errno=True)
@@ -76,6 +78,7 @@ else:
 """
 
 
-def child_python_command(argv: list[str]) -> list[str]:
-    """``python -I`` running ``argv`` (``["-m", module, ...]`` or ``[script, ...]``) via the bootstrap."""
-    return [sys.executable, "-I", "-c", _CHILD_BOOTSTRAP, str(os.getpid()), *argv]
+def child_python_command(argv: list[str], *, path: tuple[str, ...] = ()) -> list[str]:
+    """``python -I`` running ``argv`` (``["-m", module, ...]`` or ``[script, ...]``) via the bootstrap;
+    ``path``: absolute folders put first on the child's ``sys.path`` (never the current folder by default)."""
+    return [sys.executable, "-I", "-c", _CHILD_BOOTSTRAP, str(os.getpid()), *(f"--path={p}" for p in path), *argv]

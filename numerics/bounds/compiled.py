@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import inspect
 import math
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Callable
 
 from numpy.typing import ArrayLike
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "compile_expr",
+    "compile_cover",
     "thm41_log_cover",
     "thm41_coefficient",
     "thm41_log_coefficient",
@@ -81,6 +83,38 @@ def compile_expr(expr: sp.Expr, names: tuple[str, ...]) -> Callable[..., np.ndar
     from theory.symbols import SYMBOLS
 
     return sp.lambdify([SYMBOLS[n] for n in names], expr, modules="numpy")
+
+
+def compile_cover(cover: Any, kind: str) -> Callable[[Mapping[str, float], float], float]:
+    """``(values, eps) -> log N(eps)`` for a registered cover (:class:`theory.registry.Cover`) and output kind.
+
+    ``values`` maps the cover's vocabulary words (``"spectral_norm"``, ``"truncation_rank"``, ...) and the context
+    ``"row_bound"`` and ``"points"`` to numbers. The cover's SymPy form is ``lambdify``-ed here, in this process:
+    it is the expression the user registered, never text read back from disk. Where an index sits at a limit
+    the cover declares (``schatten_index = 0``), the declared limit's form is used.
+    """
+    # slow: sympy (a registered cover is a SymPy expression; the shipped forms never need this)
+    import sympy as sp
+    from theory.vocabulary import VOCABULARY, entry
+
+    words = [*cover.statistics, "row_bound", "points"]
+    args = [VOCABULARY[w].symbol for w in words] + [VOCABULARY["eps"].symbol]
+    main = sp.lambdify(args, cover.form(kind), modules="numpy")
+    limits = [(entry(lim.symbol).name, float(lim.point), sp.lambdify(args, cover.limit(kind, lim), modules="numpy"))
+              for lim in cover.limits]
+
+    def log_cover(values: Mapping[str, float], eps: float) -> float:
+        missing = [w for w in words if w not in values]
+        if missing:
+            raise ValueError(f"values lacks {missing} for cover {cover.name!r} ({kind}).")
+        fn = main
+        for word, point, limit_fn in limits:
+            if values[word] == point:
+                fn = limit_fn
+        with np.errstate(all="ignore"):
+            return float(fn(*[float(values[w]) for w in words], float(eps)))
+
+    return log_cover
 
 
 def _function(key: str) -> Callable[..., np.ndarray]:

@@ -71,6 +71,11 @@ DEFAULT_P_GRID: tuple[float, ...] = tuple(np.round(np.linspace(0.0, 2.0, 21), 10
 MAX_SAMPLE_POINTS = 1e300
 
 
+#: The smallest positive post hoc index accepted: for ``0 < p < 1e-300`` (subnormal) ``1/p`` and
+#: ``eps^-p``-type factors overflow float64 (issue 18); ``p = 0`` is the rank limit, computed exactly.
+MIN_POSITIVE_P = 1e-300
+
+
 @dataclass(frozen=True)
 class BoundSettings:
     """Settings of the bound; the defaults describe a BERT-like training set.
@@ -115,6 +120,9 @@ class BoundSettings:
             raise ValueError(f"floor_share={self.floor_share!r} must lie in (0, 1).")
         if not self.p_grid or any(not 0 <= q <= 2 for q in self.p_grid):
             raise ValueError(f"p_grid={self.p_grid!r} must be non-empty with every point in [0, 2].")
+        if any(0 < q < MIN_POSITIVE_P for q in self.p_grid):
+            raise ValueError(f"p_grid={self.p_grid!r}: a positive point must be at least {MIN_POSITIVE_P:g} (below it "
+                             "1/p overflows float64); use 0 for the rank limit.")
         if self.tie not in ("layer-type", "matrix", "common"):
             raise ValueError(f"tie={self.tie!r} must be 'layer-type', 'matrix' or 'common'.")
 

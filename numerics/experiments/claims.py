@@ -27,7 +27,6 @@ import math
 import os
 import statistics
 import subprocess
-import sys
 import tempfile
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -40,6 +39,7 @@ import numpy as np
 from numerics._util.cache import sha256_file
 from numerics._util.jsonsafe import finite_json
 from numerics._util.outputs import check_editable_file, check_output_file, edit_text_file, safe_output_file
+from numerics._util.subprocesses import child_python_command
 from numerics.analysis import analyze
 from numerics.bounds.compiled import thm41_log_cover
 from numerics.bounds.terms import MatrixTerm
@@ -698,8 +698,10 @@ def run_claim_tests(ids: list[str] | None = None, *, extra_args: tuple[str, ...]
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "claims.json"
         env = {**os.environ, "SPECBOUND_CLAIMS_SELECT": wanted, "SPECBOUND_CLAIMS_OUT": str(out)}
-        subprocess.run([sys.executable, "-m", "pytest", "tests", "-q", "-p", "no:cacheprovider", "-p", "tests.claims_plugin",
-                        *extra_args], cwd=root, env=env, capture_output=True, text=True)
+        # isolated (-I) with only the checkout on its path, and killed with specbound (PR_SET_PDEATHSIG)
+        subprocess.run(child_python_command(["-m", "pytest", "tests", "-q", "-p", "no:cacheprovider", "-p",
+                                             "tests.claims_plugin", *extra_args], path=(str(root),)),
+                       cwd=root, env=env, capture_output=True, text=True)
         if not out.exists():
             return {}
         counts: dict[str, dict[str, int]] = json.loads(out.read_text(encoding="utf-8"))
@@ -717,6 +719,9 @@ def update_readme(path: Any, table: str) -> bool:
         if README_BEGIN not in text or README_END not in text:
             raise ValueError(f"{path}: the markers {README_BEGIN!r} and {README_END!r} are missing.")
         head, rest = text.split(README_BEGIN, 1)
+        if README_END not in rest:
+            raise ValueError(f"{path}: the marker {README_END!r} comes before {README_BEGIN!r}; put the table "
+                             "between them in that order.")
         _, tail = rest.split(README_END, 1)
         return f"{head}{README_BEGIN}\n{table}{README_END}{tail}"
 

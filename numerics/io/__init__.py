@@ -25,6 +25,7 @@ from numerics.io.architectures import KeyMatch as KeyMatch
 from numerics.io.architectures import match_architecture as match_architecture
 from numerics.io.architectures import MatrixSpec as MatrixSpec
 from numerics.io.architectures import NormSpec as NormSpec
+from numerics.io.architectures import NORM_PARAMETER_NAMES as NORM_PARAMETER_NAMES
 from numerics.io.architectures import skip_reason as skip_reason
 from numerics.io.architectures import SKIP_RULES as SKIP_RULES
 from numerics.io.checkpoint import Checkpoint as Checkpoint

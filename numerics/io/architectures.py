@@ -49,6 +49,7 @@ __all__ = [
     "ARCHITECTURES",
     "CONFIG_KEYS",
     "SKIP_RULES",
+    "NORM_PARAMETER_NAMES",
     "KeyMatch",
     "match_architecture",
     "skip_reason",
@@ -199,9 +200,27 @@ _MAPS: tuple[ArchitectureMap, ...] = (
             _linear("ff1", "intermediate.dense.weight", "intermediate.dense"),
             _linear("ff2", "output.dense.weight", "output.dense"),
         ),
-        model_types=("bert", "roberta", "xlm-roberta", "electra", "camembert", "megatron-bert"),
+        model_types=("bert", "roberta", "xlm-roberta", "electra", "camembert"),
         norms=NormSpec("layernorm", "post", "attention.output.LayerNorm", "output.LayerNorm",
                        embeddings="embeddings.LayerNorm", projection="embeddings_project"),
+    ),
+    ArchitectureMap(
+        # transformers' MegatronBertLayer: x + attention(attention.ln(x)), then h + FF(ln(h)); the embeddings
+        # have no LayerNorm (the first one was removed) and encoder.ln normalises the last layer's output
+        name="megatron-bert",
+        default_activation="gelu",
+        description="HuggingFace Megatron-BERT (BERT's matrices, pre-LayerNorm: attention.ln, ln; no embeddings LayerNorm)",
+        layer_stem="encoder.layer.{i}.",
+        matrices=(
+            _linear("q", "attention.self.query.weight", "query"),
+            _linear("k", "attention.self.key.weight", "key"),
+            _linear("v", "attention.self.value.weight", "value"),
+            _linear("o", "attention.output.dense.weight", "attention.output.dense"),
+            _linear("ff1", "intermediate.dense.weight", "intermediate.dense"),
+            _linear("ff2", "output.dense.weight", "output.dense"),
+        ),
+        model_types=("megatron-bert",),
+        norms=NormSpec("layernorm", "pre", "attention.ln", "ln"),
     ),
     ArchitectureMap(
         name="mpnet",
@@ -300,6 +319,13 @@ CONFIG_KEYS: Mapping[str, tuple[str, ...]] = MappingProxyType(
     }
 )
 
+#: The names a norm layer's gain and bias are stored under after its stem: ``weight``/``bias`` (PyTorch), or
+#: ``gamma``/``beta`` (older BERT exports, which transformers renames on load). A norm holding both spellings of
+#: one part is refused (:mod:`numerics.io.checkpoint`): which one the model uses would be a guess.
+NORM_PARAMETER_NAMES: Mapping[str, tuple[str, ...]] = MappingProxyType({"gain": ("weight", "gamma"),
+                                                                         "bias": ("bias", "beta")})
+
+
 #: Why a tensor that no map analyses is skipped: ``(regex searched in the key, reason)``,
 #: first match wins; a key matching none gets :data:`FALLBACK_SKIP_REASON`.
 SKIP_RULES: tuple[tuple[str, str], ...] = (
@@ -382,7 +408,7 @@ def _matches(arch: ArchitectureMap, keys: Iterable[str], where: str) -> dict[str
 
 
 def match_architecture(
-    keys: Iterable[str], *, where: str, architecture: str | None = None
+    keys: Iterable[str], *, where: str, architecture: str | None = None, model_type: str | None = None
 ) -> KeyMatch:
     """Find the architecture map and key prefix that explain the most tensors.
 
@@ -390,10 +416,12 @@ def match_architecture(
       keys: tensor names of the checkpoint.
       where: the file or folder, for error messages.
       architecture: restrict to this map name (see :data:`ARCHITECTURES`).
+      model_type: ``config.json``'s ``model_type``. Maps that match the same matrices (BERT and Megatron-BERT)
+        are told apart by the norm gains the checkpoint holds, then by the map listing ``model_type``.
 
     Raises:
       CheckpointError: no map matches any key (the message lists a few keys seen), or two
-        candidates tie.
+        candidates tie on matrices, model type and norm tensors.
       ValueError: ``architecture`` is not a known map name.
     """
     keys = list(keys)
@@ -412,10 +440,25 @@ def match_architecture(
             where,
             f"matches no known architecture ({names}); {len(keys)} tensors, e.g. {sample or 'none'}{more}",
         )
-    candidates.sort(key=lambda c: -c[0])
+    present = set(keys)
+
+    def rank(c: tuple[int, ArchitectureMap, str, dict[tuple[int, str], str]]) -> tuple[int, int, bool]:
+        # most matrices first; among maps with the same matrices (BERT, Megatron-BERT), the one whose norm layers
+        # the checkpoint holds, then the one config.json's model_type names
+        return c[0], _norms_present(c[1], c[2], c[3], present), model_type is not None and model_type in c[1].model_types
+
+    candidates.sort(key=rank, reverse=True)
     best = candidates[0]
-    ties = [c for c in candidates if c[0] == best[0]]
+    ties = [c for c in candidates if rank(c) == rank(best)]
     if len(ties) > 1:
         desc = ", ".join(f"{c[1].name} with prefix {c[2]!r}" for c in ties)
         raise CheckpointError(where, f"is ambiguous: {best[0]} tensors match each of {desc}")
     return KeyMatch(architecture=best[1], prefix=best[2], found=MappingProxyType(best[3]))
+
+
+def _norms_present(arch: ArchitectureMap, prefix: str, found: Mapping[tuple[int, str], str], keys: set[str]) -> int:
+    """How many of the map's per-layer norm gains (under either name of :data:`NORM_PARAMETER_NAMES`) ``keys`` holds."""
+    if arch.norms is None:
+        return 0
+    stems = {prefix + arch.layer_stem.format(i=i) + n for i, _ in found for n in (arch.norms.attention, arch.norms.feedforward)}
+    return sum(any(f"{stem}.{name}" in keys for name in NORM_PARAMETER_NAMES["gain"]) for stem in stems)

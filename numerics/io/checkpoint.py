@@ -44,6 +44,7 @@ import numpy as np
 from numerics.io.architectures import (
     ARCHITECTURES,
     CONFIG_KEYS,
+    NORM_PARAMETER_NAMES,
     ArchitectureMap,
     KeyMatch,
     MatrixSpec,
@@ -283,11 +284,14 @@ class BlockInput:
     Attributes:
       layer: the layer index; block: ``"attention"`` or ``"feedforward"``.
       norm: the norm layer whose output the block reads (:class:`NormLayer`), or ``None`` when no
-        norm precedes it (post-LN layer 0 of a ``torch.nn.TransformerEncoder``, or a checkpoint
-        without its norm tensors): its radius is then not determined by the weights.
+        norm precedes it (post-LN layer 0 of a ``torch.nn.TransformerEncoder``) or its gain is missing
+        (``missing``): its radius is then not determined by the weights.
       projection: ``(spectral norm, bias norm)`` of a linear map between the norm and the block
         (ELECTRA's ``embeddings_project``), else ``None``.
       where: which norm feeds it, as :func:`theory.normlayers.block_input_norm` names it.
+      missing: the gain tensor the architecture map says feeds the block but the checkpoint lacks (under
+        either name of :data:`~numerics.io.architectures.NORM_PARAMETER_NAMES`), else ``None``; whoever needs
+        the radius must refuse, naming it, unless a radius is given (``--input-norm``).
     """
 
     layer: int
@@ -295,6 +299,7 @@ class BlockInput:
     norm: NormLayer | None
     projection: tuple[float, float] | None
     where: str
+    missing: str | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -428,18 +433,23 @@ class Checkpoint:
                     key = stem + norms.attention
                 else:
                     key = stem + norms.feedforward
-                out.append(BlockInput(i, block, self._norm(key, norms.kind), projection, where))
+                gain = None if key is None else _norm_part(key, "gain", self._store.infos)
+                missing = key + ".weight" if key is not None and gain is None else None
+                out.append(BlockInput(i, block, self._norm(key, norms.kind), projection, where, missing))
         return out
 
     def _load(self, name: str) -> np.ndarray:
         return self._store.read(name)
 
     def _norm(self, key: str | None, kind: str) -> NormLayer | None:
-        if key is None or key + ".weight" not in self._store.infos:
+        """The norm layer under stem ``key``, its gain and bias read under either name (``weight``/``gamma``,
+        ``bias``/``beta``); ``None`` without a stem or a gain."""
+        gain_name = None if key is None else _norm_part(key, "gain", self._store.infos)
+        if key is None or gain_name is None:
             return None
-        gain = self._load(key + ".weight")
-        has_beta = kind == "layernorm" and key + ".bias" in self._store.infos
-        beta = self._load(key + ".bias") if has_beta else np.zeros(1)
+        gain = self._load(gain_name)
+        bias_name = _norm_part(key, "bias", self._store.infos) if kind == "layernorm" else None
+        beta = self._load(bias_name) if bias_name is not None else np.zeros(1)
         return NormLayer(key, kind, int(gain.size), float(np.abs(gain).max()), float(np.linalg.norm(beta)))
 
     def _projection(self, key: str) -> tuple[float, float]:
@@ -542,6 +552,13 @@ class Checkpoint:
             yield self.load_layer(index, feedforward=feedforward)
 
 
+def _norm_part(stem: str, part: str, tensors: Mapping[str, TensorInfo]) -> str | None:
+    """The tensor holding the ``part`` (``"gain"`` or ``"bias"``) of the norm layer ``stem``, under the first name of
+    :data:`~numerics.io.architectures.NORM_PARAMETER_NAMES` present; ``None`` if none is
+    (:func:`_norm_tensors` has refused a norm holding two)."""
+    return next((f"{stem}.{n}" for n in NORM_PARAMETER_NAMES[part] if f"{stem}.{n}" in tensors), None)
+
+
 def _bias_name(spec: MatrixSpec, name: str) -> str:
     """The bias tensor of the matrix ``name`` (:attr:`MatrixSpec.bias_key` under the same stem)."""
     return name[: len(name) - len(spec.key)] + spec.bias_key
@@ -607,14 +624,24 @@ _PICKLE_REFUSAL = (
 )
 
 
+def _config_file(config: Path) -> Path | None:
+    """``config`` if it is a regular file, ``None`` if there is nothing there; anything else there (a
+    FIFO, a folder, a device, a dangling link) is refused rather than taken for an absent config."""
+    if config.is_file():
+        return config
+    if not os.path.lexists(config):
+        return None
+    what = "a folder" if config.is_dir() else "a dangling symbolic link" if config.is_symlink() and not config.exists() \
+        else "not a regular file (a FIFO, socket or device)"
+    raise CheckpointError(config, f"is {what}; a config.json must be a regular file")
+
+
 def _config_beside(path: Path) -> Path | None:
-    config = path.parent / "config.json"
-    return config if config.is_file() else None
+    return _config_file(path.parent / "config.json")
 
 
 def _resolve_folder(folder: Path, label: str | None = None) -> _Resolved:
-    config = folder / "config.json"
-    config_path = config if config.is_file() else None
+    config_path = _config_file(folder / "config.json")
     single = folder / _SINGLE_FILE
     index = folder / _INDEX_FILE
     if single.is_file():
@@ -690,6 +717,11 @@ def _config_value(config: Mapping[str, Any], quantity: str) -> Any:
         if config.get(key) is not None:
             return config[key]
     return None
+
+
+def _config_key(config: Mapping[str, Any], quantity: str) -> str:
+    """The key of ``config`` that gives ``quantity`` (its first name when none is there)."""
+    return next((key for key in CONFIG_KEYS[quantity] if config.get(key) is not None), CONFIG_KEYS[quantity][0])
 
 
 def _config_int(config: Mapping[str, Any], quantity: str, where: str | os.PathLike[str] | None) -> int | None:
@@ -781,19 +813,20 @@ def checkpoint_from_store(
     heads = check_count(heads, "heads", optional=True)
     tensors = store.infos
     places = _Places(where, config_where, config_name)
-    match = match_architecture(tensors, where=where, architecture=architecture)
+    model_type = config.get("model_type")
+    match = match_architecture(tensors, where=where, architecture=architecture,
+                               model_type=model_type if isinstance(model_type, str) else None)
     plan = _plan_layers(match, tensors, config, places)
     widths = _check_shapes(match.architecture, plan, store)
     num_heads, num_kv_heads, head_dim = _head_counts(widths, config, heads, places)
     _check_config_widths(config, widths, config_where)
     analysed = {name for row in plan for _, name in row}
     biases = _check_biases(plan, store)
-    norms = _norm_tensors(match, len(plan), tensors)
+    norms = _norm_tensors(match, len(plan), store)
     scales = _score_scales(config, len(plan), head_dim, config_where)
     hidden_act = _activation(config, config_where, match.architecture)
     skipped = tuple(sorted((name, skip_reason(name)) for name in tensors
                            if name not in analysed and name not in biases and name not in norms))
-    model_type = config.get("model_type")
     return Checkpoint(
         source=source,
         architecture=match.architecture.name,
@@ -855,7 +888,11 @@ def _plan_layers(match: KeyMatch, tensors: Mapping[str, TensorInfo], config: Map
     """``(spec, tensor name)`` of every matrix of layers ``0..L-1``: every layer must have every matrix."""
     arch, prefix, found_layers = match.architecture, match.prefix, match.layer_indices
     config_layers = _config_int(config, "num_layers", places.config)
-    num_layers = max(found_layers[-1] + 1, config_layers or 0)
+    weight_layers = found_layers[-1] + 1
+    if config_layers is not None and config_layers < weight_layers:
+        raise CheckpointError(places.config, f"{_config_key(config, 'num_layers')}={config_layers}, but the weights "
+                              f"hold {weight_layers} layers (layer indices up to {weight_layers - 1})")
+    num_layers = max(weight_layers, config_layers or 0)
     plan: _Plan = []
     for i in range(num_layers):
         row = []
@@ -864,7 +901,8 @@ def _plan_layers(match: KeyMatch, tensors: Mapping[str, TensorInfo], config: Map
             if name not in tensors:
                 why = f"is missing: layer {i} of {num_layers} has no {spec.label} matrix"
                 if config_layers is not None and i >= found_layers[-1] + 1:
-                    why += f" ({places.config_name} says {config_layers} layers)"
+                    why += (f" ({places.config_name} says {_config_key(config, 'num_layers')}={config_layers}; "
+                            f"the weights hold {weight_layers} layers)")
                 raise CheckpointError(places.where, why, tensor=name)
             row.append((spec, name))
         plan.append(tuple(row))
@@ -972,15 +1010,24 @@ def _check_biases(plan: _Plan, store: TensorStore) -> set[str]:
     return found
 
 
-def _norm_tensors(match: KeyMatch, num_layers: int, tensors: Mapping[str, TensorInfo]) -> set[str]:
-    """The gain and bias tensors of the norm layers that feed the blocks (read for the radii)."""
-    norms = match.architecture.norms
+def _norm_tensors(match: KeyMatch, num_layers: int, store: TensorStore) -> set[str]:
+    """The gain and bias tensors of the norm layers that feed the blocks (read for the radii), under either name of
+    :data:`~numerics.io.architectures.NORM_PARAMETER_NAMES`; a norm holding both names of one part is refused."""
+    norms, tensors = match.architecture.norms, store.infos
     if norms is None:
         return set()
     stems = [match.prefix + match.architecture.layer_stem.format(i=i) + n
              for i in range(num_layers) for n in (norms.attention, norms.feedforward)]
     stems += [match.prefix + n for n in (norms.embeddings, norms.projection) if n is not None]
-    return {f"{stem}.{part}" for stem in stems for part in ("weight", "bias") if f"{stem}.{part}" in tensors}
+    found: set[str] = set()
+    for stem in stems:
+        for part, names in NORM_PARAMETER_NAMES.items():
+            present = [f"{stem}.{n}" for n in names if f"{stem}.{n}" in tensors]
+            if len(present) > 1:
+                raise CheckpointError(store.where(present[1]), f"and {present[0]!r} are both present: which one is the "
+                                      f"norm's {part} is ambiguous", tensor=present[1])
+            found.update(present)
+    return found
 
 
 def _score_scales(config: Mapping[str, Any], num_layers: int, head_dim: int, where: str | os.PathLike[str] | None) -> tuple[float, ...]:

@@ -1,4 +1,4 @@
-"""A strict, memory-mapped reader of the safetensors format.
+"""A strict reader of the safetensors format (plain reads, no memory map).
 
 Layout of a ``.safetensors`` file (https://github.com/huggingface/safetensors, "Format")::
 
@@ -19,7 +19,8 @@ Everything in the header is validated *before* anything is allocated or mapped:
   ``end - begin == prod(shape) * itemsize``;
 * no two non-empty byte ranges overlap.
 
-:func:`load_tensor` then maps the file and copies out only the one tensor asked for, widened
+:func:`load_tensor` then reads only the one tensor asked for (plain reads: a file truncated meanwhile
+is a short read, named, never a SIGBUS of a memory map), widened
 to float64. ``safetensors.numpy`` cannot read bfloat16 (safetensors issue 598); here BF16 is
 read as ``uint16`` and widened exactly: a bfloat16 is the upper half of a float32, so
 ``(u16.astype(uint32) << 16).view(float32)``.
@@ -58,6 +59,7 @@ MAX_HEADER_BYTES: int = 100_000_000
 MAX_DIMS: int = 32
 
 _MAX_ARRAY_BYTES = 2**63 - 1  # numpy's limit on an array's byte size (a signed 64-bit intp)
+_READ_CHUNK = 1 << 24  # bytes read at once (16 MiB)
 
 #: safetensors dtype tag -> little-endian numpy dtype of the *stored* bytes.
 #: BF16 is stored as its raw 16-bit pattern and widened by :func:`load_tensor`.
@@ -255,19 +257,30 @@ def _widen_bf16(raw: np.ndarray) -> np.ndarray:
     return (raw.astype(np.uint32) << 16).view(np.float32)
 
 
-def _read_widened(where: str, stored: np.dtype, start: int, info: TensorInfo) -> np.ndarray:
-    """The tensor's bytes, memory-mapped and widened to a new float64 array of its shape."""
-    mm = np.memmap(where, dtype=stored, mode="r", offset=start, shape=(info.size,))
-    try:
-        # Widening a signalling NaN raises the "invalid" flag (a RuntimeWarning, an exception
-        # under -W error); NaNs are reported by require_finite as a CheckpointError instead.
-        with np.errstate(invalid="ignore"):
-            if info.dtype == "BF16":
-                out = _widen_bf16(np.asarray(mm)).astype(np.float64)
-            else:
-                out = np.asarray(mm).astype(np.float64)
-    finally:
-        del mm
+def _read_widened(where: str, name: str, stored: np.dtype, start: int, info: TensorInfo) -> np.ndarray:
+    """The tensor's bytes, read (not memory-mapped) and widened to a new float64 array of its shape.
+
+    Plain reads, so a file truncated while it is read ends in a short read, reported as a
+    :class:`~numerics.errors.CheckpointError` naming the file and tensor, never in SIGBUS (a
+    memory map of a truncated file kills the process).
+    """
+    raw = np.empty(info.size, dtype=stored)
+    view = memoryview(raw.view(np.uint8))
+    with open(where, "rb", buffering=0) as fh:
+        fh.seek(start)
+        got = 0
+        while got < len(view):
+            n = fh.readinto(view[got : got + _READ_CHUNK])
+            if not n:
+                raise CheckpointError(where, f"is truncated: it ended after {start + got} bytes while tensor bytes "
+                                      f"[{start}, {start + info.nbytes}) were read (changed while being read?)",
+                                      tensor=name)
+            got += n
+    # Widening a signalling NaN raises the "invalid" flag (a RuntimeWarning, an exception
+    # under -W error); NaNs are reported by require_finite as a CheckpointError instead.
+    with np.errstate(invalid="ignore"):
+        out = _widen_bf16(raw).astype(np.float64) if info.dtype == "BF16" else raw.astype(np.float64)
+    del raw, view
     return out.reshape(info.shape)
 
 
@@ -292,7 +305,7 @@ def load_tensor(
     *,
     check_finite: bool = True,
 ) -> np.ndarray:
-    """Load one tensor, memory-mapped, as a new float64 array.
+    """Load one tensor, read from its byte range, as a new float64 array.
 
     Only the tensor's own byte range is touched; the mapping is released before returning.
 
@@ -325,7 +338,7 @@ def load_tensor(
             where, f"is truncated: bytes [{start}, {start + info.nbytes}) lie past its {size} bytes", tensor=name
         )
     try:
-        out = _read_widened(where, stored, start, info)
+        out = _read_widened(where, name, stored, start, info)
         if check_finite and info.dtype in FLOAT_DTYPES:
             require_finite(where, name, out)
     except MemoryError:
@@ -333,7 +346,7 @@ def load_tensor(
                               tensor=name) from None
     except OSError as exc:
         if exc.errno == errno.ENOMEM:
-            raise CheckpointError(where, f"cannot be mapped: out of memory ({info.nbytes:,} bytes)", tensor=name) from None
+            raise CheckpointError(where, f"cannot be read: out of memory ({info.nbytes:,} bytes)", tensor=name) from None
         raise CheckpointError(where, f"cannot be read: {exc.strerror or exc}", tensor=name) from exc
     return out
 

@@ -3,7 +3,8 @@
 * :mod:`~numerics.montecarlo.sampling`: members of the class ``F(s, R, p)`` and the rows they act on;
 * :mod:`~numerics.montecarlo.packing`: greedy packings and covers of a finite set, with BLAS distances;
 * :mod:`~numerics.montecarlo.volumetric`: certified volumetric lower bounds on covering numbers of the class;
-* :mod:`~numerics.montecarlo.experiment`: packings of sampled classes against Theorem 4.1, and C9's verdict.
+* :mod:`~numerics.montecarlo.experiment`: packings of sampled classes against Theorem 4.1, and C9's verdict;
+* :mod:`~numerics.montecarlo.covers`: the same lower bounds against any registered cover (:mod:`theory.registry`).
 """
 
 from numerics.montecarlo.sampling import check_output_kind as check_output_kind
@@ -59,8 +60,16 @@ from numerics.montecarlo.experiment import Branch as Branch
 from numerics.montecarlo.experiment import thm41_branch as thm41_branch
 from numerics.montecarlo.experiment import WRONG_FORMS as WRONG_FORMS
 from numerics.montecarlo.experiment import WrongForm as WrongForm
+from numerics.montecarlo.covers import cover_mc as cover_mc
+from numerics.montecarlo.covers import cover_rows_json as cover_rows_json
+from numerics.montecarlo.covers import cover_verdict as cover_verdict
+from numerics.montecarlo.covers import CoverMCResult as CoverMCResult
+from numerics.montecarlo.covers import CoverRow as CoverRow
+from numerics.montecarlo.covers import INDEX_VALUES as INDEX_VALUES
+from numerics.montecarlo.covers import log_radius_limit as log_radius_limit
+from numerics.montecarlo.covers import measure as measure
 
-from numerics.montecarlo import experiment, packing, sampling, volumetric
+from numerics.montecarlo import covers, experiment, packing, sampling, volumetric
 
 #: The public names of the modules above, in their order.
-__all__ = [*sampling.__all__, *packing.__all__, *volumetric.__all__, *experiment.__all__]
+__all__ = [*sampling.__all__, *packing.__all__, *volumetric.__all__, *experiment.__all__, *covers.__all__]

@@ -9,6 +9,7 @@
   (matplotlib loads when one is drawn).
 """
 
+from numerics.report.tables import cover_mc_table as cover_mc_table
 from numerics.report.tables import demo_summary as demo_summary
 from numerics.report.tables import format_blocks as format_blocks
 from numerics.report.tables import format_table as format_table

@@ -14,6 +14,7 @@ import numpy as np
 
 from numerics.montecarlo import MCResult
 from numerics._util.outputs import save_figure
+from numerics.report.style import specbound_style
 
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.figure import Figure  # slow: matplotlib (imported when a figure is drawn)
@@ -21,6 +22,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["mc_figure", "plot_mc"]
 
 
+@specbound_style
 def mc_figure(result: MCResult) -> Figure:
     r"""One panel per profile: ``log N`` against ``1/eps`` at the covering scale.
 
@@ -87,6 +89,7 @@ def mc_figure(result: MCResult) -> Figure:
     return fig
 
 
+@specbound_style
 def plot_mc(result: MCResult, path: str | os.PathLike[str]) -> str:
     """Draw :func:`mc_figure` and save it to ``path`` (format from the extension); returns the path.
 

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from numerics._util.outputs import save_figure
+from numerics.report.style import specbound_style
 
 __all__ = ["plot_spectra", "plot_p_star", "plot_bound_terms", "write_all"]
 
@@ -28,6 +29,14 @@ def _figure(width: float, height: float) -> Any:
     return Figure(figsize=(width, height), layout="constrained")
 
 
+def _nothing(ax: Any, why: str) -> None:
+    """An empty panel that says why it is empty."""
+    ax.text(0.5, 0.5, why, ha="center", va="center", transform=ax.transAxes)
+    ax.set_xticks([])
+    ax.set_yticks([])
+
+
+@specbound_style
 def plot_spectra(analysis: Any, path: str | Path) -> Path:
     """Singular-value profiles (normalised by ``s_1``) by matrix type, one panel per type."""
     by_kind: dict[str, list[np.ndarray]] = defaultdict(list)
@@ -36,6 +45,10 @@ def plot_spectra(analysis: Any, path: str | Path) -> Path:
         if sv is not None and sv.size and sv[0] > 0:
             by_kind[row["kind"]].append(np.asarray(sv) / sv[0])
     kinds = [k for k in KIND_ORDER if k in by_kind]
+    if not kinds:  # every matrix is zero (or below float64's range): nothing to draw on a log scale
+        fig = _figure(5.5, 2.6)
+        _nothing(fig.subplots(), "every matrix is zero: no singular-value profile to draw")
+        return save_figure(fig, path, dpi=110)
     cols = 4
     rows = max(1, math.ceil(len(kinds) / cols))
     fig = _figure(3.2 * cols, 2.6 * rows)
@@ -51,6 +64,7 @@ def plot_spectra(analysis: Any, path: str | Path) -> Path:
     return save_figure(fig, path, dpi=110)
 
 
+@specbound_style
 def plot_p_star(analysis: Any, path: str | Path) -> Path:
     """The post hoc index by layer, one line per tie group type."""
     groups = analysis.bounds["spectrum_adaptive"]["p_by_group"]
@@ -74,19 +88,25 @@ def plot_p_star(analysis: Any, path: str | Path) -> Path:
     return save_figure(fig, path, dpi=110)
 
 
+@specbound_style
 def plot_bound_terms(analysis: Any, path: str | Path) -> Path:
     """log10 of each bound's complexity, and our bound against a common p."""
     fig = _figure(10, 3.4)
     ax1, ax2 = fig.subplots(1, 2)
     names = ["spectrum_adaptive", "edelman2022", "bartlett2017"]
     vals = [analysis.bounds[n].get("log_complexity", float("nan")) / math.log(10) for n in names]
-    ax1.bar(range(3), vals, color=["tab:blue", "tab:orange", "tab:green"])
+    ax1.bar(range(3), [v if math.isfinite(v) else 0.0 for v in vals], color=["tab:blue", "tab:orange", "tab:green"])
     ax1.set_xticks(range(3), ["ours (post hoc)", "Edelman 2022", "Bartlett 2017"])
     ax1.set_ylabel("log10 complexity  (sqrt(n) Rad / 12)")
     ax1.set_title("bounds on the same weights")
     common = analysis.bounds["spectrum_adaptive"]["rademacher_by_common_p"]
     ps = sorted(float(k) for k in common)
-    ax2.semilogy(ps, [common[str(p)] if str(p) in common else common[repr(p)] for p in ps], marker=".")
+    ys = [common[str(p)] if str(p) in common else common[repr(p)] for p in ps]
+    shown = [(p, y) for p, y in zip(ps, ys) if y is not None and math.isfinite(y) and y > 0]
+    if shown:  # a log scale draws positive values only (all-zero weights give a zero bound)
+        ax2.semilogy(*zip(*shown), marker=".")
+    else:
+        _nothing(ax2, "no positive value to draw on a log scale")
     ax2.set_xlabel("common p")
     ax2.set_ylabel("Dudley bound (uncapped)")
     ax2.set_title("Theorem 3.1 against a common index")

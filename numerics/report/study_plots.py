@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from numerics._util.outputs import save_figure
+from numerics.report.style import specbound_style
 from numerics.study.findings import Findings, Trajectory
 
 __all__ = ["plot_scatter", "plot_taus", "plot_random_labels", "plot_trajectory", "write_study_plots"]
@@ -64,6 +65,7 @@ def _colour() -> Any:
     return cm.ScalarMappable(norm=colors.Normalize(0.0, 1.0), cmap="viridis")
 
 
+@specbound_style
 def plot_scatter(found: Findings, measures: Sequence[str], path: str | Path) -> Path:
     """Each of ``measures`` (vertical) against the gap (horizontal), one panel per measure and one point
     per model of the statistics: coloured by label noise, hollow where training did not reach the loss
@@ -83,6 +85,7 @@ def plot_scatter(found: Findings, measures: Sequence[str], path: str | Path) -> 
     return save_figure(fig, path, dpi=_DPI)
 
 
+@specbound_style
 def plot_taus(found: Findings, path: str | Path, *, names: Sequence[str] | None = None) -> Path:
     """Horizontal bars: tau (left) and ``Psi`` (right) of each measure against the gap, with their intervals."""
     chosen = [found.measure(n) for n in (names if names is not None else [m.name for m in found.measures])]
@@ -107,6 +110,7 @@ def plot_taus(found: Findings, path: str | Path, *, names: Sequence[str] | None 
     return save_figure(fig, path, dpi=_DPI)
 
 
+@specbound_style
 def plot_random_labels(found: Findings, path: str | Path, *, names: Sequence[str] | None = None) -> Path:
     """One panel per measure: its value against the label-noise fraction ``q``, one line per group of models
     that differ in ``q`` only (Bartlett et al. 2017, Figure 1)."""
@@ -128,6 +132,7 @@ def plot_random_labels(found: Findings, path: str | Path, *, names: Sequence[str
     return save_figure(fig, path, dpi=_DPI)
 
 
+@specbound_style
 def plot_trajectory(trajectory: Trajectory, path: str | Path) -> Path:
     """Three panels along the training steps: the log bound (raw and over the margin) with the errors,
     ``p*`` of every group, and the rank of every per-head ``qk`` and ``vo`` product (``d_h`` dashed)."""

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from numerics._util.outputs import save_figure
+from numerics.report.style import specbound_style
 from numerics.experiments.scaling import PROXIES, SlopeFit, SweepResult
 
 __all__ = ["plot_sweep"]
@@ -58,6 +59,7 @@ def _panel(ax: Any, fits: list[SlopeFit], against: str) -> None:
         ax.text(0.5, 0.5, "no checkpoints", transform=ax.transAxes, ha="center", va="center")
 
 
+@specbound_style
 def plot_sweep(result: SweepResult, path: str | Path) -> Path:
     """Log-log plot of ``Phi_SA`` and ``Phi_Edelman``: against ``L`` (left), against ``N`` (right).
 

@@ -37,12 +37,31 @@ __all__ = [
     "sweep_table",
     "mc_table",
     "mc_rows_json",
+    "cover_mc_table",
     "registry_table",
     "format_blocks",
 ]
 
 TABLE_COLUMNS = ("name", "layer", "kind", "head", "shape", "rank", "spectral_norm", "frobenius_norm", "norm_2_1",
                  "stable_rank", "p_star")
+
+
+def printable(text: str) -> str:
+    """``text`` with every control or format character (newline, carriage return, escape, bidi
+    overrides, ...) written as a ``\\x..``/``\\u....`` escape, and the backslash doubled: a tensor
+    name from a file can then neither split a table row or a CSV line nor move the terminal's cursor.
+    Names without such characters are unchanged."""
+    if text.isprintable() and "\\" not in text:
+        return text
+    out = []
+    for c in text:
+        if c == "\\":
+            out.append("\\\\")
+        elif c.isprintable() or c == " ":
+            out.append(c)
+        else:
+            out.append(f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}" if ord(c) < 0x10000 else f"\\U{ord(c):08x}")
+    return "".join(out)
 
 
 def _fmt(v: Any) -> str:
@@ -54,7 +73,7 @@ def _fmt(v: Any) -> str:
         return f"{v:.4g}"
     if isinstance(v, (list, tuple)):
         return "x".join(str(x) for x in v)
-    return str(v)
+    return printable(str(v))
 
 
 def format_table(analysis: Any, *, max_name: int = 48) -> str:
@@ -95,14 +114,23 @@ def network_lines(network: Mapping[str, Any] | None) -> list[str]:
     scales = network.get("score_scales") or []
     scale_text = _fmt(scales[0]) if scales and all(x == scales[0] for x in scales) else ", ".join(_fmt(x) for x in scales)
     radii = network.get("input_norms") or []
-    radius_text = "; ".join(f"L{i}: {_fmt(r['attention']['radius'])}/{_fmt(r['feedforward']['radius'])}"
-                            for i, r in enumerate(radii))
-    return [
+    assumed = [(i, block, r[block]) for i, r in enumerate(radii) for block in ("attention", "feedforward")
+               if str(r[block].get("source", "")).startswith("assumed")]
+
+    def radius(r: Mapping[str, Any]) -> str:
+        return _fmt(r["radius"]) + ("*" if str(r.get("source", "")).startswith("assumed") else "")
+
+    radius_text = "; ".join(f"L{i}: {radius(r['attention'])}/{radius(r['feedforward'])}" for i, r in enumerate(radii))
+    lines = [
         f"network: biases {network.get('biases')}  norm {norm['kind'] + ' (' + str(norm['layout']) + ')' if norm else 'unknown'}"
         f"  activation {act_text}",
         f"         positions {network.get('positions')}",
         f"         score scale {scale_text}  B per layer (attention/feedforward) {radius_text}",
     ]
+    if assumed:  # a radius the weights do not bound: said where the numbers are read, not only in the JSON
+        where = ", ".join(f"L{i} {block}" for i, block, _ in assumed)
+        lines.append(f"         * assumed, not read from the weights ({where}): {assumed[0][2]['source']}")
+    return lines
 
 
 def _n_needed(bound: Mapping[str, Any]) -> str:
@@ -124,7 +152,8 @@ def to_csv(analysis: Any, *, spectra: bool = False) -> str:
     w = csv.DictWriter(buf, fieldnames=keys, lineterminator="\n", restval="")
     w.writeheader()
     for r in analysis.matrices:
-        out = {k: ("x".join(map(str, v)) if isinstance(v, (list, tuple)) else v) for k, v in r.items()}
+        out = {k: ("x".join(map(str, v)) if isinstance(v, (list, tuple)) else printable(v) if isinstance(v, str) else v)
+               for k, v in r.items()}
         if spectra:
             out["singular_values"] = " ".join(repr(v) for v in analysis.spectrum(r["name"]))
         w.writerow(out)
@@ -166,7 +195,7 @@ def summary_markdown(analysis: Any) -> str:
     qkvo = [r for r in analysis.matrices if r["kind"] in ("qk", "vo")]
     over = [r["name"] for r in qkvo if r["rank"] > m["head_dim"]]
     lines = [
-        f"# specbound report: {model_name(m['source'])}",
+        f"# specbound report: {printable(model_name(m['source']))}",
         "",
         f"{m['architecture']}, L = {m['num_layers']}, N = {m['hidden_size']}, {m['num_heads']} heads of width "
         f"{m['head_dim']}, F = {m['intermediate_size']}; {len(analysis.matrices)} matrices analysed, "
@@ -261,6 +290,23 @@ def mc_table(result: MCResult) -> str:
     lines.append(f"C9: {'holds' if verdict['status'] == 'holds' else 'FAILS'}: {verdict['violations']} of "
                  f"{verdict['cells']} cells have the certified lower bound above Theorem 4.1"
                  " (lower on log N(eps/2): a greedy packing of sampled members at eps, or a volumetric bound; upper at eps/2)")
+    return "\n".join(lines) + "\n"
+
+
+def cover_mc_table(result: Any) -> str:
+    """``specbound mc --cover NAME``: one line per (profile, index values, eps) cell and the verdict
+    (:func:`numerics.montecarlo.covers.cover_verdict`)."""
+    from numerics.montecarlo.covers import cover_verdict  # slow: sympy (only mc --cover needs it)
+
+    lines = [f"cover {result.cover} ({result.kind}, metric {result.metric})",
+             f"{'profile':14} {'index':22} {'eps/2':>9} {'lower (nats)':>13} {'kind':>10} {'upper (nats)':>13} "
+             f"{'upper/lower':>12}  class"]
+    for r in result.rows:
+        flag = "  <-- BELOW A CERTIFIED LOWER BOUND" if r.violated else ""
+        lines.append(f"{r.profile:14} {r.index:22} {_fmt(r.cover_scale):>9} {_fmt(r.lower_bound):>13} {r.lower_kind:>10} "
+                     f"{_fmt(r.upper_bound):>13} {_fmt(r.ratio):>12}  {r.values}{flag}")
+    verdict = cover_verdict(result)
+    lines += ["", f"verdict: {verdict['status']}: {verdict['message']}"]
     return "\n".join(lines) + "\n"
 
 

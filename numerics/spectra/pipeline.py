@@ -15,6 +15,8 @@ from collections.abc import Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import Any
 
+import numpy as np
+
 from numerics._util import blas
 from numerics._util.checks import check_count
 from numerics.errors import CheckpointError
@@ -138,6 +140,14 @@ def _worker_modules(leading_k: int | None) -> tuple[str, ...]:
     return (MatrixSource.__module__, *dict.fromkeys(fn.__module__ for fn in functions))
 
 
+def _quietly(fn: Callable[..., MatrixStats], *args: Any, **kwargs: Any) -> MatrixStats:
+    """``fn(*args, **kwargs)`` with numpy's floating-point warnings off: a value that overflows
+    float64 becomes inf or NaN without a warning, and is refused in one line naming the tensor
+    (:func:`_check_finite` here, :func:`numerics.analysis.evaluate_bounds` for what derives from it)."""
+    with np.errstate(all="ignore"):
+        return fn(*args, **kwargs)
+
+
 class _Run:
     """The jobs of one :func:`checkpoint_spectra` call: submitted layer by layer, drained in order."""
 
@@ -161,7 +171,7 @@ class _Run:
     def _submit_one(self, job: MatrixJob) -> Any:
         if self.whole_pool is not None and job.source is not None:
             return self.whole_pool.submit(job.job, job.source)
-        return self.pool.submit(job.fn, *job.args, **job.kwargs)
+        return self.pool.submit(_quietly, job.fn, *job.args, **job.kwargs)
 
     # ------------------------------------------------------------------ drain
 
@@ -175,6 +185,12 @@ class _Run:
                 shape = job.source.shape if job.source is not None else None
                 raise CheckpointError(where, f"out of memory while computing the singular values of {job.args[0]}"
                                       + (f" (shape {list(shape)})" if shape else "")) from None
+            except CheckpointError:
+                raise
+            except ValueError as exc:  # e.g. a product whose entries overflow float64: no finite singular values
+                where = job.source.path if job.source is not None else self.checkpoint.source
+                raise CheckpointError(where, f"has singular values that cannot be computed in float64 ({exc}); the weights "
+                                      "are too large or not finite", tensor=str(job.args[0])) from None
             self.results.append(result)
             if self.progress is not None:
                 self.progress(len(self.results), self.total, result.name)

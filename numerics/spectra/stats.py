@@ -346,7 +346,8 @@ def stable_rank(singular_values: Any) -> float:
     """``||W||_F^2 / ||W||_2^2`` from the singular values (``0`` for a zero matrix)."""
     s = np.asarray(singular_values, dtype=np.float64)
     s1 = float(s.max()) if s.size else 0.0
-    return float(np.sum(s * s)) / (s1 * s1) if s1 > 0 else 0.0
+    # scaled by s_1 first: s_1^2 may overflow or underflow (weights of 1e160 or 1e-200) while the ratio does not
+    return float(np.sum((s / s1) ** 2)) if s1 > 0 else 0.0
 
 
 def matrix_stats(
@@ -395,12 +396,16 @@ def matrix_stats(
     s1 = float(s[0]) if s.size else 0.0
     tol = s1 * relative_rank_tolerance(shape, dtype_eps=dtype_eps, rank_rtol=rank_rtol)
     rank = int(np.count_nonzero(s > tol))
-    fro2 = float(np.sum(s * s))
-    if weight is not None:
-        w = as_matrix("weight", weight)
-        if w.shape != tuple(shape):
-            raise ValueError(f"weight has shape {w.shape}, must match shape={tuple(shape)!r}")
-        norm_2_1, norm_1_1 = _weight_norms(w)
+    # Squares beyond float64 become inf here without a warning; numerics.analysis refuses such statistics
+    # in one line naming the tensor (issue 18: an overflow must never turn into a smaller bound).
+    with np.errstate(over="ignore", invalid="ignore"):
+        fro2 = float(np.sum(s * s))
+        sr = stable_rank(s)
+        if weight is not None:
+            w = as_matrix("weight", weight)
+            if w.shape != tuple(shape):
+                raise ValueError(f"weight has shape {w.shape}, must match shape={tuple(shape)!r}")
+            norm_2_1, norm_1_1 = _weight_norms(w)
     return MatrixStats(
         name=name,
         layer=layer,
@@ -417,7 +422,7 @@ def matrix_stats(
         frobenius_norm_squared=fro2,
         norm_2_1=None if norm_2_1 is None else float(norm_2_1),
         norm_1_1=None if norm_1_1 is None else float(norm_1_1),
-        stable_rank=stable_rank(s),
+        stable_rank=sr,
     )
 
 

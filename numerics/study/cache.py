@@ -15,7 +15,10 @@ destination and renames the finished folder into place, so a run killed at any m
 leaves either a complete model or nothing there (its work folder is removed by the next
 run). :func:`load_stored` accepts a folder only if its manifest names the same settings and
 code version and every listed file has the recorded size and sha256; anything else is
-treated as absent and replaced by the next :func:`store`. The folders are read as data only:
+treated as absent and replaced by the next :func:`store`. The record used is ``record.json``
+(hash-checked), and every trajectory checkpoint it names must be a folder under
+``checkpoints/`` whose files the manifest verifies; a record that verifies but is malformed is
+refused in one line naming the file. Folders are created private to the user (0700). The folders are read as data only:
 JSON and file hashes, nothing imported or unpickled.
 """
 
@@ -29,8 +32,9 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from numerics._util.cache import cache_root, sha256_file
+from numerics._util.cache import cache_root, make_private_dirs, sha256_file
 from numerics._util.workdirs import work_folder
+from numerics.errors import CheckpointError
 
 from .settings import CODE_VERSION, TrainSettings
 from .records import TrainedModel
@@ -124,18 +128,74 @@ def _verify(folder: Path, settings: TrainSettings) -> dict[str, Any] | None:
     return doc if isinstance(doc.get("record"), dict) else None
 
 
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"holds {name}")
+
+
+def _checked_record(folder: Path, doc: dict[str, Any]) -> dict[str, Any]:
+    """The record of a verified model folder: ``record.json`` (whose sha256 the manifest records and
+    :func:`_verify` checked), never the manifest's unhashed copy; every trajectory checkpoint
+    confined to the folder and itself verified.
+
+    Raises:
+      CheckpointError: the record is not what :func:`store` writes (one line naming the file).
+    """
+    path = folder / RECORD
+    files = doc["files"]
+    if RECORD not in files:
+        raise CheckpointError(folder / MANIFEST, f"lists no {RECORD}, so the model's record cannot be verified")
+    try:
+        record = json.loads(path.read_bytes().decode("utf-8"), parse_constant=_no_constant)
+    except (ValueError, OSError) as exc:
+        raise CheckpointError(path, f"is not a record specbound wrote ({' '.join(str(exc).split())})") from None
+    if not isinstance(record, dict):
+        raise CheckpointError(path, "is not a JSON object")
+    if doc.get("record") != record:
+        raise CheckpointError(folder / MANIFEST, f"holds a record that differs from {RECORD}")
+    trajectory = record.get("trajectory", [])
+    if not isinstance(trajectory, list):
+        raise CheckpointError(path, f"'trajectory' is {type(trajectory).__name__}, not a list")
+    for k, point in enumerate(trajectory):
+        where = f"trajectory entry {k}"
+        if not isinstance(point, dict):
+            raise CheckpointError(path, f"{where} is {type(point).__name__}, not an object")
+        name, step = point.get("path"), point.get("step")
+        if not isinstance(name, str) or not _safe_relative(name) or not name.startswith("checkpoints/"):
+            raise CheckpointError(path, f"{where}: 'path' is {name!r}, not a folder under checkpoints/ of the model")
+        if not all(f"{name}/{f}" in files for f in ("config.json", "model.safetensors")):
+            raise CheckpointError(path, f"{where}: {name!r} is not a checkpoint the manifest verifies")
+        if type(step) is not int or step < 0:
+            raise CheckpointError(path, f"{where}: 'step' is {step!r}, not a non-negative integer")
+    return record
+
+
 def load_stored(settings: TrainSettings, root: str | os.PathLike[str] | None = None) -> StoredModel | None:
-    """The cached model of ``settings`` if it is complete and intact (see the module docstring), else ``None``."""
+    """The cached model of ``settings`` if it is complete and intact (see the module docstring), else ``None``.
+
+    Its record is read from the hash-checked ``record.json`` (:func:`_checked_record`).
+
+    Raises:
+      CheckpointError: the folder verifies but its record is malformed (a NaN, a trajectory entry
+        without a ``path`` or pointing outside the model, a wrong type): one line naming the file.
+    """
     folder = model_folder(settings, root)
     doc = _verify(folder, settings)
     if doc is None:
         return None
-    return StoredModel(folder=folder, record=doc["record"], settings=settings)
+    return StoredModel(folder=folder, record=_checked_record(folder, doc), settings=settings)
+
+
+def _intact(settings: TrainSettings, root: str | os.PathLike[str] | None) -> StoredModel | None:
+    """:func:`load_stored`, with a malformed record counted as damaged (:func:`store` replaces it)."""
+    try:
+        return load_stored(settings, root)
+    except CheckpointError:
+        return None
 
 
 def _write(folder: Path, name: str, data: bytes) -> dict[str, Any]:
     path = folder / name
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_private_dirs(path.parent)
     path.write_bytes(data)
     return {"size": len(data), "sha256": sha256_file(path)}  # the digest _verify recomputes, by the same function
 
@@ -147,10 +207,10 @@ def store(settings: TrainSettings, trained: TrainedModel, root: str | os.PathLik
     that one is kept and returned. A folder there that does not verify is replaced.
     """
     dest = model_folder(settings, root)
-    dest.parent.mkdir(parents=True, exist_ok=True)
+    make_private_dirs(dest.parent)
     with work_folder(dest.parent, f"{WORK_PREFIX}{dest.name}-") as work:
         out = work / "model"
-        out.mkdir()
+        out.mkdir(mode=0o700)
         files = {name: _write(out, name, data) for name, data in sorted(trained.files.items())}
         record_bytes = (json.dumps(trained.record, indent=2, sort_keys=True, allow_nan=False) + "\n").encode("utf-8")
         files[RECORD] = _write(out, RECORD, record_bytes)
@@ -158,7 +218,7 @@ def store(settings: TrainSettings, trained: TrainedModel, root: str | os.PathLik
                     "settings": settings.as_dict(), "files": files, "record": trained.record}
         (out / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True, allow_nan=False) + "\n", encoding="utf-8")
         if os.path.lexists(dest):
-            existing = load_stored(settings, root)
+            existing = _intact(settings, root)
             if existing is not None:
                 return existing
             os.rename(dest, work / "stale")  # incomplete or damaged: removed with the work folder
@@ -167,7 +227,7 @@ def store(settings: TrainSettings, trained: TrainedModel, root: str | os.PathLik
         except OSError as exc:  # another run put it there meanwhile
             if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
                 raise
-            existing = load_stored(settings, root)
+            existing = _intact(settings, root)
             if existing is None:
                 raise
             return existing

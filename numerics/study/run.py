@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from numerics._util.cache import make_private_dirs
 from numerics._util.workdirs import remove_abandoned
 from numerics.analysis import analyze
 from numerics.parallel.executors import make_executor
@@ -132,6 +133,15 @@ def train_family(settings: Sequence[TrainSettings], *, root: str | os.PathLike[s
       ImportError: training here and torch (or, for digits, scikit-learn) is not installed.
     """
     check_jobs(jobs)
+    with make_executor(scheduler=scheduler) as remote:  # an unreachable scheduler fails here, before the cache is touched
+        return _train_family(settings, root=root, jobs=jobs, remote=remote, progress=progress, on_stored=on_stored)
+
+
+def _train_family(settings: Sequence[TrainSettings], *, root: str | os.PathLike[str] | None, jobs: int, remote: Any,
+                  progress: Progress | None,
+                  on_stored: Callable[[int, StoredModel, bool], None] | None) -> list[tuple[StoredModel, bool]]:
+    for task in sorted({s.task for s in settings}):  # left by runs killed while storing, even if nothing is trained now
+        remove_abandoned(study_root(root) / task, WORK_PREFIX)
     total = len(settings)
     result: list[tuple[StoredModel, bool] | None] = [None] * total
     missing: list[int] = []
@@ -148,36 +158,34 @@ def train_family(settings: Sequence[TrainSettings], *, root: str | os.PathLike[s
         if progress is not None:
             progress(done, total, s.hash())
     if missing:
-        if scheduler is None:  # on a cluster the workers need torch, not this process
+        if remote is None:  # on a cluster the workers need torch, not this process
             _require({settings[i].task for i in missing})
         for task in sorted({settings[i].task for i in missing}):
-            (study_root(root) / task).mkdir(parents=True, exist_ok=True)
-            remove_abandoned(study_root(root) / task, WORK_PREFIX)  # left by runs killed while storing
+            make_private_dirs(study_root(root) / task)
         children = Children()
-        with make_executor(scheduler=scheduler) as remote:
-            pool = remote if remote is not None else ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="specbound-train")
-            futures: dict[Future[TrainedModel], int] = {}
-            try:
-                for i in missing:
-                    payload = settings[i].as_dict()
-                    future = pool.submit(train_isolated, payload) if remote is not None else \
-                        pool.submit(train_isolated, payload, children)
-                    futures[future] = i
-                for future in as_completed(futures):
-                    i = futures[future]
-                    stored = store(settings[i], future.result(), root)
-                    result[i] = (stored, False)
-                    done += 1
-                    if on_stored is not None:
-                        on_stored(i, stored, False)
-                    if progress is not None:
-                        progress(done, total, settings[i].hash())
-            finally:
-                for future in futures:
-                    future.cancel()
-                children.stop()
-                if remote is None:
-                    pool.shutdown(wait=True, cancel_futures=True)
+        pool = remote if remote is not None else ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="specbound-train")
+        futures: dict[Future[TrainedModel], int] = {}
+        try:
+            for i in missing:
+                payload = settings[i].as_dict()
+                future = pool.submit(train_isolated, payload) if remote is not None else \
+                    pool.submit(train_isolated, payload, children)
+                futures[future] = i
+            for future in as_completed(futures):
+                i = futures[future]
+                stored = store(settings[i], future.result(), root)
+                result[i] = (stored, False)
+                done += 1
+                if on_stored is not None:
+                    on_stored(i, stored, False)
+                if progress is not None:
+                    progress(done, total, settings[i].hash())
+        finally:
+            for future in futures:
+                future.cancel()
+            children.stop()
+            if remote is None:
+                pool.shutdown(wait=True, cancel_futures=True)
     return [r for r in result if r is not None]
 
 

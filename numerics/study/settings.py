@@ -31,6 +31,10 @@ AXES: tuple[str, ...] = ("depth", "width", "heads", "train_fraction", "weight_de
 CODE_VERSION = 2  # 2: the record holds ``margin`` (at ``margin_quantile``) and ``num_parameters``
 
 #: Fields that only one task reads (left out of the other task's dictionary and hash).
+#: Most weights a study model may have (float32 weights, gradients and two AdamW moments: 16 bytes each,
+#: 16 GB at this cap): larger sizes are refused before anything trains, not found out of memory later.
+MAX_PARAMETERS = 10**9
+
 _TASK_FIELDS: dict[str, tuple[str, ...]] = {"modadd": ("modulus",), "digits": ("patch", "test_fraction")}
 
 
@@ -113,6 +117,11 @@ class TrainSettings:
                 raise ValueError(f"{name}={value!r} must be an int >= 0")
         if self.width % self.heads:
             raise ValueError(f"heads={self.heads!r} must divide width={self.width!r}")
+        parameters = self.depth * (4 + 2 * self.ff_ratio) * self.width**2  # Q, K, V, O and the two feedforward maps
+        if parameters > MAX_PARAMETERS:
+            raise ValueError(f"width={self.width!r}, depth={self.depth!r}, ff_ratio={self.ff_ratio!r} give about "
+                             f"{parameters:.2g} parameters, beyond the {MAX_PARAMETERS:.0e} a study model may have "
+                             "(training would run out of memory)")
         if self.modulus < 2:
             raise ValueError(f"modulus={self.modulus!r} must be at least 2")
         if self.patch not in (1, 2, 4, 8):

@@ -1,0 +1,438 @@
+r"""The network as the bound's matrices compute it, and an adversary against the composed budget (test helper).
+
+``tests/test_composition_fuzz.py`` checks Theorem 3.1's composition step (MATH.md section 3, item 1; section 10,
+rule 1) against a forward pass: perturb every matrix ``W_j`` the bound covers by ``Delta_j`` of size ``eps_j`` in
+the bound's metric, and the output must move by at most ``sum_j rho_j eps_j``, with ``rho_j``, ``s_j``, ``B_j``
+read from specbound's own analysis of the saved checkpoint (``theorem_inputs``).
+
+What is here
+------------
+* :func:`build`: a small random network of one mapped family (BERT post-LN GELU, GPT-2 pre-LN ``gelu_new``,
+  LLaMA RMSNorm + RoPE + GQA + gated SiLU, ``torch.nn.TransformerEncoder`` post-LN ReLU), 2 layers, ``N`` 8..16,
+  with non-zero random biases, gains in ``[0.5, 2]`` and betas (``tests/hf_reference.py``'s randomisation), saved as
+  safetensors + ``config.json``; its token rows (the input of layer 0) and its own output.
+* :class:`Network`: the matrices the bound covers, read by specbound from the checkpoint (per head the folded
+  ``W~_QK = [W_q b_q]^T [W_k b_k] scale`` or, rotary, the query and key maps ``rq``/``rk``; per head the folded
+  ``W~_VO``; the output bias ``b_o`` as a ``1 x N`` map; the folded feedforward matrices), each with its row of the
+  analysis, and :meth:`Network.forward`, a functional torch forward parameterised by them. At zero perturbation it
+  equals the transformers (or torch) forward to ``1e-10`` in float64: the test checks it, so it is the real network.
+  (LLaMA: transformers computes RMSNorm and the softmax in float32 even in a float64 model; the forward does the
+  same casts at the same places, and takes the rotary ``cos``/``sin`` from the model's own rotary module.)
+* :func:`attack`: scipy's L-BFGS-B over the raw perturbations, maximising output change / budget.
+
+The size of ``Delta_j`` (the bound's metric, on the rows that enter matrix ``j`` *in the perturbed network*):
+vector kinds ``max_i ||Delta_j^T x_i||_2``; the bilinear ``qk`` ``max_{t,u allowed} |x_t^T Delta_j x_u|``. The cover
+behind ``eps_j`` is Theorem 4.1's on a sample whose rows have norm at most ``B_j``, the input scale the bound
+assigns. When earlier perturbed matrices leave their class the rows entering ``j`` can be longer (``M_j > B_j``);
+the cover then only gives ``eps_j M_j / B_j`` on them (scale the sample by ``B_j / M_j``), so the size used is
+``max_i ||Delta_j^T x_i|| / max(1, M_j / B_j)`` (squared ratio for the bilinear metric). When the rows stay inside
+the ball, as they must when every centre is in the class, this is the plain metric.
+
+Centres: ``theorem_inputs["centres"] == "class"`` (the bound evaluates ``K_j`` at ``eps_j / 2``, so its centres lie
+in the class) constrains ``||W_j + Delta_j||_2 <= s_j``; a missing field means ``"free"`` (what the bound on main
+implicitly claims: Theorem 4.1's centres anywhere), no constraint.
+
+The output is the residual stream after the last block, before any final norm (the last ``ff2``'s ``rho`` is 1:
+nothing after it is counted), 2 -> inf over the tokens: ``max_t ||Y'_t - Y_t||_2``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import safetensors.torch
+import scipy.optimize
+import torch
+import transformers
+from torch import nn
+
+from hf_reference import _randomize
+from numerics.analysis import Analysis, analyze
+from numerics.bounds import BoundSettings
+from numerics.io.checkpoint import open_checkpoint
+from numerics.spectra.jobs import feedforward_matrices, head_factors
+
+__all__ = ["FAMILIES", "Built", "Network", "build", "network", "attack", "Attack"]
+
+#: The families the fuzzer runs: name -> (norm layout, causal, rotary, gated, activation).
+FAMILIES = ("bert", "gpt2", "llama", "torch-encoder")
+
+#: Tokens in the sequence the network is run on.
+TOKENS = 6
+
+#: Kinds of terms the forward holds fixed (not perturbed): norm gains and betas, when the bound covers them.
+FIXED_KINDS = ("gain", "beta")
+
+SETTINGS = BoundSettings(p_grid=(0.0, 1.0, 2.0), grid_points=16)
+
+
+@dataclass(frozen=True, eq=False)
+class Built:
+    """A built network: the float64 model, its checkpoint folder, layer 0's input rows ``x`` ``[T, N]`` and the
+    model's own last hidden state ``[T, N]`` (after its final norm, if it has one)."""
+
+    name: str
+    model: nn.Module
+    folder: Path
+    x: torch.Tensor
+    reference: torch.Tensor
+    rope: tuple[torch.Tensor, torch.Tensor] | None = None
+
+
+def _hf(name: str) -> nn.Module:
+    t = transformers
+    common = dict(vocab_size=40, bos_token_id=2, eos_token_id=3, pad_token_id=0, attn_implementation="eager")
+    if name == "bert":
+        return t.BertModel(t.BertConfig(hidden_size=8, num_hidden_layers=2, num_attention_heads=2, intermediate_size=16,
+                                        hidden_act="gelu", max_position_embeddings=16, hidden_dropout_prob=0.0,
+                                        attention_probs_dropout_prob=0.0, **common), add_pooling_layer=False)
+    if name == "gpt2":
+        return t.GPT2Model(t.GPT2Config(n_embd=8, n_layer=2, n_head=2, n_inner=16, n_positions=16,
+                                        activation_function="gelu_new", resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+                                        **common))
+    if name == "llama":
+        return t.LlamaModel(t.LlamaConfig(hidden_size=16, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                                          intermediate_size=12, hidden_act="silu", attention_bias=True, mlp_bias=True,
+                                          rms_norm_eps=1e-6, rope_theta=10000.0, max_position_embeddings=16, **common))
+    raise ValueError(f"name={name!r} must be one of {FAMILIES}")
+
+
+def build(name: str, folder: Path, *, seed: int = 0) -> Built:
+    """Build, randomise (seeded), save and run the small network ``name`` (see the module docstring)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(seed)
+    if name == "torch-encoder":
+        cfg = dict(d_model=8, nhead=2, dim_feedforward=16, num_layers=2, layer_norm_eps=1e-5, batch_first=True,
+                   norm_first=False, activation="relu")
+        layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, activation="relu", layer_norm_eps=1e-5,
+                                           batch_first=True, norm_first=False)
+        model = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+        _randomize(model, seed, zero_biases=False)
+        safetensors.torch.save_file({k: v.detach().contiguous() for k, v in model.state_dict().items()},
+                                    str(folder / "model.safetensors"), metadata={"format": "pt"})
+        (folder / "config.json").write_text(json.dumps(cfg))
+        model = model.double().eval()
+        x = torch.randn(1, TOKENS, 8, generator=torch.Generator().manual_seed(seed + 1), dtype=torch.float64)
+        # layer 0 reads the raw input, whose radius the bound assumes to be sqrt(N) (and says so): keep to it
+        x = x * (0.95 * math.sqrt(8) / x.norm(dim=-1).max())
+        with torch.no_grad():
+            ref = model(x)[0]
+        return Built(name, model, folder, x[0], ref)
+    model = _hf(name)
+    _randomize(model, seed, zero_biases=False)
+    model.save_pretrained(folder)
+    model = model.double().eval()
+    ids = torch.randint(4, 40, (1, TOKENS), generator=torch.Generator().manual_seed(seed + 1))
+    with torch.no_grad():
+        out = model(input_ids=ids, output_hidden_states=True)
+    rope = None
+    if name == "llama":
+        x0 = out.hidden_states[0]
+        with torch.no_grad():
+            cos, sin = model.rotary_emb(x0, torch.arange(TOKENS)[None])
+        rope = (cos[0], sin[0])
+    return Built(name, model, folder, out.hidden_states[0][0], out.last_hidden_state[0], rope)
+
+
+# --------------------------------------------------------------------------- the bound's matrices
+
+
+@dataclass(frozen=True)
+class Matrix:
+    """One matrix the bound covers: its name and kind in the analysis, layer, head (or ``None``), role in the
+    forward (``qk``, ``rq``, ``rk``, ``vo``, ``bo``, ``ff1``, ``gate``, ``up``, ``ff2``), the matrix (float64,
+    row convention, biases folded) and its ``theorem_inputs``."""
+
+    name: str
+    layer: int
+    head: int | None
+    role: str
+    w: torch.Tensor
+    inputs: Mapping[str, Any]
+
+    @property
+    def rho(self) -> float:
+        return math.exp(self.inputs["log_rho"])
+
+    @property
+    def centres(self) -> str:
+        return self.inputs.get("centres", "free")
+
+
+@dataclass(frozen=True, eq=False)
+class Network:
+    """The bound's matrices of one checkpoint and everything else its forward needs (norms, activation, layout)."""
+
+    built: Built
+    analysis: Analysis
+    matrices: tuple[Matrix, ...]
+    fixed: tuple[str, ...]  # terms of the bound held at their trained values (norm gains and betas)
+    norms: tuple[tuple[Any, Any], ...]  # per layer (attention norm, feedforward norm): (gain, beta or None)
+    final_norm: tuple[Any, Any] | None
+    layout: str
+    causal: bool
+    activation: Callable[[torch.Tensor], torch.Tensor]
+    eps: float
+    rmsnorm: bool
+    num_layers: int
+
+    def by_layer(self) -> list[dict[str, list[int]]]:
+        """Per layer, role -> indices into :attr:`matrices` (head order)."""
+        out: list[dict[str, list[int]]] = [dict() for _ in range(self.num_layers)]
+        for j, m in enumerate(self.matrices):
+            out[m.layer].setdefault(m.role, []).append(j)
+        return out
+
+    # ------------------------------------------------------------------ the forward
+
+    def _norm(self, x: torch.Tensor, gb: tuple[Any, Any]) -> torch.Tensor:
+        g, b = gb
+        if self.rmsnorm:  # transformers' LlamaRMSNorm: normalised in float32, then widened back
+            x32 = x.to(torch.float32)
+            x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
+            return g * x32.to(x.dtype)
+        return nn.functional.layer_norm(x, (x.shape[-1],), g, b, self.eps)
+
+    def forward(self, ws: Sequence[torch.Tensor], *, sizes: Callable[[int, torch.Tensor, torch.Tensor], torch.Tensor]
+                | None = None) -> torch.Tensor:
+        """The residual stream after the last block (before any final norm), ``[T, N]``, with matrix ``j`` replaced
+        by ``ws[j]``. ``sizes(j, w, rows)``, if given, is called with the rows entering matrix ``j`` and returns the
+        matrix to use (the adversary scales its perturbation there, on the rows of the perturbed network)."""
+        use = sizes or (lambda j, w, rows: w)
+        x = self.built.x
+        T = x.shape[0]
+        one = torch.ones(T, 1, dtype=x.dtype)
+        mask = torch.triu(torch.ones(T, T, dtype=torch.bool), 1) if self.causal else None
+        layers = self.by_layer()
+        out = x
+        for i, roles in enumerate(layers):
+            att_norm, ff_norm = self.norms[i]
+            z = self._norm(x, att_norm) if self.layout == "pre" else x
+            zt = torch.cat([z, one], dim=1)
+            attn = torch.zeros_like(x)
+            heads = len(roles["vo"])
+            for h in range(heads):
+                if "qk" in roles:
+                    j = roles["qk"][h]
+                    scores = zt @ use(j, ws[j], zt) @ zt.T
+                else:
+                    jq, jk = roles["rq"][h], roles["rk"][h]
+                    q, k = zt @ use(jq, ws[jq], zt), zt @ use(jk, ws[jk], zt)
+                    cos, sin = self.built.rope
+                    q, k = _rotate(q, cos, sin), _rotate(k, cos, sin)
+                    scores = q @ k.T
+                if mask is not None:
+                    scores = scores.masked_fill(mask, -math.inf)
+                if self.rmsnorm:  # transformers' eager attention: softmax in float32
+                    p = torch.softmax(scores, dim=-1, dtype=torch.float32).to(x.dtype)
+                else:
+                    p = torch.softmax(scores, dim=-1)
+                j = roles["vo"][h]
+                attn = attn + p @ (zt @ use(j, ws[j], zt))
+            if "bo" in roles:
+                j = roles["bo"][0]
+                attn = attn + one @ use(j, ws[j], one)
+            if self.layout == "post":
+                x = self._norm(x + attn, att_norm)
+                z = x
+            else:
+                x = x + attn
+                z = self._norm(x, ff_norm)
+            zt = torch.cat([z, one], dim=1)
+            if "gate" in roles:
+                jg, ju = roles["gate"][0], roles["up"][0]
+                hidden = self.activation(zt @ use(jg, ws[jg], zt)) * (zt @ use(ju, ws[ju], zt))
+            else:
+                j = roles["ff1"][0]
+                hidden = self.activation(zt @ use(j, ws[j], zt))
+            ht = torch.cat([hidden, one], dim=1)
+            j = roles["ff2"][0]
+            ff = ht @ use(j, ws[j], ht)
+            out = x + ff
+            x = self._norm(out, ff_norm) if self.layout == "post" else out
+        return out
+
+    def final(self, out: torch.Tensor) -> torch.Tensor:
+        """The model's last hidden state from :meth:`forward`'s output (its final norm applied, if any)."""
+        if self.layout == "post":
+            return self._norm(out, self.norms[-1][1])
+        return self._norm(out, self.final_norm) if self.final_norm is not None else out
+
+
+def _rotate(q: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    half = q.shape[-1] // 2
+    rotated = torch.cat([-q[..., half:], q[..., :half]], dim=-1)
+    return q * cos + rotated * sin
+
+
+_ACT = {"gelu": nn.functional.gelu, "gelu_new": lambda t: nn.functional.gelu(t, approximate="tanh"),
+        "silu": nn.functional.silu, "relu": nn.functional.relu}
+
+_NORMS = {  # (attention norm, feedforward norm) stems of layer i, final norm, epsilon
+    "bert": ("encoder.layer.{i}.attention.output.LayerNorm", "encoder.layer.{i}.output.LayerNorm", None, 1e-12),
+    "gpt2": ("h.{i}.ln_1", "h.{i}.ln_2", "ln_f", 1e-5),
+    "llama": ("layers.{i}.input_layernorm", "layers.{i}.post_attention_layernorm", "norm", 1e-6),
+    "torch-encoder": ("layers.{i}.norm1", "layers.{i}.norm2", None, 1e-5),
+}
+
+
+def network(built: Built) -> Network:
+    """Analyse ``built``'s checkpoint with specbound and collect the bound's matrices with their ``theorem_inputs``."""
+    a = analyze(str(built.folder), settings=SETTINGS)
+    rows = {m["name"]: m for m in a.matrices if m["theorem_inputs"] is not None}
+    ckpt = open_checkpoint(built.folder)
+    net = a.model["network"]
+    gate = (net.get("feedforward") or {}).get("gate")
+    rotary = ckpt.map.positions == "rotary"
+    mats: list[Matrix] = []
+
+    def add(name: str, layer: int, head: int | None, role: str, w: np.ndarray) -> None:
+        mats.append(Matrix(name, layer, head, role, torch.tensor(np.array(w), dtype=torch.float64), rows.pop(name)["theorem_inputs"]))
+
+    for layer in ckpt.iter_layers():
+        i = layer.index
+        factors = head_factors(layer, num_heads=ckpt.num_heads, num_kv_heads=ckpt.num_kv_heads, head_dim=ckpt.head_dim)
+        for h, (qa, kb) in enumerate(factors["qk"]):
+            if rotary:
+                add(f"layer{i}.head{h}.rq", i, h, "rq", qa)
+                add(f"layer{i}.head{h}.rk", i, h, "rk", kb)
+            else:
+                add(f"layer{i}.head{h}.qk", i, h, "qk", qa @ kb.T)
+        for h, (va, ob) in enumerate(factors["vo"]):
+            add(f"layer{i}.head{h}.vo", i, h, "vo", va @ ob.T)
+        o_bias = [n for n in rows if rows[n]["kind"] == "bo" and f".{i}." in n]
+        if o_bias:
+            add(o_bias[0], i, None, "bo", layer.biases["o"][None, :])
+        ff = feedforward_matrices(layer)
+        for name, w in ff["ff1"]:
+            role = ("gate" if name.endswith(gate) else "up") if gate else "ff1"
+            add(name, i, None, role, w)
+        for name, w in ff["ff2"]:
+            add(name, i, None, "ff2", w)
+    # norm gains and betas covered as terms (issue 19 rule 3) are held at their trained values here: their
+    # perturbations are 0, so they add nothing to the budget; any other term the forward does not use is an error
+    unknown = sorted(n for n, r in rows.items()
+                     if r["kind"] not in FIXED_KINDS and r["theorem_inputs"].get("kind") not in ("gain", "translation"))
+    assert not unknown, f"terms in the bound the forward does not use: {unknown}"
+    tensors = {k: v.to(torch.float64) for k, v in safetensors.torch.load_file(str(built.folder / "model.safetensors")).items()}
+    att, ffn, final, eps = _NORMS[built.name]
+    kind = net["norm"]["kind"]
+
+    def gb(stem: str) -> tuple[Any, Any]:
+        return tensors[stem + ".weight"], tensors.get(stem + ".bias") if kind == "layernorm" else None
+
+    norms = tuple((gb(att.format(i=i)), gb(ffn.format(i=i))) for i in range(ckpt.num_layers))
+    return Network(built=built, analysis=a, matrices=tuple(mats), fixed=tuple(sorted(rows)), norms=norms,
+                   final_norm=gb(final) if final else None,
+                   layout=net["norm"]["layout"], causal=built.name in ("gpt2", "llama"),
+                   activation=_ACT[net["activation"]["name"]], eps=eps, rmsnorm=kind == "rmsnorm",
+                   num_layers=ckpt.num_layers)
+
+
+# --------------------------------------------------------------------------- the adversary
+
+
+@dataclass(frozen=True)
+class Attack:
+    """The worst perturbation found: ``ratio`` = output change / composed budget, the change, the budget, the size
+    of every perturbation in the bound's metric, the largest ``M_j / B_j`` seen and the allocation's name."""
+
+    ratio: float
+    change: float
+    budget: float
+    sizes: tuple[float, ...] = field(repr=False)
+    row_excess: float = 1.0
+    restarts: tuple[float, ...] = ()
+
+
+def _raw_size(m: Matrix, d: torch.Tensor, rows: torch.Tensor, allowed: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(size in the bound's metric, M_j / B_j)`` of ``d`` on ``rows`` (see the module docstring)."""
+    B = m.inputs["B"]
+    excess = torch.clamp(rows.norm(dim=1).max() / B, min=1.0)
+    if m.role == "qk":
+        forms = (rows @ d @ rows.T).abs()
+        if allowed is not None:
+            forms = forms.masked_fill(~allowed, 0.0)
+        return forms.max() / excess ** 2, excess
+    return (rows @ d).norm(dim=1).max() / excess, excess
+
+
+def _clip(w: torch.Tensor, s: float) -> torch.Tensor:
+    u, sv, vh = torch.linalg.svd(w, full_matrices=False)
+    return u @ torch.diag(torch.clamp(sv, max=s)) @ vh
+
+
+def attack(net: Network, eps: Sequence[float], *, centres: str | None = None, restarts: int = 2, iterations: int = 60,
+           seed: int = 0) -> Attack:
+    """Maximise ``max_t ||Y'_t - Y_t|| / sum_j rho_j size_j`` over the perturbations, each scaled to size ``eps[j]`` on
+    the rows entering it in the perturbed network (and, for centres in the class, kept in ``||W_j'||_2 <= s_j``).
+
+    ``centres``: override every matrix's ``centres`` (``None``: each row's own, missing = ``"free"``). Restarts
+    from seeded Gaussian directions; L-BFGS-B with torch gradients.
+    """
+    base = [m.w for m in net.matrices]
+    with torch.no_grad():
+        y0 = net.forward(base)
+    T = y0.shape[0]
+    allowed = ~torch.triu(torch.ones(T, T, dtype=torch.bool), 1) if net.causal else None
+    shapes = [m.w.shape for m in net.matrices]
+    cuts = np.cumsum([0] + [int(np.prod(s)) for s in shapes])
+    rho = torch.tensor([m.rho for m in net.matrices], dtype=torch.float64)
+
+    def evaluate(theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, float]:
+        sizes = torch.zeros(len(base), dtype=torch.float64)
+        worst = [1.0]
+
+        def use(j: int, w: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+            m = net.matrices[j]
+            if eps[j] == 0:
+                return w
+            d = theta[cuts[j]:cuts[j + 1]].reshape(shapes[j])
+            size, excess = _raw_size(m, d, rows, allowed)
+            d = d * (eps[j] / size)
+            if (centres or m.centres) == "class":
+                d = _clip(w + d, m.inputs["s"]) - w
+                size, excess = _raw_size(m, d, rows, allowed)
+                d = d * torch.clamp(eps[j] / size, max=1.0)
+            size, excess = _raw_size(m, d, rows, allowed)
+            sizes[j] = size
+            worst[0] = max(worst[0], float(excess.detach()))
+            return w + d
+
+        y = net.forward(base, sizes=use)
+        change = (y - y0).norm(dim=1).max()
+        budget = (rho * sizes).sum()
+        return change / budget, change, budget, worst[0]
+
+    rng = np.random.default_rng(seed)
+    best: Attack | None = None
+    found = []
+    for _ in range(restarts):
+        x0 = rng.standard_normal(int(cuts[-1]))
+
+        def objective(v: np.ndarray) -> tuple[float, np.ndarray]:
+            theta = torch.tensor(v, dtype=torch.float64, requires_grad=True)
+            loss = -torch.log(evaluate(theta)[0])  # scale-free: the ratio spans many orders of magnitude
+            loss.backward()
+            return float(loss.detach()), np.nan_to_num(theta.grad.numpy().copy())
+
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)  # small matrices: threads only contend with the rest of the suite
+        try:
+            res = scipy.optimize.minimize(objective, x0, jac=True, method="L-BFGS-B", options={"maxiter": iterations})
+        finally:
+            torch.set_num_threads(threads)
+        with torch.no_grad():
+            ratio, change, budget, excess = evaluate(torch.tensor(res.x, dtype=torch.float64))
+        found.append(float(ratio))
+        if best is None or float(ratio) > best.ratio:
+            sizes = tuple(0.0 for _ in base)
+            best = Attack(float(ratio), float(change), float(budget), sizes, excess)
+    assert best is not None
+    return Attack(best.ratio, best.change, best.budget, best.sizes, best.row_excess, tuple(found))
