@@ -68,6 +68,11 @@ def _indent(lines: list[str], by: str = "   ") -> list[str]:
     return [by + line if line else "" for line in lines]
 
 
+def _escaped(text: str) -> str:
+    """``text`` as reStructuredText that shows it verbatim (no markup character acts as one)."""
+    return re.sub(r"([\\`*_|<>\[\]:])", r"\\\1", text)
+
+
 def _clean(text: str) -> str:
     """Output as a reader should see it: the home folder written ``~`` (no machine path on a page)."""
     return text.replace(HOME, "~")
@@ -263,26 +268,34 @@ class Statements(_Generated):
 
 
 @functools.cache
-def derived(target: str, kind: str = "bilinear") -> dict[str, Any]:
-    """:func:`theory.derive.derive_target`, once per build."""
+def derived(target: str, kind: str | None = None, name: str | None = None) -> dict[str, Any]:
+    """:func:`theory.derive.derive_target`, once per build (``kind`` and ``name`` passed only when given)."""
     from theory.derive import derive_target
 
-    return derive_target(target, kind=kind)
+    given = {k: v for k, v in (("kind", kind), ("name", name)) if v is not None}
+    return derive_target(target, **given)
 
 
-def derive_latex(target: str, kind: str = "bilinear") -> list[tuple[str, str]]:
-    """``[(key path, LaTeX)]``: every form of ``specbound derive TARGET --kind KIND --latex``, in its order."""
-    return [(path, text) for path, text, is_form in derive_leaves(target, kind) if is_form]
+def derive_latex(args: tuple[str, ...]) -> list[tuple[str, str]]:
+    """``[(key path, LaTeX)]``: every form of ``specbound derive ARGS --latex``, in its order."""
+    return [(path, text) for path, text, is_form in derive_leaves(args) if is_form]
 
 
-def derive_leaves(target: str, kind: str = "bilinear") -> list[tuple[str, str, bool]]:
-    """``[(key path, text, is a form)]``: every value ``specbound derive TARGET --kind KIND --latex`` prints,
+def _parsed(args: tuple[str, ...]) -> tuple[str, str | None, str | None]:
+    """``(target, kind, name)`` of ``specbound derive`` arguments such as ``("cover", "NAME", "--kind", "vector")``."""
+    kind = args[args.index("--kind") + 1] if "--kind" in args else None
+    name = args[1] if len(args) > 1 and not args[1].startswith("--") else None
+    return args[0], kind, name
+
+
+def derive_leaves(args: tuple[str, ...]) -> list[tuple[str, str, bool]]:
+    """``[(key path, text, is a form)]``: every value ``specbound derive ARGS --latex`` prints,
     forms as LaTeX, other values (statuses, exponents SymPy worked out as text) as printed."""
     import sympy as sp
 
     from theory.derive import render
 
-    raw = derived(target, kind)
+    raw = derived(*_parsed(args))
     latex = render(raw, "latex")
     out: list[tuple[str, str, bool]] = []
 
@@ -299,33 +312,38 @@ def derive_leaves(target: str, kind: str = "bilinear") -> list[tuple[str, str, b
     return out
 
 
-def derive_calls() -> list[tuple[str, str]]:
-    """``[(command line, kind)]``: every target of ``specbound derive``, both kinds of thm41."""
+def derive_calls() -> list[tuple[str, ...]]:
+    """The arguments of every ``specbound derive`` run the theory pages show: every target, both kinds of
+    ``thm41``, every registered cover (when the theory has a registry of covers)."""
+    import importlib
+
     from theory.derive import TARGETS
 
-    calls = []
+    calls: list[tuple[str, ...]] = []
     for target in TARGETS:
-        kinds = ("bilinear", "vector") if target == "thm41" else ("bilinear",)
-        for kind in kinds:
-            cmd = f"specbound derive {target}" + (f" --kind {kind}" if target == "thm41" else "") + " --latex"
-            calls.append((cmd, kind))
+        if target == "thm41":
+            calls += [("thm41", "--kind", "bilinear"), ("thm41", "--kind", "vector")]
+        elif target == "cover":
+            registry = importlib.import_module("theory.registry")
+            calls += [("cover", name) for name in registry.names()]
+        else:
+            calls.append((target,))
     return calls
 
 
 class Derived(_Generated):
     def lines(self) -> list[str]:
         out: list[str] = []
-        for cmd, kind in derive_calls():
-            target = cmd.split()[2]
-            data = derived(target, kind)
-            out += _heading(f"``{cmd}``", H2)
+        for args in derive_calls():
+            data = derived(*_parsed(args))
+            out += _heading(f"``specbound derive {' '.join(args)} --latex``", H2)
             if isinstance(data.get("status"), str):
                 out += [f"**Status:** {data['status']}", ""]
-            for path, text, is_form in derive_leaves(target, kind):
+            for path, text, is_form in derive_leaves(args):
                 if is_form:
                     out += [f"``{path}``", "", ".. math::", "", *_indent(text.splitlines()), ""]
                 else:
-                    out += [f"``{path}``: ``{text}``", ""]
+                    out += [f"``{path}``: {_escaped(' '.join(text.split()))}", ""]
         return out
 
 
