@@ -1,26 +1,24 @@
-"""``specbound study``'s presets: time per model, time of the whole preset, and how far the gaps spread.
+"""``specbound study``'s training: the batched trainer against the one-model loop, and whole presets.
 
-Trains each preset from scratch into a temporary cache (deleted afterwards), two models at a
-time as ``specbound study`` does by default, analyses every model and checkpoint with
-``numerics.analysis.analyze``, computes the statistics and writes the report folder (into a
-temporary folder). Reports, per preset:
+Two parts, each measured in the same run (ratios: these machines are shared and noisy):
 
-* ``seconds``: wall clock of training, storing and analysis (the whole preset, before the
-  statistics); ``seconds_per_model``: that over the number of models (wall clock, ``jobs``
-  at a time); ``statistics_seconds`` (:func:`numerics.study.findings.compute_findings`),
-  ``report_seconds`` (tables and figures), ``total_seconds`` (all of it: what
-  ``specbound study`` takes from an empty cache);
-* ``per_model``: each model's settings hash, changed axes, training-loop seconds, steps,
-  whether it reached the loss target, and its train/test error and gap;
-* ``train_seconds``: median and max of the training loops; ``overhead_seconds``: what the
-  run cost beyond the training loops, per model (process start, torch import, storing,
-  analysis), ``(jobs * seconds - sum of train seconds) / models``;
-* ``gaps``: overall range, and per axis the range of gaps inside each group of models that
-  differ in that axis only (the groups granulated Kendall's tau averages over).
+* ``batched_vs_loop`` (always): one batch of the default modadd family (the base setting's
+  seeds, learning rates, weight decays and label noises; ``SPECBOUND_BENCH_STUDY_MODELS``
+  models, default 12) with the step count cut to ``SPECBOUND_BENCH_STUDY_STEPS`` (default 200)
+  and an unreachable loss target, so that every model takes the same steps either way. Trained
+  (a) one model at a time, each in its own worker process as before the batched trainer
+  (:func:`numerics.study.worker.train_isolated`, ``jobs`` at a time), and (b) as batches in
+  worker processes (:func:`numerics.study.worker.train_batch_isolated`, the family split into
+  ``jobs`` batches, ``jobs`` at a time). Reports both wall-clock times, their ratio, and how
+  far the batched models' errors land from the loop's (they need not be bit-identical).
+* ``presets`` (``SPECBOUND_BENCH_STUDY`` set): trains each named preset from scratch into a
+  temporary cache (deleted afterwards), analyses it, computes the statistics and writes the
+  report folder; per preset the wall clock of each stage, the training loops, and the range of
+  gaps per axis. ``SPECBOUND_BENCH_STUDY`` is ``smoke`` or a comma-separated list of
+  ``preset/task`` such as ``default/modadd``.
 
-Run: ``./run bench --only bench_study`` (all four; about 25 minutes on a busy 2-core machine).
-``SPECBOUND_BENCH_STUDY`` chooses: ``smoke`` (the smoke presets), or a comma-separated list of
-``preset/task`` such as ``default/modadd`` (what claims C10 and C11 are measured on).
+Run: ``./run bench --only bench_study`` (results in ``benchmarks/results.json``); nothing here
+asserts a time.
 """
 
 from __future__ import annotations
@@ -30,6 +28,7 @@ import statistics
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -83,16 +82,51 @@ def _one(preset_name: str, task: str, jobs: int) -> dict[str, Any]:
         "analysis_errors": sum(m.analysis_error is not None for m in models),
         "train_seconds": {"median": round(statistics.median(train), 2), "max": round(max(train), 2),
                           "sum": round(sum(train), 1)},
-        "overhead_seconds": round((jobs * result.seconds - sum(train)) / len(models), 2),
         "gaps": {"min": round(min(gaps), 4), "max": round(max(gaps), 4), "by_axis": by_axis},
         "per_model": per_model,
     }
 
 
+def batched_vs_loop(jobs: int = 2, models: int | None = None, steps: int | None = None) -> dict[str, Any]:
+    """One batch of the default family trained both ways (see the module docstring)."""
+    from numerics.study import get_preset
+    from numerics.study.batched import batch_key
+    from numerics.study.worker import Children, train_batch_isolated, train_isolated
+
+    count = models if models is not None else int(os.environ.get("SPECBOUND_BENCH_STUDY_MODELS", "12"))
+    cap = steps if steps is not None else int(os.environ.get("SPECBOUND_BENCH_STUDY_STEPS", "200"))
+    preset = get_preset("default", "modadd")
+    key = batch_key(preset.base)
+    chosen = [s.replace(max_steps=cap, loss_target=1e-9, trajectory=())
+              for s in preset.settings() if batch_key(s) == key][:count]
+    payloads = [s.as_dict() for s in chosen]
+    children = Children()
+    try:
+        start = time.perf_counter()
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            loop = list(pool.map(lambda p: train_isolated(p, children), payloads))
+        loop_seconds = time.perf_counter() - start
+        parts = [payloads[i::jobs] for i in range(jobs) if payloads[i::jobs]]
+        start = time.perf_counter()
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            done = list(pool.map(lambda p: train_batch_isolated(p, children), parts))
+        batched_seconds = time.perf_counter() - start
+    finally:
+        children.stop()
+    by_hash = {m.record["settings_hash"]: m.record for part in done for m in part}
+    diffs = [abs(by_hash[m.record["settings_hash"]]["test_error"] - m.record["test_error"]) for m in loop]
+    return {"models": len(chosen), "steps": cap, "jobs": jobs, "loop_seconds": round(loop_seconds, 2),
+            "batched_seconds": round(batched_seconds, 2), "speedup": round(loop_seconds / batched_seconds, 2),
+            "loop_seconds_per_model": round(loop_seconds / len(chosen), 3),
+            "batched_seconds_per_model": round(batched_seconds / len(chosen), 3),
+            "test_error_difference": {"max": round(max(diffs), 4), "median": round(statistics.median(diffs), 4)},
+            "load_average": os.getloadavg()}
+
+
 def _chosen() -> list[tuple[str, str]]:
     wanted = os.environ.get("SPECBOUND_BENCH_STUDY", "")
     if not wanted:
-        return [(name, task) for name in PRESETS for task in TASKS]
+        return []
     if wanted == "smoke":
         return [("smoke", task) for task in TASKS]
     pairs = [tuple(item.strip().split("/", 1)) for item in wanted.split(",") if item.strip()]
@@ -104,7 +138,8 @@ def _chosen() -> list[tuple[str, str]]:
 
 def run(jobs: int = 2) -> dict[str, Any]:
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    return {f"{name}/{task}": _one(name, task, jobs) for name, task in _chosen()}
+    return {"batched_vs_loop": batched_vs_loop(jobs),
+            "presets": {f"{name}/{task}": _one(name, task, jobs) for name, task in _chosen()}}
 
 
 if __name__ == "__main__":

@@ -35,13 +35,14 @@ from typing import Any
 import numpy as np
 
 from numerics._util.jsonsafe import finite_json
-from numerics.bounds import compiled
+from numerics.bounds import compiled, covers31
 from numerics.bounds.baselines import bartlett2017, edelman2022
 from numerics.bounds.proxies import log_phi_sa_by_common_p, phi_sa
 from numerics.bounds.rotary import rotary_diagnostic
 from numerics.bounds.terms import MatrixTerm, ModelSettings, build_terms
-from numerics.bounds.theorem31 import (BoundSettings, PosthocResult, coefficients, log_eps_min, metric_points, n_nonvacuous,
-                                       posthoc, theorem41_coefficients)
+from numerics.bounds.theorem31 import (PEEL_BASE, PEEL_RATIO, BoundSettings, PosthocResult, class_settings, coefficients,
+                                       grid_values, log_eps_min, metric_points, n_nonvacuous, posthoc,
+                                       theorem41_coefficients)
 from numerics.errors import CheckpointError
 from numerics.io.checkpoint import open_checkpoint
 from numerics.io.memory import is_in_memory, open_in_memory
@@ -49,6 +50,12 @@ from numerics.io.resolve import resolve_source
 from numerics.spectra.jobs import head_factors
 from numerics.spectra.pipeline import checkpoint_spectra
 from theory.activations import activation
+
+#: Where the centres of every cover lie, and the factor at which each ``K_j`` is evaluated relative to ``eps_j``
+#: (internal covers, :func:`theory.composition.internal_cover_scale`; repeated here because theory loads SymPy,
+#: ``tests/test_composition.py`` checks they agree).
+CENTRES = "class"
+COVER_SCALE = 0.5
 
 __all__ = ["Analysis", "analyze", "describe_network", "evaluate_bounds", "network_inputs", "theorem_inputs"]
 
@@ -80,6 +87,7 @@ class Analysis:
     skipped: list[dict[str, str]]
     settings: dict[str, Any]
     singular_values: dict[str, np.ndarray] = field(repr=False, default_factory=dict)
+    covers: dict[str, Any] | None = None
 
     def to_json(self, *, spectra: bool = False) -> dict[str, Any]:
         """The JSON document (finite floats only; ``null`` where a value overflowed).
@@ -89,8 +97,11 @@ class Analysis:
         matrices = self.matrices
         if spectra:
             matrices = [{**row, "singular_values": self.spectrum(row["name"])} for row in matrices]
-        return finite_json({"model": self.model, "matrices": matrices, "bounds": self.bounds, "proxies": self.proxies,
-                        "skipped": self.skipped, "settings": self.settings})
+        doc = {"model": self.model, "matrices": matrices, "bounds": self.bounds, "proxies": self.proxies,
+               "skipped": self.skipped, "settings": self.settings}
+        if self.covers is not None:  # analyze --covers only: without it the document is unchanged
+            doc["covers"] = self.covers
+        return finite_json(doc)
 
     def spectrum(self, name: str) -> list[float]:
         """The singular values of matrix ``name``, descending, as a list (``[]`` if unknown)."""
@@ -106,7 +117,8 @@ class Analysis:
 
 
 def evaluate_bounds(stats: Sequence[Any], *, model_info: dict[str, Any], skipped: Sequence[tuple[str, str]] = (),
-                    settings: BoundSettings = BoundSettings(), model: ModelSettings = ModelSettings()) -> Analysis:
+                    settings: BoundSettings = BoundSettings(), model: ModelSettings = ModelSettings(),
+                    covers: Sequence[Any] | None = None) -> Analysis:
     """Bounds and proxies from already computed :class:`numerics.spectra.stats.MatrixStats`.
 
     Args:
@@ -115,30 +127,49 @@ def evaluate_bounds(stats: Sequence[Any], *, model_info: dict[str, Any], skipped
         ``num_layers`` and ``hidden_size`` enter the Lipschitz model.
       skipped: ``(tensor name, reason)`` of the tensors not analysed, for the report.
       settings: the bound's settings; model: the Lipschitz model's.
+      covers: registered covers (names or :class:`theory.registry.Cover`) to compose through Theorem 3.1, one chosen
+        per tie group post hoc (:mod:`numerics.bounds.covers31`); reported in ``covers`` and per matrix (``cover``).
+        ``None`` (the default): Theorem 4.1 only, and nothing of this is computed.
 
     Raises:
-      ValueError: no attention or feedforward matrix to bound.
+      ValueError: no attention or feedforward matrix to bound; an unknown or unusable cover.
     """
     num_layers, hidden = int(model_info["num_layers"]), int(model_info["hidden_size"])
+    chosen = None
+    if covers is not None:  # checked before any work
+        chosen = covers31.resolve([c if isinstance(c, str) else c.name for c in covers])
     _check_representable(stats, model_info)
     try:
         # An overflow or an invalid operation (inf - inf) anywhere in the evaluation is an error, never a
         # number: a float64 that overflowed to inf could make a bound smaller than the truth.
         with np.errstate(over="raise", invalid="raise"):
-            terms, info = build_terms(stats, num_layers=num_layers, hidden_size=hidden, model=model,
-                                      **network_inputs(model_info))
+            inputs = network_inputs(model_info)
+            terms, info = build_terms(stats, num_layers=num_layers, hidden_size=hidden, model=model, **inputs)
             if not terms:
                 raise ValueError("no attention or feedforward matrices to bound.")
-            post = posthoc(terms, settings)
-            edel = edelman2022(stats, info, settings, hidden, num_layers)
-            bart = bartlett2017(terms, {st.name: st for st in stats}, settings)
+            post = posthoc(terms, settings, input_radii=info["peeled_radii"])
+            composed = None
+            if chosen is not None:
+                composed = covers31.compose(terms, post, chosen, settings, input_radii=info["peeled_radii"])
+            # the baselines and proxies are evaluated as published, at the realised norms (not this bound's classes)
+            inputs.pop("norms", None)
+            realised_terms, realised_info = build_terms(stats, num_layers=num_layers, hidden_size=hidden, model=model,
+                                                        peel=False, **inputs)
+            edel = edelman2022(stats, realised_info, settings, hidden, num_layers)
+            bart = bartlett2017(realised_terms, {st.name: st for st in stats}, settings)
             settings_out = {**{k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(settings).items()}, **info}
+            rows = _matrix_rows(stats, terms, post, settings, realised_terms)
+            if composed is not None:
+                for row in rows:
+                    if row["name"] in composed.per_matrix:
+                        row["cover"] = composed.per_matrix[row["name"]]
             return Analysis(
-                model=dict(model_info), matrices=_matrix_rows(stats, terms, post, settings),
-                bounds={"spectrum_adaptive": _spectrum_adaptive(terms, post, settings), "edelman2022": edel,
-                        "bartlett2017": bart},
-                proxies=_proxies(terms, edel, settings), skipped=[{"name": n, "reason": r} for n, r in skipped],
+                model=dict(model_info), matrices=rows,
+                bounds={"spectrum_adaptive": _spectrum_adaptive(terms, post, settings, info["peeled_radii"]),
+                        "edelman2022": edel, "bartlett2017": bart},
+                proxies=_proxies(realised_terms, edel, settings), skipped=[{"name": n, "reason": r} for n, r in skipped],
                 settings=settings_out, singular_values={st.name: np.asarray(st.singular_values) for st in stats},
+                covers=None if composed is None else composed.as_dict(),
             )
     except (FloatingPointError, OverflowError) as exc:
         largest = max(stats, key=lambda st: st.spectral_norm, default=None)
@@ -167,6 +198,7 @@ def network_inputs(model_info: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if "input_norms" in network:
         out["radii"] = [(r["attention"]["radius"], r["feedforward"]["radius"]) for r in network["input_norms"]]
+        out["norms"] = [tuple(_norm_input(r[block]) for block in ("attention", "feedforward")) for r in network["input_norms"]]
     if network.get("activation"):
         out["activation_lipschitz"] = network["activation"]["lipschitz"]
         out["activation_gain"] = network["activation"]["gain"]
@@ -175,10 +207,21 @@ def network_inputs(model_info: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _matrix_rows(stats: Sequence[Any], terms: Sequence[MatrixTerm], post: PosthocResult, settings: BoundSettings) -> list[dict[str, Any]]:
+def _norm_input(row: dict[str, Any]) -> dict[str, Any] | None:
+    """The norm layer feeding a block, as :func:`numerics.bounds.terms.build_terms` takes it (``None``: none does)."""
+    if "g_inf" not in row or "width" not in row:
+        return None
+    projection = row.get("projection")
+    return {"name": row["source"], "kind": row["kind"], "N": row["width"], "g_inf": row["g_inf"],
+            "beta_norm": row["beta_norm"],
+            "projection": None if projection is None else (projection["spectral_norm"], projection["bias_norm"])}
+
+
+def _matrix_rows(stats: Sequence[Any], terms: Sequence[MatrixTerm], post: PosthocResult, settings: BoundSettings,
+                 realised: Sequence[MatrixTerm] | None = None) -> list[dict[str, Any]]:
     """One row per matrix: its statistics, and for the matrices in the bound ``p*``, ``S_{p*}`` and ``theorem_inputs``."""
     p_of = dict(zip((t.name for t in terms), post.p))
-    inputs = dict(zip((t.name for t in terms), theorem_inputs(terms, post.p, settings)))
+    inputs = dict(zip((t.name for t in terms), theorem_inputs(terms, post.p, settings, realised)))
     rows = []
     for st in stats:
         row = st.as_dict()
@@ -191,9 +234,17 @@ def _matrix_rows(stats: Sequence[Any], terms: Sequence[MatrixTerm], post: Postho
     return rows
 
 
-def theorem_inputs(terms: Sequence[MatrixTerm], p: np.ndarray, settings: BoundSettings) -> list[dict[str, Any]]:
-    """Per term, the inputs of its Theorem 4.1 coefficient at index ``p_j`` and the coefficient (module docstring)."""
+def theorem_inputs(terms: Sequence[MatrixTerm], p: np.ndarray, settings: BoundSettings,
+                   realised: Sequence[MatrixTerm] | None = None) -> list[dict[str, Any]]:
+    """Per term, the inputs of its Theorem 4.1 coefficient at index ``p_j`` and the coefficient (module docstring).
+
+    Each post hoc quantity is recorded at its grid value (``s``, ``R``, ``B``; what the bound uses) and as realised
+    (``s_realised``, ``R_realised``, ``B_realised``); ``realised``: the same terms built at the realised values
+    (``build_terms(peel=False)``), whose ``log_rho`` is recorded as ``log_rho_realised`` (the baselines use it).
+    """
+    log_rho_realised = {t.name: t.log_rho for t in realised} if realised is not None else {}
     p = np.asarray(p, dtype=np.float64)
+    settings = class_settings(settings)
     log_eps = log_eps_min(terms, settings)
     log_a = theorem41_coefficients(terms, p, settings)
     log_c = coefficients(terms, p, settings)
@@ -201,9 +252,15 @@ def theorem_inputs(terms: Sequence[MatrixTerm], p: np.ndarray, settings: BoundSe
     out = []
     for j, t in enumerate(terms):
         by_p = t.schatten(np.asarray(grid))
+        R_realised = float(t.schatten(np.asarray([p[j]]))[0])
         out.append({
-            "kind": t.cover_kind, "group": t.group, "p": float(p[j]), "s": t.spectral_norm,
-            "R": float(t.schatten(np.asarray([p[j]]))[0]), "B": t.input_scale, "a": int(t.shape[0]), "b": int(t.shape[1]),
+            "kind": t.cover_kind, "group": t.group, "p": float(p[j]),
+            "s": float(grid_values([t.spectral_norm])[0]) if t.spectral_norm > 0 else 0.0, "s_realised": t.spectral_norm,
+            "R": float(grid_values([R_realised])[0]) if R_realised > 0 else 0.0, "R_realised": R_realised,
+            "B": t.input_scale, "B_realised": t.input_scale if t.input_scale_realised is None else t.input_scale_realised,
+            "centres": CENTRES, "cover_scale": COVER_SCALE,
+            **({"log_rho_realised": log_rho_realised[t.name]} if t.name in log_rho_realised else {}),
+            "a": int(t.shape[0]), "b": int(t.shape[1]),
             "r": int(t.rank_bound), "m": metric_points(t, settings), "eps_min": math.exp(float(log_eps[j])),
             "log_eps_min": float(log_eps[j]), "log_rho": t.log_rho,
             "schatten_by_p": {str(q): float(v) for q, v in zip(grid, by_p)},
@@ -212,8 +269,15 @@ def theorem_inputs(terms: Sequence[MatrixTerm], p: np.ndarray, settings: BoundSe
     return out
 
 
-def _spectrum_adaptive(terms: Sequence[MatrixTerm], post: PosthocResult, settings: BoundSettings) -> dict[str, Any]:
-    """Theorem 3.1 at the post hoc indices, as reported, with everything needed to recompute it."""
+def _spectrum_adaptive(terms: Sequence[MatrixTerm], post: PosthocResult, settings: BoundSettings,
+                       peeled_radii: Sequence[float] = ()) -> dict[str, Any]:
+    """Theorem 3.1 at the post hoc indices, as reported, with everything needed to recompute it.
+
+    ``B_out`` and ``gamma`` are reported at their grid values (``B_out_realised``, ``gamma_realised`` as given);
+    ``peeling`` states the grid, the prior and what was peeled (:mod:`theory.margin`).
+    """
+    realised = settings
+    settings = class_settings(settings)
     # log space: on deep models the uncapped Dudley value overflows floats, its logarithm does not
     log_complexity = post.log_rademacher - compiled.dudley_log_integral_weight(settings.n)
     grid = sorted(set(float(q) for q in settings.p_grid))
@@ -236,13 +300,23 @@ def _spectrum_adaptive(terms: Sequence[MatrixTerm], post: PosthocResult, setting
         "T": settings.T,
         "delta": settings.delta,
         "gamma": settings.gamma,
+        "gamma_realised": realised.gamma,
         "B_out": settings.B_out,
+        "B_out_realised": realised.B_out,
+        "peeling": {"grid": "v_k = v_0 c^k, k any integer", "ratio": PEEL_RATIO, "base": PEEL_BASE,
+                    "prior": "pi(k) = 1/(Z (|k|+1)(|k|+2)), Z = 3/2", "cost": "log(1/pi(k)) per peeled quantity",
+                    "peeled": "R_j at p_j and s_j per matrix (upper end), input radii read from norm layers (upper end), "
+                              "B_out (upper end), gamma (grid value below)",
+                    "input_radii": [float(v) for v in peeled_radii]},
         "p_grid": grid,
         "floor_share": settings.floor_share,
         "tie": settings.tie,
         "dudley_grid": {"alpha_min": settings.alpha_min, "B_out": settings.B_out, "points": settings.grid_points,
                         "spacing": "geometric", "integral": "interval by interval, sqrt(G(eps)) <= sqrt(G(eps_i)) (eps_i/eps)^(p_min/2)",
                         "alpha": "the grid points below B_out"},
+        "norm_parameters": [{"name": t.name, "kind": t.kind, "theorem_inputs": row}
+                            for t, row in zip(terms, theorem_inputs(terms, post.p, realised))
+                            if t.cover_kind in ("gain", "translation")],
         "p_by_group": post.p_by_group,
         "rademacher_by_common_p": {str(k): v for k, v in post.by_common_p.items()},
         "search": post.search,
@@ -266,7 +340,8 @@ def _proxies(terms: Sequence[MatrixTerm], edel: dict[str, Any], settings: BoundS
 def analyze(source: str | os.PathLike[str] | Mapping[str, Any] | Any, *, heads: int | None = None,
             settings: BoundSettings = BoundSettings(), model: ModelSettings = ModelSettings(),
             executor: Any = None, progress: Callable[[int, int, str], None] | None = None, leading_k: int | None = None,
-            processes: int | None = None, config: Mapping[str, Any] | None = None) -> Analysis:
+            processes: int | None = None, config: Mapping[str, Any] | None = None, spectrum: str = "auto",
+            covers: Sequence[Any] | None = None) -> Analysis:
     """Open ``source`` and evaluate the bounds.
 
     ``source``: a ``.safetensors`` file, a folder (safetensors, sharded, or an ONNX export,
@@ -281,13 +356,18 @@ def analyze(source: str | os.PathLike[str] | Mapping[str, Any] | Any, *, heads: 
     ``processes``: worker processes for the whole-matrix SVDs (default: one per CPU for
     checkpoints large enough, none with an ``executor``; ``0``: none; always none in memory,
     where no other process can read the tensors); see
-    :func:`numerics.spectra.pipeline.checkpoint_spectra`.
+    :func:`numerics.spectra.pipeline.checkpoint_spectra`. ``spectrum``: ``"auto"`` (certified Gram
+    eigenvalues for the whole matrices where certified, else the SVD) or ``"svd"`` (always the SVD, the
+    reference; :func:`numerics.spectra.stats.whole_singular_values`). ``covers``: registered covers to choose
+    among per tie group (:func:`evaluate_bounds`; ``None``: Theorem 4.1 only).
 
     Raises:
       TypeError: ``source`` is none of these.
       ValueError: ``processes`` > 0 for a model in memory.
       CheckpointError: the checkpoint cannot be read or analysed (naming file or label, and tensor).
     """
+    if covers is not None:  # a bad cover name ends here, before any spectrum is computed
+        covers31.resolve([c if isinstance(c, str) else c.name for c in covers])
     if is_in_memory(source):
         if processes:
             raise ValueError(f"processes={processes!r}: a model in memory has no file for worker processes to read; "
@@ -302,14 +382,17 @@ def analyze(source: str | os.PathLike[str] | Mapping[str, Any] | Any, *, heads: 
                         "or a mapping of tensor names to arrays")
     info = describe_network(ckpt, model)
     fold = info["network"]["biases"] == "folded"
+    rotary = ckpt.map.positions == "rotary"
+    diagnostic = _Rotary(ckpt, fold) if rotary else None
     stats = checkpoint_spectra(ckpt, executor=executor, progress=progress, leading_k=leading_k, processes=processes,
-                               bias=fold, rotary=ckpt.map.positions == "rotary")
-    if ckpt.map.positions == "rotary":
-        info["network"]["rotary_diagnostic"] = _rotary(ckpt, fold)
+                               bias=fold, rotary=rotary, spectrum=spectrum,
+                               on_layer=diagnostic.add_layer if diagnostic is not None else None)
+    if diagnostic is not None:
+        info["network"]["rotary_diagnostic"] = diagnostic.out
     skipped = list(ckpt.skipped)
     if not fold:
         skipped = sorted([*skipped, *((name, "bias vector (not folded: --no-bias)") for name in ckpt.bias_tensors)])
-    return evaluate_bounds(stats, model_info=info, skipped=skipped, settings=settings, model=model)
+    return evaluate_bounds(stats, model_info=info, skipped=skipped, settings=settings, model=model, covers=covers)
 
 
 #: What the report says about a model's position scheme.
@@ -369,28 +452,33 @@ def describe_network(ckpt: Any, model: ModelSettings = ModelSettings()) -> dict[
     return info
 
 
-def _rotary(ckpt: Any, fold: bool) -> dict[str, Any]:
+class _Rotary:
     """Per layer and head: the largest ``s_1`` and ``S_p`` of ``W_q^T R(Delta) W_k`` over every offset up to the
-    context, beside :mod:`theory.rope`'s certified bounds (:func:`numerics.bounds.rotary.rotary_diagnostic`)."""
-    config = ckpt.config
-    params = config.get("rope_parameters") or config.get("rope_scaling") or {}
-    base = params.get("rope_theta", config.get("rope_theta", 10000.0)) if isinstance(params, dict) else 10000.0
-    rope_type = params.get("rope_type", params.get("type", "default")) if isinstance(params, dict) else "default"
-    context = int(config.get("max_position_embeddings") or 2048)
-    out: dict[str, Any] = {
-        "base": float(base), "context": context, "rope_type": rope_type,
-        "note": "the bound covers the query and key maps and composes them (theory.rope), valid for every offset; "
-                "here, per head, the certified bounds on every W_q^T R(Delta) W_k beside the largest values found",
-        "layers": [],
-    }
-    if rope_type != "default":
-        out["note"] += f"; angles of rope_type {rope_type!r} not modelled here: the default angles are used"
-    # feedforward=False skips reading the feedforward matrices, which only checkpoints in files can defer
-    for layer in ckpt.iter_layers(feedforward=not ckpt.files):
+    context, beside :mod:`theory.rope`'s certified bounds (:func:`numerics.bounds.rotary.rotary_diagnostic`),
+    computed from each layer as the spectra pass loads it (:meth:`add_layer`; no second read of the checkpoint)."""
+
+    def __init__(self, ckpt: Any, fold: bool) -> None:
+        config = ckpt.config
+        params = config.get("rope_parameters") or config.get("rope_scaling") or {}
+        base = params.get("rope_theta", config.get("rope_theta", 10000.0)) if isinstance(params, dict) else 10000.0
+        rope_type = params.get("rope_type", params.get("type", "default")) if isinstance(params, dict) else "default"
+        context = int(config.get("max_position_embeddings") or 2048)
+        self.ckpt, self.fold, self.base, self.context = ckpt, fold, float(base), context
+        self.out: dict[str, Any] = {
+            "base": float(base), "context": context, "rope_type": rope_type,
+            "note": "the bound covers the query and key maps and composes them (theory.rope), valid for every offset; "
+                    "here, per head, the certified bounds on every W_q^T R(Delta) W_k beside the largest values found",
+            "layers": [],
+        }
+        if rope_type != "default":
+            self.out["note"] += f"; angles of rope_type {rope_type!r} not modelled here: the default angles are used"
+
+    def add_layer(self, layer: Any) -> None:
+        """The diagnostic of one layer (called in layer order)."""
+        ckpt = self.ckpt
         heads = head_factors(layer, num_heads=ckpt.num_heads, num_kv_heads=ckpt.num_kv_heads, head_dim=ckpt.head_dim,
-                             bias=fold)["qk"]
-        out["layers"].append(rotary_diagnostic(heads, head_dim=ckpt.head_dim, base=float(base), context=context))
-    return out
+                             bias=self.fold)["qk"]
+        self.out["layers"].append(rotary_diagnostic(heads, head_dim=ckpt.head_dim, base=self.base, context=self.context))
 
 
 def _block_radius(block: Any, hidden: int, model: ModelSettings, where: str) -> dict[str, Any]:
@@ -413,7 +501,7 @@ def _block_radius(block: Any, hidden: int, model: ModelSettings, where: str) -> 
                 "assumed": True}
     radius = compiled.norm_radius(norm.kind, N=norm.width, g_inf=norm.gain_inf, beta_norm=norm.bias_norm)
     out: dict[str, Any] = {"radius": radius, "source": norm.name, "kind": norm.kind, "g_inf": norm.gain_inf,
-                           "beta_norm": norm.bias_norm}
+                           "beta_norm": norm.bias_norm, "width": norm.width}
     if block.projection is not None:
         s, b = block.projection  # ||W y + c|| <= ||W||_2 ||y|| + ||c|| (triangle inequality)
         out.update(radius=s * radius + b, norm_radius=radius, projection={"spectral_norm": s, "bias_norm": b})

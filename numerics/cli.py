@@ -164,12 +164,29 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
             **_given(args, "heads", "scheduler", "workers")}
 
 
+def _covers(args: argparse.Namespace) -> list[str] | None:
+    """``--covers A,B`` as names (``None`` without it); ``--entry-points`` loads installed packages' covers first."""
+    if getattr(args, "entry_points", False):
+        if args.covers is None:
+            raise CliError("--entry-points only applies with --covers")
+        from theory.registry import load_entry_points
+
+        load_entry_points()
+    if args.covers is None:
+        return None
+    names = [n.strip() for n in args.covers.split(",")]
+    if not all(names):
+        raise CliError(f"--covers {args.covers!r}: give comma-separated cover names, e.g. theorem41,effective_rank")
+    return names
+
+
 def _cmd_analyze(args: argparse.Namespace) -> int:
     from numerics.report import tables, writers
 
     analysis = writers.analyze_report(args.source, out=args.out, force=args.force, plots=not args.no_plots,
                                       progress=_Progress("spectra"), **_settings(args),
-                                      spectra=args.spectra, **_given(args, "leading_k", "processes"))
+                                      spectra=args.spectra, **_given(args, "leading_k", "processes", "spectrum"),
+                                      covers=_covers(args))
     if args.format == "json":
         print(json.dumps(analysis.to_json(spectra=args.spectra), indent=2))
     elif args.format == "csv":
@@ -284,7 +301,7 @@ def _cmd_study(args: argparse.Namespace) -> int:
     out = args.out if args.out is not None else writers.STUDY_FOLDER
     result, _ = writers.study_report(args.preset, task=args.task, axes=axes, out=out, force=args.force, jobs=args.jobs,
                                      scheduler=args.scheduler, progress=_Progress("models"), plots=not args.no_plots,
-                                     reached_only=args.reached_only)
+                                     reached_only=not args.include_unreached, covers=_covers(args))
     sys.stdout.write(study_tables.study_table(result))
     print(study_tables.study_summary(result, out), file=sys.stderr)
     return 0
@@ -404,6 +421,13 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--processes", type=_parallelism, default=None, metavar="N",
                    help="worker processes for the whole-matrix SVDs (default: one per core when the model is large "
                         "enough and neither --workers nor --scheduler is given; 0: none)")
+    a.add_argument("--spectrum", choices=["auto", "svd"], default=None,
+                   help="how whole matrices get their singular values: auto (default: from the Gram matrix's eigenvalues "
+                        "where a derived error bound certifies them to 1e-7 relative, else the SVD) or svd (always the SVD)")
+    a.add_argument("--covers", default=None, metavar="A,B,...",
+                   help="registered covers to compose through Theorem 3.1, one chosen per tie group post hoc "
+                        "(theorem41, effective_rank, user covers; default: Theorem 4.1 only)")
+    _add_entry_points_option(a)
     _add_bound_options(a)
     a.set_defaults(func=_cmd_analyze)
 
@@ -445,7 +469,7 @@ def build_parser() -> argparse.ArgumentParser:
     mc.set_defaults(func=_cmd_mc)
 
     st = sub.add_parser("study", help="train a family of small encoders (torch) and tabulate their generalization gaps")
-    st.add_argument("--preset", required=True, help="smoke (4 tiny models, seconds), default (51 models, about 5-10 minutes on 2 cores) or "
+    st.add_argument("--preset", required=True, help="smoke (4 tiny models, seconds), default (174 models, batched; see the README for the time) or "
                     "full (hundreds: meant for --scheduler)")
     st.add_argument("--task", default="modadd", help="modadd (modular addition, the default) or digits (scikit-learn's 8x8 digits)")
     st.add_argument("--axis", action="append", default=None, metavar="NAME=V1,V2,...",
@@ -454,9 +478,14 @@ def build_parser() -> argparse.ArgumentParser:
     _add_out_options(st, "report folder: tables (CSV, Markdown), study.json, summary.md, plots "
                      "(default ./specbound-study)")
     st.add_argument("--no-plots", action="store_true", help="skip the figures")
-    st.add_argument("--reached-only", action="store_true",
-                    help="leave the models that did not reach the training loss target out of the statistics "
-                         "(Jiang et al. 2020); by default they are kept and counted")
+    st.add_argument("--covers", default=None, metavar="A,B,...",
+                    help="registered covers each model's analysis composes (as analyze --covers); the statistics rank "
+                         "one measure per cover (cover:NAME) and the choice among them (covers) beside the others")
+    _add_entry_points_option(st)
+    st.add_argument("--include-unreached", action="store_true",
+                    help="keep the models that did not reach the training loss target in the statistics; by default "
+                         "they are left out and counted, as Jiang et al. 2020 do (the summary shows the other choice "
+                         "as a sensitivity line either way)")
     where_st = st.add_mutually_exclusive_group()
     where_st.add_argument("--jobs", type=_positive_int_parallel, default=2, metavar="N",
                           help="models trained at once, each in its own process (default 2)")
@@ -469,8 +498,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--no-tests", action="store_true", help="measure only; do not run the marked pytest tests")
     c.add_argument("--update-readme", action="store_true", help="rewrite the claims table in README.md")
     c.add_argument("--update-study", action="store_true",
-                   help="first train or reuse the default study (cached; about 10 minutes on 2 cores the first time) "
-                        "and rewrite benchmarks/study_default.json, which C10 and C11 are measured from")
+                   help="first train or reuse the default study and its rerun with fresh seeds and another thread "
+                        "count (cached: from cached models only the analysis runs), and rewrite "
+                        "benchmarks/study_default.json, which C10 and C11 are measured from")
     c.add_argument("--readme", default="README.md", help="README to update (default ./README.md)")
     c.add_argument("--json", action="store_true", help="JSON instead of a markdown table")
     c.set_defaults(func=_cmd_claims)

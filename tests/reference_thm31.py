@@ -32,11 +32,12 @@ Written from the mathematics, not from the code under test: it imports neither `
   ``sqrt(G(eps)) <= sqrt(G(eps_i)) (eps_i/eps)^(p_min/2)`` (integrated in closed form, or by
   ``mpmath.quad`` in :func:`dudley_exact`), the infimum over ``alpha`` on the grid points below
   ``B_out``; the trivial cap ``4 B_out``;
+* internal covers (MATH.md section 10 rule 1): each ``K_j`` is Theorem 4.1 at ``eps_j / 2``;
 * the margin bound (Bartlett et al. 2017, Lemma 3.1) with the post hoc union cost of
-  theory/margin.py: ``log(1/delta') = log(1/delta) + G log|P| + peel``, ``peel`` the sum of
-  ``log((k+1)(k+2))`` over the dyadic levels ``k = max(0, ceil(log2 v))`` of every peeled
-  quantity (each matrix's chosen radius ``S_{p_j}`` and its spectral norm, as
-  numerics.bounds.theorem31.posthoc's docstring says it peels).
+  MATH.md section 10 rule 2: ``log(1/delta') = log(1/delta) + G log|P| + peel``, ``peel`` the sum of
+  ``log(1/pi(k))``, ``pi(k) = (2/3)/((|k|+1)(|k|+2))``, over the levels ``k`` (any integer) on the grid
+  ``2^k`` of every peeled quantity (each matrix's chosen radius ``S_{p_j}`` and its spectral norm, the
+  input radii, ``B_out`` upward and ``gamma`` downward), every one evaluated at its grid value.
 
 All arithmetic runs in a private ``mpmath`` context at 50 digits, whose exponent range is
 unbounded: propagation factors ``rho_j = e^5000`` need no log-space tricks here.
@@ -226,7 +227,7 @@ class LayerNorms:
     s_ff2: float
 
 
-def lipschitz_terms(layers: Sequence[LayerNorms], *, B: Any, L_sigma: Any) -> list[dict[str, Any]]:
+def lipschitz_terms(layers: Sequence[LayerNorms], *, B: Any, L_sigma: Any, peel: bool = True) -> list[dict[str, Any]]:
     """``{layer, kind, head, log_rho, input_scale}`` per matrix, in the order QK heads, VO heads, FF1, FF2 per layer.
 
     From theory/lipschitz.py's docstring: blocks in order attention_0, feedforward_0,
@@ -234,6 +235,9 @@ def lipschitz_terms(layers: Sequence[LayerNorms], *, B: Any, L_sigma: Any) -> li
     constant; products taken in 50-digit arithmetic, then logged.
     """
     B, Ls = _mpf(B), _mpf(L_sigma)
+    if peel:  # MATH.md section 10 rule 2: spectral norms enter the Lipschitz model at their grid values
+        layers = [LayerNorms(tuple((grid_up(a), grid_up(b)) for a, b in layer.heads), grid_up(layer.s_ff1),
+                             grid_up(layer.s_ff2)) for layer in layers]
     blocks: list[Any] = []
     for layer in layers:
         attn = 1 + MP.fsum(_mpf(s_vo) * (1 + 4 * B**2 * _mpf(s_qk)) for s_qk, s_vo in layer.heads)
@@ -273,19 +277,47 @@ def floor_scale(matrix: RefMatrix, settings: RefSettings, J: int) -> Any:
     return alpha_min * _mpf(settings.floor_share) / J / MP.exp(_mpf(matrix.log_rho))
 
 
+def grid_level(v: Any, *, upward: bool = True) -> int:
+    """MATH.md section 10 rule 2 on the grid ``2^k`` (any integer ``k``): the smallest ``k`` with ``v <= 2^k``
+    (``upward``) or the largest with ``2^k <= v``; exact comparisons with powers of two in 50 digits."""
+    v = _mpf(v)
+    k = int(MP.ceil(MP.log(v, 2)))
+    two = lambda i: MP.mpf(2) ** i  # noqa: E731
+    if upward:
+        while v > two(k):
+            k += 1
+        while v <= two(k - 1):
+            k -= 1
+    else:
+        while two(k) > v:
+            k -= 1
+        while two(k + 1) <= v:
+            k += 1
+    return k
+
+
+def grid_up(v: Any) -> Any:
+    """``2^k`` at the cell's upper end (0 stays 0: a zero matrix is not peeled)."""
+    return _mpf(0) if _mpf(v) == 0 else MP.mpf(2) ** grid_level(v)
+
+
 def coefficient(matrix: RefMatrix, p: Any, settings: RefSettings, J: int) -> Any:
-    """``c_j = a_j(p) rho_j^p (1-theta)^-p`` (``0`` for a zero matrix or one covered by a single ball)."""
-    s = matrix.spectral_norm
+    """``c_j = a_j(p) rho_j^p (1-theta)^-p`` (``0`` for a zero matrix or one covered by a single ball).
+
+    ``a_j`` is the internal cover's (MATH.md section 10 rule 1): Theorem 4.1 at ``eps/2``, i.e. the external
+    coefficient with its logs at ``eps_min/2`` times ``2^p``; ``s_j`` and ``R_j`` at their grid values (rule 2).
+    """
+    s = grid_up(matrix.spectral_norm)
     if s == 0:
         return _mpf(0)
     eps_j = floor_scale(matrix, settings, J)
     radius = s * _mpf(matrix.input_scale) ** (2 if matrix.kind == "bilinear" else 1)
-    if eps_j >= radius:  # every member within the radius of 0 at every scale it is covered at
+    if eps_j >= radius:  # every member within the radius of 0 (a centre in the class) at every scale it is covered at
         return _mpf(0)
     p = _mpf(p)
-    a_j = thm41_coefficient(matrix.kind, p=p, eps_min=eps_j, s=s, R=schatten(matrix.singular_values, p),
+    a_j = thm41_coefficient(matrix.kind, p=p, eps_min=eps_j / 2, s=s, R=grid_up(schatten(matrix.singular_values, p)),
                             B=matrix.input_scale, a=matrix.shape[0], b=matrix.shape[1], r=matrix.rank_bound,
-                            m=_metric_points(matrix.kind, settings))
+                            m=_metric_points(matrix.kind, settings)) * MP.mpf(2) ** p
     return a_j * MP.exp(p * _mpf(matrix.log_rho)) * (1 - _mpf(settings.floor_share)) ** (-p)
 
 
@@ -418,23 +450,27 @@ def rademacher(matrices: Sequence[RefMatrix], p: Sequence[Any] | Any, settings: 
 
 # ---------------------------------------------------------------- margin bound and post hoc cost (theory/margin.py)
 
-def _peel(values: Sequence[Any]) -> Any:
-    """``sum log((k+1)(k+2))`` over ``k = max(0, ceil(log2 v))`` (prior ``1/((k+1)(k+2))`` on dyadic levels, ``R_0 = 1``)."""
+def _peel(values: Sequence[Any], *, upward: bool = True) -> Any:
+    """``sum log(1/pi(k))`` with ``pi(k) = (2/3) / ((|k|+1)(|k|+2))`` (sums to 1 over all integers) at each value's
+    level on the grid ``2^k`` (:func:`grid_level`); zeros are not peeled."""
     total = _mpf(0)
     for v in values:
-        v = _mpf(v)
-        k = max(0, int(MP.ceil(MP.log(v, 2)))) if v > 0 else 0
-        total += MP.log((k + 1) * (k + 2))
+        if _mpf(v) > 0:
+            k = abs(grid_level(v, upward=upward))
+            total += MP.log(MP.mpf(3) / 2 * (k + 1) * (k + 2))
     return total
 
 
-def posthoc_certificate(matrices: Sequence[RefMatrix], p: Sequence[Any], settings: RefSettings) -> dict[str, Any]:
+def posthoc_certificate(matrices: Sequence[RefMatrix], p: Sequence[Any], settings: RefSettings,
+                        input_radii: Sequence[Any] = ()) -> dict[str, Any]:
     """Rademacher bound, union cost and generalization gap of Theorem 3.1 at a post hoc assignment ``p``.
 
     ``G`` (the number of tie groups) follows ``settings.tie``; ``|P|`` is the number of distinct
     grid points. Margin bound (Bartlett et al. 2017, Lemma 3.1) with
     ``log(2/delta') = log(2/delta) + G log|P| + peel``:
-    ``gap = (2/gamma) min(Rad, 4 B_out) + 3 sqrt(log(2/delta') / (2n))``.
+    ``gap = (2/gamma) min(Rad, 4 B_out) + 3 sqrt(log(2/delta') / (2n))``, with ``B_out`` at its grid value above and
+    ``gamma`` at its grid value below (MATH.md section 10 rule 2); ``peel`` pays every chosen radius, spectral norm,
+    ``input_radii`` (read from norm layers), ``B_out`` and ``gamma``.
     """
     if settings.tie == "common":
         groups = {"all"}
@@ -442,9 +478,14 @@ def posthoc_certificate(matrices: Sequence[RefMatrix], p: Sequence[Any], setting
         groups = {m.name for m in matrices}
     else:
         groups = {m.group for m in matrices}
+    realised = settings
+    settings = RefSettings(settings.n, settings.T, grid_up(settings.B_out), settings.delta,
+                           MP.mpf(2) ** grid_level(settings.gamma, upward=False), settings.p_grid, settings.floor_share,
+                           settings.tie, settings.grid_points)
     bound = rademacher(matrices, list(p), settings)
     radii = [schatten(m.singular_values, pj) for m, pj in zip(matrices, p)]
-    peel = _peel(radii) + _peel([m.spectral_norm for m in matrices])
+    peel = (_peel(radii) + _peel([m.spectral_norm for m in matrices]) + _peel(input_radii) + _peel([realised.B_out])
+            + _peel([realised.gamma], upward=False))
     log_union = len(groups) * MP.log(len({float(q) for q in settings.p_grid})) + peel
     n, delta = _mpf(settings.n), _mpf(settings.delta)
     conf = 3 * MP.sqrt((MP.log(2 / delta) + log_union) / (2 * n))

@@ -68,10 +68,16 @@ def test_json_records_the_inputs_of_every_coefficient(result):
     for m in rows:
         ti = m["theorem_inputs"]
         assert set(ti) == {"kind", "group", "p", "s", "R", "B", "a", "b", "r", "m", "eps_min", "log_eps_min", "log_rho",
-                           "schatten_by_p", "log_coefficient", "log_allocated_coefficient"}
+                           "schatten_by_p", "log_coefficient", "log_allocated_coefficient", "s_realised", "R_realised",
+                           "B_realised", "centres", "cover_scale", "log_rho_realised"}
+        assert ti["log_rho_realised"] <= ti["log_rho"]  # every later constant grows with the grid values
         assert ti["kind"] == ("bilinear" if m["kind"] == "qk" else "vector")
-        assert ti["p"] == m["p_star"] and ti["R"] == pytest.approx(m["schatten_p_at_p_star"], rel=1e-12)
-        assert ti["s"] == pytest.approx(m["spectral_norm"], rel=1e-12) and [ti["a"], ti["b"]] == m["shape"]
+        assert ti["centres"] == "class" and ti["cover_scale"] == 0.5  # internal covers (MATH.md section 10 rule 1)
+        # rule 2: realised values and their grid values (the smallest power of two above)
+        assert ti["p"] == m["p_star"] and ti["R_realised"] == pytest.approx(m["schatten_p_at_p_star"], rel=1e-12)
+        assert ti["R"] == _grid(ti["R_realised"]) and ti["s"] == _grid(ti["s_realised"])
+        assert ti["s_realised"] == pytest.approx(m["spectral_norm"], rel=1e-12) and [ti["a"], ti["b"]] == m["shape"]
+        assert ti["B"] == ti["B_realised"] or m["kind"] == "ff2"  # input_norm is given: only FF2's scale moves (s_1)
         assert ti["m"] == (n * T**2 if m["kind"] == "qk" else n * T)
         assert ti["log_eps_min"] == pytest.approx(math.log(1.0 / n * theta / J) - ti["log_rho"], rel=1e-13)
         assert set(ti["schatten_by_p"]) == {str(q) for q in FAST.p_grid}
@@ -85,6 +91,12 @@ def test_json_records_the_inputs_of_every_coefficient(result):
     assert bound["dudley_grid"]["points"] == FAST.grid_points and bound["dudley_grid"]["alpha_min"] == 1.0 / n
     for name in ("spectrum_adaptive", "edelman2022", "bartlett2017"):
         assert "n_nonvacuous" in doc["bounds"][name] and doc["bounds"][name]["n"] == n
+
+
+def _grid(v: float) -> float:
+    """The smallest power of two at or above ``v > 0``, from the float's exact binary form (MATH.md section 10 rule 2)."""
+    mantissa, exponent = math.frexp(v)
+    return math.ldexp(1.0, exponent - 1) if mantissa == 0.5 else math.ldexp(1.0, exponent)
 
 
 def test_table_and_summary_report_n_nonvacuous(result):
@@ -101,8 +113,9 @@ def test_table_and_summary_report_n_nonvacuous(result):
 
 
 def test_propagation_factors_against_a_naive_product(result):
-    # Independent computation of rho for layer 0's VO head 0: the FF block of layer 0, then both blocks of layer 1.
-    rows = {(m["layer"], m["kind"], m["head"]): m for m in result.matrices}
+    # Independent computation of rho for layer 0's VO head 0: the FF block of layer 0, then both blocks of layer 1,
+    # every spectral norm at its grid value (MATH.md section 10 rule 2).
+    rows = {(m["layer"], m["kind"], m["head"]): {**m, "spectral_norm": _grid(m["spectral_norm"])} for m in result.matrices}
     B = math.sqrt(24)
     Ls = 1.13  # build_terms from statistics alone: ModelSettings.activation_lipschitz, documented as 1.13
 
@@ -158,8 +171,10 @@ def test_phi_sa_against_a_naive_loop_over_the_grid(bert_folder, result):
         return float(sp.N(expr.subs(values), 30))
 
     # the activation analyze read (the bert map's default, exact GELU), passed as the caller of build_terms must
+    # (the proxy is evaluated at the realised norms, peel=False: it is the paper's proxy, not a bound)
     terms, _ = build_terms(checkpoint_spectra(open_checkpoint(str(bert_folder)), bias=False), num_layers=2, hidden_size=24,
-                           model=IDEALISED, activation_lipschitz=result.model["network"]["activation"]["lipschitz"])
+                           model=IDEALISED, activation_lipschitz=result.model["network"]["activation"]["lipschitz"],
+                           peel=False)
     curve = {}
     for q in FAST.p_grid:
         total = 0.0

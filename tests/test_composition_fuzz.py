@@ -17,9 +17,9 @@ product) longer than the input scale the bound assigns, and the gated "up" facto
 the second-order term ``(a' - a) * (g' - g)`` alone, rows of the gate and up all inside the ball, exceeds the budget).
 
 ``centres`` missing from ``theorem_inputs`` means ``"free"`` (what main's bound implicitly claims): the adversary is
-then unconstrained and the tail cases exceed the budget. They are ``xfail(strict=True)``: once the bound evaluates
-``K_j`` at ``eps_j / 2`` and says ``centres == "class"`` (issue 19 rule 1), the adversary is held to
-``||W_j'||_2 <= s_j``, the cases pass, and the marker must go.
+then unconstrained and the tail cases exceed the budget (they were ``xfail(strict=True)`` on a bound without rule 1).
+The bound now evaluates ``K_j`` at ``eps_j / 2`` and says ``centres == "class"`` (issue 19 rule 1): the adversary is
+held to ``||W_j'||_2 <= s_j`` and every case must pass.
 """
 
 from __future__ import annotations
@@ -85,8 +85,9 @@ def test_the_functional_forward_is_the_real_network(networks, name: str) -> None
 
 
 def _case(name: str, kind: str):
-    marks = [pytest.mark.xfail(strict=True, reason=RULE_1)] if kind in ("tail", "cross") else []
-    return pytest.param(name, kind, marks=marks, id=f"{name}-{kind}")
+    # The bound now says centres == "class" (internal covers, K_j at eps_j / 2): the tail and cross cases hold the
+    # adversary to ||W_j'||_2 <= s_j and must pass (the strict xfail of RULE_1 is gone).
+    return pytest.param(name, kind, id=f"{name}-{kind}")
 
 
 CASES = [*((n, k) for n in FAMILIES for k in ("small", "tail")), ("llama", "cross")]

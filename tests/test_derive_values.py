@@ -37,8 +37,8 @@ def derive(*args: str) -> str:
 
 
 def parse(text: str) -> sp.Expr:
-    """A JSON form as SymPy reads it back: names followed by ``[`` are IndexedBases, ``gamma`` is the margin."""
-    names: dict[str, Any] = {"gamma": sp.Symbol("gamma")}
+    """A JSON form as SymPy reads it back: names followed by ``[`` are IndexedBases, ``gamma`` is the margin, ``N`` the width."""
+    names: dict[str, Any] = {"gamma": sp.Symbol("gamma"), "N": sp.Symbol("N")}
     for name in set(re.findall(r"\b([A-Za-z_]\w*)\[", text)):
         names[name] = sp.IndexedBase(name)
     with distribute(False):
@@ -143,12 +143,21 @@ def test_thm41_vector_values():
 def test_thm31_values():
     f = {k: parse(v) for k, v in json_forms("thm31").items() if isinstance(v, str) and k not in ("target", "status")}
     eps_min = S("eps_min")
-    # theory/thm31.py: a_j = K_j(eps) eps^p with the logs at eps_min. At POINT with eps_min = 1/2:
-    # L-rank log(9 F X / (eps_min/2)) = log 72, Maurey log(2 (4 F X / (eps_min/2) + 3) + 1) = log 71;
-    # at p = 1, K(eps) = 2 sqrt(A C1) / eps, so a = 2 sqrt(20 log 72 * 576 log 71).
+    # theory/thm31.py: a_j = K_j(eps) eps^p with the logs at eps_min, for the internal cover (MATH.md section 10
+    # rule 1): K_j(eps) is Theorem 4.1 at eps/2. At POINT with eps_min = 1/2 the logs are at eps_min/2 = 1/4:
+    # L-rank log(9 F X / (1/8)) = log 144, Maurey log(2 (4 F X / (1/8) + 3) + 1) = log 135;
+    # at p = 1, K(eps) = 2 sqrt(A C1) / (eps/2), so a = 4 sqrt(20 log 144 * 576 log 135).
     pt = {**{k: v for k, v in POINT.items() if k != eps}, eps_min: sp.Rational(1, 2)}
-    assert_equal(value(f["coefficient_bilinear"], pt), 2 * sp.sqrt(20 * sp.log(72) * 576 * sp.log(71)))
-    assert_equal(value(f["coefficient_vector"], pt), 4 * 2 * 5 * sp.log(72))  # R (2B)^p (a+b+1) log(18 F B / eps_min)
+    assert_equal(value(f["coefficient_bilinear"], pt), 4 * sp.sqrt(20 * sp.log(144) * 576 * sp.log(135)))
+    # R (2B/(eps/2))^p (a+b+1) log(18 F B / (eps_min/2)) eps^p = 2 * 4 * 2 * 5 log 144
+    assert_equal(value(f["coefficient_vector"], pt), 2 * 4 * 2 * 5 * sp.log(144))
+    assert value(f["internal_cover_scale"], {}) == sp.Rational(1, 2)
+    # theory/margin.py: the grid v_0 c^k, prior (2/3)/((|k|+1)(|k|+2)), normaliser 3/2, cost log(1/prior)
+    k, c, v0 = S("k_peel"), S("c_peel"), S("v_0")
+    assert value(f["peeling_grid_value"], {v0: 3, c: 2, k: -2}) == sp.Rational(3, 4)
+    assert value(f["peeling_prior"], {k: -3}) == sp.Rational(2, 3) / 20
+    assert value(f["peeling_prior_normaliser"], {}) == sp.Rational(3, 2)
+    assert_equal(value(f["peeling_cost"], {k: 4}), sp.log(45))
     # MATH.md section 3.1: min_w sum c_j w_j^-p = (sum_j c_j^(1/(1+p)))^(1+p) with c_j = a_j rho_j^p.
     J, j = S("J"), S("j")
     A_, rho = sp.IndexedBase("a"), sp.IndexedBase("rho")

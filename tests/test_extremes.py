@@ -96,12 +96,16 @@ def test_depth_1000_is_finite_in_log_space(deep) -> None:
     stats, result = deep
     doc = result.to_json()
     assert_json_finite(doc)
-    # Lipschitz constants per layer: closed forms of theory.lipschitz with B = sqrt(N) = 4.
+    # Lipschitz constants per layer: closed forms of theory.lipschitz with B = sqrt(N) = 4 and every spectral norm
+    # 10 at its grid value 16 (MATH.md section 10 rule 2: the smallest power of two above).
     B2 = 16.0
-    attention = math.log1p(2 * 10.0 * (1 + 4 * B2 * 10.0))
-    feedforward = math.log1p(L_SIGMA * 10.0 * 10.0)
+    attention = math.log1p(2 * 16.0 * (1 + 4 * B2 * 16.0))
+    feedforward = math.log1p(L_SIGMA * 16.0 * 16.0)
     np.testing.assert_allclose(doc["settings"]["log_lipschitz_attention"], attention, rtol=1e-12)
     np.testing.assert_allclose(doc["settings"]["log_lipschitz_feedforward"], feedforward, rtol=1e-12)
+    # the proxies are the paper's, at the realised norms (10)
+    attention = math.log1p(2 * 10.0 * (1 + 4 * B2 * 10.0))
+    feedforward = math.log1p(L_SIGMA * 10.0 * 10.0)
     # Edelman et al.'s phi over identical layers: tau = 4 (two QK heads, ff1, ff2, each ||.||_{2,1} = 1),
     # alpha_l = Lambda^(L-1-l): phi = (tau sum_{k<L} Lambda^(2k/3))^(3/2), a geometric series.
     log_lambda = attention + feedforward
@@ -121,8 +125,9 @@ def test_depth_1000_p0_bound_against_mpmath(deep) -> None:
     # At a common p = 0, G(eps) = C = sum_j a_j(0) is constant, the Dudley integral from eps to B_out
     # is sqrt(C) (B_out - eps) and the objective 4 eps + 12 sqrt(C/n) (B_out - eps) is linear in
     # eps: its minimum over the grid is at the first or the last grid point below B_out.
-    # a_j(0) = R (a + b + 1) log(18 B^k sqrt(r) s / eps_j) (Theorem 4.1, p -> 0+ form; k = 2 for QK,
-    # 1 otherwise), eps_j = alpha_min theta / (J rho_j): rho_j = exp(log_rho_j) in 50-digit arithmetic.
+    # a_j(0) = R (a + b + 1) log(18 B^k sqrt(r) s / (eps_j / 2)) (Theorem 4.1, p -> 0+ form, for the internal cover at
+    # eps_j / 2; k = 2 for QK, 1 otherwise), s = 16 the grid value of the spectral norm 10 (MATH.md section 10),
+    # eps_j = alpha_min theta / (J rho_j): rho_j = exp(log_rho_j) in 50-digit arithmetic.
     stats, result = deep
     terms, _ = build_terms(stats, num_layers=1000, hidden_size=16)
     mpmath.mp.dps = 50
@@ -133,8 +138,9 @@ def test_depth_1000_p0_bound_against_mpmath(deep) -> None:
         eps_j = alpha * mpmath.mpf(SMALL.floor_share) / J / mpmath.exp(mpmath.mpf(t.log_rho))
         B = mpmath.mpf(t.input_scale)
         power = 2 if t.kind == "qk" else 1
-        s = mpmath.mpf(t.spectral_norm)
-        C += t.rank * (t.shape[0] + t.shape[1] + 1) * mpmath.log(18 * B**power * mpmath.sqrt(t.rank_bound) * s / eps_j)
+        assert t.spectral_norm == 10.0
+        s = mpmath.mpf(16)
+        C += t.rank * (t.shape[0] + t.shape[1] + 1) * mpmath.log(18 * B**power * mpmath.sqrt(t.rank_bound) * s / (eps_j / 2))
     grid = [mpmath.mpf(x) for x in np.geomspace(SMALL.alpha_min, SMALL.B_out, SMALL.grid_points)]
     objective = [4 * e + 12 * mpmath.sqrt(C / SMALL.n) * (SMALL.B_out - e) for e in grid[:-1]]
     want = float(mpmath.log(min(objective)))
@@ -163,7 +169,8 @@ PARAMS = {"log_eps_min": math.log(1e-9), "s": 3.0, "R": 7.5, "B": 4.0, "a": 64.0
 @pytest.mark.parametrize("kind", KINDS)
 def test_log_coefficient_limits_at_p0_and_p2(kind: str) -> None:
     # Reference: the derived p -> 0+ form (thm41.<kind>.p0) and p = 2 form (thm41.<kind>.p2), both at
-    # eps = eps_min, times eps^p (theory.thm31.per_matrix_coefficient: a_j = K_j(eps) eps^p).
+    # eps_min / 2 (the internal cover, MATH.md section 10 rule 1), times eps_min^p (theory.thm31.per_matrix_coefficient:
+    # a_j = K_j(eps / 2) eps^p).
     d = codegen.derive_forms()
     args = ("p", "eps", "s", "R", "B", "a", "b", "r", "m")
     at0 = compiled.compile_expr(d[f"thm41.{kind}.p0"], args)
@@ -172,9 +179,9 @@ def test_log_coefficient_limits_at_p0_and_p2(kind: str) -> None:
     rest = [PARAMS[k] for k in ("s", "R", "B", "a", "b", "r", "m")]
     log0 = float(compiled.thm41_log_coefficient(kind, p=0.0, **PARAMS))
     log2 = float(compiled.thm41_log_coefficient(kind, p=2.0, **PARAMS))
-    assert log0 == pytest.approx(math.log(float(at0(0.0, eps, *rest))), rel=1e-13)
+    assert log0 == pytest.approx(math.log(float(at0(0.0, eps / 2, *rest))), rel=1e-13)
     if kind == "bilinear":
-        assert log2 == pytest.approx(math.log(float(at2(2.0, eps, *rest)) * eps**2), rel=1e-13)
+        assert log2 == pytest.approx(math.log(float(at2(2.0, eps / 2, *rest)) * eps**2), rel=1e-13)
     # Next to the ends: |d log a / dp| is at most a few hundred here, so 1e-12 moves it by < 1e-9.
     near0 = float(compiled.thm41_log_coefficient(kind, p=1e-12, **PARAMS))
     near2 = float(compiled.thm41_log_coefficient(kind, p=2 - 1e-12, **PARAMS))

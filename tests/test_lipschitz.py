@@ -44,9 +44,18 @@ def random_model(rng: np.random.Generator, layers: int, heads: int, hidden: int 
     return out
 
 
+def grid(v: float) -> float:
+    """The smallest power of two at or above ``v`` (0 stays 0), from the float's exact binary form: MATH.md section 10
+    rule 2 puts every spectral norm on the grid ``2^k`` before it enters the Lipschitz model."""
+    if v == 0:
+        return 0.0
+    mantissa, exponent = math.frexp(v)  # v = mantissa 2^exponent, mantissa in [1/2, 1)
+    return math.ldexp(1.0, exponent - 1) if mantissa == 0.5 else math.ldexp(1.0, exponent)
+
+
 def norms(stats):
-    heads = {(st.layer, st.kind, st.head): mpmath.mpf(st.spectral_norm) for st in stats if st.kind in ("qk", "vo")}
-    ff = {(st.layer, st.kind): mpmath.mpf(st.spectral_norm) for st in stats if st.kind in ("ff1", "ff2")}
+    heads = {(st.layer, st.kind, st.head): mpmath.mpf(grid(st.spectral_norm)) for st in stats if st.kind in ("qk", "vo")}
+    ff = {(st.layer, st.kind): mpmath.mpf(grid(st.spectral_norm)) for st in stats if st.kind in ("ff1", "ff2")}
     return heads, ff
 
 

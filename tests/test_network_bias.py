@@ -53,6 +53,11 @@ def test_folded_factors_are_theorys_folded_matrices(kv: int) -> None:
     np.testing.assert_array_equal(ff["ff2"][0][1], affine.fold_affine(layer.ff2[0][1].T, b["ff2"]))
 
 
+def _grid(v: float) -> float:
+    mantissa, exponent = math.frexp(float(v))  # v = mantissa 2^exponent, mantissa in [1/2, 1)
+    return math.ldexp(1.0, exponent - 1) if mantissa == 0.5 else math.ldexp(1.0, exponent)
+
+
 def test_terms_use_theory_affine_forms() -> None:
     """Input scales, local factors and the attention block's constant of folded statistics are
     :mod:`theory.affine`'s (``B -> sqrt(B^2 + 1)``), evaluated here by SymPy."""
@@ -62,7 +67,8 @@ def test_terms_use_theory_affine_forms() -> None:
     B, L = 2.5, 1.1
     terms, info = build_terms(stats, num_layers=1, hidden_size=12, model=ModelSettings(input_norm=B, activation_lipschitz=L))
     assert info["bias_folded"] is True
-    norms = {st.name: st.spectral_norm for st in stats}
+    # every spectral norm at its grid value, the smallest power of two above (MATH.md section 10 rule 2)
+    norms = {st.name: _grid(st.spectral_norm) for st in stats}
     S = SYMBOLS
 
     def ev(expr: sp.Expr, **values: float) -> float:

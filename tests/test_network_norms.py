@@ -99,6 +99,12 @@ def test_which_norm_feeds_a_block_is_theorys_rule() -> None:
         assert checkpoint_module._block_input_norm(layout, block, layer) == block_input_norm(layout, block, layer)
 
 
+def _grid(v: float) -> float:
+    """The smallest power of two at or above ``v > 0``, from the float's exact binary form."""
+    mantissa, exponent = math.frexp(v)
+    return math.ldexp(1.0, exponent - 1) if mantissa == 0.5 else math.ldexp(1.0, exponent)
+
+
 def test_gated_feedforward_constant_is_theorys_and_bounds_the_model(model) -> None:
     """LLaMA's ``W_2 (silu(W_1 x) * W_3 x)`` (biases folded): the feedforward block's constant is
     :func:`theory.gated.lipschitz` with ``B -> sqrt(B^2 + 1)``, ``L_sigma`` SiLU's certified slope and
@@ -114,8 +120,13 @@ def test_gated_feedforward_constant_is_theorys_and_bounds_the_model(model) -> No
     assert a.model["network"]["activation"]["registry"] == "silu" and a.model["network"]["feedforward"]["gated"]
     for ref in refs.layers:
         i = ref.index
-        s = {part: rows[f"layers.{i}.mlp.{part}_proj.weight"]["spectral_norm"] for part in ("gate", "up", "down")}
-        B = a.model["network"]["input_norms"][i]["feedforward"]["radius"]
+        # MATH.md section 10 rule 2: every spectral norm and the RMSNorm's g_inf at its grid value (the smallest power
+        # of two above it), the radius g_inf sqrt(N) at the grid value of g_inf (rule 3: the gain is a class)
+        s = {part: _grid(rows[f"layers.{i}.mlp.{part}_proj.weight"]["spectral_norm"]) for part in ("gate", "up", "down")}
+        norm = a.model["network"]["input_norms"][i]["feedforward"]
+        B = _grid(norm["g_inf"]) * math.sqrt(norm["width"])
+        assert a.settings["input_norms"][i]["feedforward"] == pytest.approx(B, rel=1e-14)
+        assert a.settings["input_norms_realised"][i]["feedforward"] == norm["radius"]
         want = 1 + s["down"] * s["gate"] * s["up"] * math.sqrt(B**2 + 1) * (L_sigma + 1.0)
         assert a.settings["log_lipschitz_feedforward"][i] == pytest.approx(math.log(want), rel=1e-12)
         x = ref.feedforward_input[refs.valid]

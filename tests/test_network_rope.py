@@ -46,11 +46,20 @@ def test_rotation_matrix_is_theorys() -> None:
         np.testing.assert_array_equal(rotation_matrix(d, delta), rope.rotation_matrix(d, delta, layout="half"))
 
 
+def _grid(v: float) -> float:
+    """The smallest power of two at or above ``v > 0``, from the float's exact binary form (MATH.md section 10 rule 2)."""
+    import math
+
+    mantissa, exponent = math.frexp(float(v))
+    return math.ldexp(1.0, exponent - 1) if mantissa == 0.5 else math.ldexp(1.0, exponent)
+
+
 def test_rotary_heads_enter_the_bound_as_query_and_key_maps(llama) -> None:
     """No single ``W_QK`` exists for a rotary head: the bound covers the folded query map ``A`` (score scale
     included) and key map ``B`` as vector classes and composes them (:mod:`theory.rope`): local factors
-    ``2 B~ s_vo s_k B~`` and ``2 B~ s_vo (s_q B~ + eps_q)`` at ``eps_q = s_q B~``, ``B~ = sqrt(B^2 + 1)``,
-    evaluated here by SymPy; each head's Lipschitz constant uses ``s_q s_k``."""
+    ``2 B~ s_vo s_k B~`` and ``2 B~ s_vo s_q B~`` (internal covers: the covered query map lies in its class,
+    MATH.md section 10 rule 1), ``B~ = sqrt(B^2 + 1)``, evaluated here by SymPy; each head's Lipschitz constant
+    uses ``s_q s_k``. Every spectral norm and the norm gain enter at their grid values (rule 2)."""
     import math
 
     import sympy as sp
@@ -66,23 +75,26 @@ def test_rotary_heads_enter_the_bound_as_query_and_key_maps(llama) -> None:
     ckpt = open_checkpoint(b.folder)
     layer = next(ckpt.iter_layers(feedforward=False))
     factors = head_factors(layer, num_heads=ckpt.num_heads, num_kv_heads=ckpt.num_kv_heads, head_dim=ckpt.head_dim)["qk"]
-    B = a.model["network"]["input_norms"][0]["attention"]["radius"]
+    norm = a.model["network"]["input_norms"][0]["attention"]
+    B = _grid(norm["g_inf"]) * math.sqrt(norm["width"])  # RMSNorm radius at the grid value of g_inf (rule 3)
+    assert a.settings["input_norms"][0]["attention"] == pytest.approx(B, rel=1e-14)
     row = sp.sqrt(sp.Float(B, 30) ** 2 + 1)
     for h, (qa, kb) in enumerate(factors):
         sq, sk = (np.linalg.svd(m, compute_uv=False) for m in (qa, kb))
         np.testing.assert_allclose(a.singular_values[f"layer0.head{h}.rq"], sq, rtol=1e-10)
         np.testing.assert_allclose(a.singular_values[f"layer0.head{h}.rk"], sk, rtol=1e-10)
         assert rows[f"layer0.head{h}.rq"]["shape"] == [b.hidden_size + 1, b.head_dim]
-        s_vo = rows[f"layer0.head{h}.vo"]["spectral_norm"]
-        values = {S["s_vo"]: s_vo, S["s_q"]: sq[0], S["s_k"]: sk[0]}
+        s_vo = _grid(rows[f"layer0.head{h}.vo"]["spectral_norm"])
+        values = {S["s_vo"]: s_vo, S["s_q"]: _grid(sq[0]), S["s_k"]: _grid(sk[0])}
         local_q = float(rope.local_factor("q", row_bound=row).subs(values))
-        local_k = float(rope.local_factor("k", row_bound=row, exact=True).subs(S["eps_q"], S["s_q"] * row).subs(values))
+        local_k = float(rope.local_factor("k", row_bound=row).subs(values))
         for part, local in (("rq", local_q), ("rk", local_k)):
             got = rows[f"layer0.head{h}.{part}"]["theorem_inputs"]["log_rho"]
             # local factor times the later blocks: layer 0's FF block, then layer 1's two blocks
             later = sum(a.settings["log_lipschitz_feedforward"]) + a.settings["log_lipschitz_attention"][1]
             assert got == pytest.approx(math.log(local) + later, rel=1e-12), (h, part)
-    heads = sum(rows[f"layer0.head{h}.vo"]["spectral_norm"] * (1 + 4 * (B**2 + 1) * rows[f"layer0.head{h}.rq"]["spectral_norm"]
-                                                              * rows[f"layer0.head{h}.rk"]["spectral_norm"])
+    heads = sum(_grid(rows[f"layer0.head{h}.vo"]["spectral_norm"])
+                * (1 + 4 * (B**2 + 1) * _grid(rows[f"layer0.head{h}.rq"]["spectral_norm"])
+                   * _grid(rows[f"layer0.head{h}.rk"]["spectral_norm"]))
                 for h in range(b.num_heads))
     assert a.settings["log_lipschitz_attention"][0] == pytest.approx(math.log1p(heads), rel=1e-12)

@@ -182,7 +182,7 @@ def test_numeric_theorem31_against_sympy_evaluations_of_the_theory_forms(nb, see
                              floor_share=float(rng.uniform(0.05, 0.5)), B_out=float(rng.uniform(0.5, 3.0)))
     forms = derive_target("thm31")
     bound = {"n": settings.n, "T": settings.T, "B_out": settings.B_out, "floor_share": settings.floor_share,
-             "dudley_grid": {"points": settings.grid_points}}
+             "dudley_grid": {"points": settings.grid_points}, "peeling": {"base": 1.0, "ratio": 2.0}}
     assignments = [np.full(len(terms), q) for q in (0.5, 1.0, 1.5, 2.0)] + [rng.choice(GRID, size=len(terms)) for _ in range(2)]
     with mpmath.workdps(40):
         for p in assignments:

@@ -141,7 +141,11 @@ def test_reference_coefficient_agrees_with_the_sympy_derivation():
     for kind in ("bilinear", "vector"):
         expr = thm31.per_matrix_coefficient(kind)
         derived = expr.evalf(50, subs={SYMBOLS[k]: sp.Float(v, 60) if isinstance(v, str) else v for k, v in vals.items()})
-        mine = ref.thm41_coefficient(kind, **{k: MP.mpf(v) for k, v in vals.items()})
+        # the internal cover (MATH.md section 10 rule 1): Theorem 4.1 at eps/2, so the statement's coefficient with
+        # its logs at eps_min/2, times 2^p
+        args = {k: MP.mpf(v) for k, v in vals.items()}
+        args["eps_min"] /= 2
+        mine = ref.thm41_coefficient(kind, **args) * MP.mpf(2) ** args["p"]
         assert abs(MP.mpf(str(derived)) / mine - 1) < MP.mpf(10) ** -40
 
 
@@ -283,11 +287,11 @@ def test_posthoc_matches_the_reference(seed, layers, heads, tie, n):
 
 
 def test_union_cost_by_hand():
-    # theory/margin.py: log(1/delta') = log(1/delta) + G log|P| + peel, with peel the sum of
-    # log((k+1)(k+2)) over k = max(0, ceil(log2 v)) of each matrix's radius S_p and spectral norm.
-    # Two matrices, one group each (tie = "matrix"), |P| = 3, p = 1 for both:
-    # A: singular values (3, 1): S_1 = 4 (k = 2, log 12), s = 3 (k = 2, log 12);
-    # B: singular value 0.5: S_1 = 0.5 (k = 0, log 2), s = 0.5 (k = 0, log 2).
+    # MATH.md section 10 rule 2: log(1/delta') = log(1/delta) + G log|P| + peel, with peel the sum of
+    # log(1/pi(k)) = log(3/2 (|k|+1)(|k|+2)) over the levels k (smallest integer with v <= 2^k) of each matrix's
+    # radius S_p and spectral norm, plus B_out = 1 (k = 0, log 3) and gamma = 1 (downward k = 0, log 3).
+    # Two matrices, one group each (tie = "matrix"), |P| = 3:
+    # A: singular values (3, 1): s = 3 (k = 2, log 18); B: singular value 0.5: s = 0.5 (k = -1, log 9).
     A = MatrixTerm(name="A", kind="vo", shape=(2, 2), rank_bound=2, singular_values=np.array([3.0, 1.0]), rank=2,
                    log_rho=0.0, input_scale=1.0, group="g/v")
     Bm = MatrixTerm(name="B", kind="ff1", shape=(2, 2), rank_bound=2, singular_values=np.array([0.5]), rank=1,
@@ -298,10 +302,11 @@ def test_union_cost_by_hand():
     radius = {"A": {0.0: 2.0, 1.0: 4.0, 2.0: 10.0}[p["A"]], "B": {0.0: 1.0, 1.0: 0.5, 2.0: 0.25}[p["B"]]}
 
     def peel(v: float) -> float:
-        k = max(0, math.ceil(math.log2(v)))
-        return math.log((k + 1) * (k + 2))
+        k = next(k for k in range(-60, 60) if v <= 2.0**k)
+        return math.log(1.5 * (abs(k) + 1) * (abs(k) + 2))
 
-    want = 2 * math.log(3) + peel(radius["A"]) + peel(3.0) + peel(radius["B"]) + peel(0.5)
+    want = 2 * math.log(3) + peel(radius["A"]) + peel(3.0) + peel(radius["B"]) + peel(0.5) + 2 * math.log(3)
+    assert peel(3.0) == pytest.approx(math.log(18)) and peel(0.5) == pytest.approx(math.log(9))
     assert post.log_union == pytest.approx(want, rel=1e-14)
     conf = 3 * math.sqrt((math.log(2 / 0.01) + want) / (2 * 10**4))
     assert post.union_cost == pytest.approx(conf - 3 * math.sqrt(math.log(2 / 0.01) / (2 * 10**4)), rel=1e-12)

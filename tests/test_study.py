@@ -44,6 +44,8 @@ from numerics.study import (
 )
 from numerics.study.tasks import load_digits_arrays
 from numerics._util.workdirs import LOCK_NAME
+from numerics.study.run import bound_inputs, bound_settings
+from numerics.study.batched import MAX_BATCH, batch_key, plan_batches, train_batch
 from numerics.study.train import build_model, task_data, train
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -197,11 +199,27 @@ def test_the_record_holds_the_margin_and_parameter_count_the_measures_read(tmp_p
     assert record["margin"] == pytest.approx(np.quantile(margins[margins > 0], 0.1), rel=1e-12)
     # every tensor of the state dict is a trained parameter (the encoder has no buffers)
     assert record["num_parameters"] == sum(v.size for v in state.values())
-    # the measures read the record as it is
-    analysis = analyze(str(store(TINY, trained, tmp_path).folder), processes=0)
-    values = measures.evaluate(analysis, record)
+    # the bound is evaluated at the model's own n and T, B_out from its last LayerNorm, and the head's
+    # Lipschitz constant: reference values from the state dict by a plain loop
+    folder = store(TINY, trained, tmp_path).folder
+    inputs = bound_inputs(folder, record)
+    head = state["classifier.weight"].astype(np.float64)
+    lipschitz = max(np.linalg.norm(head[i] - head[j]) for i in range(len(head)) for j in range(len(head)) if i != j)
+    gain, shift = (state[f"encoder.layer.{TINY.depth - 1}.output.LayerNorm.{k}"].astype(np.float64) for k in ("weight", "bias"))
+    assert inputs == pytest.approx({"n": data.num_train, "T": 3, "head_lipschitz": lipschitz,
+                                    "B_out": np.max(np.abs(gain)) * math.sqrt(TINY.width) + np.linalg.norm(shift)}, rel=1e-12)
+    # the covered output is within B_out on every training input (the final CLS row, before the head)
+    with torch.no_grad():
+        hidden = module.encoder(module.embeddings(torch.from_numpy(data.train_inputs)))[:, 0].double().numpy()
+    assert np.linalg.norm(hidden, axis=1).max() <= inputs["B_out"]
+    # the measures read the record with those inputs
+    analysis = analyze(str(folder), processes=0, settings=bound_settings(inputs))
+    assert analysis.settings["n"] == data.num_train and analysis.settings["T"] == 3
+    full = {**record, **inputs}
+    values = measures.evaluate(analysis, full)
     assert values["num_parameters"] == record["num_parameters"]
-    assert values["bartlett2017"] == pytest.approx(measures.REGISTRY["bartlett2017"].raw(analysis, record)
+    assert values["bartlett2017"] == pytest.approx(measures.REGISTRY["bartlett2017"].raw(analysis, full)
+                                                   - 0.5 * math.log(data.num_train) + math.log(lipschitz)
                                                    - math.log(record["margin"]), rel=1e-12)
 
 
@@ -329,17 +347,72 @@ def test_store_verifies_before_reuse(tmp_path):
     assert load_stored(other, tmp_path) is None
 
 
+def test_batched_training_is_deterministic_and_trains_each_model_like_the_loop():
+    quick = TINY.replace(loss_target=2.2)  # ln 11 = 2.40 at the start: reached after a few steps, differently per model
+    settings = [quick, quick.replace(seed=1), quick.replace(learning_rate=1e-2, weight_decay=0.0),
+                quick.replace(label_noise=1.0, seed=2)]
+    first, second = train_batch(settings), train_batch(settings)
+    for a, b in zip(first, second):
+        assert a.files["model.safetensors"] == b.files["model.safetensors"]
+    # each model's record is the model's own: its settings hash, its batch, its own stopping step; and
+    # its numbers are those of the same settings trained alone (the same arithmetic up to summation order,
+    # so not bit for bit: within a loose tolerance on this tiny task)
+    for s, batched in zip(settings, first):
+        alone = train(s).record
+        r = batched.record
+        assert r["settings_hash"] == s.hash() and r["trainer"]["batch"] == [t.hash() for t in settings]
+        assert r["reached"] == alone["reached"] and abs(r["steps"] - alone["steps"]) <= max(5, alone["steps"] // 5)
+        assert abs(r["train_error"] - alone["train_error"]) <= 0.1 and abs(r["test_error"] - alone["test_error"]) <= 0.15
+        # the saved weights give the recorded training loss (the record is the saved model's)
+        model = build_model(s, task_data(s))
+        model.load_state_dict({k: torch.from_numpy(v) for k, v in load_safetensors(batched.files["model.safetensors"]).items()})
+        data = task_data(s)
+        with torch.no_grad():
+            loss = torch.nn.functional.cross_entropy(model(torch.from_numpy(data.train_inputs)).double(),
+                                                     torch.from_numpy(data.train_labels))
+        assert float(loss) == pytest.approx(r["train_loss"], rel=1e-6)
+    assert len({r.record["steps"] for r in first}) > 1  # not vacuous: the models stopped at different steps
+
+
+def test_batched_trajectory_checkpoints_retrace_the_batch():
+    settings = [TINY.replace(trajectory=(0.0, 0.5)), TINY.replace(seed=1)]
+    trained = train_batch(settings)
+    steps = trained[0].record["steps"]
+    assert [t["step"] for t in trained[0].record["trajectory"]] == [0, round(0.5 * steps)]
+    initial = build_model(settings[0], task_data(settings[0]))
+    saved = load_safetensors(trained[0].files["checkpoints/step-000000/model.safetensors"])
+    for name, value in initial.state_dict().items():
+        np.testing.assert_array_equal(saved[name], value.numpy(), err_msg=name)
+    # the replay changes nothing: the final weights equal the batch's without a trajectory
+    plain = train_batch([TINY, TINY.replace(seed=1)])
+    assert trained[0].files["model.safetensors"] == plain[0].files["model.safetensors"]
+    assert trained[1].files["model.safetensors"] == plain[1].files["model.safetensors"]
+
+
+def test_batches_are_planned_from_the_family_alone():
+    family = get_preset("default", "modadd").settings()
+    batches = plan_batches(family)
+    assert sorted(i for b in batches for i in b) == list(range(len(family)))
+    for b in batches:
+        assert 1 <= len(b) <= MAX_BATCH and len({batch_key(family[i]) for i in b}) == 1
+    # a minibatch setting trains alone; a batch refuses settings of two shapes
+    assert plan_batches([TINY.replace(batch_size=8), TINY.replace(batch_size=8, seed=1)]) == [[0], [1]]
+    with pytest.raises(ValueError, match="a batch must share every setting but seed, learning_rate"):
+        train_batch([TINY, TINY.replace(width=32)])
+
+
 def test_training_on_a_dask_cluster_gives_the_same_bits(tmp_path):
-    # Reference: the same settings trained in this process (train() is deterministic, bit for bit).
     import distributed
 
     settings = [TINY, TINY.replace(seed=1)]
     with distributed.LocalCluster(processes=True, n_workers=1, threads_per_worker=2, host="127.0.0.1",
                                   dashboard_address=":0") as cluster:
         stored = train_family(settings, root=tmp_path, scheduler=cluster.scheduler_address)
-    for s, (model, reused) in zip(settings, stored):
+    # Reference: the same batch trained in this process (train_batch is deterministic, bit for bit).
+    reference = train_batch(settings)
+    for s, (model, reused), ref in zip(settings, stored, reference):
         assert not reused and model.folder == model_folder(s, tmp_path)
-        assert (model.folder / "model.safetensors").read_bytes() == train(s).files["model.safetensors"]
+        assert (model.folder / "model.safetensors").read_bytes() == ref.files["model.safetensors"]
 
 
 # --------------------------------------------------------------------------- the command
@@ -378,9 +451,11 @@ def test_a_killed_run_resumes_and_reuses_the_stored_model(tmp_path, smoke_run):
     children = _children_of(proc.pid)
     proc.kill()
     proc.wait()
-    assert len(manifests) == 1, "the run ended before its first model was stored"
+    assert manifests, "the run ended before its first model was stored"
     assert _wait_gone(children) == [], "a worker outlived its killed parent"
-    first = manifests[0].parent
+    stored = sorted(m.parent for m in cache.glob("study/modadd/*/manifest.json"))  # one batch: one or two models
+    assert 1 <= len(stored) < len(get_preset("smoke", "modadd").settings()), "the run was not interrupted"
+    first = stored[0]
     before = {p.name: p.stat().st_mtime_ns for p in first.iterdir()}
     record = json.loads((first / "record.json").read_text())
     assert not (tmp_path / "out").exists()
@@ -395,7 +470,7 @@ def test_a_killed_run_resumes_and_reuses_the_stored_model(tmp_path, smoke_run):
     assert {p.name: p.stat().st_mtime_ns for p in first.iterdir()} == before
     rows = studyrun.read_csv(tmp_path / "out" / "models.csv")
     reused = [row for row in rows if row["reused"] == "True"]
-    assert [row["model"] for row in reused] == [first.name]
+    assert sorted(row["model"] for row in reused) == sorted(p.name for p in stored)
     assert json.loads((first / "record.json").read_text()) == record
     assert not [p for p in cache.glob("study/modadd/.*")], "a work folder was left in the cache"
     # the same tables as the uninterrupted run (bit-identical training): every CSV, study.json and summary.md,

@@ -33,7 +33,11 @@ from tests.synthetic import bert_config, bert_state, write_checkpoint
 LAYERS, HIDDEN, HEADS, FF = 2, 24, 3, 48
 D = HIDDEN // HEADS
 GAMMA = 0.25
-RECORD = {"margin": GAMMA, "num_parameters": 12345}
+N_BOUND = 10**6  # the analysis' n (BoundSettings' default, what the fixture analyses at)
+HEAD = 2.0
+RECORD = {"margin": GAMMA, "num_parameters": 12345, "n": N_BOUND, "head_lipschitz": HEAD}
+#: what every margin-normalised log measure adds to its raw log complexity: -1/2 log n + log L_head - log gamma
+SHIFT = -0.5 * math.log(N_BOUND) + math.log(HEAD) - math.log(GAMMA)
 
 
 @pytest.fixture(scope="module")
@@ -104,10 +108,10 @@ def test_bounds_are_log_complexities_over_the_margin(analysis):
     # ours: complexity = sqrt(n) Rad / 12 with Rad the uncapped Dudley value (numerics.analysis docstring)
     n = analysis.settings["n"]
     ours = math.log(math.sqrt(n) * b["spectrum_adaptive"]["rademacher_uncapped"] / 12)
-    assert values["spectrum_adaptive"] == pytest.approx(ours - math.log(GAMMA), rel=1e-12)
+    assert values["spectrum_adaptive"] == pytest.approx(ours + SHIFT, rel=1e-12)
     # the baselines: complexity = sqrt(C) (a log N <= C eps^-2 cover), finite on this small model
     for name in ("edelman2022", "bartlett2017"):
-        assert values[name] == pytest.approx(math.log(b[name]["complexity"]) - math.log(GAMMA), rel=1e-12)
+        assert values[name] == pytest.approx(math.log(b[name]["complexity"]) + SHIFT, rel=1e-12)
 
 
 def test_common_p_measures_against_a_term_by_term_proxy(analysis):
@@ -123,7 +127,7 @@ def test_common_p_measures_against_a_term_by_term_proxy(analysis):
             R = float(np.sum(np.sort(t.singular_values)[::-1][: t.rank] ** p))
             a = compiled.thm41_coefficient_without_logs(t.cover_kind, p=p, R=R, B=t.input_scale, a=t.shape[0], b=t.shape[1])
             total += (a * math.exp(p * t.log_rho)) ** (1 / (1 + p))
-        assert values[name] == pytest.approx((1 + p) / 2 * math.log(total) - math.log(GAMMA), rel=1e-10), name
+        assert values[name] == pytest.approx((1 + p) / 2 * math.log(total) + SHIFT, rel=1e-10), name
     # phi_sa is the minimum over the grid
     assert evaluate(analysis, RECORD, names=["phi_sa"])["phi_sa"] == pytest.approx(min(values.values()), rel=1e-12)
 
@@ -137,7 +141,7 @@ def test_a_common_p_off_the_grid_is_named(tmp_path, state):
     register_common_p_measures((0.0, 1.0, 2.0), registry=reg)
     assert sorted(reg) == ["phi_sa@p=0", "phi_sa@p=1", "phi_sa@p=2"]
     assert evaluate(coarse, RECORD, names=["phi_sa@p=1"], registry=reg)["phi_sa@p=1"] == pytest.approx(
-        coarse.proxies["log_phi_sa_by_common_p"]["1.0"] - math.log(GAMMA), rel=1e-15)
+        coarse.proxies["log_phi_sa_by_common_p"]["1.0"] + SHIFT, rel=1e-15)
 
 
 def test_margin_normalisation(analysis):
@@ -148,7 +152,7 @@ def test_margin_normalisation(analysis):
         if m.margin_normalised:
             assert m.log  # every built-in margin bound is a log complexity
             assert at_quarter[name] - at_one[name] == pytest.approx(math.log(4), rel=1e-12), name
-            assert m.raw(analysis, RECORD) == at_one[name]
+            assert m.raw(analysis, RECORD) - 0.5 * math.log(N_BOUND) + math.log(HEAD) == pytest.approx(at_one[name], rel=1e-12)
         else:
             assert at_quarter[name] == at_one[name], name
     assert all(math.isfinite(v) for v in at_quarter.values())
@@ -167,10 +171,36 @@ def test_an_unknown_margin_gives_nan(analysis, margin):
     ({"margin": -1.0, "num_parameters": 1}, r"record\['margin'\]=-1.0 must be"),
     ({"margin": math.inf, "num_parameters": 1}, r"record\['margin'\]=inf must be"),
     ({"margin": "big", "num_parameters": 1}, r"record\['margin'\]='big' must be"),
+    ({"margin": 1.0, "head_lipschitz": 1.0}, "record has no 'n'"),
+    ({"margin": 1.0, "n": N_BOUND}, "record has no 'head_lipschitz'"),
+    ({"margin": 1.0, "n": 0.5, "head_lipschitz": 1.0}, r"record\['n'\]=0.5 must be"),
+    ({"margin": 1.0, "n": N_BOUND, "head_lipschitz": 0.0}, r"record\['head_lipschitz'\]=0.0 must be"),
+    # the bound analysed at another n than the model's own: refused, never ranked
+    ({"margin": 1.0, "n": 500, "head_lipschitz": 1.0}, r"record\['n'\]=500 but the analysis evaluated the bound at n="),
 ])
 def test_bad_margins_are_named(analysis, record, match):
     with pytest.raises(ValueError, match=match):
         evaluate(analysis, record, names=["spectrum_adaptive"])
+
+
+def test_rescaling_the_head_leaves_every_measure_unchanged(analysis):
+    # a head scaled by c scales every logit margin by c and L_head = max ||w_i - w_j|| by c: no prediction and
+    # no measure changes (the margin is measured on the function the bound covers)
+    c = 7.0
+    before = evaluate(analysis, RECORD)
+    after = evaluate(analysis, {**RECORD, "margin": c * GAMMA, "head_lipschitz": c * HEAD})
+    for name in before:
+        assert after[name] == pytest.approx(before[name], rel=1e-12, abs=1e-12), name
+
+
+def test_parts_sum_to_the_measure(analysis):
+    for name, m in REGISTRY.items():
+        if m.margin_normalised:
+            complexity, margin = m.parts(analysis, RECORD)
+            assert margin == -math.log(GAMMA)
+            assert complexity + margin == pytest.approx(m(analysis, RECORD), rel=1e-12), name
+    with pytest.raises(ValueError, match="not margin-normalised"):
+        REGISTRY["sum_frobenius"].parts(analysis, RECORD)
 
 
 def test_missing_parameter_count_is_named(analysis):
@@ -188,7 +218,8 @@ def test_a_user_measure_in_a_few_lines(analysis):
     plain = sum(r["norm_2_1"] for r in analysis.matrices if r["kind"] in ("qk", "vo", "ff1", "ff2"))
     assert sum_norm_2_1(analysis, RECORD) == plain  # the decorator returns the plain function
     # not a log: divided by the margin
-    assert evaluate(analysis, RECORD, registry=reg) == {"sum_norm_2_1": pytest.approx(plain / GAMMA, rel=1e-15)}
+    assert evaluate(analysis, RECORD, registry=reg) == {
+        "sum_norm_2_1": pytest.approx(plain * HEAD / (math.sqrt(N_BOUND) * GAMMA), rel=1e-12)}
     assert reg["sum_norm_2_1"].as_dict() == {"name": "sum_norm_2_1", "margin_normalised": True, "log": False,
                                              "description": "sum of ||W^T||_{2,1} over the bound's matrices"}
     with pytest.raises(ValueError, match="measure 'sum_norm_2_1' is already registered"):

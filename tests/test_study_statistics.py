@@ -19,6 +19,7 @@ from numerics.study.statistics import (
     kendall_tau,
     kendall_tau_b,
     loglog_slopes,
+    paired_bootstrap,
     random_label_check,
     rank_correlation,
 )
@@ -330,3 +331,55 @@ def test_slopes_leave_out_unusable_points_and_say_why():
     assert f.slope is None and f.num_left_out == 2 and "not enough" in f.note
     with pytest.raises(ValueError, match="L=0"):
         loglog_slopes([{"L": 0, "mu": 1.0}, {"L": 2, "mu": 2.0}], "mu", "L", [])
+
+
+# --------------------------------------------------------------------------- Psi over hyperparameters, paired bootstrap
+
+
+def _seeded_family(seed: int = 3) -> list[dict]:
+    """3 widths x 3 noise levels x 3 seeds, a measure and a gap with ties-free random values."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for w in (16, 32, 64):
+        for q in (0.0, 0.5, 1.0):
+            for s in (0, 1, 2):
+                rows.append({"width": w, "noise": q, "seed": s, "a": float(rng.normal()), "b": float(rng.normal()),
+                             "gap": float(rng.normal())})
+    return rows
+
+
+def test_psi_axes_leave_the_seed_out_of_Psi_but_report_it():
+    rows = _seeded_family()
+    axes = ["width", "noise", "seed"]
+    every = granulated_tau(rows, "a", "gap", axes)
+    hyper = granulated_tau(rows, "a", "gap", axes, psi_axes=["width", "noise"])
+    psi = {a.axis: a.psi for a in every.axes}
+    assert every.Psi == pytest.approx((psi["width"] + psi["noise"] + psi["seed"]) / 3, abs=1e-15)
+    assert hyper.Psi == pytest.approx((psi["width"] + psi["noise"]) / 2, abs=1e-15)
+    assert hyper.axes_used == ("width", "noise") and hyper.axis("seed").psi == psi["seed"]  # still reported
+    # the bootstrap's Psi is the same statistic (its estimate), its psi_seed interval is still there
+    boot = bootstrap(rows, "a", "gap", axes=axes, psi_axes=["width", "noise"], resamples=50)
+    assert boot.Psi.estimate == hyper.Psi and "seed" in boot.psi
+    with pytest.raises(ValueError, match=r"psi_axes=\['depth'\] are not among axes"):
+        granulated_tau(rows, "a", "gap", axes, psi_axes=["depth"])
+
+
+def test_paired_bootstrap_shares_the_resamples():
+    rows = _seeded_family()
+    for r in rows:
+        r["minus_a"] = -r["a"]
+    axes = ["width", "noise", "seed"]
+    # a measure against itself: the difference is exactly 0 on every resample
+    same = paired_bootstrap(rows, "a", "a", "gap", axes=axes, psi_axes=["width", "noise"], resamples=200)
+    assert (same.tau.estimate, same.tau.low, same.tau.high) == (0.0, 0.0, 0.0)
+    assert (same.Psi.low, same.Psi.high) == (0.0, 0.0)
+    # against its reverse: tau(-a) = -tau(a) on every resample, so the difference is 2 tau(a), resample by
+    # resample, and its interval is twice the marginal interval of the same seed (an independent path)
+    paired = paired_bootstrap(rows, "a", "minus_a", "gap", axes=axes, psi_axes=["width", "noise"], resamples=200, seed=5)
+    marginal = bootstrap(rows, "a", "gap", axes=axes, psi_axes=["width", "noise"], resamples=200, seed=5)
+    assert paired.tau.estimate == pytest.approx(2 * naive_tau([r["a"] for r in rows], [r["gap"] for r in rows]), abs=1e-12)
+    assert (paired.tau.low, paired.tau.high) == pytest.approx((2 * marginal.tau.low, 2 * marginal.tau.high), abs=1e-12)
+    assert (paired.Psi.low, paired.Psi.high) == pytest.approx((2 * marginal.Psi.low, 2 * marginal.Psi.high), abs=1e-12)
+    # a NaN in either measure removes that model from both
+    rows[0]["b"] = math.nan
+    assert paired_bootstrap(rows, "a", "b", "gap", resamples=10).num_models == len(rows) - 1

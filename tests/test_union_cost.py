@@ -1,8 +1,8 @@
 """The post hoc union cost and how much data a bound needs, against their definitions in :mod:`theory.margin`.
 
 * ``log(delta/delta') = G log|P| + peel``: ``G`` independently chosen indices (one per tie group) on a grid
-  of ``|P|`` points, and the dyadic peeling of every realised radius and spectral norm;
-* the peeling level of ``v``: the smallest ``k >= 0`` with ``v <= 2^k``;
+  of ``|P|`` points, and the peeling of every realised radius, spectral norm, ``B_out`` and ``gamma``;
+* the peeling level of ``v``: the smallest integer ``k`` with ``v <= 2^k``;
 * :func:`numerics.bounds.smallest_sample_size`, the bisection behind ``n_nonvacuous``.
 """
 
@@ -21,36 +21,46 @@ GRID = (0.0, 0.5, 1.0, 1.5, 2.0)
 @pytest.mark.parametrize("tie", ["layer-type", "matrix", "common"])
 def test_union_cost_is_groups_times_log_grid_plus_peeling(tie):
     # Reference: theory.margin, log(delta/delta') = G log|P| + peel with G the number of independently chosen
-    # indices (one per tie group) and peel = sum log((k+1)(k+2)) over the levels of the radii at p* and of the
-    # spectral norms; the level of v is the smallest k >= 0 with v <= 2^k (counted here by hand).
+    # indices (one per tie group) and peel = sum log(1/pi(k)), pi(k) = (2/3)/((|k|+1)(|k|+2)), over the levels of
+    # the radii at p*, of the spectral norms, of B_out (upward) and of gamma (downward); the upward level of v is
+    # the smallest integer k with v <= 2^k, the downward one the largest with 2^k <= v (counted here by hand).
     rng = np.random.default_rng(5)
     terms = [MatrixTerm(f"l{layer}.{kind}", kind, (16, 16), 4, rng.uniform(0.1, 9.0, 4), 4, 0.3 * layer, 2.0,
                         f"layer{layer}/{kind}") for layer in range(3) for kind in ("qk", "vo", "ff1")]
-    settings = BoundSettings(p_grid=GRID, grid_points=32, tie=tie)
+    settings = BoundSettings(p_grid=GRID, grid_points=32, tie=tie, B_out=0.7, gamma=5.0)
     post = posthoc(terms, settings)
     groups = {"layer-type": 3 * 3, "matrix": len(terms), "common": 1}[tie]
 
     def level(v: float) -> int:
-        k = 0
+        k = -100
         while v > 2.0**k:
             k += 1
         return k
 
+    def cost(k: int) -> float:
+        return math.log(1.5 * (abs(k) + 1) * (abs(k) + 2))
+
     values = [float(t.schatten(np.array([q]))[0]) for t, q in zip(terms, post.p)] + [t.spectral_norm for t in terms]
-    peel = sum(math.log((level(v) + 1) * (level(v) + 2)) for v in values)
+    # B_out = 0.7 -> k = 0 (0.7 <= 1); gamma = 5 -> the largest 2^k <= 5 is 4, k = 2
+    peel = sum(cost(level(v)) for v in values) + cost(0) + cost(2)
     assert len(post.p_by_group) == groups
     assert post.peel == pytest.approx(peel, rel=1e-14)
     assert post.log_union == pytest.approx(groups * math.log(len(GRID)) + peel, rel=1e-14)
     n, delta = settings.n, settings.delta
     want = 3 * math.sqrt((math.log(2 / delta) + groups * math.log(len(GRID)) + peel) / (2 * n)) - 3 * math.sqrt(math.log(2 / delta) / (2 * n))
     assert post.union_cost == pytest.approx(want, rel=1e-9)
+    # the generalization gap is evaluated at the grid values gamma = 4 and B_out = 1 (theory.margin: gamma below,
+    # B_out above): (2/4) min(Rad, 4) + 3 sqrt(log(2/delta')/(2n))
+    conf = 3 * math.sqrt((math.log(2 / delta) + groups * math.log(len(GRID)) + peel) / (2 * n))
+    assert post.generalization_gap == pytest.approx(2 / 4 * min(post.rademacher, 4.0) + conf, rel=1e-12)
 
 
 def test_peeling_levels_are_the_smallest_power_of_two_above():
-    # Reference: theory.margin's rule, the smallest k >= 0 with v <= 2^k, counted in exact float powers of two.
+    # Reference: theory.margin's rule, the smallest integer k (of either sign) with v <= 2^k, counted in exact float
+    # powers of two.
     values = [1e-300, 0.3, 1.0, 2.0, 2.0000000000000004, 3.0, 4.0, 1024.0, 1025.0, 2.0**80, 2.0**80 * (1 + 2**-52), 1e300]
     for v in values:
-        k = next(k for k in range(2000) if v <= 2.0**k)
+        k = next(k for k in range(-1074, 1024) if v <= math.ldexp(1.0, k))
         assert peeling_levels([v])[0] == k, v
 
 

@@ -22,6 +22,29 @@ root find, as a reference for the tests.
 
 *Status:* the composition rule is verbatim (standard); its use with the
 Theorem 4.1 covers is the paper's construction as reconstructed in MATH.md.
+
+**Cover centres respect the class** (MATH.md section 10, rule 1; *status: reconstructed*,
+the standard internal-cover lemma, e.g. Vershynin 2018, Exercise 4.2.9). The composition
+builds matrix ``j``'s cover on the rows produced by the *centres* of the earlier covers, and
+bounds later blocks, local factors and input scales with the class radii (``||W'||_2 <= s``,
+hence ``||W' x|| <= s B``). Theorem 4.1's centres need not lie in the class, so this is only
+valid for *internal* covers (centres in the class). An external ``eps/2``-cover gives one:
+for each centre ``c`` whose ball meets the class pick a member ``c~`` with
+``d(c, c~) <= eps/2``; every member ``W`` within ``eps/2`` of ``c`` is then within
+``d(W, c) + d(c, c~) <= eps/2 + eps/2 = eps`` of ``c~``, and there are at most as many
+``c~`` as ``c``. Hence
+
+.. math:: \log N^{\mathrm{int}}(\varepsilon) \le \log N^{\mathrm{ext}}(\varepsilon/2),
+
+and :func:`internal_cover_scale` (``1/2``, solved by SymPy from the triangle inequality) is
+the factor at which every ``K_j`` is evaluated: ``K_j(eps_j) := K_j^Thm4.1(eps_j/2)``. With
+it every downstream input scale and local factor uses the class radii -- one mechanism for
+every block that composes two covered maps (FF1 then FF2, gate and up then down, query and
+key maps of a rotary head, value then output). It replaces :mod:`theory.rope`'s earlier
+``+ eps_q`` treatment (external centres, ``||u'|| <= s_q B + eps_q``). Without it the
+composed budget can be exceeded: ReLU, ``N = F = 1``, ``s = B = 1``, external centres
+``W' = W + 1/2`` on the gated block ``W_2 (relu(W_1 x) W_3 x)`` move the output by ``1.25``
+while ``sum_j rho_j eps_j = 1`` (``tests/test_composition.py``).
 """
 
 from __future__ import annotations
@@ -33,7 +56,11 @@ import sympy as sp
 
 from theory.symbols import SYMBOLS
 
-__all__ = ["Allocation", "derive_common_p_allocation", "allocation_for", "merge_exponents"]
+__all__ = ["Allocation", "derive_common_p_allocation", "allocation_for", "merge_exponents", "internal_cover_scale",
+           "CENTRES"]
+
+#: Where the centres of every cover in the composition lie (recorded per matrix in ``theorem_inputs``).
+CENTRES = "class"
 
 p, J, lam = SYMBOLS["p"], SYMBOLS["J"], SYMBOLS["lam"]
 
@@ -110,6 +137,18 @@ def merge_exponents() -> tuple[sp.Expr, sp.Expr]:
     if not (isinstance(term, sp.Pow) and term.base == alloc.c[alloc.j]):
         raise ArithmeticError(f"the summand {term} of the derived minimum is not a power of c[j].")
     return term.exp, outer_pow.exp
+
+
+def internal_cover_scale() -> sp.Expr:
+    """``t = 1/2``: the external cover scale ``t eps`` that yields an internal ``eps``-cover (module docstring).
+
+    Derived: the projected centre is within ``t eps`` of the external centre, which is within ``t eps``
+    of the member; SymPy solves ``t eps + t eps = eps`` for ``t``.
+    """
+    t = sp.Symbol("t", positive=True)
+    eps = SYMBOLS["eps"]
+    (scale,) = sp.solve(sp.Eq(t * eps + t * eps, eps), t)
+    return sp.nsimplify(scale)
 
 
 def allocation_for(coefficients: list[sp.Expr], power: sp.Expr = p) -> sp.Expr:

@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 import sympy as sp
 
-from theory import baselines, composition, dudley, lipschitz, margin, regimes, registry, thm31, thm41
+from theory import baselines, composition, dudley, lipschitz, margin, normlayers, regimes, registry, thm31, thm41
 from theory.symbols import MEANINGS, SYMBOLS, symbol_table
 
 __all__ = ["TARGETS", "INDEXED", "derive_target", "render"]
@@ -130,6 +130,12 @@ def _thm31(kind: str | None = None) -> dict[str, Any]:
         "log_union": margin.log_union(),
         "union_cost": form.union_cost,
         "peeling_cost": margin.peeling_cost(),
+        "peeling_grid_value": margin.grid_value(),
+        "peeling_prior": margin.prior(),
+        "peeling_prior_normaliser": margin.prior_normaliser(),
+        "internal_cover_scale": composition.internal_cover_scale(),
+        "norm_gain_coefficient": normlayers.parameter_coefficient("gain"),
+        "norm_bias_coefficient": normlayers.parameter_coefficient("bias"),
         "excess_over_trivial": margin.excess_over_trivial(),
         "lipschitz": {
             "head": lipschitz.attention_head_lipschitz(),

@@ -49,6 +49,32 @@ set of inputs on which ``sigma >= std_min`` (:func:`layernorm_lipschitz`), and
 ``J = diag(gamma) (I - x x^T / (N r^2)) / r`` with ``r = sqrt(mean(x^2) + eps_ln)``, the
 same bounds with ``std_min`` a lower bound on ``r``.
 
+**Trained gains and biases are covered** (MATH.md section 10, rule 3; *status: extension*, elementary).
+A norm layer's output row is ``y = g * z + beta`` with ``||z||_2 <= sqrt(N)`` (above; RMSNorm: ``beta = 0``).
+The gain is a diagonal map with ``N`` parameters: for two gains in the class
+``{g : ||g||_inf <= G}``,
+
+.. math:: \|(g - g') * z\|_2 \le \|g - g'\|_\infty \|z\|_2 \le \|g - g'\|_\infty \sqrt N,
+
+so a grid of ``[-G, G]^N`` with spacing ``2t`` (``ceil(G/t) <= 1 + G/t`` points per coordinate,
+every point in the class) covers it at ``t = eps / sqrt(N)`` in the ``2 -> inf`` metric on the rows:
+``log N_g(eps) <= N log(1 + G sqrt(N) / eps)`` (:func:`gain_cover`). The bias is a translation by
+``beta`` with ``||beta||_2 <= beta_norm``; an ``eps``-net of the Euclidean ball *inside* the ball
+(a maximal ``eps``-separated subset; Vershynin 2018, Cor. 4.2.13) covers every row at once:
+``log N_b(eps) <= N log(1 + 2 beta_norm / eps)`` (:func:`bias_cover`). Both covers have centres in
+the class; the composition evaluates every cover at ``eps_j / 2`` all the same
+(:func:`theory.composition.internal_cover_scale`, one mechanism for every term; inside a
+logarithm the factor costs little). A perturbation of the norm's output enters the block it feeds
+like a perturbation of that block's input: its propagation factor is that block's constant times
+every later block's (:func:`parameter_propagation`; the residual's ``1`` included, an upper bound
+for pre-LN blocks whose residual bypasses the norm). ``G`` and ``beta_norm`` are read after
+training and peeled like every spectral norm (:mod:`theory.margin`); the radius ``B`` the block
+sees is then :func:`layernorm_radius` at their grid values. Neither cover depends on a Schatten
+index: ``K(eps) <= K(eps_min)`` for ``eps >= eps_min``, and ``K(eps_min) <= K(eps_min)(eps_max/eps)^p``
+on ``[eps_min, eps_max]`` for any ``p >= 0``, so the terms join any index's allocation with
+``a_j(p) = K(eps_min) eps_max^p`` (:func:`parameter_coefficient`; ``eps_max = B_out / rho_j``, the
+largest scale the term is covered at).
+
 References:
     Ba, Kiros, Hinton (2016), "Layer Normalization" (definition); Zhang and Sennrich
     (2019), "Root Mean Square Layer Normalization" (definition); Edelman, Goel, Kakade,
@@ -61,6 +87,7 @@ from functools import lru_cache
 
 import sympy as sp
 
+from theory import composition, lipschitz
 from theory.symbols import SYMBOLS
 
 __all__ = [
@@ -74,6 +101,10 @@ __all__ = [
     "layernorm_lipschitz_global",
     "jacobian_identity",
     "block_input_norm",
+    "gain_cover",
+    "bias_cover",
+    "parameter_coefficient",
+    "parameter_propagation",
 ]
 
 N, g_inf, beta_norm, eps_ln, v_ln, std_min = (SYMBOLS[k] for k in ("N", "g_inf", "beta_norm", "eps_ln", "v_ln", "std_min"))
@@ -191,3 +222,38 @@ def block_input_norm(layout: str, block: str, layer: int) -> str:
     if block == "feedforward":
         return "own_attention_output"
     return "embeddings" if layer == 0 else "previous_feedforward"
+
+
+def gain_cover() -> sp.Expr:
+    """``N log(1 + G sqrt(N) / eps)``: log-size of an ``eps``-cover of the gains ``||g||_inf <= G`` acting on rows of
+    norm ``<= sqrt(N)`` (module docstring; ``G`` is ``g_inf``, the class's radius)."""
+    eps = SYMBOLS["eps"]
+    t = eps / sp.limit(normalised_norm(), v_ln, sp.oo)  # l_inf spacing moving a row of norm <= sqrt(N) by <= eps
+    per_coordinate = 1 + g_inf / t  # ceil(G/t) <= 1 + G/t grid points on [-G, G]
+    return N * sp.log(per_coordinate)
+
+
+def bias_cover() -> sp.Expr:
+    """``N log(1 + 2 beta_norm / eps)``: log-size of an ``eps``-cover of the translations ``||beta||_2 <= beta_norm``."""
+    eps = SYMBOLS["eps"]
+    return N * sp.log(1 + 2 * beta_norm / eps)
+
+
+def parameter_coefficient(which: str) -> sp.Expr:
+    """``a_j(p) = K(cover_scale * eps_min) eps_max^p``: the norm parameter's cover as a Theorem 3.1 term (module docstring).
+
+    ``which``: ``"gain"`` or ``"bias"``; ``cover_scale`` is :func:`theory.composition.internal_cover_scale`.
+    """
+    if which not in ("gain", "bias"):
+        raise ValueError(f"which={which!r} must be 'gain' or 'bias'.")
+    cover = gain_cover() if which == "gain" else bias_cover()
+    S = SYMBOLS
+    eps_max = S["eps_max"]
+    return cover.subs(S["eps"], composition.internal_cover_scale() * S["eps_min"]) * eps_max ** S["p"]
+
+
+def parameter_propagation() -> sp.Expr:
+    """``rho = Lip[k_own] prod_{k > k_own} Lip[k]``: a norm parameter perturbs the input of block ``k_own``."""
+    return lipschitz.LIP[lipschitz.own_block] * sp.Product(lipschitz.LIP[lipschitz.block_index],
+                                                          (lipschitz.block_index, lipschitz.own_block + 1,
+                                                           lipschitz.num_blocks))

@@ -25,11 +25,11 @@ Built in (:func:`builtin_covers`): Theorem 4.1, both kinds (``thm41``; same SymP
 :func:`theory.baselines.bartlett2017_matrix_cover`) and the effective-rank cover
 (``effective_rank``, :mod:`theory.effective_rank`).
 
-Not built yet: composing registered covers through Theorem 3.1 (``analyze --covers``). What it needs
-from here is in place: each form at ``eps_j / 2`` gives the internal cover the composition uses; a
-form of the shape ``c eps^-p`` (times logs, evaluated at ``eps_min``) enters the allocation exactly,
-any other (the effective-rank cover's ``head + tail``) through a numerically solved allocation;
-choosing one cover per matrix among ``k`` enabled ones costs ``log k`` per matrix on top of each
+Composing registered covers through Theorem 3.1 (``analyze --covers``) is
+:mod:`numerics.bounds.covers31`: each form at ``eps_j / 2`` gives the internal cover the composition uses;
+Theorem 4.1 (``c eps^-p`` times logs at ``eps_min``) keeps the exact allocation, any other form (the
+effective-rank cover's ``head + tail``) enters through a feasible allocation from the Lagrangian;
+choosing one cover per tie group among ``k`` enabled ones costs ``log k`` per group on top of each
 cover's :meth:`Cover.union_cost`, whose peeled quantities go on the two-sided geometric grid of
 MATH.md section 10 and are evaluated at the grid value above the measured one.
 

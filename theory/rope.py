@@ -21,9 +21,18 @@ matrix), so ``||R v|| = ||v||``. With transformers' convention the query at posi
           \le \varepsilon_q s_k B + (s_q B + \varepsilon_q)\,\varepsilon_k
 
 for cover elements with ``max_i ||u_i - u'_i|| <= eps_q``, ``max_i ||v_i - v'_i|| <= eps_k``
-(:func:`score_perturbation`; the cover elements of Theorem 4.1 need not lie in the
-class, hence ``||u'|| <= s_q B + eps_q``). This holds for every orthogonal ``R``: one
-cover serves all offsets.
+(:func:`score_perturbation` with ``centres="external"``: the cover elements of Theorem 4.1
+need not lie in the class, hence ``||u'|| <= s_q B + eps_q``). This holds for every
+orthogonal ``R``: one cover serves all offsets.
+
+**One mechanism: internal covers.** The bound does not carry the ``+ eps_q`` term. Like every
+other matrix, the query and key maps are covered by *internal* covers (centres in the class,
+Theorem 4.1 evaluated at ``eps/2``: :func:`theory.composition.internal_cover_scale`), so
+``||u'|| <= s_q B`` and the perturbation is linear, ``eps_q s_k B + s_q B eps_k``
+(:func:`score_perturbation`, default ``centres="class"``): exactly the composition rule with
+``rho_q = s_k B``, ``rho_k = s_q B``, and the key map's local factor is ``2 B s_vo s_q B``
+(:func:`local_factor`). The splits below (external centres, alternative (b) of MATH.md
+section 10) are kept as derivations; the numeric bound does not use them.
 
 **Scale splits** (each satisfies ``score_perturbation <= eps``, SymPy-checked):
 
@@ -101,9 +110,13 @@ def product_rule(du: sp.Expr, v_norm: sp.Expr, u2_norm: sp.Expr, dv: sp.Expr) ->
     return du * v_norm + u2_norm * dv
 
 
-def score_perturbation(*, row_bound: sp.Expr = B) -> sp.Expr:
-    """``eps_q s_k B + (s_q B + eps_q) eps_k``: how far the scores of two covered maps can move."""
-    return product_rule(du=eps_q, v_norm=s_k * row_bound, u2_norm=s_q * row_bound + eps_q, dv=eps_k)
+def score_perturbation(*, row_bound: sp.Expr = B, centres: str = "external") -> sp.Expr:
+    """How far the scores of two covered maps can move: ``eps_q s_k B + (s_q B + eps_q) eps_k`` for external
+    centres, ``eps_q s_k B + s_q B eps_k`` for centres in the class (internal covers, what the bound uses)."""
+    if centres not in ("external", "class"):
+        raise ValueError(f"centres={centres!r} must be 'external' or 'class'.")
+    extra = eps_q if centres == "external" else 0
+    return product_rule(du=eps_q, v_norm=s_k * row_bound, u2_norm=s_q * row_bound + extra, dv=eps_k)
 
 
 @lru_cache(maxsize=None)
@@ -188,8 +201,9 @@ def local_factor(kind: str, *, row_bound: sp.Expr = B, exact: bool = False) -> s
     """Factor from the query (``"q"``) or key (``"k"``) map's metric to the head output.
 
     The score-unit factor ``2 B s_vo`` times the score's sensitivity: ``s_k B`` to the query
-    map, ``s_q B`` to the key map (``s_q B + eps_q`` with ``exact=True``: the key term is
-    taken after the query map was replaced by its cover element).
+    map, ``s_q B`` to the key map. The key term is taken after the query map was replaced by its
+    cover element, which lies in the class for the internal covers the bound uses; ``exact=True``
+    gives ``s_q B + eps_q``, the factor for an external centre (not used by the bound).
     """
     score_unit = lipschitz.local_factor("qk", row_bound=row_bound)
     if kind == "q":

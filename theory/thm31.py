@@ -2,7 +2,8 @@ r"""Theorem 3.1: the multi-layer Transformer bound with post hoc Schatten indice
 
 *Reconstruction* (MATH.md section 3), assembled from swappable parts:
 
-1. per-matrix covers from Theorem 4.1 (:mod:`theory.thm41`), written as
+1. per-matrix *internal* covers from Theorem 4.1 (:mod:`theory.thm41` at ``eps_j / 2``, so that
+   every centre lies in the class: :func:`theory.composition.internal_cover_scale`), written as
    ``K_j(eps_j) = a_j eps_j^-p`` with the log factors evaluated at the smallest
    scale ``eps_min`` the matrix is covered at (they decrease in ``eps``, so this
    is an upper bound on ``[eps_min, B_out]``);
@@ -64,10 +65,18 @@ s, B = SYMBOLS["s"], SYMBOLS["B"]
 _v = sp.Symbol("v", nonnegative=True)  # share of the budget allocated by the optimisation (v on the simplex)
 
 
-def per_matrix_coefficient(kind: str) -> sp.Expr:
-    """``a_j`` with ``K_j(eps) = a_j eps^-p``: the Theorem 4.1 form times ``eps^p``, logs at ``eps_min``."""
+def _internal(expr: sp.Expr, scale: sp.Expr | None) -> sp.Expr:
+    """``expr`` (a Theorem 4.1 form in ``eps``) at ``scale * eps``: the internal cover (:func:`theory.composition.internal_cover_scale`)."""
+    t = composition.internal_cover_scale() if scale is None else scale
+    return expr.xreplace({eps: t * eps})
+
+
+def per_matrix_coefficient(kind: str, *, cover_scale: sp.Expr | None = None) -> sp.Expr:
+    """``a_j`` with ``K_j(eps) = a_j eps^-p`` for the *internal* cover: the Theorem 4.1 form at ``eps/2``
+    (:func:`theory.composition.internal_cover_scale`; ``cover_scale`` overrides it, ``1`` gives the
+    external cover) times ``eps^p``, logs at ``eps_min``."""
     form = thm41.derive(kind)  # type: ignore[arg-type]
-    at_floor = form.expr.replace(lambda e: isinstance(e, sp.log), lambda e: e.subs(eps, eps_min))
+    at_floor = _internal(form.expr, cover_scale).replace(lambda e: isinstance(e, sp.log), lambda e: e.subs(eps, eps_min))
     coef = sp.powsimp(sp.expand_power_base(at_floor * eps**p, force=True), force=True)
     if eps in coef.free_symbols:
         raise ArithmeticError(f"the Theorem 4.1 form is not a power of eps outside its logs: {coef}")
@@ -75,17 +84,20 @@ def per_matrix_coefficient(kind: str) -> sp.Expr:
 
 
 def per_matrix_coefficient_at_zero(kind: str) -> sp.Expr:
-    """``a_j`` at ``p = 0``: the derived ``p -> 0+`` form of Theorem 4.1 (the rank cover), logs at ``eps_min``."""
+    """``a_j`` at ``p = 0``: the derived ``p -> 0+`` form of Theorem 4.1 (the rank cover) for the internal
+    cover (at ``eps/2``, as :func:`per_matrix_coefficient`), logs at ``eps_min``."""
     form = thm41.derive(kind)  # type: ignore[arg-type]
-    return form.p0.replace(lambda e: isinstance(e, sp.log), lambda e: e.subs(eps, eps_min))
+    return _internal(form.p0, None).replace(lambda e: isinstance(e, sp.log), lambda e: e.subs(eps, eps_min))
 
 
 def per_matrix_coefficient_without_logs(kind: str) -> sp.Expr:
     """``a_j`` with every logarithmic factor set to 1: the leading factor the proxies use.
 
-    Bilinear: ``kappa(p) R (a+b+1)^(1-p/2) (12 B^2)^p``; vector: ``R (a+b+1) (2B)^p``.
+    Bilinear: ``kappa(p) R (a+b+1)^(1-p/2) (12 B^2)^p``; vector: ``R (a+b+1) (2B)^p``. The proxies
+    (paper section 6) keep Theorem 4.1's own coefficient (``cover_scale = 1``): a constant factor
+    ``2^p`` changes no correlation, and the proxies are not bounds.
     """
-    coef = per_matrix_coefficient(kind)
+    coef = per_matrix_coefficient(kind, cover_scale=sp.Integer(1))
     return sp.powsimp(coef.replace(lambda e: isinstance(e, sp.log), lambda e: sp.Integer(1)), force=True)
 
 

@@ -488,11 +488,11 @@ def _write_into(path: Path, st: os.stat_result, out: Path, work: Path, files: di
         raise
     # folders of the old report that are now empty and that the new one does not use
     wanted = {"/".join(n.split("/")[:k]) for n in files for k in range(1, n.count("/") + 1)}
-    for folder in sorted(found.dirs - wanted, key=lambda d: -d.count("/")):
-        if any(d == folder or d.startswith(folder + "/") for d in wanted):
+    for old_dir in sorted(found.dirs - wanted, key=lambda d: -d.count("/")):
+        if any(d == old_dir or d.startswith(old_dir + "/") for d in wanted):
             continue
         with contextlib.suppress(OSError):
-            (path / folder).rmdir()  # only if empty: a kept file keeps its folder
+            (path / old_dir).rmdir()  # only if empty: a kept file keeps its folder
 
 
 def _work_prefix(path: Path) -> str:

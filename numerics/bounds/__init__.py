@@ -15,6 +15,7 @@ from numerics.bounds.terms import log_after as log_after
 from numerics.bounds.terms import MatrixTerm as MatrixTerm
 from numerics.bounds.terms import MAX_MODEL_CONSTANT as MAX_MODEL_CONSTANT
 from numerics.bounds.terms import ModelSettings as ModelSettings
+from numerics.bounds.terms import schatten_table as schatten_table
 from numerics.bounds.theorem31 import BoundResult as BoundResult
 from numerics.bounds.theorem31 import BoundSettings as BoundSettings
 from numerics.bounds.theorem31 import coefficients as coefficients
@@ -32,6 +33,10 @@ from numerics.bounds.theorem31 import peeling_levels as peeling_levels
 from numerics.bounds.theorem31 import posthoc as posthoc
 from numerics.bounds.theorem31 import PosthocResult as PosthocResult
 from numerics.bounds.theorem31 import rademacher as rademacher
+from numerics.bounds.theorem31 import class_settings as class_settings
+from numerics.bounds.peeling import grid_values as grid_values
+from numerics.bounds.peeling import PEEL_BASE as PEEL_BASE
+from numerics.bounds.peeling import PEEL_RATIO as PEEL_RATIO
 from numerics.bounds.baselines import bartlett2017 as bartlett2017
 from numerics.bounds.baselines import edelman2022 as edelman2022
 from numerics.bounds.baselines import n_nonvacuous_p2 as n_nonvacuous_p2

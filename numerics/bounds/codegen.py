@@ -87,8 +87,11 @@ def _thm41_forms(kind: str, what: str) -> list[Form]:
              f"Theorem 4.1 for the {what}: the ``p = 2`` form (the norm cover; ``p`` unused).",
              f'theory.thm41.derive("{kind}").p2', lambda: derived().p2),
         Form(f"coef.{kind}", f"coef_{kind}", _COEF,
-             f"``a_j`` with ``K_j(eps) <= a_j eps^-p``, log factors at ``eps_min``, for the {what}.",
+             f"``a_j`` with ``K_j(eps) <= a_j eps^-p`` (internal cover: Theorem 4.1 at ``eps/2``), log factors at ``eps_min``, for the {what}.",
              f'theory.thm31.per_matrix_coefficient("{kind}")', coef),
+        Form(f"coef.{kind}.p0", f"coef_{kind}_p0", _COEF,
+             f"``a_j`` at ``p = 0`` (the rank cover of the internal cover), log factors at ``eps_min``, for the {what}.",
+             f'theory.thm31.per_matrix_coefficient_at_zero("{kind}")', lambda: thm31.per_matrix_coefficient_at_zero(kind)),
         Form(f"coef_nolog.{kind}", f"coef_nolog_{kind}", ("p", "R", "B", "a", "b"),
              f"``a_j`` with every log factor set to 1 (the proxies' leading factor), {what}.",
              f'theory.thm31.per_matrix_coefficient_without_logs("{kind}")',
@@ -189,6 +192,14 @@ def _steps() -> list[Form]:
         Form("norm.rmsnorm", "rmsnorm_radius", ("N", "g_inf"),
              "``g_inf sqrt(N)``: the radius of an RMSNorm's outputs from its gain.",
              "theory.normlayers.rmsnorm_radius()", normlayers.rmsnorm_radius),
+        Form("norm.log_gain_coefficient", "log_gain_coefficient", ("p", "N", "log_eps_min", "log_g_inf", "log_eps_max"),
+             "``log a_j`` of a norm layer's trained gain (``||g||_inf <= g_inf`` on rows of norm ``<= sqrt(N)``), in log space.",
+             'numerics.bounds.codegen.log_form(theory.normlayers.parameter_coefficient("gain"))',
+             lambda: log_form(normlayers.parameter_coefficient("gain"), ("eps_min", "g_inf", "eps_max"))),
+        Form("norm.log_bias_coefficient", "log_bias_coefficient", ("p", "N", "log_eps_min", "log_beta_norm", "log_eps_max"),
+             "``log a_j`` of a LayerNorm's trained bias (a translation, ``||beta||_2 <= beta_norm``), in log space.",
+             'numerics.bounds.codegen.log_form(theory.normlayers.parameter_coefficient("bias"))',
+             lambda: log_form(normlayers.parameter_coefficient("bias"), ("eps_min", "beta_norm", "eps_max"))),
     ]
     for kind in ("qk", "vo", "ff1", "ff2"):
         local, scale = affine.local_factor(kind, bias=True), affine.input_scale(kind, bias=True)
@@ -218,11 +229,11 @@ def _steps() -> list[Form]:
                  f'theory.rope.local_factor("q"{", " + origin_row if folded else ""})',
                  partial(rope.local_factor, "q", row_bound=row)),
             Form(f"rope.local.k{suffix}", f"rope_local_factor_k{suffix.replace('.', '_')}",
-                 _names(_rope_key_factor(row)),
-                 "The local factor of a rotary head's key map: ``2 B s_vo (s_q B + eps_q)`` at ``eps_q = s_q B`` "
-                 "(a covered query map is within ``2 s_q B`` of 0 at every scale).",
-                 f'theory.rope.local_factor("k", exact=True{", " + origin_row if folded else ""}) at eps_q = s_q B',
-                 partial(_rope_key_factor, row)),
+                 _names(rope.local_factor("k", row_bound=row)),
+                 "The local factor of a rotary head's key map: ``2 B s_vo`` (score unit) times ``s_q B`` "
+                 "(the covered query map lies in its class: internal covers).",
+                 f'theory.rope.local_factor("k"{", " + origin_row if folded else ""})',
+                 partial(rope.local_factor, "k", row_bound=row)),
         ]
     for folded, suffix in ((False, ""), (True, ".folded")):
         row = homogeneous if folded else SYMBOLS["B"]
@@ -301,14 +312,6 @@ def _steps() -> list[Form]:
              baselines.edelman2022_points),
     ]
     return forms
-
-
-def _rope_key_factor(row: sp.Expr) -> sp.Expr:
-    """:func:`theory.rope.local_factor` ``("k", exact=True)`` with ``eps_q`` at its largest useful value ``s_q B``:
-    below the query class's radius ``s_q B`` a cover element lies within ``eps_q`` of a member, above it
-    the cover is the single point 0, so ``||u'|| <= 2 s_q B`` at every scale."""
-    S = SYMBOLS
-    return rope.local_factor("k", row_bound=row, exact=True).subs(S["eps_q"], S["s_q"] * row)
 
 
 def _log_gated(row: sp.Expr) -> sp.Expr:

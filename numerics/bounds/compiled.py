@@ -34,6 +34,7 @@ __all__ = [
     "compile_expr",
     "compile_cover",
     "thm41_log_cover",
+    "thm41_form_values",
     "thm41_coefficient",
     "thm41_log_coefficient",
     "thm41_coefficient_without_logs",
@@ -54,6 +55,7 @@ __all__ = [
     "local_factor",
     "input_scale",
     "norm_radius",
+    "norm_parameter_log_coefficient",
     "rope_certified",
     "rope_local_factor",
     "log_gated_lipschitz",
@@ -161,6 +163,15 @@ def thm41_log_cover(kind: str, *, p: float, eps: float, s: float, R: float, B: f
     return value
 
 
+def thm41_form_values(kind: str, *, p: float, eps: np.ndarray, s: float, R: float, B: float, a: float, b: float, r: float,
+                      m: float) -> np.ndarray:
+    """The Theorem 4.1 form (external cover at ``eps``), vectorised over ``eps``, without the single-ball case or the
+    rank cap (:func:`thm41_log_cover` adds both); the derived ``p -> 0+`` and ``p = 2`` forms at those indices."""
+    form = "p0" if p == 0 else "p2" if p == 2 else "expr"
+    with np.errstate(all="ignore"):
+        return np.asarray(_function(f"thm41.{kind}.{form}")(p, eps, s, R, B, a, b, r, m), dtype=np.float64)
+
+
 def rank_cover(kind: str, *, eps: float, s: float, B: float, a: int, b: int, r: int) -> float:
     """The rank cover at ``eps/2`` with ``k = r`` (Theorem 4.1's ``p -> 0+`` form with ``R = r``), floored at 0."""
     at0 = _function(f"thm41.{kind}.p0")
@@ -182,7 +193,7 @@ def thm41_coefficient(kind: str, *, p: float | np.ndarray, eps_min: float, s: fl
         if np.any(~zero):
             out[~zero] = _function(f"coef.{kind}")(p_b[~zero], eps_min, s, R_arr[~zero], B, a, b, r, m)
         if np.any(zero):
-            out[zero] = _function(f"thm41.{kind}.p0")(0.0, eps_min, s, R_arr[zero], B, a, b, r, m)
+            out[zero] = _function(f"coef.{kind}.p0")(0.0, eps_min, s, R_arr[zero], B, a, b, r, m)
     return np.maximum(out, 0.0)
 
 
@@ -383,6 +394,16 @@ def norm_radius(kind: str, *, N: int, g_inf: float, beta_norm: float = 0.0) -> f
     raise ValueError(f"kind={kind!r} must be 'layernorm' or 'rmsnorm'.")
 
 
+def norm_parameter_log_coefficient(which: str, *, p: Any, N: Any, log_eps_min: Any, log_radius: Any, log_eps_max: Any) -> Any:
+    """``log a_j(p)`` of a norm layer's trained gain (``which="gain"``, ``log_radius = log G``) or bias
+    (``"bias"``, ``log_radius = log beta_norm``): :func:`theory.normlayers.parameter_coefficient` in log space."""
+    if which == "gain":
+        return _function("norm.log_gain_coefficient")(p, N, log_eps_min, log_radius, log_eps_max)
+    if which == "bias":
+        return _function("norm.log_bias_coefficient")(p, N, log_eps_min, log_radius, log_eps_max)
+    raise ValueError(f"which={which!r} must be 'gain' or 'bias'.")
+
+
 def _evaluate(key: str, values: dict[str, float]) -> float:
     if key not in FORMS:
         raise ValueError(f"no derived form {key!r}.")
@@ -430,7 +451,7 @@ def excess_over_trivial(*, Rad: float, B_out: float, gamma: float, n: float, del
 
 
 def peeling_cost(k: Any) -> Any:
-    """``log((k+1)(k+2))`` (:func:`theory.margin.peeling_cost`)."""
+    """``log(1/pi(k)) = log(3/2 (|k|+1)(|k|+2))`` for a level ``k`` of any sign (:func:`theory.margin.peeling_cost`)."""
     return _function("margin.peeling_cost")(k)
 
 

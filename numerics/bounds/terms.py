@@ -28,15 +28,17 @@ import math
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
 from scipy.special import logsumexp
 
 from numerics.bounds import compiled
+from numerics.bounds.peeling import grid_values
 from numerics.spectra.stats import schatten_power
 
-__all__ = ["GROUP_OF_KIND", "MAX_MODEL_CONSTANT", "ModelSettings", "MatrixTerm", "log_after", "build_terms"]
+__all__ = ["GROUP_OF_KIND", "MAX_MODEL_CONSTANT", "ModelSettings", "MatrixTerm", "schatten_table", "log_after", "build_terms"]
 
 #: The tie group type of each kind of matrix in the bound: per layer one Schatten index for the
 #: QK products, one for the VO products (``v``) and one for the feedforward matrices (``ff``).
@@ -89,6 +91,8 @@ class MatrixTerm:
         log_rho: log of the propagation factor ``rho_j``.
         input_scale: ``B_j``, the bound on the rows entering the matrix.
         group: the tie group (e.g. ``"layer3/qk"``); one index per group.
+        input_scale_realised: ``B_j`` at the realised spectral norms and radii (``input_scale`` is at
+            their grid values, :func:`build_terms`); ``None`` when not recorded.
     """
 
     name: str
@@ -100,26 +104,67 @@ class MatrixTerm:
     log_rho: float
     input_scale: float
     group: str
+    input_scale_realised: float | None = None
 
     @property
     def cover_kind(self) -> str:
-        """``bilinear`` for a per-head ``W_QK``; ``vector`` otherwise (rotary query/key maps ``rq``/``rk`` included)."""
-        return "bilinear" if self.kind == "qk" else "vector"
+        """``bilinear`` for a per-head ``W_QK``; ``gain`` / ``translation`` for a norm layer's trained gain / bias
+        (:mod:`theory.normlayers`); ``vector`` otherwise (rotary query/key maps ``rq``/``rk`` included)."""
+        return {"qk": "bilinear", "gain": "gain", "beta": "translation"}.get(self.kind, "vector")
 
-    @property
+    @cached_property
     def spectral_norm(self) -> float:
         return float(self.singular_values.max()) if self.singular_values.size else 0.0
 
+    @cached_property
+    def retained(self) -> np.ndarray:
+        """The ``rank`` largest singular values, descending, contiguous, read-only (those ``S_p`` sums)."""
+        sv = np.ascontiguousarray(np.sort(self.singular_values)[::-1][: max(self.rank, 0)])
+        sv.setflags(write=False)
+        return sv
+
     def schatten(self, p: np.ndarray) -> np.ndarray:
         """``S_p`` on the retained spectrum (``S_0`` = rank)."""
-        sv = np.sort(self.singular_values)[::-1][: max(self.rank, 0)]
-        return schatten_power(sv, p)
+        return schatten_power(self.retained, p)
 
 
-def _norm_tables(stats: Sequence[Any]) -> tuple[dict[tuple[int, str, int | None], float], defaultdict[tuple[int, str], float]]:
-    """Spectral norms read once: per head ``(layer, "qk"|"vo", head)`` and per layer the sum over
-    the ``ff1``/``ff2`` matrices ``(layer, kind)`` (a gated MLP's two input matrices are bounded by the sum)."""
-    heads = {(st.layer, st.kind, st.head): st.spectral_norm for st in stats if st.kind in ("qk", "vo", "rq", "rk")}
+def schatten_table(terms: Sequence[MatrixTerm], p: Any) -> np.ndarray:
+    """``R[i, j] = terms[j].schatten(p[i, j])`` for every row ``i`` of ``p`` (shape ``(rows, J)``, broadcast).
+
+    One vectorised pass per group of terms with the same rank (a model has a few: the heads', the
+    feedforward matrices'), instead of one call per term: :func:`numerics.spectra.stats.schatten_power`'s
+    sum, term by term the same numbers (``tests/test_gram_spectra.py`` checks they are equal).
+    """
+    J = len(terms)
+    p2 = np.atleast_2d(np.broadcast_to(np.asarray(p, dtype=np.float64), np.broadcast_shapes(np.shape(p), (J,))))
+    if not (np.isfinite(p2).all() and (p2 >= 0).all() and (p2 <= 2.0).all()):
+        raise ValueError(f"p={p!r} must lie in [0, 2].")
+    out = np.zeros(p2.shape)
+    groups: dict[int, list[int]] = defaultdict(list)
+    for j, t in enumerate(terms):
+        groups[t.retained.size].append(j)
+    for size, cols in groups.items():
+        if size == 0:
+            continue  # S_p of nothing retained: 0 for every p (schatten_power's empty sum)
+        sv = np.stack([terms[j].retained for j in cols])  # (g, r)
+        powers = np.power(sv[np.newaxis], p2[:, cols, np.newaxis])  # (rows, g, r)
+        out[:, cols] = np.where(sv > 0.0, powers, 0.0).sum(axis=-1)
+    return out
+
+
+def _grid(v: float) -> float:
+    """The peeling grid value at or above ``v`` (:func:`numerics.bounds.theorem31.grid_values`); 0 stays 0."""
+    return float(grid_values([v])[0]) if v > 0 else 0.0
+
+
+def _norm(st: Any, peel: bool) -> float:
+    return _grid(st.spectral_norm) if peel else float(st.spectral_norm)
+
+
+def _norm_tables(stats: Sequence[Any], *, peel: bool = True) -> tuple[dict[tuple[int, str, int | None], float], defaultdict[tuple[int, str], float]]:
+    """Spectral norms read once (on the peeling grid with ``peel``): per head ``(layer, "qk"|"vo", head)`` and per
+    layer the sum over the ``ff1``/``ff2`` matrices ``(layer, kind)`` (a gated MLP's two input matrices are bounded by the sum)."""
+    heads = {(st.layer, st.kind, st.head): _norm(st, peel) for st in stats if st.kind in ("qk", "vo", "rq", "rk")}
     for (layer, kind, h), s_q in list(heads.items()):  # rotary: ||W_q^T R W_k||_2 <= s_q s_k for every offset
         if kind == "rq" and (layer, "rk", h) in heads:
             heads[(layer, "qk", h)] = float(compiled.rope_certified(s_q=s_q, s_k=heads[(layer, "rk", h)], S_q2p=1.0,
@@ -127,18 +172,59 @@ def _norm_tables(stats: Sequence[Any]) -> tuple[dict[tuple[int, str, int | None]
     ff: defaultdict[tuple[int, str], float] = defaultdict(float)
     for st in stats:
         if st.kind in ("ff1", "ff2"):
-            ff[(st.layer, st.kind)] += st.spectral_norm
+            ff[(st.layer, st.kind)] += _norm(st, peel)
     return heads, ff
 
 
-def _gated_norms(stats: Sequence[Any], gate: str) -> defaultdict[int, dict[str, float]]:
+def _gated_norms(stats: Sequence[Any], gate: str, *, peel: bool = True) -> defaultdict[int, dict[str, float]]:
     """Per layer, the spectral norms of a gated block's ``gate`` (``W_1``), ``up`` (``W_3``) and ``down`` (``W_2``)."""
     out: defaultdict[int, dict[str, float]] = defaultdict(lambda: {"gate": 0.0, "up": 0.0, "down": 0.0})
     for st in stats:
         if st.kind == "ff1":
-            out[st.layer]["gate" if st.name.endswith(gate) else "up"] += st.spectral_norm
+            out[st.layer]["gate" if st.name.endswith(gate) else "up"] += _norm(st, peel)
         elif st.kind == "ff2":
-            out[st.layer]["down"] += st.spectral_norm
+            out[st.layer]["down"] += _norm(st, peel)
+    return out
+
+
+def _class_radius(norm: dict[str, Any] | None, realised: float, peeled: list[float]) -> float:
+    """The radius of a block's input rows for the class of its norm layer: :func:`numerics.bounds.compiled.norm_radius`
+    at the grid values of ``g_inf`` and ``beta_norm`` (a projection after the norm at the grid values of its ``s``
+    and ``b``, appended to ``peeled``); ``realised`` unchanged where no norm feeds the block (an assumed constant)."""
+    if norm is None:
+        return realised
+    beta = norm["beta_norm"]
+    radius = float(compiled.norm_radius(norm["kind"], N=norm["N"], g_inf=_grid(norm["g_inf"]),
+                                        beta_norm=_grid(beta) if beta > 0 else 0.0))
+    if norm.get("projection") is not None:
+        s, b = norm["projection"]
+        peeled += [v for v in (s, b) if v > 0]
+        radius = _grid(s) * radius + _grid(b)  # ||W y + c|| <= ||W||_2 ||y|| + ||c||
+    return max(radius, 1e-300)
+
+
+def _norm_terms(norms: Sequence[Sequence[dict[str, Any] | None]], log_attn: np.ndarray, log_ff: np.ndarray,
+                after: np.ndarray) -> list[MatrixTerm]:
+    """The trained gain and bias of each norm layer feeding a block, as terms (:mod:`theory.normlayers`)."""
+    out: list[MatrixTerm] = []
+    seen: set[str] = set()
+    for layer, pair in enumerate(norms):
+        for block, norm in enumerate(pair):
+            if norm is None or norm["name"] in seen:
+                continue
+            seen.add(norm["name"])
+            lip = float(log_attn[layer] if block == 0 else log_ff[layer])
+            local = math.log(_grid(norm["projection"][0])) if norm.get("projection") is not None else 0.0
+            log_rho = local + lip + float(after[2 * layer + block])
+            group = f"layer{layer}/{'v' if block == 0 else 'ff'}"
+            N = int(norm["N"])
+            params = [("gain", ".weight", norm["g_inf"], math.sqrt(N))]
+            if norm["kind"] == "layernorm" and norm["beta_norm"] > 0:
+                params.append(("beta", ".bias", norm["beta_norm"], 1.0))
+            for kind, suffix, value, scale in params:
+                out.append(MatrixTerm(name=norm["name"] + suffix, kind=kind, shape=(1, N), rank_bound=1,
+                                      singular_values=np.array([float(value)]), rank=1 if value > 0 else 0,
+                                      log_rho=log_rho, input_scale=scale, group=group, input_scale_realised=scale))
     return out
 
 
@@ -194,7 +280,8 @@ def _folded(stats: Sequence[Any], hidden_size: int) -> bool:
 def build_terms(stats: Sequence[Any], *, num_layers: int, hidden_size: int, model: ModelSettings = ModelSettings(),
                 bias: bool | None = None, radii: Sequence[tuple[float, float]] | None = None,
                 activation_lipschitz: float | None = None, activation_gain: float | None = None,
-                gate: str | None = None) -> tuple[list[MatrixTerm], dict[str, Any]]:
+                gate: str | None = None, peel: bool = True,
+                norms: Sequence[Sequence[dict[str, Any] | None]] | None = None) -> tuple[list[MatrixTerm], dict[str, Any]]:
     """Turn per-matrix statistics into :class:`MatrixTerm` records with propagation factors.
 
     ``rho_j`` is :func:`theory.lipschitz.propagation_factor`: the local factor
@@ -215,11 +302,27 @@ def build_terms(stats: Sequence[Any], *, num_layers: int, hidden_size: int, mode
     :mod:`theory.gated` on the ball of radius ``B``: the gate is ``W_1``, the other first-layer matrix
     ``W_3`` (up), the second-layer matrix ``W_2`` (down). Returns the terms and a dict of the per-layer
     log Lipschitz constants and radii (for reports).
+
+    ``peel`` (default): the quantities read after training enter at the upper end of their cell of the
+    peeling grid (:mod:`theory.margin`, :func:`numerics.bounds.theorem31.grid_values`): every spectral
+    norm in a Lipschitz constant, local factor or input scale, and the ``radii`` read from norm layers
+    (``info["peeled_radii"]`` lists the realised ones, whose levels the union cost pays). Each term's
+    ``input_scale`` is then the class's, ``input_scale_realised`` the one at the realised values.
+
+    ``norms``: per layer, ``(attention, feedforward)``, the norm layer feeding each block (``None`` where none
+    does): ``{"name", "kind", "N", "g_inf", "beta_norm", "projection"}`` (``projection``: ``(s, b)`` of a
+    trained map after the norm, or ``None``). With ``peel`` and no ``model.input_norm``, the trained gains
+    and biases are terms of the bound (:mod:`theory.normlayers`, MATH.md section 10 rule 3): kinds ``gain``
+    and ``beta`` (shape ``(1, N)``, "spectral norm" ``g_inf`` or ``beta_norm``, peeled like any other), entering
+    the block they feed (propagation factor: that block's constant and every later one's, times the
+    projection's spectral norm); the radius of such a block is the norm radius at the grid values of
+    ``g_inf`` and ``beta_norm`` (only a projection's ``s`` and ``b`` are then peeled as radii).
     """
     folded = _folded(stats, hidden_size)
     if bias is not None and bias != folded:
         raise ValueError(f"bias={bias!r} but the statistics are of {'folded' if folded else 'bias-free'} matrices "
                          f"(a per-head or first feedforward matrix has {hidden_size + folded} rows, N = {hidden_size}).")
+    read_radii = radii is not None
     if model.input_norm is not None or radii is None:
         B_all = model.input_norm if model.input_norm is not None else math.sqrt(hidden_size)
         radii = [(B_all, B_all)] * num_layers
@@ -231,11 +334,27 @@ def build_terms(stats: Sequence[Any], *, num_layers: int, hidden_size: int, mode
                 raise ValueError(f"radius {v!r} must be non-negative and at most {MAX_MODEL_CONSTANT:.0e}.")
     # a zero radius (a norm layer with zero gain and bias): its rows are 0; the logs need a positive floor
     radii = [(max(a, 1e-300), max(f, 1e-300)) for a, f in radii]
+    # Post hoc quantities on the peeling grid (theory.margin, MATH.md section 10 rule 2): the radii read from
+    # trained norm layers and every spectral norm enter the Lipschitz model at the cell's upper end. A radius
+    # given by --input-norm, or sqrt(N) where no norm feeds a block, is fixed before training: not peeled.
+    peel_radii = peel if model.input_norm is None and read_radii else False
+    realised_radii = radii
+    covered_norms = bool(peel_radii and norms is not None)
+    peeled: list[float] = []
+    if covered_norms:
+        assert norms is not None
+        if len(norms) != num_layers:
+            raise ValueError(f"norms has {len(norms)} entries; expected one per layer ({num_layers}).")
+        radii = [tuple(_class_radius(nm, r, peeled) for nm, r in zip(norms[layer], radii[layer]))  # type: ignore[misc]
+                 for layer in range(num_layers)]
+    elif peel_radii:
+        radii = [(_grid(a), _grid(f)) for a, f in radii]
+        peeled = [v for r in realised_radii for v in r]
     Ls = model.activation_lipschitz if activation_lipschitz is None else activation_lipschitz
     gain = Ls if activation_gain is None else activation_gain
-    head_norm, ff_norm = _norm_tables(stats)
+    head_norm, ff_norm = _norm_tables(stats, peel=peel)
     log_attn, log_ff = _layer_lipschitz_logs(head_norm, ff_norm, num_layers, [r[0] for r in radii], Ls, bias=folded)
-    gated = _gated_norms(stats, gate) if gate is not None else {}
+    gated = _gated_norms(stats, gate, peel=peel) if gate is not None else {}
     if gate is not None:
         with np.errstate(divide="ignore"):
             log_ff = np.array([float(compiled.log_residual(compiled.log_gated_lipschitz(
@@ -244,10 +363,10 @@ def build_terms(stats: Sequence[Any], *, num_layers: int, hidden_size: int, mode
                 bias=folded))) for layer in range(num_layers)])
     # log of the product of every block after (layer, block): block 0 = attention, 1 = feedforward
     after = log_after(np.stack([log_attn, log_ff], axis=1).ravel())
-    terms = []
-    for st in stats:
-        if st.kind not in GROUP_OF_KIND:
-            continue
+    realised_tables = (_norm_tables(stats, peel=False), _gated_norms(stats, gate, peel=False) if gate is not None else {})
+
+    def local_and_scale(st: Any, radii: Sequence[tuple[float, float]], head_norm: dict[Any, float], ff_norm: dict[Any, float],
+                        gated: Any) -> tuple[float, float]:
         layer = st.layer
         B = radii[layer][0] if st.kind in ("qk", "vo", "rq", "rk", "bo") else radii[layer][1]
         values = {"B": B, "L_sigma": Ls, "s_vo": head_norm.get((layer, "vo", st.head), 0.0),
@@ -256,32 +375,44 @@ def build_terms(stats: Sequence[Any], *, num_layers: int, hidden_size: int, mode
         if st.kind == "bo":
             # b_o acts on the homogeneous coordinate of the mixed rows, exactly 1 (theory.affine): input scale 1,
             # and it reaches the block output as a VO product does (local factor 1, theory.affine.local_factor("vo"))
-            local = _floored_log(compiled.local_factor("vo", bias=True, **values))
-            scale = 1.0
-        elif st.kind in ("rq", "rk"):  # theory.rope: vector covers of the query and key maps, composed
+            return _floored_log(compiled.local_factor("vo", bias=True, **values)), 1.0
+        if st.kind in ("rq", "rk"):  # theory.rope: vector covers of the query and key maps, composed
             values.update(s_q=head_norm[(layer, "rq", st.head)], s_k=head_norm[(layer, "rk", st.head)])
-            local = _floored_log(compiled.rope_local_factor(st.kind[1], bias=folded, **values))
-            scale = compiled.input_scale("qk", bias=folded, B=B)
-        elif gate is not None and st.kind in ("ff1", "ff2"):
+            return (_floored_log(compiled.rope_local_factor(st.kind[1], bias=folded, **values)),
+                    compiled.input_scale("qk", bias=folded, B=B))
+        if gate is not None and st.kind in ("ff1", "ff2"):
             role = "down" if st.kind == "ff2" else "gate" if st.name.endswith(gate) else "up"
             g = gated[layer]
             values = {"B": B, "L_sigma": Ls, "c_sigma": gain, "s_1": g["gate"], "s_2": g["down"], "s_3": g["up"]}
-            local = _floored_log(compiled.gated_local_factor(role, bias=folded, **values))
-            scale = compiled.gated_input_scale(role, bias=folded, **values)
-        else:
-            local = _floored_log(compiled.local_factor(st.kind, bias=folded, **values))
-            scale = compiled.input_scale(st.kind, bias=folded, **values)
+            return (_floored_log(compiled.gated_local_factor(role, bias=folded, **values)),
+                    compiled.gated_input_scale(role, bias=folded, **values))
+        return (_floored_log(compiled.local_factor(st.kind, bias=folded, **values)),
+                compiled.input_scale(st.kind, bias=folded, **values))
+
+    terms = []
+    for st in stats:
+        if st.kind not in GROUP_OF_KIND:
+            continue
+        layer = st.layer
+        local, scale = local_and_scale(st, radii, head_norm, ff_norm, gated)
+        _, scale_realised = local_and_scale(st, realised_radii, *realised_tables[0], realised_tables[1])
         downstream = after[2 * layer] if st.kind in ("qk", "vo", "rq", "rk", "bo") else after[2 * layer + 1]
         terms.append(MatrixTerm(
             name=st.name, kind=st.kind, shape=tuple(st.shape), rank_bound=int(st.rank_bound),
             singular_values=np.asarray(st.singular_values, dtype=np.float64), rank=int(st.rank),
             log_rho=float(local + downstream), input_scale=float(scale if scale > 0 else 1e-300),
-            group=f"layer{layer}/{GROUP_OF_KIND[st.kind]}",
+            group=f"layer{layer}/{GROUP_OF_KIND[st.kind]}", input_scale_realised=float(scale_realised),
         ))
-    largest = max(max(r) for r in radii) if radii else math.sqrt(hidden_size)
+    # the baselines are evaluated as published, at the realised radii (they are not this bound's classes)
+    if covered_norms:
+        assert norms is not None
+        terms += _norm_terms(norms, log_attn, log_ff, after)
+    largest = max(max(r) for r in realised_radii) if realised_radii else math.sqrt(hidden_size)
     # the baselines see the same (folded) matrices: their row bound is that of the rows entering them
     info = {"input_norm": compiled.input_scale("qk", bias=folded, B=largest), "largest_radius": largest,
             "input_norms": [{"attention": r[0], "feedforward": r[1]} for r in radii],
+            "input_norms_realised": [{"attention": r[0], "feedforward": r[1]} for r in realised_radii],
+            "peeled_radii": peeled, "norm_parameters_covered": covered_norms,
             "activation_lipschitz": Ls, "activation_gain": gain, "bias_folded": folded,
             "feedforward_model": "gated (theory.gated, on the ball of radius B)" if gate is not None else "sigma(x W_1) W_2",
             "log_lipschitz_attention": log_attn.tolist(), "log_lipschitz_feedforward": log_ff.tolist()}

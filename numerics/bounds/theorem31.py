@@ -42,7 +42,8 @@ import numpy as np
 
 from numerics._util.checks import is_finite_number, short_repr
 from numerics.bounds import compiled
-from numerics.bounds.terms import MatrixTerm
+from numerics.bounds.peeling import PEEL_BASE, PEEL_RATIO, grid_values, peeling_levels
+from numerics.bounds.terms import MatrixTerm, schatten_table
 
 __all__ = [
     "DEFAULT_P_GRID",
@@ -61,7 +62,11 @@ __all__ = [
     "rademacher",
     "group_labels",
     "peeling_levels",
+    "grid_values",
+    "class_settings",
     "posthoc",
+    "PEEL_RATIO",
+    "PEEL_BASE",
 ]
 
 #: The post hoc grid ``P`` of Schatten indices: 0, 0.1, ..., 2 (21 points).
@@ -69,6 +74,7 @@ DEFAULT_P_GRID: tuple[float, ...] = tuple(np.round(np.linspace(0.0, 2.0, 21), 10
 
 #: Largest ``n T^2`` accepted by :class:`BoundSettings` (far above any data set; keeps floats finite).
 MAX_SAMPLE_POINTS = 1e300
+
 
 
 #: The smallest positive post hoc index accepted: for ``0 < p < 1e-300`` (subnormal) ``1/p`` and
@@ -132,9 +138,28 @@ class BoundSettings:
         return compiled.alpha_min(B_out=self.B_out, n=self.n)
 
 
+def class_settings(settings: BoundSettings) -> BoundSettings:
+    """``settings`` with ``B_out`` and ``gamma`` on the peeling grid (:mod:`theory.margin`): ``B_out`` at the cell's
+    upper end (the bound increases in it), ``gamma`` at the grid value below (the bound decreases in it).
+    Idempotent: grid values are their own grid values."""
+    B_out = float(grid_values([settings.B_out])[0])
+    gamma = float(grid_values([settings.gamma], upward=False)[0])
+    if B_out == settings.B_out and gamma == settings.gamma:
+        return settings
+    return replace(settings, B_out=B_out, gamma=gamma)
+
+
+def posthoc_peel(settings: BoundSettings) -> float:
+    """The peeling cost of ``B_out`` and ``gamma`` (``log(1/pi(k))`` at each one's level)."""
+    k = np.concatenate([peeling_levels([settings.B_out]), peeling_levels([settings.gamma], upward=False)])
+    return float(np.sum(compiled.peeling_cost(k)))
+
+
 def metric_points(term: MatrixTerm, settings: BoundSettings) -> int | float:
-    """``m`` of ``term``'s Theorem 4.1 metric: ``n T^2`` token pairs or ``n T`` tokens (:func:`theory.thm31.metric_points`)."""
-    return compiled.metric_points(term.cover_kind, n=settings.n, T=settings.T)  # type: ignore[no-any-return]
+    """``m`` of ``term``'s Theorem 4.1 metric: ``n T^2`` token pairs or ``n T`` tokens (:func:`theory.thm31.metric_points`;
+    a norm parameter's rows are tokens too)."""
+    kind = "bilinear" if term.cover_kind == "bilinear" else "vector"
+    return compiled.metric_points(kind, n=settings.n, T=settings.T)  # type: ignore[no-any-return]
 
 
 def log_eps_min(terms: Sequence[MatrixTerm], settings: BoundSettings) -> np.ndarray:
@@ -154,16 +179,33 @@ def _log_coefficient_table(terms: Sequence[MatrixTerm], p: np.ndarray, settings:
     J = len(terms)
     p = np.broadcast_to(np.asarray(p, dtype=np.float64), np.broadcast_shapes(np.shape(p), (J,)))
     p2 = np.atleast_2d(p)
-    R = np.empty(p2.shape) if radii is None else radii
-    if radii is None:
-        for j, t in enumerate(terms):
-            R[:, j] = t.schatten(p2[:, j])
+    R = schatten_table(terms, p2) if radii is None else radii
     out = np.full(p2.shape, -np.inf)
+    # Post hoc radii at the cell's upper end (theory.margin): the class of each matrix is ||W||_2 <= s_k,
+    # S_p(W) <= R_k with s_k, R_k the grid values at or above the realised ones.
+    R = np.where(R > 0, grid_values(np.maximum(R, 1e-300).ravel()).reshape(R.shape), 0.0)
     log_eps = log_eps_min(terms, settings)
     spectral = np.array([t.spectral_norm for t in terms])
+    spectral = np.where(spectral > 0, grid_values(np.maximum(spectral, 1e-300)), 0.0)
     log_rho = np.array([t.log_rho for t in terms])
-    log_radius = np.array([float(compiled.log_class_radius(t.cover_kind, log_s=math.log(t.spectral_norm), log_B=math.log(t.input_scale)))
-                           if t.spectral_norm > 0 else -math.inf for t in terms])
+    log_radius = np.array([float(compiled.log_class_radius(t.cover_kind, log_s=math.log(spectral[j]), log_B=math.log(t.input_scale)))
+                           if spectral[j] > 0 and t.cover_kind in ("bilinear", "vector") else -math.inf
+                           for j, t in enumerate(terms)])
+    # Trained norm gains and biases (theory.normlayers, MATH.md section 10 rule 3): K_j(eps) <= K_j(eps_min), so
+    # a_j(p) = K_j(eps_min / 2) eps_max^p with eps_max = B_out / rho_j, the largest scale the term is covered at.
+    for kind, which in (("gain", "gain"), ("translation", "bias")):
+        cols = np.array([j for j, t in enumerate(terms) if t.cover_kind == kind and spectral[j] > 0], dtype=np.intp)
+        if cols.size == 0:
+            continue
+        log_a = np.asarray(compiled.norm_parameter_log_coefficient(
+            which, p=p2[:, cols], N=np.array([float(terms[j].shape[1]) for j in cols]), log_eps_min=log_eps[cols],
+            log_radius=np.log(spectral[cols]), log_eps_max=math.log(settings.B_out) - log_rho[cols]), dtype=np.float64)
+        log_a = np.broadcast_to(log_a, (p2.shape[0], cols.size))
+        if not allocated:
+            out[:, cols] = log_a
+            continue
+        out[:, cols] = compiled.log_allocated_coefficient(p=p2[:, cols], log_a_j=log_a, log_rho=log_rho[cols],
+                                                          theta=settings.floor_share)
     for kind in ("bilinear", "vector"):
         # A matrix covered at scales at or above the radius of its class (s B^2 for scores, s B
         # for vectors; e.g. rho_j ~ 0 behind a zero matrix) needs a single ball: K_j = 0 there,
@@ -341,12 +383,27 @@ def _log_scales(settings: BoundSettings) -> np.ndarray:
     return np.log(np.geomspace(settings.alpha_min, settings.B_out, settings.grid_points))
 
 
+def log_scales(settings: BoundSettings) -> np.ndarray:
+    """``log`` of the Dudley grid of scales, ``alpha_min`` to ``B_out`` (``settings.grid_points`` geometric points)."""
+    return _log_scales(settings)
+
+
+def log_dudley_bound(log_g: np.ndarray, p_min: np.ndarray, log_eps: np.ndarray, n: float) -> np.ndarray:
+    """``log`` of the Dudley bound from ``log G`` at the grid scales ``log_eps`` (rows of ``log_g``); ``p_min = 0``
+    bounds ``G`` between grid scales by its value at the lower one (any non-increasing ``G``). See :func:`_log_dudley`."""
+    return _log_dudley(log_g, p_min, log_eps, n)
+
+
 def _log_rademacher(log_c: np.ndarray, p: np.ndarray, settings: BoundSettings, *,
-                    u_start: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+                    u_start: np.ndarray | None = None, singleton: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """``(log Rad, log G at B_out)`` per row of ``log_c`` (``(T, K)``) with indices ``p`` (``(K,)`` or ``(T, K)``).
 
-    A row whose terms are all zero matrices (``log c = -inf``) has ``Rad = 0``; a row with an
-    infinite coefficient has ``Rad = inf``. ``u_start``: see :func:`_log_cover_batch`.
+    A row whose coefficients are all zero (``log c = -inf``) is covered by one function at every scale
+    from ``alpha_min`` up, so the Dudley integral vanishes and ``Rad <= 4 alpha_min`` (its first term at
+    the smallest ``alpha``). That happens for a non-zero class too, when every ``s_j B_j`` is below its
+    ``eps_min`` (tiny weights, or the ``n_nonvacuous`` search at ``n = 1``); ``Rad = 0`` holds only for a
+    class of one function, which the caller says with ``singleton`` (every matrix exactly zero). A row
+    with an infinite coefficient has ``Rad = inf``. ``u_start``: see :func:`_log_cover_batch`.
     """
     log_c = np.atleast_2d(log_c)
     p = np.broadcast_to(np.asarray(p, dtype=np.float64), log_c.shape)
@@ -360,8 +417,13 @@ def _log_rademacher(log_c: np.ndarray, p: np.ndarray, settings: BoundSettings, *
     p_min = np.where(present, p, np.inf).min(axis=1)
     zero = np.asarray(~present.any(axis=1), dtype=bool)
     log_rad = _log_dudley(np.where(zero[:, None], 0.0, log_g), np.where(zero, 0.0, p_min), log_eps, settings.n)
-    log_rad = np.where(zero, -np.inf, log_rad)
+    log_rad = np.where(zero, -np.inf if singleton else math.log(4.0) + float(log_eps[0]), log_rad)
     return np.where(infinite, np.inf, log_rad), np.where(infinite, np.inf, log_g[:, -1])
+
+
+def _singleton(terms: Sequence[MatrixTerm]) -> bool:
+    """Every matrix exactly zero: the class is one function, whose Rademacher complexity is 0."""
+    return all(t.spectral_norm == 0 for t in terms)
 
 
 def rademacher(terms: Sequence[MatrixTerm], p: np.ndarray | float, settings: BoundSettings, *, log_c: np.ndarray | None = None) -> BoundResult:
@@ -369,7 +431,8 @@ def rademacher(terms: Sequence[MatrixTerm], p: np.ndarray | float, settings: Bou
     p_arr = np.broadcast_to(np.asarray(p, dtype=np.float64), (len(terms),)).copy()
     if log_c is None:
         log_c = coefficients(terms, p_arr, settings)
-    log_rad, log_g_top = _log_rademacher(np.asarray(log_c, dtype=np.float64)[None, :], p_arr, settings)
+    log_rad, log_g_top = _log_rademacher(np.asarray(log_c, dtype=np.float64)[None, :], p_arr, settings,
+                                         singleton=_singleton(terms))
     lr = float(log_rad[0])
     if lr == -math.inf:
         return BoundResult(p_arr, 0.0, -np.inf, None, -math.inf)
@@ -417,21 +480,10 @@ def group_labels(terms: Sequence[MatrixTerm], tie: str) -> list[str]:
     return [t.group for t in terms]
 
 
-def peeling_levels(values: Iterable[float], base: float = 1.0) -> np.ndarray:
-    """Dyadic level of each realised quantity: the smallest ``k >= 0`` with ``v / base <= 2^k`` (:mod:`theory.margin`).
-
-    ``ceil(log2(v / base))``, corrected by one where ``log2`` rounded across a power of two (for
-    ``v`` just above ``2^80``, ``log2`` returns exactly 80): the comparison with ``2^k`` is exact.
-    """
-    v = np.maximum(np.asarray(list(values), dtype=np.float64), 1e-300) / base
-    k = np.maximum(np.ceil(np.log2(v)), 0.0)
-    k = np.where(v > np.ldexp(1.0, k.astype(np.int64)), k + 1, k)
-    return np.where((k > 0) & (v <= np.ldexp(1.0, np.maximum(k - 1, 0).astype(np.int64))), k - 1, k)
-
-
-def peeling_cost(values: Iterable[float]) -> float:
-    """``sum log((k+1)(k+2))`` over the dyadic levels ``k`` of ``values`` (:func:`theory.margin.peeling_cost`)."""
-    k = peeling_levels(values)
+def peeling_cost(values: Iterable[float], *, upward: bool = True) -> float:
+    """``sum log(1/pi(k))`` over the levels ``k`` of ``values`` (:func:`theory.margin.peeling_cost`); zeros are not peeled."""
+    v = np.asarray(list(values), dtype=np.float64)
+    k = peeling_levels(v[v > 0], upward=upward)
     return float(np.sum(compiled.peeling_cost(k)))
 
 
@@ -517,7 +569,8 @@ def _coordinate_descent(share: np.ndarray, grid: np.ndarray, choice: np.ndarray,
     return best, choice
 
 
-def posthoc(terms: Sequence[MatrixTerm], settings: BoundSettings = BoundSettings(), *, max_sweeps: int = 3) -> PosthocResult:
+def posthoc(terms: Sequence[MatrixTerm], settings: BoundSettings = BoundSettings(), *, max_sweeps: int = 3,
+            input_radii: Sequence[float] = ()) -> PosthocResult:
     """Choose the indices on ``settings.p_grid`` minimising the Rademacher bound.
 
     Exact over common indices (every grid point is evaluated); then, for tied
@@ -531,9 +584,17 @@ def posthoc(terms: Sequence[MatrixTerm], settings: BoundSettings = BoundSettings
 
     Every candidate is scored exactly, on the terms merged by index (module docs):
     ``G(eps)`` of an assignment is solved over at most ``|P|`` merged terms.
+
+    Peeling (:mod:`theory.margin`): the bound is evaluated at grid values (``B_out`` and each ``s_j``,
+    ``R_j`` at the cell's upper end, ``gamma`` below; :func:`class_settings`) and ``peel`` pays
+    ``log(1/pi(k))`` for the level of each chosen ``R_j``, each ``s_j``, each input radius in ``input_radii``
+    (the radii read from trained norm layers, whose grid values the terms' input scales and
+    propagation factors already use, :func:`numerics.bounds.terms.build_terms`), ``B_out`` and ``gamma``
+    (a grid value has the level of the value it came from, so the cost is the same before and after).
     """
     if not terms:
         raise ValueError("terms must not be empty.")
+    settings = class_settings(settings)
     if not (isinstance(max_sweeps, int) and max_sweeps >= 0):
         raise ValueError(f"max_sweeps={max_sweeps!r} must be a non-negative int.")
     grid = np.asarray(sorted(set(float(q) for q in settings.p_grid)))
@@ -543,14 +604,13 @@ def posthoc(terms: Sequence[MatrixTerm], settings: BoundSettings = BoundSettings
     position = {g: i for i, g in enumerate(uniq)}
     index = np.array([position[g] for g in labels])
     # S_q and log c_j for every grid index, computed once: shape (n_grid, J)
-    radii = np.empty((n_grid, len(terms)))
-    for j, t in enumerate(terms):
-        radii[:, j] = t.schatten(grid)
+    radii = schatten_table(terms, np.repeat(grid[:, None], len(terms), axis=1))
     table = _log_coefficient_table(terms, np.repeat(grid[:, None], len(terms), axis=1), settings, radii=radii)
     share = _group_class_logs(table, grid, index, len(uniq))  # (G, n_grid)
 
     # Every common index: all groups in one merged term.
-    log_common, _ = _log_rademacher(_merged(_lse_last(share.T), grid)[:, None], grid[:, None], settings)
+    log_common, _ = _log_rademacher(_merged(_lse_last(share.T), grid)[:, None], grid[:, None], settings,
+                                    singleton=_singleton(terms))
     by_common = {float(q): _exp(float(v)) for q, v in zip(grid, log_common)}
     best_i = int(np.argmin(log_common))
     choice = np.full(len(uniq), best_i)
@@ -563,8 +623,10 @@ def posthoc(terms: Sequence[MatrixTerm], settings: BoundSettings = BoundSettings
     p_terms = grid[choice[index]]
     rad = _exp(best)
     # union bound: G log|P| + peeling of each matrix's radius and spectral norm
-    chosen = radii[choice[index], np.arange(len(terms))]
-    peel = peeling_cost(chosen) + peeling_cost([t.spectral_norm for t in terms])
+    # the Schatten radii of matrices (a norm parameter's cover uses none: its radius is its "spectral norm")
+    chosen = radii[choice[index], np.arange(len(terms))][[t.cover_kind in ("bilinear", "vector") for t in terms]]
+    peel = (peeling_cost(chosen) + peeling_cost([t.spectral_norm for t in terms]) + peeling_cost(input_radii)
+            + posthoc_peel(settings))
     groups = len(uniq)
     log_union = compiled.log_union(groups=groups, grid_size=n_grid, peel=peel)
     union_cost = compiled.union_cost(n=settings.n, delta=settings.delta, groups=groups, grid_size=n_grid, peel=peel)
@@ -632,9 +694,19 @@ def n_nonvacuous(terms: Sequence[MatrixTerm], p: np.ndarray | float, settings: B
     p_arr = np.broadcast_to(np.asarray(p, dtype=np.float64), (len(terms),)).copy()
 
     def says_something(n: float) -> bool:
+        # The search visits n far from the reported one. At n = 1 the Dudley grid [B_out / n, B_out] is a
+        # single point (inf - inf in its log objective), and far out the logs may overflow: a value that is
+        # not a finite number there shows nothing, so it counts as vacuous. That can only make the
+        # reported n larger (or None), never claim a non-vacuous bound that is not one.
         at_n = replace(settings, n=n)
-        rad = rademacher(terms, p_arr, at_n).rademacher
-        return compiled.excess_over_trivial(Rad=rad, B_out=settings.B_out, gamma=settings.gamma, n=n, delta=settings.delta,
-                                            groups=groups, grid_size=grid_size, peel=peel) < 0
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            rad = rademacher(terms, p_arr, at_n).rademacher
+            # Rad >= 4 B_out cannot beat the trivial bound (the union cost is never negative); within
+            # rounding of it (n = 1, where the Dudley grid is the one point B_out) it shows nothing either
+            if not math.isfinite(rad) or rad >= compiled.trivial_bound(settings.B_out) * (1 - 1e-12):
+                return False
+            excess = compiled.excess_over_trivial(Rad=rad, B_out=settings.B_out, gamma=settings.gamma, n=n,
+                                                  delta=settings.delta, groups=groups, grid_size=grid_size, peel=peel)
+        return bool(excess < 0)  # NaN < 0 is False: not shown to say something
 
     return smallest_sample_size(says_something, T=settings.T)

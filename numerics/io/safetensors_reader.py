@@ -257,15 +257,25 @@ def _widen_bf16(raw: np.ndarray) -> np.ndarray:
     return (raw.astype(np.uint32) << 16).view(np.float32)
 
 
-def _read_widened(where: str, name: str, stored: np.dtype, start: int, info: TensorInfo) -> np.ndarray:
-    """The tensor's bytes, read (not memory-mapped) and widened to a new float64 array of its shape.
+#: Elements widened at a time: 1 MB of float64, so each chunk is summed while it is still in cache.
+_WIDEN_CHUNK = 1 << 17
+
+
+def _read_widened(where: str, name: str, stored: np.dtype, start: int, info: TensorInfo) -> tuple[np.ndarray, bool]:
+    """The tensor's bytes, read (not memory-mapped) and widened to a new float64 array of its shape, and
+    whether every value is surely finite.
 
     Plain reads, so a file truncated while it is read ends in a short read, reported as a
     :class:`~numerics.errors.CheckpointError` naming the file and tensor, never in SIGBUS (a
     memory map of a truncated file kills the process).
+
+    The finiteness screen is fused with the widening: each chunk is summed as it is written (a NaN or
+    an Inf makes its sum NaN or Inf). A non-finite sum proves nothing by itself (float64 tensors may
+    overflow their sum), so then :func:`require_finite` looks at the values; a finite sum proves every
+    value finite.
     """
     raw = np.empty(info.size, dtype=stored)
-    view = memoryview(raw.view(np.uint8))
+    view = memoryview(raw.view(np.uint8))  # type: ignore[arg-type]  # ndarray exports the buffer protocol; numpy's stubs do not say so
     with open(where, "rb", buffering=0) as fh:
         fh.seek(start)
         got = 0
@@ -276,12 +286,18 @@ def _read_widened(where: str, name: str, stored: np.dtype, start: int, info: Ten
                                       f"[{start}, {start + info.nbytes}) were read (changed while being read?)",
                                       tensor=name)
             got += n
+    out = np.empty(info.size, dtype=np.float64)
+    finite = True
     # Widening a signalling NaN raises the "invalid" flag (a RuntimeWarning, an exception
     # under -W error); NaNs are reported by require_finite as a CheckpointError instead.
-    with np.errstate(invalid="ignore"):
-        out = _widen_bf16(raw).astype(np.float64) if info.dtype == "BF16" else raw.astype(np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        for begin in range(0, info.size, _WIDEN_CHUNK):
+            part = raw[begin : begin + _WIDEN_CHUNK]
+            chunk = out[begin : begin + _WIDEN_CHUNK]
+            chunk[...] = _widen_bf16(part) if info.dtype == "BF16" else part
+            finite = finite and bool(np.isfinite(np.add.reduce(chunk)))
     del raw, view
-    return out.reshape(info.shape)
+    return out.reshape(info.shape), finite
 
 
 def require_finite(where: str, name: str, out: np.ndarray) -> None:
@@ -338,8 +354,8 @@ def load_tensor(
             where, f"is truncated: bytes [{start}, {start + info.nbytes}) lie past its {size} bytes", tensor=name
         )
     try:
-        out = _read_widened(where, name, stored, start, info)
-        if check_finite and info.dtype in FLOAT_DTYPES:
+        out, finite = _read_widened(where, name, stored, start, info)
+        if check_finite and info.dtype in FLOAT_DTYPES and not finite:
             require_finite(where, name, out)
     except MemoryError:
         raise CheckpointError(where, f"cannot be loaded: out of memory ({count * 8:,} bytes needed as float64)",

@@ -51,7 +51,7 @@ __all__ = [
 
 #: What differs between two runs of the same family on one machine: timings, where the cache is,
 #: whether a model was reused (``models.csv`` columns and ``study.json`` keys).
-RUN_DEPENDENT: tuple[str, ...] = ("train_seconds", "path", "reused", "seconds", "trained")
+RUN_DEPENDENT: tuple[str, ...] = ("train_seconds", "batch_seconds", "path", "reused", "seconds", "trained")
 
 
 # --------------------------------------------------------------------------- rendering
@@ -219,7 +219,8 @@ def study_document(result: StudyResult, found: Findings) -> dict[str, Any]:
         "measures": [REGISTRY[n].as_dict() if n in REGISTRY else {"name": n} for n in names],
         "findings": found.as_dict(),
         "columns": list(COLUMNS),
-        "models": [{**row, "measures": {n: values.get(row["model"], {}).get(n) for n in names}, "record": m.record}
+        "models": [{**row, "n": m.record.get("n"), "n_train": m.record["task"]["num_train"],
+                    "measures": {n: values.get(row["model"], {}).get(n) for n in names}, "record": m.record}
                    for row, m in zip(model_rows(result), result.models)],
     })
 
@@ -250,9 +251,40 @@ def study_markdown(result: StudyResult, found: Findings) -> str:
             "Psi": m.against["gap"].Psi.estimate if m.against["gap"].Psi else None}
            for m in found.measures if m.name in main]
     parts += ["## Granulated tau psi_k against the gap, per axis\n", markdown_table(["measure", *axes, "Psi"], psi)]
+    if found.decomposition:
+        dec = [{"measure": d.measure, "tau (whole)": _interval(d.whole.tau), "tau (complexity)": _interval(d.complexity.tau),
+                "tau (1/gamma)": _interval(d.margin.tau), "Psi (complexity)": _interval(d.complexity.Psi),
+                "Psi (1/gamma)": _interval(d.margin.Psi), "range complexity": d.complexity_spread,
+                "range 1/gamma": d.margin_spread} for d in found.decomposition]
+        parts += ["## What moves the margin-normalised measures: complexity part and 1/gamma part (logs)\n",
+                  markdown_table(list(dec[0]), dec)]
+    if found.paired:
+        pair = [{"baseline": d.baseline, "models": d.num_models, "tau(ours) - tau(baseline)": _interval(d.tau),
+                 "Psi(ours) - Psi(baseline)": _interval(d.Psi)} for d in found.paired]
+        parts += [f"## {found.paired[0].measure} against each baseline: paired bootstrap on shared resamples (gap)\n",
+                  markdown_table(list(pair[0]), pair)]
+    sens = found.sensitivity
+    if sens.get("measures"):
+        which = "including" if sens["reached_only"] is False else "excluding"
+        line = "; ".join(f"{n} tau {_md(v['tau'])}, Psi {_md(v['Psi'])}" for n, v in sens["measures"].items())
+        parts += [f"Sensitivity, {which} the models short of the loss target ({sens['num_models']} models): {line}.\n"]
+    if found.clean_test_error.get("models"):
+        c = found.clean_test_error
+        parts += [f"Clean-label test error over {c['models']} models: {_md(c['min'])} to {_md(c['max'])} "
+                  f"(median {_md(c['median'])}).\n"]
+    if found.seed_variation.get("within_share_of_variance") is not None:
+        v = found.seed_variation
+        parts += [f"Seed-to-seed: {v['replicated_settings']} settings with several seeds; mean SD of the gap within a "
+                  f"setting {_md(v['mean_sd_within_setting'])} against {_md(v['sd_over_family'])} over the family; "
+                  f"{_md(v['within_share_of_variance'])} of the gap's variance is within settings. Psi averages "
+                  f"{', '.join(found.psi_axes)} (not the seed).\n"]
     c8 = [{"axis": p.axis, "fixed": _fixed(p.fixed, skip=(p.axis,)), "points": p.num_points, "slope Phi_SA": p.slope_sa,
            "slope Phi_Edelman": p.slope_edelman, "Phi_SA slower": p.holds} for p in found.c8]
     parts += ["## Claim C8 on the trained grid: log-log slopes in depth and width\n",
+              "What these slopes can see: Phi_SA leaves out the log factors, so where its minimum is at p = 0 and "
+              "every bound matrix has full exact rank it is a function of the shapes alone, and its slopes reflect "
+              "the architecture, not training (`specbound claims --update-study` records whether they agree across "
+              "retrained families).\n",
               markdown_table(["axis", "fixed", "points", "slope Phi_SA", "slope Phi_Edelman", "Phi_SA slower"], c8)
               if c8 else "No group of models varies depth or width alone.\n"]
     columns, trajectory = trajectory_rows(found)

@@ -37,7 +37,7 @@ def specbound_style(func: F) -> F:
     def styled(*args: Any, **kwargs: Any) -> Any:
         import matplotlib  # slow: matplotlib (imported when a figure is drawn)
 
-        with matplotlib.rc_context(rc=default_style()):
+        with matplotlib.rc_context(rc=default_style()):  # type: ignore[arg-type]  # keys come from rcParamsDefault itself
             return func(*args, **kwargs)
 
     return styled  # type: ignore[return-value]

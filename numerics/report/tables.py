@@ -98,9 +98,30 @@ def format_table(analysis: Any, *, max_name: int = 48) -> str:
     lines.append(f"{'union cost':>18}: {_fmt(ours['union_cost'])} (log 1/delta' - log 1/delta = {_fmt(ours['log_union'])} nats)")
     p = analysis.proxies
     lines.append(f"{'proxies':>18}: log phi_sa={_fmt(p['log_phi_sa'])} (p={_fmt(p['phi_sa_common_p'])})  log phi_edelman={_fmt(p['log_phi_edelman'])}")
+    lines += cover_lines(getattr(analysis, "covers", None))
     if analysis.skipped:
         lines.append(f"{'skipped':>18}: {len(analysis.skipped)} tensors (see JSON 'skipped' for names and reasons)")
     return "\n".join(lines) + "\n"
+
+
+def cover_lines(covers: Mapping[str, Any] | None) -> list[str]:
+    """``analyze --covers``: the composed bound, the cover each tie group chose, and each cover alone."""
+    if not covers:
+        return []
+    lines = [f"{'covers':>18}: {','.join(covers['enabled'])} (one per tie group, post hoc; choice cost "
+             f"{_fmt(covers['choice_cost'])} nats)  rademacher={_fmt(covers['rademacher'])}  "
+             f"log={_fmt(covers['log_rademacher'])}  gap={_fmt(covers['generalization_gap'])}  "
+             f"union={_fmt(covers['log_union'])} nats  [{covers['method']}]"]
+    chosen: dict[str, list[str]] = {}
+    for group, name in covers["chosen_by_group"].items():
+        chosen.setdefault(name, []).append(group)
+    for name, groups in chosen.items():
+        lines.append(f"{'chosen':>18}: {name} by {len(groups)} groups ({covers['matrices_by_cover'].get(name, 0)} matrices): "
+                     + ", ".join(groups))
+    for name, row in covers["alone"].items():
+        lines.append(f"{'alone ' + name:>18}: rademacher={_fmt(row['rademacher'])}  log={_fmt(row['log_rademacher'])}  "
+                     f"gap={_fmt(row['generalization_gap'])}  union={_fmt(row['log_union'])} nats  [{row['method']}]")
+    return lines
 
 
 def network_lines(network: Mapping[str, Any] | None) -> list[str]:

@@ -33,7 +33,9 @@ from numerics.report.mc_plots import plot_mc
 from numerics.report.plots import write_all
 from numerics.report.study_plots import write_study_plots
 from numerics.report.tables import format_table, summary_markdown, sweep_rows_json, to_csv
+from numerics.bounds.covers31 import resolve
 from numerics.study.findings import Findings, compute_findings
+from numerics.study.measures import cover_measures
 from numerics.study.run import DEFAULT_JOBS, StudyResult, prepare_preset, run_study
 from numerics.study.table import COLUMNS, model_rows
 
@@ -148,7 +150,8 @@ def write_study_report(result: StudyResult, found: Findings, out_dir: str | os.P
 def analyze_report(source: str, *, out: str | os.PathLike[str] | None = None, force: bool = False, plots: bool = True,
                    heads: int | None = None, settings: BoundSettings = BoundSettings(), model: ModelSettings = ModelSettings(),
                    scheduler: str | None = None, workers: int | None = None, progress: Progress | None = None,
-                   leading_k: int | None = None, processes: int | None = None, spectra: bool = False) -> analysis.Analysis:
+                   leading_k: int | None = None, processes: int | None = None, spectra: bool = False,
+                   spectrum: str = "auto", covers: Sequence[str] | None = None) -> analysis.Analysis:
     """``specbound analyze``: analyse ``source`` and, given ``out``, write its report folder (with ``spectra``,
     every matrix's singular values in its JSON and CSV).
 
@@ -166,7 +169,7 @@ def analyze_report(source: str, *, out: str | os.PathLike[str] | None = None, fo
         check_output_folder(out, force=force, protect=protect)
     with make_executor(scheduler=scheduler, workers=workers) as executor:
         result = analysis.analyze(source, heads=heads, settings=settings, model=model, executor=executor, progress=progress,
-                                  leading_k=leading_k, processes=processes)
+                                  leading_k=leading_k, processes=processes, spectrum=spectrum, covers=covers)
     if out is not None:
         write_report(result, out, plots=plots, force=force, protect=protect, spectra=spectra)
     return result
@@ -227,8 +230,8 @@ def mc_report(*, plot: str | os.PathLike[str] | None = None, **options: Any) -> 
 def study_report(preset: str, *, task: str = "modadd", axes: dict[str, tuple[Any, ...]] | None = None,
                  out: str | os.PathLike[str] = STUDY_FOLDER, force: bool = False, plots: bool = True,
                  jobs: int = DEFAULT_JOBS, scheduler: str | None = None, root: str | os.PathLike[str] | None = None,
-                 progress: Progress | None = None, reached_only: bool = False, resamples: int = 1000,
-                 seed: int = 0) -> tuple[StudyResult, Findings]:
+                 progress: Progress | None = None, reached_only: bool = True, resamples: int = 1000,
+                 seed: int = 0, covers: Sequence[str] | None = None) -> tuple[StudyResult, Findings]:
     """``specbound study``: check everything, train or reuse the family, analyse it, compute the
     statistics, write the report folder ``out`` (:func:`write_study_report`).
 
@@ -239,15 +242,21 @@ def study_report(preset: str, *, task: str = "modadd", axes: dict[str, tuple[Any
       out, force, plots: the report folder (checked before any training; specbound's cache is protected).
       jobs, scheduler, root, progress: :func:`numerics.study.run.train_family`'s.
       reached_only, resamples, seed: :func:`numerics.study.findings.compute_findings`'s.
+      covers: registered covers each model's analysis composes (``analyze --covers``); the measures then hold one
+        column per cover (``cover:<name>``) and ``covers`` (:func:`numerics.study.measures.cover_measures`).
 
     Raises:
       ValueError: an unknown preset, task or axis, an empty axis, a value out of range, a bad ``jobs``.
       OutputError: ``out`` may not be written (before any training).
     """
     chosen = prepare_preset(preset, task=task, axes=axes, jobs=jobs)
+    registry = None
+    if covers is not None:  # a bad cover name ends here, before any training
+        covers = [c.name for c in resolve(covers)]
+        registry = cover_measures(covers)
     cache = Path(root) if root is not None else cache_root()
     check_output_folder(out, force=force, protect=(cache,))
-    result = run_study(chosen, root=root, jobs=jobs, scheduler=scheduler, progress=progress)
-    found = compute_findings(result, reached_only=reached_only, resamples=resamples, seed=seed)
+    result = run_study(chosen, root=root, jobs=jobs, scheduler=scheduler, progress=progress, covers=covers)
+    found = compute_findings(result, reached_only=reached_only, resamples=resamples, seed=seed, registry=registry)
     write_study_report(result, found, out, plots=plots, force=force, protect=(cache,))
     return result, found

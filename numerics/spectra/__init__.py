@@ -22,6 +22,9 @@ from numerics.spectra.stats import product_stats as product_stats
 from numerics.spectra.stats import relative_rank_tolerance as relative_rank_tolerance
 from numerics.spectra.stats import schatten_power as schatten_power
 from numerics.spectra.stats import singular_values as singular_values
+from numerics.spectra.stats import GRAM_RTOL as GRAM_RTOL
+from numerics.spectra.stats import gram_singular_values as gram_singular_values
+from numerics.spectra.stats import whole_singular_values as whole_singular_values
 from numerics.spectra.stats import stable_rank as stable_rank
 from numerics.spectra.stats import weight_stats as weight_stats
 from numerics.spectra.leading_k import leading_k_stats as leading_k_stats

@@ -102,18 +102,18 @@ def head_factors(layer: LayerWeights, *, num_heads: int, num_kv_heads: int, head
     b = layer.biases
     out: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {"qk": [], "vo": []}
 
-    def cut(v: np.ndarray | None, j: int) -> np.ndarray | None:
-        return None if v is None else v[j * d : (j + 1) * d]
+    # each whole matrix folded once, then cut into heads (the same numbers as folding head by head)
+    q, k, v = (_fold(getattr(layer, role), b.get(role), bias_on=bias) for role in ("q", "k", "v"))
 
+    def cut(w: np.ndarray, j: int) -> np.ndarray:
+        return np.ascontiguousarray(w[:, j * d : (j + 1) * d])
+
+    keys = [cut(k, g) for g in range(num_kv_heads)]
+    values = [cut(v, g) for g in range(num_kv_heads)]
     for h in range(num_heads):
-        g = h // group
-        q_h = _fold(layer.q[:, h * d : (h + 1) * d], cut(b.get("q"), h), bias_on=bias) * scale
-        k_g = _fold(layer.k[:, g * d : (g + 1) * d], cut(b.get("k"), g), bias_on=bias)
-        out["qk"].append((q_h, k_g))
+        out["qk"].append((cut(q, h) * scale, keys[h // group]))
     for h in range(num_heads):
-        g = h // group
-        v_g = _fold(layer.v[:, g * d : (g + 1) * d], cut(b.get("v"), g), bias_on=bias)
-        out["vo"].append((v_g, layer.o[h * d : (h + 1) * d, :].T))
+        out["vo"].append((values[h // group], layer.o[h * d : (h + 1) * d, :].T))
     return out
 
 
@@ -141,6 +141,7 @@ def plan_layer_jobs(
     from_sources: bool = False,
     bias: bool = True,
     rotary: bool = False,
+    spectrum: str = "auto",
 ) -> list[MatrixJob]:
     """The independent computations of one layer, with the file source of each whole matrix.
 
@@ -155,8 +156,13 @@ def plan_layer_jobs(
     be covered as vector-valued maps and composed (:mod:`theory.rope`). With ``bias`` and an attention
     output bias ``b_o``, one more job: ``b_o`` as the ``1 x N`` matrix on the homogeneous coordinate
     (kind ``bo``), covered like a VO product (:func:`theory.affine.output_bias_cover`'s parameter).
+    ``spectrum``: how the exact whole matrices get their singular values (``"auto"``: certified Gram
+    eigenvalues where certified, else the SVD; ``"svd"``: always the SVD;
+    :func:`numerics.spectra.stats.whole_singular_values`).
     """
     _check_heads(layer, num_heads, num_kv_heads, head_dim)
+    if spectrum not in ("auto", "svd"):
+        raise ValueError(f"spectrum={spectrum!r} must be 'auto' or 'svd'")
     eps = DTYPE_EPS[layer.dtype] if dtype_eps is None else dtype_eps
     opts = {"layer": layer.index, "dtype_eps": eps, "rank_rtol": rank_rtol}
     i = layer.index
@@ -177,7 +183,7 @@ def plan_layer_jobs(
             shape = w.shape
         if leading_k is not None and min(shape) > leading_k + 1:
             return MatrixJob(leading_k_stats, (name, w), {"kind": kind, "k": leading_k, **opts}, source)
-        return MatrixJob(weight_stats, (name, w), {"kind": kind, **opts}, source)
+        return MatrixJob(weight_stats, (name, w), {"kind": kind, "method": spectrum, **opts}, source)
 
     for role in ("q", "k", "v", "o"):
         name = layer.names[role] + (f"[{role}]" if layer.packed_qkv and role != "o" else "")

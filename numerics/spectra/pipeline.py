@@ -41,6 +41,8 @@ def checkpoint_spectra(
     processes: int | None = None,
     bias: bool = True,
     rotary: bool = False,
+    spectrum: str = "auto",
+    on_layer: Callable[[Any], None] | None = None,
 ) -> list[MatrixStats]:
     """Statistics of every analysed matrix of a checkpoint, computed in parallel.
 
@@ -83,6 +85,12 @@ def checkpoint_spectra(
       bias: fold each matrix's bias into it by homogeneous coordinates (:mod:`theory.affine`;
         :func:`numerics.spectra.jobs.plan_layer_jobs`); ``False``: the bias-free idealisation.
       rotary: RoPE heads: each head's query and key maps (kinds ``rq``, ``rk``) instead of the product.
+      spectrum: ``"auto"`` (default): each exact whole matrix's singular values from the eigenvalues of its
+        Gram matrix where they are certified to :data:`numerics.spectra.stats.GRAM_RTOL`, else from the
+        SVD; ``"svd"``: always the SVD (:func:`numerics.spectra.stats.whole_singular_values`).
+      on_layer: called with each loaded layer (:class:`~numerics.io.checkpoint.LayerWeights`) in the
+        calling thread, after its jobs are submitted: whatever else needs the layer's attention matrices
+        reads them here instead of reading the checkpoint again (the rotary diagnostic).
 
     Returns:
       One :class:`~numerics.spectra.stats.MatrixStats` per matrix:
@@ -111,7 +119,10 @@ def checkpoint_spectra(
                     from_sources=whole_pool is not None,
                     bias=bias,
                     rotary=rotary,
+                    spectrum=spectrum,
                 ))
+                if on_layer is not None:
+                    on_layer(layer)
                 del layer  # the jobs hold what they need; the rest of the layer may go
                 while len(run.pending) >= layers_in_flight:
                     run.drain_one()

@@ -7,7 +7,8 @@ complexity measure against the measured gaps. The pipeline, one module per stage
 * :mod:`.settings`: one model's hyperparameters and the hash that names it;
 * :mod:`.presets`: families of models (a base setting and axes varied around it);
 * :mod:`.model`, :mod:`.train`: the BERT-style encoder and its deterministic training (torch);
-* :mod:`.worker`: each training in its own isolated process;
+* :mod:`.batched`: several models of one shape trained at once as one batched model (the fast path);
+* :mod:`.worker`: each batch trained in its own isolated process;
 * :mod:`.cache`: the trained models in specbound's cache, written atomically, verified on reuse;
 * :mod:`.run`: train or reuse a family, analyse each model and its trajectory checkpoints;
 * :mod:`.family`, :mod:`.table`: groups along one axis, and the table of models;
@@ -17,7 +18,7 @@ complexity measure against the measured gaps. The pipeline, one module per stage
 * :mod:`.findings`: all of it over a trained family (what the report and claims C10/C11 show).
 
 The report folder is presentation: :func:`numerics.report.writers.study_report`. Only
-:mod:`.model`, :mod:`.train` and the worker processes import torch; importing this package
+:mod:`.model`, :mod:`.train`, :mod:`.batched` and the worker processes import torch; importing this package
 does not.
 """
 
@@ -32,8 +33,10 @@ if TYPE_CHECKING:
     from .margins import MARGIN_QUANTILE, margin_at_quantile, training_margins
     from .presets import PRESET_NAMES, PRESETS, Preset, get_preset, parse_axis
     from .records import MARGIN_LEVELS, TrainedModel
-    from .run import (DEFAULT_JOBS, CheckpointAnalysis, StudyModel, StudyResult, check_jobs, prepare_preset, run_study,
-                      train_family)
+    from .run import (DEFAULT_JOBS, CheckpointAnalysis, StudyModel, StudyResult, bound_inputs, bound_settings, check_jobs,
+                      prepare_preset, run_study, train_family)
+    from .batched import train_batch
+    from .batches import plan_batches
     from .settings import AXES, CODE_VERSION, TrainSettings
     from .cache import StoredModel, load_stored, model_folder, store
     from .table import COLUMNS, model_rows
@@ -49,8 +52,10 @@ _HOMES: dict[str, str] = {
     **dict.fromkeys(("MARGIN_QUANTILE", "margin_at_quantile", "training_margins"), "margins"),
     **dict.fromkeys(("PRESET_NAMES", "PRESETS", "Preset", "get_preset", "parse_axis"), "presets"),
     **dict.fromkeys(("MARGIN_LEVELS", "TrainedModel"), "records"),
-    **dict.fromkeys(("DEFAULT_JOBS", "CheckpointAnalysis", "StudyModel", "StudyResult", "check_jobs", "prepare_preset",
-                     "run_study", "train_family"), "run"),
+    **dict.fromkeys(("DEFAULT_JOBS", "CheckpointAnalysis", "StudyModel", "StudyResult", "bound_inputs", "bound_settings",
+                     "check_jobs", "prepare_preset", "run_study", "train_family"), "run"),
+    **dict.fromkeys(("train_batch",), "batched"),
+    **dict.fromkeys(("plan_batches",), "batches"),
     **dict.fromkeys(("AXES", "CODE_VERSION", "TrainSettings"), "settings"),
     **dict.fromkeys(("StoredModel", "load_stored", "model_folder", "store"), "cache"),
     **dict.fromkeys(("COLUMNS", "model_rows"), "table"),
@@ -98,6 +103,8 @@ __all__ = [
     "Trajectory",
     "TrajectoryPoint",
     "axis_groups",
+    "bound_inputs",
+    "bound_settings",
     "check_jobs",
     "compute_findings",
     "gap_spread",
@@ -109,9 +116,11 @@ __all__ = [
     "model_folder",
     "model_rows",
     "parse_axis",
+    "plan_batches",
     "prepare_preset",
     "run_study",
     "store",
+    "train_batch",
     "train_family",
     "train_isolated",
     "training_margins",

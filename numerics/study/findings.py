@@ -7,19 +7,26 @@ target, every registered measure (:mod:`.measures`) and the two raw proxies ``lo
 
 * per measure, against the gap ``g = test error - train error`` and against the test error:
   Kendall's tau and tau-b over the family, the granulated tau ``psi_k`` of every axis and their
-  mean ``Psi`` (:func:`~.statistics.granulated_tau`), with bootstrap percentile intervals over
-  models (:func:`~.statistics.bootstrap`);
+  mean ``Psi`` over the hyperparameter axes (:data:`PSI_AXES`: the seed keeps replicates apart in
+  every group, and its ``psi_seed`` is reported, but it is not an axis of ``Psi``), with bootstrap
+  percentile intervals over models (:func:`~.statistics.bootstrap`);
+* :data:`OURS` against each of :data:`BASELINES`: the paired bootstrap of ``tau(ours) - tau(b)`` and
+  of the ``Psi`` difference on shared resamples (:func:`~.statistics.paired_bootstrap`);
+* every measure of :data:`DECOMPOSED` split into its complexity part and its ``1/gamma`` part
+  (:meth:`~.measures.Measure.parts`), each ranked against the gap, with the range each spans;
 * per measure, the random-label check: at fixed other axes, does it increase with the
   label-noise fraction ``q`` (:func:`~.statistics.random_label_check`)?
 * claim C8 on the trained grid: the log-log slopes of ``Phi_SA`` and ``Phi_Edelman`` in depth
   ``L`` and width ``N`` at fixed other axes (:func:`~.statistics.loglog_slopes`);
 * the trajectories: for each model with checkpoints, the bound, its margin-normalised value,
-  ``p*`` per group and the per-head ranks at every checkpoint and at the end.
+  ``p*`` per group and the per-head ranks at every checkpoint and at the end;
+* how much of the gap is seed-to-seed, and the clean-label test-error range of the family.
 
-Which models count: every model with an analysis and a finite gap. Models that did not reach
-the loss target (Jiang et al. 2020's stopping rule) are kept and counted (``num_not_reached``);
-``reached_only=True`` leaves them out, as Jiang et al. do. A model without an analysis (a
-diverged one) is left out and listed with the reason.
+Which models count: every model with an analysis and a finite gap that reached the loss target
+(Jiang et al. 2020's stopping rule; they exclude the others). The others are counted
+(``num_not_reached``), and :attr:`Findings.sensitivity` gives the taus and ``Psi`` with them
+included; ``reached_only=False`` makes that the main statistics instead. A model without an
+analysis (a diverged one) is left out and listed with the reason.
 
 The axes are all of :data:`~.settings.AXES`; an axis the family does not vary has no group of
 two models and drops out of ``Psi``.
@@ -27,16 +34,20 @@ two models and drops out of ``Psi``.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from numerics._util.jsonsafe import FiniteDict
 
 from . import measures as measures_module
 from .measures import REGISTRY, Measure
 from .settings import AXES
-from .statistics import Bootstrap, GranulatedTau, RandomLabelCheck, Slope, bootstrap, granulated_tau, loglog_slopes, random_label_check
+from .statistics import (Bootstrap, GranulatedTau, PairedDifference, RandomLabelCheck, Slope, bootstrap, granulated_tau,
+                         loglog_slopes, paired_bootstrap, random_label_check, rank_correlation)
 
 if TYPE_CHECKING:
     from .run import StudyModel, StudyResult
@@ -52,6 +63,11 @@ __all__ = [
     "measure_rows",
     "trajectories",
     "compute_findings",
+    "PSI_AXES",
+    "OURS",
+    "BASELINES",
+    "DECOMPOSED",
+    "Decomposition",
 ]
 
 #: What every measure is ranked against: the generalization gap and the test error.
@@ -62,6 +78,19 @@ PROXY_COLUMNS: Mapping[str, str] = {"log_phi_sa": "log_phi_sa", "log_phi_edelman
 
 #: The axes along which C8's slopes are fitted.
 SLOPE_AXES: tuple[str, ...] = ("depth", "width")
+
+#: The axes ``Psi`` averages over: the hyperparameters, not the seed (Jiang et al. 2020). The seed
+#: still keeps replicates apart in every group, and its own ``psi_seed`` is reported beside ``Psi``.
+PSI_AXES: tuple[str, ...] = tuple(a for a in AXES if a != "seed")
+
+#: specbound's measure, compared paired with each of :data:`BASELINES`.
+OURS = "spectrum_adaptive"
+
+#: The norm-based measures it is compared with (:mod:`.measures`).
+BASELINES: tuple[str, ...] = ("edelman2022", "bartlett2017", "sum_spectral", "log_prod_spectral", "sum_frobenius")
+
+#: The margin-normalised measures decomposed into their complexity part and their ``1/gamma`` part.
+DECOMPOSED: tuple[str, ...] = ("spectrum_adaptive", "edelman2022", "bartlett2017", "phi_sa")
 
 
 @dataclass(frozen=True)
@@ -83,6 +112,27 @@ class MeasureFindings(FiniteDict):
     against: dict[str, Bootstrap]
     granulated: dict[str, GranulatedTau] = field(repr=False)
     random_labels: RandomLabelCheck = field(repr=False)
+
+
+@dataclass(frozen=True)
+class Decomposition(FiniteDict):
+    """A margin-normalised log measure split into its two summands, each ranked against the gap.
+
+    Attributes:
+      measure: the measure's name.
+      complexity: bootstrap of ``log C - 1/2 log n + log L_head`` (what the measure is before the margin).
+      margin: bootstrap of ``-log gamma`` (the ``1/gamma`` part).
+      whole: bootstrap of the measure itself (their sum).
+      complexity_spread: range (max - min) of the complexity part over the family, natural log units;
+      margin_spread: the same for ``-log gamma``: which of the two moves the measure.
+    """
+
+    measure: str
+    complexity: Bootstrap
+    margin: Bootstrap
+    whole: Bootstrap
+    complexity_spread: float
+    margin_spread: float
 
 
 @dataclass(frozen=True)
@@ -164,6 +214,15 @@ class Findings(FiniteDict):
       c8: the groups where both proxies have a slope.
       trajectories: one per model with checkpoints.
       rows: the table the statistics ran on (:func:`measure_rows`, after ``reached_only``).
+      psi_axes: the axes ``Psi`` averages over (:data:`PSI_AXES`: not the seed).
+      paired: :data:`OURS` against each of :data:`BASELINES`, paired bootstrap of the tau and ``Psi``
+        differences against the gap.
+      decomposition: each of :data:`DECOMPOSED`, split into its complexity and ``1/gamma`` parts.
+      sensitivity: the same taus and ``Psi`` (estimates) of :data:`OURS` and :data:`BASELINES` with the
+        other choice of ``reached_only`` (``{"reached_only": ..., "num_models": ..., "measures": {...}}``).
+      seed_variation: how much of the gap is seed-to-seed: per setting (all axes but the seed) the
+        spread of the gap over seeds, against the spread over the family.
+      clean_test_error: range of the test error of the models trained on clean labels.
     """
 
     measures: tuple[MeasureFindings, ...]
@@ -181,6 +240,12 @@ class Findings(FiniteDict):
     c8: tuple[SlopePair, ...]
     trajectories: tuple[Trajectory, ...] = field(repr=False)
     rows: tuple[dict[str, Any], ...] = field(repr=False, default=())
+    psi_axes: tuple[str, ...] = PSI_AXES
+    paired: tuple[PairedDifference, ...] = ()
+    decomposition: tuple[Decomposition, ...] = ()
+    sensitivity: dict[str, Any] = field(default_factory=dict)
+    seed_variation: dict[str, Any] = field(default_factory=dict)
+    clean_test_error: dict[str, Any] = field(default_factory=dict)
 
     def measure(self, name: str) -> MeasureFindings:
         """The findings of measure ``name``."""
@@ -200,6 +265,11 @@ def _row(model: StudyModel, registry: Mapping[str, Measure]) -> dict[str, Any]:
                            "test_error": r["test_error"], "gap": r["gap"], "margin": r["margin"]}
     row.update(measures_module.evaluate(model.analysis, r, registry=registry))
     row.update({column: model.analysis.proxies[key] for column, key in PROXY_COLUMNS.items()})
+    for name in DECOMPOSED:
+        m = registry.get(name)
+        if m is not None and m.margin_normalised:
+            row[f"{name}.complexity"], row[f"{name}.margin"] = m.parts(model.analysis, r)
+    row.update({"n": r.get("n"), "n_train": r["task"]["num_train"]})
     return row
 
 
@@ -271,36 +341,90 @@ def _c8(slopes: Sequence[Slope]) -> tuple[SlopePair, ...]:
     return tuple(pairs)
 
 
-def compute_findings(result: StudyResult, *, reached_only: bool = False, resamples: int = 1000, confidence: float = 0.95,
-             seed: int = 0, registry: Mapping[str, Measure] | None = None) -> Findings:
+def _spread(values: Sequence[float]) -> float:
+    finite = [v for v in values if v is not None and math.isfinite(v)]
+    return float(max(finite) - min(finite)) if finite else math.nan
+
+
+def _seed_variation(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Per setting (every axis but the seed), the gap's standard deviation over seeds; their mean against
+    the standard deviation over the family, and the share of the gap's variance that is within settings."""
+    groups: dict[tuple[Any, ...], list[float]] = {}
+    for r in rows:
+        groups.setdefault(tuple(r[a] for a in PSI_AXES), []).append(float(r["gap"]))
+    replicated = [g for g in groups.values() if len(g) >= 2]
+    gaps = np.array([float(r["gap"]) for r in rows])
+    if not replicated or gaps.size < 2:
+        return {"settings": len(groups), "replicated_settings": len(replicated)}
+    within = float(np.mean([np.var(g, ddof=1) for g in replicated]))
+    total = float(np.var(gaps, ddof=1))
+    return {"settings": len(groups), "replicated_settings": len(replicated),
+            "seeds_per_setting": sorted({len(g) for g in replicated}),
+            "mean_sd_within_setting": float(np.mean([np.std(g, ddof=1) for g in replicated])),
+            "sd_over_family": math.sqrt(total), "within_share_of_variance": within / total if total > 0 else None}
+
+
+def _clean_test_error(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    clean = [float(r["test_error"]) for r in rows if r["label_noise"] == 0]
+    if not clean:
+        return {"models": 0}
+    return {"models": len(clean), "min": min(clean), "median": float(np.median(clean)), "max": max(clean)}
+
+
+def compute_findings(result: StudyResult, *, reached_only: bool = True, resamples: int = 1000, confidence: float = 0.95,
+                     seed: int = 0, registry: Mapping[str, Measure] | None = None) -> Findings:
     """The statistics of a trained and analysed family (see the module docstring).
 
     Args:
       result: from :func:`~.run.run_study`.
-      reached_only: leave out the models that did not reach the loss target.
+      reached_only: leave out the models that did not reach the loss target (the default, as Jiang
+        et al. do; the count is reported and :attr:`Findings.sensitivity` shows the other choice).
       resamples, confidence, seed: the bootstrap (:func:`~.statistics.bootstrap`).
       registry: the measures (default :data:`~.measures.REGISTRY`).
     """
     chosen = REGISTRY if registry is None else registry
-    rows, excluded = measure_rows(result, registry=chosen)
+    all_rows, excluded = measure_rows(result, registry=chosen)
+    rows = all_rows
     if reached_only:
         excluded += [{"model": r["model"], "why": "did not reach the loss target"} for r in rows if not r["reached"]]
         rows = [r for r in rows if r["reached"]]
     axes = list(AXES)
+    psi_axes = list(PSI_AXES)
+    boot: dict[str, Any] = {"resamples": resamples, "confidence": confidence, "seed": seed}
     per_measure = []
     for name, m in chosen.items():
-        against = {t: bootstrap(rows, name, t, axes=axes, resamples=resamples, confidence=confidence, seed=seed)
-                   for t in TARGETS}
-        granulated = {t: granulated_tau(rows, name, t, axes) for t in TARGETS}
+        against = {t: bootstrap(rows, name, t, axes=axes, psi_axes=psi_axes, **boot) for t in TARGETS}
+        granulated = {t: granulated_tau(rows, name, t, axes, psi_axes=psi_axes) for t in TARGETS}
         per_measure.append(MeasureFindings(name=name, description=m.description, margin_normalised=m.margin_normalised,
                                            log=m.log, against=against, granulated=granulated,
                                            random_labels=random_label_check(rows, name, axes)))
+    paired = tuple(paired_bootstrap(rows, OURS, b, "gap", axes=axes, psi_axes=psi_axes, **boot)
+                   for b in BASELINES if OURS in chosen and b in chosen)
+    decomposition = []
+    for name in DECOMPOSED:
+        if name in chosen and chosen[name].margin_normalised and rows:
+            parts = {part: bootstrap(rows, f"{name}.{part}", "gap", axes=axes, psi_axes=psi_axes, **boot)
+                     for part in ("complexity", "margin")}
+            decomposition.append(Decomposition(
+                measure=name, complexity=parts["complexity"], margin=parts["margin"],
+                whole=next(f.against["gap"] for f in per_measure if f.name == name),
+                complexity_spread=_spread([r[f"{name}.complexity"] for r in rows]),
+                margin_spread=_spread([r[f"{name}.margin"] for r in rows])))
+    other = [r for r in all_rows if r["reached"]] if not reached_only else all_rows
+    sensitivity: dict[str, Any] = {"reached_only": not reached_only, "num_models": len(other), "measures": {}}
+    for name in (OURS, *BASELINES):
+        if name in chosen and other:
+            g = granulated_tau(other, name, "gap", axes, psi_axes=psi_axes)
+            sensitivity["measures"][name] = {"tau": rank_correlation([r[name] for r in other],
+                                                                     [r["gap"] for r in other]).tau, "Psi": g.Psi}
     slopes = tuple(fit for axis in SLOPE_AXES for column in PROXY_COLUMNS
                    for fit in loglog_slopes(rows, column, axis, [a for a in axes if a != axis], values_are_logs=True))
     quantiles = {m.record.get("margin_quantile") for m in result.models}
     varied = tuple(a for a in axes if len({r[a] for r in rows}) > 1)
     return Findings(measures=tuple(per_measure), axes=tuple(axes), axes_varied=varied, num_models=len(rows),
-                    num_not_reached=sum(not r["reached"] for r in rows), reached_only=reached_only,
+                    num_not_reached=sum(not r["reached"] for r in all_rows), reached_only=reached_only,
                     excluded=tuple(excluded), margin_quantile=quantiles.pop() if len(quantiles) == 1 else None,
                     resamples=resamples, confidence=confidence, seed=seed, slopes=slopes, c8=_c8(slopes),
-                    trajectories=trajectories(result), rows=tuple(rows))
+                    trajectories=trajectories(result), rows=tuple(rows), psi_axes=tuple(psi_axes), paired=paired,
+                    decomposition=tuple(decomposition), sensitivity=sensitivity, seed_variation=_seed_variation(rows),
+                    clean_test_error=_clean_test_error(rows))

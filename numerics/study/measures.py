@@ -15,19 +15,34 @@ registered measures of one model. Add your own in a few lines:
     def sum_norm_2_1(analysis, record):
         return sum(row["norm_2_1"] for row in bound_matrices(analysis))
 
-The function returns the complexity itself; with ``margin_normalised=True`` the registry
-divides it by ``gamma`` (Bartlett et al. 2017; Jiang et al. 2020, "/margin" measures), and
-with ``log=True`` the function returns a natural logarithm and the division is done in log
-space: ``log C - log gamma`` (the bounds overflow floats on deep models, their logs do not).
-A margin of ``None`` or NaN (no correctly classified training point) makes a
-margin-normalised measure NaN, which :mod:`numerics.study.statistics` leaves out and counts.
+The function returns the complexity itself. With ``margin_normalised=True`` the registry turns it
+into the margin bound's term for *this* model: per ``sqrt(n)`` (``n = record["n"]``, the training
+sequences the model's bound was evaluated at), times ``L_head = record["head_lipschitz"]`` and over
+``gamma = record["margin"]``:
+
+.. math::
+
+   \mu = \frac{C \, L_\text{head}}{\sqrt{n} \, \gamma}.
+
+Why the head: the bounds cover the encoder's output ``h`` (the final hidden row of ``CLS``), and the
+margin is measured on the logits ``W_c h + b_c``. The margin ``(w_y - w_j)^T h + b_y - b_j`` moves by at
+most ``L_head ||h - h'||_2`` with ``L_head = max_{i != j} ||w_i - w_j||_2`` (rows of the classifier),
+so a margin ``gamma`` on the logits is a margin ``gamma / L_head`` on the function the bound covers.
+Rescaling the head by ``c`` scales ``gamma`` and ``L_head`` alike and leaves every measure unchanged.
+The head's weights enter as this constant (the bound is conditional on them; they are not covered).
+With ``log=True`` the function returns a natural logarithm and everything is done in log space:
+``log C - 1/2 log n + log L_head - log gamma`` (the bounds overflow floats on deep models, their logs
+do not). :meth:`Measure.parts` splits that sum into its complexity part (all but ``-log gamma``) and
+its margin part ``-log gamma``, which the study ranks separately. A margin of ``None`` or NaN (no
+correctly classified training point) makes a margin-normalised measure NaN, which
+:mod:`numerics.study.statistics` leaves out and counts.
 
 Built-in measures (``log``: the value is a natural log; ``/margin``: margin-normalised):
 
 ===================  =====  =======  ===================================================
 name                 log    /margin  quantity
 ===================  =====  =======  ===================================================
-spectrum_adaptive    yes    yes      specbound's post hoc bound, ``log(sqrt(n) Rad / 12)``
+spectrum_adaptive    yes    yes      specbound's post hoc bound, ``log(sqrt(n) Rad / 12)`` (``log(Rad / 12)`` after /margin)
 phi_sa@p=<p>         yes    yes      ``log phi_sa(p)`` at each common ``p`` of the grid
 phi_sa               yes    yes      ``min_p log phi_sa(p)`` (MATH.md section 7's proxy)
 edelman2022          yes    yes      Edelman et al. 2022 (reconstructed), ``log sqrt(C)``
@@ -58,12 +73,10 @@ factors of ``C`` (and ``n``, when it varies across the family). They are registe
 :data:`numerics.bounds.DEFAULT_P_GRID`; an analysis on another grid needs
 :func:`register_common_p_measures` for its grid.
 
-.. warning::
-   ``B_out`` (the output bound of the Dudley integral) is a setting of the analysis, not
-   measured on the model. With ``p < 2`` the cover coefficient scales as ``c^p`` when the
-   network's output is scaled by ``c``, the margin as ``c``: ``phi_sa(p) / gamma`` scales as
-   ``c^(p/2 - 1)`` and is scale-invariant only at ``p = 2`` (Bartlett's case), unless ``B_out``
-   is set to the output bound of each model.
+``B_out`` (the output bound of the Dudley integral) is a setting of the analysis; the study
+analyses each model with ``B_out`` from its real output scale, the bound on ``||h||_2`` of its final
+LayerNorm (``||g||_inf sqrt(N) + ||beta||_2``, :func:`numerics.study.run.bound_settings`), and with its
+own ``n`` and ``T``.
 
 References:
   Y. Jiang et al., "Fantastic Generalization Measures and Where to Find Them", ICLR 2020,
@@ -85,6 +98,8 @@ from typing import Any, TypeVar
 import numpy as np
 
 from numerics.analysis import Analysis
+from numerics.bounds import compiled
+from numerics.bounds.covers31 import ALIASES
 from numerics.bounds.terms import GROUP_OF_KIND
 from numerics.bounds.theorem31 import DEFAULT_P_GRID
 
@@ -125,6 +140,24 @@ def _margin(record: Mapping[str, Any]) -> float:
     return float(value)
 
 
+def _sample_and_head(analysis: Analysis, record: Mapping[str, Any]) -> float:
+    """``-1/2 log n + log L_head``: the record's ``n`` (checked against the analysis') and ``head_lipschitz``."""
+    for key in ("n", "head_lipschitz"):
+        if key not in record:
+            raise ValueError(f"record has no {key!r} (keys: {sorted(record)}); a margin-normalised measure needs the n "
+                             "its bound was evaluated at and the classifier head's Lipschitz constant.")
+    n, head = record["n"], record["head_lipschitz"]
+    if not (_number(n) and n >= 1 and math.isfinite(n)):
+        raise ValueError(f"record['n']={n!r} must be a finite number >= 1 (the training sequences the bound covers).")
+    if not (_number(head) and 0 < head < math.inf):
+        raise ValueError(f"record['head_lipschitz']={head!r} must be a positive finite number.")
+    analysed = (analysis.settings or {}).get("n")
+    if analysed is not None and float(analysed) != float(n):
+        raise ValueError(f"record['n']={n!r} but the analysis evaluated the bound at n={analysed!r}: "
+                         "analyse each model at its own n.")
+    return -0.5 * math.log(n) + math.log(head)
+
+
 @dataclass(frozen=True)
 class Measure:
     """A registered complexity measure.
@@ -147,15 +180,31 @@ class Measure:
         """The complexity without margin normalisation."""
         return float(self.function(analysis, record))
 
+    def parts(self, analysis: Analysis, record: Mapping[str, Any]) -> tuple[float, float]:
+        """``(complexity part, margin part)`` of a margin-normalised log measure, summing to its value:
+        ``raw - 1/2 log n + log L_head`` and ``-log gamma`` (see the module docstring). For a measure in
+        natural units, the logs of the two factors. NaN parts when the margin is unknown."""
+        if not self.margin_normalised:
+            raise ValueError(f"measure {self.name!r} is not margin-normalised: it has no margin part.")
+        gamma = _margin(record)
+        scale = _sample_and_head(analysis, record)
+        value = self.raw(analysis, record)
+        if not self.log:
+            with np.errstate(divide="ignore"):
+                value = float(np.log(value)) if value > 0 else (-math.inf if value == 0 else math.nan)
+        return value + scale, (-math.log(gamma) if not math.isnan(gamma) else math.nan)
+
     def __call__(self, analysis: Analysis, record: Mapping[str, Any]) -> float:
-        """The measure: :meth:`raw`, divided by the margin when ``margin_normalised``."""
+        """The measure: :meth:`raw`; when ``margin_normalised``, per ``sqrt(n)``, times the head's
+        Lipschitz constant and over the margin (the module docstring)."""
         if not self.margin_normalised:
             return self.raw(analysis, record)
         gamma = _margin(record)
+        scale = _sample_and_head(analysis, record)
         value = self.raw(analysis, record)
         if math.isnan(gamma):
             return math.nan
-        return value - math.log(gamma) if self.log else value / gamma
+        return value + scale - math.log(gamma) if self.log else value * math.exp(scale) / gamma
 
     def as_dict(self) -> dict[str, Any]:
         """Name, flags and description (for reports)."""
@@ -209,6 +258,36 @@ def evaluate(analysis: Analysis, record: Mapping[str, Any], *, names: Iterable[s
     if unknown:
         raise ValueError(f"names={unknown!r} are not registered measures (registered: {sorted(source)}).")
     return {n: source[n](analysis, record) for n in chosen}
+
+
+def cover_measures(names: Sequence[str], *, registry: Mapping[str, Measure] | None = None) -> dict[str, Measure]:
+    """``registry`` (default :data:`REGISTRY`) plus, for ``study --covers``, one measure per enabled cover,
+    ``cover:<name>`` (the bound with only that cover enabled), and ``covers`` (the bound with the choice among
+    them): ``log(sqrt(n) Rad / 12)`` over the margin, as ``spectrum_adaptive`` (read from the analysis's ``covers``
+    block, :mod:`numerics.bounds.covers31`). ``names`` are registered cover names (``theorem41`` is ``thm41``)."""
+    out = dict(REGISTRY if registry is None else registry)
+
+    def reader(name: str | None) -> MeasureFunction:
+        def value(analysis: Analysis, record: Mapping[str, Any]) -> float:
+            block = getattr(analysis, "covers", None)
+            if not block:
+                raise ValueError("the analysis has no covers block: analyse with covers= (study --covers).")
+            row = block if name is None else block["alone"].get(name)
+            if row is None:
+                raise ValueError(f"cover {name!r} was not enabled in this analysis (enabled: {block['enabled']}).")
+            n = float(analysis.bounds["spectrum_adaptive"]["n"])
+            return float(row["log_rademacher"]) - float(compiled.dudley_log_integral_weight(n))
+
+        return value
+
+    for raw in names:
+        name = ALIASES.get(raw, raw)
+        measure(f"cover:{name}", margin_normalised=True, log=True, registry=out,
+                description=f"the bound with only the cover {name!r} enabled: log(sqrt(n) Rad / 12) over the margin")(reader(name))
+    measure("covers", margin_normalised=True, log=True, registry=out,
+            description="the bound with one of the enabled covers chosen per tie group: log(sqrt(n) Rad / 12) over the margin"
+            )(reader(None))
+    return out
 
 
 def describe(registry: Mapping[str, Measure] | None = None) -> list[dict[str, Any]]:

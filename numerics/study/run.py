@@ -13,6 +13,8 @@ written by :func:`numerics.report.writers.study_report` (what ``specbound study`
 from __future__ import annotations
 
 import importlib.util
+import json
+import math
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -21,16 +23,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from numerics._util.cache import make_private_dirs
 from numerics._util.workdirs import remove_abandoned
 from numerics.analysis import analyze
+from numerics.bounds.theorem31 import BoundSettings
 from numerics.parallel.executors import make_executor
 
 from .cache import WORK_PREFIX, StoredModel, load_stored, store, study_root
 from .presets import Preset, get_preset
 from .records import TrainedModel
 from .settings import TrainSettings
-from .worker import Children, train_isolated
+from .batches import plan_batches
+from .worker import Children, train_batch_isolated
 
 __all__ = ["CheckpointAnalysis", "StudyModel", "StudyResult", "train_family", "run_study", "prepare_preset", "check_jobs",
            "DEFAULT_JOBS"]
@@ -66,7 +72,8 @@ class StudyModel:
     Attributes:
       settings: its hyperparameters.
       folder: its folder in the cache (``config.json``, ``model.safetensors``, ...).
-      record: its measurements (:mod:`.train`).
+      record: its measurements (:mod:`.train`), with what its bound was evaluated at
+        (:func:`bound_inputs`: ``n``, ``T``, ``B_out``, ``head_lipschitz``) once analysed.
       reused: whether it was already in the cache.
       analysis: ``numerics.analysis.analyze(folder)``, or ``None`` if not analysed.
       analysis_error: why the analysis failed (one line), if it did.
@@ -163,23 +170,30 @@ def _train_family(settings: Sequence[TrainSettings], *, root: str | os.PathLike[
         for task in sorted({settings[i].task for i in missing}):
             make_private_dirs(study_root(root) / task)
         children = Children()
+        wanted = set(missing)
+        # batches planned over the whole family (not only the missing models): a model's bits do not
+        # depend on what the cache already held (numerics.study.batched)
+        batches = [b for b in plan_batches(settings) if wanted.intersection(b)]
         pool = remote if remote is not None else ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="specbound-train")
-        futures: dict[Future[TrainedModel], int] = {}
+        futures: dict[Future[list[TrainedModel]], list[int]] = {}
         try:
-            for i in missing:
-                payload = settings[i].as_dict()
-                future = pool.submit(train_isolated, payload) if remote is not None else \
-                    pool.submit(train_isolated, payload, children)
-                futures[future] = i
+            for batch in sorted(batches, key=lambda b: -_cost(settings, b)):  # the longest first
+                payload = [settings[i].as_dict() for i in batch]
+                future = pool.submit(train_batch_isolated, payload) if remote is not None else \
+                    pool.submit(train_batch_isolated, payload, children)
+                futures[future] = batch
             for future in as_completed(futures):
-                i = futures[future]
-                stored = store(settings[i], future.result(), root)
-                result[i] = (stored, False)
-                done += 1
-                if on_stored is not None:
-                    on_stored(i, stored, False)
-                if progress is not None:
-                    progress(done, total, settings[i].hash())
+                batch = futures[future]
+                for i, trained in zip(batch, future.result()):
+                    if i not in wanted:
+                        continue
+                    stored = store(settings[i], trained, root)
+                    result[i] = (stored, False)
+                    done += 1
+                    if on_stored is not None:
+                        on_stored(i, stored, False)
+                    if progress is not None:
+                        progress(done, total, settings[i].hash())
         finally:
             for future in futures:
                 future.cancel()
@@ -189,44 +203,99 @@ def _train_family(settings: Sequence[TrainSettings], *, root: str | os.PathLike[
     return [r for r in result if r is not None]
 
 
-def _analyse(folder: Path) -> tuple[Any, str | None]:
+def bound_inputs(folder: Path, record: Mapping[str, Any]) -> dict[str, Any]:
+    """What each model's bound is evaluated at, from its own data and weights.
+
+    * ``n``: its training sequences (``record["task"]["num_train"]``), ``T``: its sequence length;
+    * ``B_out``: the bound on the covered output ``h`` (the final row of ``CLS``) from the last
+      LayerNorm's gain ``g`` and shift ``beta``: ``||h||_2 <= ||g||_inf sqrt(N) + ||beta||_2``
+      (MATH.md, norm layers: the normalised vector has norm at most ``sqrt(N)``);
+    * ``head_lipschitz``: ``max_{i != j} ||w_i - w_j||_2`` over the rows of ``classifier.weight``, the
+      Lipschitz constant of every margin ``(w_y - w_j)^T h + b_y - b_j`` in ``h``.
+
+    Read from ``model.safetensors`` as data (numpy), nothing executed.
+
+    Raises:
+      ValueError: a tensor the quantities need is missing (named).
+    """
+    from safetensors.numpy import load_file  # a dependency of the core package
+
+    tensors = load_file(str(folder / "model.safetensors"))
+    config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    depth = int(config["num_hidden_layers"])
+    last = f"encoder.layer.{depth - 1}.output.LayerNorm" if depth else "embeddings.LayerNorm"
+    for name in (f"{last}.weight", f"{last}.bias", "classifier.weight"):
+        if name not in tensors:
+            raise ValueError(f"{folder / 'model.safetensors'}: no tensor {name!r}; the study's bound needs it")
+    gain = tensors[f"{last}.weight"].astype(np.float64)
+    shift = tensors[f"{last}.bias"].astype(np.float64)
+    head = tensors["classifier.weight"].astype(np.float64)
+    diffs = head[:, None, :] - head[None, :, :]
+    lipschitz = float(np.sqrt((diffs ** 2).sum(axis=-1)).max())
+    return {"n": int(record["task"]["num_train"]), "T": int(record["task"]["seq_len"]),
+            "B_out": float(np.abs(gain).max() * math.sqrt(gain.size) + np.linalg.norm(shift)),
+            "head_lipschitz": lipschitz}
+
+
+def bound_settings(inputs: Mapping[str, Any]) -> BoundSettings:
+    """The :class:`~numerics.bounds.theorem31.BoundSettings` of one model (:func:`bound_inputs`): its own
+    ``n``, ``T`` and ``B_out``, the rest at their defaults."""
+    return BoundSettings(n=inputs["n"], T=inputs["T"], B_out=inputs["B_out"])
+
+
+def _cost(settings: Sequence[TrainSettings], batch: Sequence[int]) -> float:
+    """A rough cost of a batch, to start the longest first: step cap times the model's size."""
+    s = settings[batch[0]]
+    return s.max_steps * s.depth * s.width * (1 + 0.05 * len(batch))
+
+
+def _analyse(folder: Path, record: Mapping[str, Any], covers: Sequence[str] | None = None, *,
+             label: str | None = None) -> tuple[Any, str | None, dict[str, Any] | None]:
+    """Analyse one stored model (or trajectory checkpoint); a refusal becomes its one-line reason, naming the
+    model by ``label`` (default: its folder's name) rather than by a path of this machine's cache, which
+    ends up in shareable reports and the committed digest."""
     try:
-        return analyze(str(folder), processes=0), None
+        inputs = bound_inputs(folder, record)
+        return analyze(str(folder), processes=0, settings=bound_settings(inputs), covers=covers), None, inputs
     except ValueError as exc:  # CheckpointError included: e.g. NaN weights of a diverged model
-        return None, " ".join(str(exc).split())
+        why = str(exc).replace(str(folder), label if label is not None else folder.name)
+        return None, " ".join(why.split()), None
 
 
-def _checkpoints(model: StoredModel) -> tuple[CheckpointAnalysis, ...]:
+def _checkpoints(model: StoredModel, covers: Sequence[str] | None = None) -> tuple[CheckpointAnalysis, ...]:
     """Every trajectory checkpoint of ``model`` (its ``record["trajectory"]``), analysed."""
     out = []
     for point in model.record.get("trajectory") or ():
         folder = model.folder / point["path"]
-        analysis, error = _analyse(folder)
-        out.append(CheckpointAnalysis(step=int(point["step"]), folder=folder, record=dict(point), analysis=analysis,
-                                      analysis_error=error))
+        analysis, error, inputs = _analyse(folder, model.record, covers, label=f"{model.folder.name}/{point['path']}")
+        out.append(CheckpointAnalysis(step=int(point["step"]), folder=folder, record={**point, **(inputs or {})},
+                                      analysis=analysis, analysis_error=error))
     return tuple(out)
 
 
 def run_study(preset: Preset, *, root: str | os.PathLike[str] | None = None, jobs: int = DEFAULT_JOBS,
-              scheduler: str | None = None, progress: Progress | None = None, analyse: bool = True) -> StudyResult:
+              scheduler: str | None = None, progress: Progress | None = None, analyse: bool = True,
+              covers: Sequence[str] | None = None) -> StudyResult:
     """Train or reuse every model of ``preset`` and analyse each with :func:`numerics.analysis.analyze`.
 
     Each model (and each of its trajectory checkpoints) is analysed as soon as it is available,
-    while the others train. ``analyse=False`` only trains.
+    while the others train. ``analyse=False`` only trains. ``covers``: registered covers every analysis composes
+    (:func:`numerics.analysis.analyze`'s ``covers``).
     """
     start = time.perf_counter()
     settings = preset.settings()
-    analysed: dict[int, tuple[Any, str | None, tuple[CheckpointAnalysis, ...]]] = {}
+    analysed: dict[int, tuple[Any, str | None, dict[str, Any] | None, tuple[CheckpointAnalysis, ...]]] = {}
 
     def on_stored(i: int, model: StoredModel, reused: bool) -> None:
         if analyse:
-            analysed[i] = (*_analyse(model.folder), _checkpoints(model))
+            analysed[i] = (*_analyse(model.folder, model.record, covers), _checkpoints(model, covers))
 
     stored = train_family(settings, root=root, jobs=jobs, scheduler=scheduler, progress=progress, on_stored=on_stored)
     models = []
     for i, (s, (m, reused)) in enumerate(zip(settings, stored)):
-        analysis, error, checkpoints = analysed.get(i, (None, None, ()))
-        models.append(StudyModel(settings=s, folder=m.folder, record=m.record, reused=reused, analysis=analysis,
+        analysis, error, inputs, checkpoints = analysed.get(i, (None, None, None, ()))
+        record = {**m.record, **(inputs or {})}
+        models.append(StudyModel(settings=s, folder=m.folder, record=record, reused=reused, analysis=analysis,
                                  analysis_error=error, checkpoints=checkpoints))
     return StudyResult(preset=preset, models=tuple(models), seconds=time.perf_counter() - start,
                        trained=sum(not m.reused for m in models))

@@ -28,7 +28,7 @@ AXES: tuple[str, ...] = ("depth", "width", "heads", "train_fraction", "weight_de
 
 #: Bumped whenever training or saving changes what a given setting produces; part of the hash,
 #: so models cached by an older version are never taken for the new ones.
-CODE_VERSION = 2  # 2: the record holds ``margin`` (at ``margin_quantile``) and ``num_parameters``
+CODE_VERSION = 3  # 2: the record holds ``margin`` and ``num_parameters``; 3: batched training (numerics.study.batched)
 
 #: Fields that only one task reads (left out of the other task's dictionary and hash).
 #: Most weights a study model may have (float32 weights, gradients and two AdamW moments: 16 bytes each,

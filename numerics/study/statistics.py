@@ -85,6 +85,8 @@ __all__ = [
     "Interval",
     "Bootstrap",
     "bootstrap",
+    "PairedDifference",
+    "paired_bootstrap",
     "NoiseSequence",
     "RandomLabelCheck",
     "random_label_check",
@@ -333,6 +335,17 @@ def _groups(keys: Sequence[tuple[Hashable, ...]], usable: np.ndarray, k: int) ->
     return out
 
 
+def _psi_axes(axes: Sequence[str], psi_axes: Sequence[str] | None) -> set[str]:
+    if psi_axes is None:
+        return set(axes)
+    if isinstance(psi_axes, str):
+        raise TypeError(f"psi_axes={psi_axes!r} must be a sequence of axis names, not a string.")
+    unknown = [a for a in psi_axes if a not in axes]
+    if unknown:
+        raise ValueError(f"psi_axes={unknown!r} are not among axes={list(axes)!r}.")
+    return set(psi_axes)
+
+
 def _mean_defined(values: np.ndarray, axis: int) -> np.ndarray:
     """Mean of the non-NaN entries along ``axis``; NaN where there is none (no warning)."""
     ok = ~np.isnan(values)
@@ -343,7 +356,8 @@ def _mean_defined(values: np.ndarray, axis: int) -> np.ndarray:
     return out
 
 
-def granulated_tau(table: Table, measure: str, target: str, axes: Sequence[str], *, variant: Variant = "a") -> GranulatedTau:
+def granulated_tau(table: Table, measure: str, target: str, axes: Sequence[str], *, variant: Variant = "a",
+                   psi_axes: Sequence[str] | None = None) -> GranulatedTau:
     r"""``psi_k`` for each axis and ``Psi`` (Jiang et al. 2020, eq. (4)).
 
     .. math::
@@ -361,13 +375,17 @@ def granulated_tau(table: Table, measure: str, target: str, axes: Sequence[str],
       axes: the hyperparameter columns.
       variant: ``"a"``: tau as defined (a group where the measure is constant has tau 0);
         ``"b"``: tau-b (such a group has none and is left out, counted in ``num_undefined``).
+      psi_axes: the axes whose ``psi_k`` enter ``Psi`` (default: all of ``axes``). Jiang et al.
+        average over hyperparameter axes only: pass ``axes`` without ``seed`` to keep the seed
+        grouping every model apart while its ``psi_seed`` (seed-to-seed variation) stays out of ``Psi``.
     """
     _check_variant(variant)
     keys = _axis_values(table, axes, distinct=True)
+    in_Psi = _psi_axes(axes, psi_axes)
     x, y = _column(table, measure), _column(table, target)
     usable = ~(np.isnan(x) | np.isnan(y))
     per_axis: list[AxisTau] = []
-    in_psi: set[int] = set()
+    axis_members: dict[str, set[int]] = {}
     for k, axis in enumerate(axes):
         groups, members, undefined = [], set(), 0
         for fixed_key, idx in _groups(keys, usable, k).items():
@@ -382,12 +400,13 @@ def granulated_tau(table: Table, measure: str, target: str, axes: Sequence[str],
             groups.append(GroupTau(fixed=dict(zip(others, fixed_key)), tau=value, correlation=corr))
             members.update(idx)
         psi = float(np.mean([g.tau for g in groups])) if groups else None
-        if psi is not None:
-            in_psi |= members
+        axis_members[axis] = members
         per_axis.append(AxisTau(axis=axis, psi=psi, num_groups=len(groups), num_models=len(members),
                                 num_undefined=undefined, groups=tuple(groups)))
-    used = tuple(a.axis for a in per_axis if a.psi is not None)
-    Psi = float(np.mean([a.psi for a in per_axis if a.psi is not None])) if used else None
+    entering = [a for a in per_axis if a.psi is not None and a.axis in in_Psi]
+    used = tuple(a.axis for a in entering)
+    Psi = float(np.mean([a.psi for a in entering])) if used else None
+    in_psi = set().union(*(axis_members[a.axis] for a in entering))
     return GranulatedTau(measure=measure, target=target, variant=variant, axes=tuple(per_axis), Psi=Psi,
                          axes_used=used, num_models=len(in_psi), num_excluded=int((~usable).sum()))
 
@@ -453,7 +472,8 @@ def _interval(estimate: float, draws: np.ndarray, confidence: float, num_models:
 
 
 def bootstrap(table: Table, measure: str, target: str, *, axes: Sequence[str] | None = None, resamples: int = 1000,
-              confidence: float = 0.95, seed: int = 0, variant: Variant = "a") -> Bootstrap:
+              confidence: float = 0.95, seed: int = 0, variant: Variant = "a",
+              psi_axes: Sequence[str] | None = None) -> Bootstrap:
     """Percentile intervals for tau, tau-b and (with ``axes``) ``psi_k`` and ``Psi``.
 
     The models with a measure and a target (not NaN) are resampled with replacement ``resamples``
@@ -467,6 +487,7 @@ def bootstrap(table: Table, measure: str, target: str, *, axes: Sequence[str] | 
       resamples: ``B >= 1``.
       confidence: the level of the intervals, in ``(0, 1)``.
       seed: seed of the generator.
+      psi_axes: the axes entering ``Psi`` (:func:`granulated_tau`); every axis of ``axes`` still has its ``psi_k``.
     """
     _check_variant(variant)
     if isinstance(resamples, bool) or not isinstance(resamples, (int, np.integer)) or resamples < 1:
@@ -491,7 +512,7 @@ def bootstrap(table: Table, measure: str, target: str, *, axes: Sequence[str] | 
     psi: dict[str, Interval] = {}
     Psi: Interval | None = None
     if axes is not None and keys is not None:
-        family = granulated_tau(table, measure, target, axes, variant=variant)
+        family = granulated_tau(table, measure, target, axes, variant=variant, psi_axes=psi_axes)
         position = {int(i): j for j, i in enumerate(idx)}  # table row -> column of ``counts``
         psi_draws = []
         for k, axis in enumerate(axes):
@@ -507,13 +528,92 @@ def bootstrap(table: Table, measure: str, target: str, *, axes: Sequence[str] | 
                 continue
             draws = _mean_defined(np.stack(group_draws, axis=1), axis=1)
             psi[axis] = _interval(result.psi, draws, confidence, result.num_models)
-            psi_draws.append(draws)
+            if axis in family.axes_used:
+                psi_draws.append(draws)
         if family.Psi is not None:
             Psi = _interval(family.Psi, _mean_defined(np.stack(psi_draws, axis=1), axis=1), confidence,
                             family.num_models)
     return Bootstrap(measure=measure, target=target, resamples=int(resamples), confidence=float(confidence),
                      seed=int(seed), variant=variant, num_models=n, num_excluded=int((~usable).sum()),
                      tau=tau, tau_b=tau_b, psi=psi, Psi=Psi)
+
+
+@dataclass(frozen=True)
+class PairedDifference(FiniteDict):
+    """Bootstrap of ``tau(measure) - tau(baseline)`` (and of the ``Psi`` difference) on shared resamples.
+
+    Attributes:
+      measure, baseline, target: the columns.
+      resamples, confidence, seed: as in :class:`Bootstrap`.
+      num_models: models with both measures and the target (the ones resampled).
+      tau: interval of the difference of the pooled taus.
+      Psi: interval of the difference of ``Psi`` (``None`` without axes, or when either has none).
+    """
+
+    measure: str
+    baseline: str
+    target: str
+    resamples: int
+    confidence: float
+    seed: int
+    num_models: int
+    tau: Interval
+    Psi: Interval | None
+
+
+def _Psi_draws(keys: Sequence[tuple[Hashable, ...]], x: np.ndarray, y: np.ndarray, axes: Sequence[str],
+               psi_axes: set[str], counts: np.ndarray) -> np.ndarray:
+    """``Psi`` in each resample (rows of ``counts`` over all rows of ``x``), tau-a, the axes of ``psi_axes``."""
+    everyone = np.ones(len(keys), dtype=bool)
+    per_axis = []
+    for k, axis in enumerate(axes):
+        if axis not in psi_axes:
+            continue
+        draws = [_Pairs(x[m], y[m]).taus(counts[:, m])[0] for m in _groups(keys, everyone, k).values() if len(m) >= 2]
+        if draws:
+            per_axis.append(_mean_defined(np.stack(draws, axis=1), axis=1))
+    if not per_axis:
+        return np.full(counts.shape[0], math.nan)
+    return _mean_defined(np.stack(per_axis, axis=1), axis=1)
+
+
+def paired_bootstrap(table: Table, measure: str, baseline: str, target: str, *, axes: Sequence[str] | None = None,
+                     psi_axes: Sequence[str] | None = None, resamples: int = 1000, confidence: float = 0.95,
+                     seed: int = 0) -> PairedDifference:
+    """Percentile intervals of ``tau(measure, target) - tau(baseline, target)`` and of the ``Psi`` difference.
+
+    Both measures are ranked on the *same* resamples of the models that have both and the target
+    (Dziugaite et al. 2020 compare measures this way): the question "does one rank better than the
+    other" is answered by the interval of the difference, not by two overlapping marginal intervals.
+    The resampling is :func:`bootstrap`'s (same generator, so the same ``seed`` and models give the same
+    draws for every baseline); tau-a throughout.
+    """
+    if isinstance(resamples, bool) or not isinstance(resamples, (int, np.integer)) or resamples < 1:
+        raise ValueError(f"resamples={resamples!r} must be a positive integer.")
+    if not (isinstance(confidence, (int, float)) and 0 < confidence < 1):
+        raise ValueError(f"confidence={confidence!r} must lie in the open interval (0, 1).")
+    a, b, y = _column(table, measure), _column(table, baseline), _column(table, target)
+    usable = ~(np.isnan(a) | np.isnan(b) | np.isnan(y))
+    idx = np.flatnonzero(usable)
+    rows = [table[int(i)] for i in idx]
+    a, b, y = a[idx], b[idx], y[idx]
+    n = int(idx.size)
+    rng = np.random.default_rng(seed)
+    counts = rng.multinomial(n, np.full(n, 1.0 / n), size=int(resamples)) if n else np.zeros((int(resamples), 0))
+    point = _tau(a, y).tau - _tau(b, y).tau
+    draws = _Pairs(a, y).taus(counts)[0] - _Pairs(b, y).taus(counts)[0]
+    tau = _interval(point, draws, confidence, n)
+    Psi = None
+    if axes is not None:
+        keys = _axis_values(rows, axes, distinct=True)
+        chosen = _psi_axes(axes, psi_axes)
+        ga = granulated_tau(rows, measure, target, axes, psi_axes=psi_axes)
+        gb = granulated_tau(rows, baseline, target, axes, psi_axes=psi_axes)
+        if ga.Psi is not None and gb.Psi is not None:
+            diff = _Psi_draws(keys, a, y, axes, chosen, counts) - _Psi_draws(keys, b, y, axes, chosen, counts)
+            Psi = _interval(ga.Psi - gb.Psi, diff, confidence, n)
+    return PairedDifference(measure=measure, baseline=baseline, target=target, resamples=int(resamples),
+                            confidence=float(confidence), seed=int(seed), num_models=n, tau=tau, Psi=Psi)
 
 
 # --------------------------------------------------------------------------- random labels

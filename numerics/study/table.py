@@ -5,6 +5,8 @@ whole record of its model under ``"record"``; :mod:`numerics.report.study_tables
 
 * ``model`` (the settings hash), ``task``, the axes (:data:`~.settings.AXES`),
   ``intermediate_size``, ``num_train``, ``num_test``, ``labels_changed``;
+* what the model's bound was evaluated at (:func:`~.run.bound_inputs`): ``n`` (its training
+  sequences), ``T`` (its sequence length), ``B_out`` and ``head_lipschitz`` (empty if not analysed);
 * ``train_error`` (on the labels trained on), ``train_error_clean``, ``test_error``,
   ``gap = test_error - train_error``, ``train_loss``, ``test_loss`` (mean cross-entropy, nats);
 * ``margin`` (``gamma``, the 10th percentile of the correctly classified training margins)
@@ -29,7 +31,8 @@ _MARGIN_COLUMNS = tuple(f"margin_q{round(100 * level):02d}" for level in MARGIN_
 
 #: The columns of ``models.csv``, in order.
 COLUMNS: tuple[str, ...] = (
-    "model", "task", *AXES, "intermediate_size", "num_train", "num_test", "labels_changed",
+    "model", "task", *AXES, "intermediate_size", "num_train", "num_test", "labels_changed", "n", "T", "B_out",
+    "head_lipschitz",
     "train_error", "train_error_clean", "test_error", "gap", "train_loss", "test_loss",
     "margin", *_MARGIN_COLUMNS,
     "steps", "reached", "stop", "train_seconds", "num_parameters", "reused", "analysis_error", "path",
@@ -46,6 +49,7 @@ def model_rows(result: StudyResult) -> list[dict[str, Any]]:
             "model": r["settings_hash"], "task": s.task, **{axis: getattr(s, axis) for axis in AXES},
             "intermediate_size": s.intermediate_size, "num_train": r["task"]["num_train"], "num_test": r["task"]["num_test"],
             "labels_changed": r["task"]["labels_changed"],
+            **{k: r.get(k) for k in ("n", "T", "B_out", "head_lipschitz")},
             **{k: r[k] for k in ("train_error", "train_error_clean", "test_error", "gap", "train_loss", "test_loss",
                                  "margin")},
             **margins,

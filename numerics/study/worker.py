@@ -1,15 +1,17 @@
-"""Each model trains in a fresh, isolated interpreter that leaves nothing behind.
+"""Each batch of models trains in a fresh, isolated interpreter that leaves nothing behind.
 
-:func:`train_isolated` starts ``python -I`` through
+:func:`train_batch_isolated` starts ``python -I`` through
 :func:`numerics._util.subprocesses.isolated_python_command` (nothing imported from the user's folder
-or ``PYTHONPATH``) with the settings as JSON; the child trains with :func:`.train.train`
-and prints the files (base64) and the record as one JSON document on stdout. The child
-writes nothing to disk: the caller stores the result (:func:`.cache.store`).
+or ``PYTHONPATH``) with a list of settings as JSON; the child trains them as one batched model
+(:func:`.batched.train_batch`) and prints the files (base64) and records as one JSON document on
+stdout. :func:`train_isolated` does the same for one model through :func:`.train.train` (the
+one-model loop, kept as the benchmark's baseline). The child writes nothing to disk: the caller
+stores the result (:func:`.cache.store`).
 
-Why a process per model: torch's thread count and deterministic mode are process-wide, so
-each model gets an interpreter of its own, pinned to ``settings.threads`` threads, and two
-models training side by side cannot change each other's bits. The cost is torch's import,
-about 2.5 s per model here.
+Why a process per batch: torch's thread count and deterministic mode are process-wide, so
+each batch gets an interpreter of its own, pinned to ``settings.threads`` threads, and two
+batches training side by side cannot change each other's bits. The cost is torch's import,
+about 2.5 s per batch here.
 
 Nothing is left behind:
 
@@ -41,7 +43,7 @@ from numerics._util.subprocesses import isolated_python_command
 from .records import TrainedModel
 from .settings import TrainSettings
 
-__all__ = ["Children", "StudyCancelled", "TrainingError", "train_isolated", "child_main"]
+__all__ = ["Children", "StudyCancelled", "TrainingError", "train_isolated", "train_batch_isolated", "child_main"]
 
 #: Environment for the children: the thread pools of the math libraries sized like torch's.
 _THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
@@ -106,10 +108,21 @@ def _environment(threads: int) -> dict[str, str]:
 
 
 def train_isolated(settings: dict[str, Any], children: Children | None = None) -> TrainedModel:
-    """Train the model of ``settings`` (a :meth:`TrainSettings.as_dict`) in a fresh isolated interpreter.
+    """Train the model of ``settings`` (a :meth:`TrainSettings.as_dict`) alone in a fresh isolated interpreter.
+
+    Raises:
+      TrainingError: the child failed (its last line of stderr is in the message).
+      StudyCancelled: ``children`` was stopped before the child started.
+    """
+    return _run_child([settings], children, batched=False)[0]
+
+
+def train_batch_isolated(settings: list[dict[str, Any]], children: Children | None = None) -> list[TrainedModel]:
+    """Train the models of ``settings`` (:meth:`TrainSettings.as_dict` each; one batch of
+    :func:`numerics.study.batched.plan_batches`) as one batched model in a fresh isolated interpreter.
 
     Args:
-      settings: the settings as a plain dictionary (so that the call pickles to a dask
+      settings: the settings as plain dictionaries (so that the call pickles to a dask
         worker without this package's classes).
       children: where to register the child so that the caller can stop it; ``None`` on a
         dask worker.
@@ -118,9 +131,16 @@ def train_isolated(settings: dict[str, Any], children: Children | None = None) -
       TrainingError: the child failed (its last line of stderr is in the message).
       StudyCancelled: ``children`` was stopped before the child started.
     """
-    parsed = TrainSettings.from_dict(settings)
-    command = isolated_python_command(_CHILD, json.dumps(parsed.as_dict(), sort_keys=True))
-    env = _environment(parsed.threads)
+    return _run_child(settings, children, batched=True)
+
+
+def _run_child(settings: list[dict[str, Any]], children: Children | None, *, batched: bool) -> list[TrainedModel]:
+    parsed = [TrainSettings.from_dict(s) for s in settings]
+    if not parsed:
+        raise ValueError("no settings to train")
+    payload = [p.as_dict() for p in parsed] if batched else parsed[0].as_dict()
+    command = isolated_python_command(_CHILD, json.dumps(payload, sort_keys=True))
+    env = _environment(parsed[0].threads)
     group = children if children is not None else Children()
     with tempfile.TemporaryFile() as errors:  # unlinked at once: nothing is left even after SIGKILL
         proc = group.start(command, env, stderr=errors)
@@ -143,10 +163,12 @@ def train_isolated(settings: dict[str, Any], children: Children | None = None) -
         why = lines[-1].strip() if lines else f"exit status {proc.returncode}"
         if proc.returncode < 0:
             why = f"stopped by signal {-proc.returncode}" + (f" ({why})" if lines else "")
-        raise TrainingError(f"training {parsed.task} model {parsed.hash()} failed: {why}")
-    doc = json.loads(out.decode("utf-8"))
-    files = {name: base64.b64decode(data) for name, data in doc["files"].items()}
-    return TrainedModel(files=files, record=doc["record"])
+        names = ", ".join(p.hash() for p in parsed)
+        raise TrainingError(f"training {parsed[0].task} model{'s' if len(parsed) > 1 else ''} {names} failed: {why}")
+    docs = json.loads(out.decode("utf-8"))
+    docs = docs if isinstance(docs, list) else [docs]
+    return [TrainedModel(files={name: base64.b64decode(data) for name, data in doc["files"].items()}, record=doc["record"])
+            for doc in docs]
 
 
 # --------------------------------------------------------------------------- child side
@@ -169,13 +191,18 @@ def child_main() -> None:
     result = os.fdopen(os.dup(1), "w", encoding="utf-8")  # the result's channel; anything else printed goes to stderr
     os.dup2(2, 1)
     try:
-        settings = TrainSettings.from_dict(json.loads(sys.argv[1]))
-        from .train import train  # optional: torch (the study extra), imported in the child only
+        payload = json.loads(sys.argv[1])
+        if isinstance(payload, list):  # a batch (numerics.study.batched)
+            from .batched import train_batch  # optional: torch (the study extra), imported in the child only
 
-        trained = train(settings)
-        doc = {"files": {name: base64.b64encode(data).decode("ascii") for name, data in trained.files.items()},
-               "record": trained.record}
-        text = json.dumps(doc, allow_nan=False)
+            models = train_batch([TrainSettings.from_dict(s) for s in payload])
+        else:
+            from .train import train
+
+            models = [train(TrainSettings.from_dict(payload))]
+        docs = [{"files": {name: base64.b64encode(data).decode("ascii") for name, data in trained.files.items()},
+                 "record": trained.record} for trained in models]
+        text = json.dumps(docs if isinstance(payload, list) else docs[0], allow_nan=False)
     except Exception as exc:  # one line for the caller's error message
         sys.stderr.write(f"{type(exc).__name__}: {' '.join(str(exc).split())}\n")
         sys.stderr.flush()

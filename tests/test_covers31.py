@@ -1,0 +1,216 @@
+"""analyze --covers: registered covers composed through Theorem 3.1, one per tie group chosen post hoc
+(numerics.bounds.covers31), checked against independent computations."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings as hsettings, strategies as st
+
+from numerics.analysis import analyze, evaluate_bounds
+from numerics.bounds import compiled, covers31
+from numerics.bounds.terms import MatrixTerm, ModelSettings, build_terms
+from numerics.bounds.theorem31 import BoundSettings, class_settings, grid_values, posthoc
+from theory import registry
+from tests.covers_user.linear_cover import linear
+from tests.synthetic import bert_config, bert_state, stats_from_analysis, write_checkpoint
+
+FAST = BoundSettings(p_grid=(0.0, 1.0, 2.0), grid_points=160)
+IDEALISED = ModelSettings(bias=False, input_norm=math.sqrt(24))
+
+
+@pytest.fixture(scope="module")
+def user_cover():
+    cover = registry.register(linear("user_linear", 1e-8), replace=True)
+    yield cover
+    registry.unregister("user_linear")
+
+
+@pytest.fixture(scope="module")
+def bert_folder(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("bert_covers")
+    return write_checkpoint(folder, bert_state(layers=2, hidden=24, ff=48), bert_config(layers=2, hidden=24, heads=3, ff=48))
+
+
+def _closed_form_log_rad(terms, settings, c):
+    """Independent: K_j(eps_j) = 2 c (a+b) s_j X_j / eps_j (the user form at eps_j / 2) gives
+    G(eps) = (sum_j sqrt(2 c (a+b) s_j X_j rho_j))^2 / eps (Cauchy-Schwarz, exact), and the Dudley bound
+    min_alpha 4 alpha + 12/sqrt(n) int_alpha^B_out sqrt(C/eps) deps = min_alpha 4 alpha + 24 sqrt(C/n)(sqrt(B_out) - sqrt(alpha))
+    is attained at sqrt(alpha) = 3 sqrt(C/n) (derivative 4 - 12 sqrt(C/n) / sqrt(alpha); inside [alpha_min, B_out] here)."""
+    total = 0.0
+    for t in terms:
+        X = t.input_scale ** (2 if t.cover_kind == "bilinear" else 1)
+        s = float(grid_values([t.spectral_norm])[0])
+        total += math.sqrt(2 * c * (t.shape[0] + t.shape[1]) * s * X * math.exp(t.log_rho))
+    C = total**2
+    root = 3 * math.sqrt(C / settings.n)
+    assert settings.alpha_min < root**2 < settings.B_out
+    return math.log(4 * root**2 + 24 * math.sqrt(C / settings.n) * (math.sqrt(settings.B_out) - root))
+
+
+def test_user_cover_from_its_own_file_runs_through_analyze(bert_folder, user_cover):
+    result = analyze(str(bert_folder), settings=FAST, model=IDEALISED, covers=["theorem41", "user_linear"])
+    doc = result.to_json()
+    cov = doc["covers"]
+    # 1e-8 (a+b) s X / eps is far below Theorem 4.1's count at every scale that matters: every group takes it
+    assert set(cov["chosen_by_group"].values()) == {"user_linear"}
+    assert all(row["cover"]["cover"] == "user_linear" for row in doc["matrices"] if row.get("theorem_inputs"))
+    terms, _ = build_terms(stats_from_analysis(result), num_layers=2, hidden_size=24, model=IDEALISED)
+    exact = _closed_form_log_rad(terms, class_settings(FAST), 1e-8)
+    got = cov["alone"]["user_linear"]["log_rademacher"]
+    # a feasible allocation on a grid of shares and a piecewise-constant Dudley integral: never below the exact
+    # minimum, and within the grids' resolution of it (share and scale ratios about 1.09 each)
+    assert exact <= got <= exact + math.log(1.12), (exact, got)
+    assert cov["log_rademacher"] == got
+    # union: the spectral norms and B_out, gamma peeled as without covers, plus log 2 per group for the choice,
+    # and no Schatten grid (no group uses Theorem 4.1)
+    groups = len(cov["chosen_by_group"])
+    assert cov["choice_cost"] == pytest.approx(groups * math.log(2))
+    base = doc["bounds"]["spectrum_adaptive"]
+    p_grid_and_radii = base["log_union"] - base["peel"] + sum(
+        math.log(1.5 * (abs(k) + 1) * (abs(k) + 2)) for k in
+        np.ceil(np.log2([row["theorem_inputs"]["R_realised"] for row in doc["matrices"] if row.get("theorem_inputs")])))
+    assert cov["log_union"] == pytest.approx(base["log_union"] - p_grid_and_radii + groups * math.log(2), rel=1e-9)
+
+
+def test_user_cover_named_twice_or_unknown_is_refused(bert_folder, user_cover):
+    with pytest.raises(ValueError, match="named twice"):
+        analyze(str(bert_folder), settings=FAST, model=IDEALISED, covers=["user_linear", "user_linear"])
+    with pytest.raises(ValueError, match="rms_l2 metric"):
+        analyze(str(bert_folder), settings=FAST, model=IDEALISED, covers=["bartlett2017"])
+    with pytest.raises(ValueError, match="not registered"):
+        analyze(str(bert_folder), settings=FAST, model=IDEALISED, covers=["nope"])
+
+
+def _rank_one_state():
+    """BERT state whose per-head query-key products are exactly rank 1 plus a tiny tail (1e-9 relative)."""
+    state = bert_state(layers=2, hidden=24, ff=48, seed=3)
+    rng = np.random.default_rng(7)
+    for i in range(2):
+        base = f"encoder.layer.{i}.attention.self."
+        for part in ("query", "key"):
+            w = np.zeros((24, 24), np.float32)
+            for h in range(3):  # head h owns output rows 8h .. 8h+7: one row carries the head, the rest ~ 0
+                w[8 * h] = rng.standard_normal(24) / math.sqrt(24)
+                w[8 * h + 1: 8 * h + 8] = 1e-9 * rng.standard_normal((7, 24))
+            state[base + f"{part}.weight"] = w
+    return state
+
+
+def test_effective_rank_is_chosen_for_rank_one_heads_and_lowers_the_bound(tmp_path):
+    folder = write_checkpoint(tmp_path / "r1", _rank_one_state(), bert_config(layers=2, hidden=24, heads=3, ff=48))
+    model = ModelSettings(bias=False, input_norm=1.0)
+    settings = BoundSettings(p_grid=(0.0, 1.0, 2.0), grid_points=160, n=10**12)
+    result = analyze(str(folder), settings=settings, model=model, covers=["theorem41", "effective_rank"])
+    cov = result.covers
+    assert cov["chosen_by_group"]["layer0/qk"] == cov["chosen_by_group"]["layer1/qk"] == "effective_rank"
+    qk = [row for row in result.matrices if row.get("cover") and row["theorem_inputs"]["kind"] == "bilinear"]
+    assert qk and all(row["cover"] == {"cover": "effective_rank", "r_head": 1} for row in qk)
+    assert cov["log_rademacher"] < cov["alone"]["thm41"]["log_rademacher"]
+    assert cov["generalization_gap_uncapped"] < cov["alone"]["thm41"]["generalization_gap_uncapped"]
+    # one head's table against the form written out (theory.effective_rank, docstring: the cover at eps is
+    # r (a+b+1) log(18 sqrt(r) s X / eps), its head being the rank cover at eps/2), taken at eps_j / 2 (internal),
+    # X = B^2 = 1; the tail (t <= 1e-6 here) is covered by one point while X t <= eps_j / 4
+    terms, _ = build_terms(stats_from_analysis(result), num_layers=2, hidden_size=24, model=model)
+    t = next(t for t in terms if t.kind == "qk")
+    s = float(grid_values([t.spectral_norm])[0])
+    u = np.array([1e-3, 1e-2])
+    opts = covers31._registered_options(registry.get("effective_rank"), t, np.log(u) - t.log_rho, class_settings(settings))
+    one = next(o for o in opts if o.r_head == 1)
+    eps_j = u / math.exp(t.log_rho)
+    assert np.sqrt(np.sum(np.sort(t.singular_values)[::-1][1:] ** 2)) < 1e-6
+    expected = 1 * (24 + 24 + 1) * np.log(18 * s / (eps_j / 2))
+    np.testing.assert_allclose(one.table, expected, rtol=1e-12)
+    # its own post hoc cost: log min(a, b) for r_head plus the tail's peeling cost at its level
+    tail = float(np.sqrt(np.sum(np.sort(t.singular_values)[::-1][1:] ** 2)))
+    k = math.ceil(math.log2(tail))
+    assert one.cost == pytest.approx(math.log(24) + math.log(1.5 * (abs(k) + 1) * (abs(k) + 2)))
+
+
+def _term(j, kind, sv, log_rho, group):
+    sv = np.asarray(sv, dtype=np.float64)
+    return MatrixTerm(name=f"m{j}", kind=kind, shape=(6, 6), rank_bound=6, singular_values=sv, rank=int(np.sum(sv > 0)),
+                      log_rho=log_rho, input_scale=1.5, group=group)
+
+
+@hsettings(max_examples=6, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["qk", "vo"]), st.floats(0.05, 4.0), st.floats(1e-6, 0.5), st.floats(0.0, 6.0)),
+                min_size=2, max_size=5))
+def test_choosing_is_never_worse_than_the_best_single_cover_plus_the_choice_cost(spec):
+    terms = [_term(j, kind, [top] + [top * tail] * 5, log_rho, f"g{j % 2}/{kind}") for j, (kind, top, tail, log_rho) in
+             enumerate(spec)]
+    settings = BoundSettings(p_grid=(0.0, 1.0, 2.0), grid_points=48, n=10**9)
+    post = posthoc(terms, settings)
+    covers = covers31.resolve(["theorem41", "effective_rank"])
+    got = covers31.compose(terms, post, covers, settings)
+    s = class_settings(settings)
+    for name, alone in got.alone.items():
+        bound = compiled.generalization_gap(Rad=math.exp(alone["log_rademacher"]), gamma=s.gamma, n=s.n, delta=s.delta, groups=0,
+                                            grid_size=1, peel=alone["log_union"] + got.choice_cost)
+        assert got.gap_uncapped <= bound * (1 + 1e-12), (name, got.gap_uncapped, bound)
+    # and each cover alone is a feasible allocation: never below Theorem 4.1's exact allocation by more than its
+    # exact log factors allow (the exact path evaluates logs at eps_min: the feasible one may be lower, never the exact G)
+    assert got.log_rademacher <= min(a["log_rademacher"] for a in got.alone.values()) + 1e-12
+
+
+def test_default_analysis_is_unchanged_and_theorem41_alone_through_the_registry_is_the_same(minilm_l6_folder,
+                                                                                           minilm_l6_analysis):
+    # Without covers nothing new is computed or written; with theorem41 alone the document is the same apart from the
+    # covers block and each matrix's cover field (byte for byte), and Theorem 4.1 through the registry reports the
+    # numbers of the analysis without it.
+    a = minilm_l6_analysis
+    assert "covers" not in a.to_json() and a.covers is None
+    with_thm41 = analyze(str(minilm_l6_folder), covers=["theorem41"])
+    doc = with_thm41.to_json()
+    cov = doc.pop("covers")
+    for row in doc["matrices"]:
+        assert row.pop("cover", {"cover": "thm41"})["cover"] == "thm41"
+    assert json.dumps(doc) == json.dumps(a.to_json())
+    ours = a.to_json()["bounds"]["spectrum_adaptive"]
+    assert cov["choice_cost"] == 0.0 and set(cov["chosen_by_group"].values()) == {"thm41"}
+    # the reported bound is the smaller of the exact allocation (logs at eps_min) and a feasible one with exact log
+    # factors; never above the analysis without covers
+    assert cov["log_rademacher"] <= ours["log_rademacher"]
+    # Theorem 4.1 through the registry, exact allocation: the same numbers, to the last bit
+    exact = cov["alone"]["thm41"]["exact_allocation"]
+    assert json.dumps(exact) == json.dumps({"rademacher": ours["rademacher"], "log_rademacher": ours["log_rademacher"],
+                                            "generalization_gap": ours["generalization_gap"],
+                                            "log_union": ours["log_union"], "union_cost": ours["union_cost"]})
+
+
+def test_cli_covers_table_and_bad_names(bert_folder, tmp_path):
+    from tests.cliutil import run
+
+    base = ["analyze", str(bert_folder), "--no-bias", "--input-norm", "4.9", "--p-grid", "0,1,2"]
+    code, out, err = run([*base, "--covers", "theorem41,effective_rank"])
+    assert code == 0, err
+    assert "covers: thm41,effective_rank" in out and "alone effective_rank" in out and "chosen: " in out
+    code, out, err = run([*base, "--covers", "theorem41,nope", "--format", "json"])
+    assert code == 2 and out == "" and err.count("\n") == 1 and "'nope' is not registered" in err
+    code, out, err = run([*base, "--covers", "theorem41,,effective_rank"])
+    assert code == 2 and err.count("\n") == 1 and "comma-separated" in err
+    code, out, err = run([*base, "--entry-points"])
+    assert code == 2 and "only applies with --covers" in err
+
+
+def test_study_measures_one_column_per_cover(bert_folder):
+    # study --covers ranks cover:<name> (that cover alone) and covers (the choice) beside the other measures;
+    # each is log(sqrt(n) Rad / 12) - log(margin), read from the analysis's covers block
+    from numerics.study.measures import REGISTRY, cover_measures
+
+    result = analyze(str(bert_folder), settings=FAST, model=IDEALISED, covers=["theorem41", "effective_rank"])
+    chosen = cover_measures(["theorem41", "effective_rank"])
+    assert list(chosen)[-3:] == ["cover:thm41", "cover:effective_rank", "covers"] and set(REGISTRY) < set(chosen)
+    assert "covers" not in REGISTRY  # the default study is unchanged
+    record = {"margin": 0.5, "num_parameters": 1000}
+    n = FAST.n
+    for name, row in (("cover:thm41", result.covers["alone"]["thm41"]), ("cover:effective_rank",
+                      result.covers["alone"]["effective_rank"]), ("covers", result.covers)):
+        want = row["log_rademacher"] - math.log(12 / math.sqrt(n)) - math.log(0.5)
+        assert chosen[name](result, record) == pytest.approx(want, rel=1e-12)
+    plain = analyze(str(bert_folder), settings=FAST, model=IDEALISED)
+    with pytest.raises(ValueError, match="no covers block"):
+        chosen["covers"](plain, record)
+    with pytest.raises(ValueError, match="not enabled"):
+        cover_measures(["user_other"])["cover:user_other"](result, record)

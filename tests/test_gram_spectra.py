@@ -1,0 +1,267 @@
+"""The certified Gram path for whole-matrix spectra (numerics.spectra.stats.gram_singular_values) against
+the SVD (scipy.linalg.svdvals, the reference path), on adversarial spectra and on whole analyses; the
+vectorised Schatten table; the finiteness screen fused with the widening read."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import scipy.linalg
+
+from numerics.analysis import analyze
+from numerics.bounds import BoundSettings
+from numerics.bounds.terms import MatrixTerm, schatten_table
+from numerics.errors import CheckpointError
+from numerics.io.checkpoint import open_checkpoint
+from numerics.io.safetensors_reader import load_tensor, read_header
+from numerics.spectra import checkpoint_spectra
+from numerics.spectra.stats import (DTYPE_EPS, GRAM_RTOL, gram_singular_values, relative_rank_tolerance, weight_stats,
+                                    whole_singular_values)
+from tests import synthetic
+
+FAST = BoundSettings(p_grid=(0.0, 0.5, 1.0, 2.0), grid_points=48)
+
+
+def _orthonormal(rng: np.random.Generator, rows: int, cols: int) -> np.ndarray:
+    q, _ = np.linalg.qr(rng.standard_normal((rows, cols)))
+    return q
+
+
+def _stored(a: np.ndarray, dtype: str) -> np.ndarray:
+    """``a`` rounded to the stored ``dtype`` and widened back (what the read path hands the spectra)."""
+    return synthetic.stored_values(a.astype(np.float32), dtype)
+
+
+def _with_spectrum(s: np.ndarray, rows: int, seed: int = 0, dtype: str = "F32") -> np.ndarray:
+    """A ``rows x len(s)`` matrix ``U diag(s) V^T`` (random orthonormal ``U``, ``V``), as stored in ``dtype``."""
+    rng = np.random.default_rng(seed)
+    m = s.size
+    return _stored(_orthonormal(rng, rows, m) @ np.diag(s) @ _orthonormal(rng, m, m).T, dtype)
+
+
+def _tolerance(w: np.ndarray, dtype: str) -> float:
+    return relative_rank_tolerance(w.shape, dtype_eps=DTYPE_EPS[dtype])
+
+
+def _check_certified(w: np.ndarray, dtype: str) -> np.ndarray:
+    """The Gram values (certified) against svdvals: same rank, every kept value and ||w||_F^2 within GRAM_RTOL."""
+    t = _tolerance(w, dtype)
+    gram = gram_singular_values(w, relative_tolerance=t)
+    assert gram is not None
+    ref = scipy.linalg.svdvals(w)
+    rank = int(np.count_nonzero(gram > gram[0] * t))
+    assert rank == int(np.count_nonzero(ref > ref[0] * t))
+    assert np.all(np.abs(gram[:rank] - ref[:rank]) <= GRAM_RTOL * ref[:rank])
+    assert abs(np.sum(gram**2) - np.sum(ref**2)) <= GRAM_RTOL * np.sum(ref**2)
+    return gram
+
+
+def test_clustered_spectrum_is_certified():
+    # 96 singular values within 1e-9 of each other: no gap, yet each value is certified (Weyl needs none)
+    s = 1.0 + 1e-9 * np.arange(96)
+    w = _with_spectrum(s, 400)
+    gram = _check_certified(w, "F32")
+    assert gram.size == 96 and np.ptp(gram) < 1e-6  # float32 storage spreads the cluster to about its eps
+
+
+def test_mildly_graded_spectrum_is_certified():
+    # graded over 1e-2..1 (a trained feedforward matrix's range): far above the rank tolerance, certified
+    w = _with_spectrum(np.geomspace(1.0, 1e-2, 64), 256, seed=1)
+    _check_certified(w, "F32")
+
+
+def test_graded_spectrum_down_to_1e_8_is_not_certified_and_falls_back_to_the_svd():
+    # graded over 1e-8..1: the values just above the float32 rank tolerance (~3e-5 s_1) are only known to
+    # about delta / sigma^2 ~ 1e-3 from the Gram matrix: not certified, so the SVD is taken, bit for bit
+    w = _with_spectrum(np.geomspace(1.0, 1e-8, 64), 256, seed=2)
+    t = _tolerance(w, "F32")
+    assert gram_singular_values(w, relative_tolerance=t) is None
+    assert np.array_equal(whole_singular_values(w, relative_tolerance=t), scipy.linalg.svdvals(w))
+    # computing it anyway: the small kept values lose digits (observed 9e-9 here, against 1e-15 for the
+    # large ones; the worst case delta / (2 sigma^2) is 1e-3, which is what certification must assume)
+    lam = np.sqrt(np.maximum(np.linalg.eigvalsh(w.T @ w)[::-1], 0))
+    ref = scipy.linalg.svdvals(w)
+    kept = ref > ref[0] * t
+    assert np.max(np.abs(lam[kept] / ref[kept] - 1)) > 1e-10
+    assert np.max(np.abs(lam[:8] / ref[:8] - 1)) < 1e-13
+
+
+def test_exactly_rank_deficient_matrix_keeps_its_rank():
+    # rank 40 of 96 (then rounded to float32: the zero singular values become rounding noise, far below tol)
+    s = np.concatenate([np.geomspace(1.0, 0.05, 40), np.zeros(56)])
+    w = _with_spectrum(s, 300, seed=3)
+    gram = _check_certified(w, "F32")
+    assert int(np.count_nonzero(gram > gram[0] * _tolerance(w, "F32"))) == 40
+
+
+def test_value_at_the_rank_tolerance_is_not_certified():
+    # one singular value within 1e-6 (relative) of the rank tolerance: the decision cannot be certified
+    m, rows = 48, 200
+    t = relative_rank_tolerance((rows, m), dtype_eps=DTYPE_EPS["F64"] * 2**20)  # a tolerance of 2e-11 * 200
+    s = np.linspace(1.0, 0.5, m)
+    s[-1] = t * (1 + 1e-6)
+    rng = np.random.default_rng(4)
+    w = _orthonormal(rng, rows, m) @ np.diag(s) @ _orthonormal(rng, m, m).T
+    assert gram_singular_values(w, relative_tolerance=t) is None
+    assert np.array_equal(whole_singular_values(w, relative_tolerance=t), scipy.linalg.svdvals(w))
+
+
+@pytest.mark.parametrize("dtype", ["F32", "F16", "BF16"])
+def test_half_precision_inputs(dtype):
+    # stored in half precision, widened exactly: the rank tolerance is that dtype's (bfloat16: 2^-7 max(a, b))
+    rng = np.random.default_rng(5)
+    w = _stored(rng.standard_normal((100, 40)) / 10, dtype)
+    gram = _check_certified(w, dtype)
+    ref = weight_stats("w", w, kind="ff1", layer=0, dtype_eps=DTYPE_EPS[dtype], method="svd")
+    got = weight_stats("w", w, kind="ff1", layer=0, dtype_eps=DTYPE_EPS[dtype])
+    assert got.rank == ref.rank and np.array_equal(got.singular_values, gram)
+    if dtype == "BF16":  # t = 100 * 2^-7 = 0.78: only the values above 0.78 s_1 count
+        assert 0 < got.rank < 40
+
+
+def test_square_matrices_take_the_svd():
+    w = _with_spectrum(np.linspace(1, 0.5, 64), 64, seed=6)
+    got = weight_stats("w", w, kind="q", layer=0, dtype_eps=DTYPE_EPS["F32"])
+    assert np.array_equal(got.singular_values, scipy.linalg.svdvals(w))
+
+
+def test_zero_and_empty_matrices():
+    t = 1e-5
+    assert gram_singular_values(np.zeros((80, 32)), relative_tolerance=t) is None  # left to the SVD
+    assert np.array_equal(whole_singular_values(np.zeros((80, 32)), relative_tolerance=t), np.zeros(32))
+    assert gram_singular_values(np.zeros((5, 0)), relative_tolerance=t).size == 0
+    with pytest.raises(ValueError, match="method"):
+        whole_singular_values(np.ones((3, 2)), relative_tolerance=t, method="eig")
+
+
+# --------------------------------------------------------------------------- the Schatten table
+
+
+def test_schatten_table_equals_each_terms_schatten():
+    rng = np.random.default_rng(7)
+    terms = []
+    for j, (r, size) in enumerate([(3, 5), (5, 5), (0, 4), (3, 3), (2, 6)]):
+        sv = np.sort(rng.uniform(0.1, 2.0, size))
+        terms.append(MatrixTerm(name=f"m{j}", kind="vo", shape=(8, 8), rank_bound=8, singular_values=sv, rank=r,
+                                log_rho=0.0, input_scale=1.0, group="g"))
+    p = rng.uniform(0, 2, (4, len(terms)))
+    p[0] = 0.0
+    table = schatten_table(terms, p)
+    for j, t in enumerate(terms):
+        assert np.array_equal(table[:, j], np.array([t.schatten(q) for q in p[:, j]]))
+    assert list(table[0]) == [3, 5, 0, 3, 2]  # S_0 = rank
+    with pytest.raises(ValueError, match=r"\[0, 2\]"):
+        schatten_table(terms, 2.5)
+
+
+# --------------------------------------------------------------------------- whole analyses, both paths
+
+
+def _compare(auto: object, svd: object, rtol: float, where: str = "") -> int:
+    """Every number of two analysis JSON documents within ``rtol`` (ints, strings and ``None`` equal); the count compared."""
+    if isinstance(auto, dict):
+        assert isinstance(svd, dict) and auto.keys() == svd.keys(), where
+        return sum(_compare(auto[k], svd[k], rtol, f"{where}/{k}") for k in auto)
+    if isinstance(auto, list):
+        assert isinstance(svd, list) and len(auto) == len(svd), where
+        return sum(_compare(a, b, rtol, f"{where}[{i}]") for i, (a, b) in enumerate(zip(auto, svd)))
+    if isinstance(auto, float) and isinstance(svd, float):
+        assert math.isclose(auto, svd, rel_tol=rtol, abs_tol=1e-12), (where, auto, svd)
+        return 1
+    assert auto == svd and type(auto) is type(svd), (where, auto, svd)
+    return int(isinstance(auto, int))
+
+
+#: Each kept singular value within GRAM_RTOL: each S_p (p <= 2) within (1 + GRAM_RTOL)^2 - 1, s_1 within
+#: GRAM_RTOL; the bounds are sums, products and powers of these with exponents at most 2 (1/p for p >= 1/2
+#: in the index search), so the documents must agree to within 10 GRAM_RTOL.
+DOC_RTOL = 10 * GRAM_RTOL
+
+
+def test_minilm_l6_every_number_matches_the_svd_path(minilm_l6_folder, minilm_l6_analysis):
+    svd = analyze(str(minilm_l6_folder), spectrum="svd")
+    auto_doc, svd_doc = minilm_l6_analysis.to_json(spectra=True), svd.to_json(spectra=True)
+    gram_used = [r["name"] for r, s in zip(auto_doc["matrices"], svd_doc["matrices"])
+                 if r["singular_values"] != s["singular_values"]]
+    assert len(gram_used) == 12  # the 12 feedforward matrices take the certified Gram path (the others the SVD)
+    assert _compare(auto_doc, svd_doc, DOC_RTOL) > 10_000
+
+
+ARCHITECTURE_CASES = {
+    # wide enough (min side >= 32, aspect >= 2) for the feedforward matrices to take the Gram path
+    "bert": (lambda: synthetic.bert_state(hidden=48, ff=192), synthetic.bert_config(hidden=48, ff=192), None),
+    "mpnet": (lambda: synthetic.mpnet_state(hidden=48, ff=192), synthetic.bert_config(hidden=48, ff=192, model_type="mpnet"), None),
+    "distilbert": (lambda: synthetic.distilbert_state(hidden=32, ff=128), {"n_heads": 2}, None),
+    "gpt2": (lambda: synthetic.gpt2_state(prefix="transformer.", hidden=32, ff=128), {"n_embd": 32, "n_head": 2}, None),
+    "llama": (lambda: synthetic.llama_state(hidden=32, ff=96),
+              {"num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 64}, None),
+    "torch-encoder": (lambda: synthetic.torch_encoder_state(hidden=32, ff=128), None, 4),
+}
+
+
+@pytest.mark.parametrize("arch", sorted(ARCHITECTURE_CASES))
+def test_every_architecture_matches_the_svd_path(tmp_path, arch):
+    make, config, heads = ARCHITECTURE_CASES[arch]
+    folder = synthetic.write_checkpoint(tmp_path / arch, make(), config)
+    auto = analyze(str(folder), heads=heads, settings=FAST, processes=0)
+    svd = analyze(str(folder), heads=heads, settings=FAST, processes=0, spectrum="svd")
+    auto_doc, svd_doc = auto.to_json(spectra=True), svd.to_json(spectra=True)
+    assert auto_doc["model"]["architecture"] == arch
+    differ = [r["kind"] for r, s in zip(auto_doc["matrices"], svd_doc["matrices"]) if r["singular_values"] != s["singular_values"]]
+    assert differ and set(differ) <= {"ff1", "ff2"}  # the Gram path was taken, on the tall feedforward matrices only
+    assert _compare(auto_doc, svd_doc, DOC_RTOL) > 100
+
+
+def test_gram_path_bit_identical_between_threads_and_processes(tmp_path):
+    state = synthetic.bert_state(layers=2, hidden=48, ff=192)
+    ckpt = open_checkpoint(synthetic.write_checkpoint(tmp_path, state, synthetic.bert_config(layers=2, hidden=48, ff=192)))
+    threads = checkpoint_spectra(ckpt, processes=0)
+    procs = checkpoint_spectra(ckpt, processes=2)
+    svd = checkpoint_spectra(ckpt, processes=0, spectrum="svd")
+    assert [a.name for a in threads] == [b.name for b in procs]
+    for a, b in zip(threads, procs):
+        assert a.rank == b.rank and np.array_equal(a.singular_values, b.singular_values), a.name
+    assert any(not np.array_equal(a.singular_values, c.singular_values) for a, c in zip(threads, svd))
+
+
+# --------------------------------------------------------------------------- the fused finiteness screen
+
+
+def test_nan_past_the_first_chunk_is_found(tmp_path):
+    w = np.ones((600, 400), np.float32)
+    w[500, 399] = np.nan  # element 200_399: in the second chunk of 2^17
+    folder = synthetic.write_checkpoint(tmp_path, {"w": w})
+    path = folder / "model.safetensors"
+    info = read_header(path)["w"]
+    with pytest.raises(CheckpointError, match=r"NaN \(1 values\), first at index \(500, 399\)"):
+        load_tensor(path, "w", info)
+
+
+def test_finite_float64_tensor_whose_sum_overflows_is_accepted(tmp_path):
+    w = np.full((4, 4), 1e308)  # every value finite, their sum not: the screen defers to the full check
+    folder = synthetic.write_checkpoint(tmp_path, {"w": w}, dtype="F64")
+    path = folder / "model.safetensors"
+    got = load_tensor(path, "w", read_header(path)["w"])
+    assert np.array_equal(got, w)
+
+
+def test_cli_spectrum_option(tmp_path):
+    import json
+
+    from tests.cliutil import run
+
+    folder = synthetic.write_checkpoint(tmp_path / "ck", synthetic.bert_state(hidden=48, ff=192),
+                                        synthetic.bert_config(hidden=48, ff=192))
+    docs = {}
+    for choice in ("auto", "svd"):
+        code, out, err = run(["analyze", str(folder), "--format", "json", "--spectra", "--spectrum", choice,
+                              "--processes", "0", "--p-grid", "0,1,2"])
+        assert code == 0, err
+        docs[choice] = json.loads(out)
+    kinds = [a["kind"] for a, b in zip(docs["auto"]["matrices"], docs["svd"]["matrices"])
+             if a["singular_values"] != b["singular_values"]]
+    assert kinds and set(kinds) <= {"ff1", "ff2"}
+    code, _, err = run(["analyze", str(folder), "--spectrum", "eig"])
+    assert code == 2 and "--spectrum" in err
