@@ -749,7 +749,8 @@ def _existing_target(app: Sphinx, env: Any, node: Any, contnode: Any) -> Any:
     module, cls = node.get("py:module"), node.get("py:class")
     candidates = [target]
     if module:
-        candidates += [f"{module}.{target}"] + ([f"{module}.{cls}.{target}"] if cls else [])
+        package = module.rpartition(".")[0]  # ``.run.name`` in a docstring of a package's module: a sibling
+        candidates += [f"{module}.{target}", f"{package}.{target}"] + ([f"{module}.{cls}.{target}"] if cls else [])
     if any(_exists(c) for c in candidates) or target in _short_names():
         return contnode
     return None
