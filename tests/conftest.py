@@ -1,6 +1,7 @@
 """Shared test configuration: Hypothesis profiles (``HYPOTHESIS_PROFILE=ci|dev``)."""
 
 import os
+from pathlib import Path
 
 from hypothesis import HealthCheck, settings
 
@@ -65,3 +66,31 @@ def smoke_run(tmp_path_factory):
 
     base = tmp_path_factory.mktemp("smoke")
     return base, studyrun.study_cli(base, base / "out", base / "cache")
+
+
+NOTEBOOKS_DIR = Path(__file__).resolve().parent.parent / "notebooks"
+
+
+@pytest.fixture(scope="session")
+def executed_notebooks(tmp_path_factory, minilm_l6_folder):
+    """Every notebook of ``notebooks/`` run top to bottom once per session (each in its own temporary
+    folder): ``(folder of the executed copies, {name: error or None})``. tests/test_notebooks.py checks
+    that none failed; tests/test_docs.py renders these copies instead of running them again."""
+    import nbformat
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError
+
+    out = tmp_path_factory.mktemp("executed-notebooks")
+    errors: dict[str, str | None] = {}
+    for path in sorted(NOTEBOOKS_DIR.glob("*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        work = tmp_path_factory.mktemp(path.stem)
+        client = NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(work)}})
+        try:
+            client.execute()
+            found = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
+            errors[path.name] = f"{found[0].ename}: {found[0].evalue}" if found else None
+        except CellExecutionError as exc:
+            errors[path.name] = str(exc).strip().splitlines()[-1]
+        nbformat.write(nb, out / path.name)
+    return out, errors

@@ -370,7 +370,7 @@ def test_folded_feedforward_forms_reproduce_the_block_output(model: Get, name: s
     activation named in the config (:func:`theory.activations.activation`) is the FF block's output."""
     b, refs = model(name)
     act = _ACT[activation(b.config[b.anatomy.activation_key]).key]
-    for (layer, _, ff), ref in zip(_factors(b, feedforward=True), refs.layers):
+    for (_layer, _, ff), ref in zip(_factors(b, feedforward=True), refs.layers):
         x = _homogeneous(ref.feedforward_input)
         ups = {n.rsplit(".", 2)[-2]: x @ w for n, w in ff["ff1"]}
         hidden = act(ups["gate_proj"]) * ups["up_proj"] if "gate_proj" in ups else act(next(iter(ups.values())))
@@ -412,7 +412,7 @@ def test_score_scale_is_read_from_the_gpt2_config(model: Get, name: str) -> None
     b, refs = model(name, zero_biases=True)
     ckpt = open_checkpoint(b.folder)
     assert list(ckpt.score_scales) == pytest.approx([scaling(b, i) for i in range(2)], rel=1e-15)
-    for (layer, heads, _), ref in zip(_factors(b), refs.layers):
+    for (_layer, heads, _), ref in zip(_factors(b), refs.layers):
         x = _homogeneous(ref.attention_input)
         got = np.einsum("btn,hnm,bum->bhtu", x, np.stack([a @ c.T for a, c in heads["qk"]]), x)
         assert relative_gap(got, ref.scores, refs.allowed) < ROUND_OFF

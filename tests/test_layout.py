@@ -197,7 +197,8 @@ def test_function_local_imports_say_why():
         starts = {imp.line for imp in local}
         for imp in local:
             above = imp.line - 1
-            while above in starts:  # the comment may stand above a block of imports
+            # the comment may stand above a block of imports (which import sorting splits by blank lines)
+            while above in starts or (above >= 1 and not lines[above - 1].strip() and above - 1 in starts):
                 above -= 1
             if _MARKER.search(lines[imp.line - 1]) or (above >= 1 and lines[above - 1].strip().startswith("#")
                                                         and _MARKER.search(lines[above - 1])):

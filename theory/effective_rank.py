@@ -8,7 +8,7 @@ Class, for ``W`` of shape ``a x b`` and rows ``||x_i||_2 <= B``:
 Why: on trained encoders every matrix has full exact rank while the query-key products are
 effectively rank one, so Theorem 4.1 at ``p -> 0`` counts parameters. A measured ``W`` lies in
 ``E(r, s_1(W), ||W - W_r||_F)`` with ``W_r`` its best rank-``r`` part (Eckart-Young), for every
-``r``; ``r`` and ``t`` are chosen after training (:data:`POSTHOC`).
+``r``; ``r`` and ``t`` are chosen after training (declared as :class:`theory.registry.PostHoc` choices; see below).
 
 **Proof sketch.** ``E(r, s, t)`` is the Minkowski sum of the head class ``H = {rank <= r,
 ||.||_2 <= s}`` and the tail class ``T = {||.||_F <= t}``. The metrics (``max_i ||W^T x_i||_2``,

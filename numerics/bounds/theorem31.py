@@ -455,7 +455,6 @@ class PosthocResult:
         union_cost: the extra confidence term of the margin bound.
         generalization_gap: ``(2/gamma) Rad + 3 sqrt(log(2/delta')/(2n))``.
         search: how the grid was searched.
-        log_rademacher: ``log`` of ``rademacher``.
         peel: the peeling term of ``log_union`` (:func:`theory.margin.peeling_cost` summed over the
             peeled radii and spectral norms).
     """

@@ -16,6 +16,13 @@ from numerics.experiments.scaling import SweepResult as SweepResult
 from numerics.experiments.scaling import SweepRow as SweepRow
 from numerics.experiments.claims import Claim as Claim
 from numerics.experiments.claims import CLAIMS as CLAIMS
+from numerics.experiments.claims import c10_rule as c10_rule
+from numerics.experiments.claims import run_presets as run_presets
+from numerics.experiments.claims import STUDY_RUNS as STUDY_RUNS
+from numerics.experiments.claims import combine as combine
+from numerics.experiments.claims import c11_run as c11_run
+from numerics.experiments.claims import c10_run as c10_run
+from numerics.experiments.claims import c11_rule as c11_rule
 from numerics.experiments.claims import claims_json as claims_json
 from numerics.experiments.claims import claims_report as claims_report
 from numerics.experiments.claims import ClaimsReport as ClaimsReport

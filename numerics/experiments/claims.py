@@ -180,7 +180,7 @@ def _c1() -> Measurement:
         prm: dict[str, Any] = dict(eps=float(rng.uniform(1e-3, 0.5)), s=float(rng.uniform(1, 5)), R=float(rng.uniform(1, 50)), B=1.0,
                    a=int(rng.integers(2, 512)), b=int(rng.integers(2, 512)), r=int(rng.integers(1, 64)), m=10**6)
         for kind in ("bilinear", "vector"):
-            f = lambda q: thm41_log_cover(kind, p=q, cap_by_rank=False, **prm)  # noqa: E731
+            f = lambda q: thm41_log_cover(kind, p=q, cap_by_rank=False, **prm)  # noqa: E731, B023 (called at once, inside the loop)
             jump = max(jump, abs(f(1e-9) - f(0.0)) / f(0.0), abs(f(2 - 1e-9) - f(2.0)) / f(2.0))
     status = "holds" if exact and jump < 1e-6 else "fails"
     return Measurement(status, f"p->0 and p=2 forms equal the rank and norm covers exactly: {exact}; "
@@ -361,7 +361,7 @@ def evaluate_c8(result: SweepResult) -> dict[str, Any]:
     for fit in fits:
         by_group[(fit.against, fit.fixed)][fit.proxy] = fit
     comparisons: list[dict[str, Any]] = []
-    for (against, fixed), pair in by_group.items():
+    for (against, _fixed), pair in by_group.items():
         sa, ed = pair.get("phi_sa"), pair.get("phi_edelman")
         if sa is None or ed is None or sa.slope is None or ed.slope is None:
             continue

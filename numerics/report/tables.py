@@ -31,6 +31,7 @@ __all__ = [
     "network_lines",
     "to_csv",
     "summary_markdown",
+    "model_name",
     "demo_summary",
     "sweep_rows_json",
     "sweep_table",
@@ -189,6 +190,24 @@ def _fractions_p0(analysis: Any) -> dict[str, float]:
     return {k: sum(v) / len(v) for k, v in out.items()}
 
 
+def model_name(source: str | os.PathLike[str]) -> str:
+    """What a report calls the model at ``source``: never a machine path, since reports are shared.
+
+    A registered checkpoint's cache folder (or a file in it) is called by the model it holds and its
+    registry name (``sentence-transformers/all-MiniLM-L6-v2 (minilm-l6)``); another folder by its own
+    name, a file by its folder's name and its own; anything else (a hub repository id) as given.
+    """
+    text = os.fspath(source)
+    path = Path(text)
+    if not path.exists():
+        return text
+    folder = path if path.is_dir() else path.parent
+    for entry in REGISTRY.values():
+        if folder.name == f"{entry.name}-{entry.version}":
+            return f"{entry.model.split(' (')[0]} ({entry.name})"
+    return path.name if path.is_dir() else f"{folder.name}/{path.name}" if folder.name else path.name
+
+
 def summary_markdown(analysis: Any) -> str:
     """A short markdown summary of the report."""
     m = analysis.model
@@ -197,7 +216,7 @@ def summary_markdown(analysis: Any) -> str:
     qkvo = [r for r in analysis.matrices if r["kind"] in ("qk", "vo")]
     over = [r["name"] for r in qkvo if r["rank"] > m["head_dim"]]
     lines = [
-        f"# specbound report: {printable(str(m['source']))}",
+        f"# specbound report: {printable(model_name(m['source']))}",
         "",
         f"{m['architecture']}, L = {m['num_layers']}, N = {m['hidden_size']}, {m['num_heads']} heads of width "
         f"{m['head_dim']}, F = {m['intermediate_size']}; {len(analysis.matrices)} matrices analysed, "

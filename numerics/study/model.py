@@ -22,7 +22,7 @@ Then ``L`` post-LayerNorm layers exactly as BERT's (Devlin et al. 2019; HuggingF
 under the names ``encoder.layer.{i}.attention.self.{query,key,value}``,
 ``encoder.layer.{i}.attention.output.{dense,LayerNorm}``, ``encoder.layer.{i}.intermediate.dense``
 and ``encoder.layer.{i}.output.{dense,LayerNorm}``: the keys of the ``bert`` map of
-:mod:`numerics.architectures`, so ``specbound analyze`` reads a saved model like any BERT.
+:mod:`numerics.io.architectures`, so ``specbound analyze`` reads a saved model like any BERT.
 GELU is the exact (erf) one, BERT's ``hidden_act = "gelu"``.
 
 The classification head is ``classifier`` (``nn.Linear(N, C)``), applied to the final row of

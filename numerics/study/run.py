@@ -40,7 +40,7 @@ from .batches import plan_batches
 from .worker import Children, train_batch_isolated
 
 __all__ = ["CheckpointAnalysis", "StudyModel", "StudyResult", "train_family", "run_study", "prepare_preset", "check_jobs",
-           "DEFAULT_JOBS"]
+           "DEFAULT_JOBS", "bound_inputs", "bound_settings"]
 
 #: Models trained at once by default (one per core of the 2-core machines this was tuned on).
 DEFAULT_JOBS = 2
