@@ -203,11 +203,14 @@ def test_study_measures_one_column_per_cover(bert_folder):
     chosen = cover_measures(["theorem41", "effective_rank"])
     assert list(chosen)[-3:] == ["cover:thm41", "cover:effective_rank", "covers"] and set(REGISTRY) < set(chosen)
     assert "covers" not in REGISTRY  # the default study is unchanged
-    record = {"margin": 0.5, "num_parameters": 1000}
     n = FAST.n
+    # a margin-normalised measure is C L_head / (sqrt(n) gamma) (numerics.study.measures): the record carries the n
+    # the bound was evaluated at and the classifier head's Lipschitz constant
+    record = {"margin": 0.5, "num_parameters": 1000, "n": n, "head_lipschitz": 2.0}
     for name, row in (("cover:thm41", result.covers["alone"]["thm41"]), ("cover:effective_rank",
                       result.covers["alone"]["effective_rank"]), ("covers", result.covers)):
-        want = row["log_rademacher"] - math.log(12 / math.sqrt(n)) - math.log(0.5)
+        want = (row["log_rademacher"] - math.log(12 / math.sqrt(n)) - 0.5 * math.log(n) + math.log(2.0)
+                - math.log(0.5))
         assert chosen[name](result, record) == pytest.approx(want, rel=1e-12)
     plain = analyze(str(bert_folder), settings=FAST, model=IDEALISED)
     with pytest.raises(ValueError, match="no covers block"):

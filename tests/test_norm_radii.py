@@ -84,12 +84,11 @@ def test_an_assumed_radius_is_marked_in_the_table_header(tmp_path: Path) -> None
 def test_rotary_certified_values_are_the_folded_head_maps_norms(tmp_path: Path) -> None:
     """``certified_s1 = s_1(A) s_1(B)`` and ``certified_schatten[p] = sqrt(S_2p(A) S_2p(B))`` (``S_q = sum s^q``) with
     ``A = [W_q^h; b_q^h] / sqrt(d_h)`` and ``B = [W_k^g; b_k^g]``, ``g = h // (H / H_kv)``, built here from the tensors."""
-    from numerics.analysis import _rotary
+    from numerics.analysis import analyze
 
     b = build("llama", tmp_path / "llama")
     t = _tensors(b.folder)
-    ckpt = open_checkpoint(b.folder)
-    diag = _rotary(ckpt, True)
+    diag = analyze(str(b.folder)).model["network"]["rotary_diagnostic"]
     d, group = b.head_dim, b.num_heads // b.num_kv_heads
     for i, heads in enumerate(diag["layers"]):
         p = f"layers.{i}.self_attn."

@@ -106,7 +106,9 @@ def naive_baselines(layers: list[dict[str, np.ndarray]], *, heads: int, settings
         per_layer.append({"qk": qk, "vo": vo, "v": W["v"], "o": W["o"], "ff1": W["ff1"], "ff2": W["ff2"]})
     norms = [ref.LayerNorms(tuple((spectral(a), spectral(b)) for a, b in zip(L["qk"], L["vo"])), spectral(L["ff1"]),
                             spectral(L["ff2"])) for L in per_layer]
-    lip = ref.lipschitz_terms(norms, B=B, L_sigma=L_sigma)  # rho_j and B_j (theory/lipschitz.py)
+    # rho_j and B_j (theory/lipschitz.py) at the realised norms: the baselines are evaluated as published, not on
+    # this project's peeled classes (numerics.analysis; MATH.md section 10 applies to our bound)
+    lip = ref.lipschitz_terms(norms, B=B, L_sigma=L_sigma, peel=False)
 
     # Bartlett: one cover per matrix in the bound (per-head QK and VO, FF1, FF2), W the largest width.
     width = max(max(M.shape) for L in per_layer for M in (*L["qk"], *L["vo"], L["ff1"], L["ff2"]))
