@@ -57,7 +57,7 @@ from .model import StudyEncoder, encoder_config
 from .records import TrainedModel
 from .settings import CODE_VERSION, TrainSettings
 from .tasks import TaskData
-from .train import deterministic, folder_files, build_model, evaluate, task_data, train
+from .train import deterministic, folder_files, study_record, build_model, evaluate, task_data, train
 
 __all__ = ["BATCHED_AXES", "MAX_BATCH", "batch_key", "batchable", "environment", "plan_batches", "train_batch"]
 
@@ -289,19 +289,8 @@ def _finish(settings: TrainSettings, data: TaskData, model: StudyEncoder, final:
         files.update(folder_files(prefix, taken[step], {**config, "specbound_study": {**study, "step": step}}))
         trajectory.append({"step": step, "path": prefix.rstrip("/"), **evaluate(model, data)})
     model.load_state_dict(final)
-    record = {
-        **study,
-        "task": {"name": data.task, "num_train": data.num_train, "num_test": data.num_test, "num_classes": data.num_classes,
-                 "seq_len": data.seq_len, "labels_changed": data.labels_changed},
-        **record_final,
-        "steps": steps,
-        "reached": reason == "loss_target",
-        "stop": reason,
-        "train_seconds": seconds / len(batch),
-        "trainer": {"kind": "batched", "batch": batch, "batch_seconds": seconds, "threads": settings.threads},
-        "num_parameters": int(sum(p.numel() for p in model.parameters())),
-        "torch": torch.__version__,
-        "environment": environment(),
-        "trajectory": trajectory,
-    }
+    record = study_record(study, data, record_final, steps=steps, reason=reason, seconds=seconds / len(batch),
+                          model=model, trajectory=trajectory,
+                          trainer={"kind": "batched", "batch": batch, "batch_seconds": seconds, "threads": settings.threads},
+                          environment=environment())
     return TrainedModel(files=files, record=finite_json(record))

@@ -60,7 +60,7 @@ from .records import MARGIN_LEVELS, TrainedModel
 from .settings import CODE_VERSION, TrainSettings
 from .tasks import TaskData, make_task
 
-__all__ = ["AdamW", "train", "build_model", "evaluate", "task_data", "deterministic", "folder_files"]
+__all__ = ["AdamW", "train", "build_model", "evaluate", "task_data", "deterministic", "folder_files", "study_record"]
 
 #: Rows per forward pass when evaluating (the memory of one pass stays small).
 _EVAL_CHUNK = 2048
@@ -284,6 +284,16 @@ def train(settings: TrainSettings, *, data: TaskData | None = None) -> TrainedMo
                 step_config = {**config, "specbound_study": {**study, "step": step}}
                 files.update(folder_files(prefix, states[step], step_config))
                 trajectory.append({"step": step, "path": prefix.rstrip("/"), **evaluate(replay, data)})
+    record = study_record(study, data, final, steps=steps, reason=reason, seconds=seconds, model=model,
+                          trajectory=trajectory)
+    return TrainedModel(files=files, record=finite_json(record))
+
+
+def study_record(study: dict[str, Any], data: TaskData, final: dict[str, Any], *, steps: int, reason: str, seconds: float,
+                 model: torch.nn.Module, trajectory: list[dict[str, Any]], trainer: dict[str, Any] | None = None,
+                 environment: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A trained model's ``record.json`` (before :func:`finite_json`), the same keys in the same order for the
+    one-model loop and batched training (:mod:`numerics.study.batched` adds ``trainer`` and ``environment``)."""
     record = {
         **study,
         "task": {"name": data.task, "num_train": data.num_train, "num_test": data.num_test, "num_classes": data.num_classes,
@@ -293,8 +303,12 @@ def train(settings: TrainSettings, *, data: TaskData | None = None) -> TrainedMo
         "reached": reason == "loss_target",
         "stop": reason,
         "train_seconds": seconds,
-        "num_parameters": int(sum(p.numel() for p in model.parameters())),
-        "torch": torch.__version__,
-        "trajectory": trajectory,
     }
-    return TrainedModel(files=files, record=finite_json(record))
+    if trainer is not None:
+        record["trainer"] = trainer
+    record["num_parameters"] = int(sum(p.numel() for p in model.parameters()))
+    record["torch"] = torch.__version__
+    if environment is not None:
+        record["environment"] = environment
+    record["trajectory"] = trajectory
+    return record
