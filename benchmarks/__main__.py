@@ -25,9 +25,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=str(Path(__file__).resolve().parent / "results.json"))
     args = parser.parse_args(argv)
     names = [n.strip() for n in args.only.split(",")] if args.only else list(BENCHMARKS)
-    results: dict[str, object] = {"machine": {"python": platform.python_version(), "platform": platform.platform(),
-                                              "cpus": __import__("os").cpu_count()},
-                                  "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    results: dict[str, object] = {
+        "machine": {
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "cpus": __import__("os").cpu_count(),
+        },
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
     failed = False
     for name in names:
         print(f"[bench] {name} ...", file=sys.stderr, flush=True)

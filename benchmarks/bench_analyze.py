@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-FLOOR = r'''
+FLOOR = r"""
 import json, sys, time
 import numpy as np, scipy.linalg
 from safetensors.numpy import load_file
@@ -55,9 +55,9 @@ for i in range(cfg["num_hidden_layers"]):
             ra = scipy.linalg.qr(a, mode="r")[0][:d]; rb = scipy.linalg.qr(b, mode="r")[0][:d]
             scipy.linalg.svdvals(ra @ rb.T); count += 1
 print(json.dumps({"seconds": time.perf_counter() - t0, "matrices": count}))
-'''
+"""
 
-SPECBOUND = r'''
+SPECBOUND = r"""
 import json, sys, time
 ti = time.perf_counter()
 from numerics.analysis import analyze
@@ -72,17 +72,17 @@ stats = checkpoint_spectra(open_checkpoint(sys.argv[1]), processes=0); t4 = time
 analyze(sys.argv[1], spectrum="svd"); t5 = time.perf_counter()
 print(json.dumps({"seconds": t1 - t0, "import_seconds": t0 - ti, "spectra_seconds": t3 - t2,
                   "threads_only_spectra_seconds": t4 - t3, "svd_path_seconds": t5 - t4, "matrices": len(a.matrices)}))
-'''
+"""
 
 # What a user waits for: start, import, analyze, exit (timed from outside the process).
-SPECBOUND_PROCESS = r'''
+SPECBOUND_PROCESS = r"""
 import sys
 from numerics.analysis import analyze
 analyze(sys.argv[1])
 print("{}")
-'''
+"""
 
-WEIGHTWATCHER = r'''
+WEIGHTWATCHER = r"""
 import json, sys, time, warnings, logging
 warnings.simplefilter("ignore")
 t0 = time.perf_counter()
@@ -91,7 +91,7 @@ t1 = time.perf_counter()
 details = ww.WeightWatcher(model=sys.argv[1]).analyze()
 t2 = time.perf_counter()
 print(json.dumps({"seconds": t2 - t1, "import_seconds": t1 - t0, "matrices": int(len(details))}))
-'''
+"""
 
 
 # The floor runs with one BLAS thread: with this machine's default OpenBLAS threading the same
@@ -103,8 +103,9 @@ def _timed(code: str, folder: str, python: str = sys.executable, env: dict[str, 
     import os
 
     start = time.perf_counter()
-    proc = subprocess.run([python, "-c", code, folder], capture_output=True, text=True, timeout=900,
-                          env={**os.environ, **(env or {})})
+    proc = subprocess.run(
+        [python, "-c", code, folder], capture_output=True, text=True, timeout=900, env={**os.environ, **(env or {})}
+    )
     wall = time.perf_counter() - start
     if proc.returncode != 0:
         raise RuntimeError(proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else "failed")
@@ -122,7 +123,9 @@ def _weightwatcher_python() -> str | None:
         return str(python)
     print(f"[bench] creating {WW_VENV} with weightwatcher==0.7.7 and torch==2.13.0 (CPU)", file=sys.stderr)
     subprocess.run([sys.executable, "-m", "venv", str(WW_VENV)], check=True)
-    subprocess.run([str(python), "-m", "pip", "install", "--quiet", "torch==2.13.0", "weightwatcher==0.7.7"], capture_output=True)
+    subprocess.run(
+        [str(python), "-m", "pip", "install", "--quiet", "torch==2.13.0", "weightwatcher==0.7.7"], capture_output=True
+    )
     return str(python) if subprocess.run(check, capture_output=True).returncode == 0 else None
 
 
@@ -168,14 +171,17 @@ def run(repeats: int = 3) -> dict[str, Any]:
             result["weightwatcher_process_seconds"] = statistics.median(r["process_seconds"] for r in wws)
             result["speedup_vs_weightwatcher"] = result["weightwatcher_seconds"] / result["specbound_seconds"]
             result["ratio_to_weightwatcher"] = result["specbound_seconds"] / result["weightwatcher_seconds"]
-            result["ratio_process_to_weightwatcher_process"] = (result["specbound_process_seconds"]
-                                                                / result["weightwatcher_process_seconds"])
+            result["ratio_process_to_weightwatcher_process"] = (
+                result["specbound_process_seconds"] / result["weightwatcher_process_seconds"]
+            )
         except RuntimeError as exc:
             result["weightwatcher_error"] = str(exc)
     else:
         result["weightwatcher_error"] = "weightwatcher could not be installed"
-    result["targets"] = {"at_most_0.5x_floor": result["ratio_specbound_to_floor"] <= 0.5,
-                         "at_most_0.2x_weightwatcher": result.get("ratio_to_weightwatcher", math.inf) <= 0.2}
+    result["targets"] = {
+        "at_most_0.5x_floor": result["ratio_specbound_to_floor"] <= 0.5,
+        "at_most_0.2x_weightwatcher": result.get("ratio_to_weightwatcher", math.inf) <= 0.2,
+    }
     return result
 
 

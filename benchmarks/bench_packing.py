@@ -38,7 +38,18 @@ from numerics.montecarlo.packing import as_points, greedy_packing_indices, pairw
 RESULTS = Path(__file__).resolve().parent / "results_packing.json"
 
 
-def run(*, n: int = 4096, m: int = 512, a: int = 64, b: int = 64, eps_quantile: float = 0.2, naive_candidates: int = 48, repeats: int = 3, seed: int = 0, write: bool = True) -> dict[str, Any]:
+def run(
+    *,
+    n: int = 4096,
+    m: int = 512,
+    a: int = 64,
+    b: int = 64,
+    eps_quantile: float = 0.2,
+    naive_candidates: int = 48,
+    repeats: int = 3,
+    seed: int = 0,
+    write: bool = True,
+) -> dict[str, Any]:
     """Run the benchmark and return its results (also written to ``results_packing.json`` if ``write``)."""
     load_before = os.getloadavg()
     rng = np.random.default_rng(seed)
@@ -91,7 +102,14 @@ def run(*, n: int = 4096, m: int = 512, a: int = 64, b: int = 64, eps_quantile: 
 
     result: dict[str, Any] = {
         "benchmark": "greedy eps-packing, rowmax_l2 metric",
-        "points": {"n": n, "rows": m, "outputs_per_row": b, "input_dim": a, "dtype": str(pts.dtype), "gigabytes": pts.nbytes / 1e9},
+        "points": {
+            "n": n,
+            "rows": m,
+            "outputs_per_row": b,
+            "input_dim": a,
+            "dtype": str(pts.dtype),
+            "gigabytes": pts.nbytes / 1e9,
+        },
         "eps": eps,
         "eps_quantile_of_pairwise_distances": eps_quantile,
         "packing_size": int(centres.size),

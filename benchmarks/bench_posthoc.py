@@ -44,12 +44,45 @@ def make_terms(layers: int = LAYERS, *, seed: int = 0) -> list[Any]:
         downstream = 0.05 * (layers - 1 - layer)
         for kind, group in (("qk", "qk"), ("vo", "v")):
             for h in range(HEADS):
-                terms.append(MatrixTerm(f"layer{layer}.head{h}.{kind}", kind, (HIDDEN, HIDDEN), HEAD_DIM, spectrum(HEAD_DIM),
-                                        HEAD_DIM, downstream + 0.05, math.sqrt(HIDDEN), f"layer{layer}/{group}"))
-        terms.append(MatrixTerm(f"layer{layer}.ff1", "ff1", (HIDDEN, FF), HIDDEN, spectrum(HIDDEN), HIDDEN, downstream + 0.02,
-                                math.sqrt(HIDDEN), f"layer{layer}/ff"))
-        terms.append(MatrixTerm(f"layer{layer}.ff2", "ff2", (FF, HIDDEN), HIDDEN, spectrum(HIDDEN), HIDDEN, downstream,
-                                math.sqrt(HIDDEN), f"layer{layer}/ff"))
+                terms.append(
+                    MatrixTerm(
+                        f"layer{layer}.head{h}.{kind}",
+                        kind,
+                        (HIDDEN, HIDDEN),
+                        HEAD_DIM,
+                        spectrum(HEAD_DIM),
+                        HEAD_DIM,
+                        downstream + 0.05,
+                        math.sqrt(HIDDEN),
+                        f"layer{layer}/{group}",
+                    )
+                )
+        terms.append(
+            MatrixTerm(
+                f"layer{layer}.ff1",
+                "ff1",
+                (HIDDEN, FF),
+                HIDDEN,
+                spectrum(HIDDEN),
+                HIDDEN,
+                downstream + 0.02,
+                math.sqrt(HIDDEN),
+                f"layer{layer}/ff",
+            )
+        )
+        terms.append(
+            MatrixTerm(
+                f"layer{layer}.ff2",
+                "ff2",
+                (FF, HIDDEN),
+                HIDDEN,
+                spectrum(HIDDEN),
+                HIDDEN,
+                downstream,
+                math.sqrt(HIDDEN),
+                f"layer{layer}/ff",
+            )
+        )
     return terms
 
 
@@ -110,9 +143,17 @@ def run(repeats: int = 3) -> dict[str, Any]:
     rad_seconds, _ = _median_time(lambda: rademacher(terms, 1.0, settings), repeats)
     naive_seconds, (p_naive, bound_naive, scored) = _median_time(lambda: naive_posthoc(terms, settings), 1)
     return {
-        "model": {"layers": LAYERS, "heads": HEADS, "hidden": HIDDEN, "head_dim": HEAD_DIM, "ff": FF,
-                  "terms": len(terms), "groups": len(result.p_by_group), "grid": len(set(settings.p_grid)),
-                  "grid_points": settings.grid_points},
+        "model": {
+            "layers": LAYERS,
+            "heads": HEADS,
+            "hidden": HIDDEN,
+            "head_dim": HEAD_DIM,
+            "ff": FF,
+            "terms": len(terms),
+            "groups": len(result.p_by_group),
+            "grid": len(set(settings.p_grid)),
+            "grid_points": settings.grid_points,
+        },
         "repeats": repeats,
         "posthoc_seconds": seconds,
         "rademacher_seconds": rad_seconds,

@@ -24,7 +24,7 @@ from typing import Any
 
 LAYERS, HIDDEN, HEADS, FF = 4, 768, 12, 3072
 
-CHILD = r'''
+CHILD = r"""
 import hashlib, json, sys, time
 from numerics.io.checkpoint import open_checkpoint
 from numerics.spectra import checkpoint_spectra, auto_processes
@@ -39,13 +39,15 @@ for s in stats:
     digest.update(repr((s.rank, s.norm_2_1, s.norm_1_1)).encode())
 print(json.dumps({"seconds": seconds, "matrices": len(stats), "sha256": digest.hexdigest(),
                   "processes": auto_processes(ckpt) if processes is None else processes}))
-'''
+"""
 
 
 def _child(folder: Path, processes: str) -> dict[str, Any]:
     root = str(Path(__file__).resolve().parent.parent)
     env = {**os.environ, "PYTHONWARNINGS": "error", "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    proc = subprocess.run([sys.executable, "-c", CHILD, str(folder), processes], capture_output=True, text=True, env=env, timeout=1800)
+    proc = subprocess.run(
+        [sys.executable, "-c", CHILD, str(folder), processes], capture_output=True, text=True, env=env, timeout=1800
+    )
     if proc.returncode != 0:
         raise RuntimeError(proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"exit {proc.returncode}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -57,8 +59,11 @@ def run(repeats: int = 3) -> dict[str, Any]:
 
     folder = Path(tempfile.mkdtemp(prefix="specbound-bench-processes-"))
     try:
-        write_checkpoint(folder, bert_state(layers=LAYERS, hidden=HIDDEN, ff=FF),
-                         bert_config(layers=LAYERS, hidden=HIDDEN, heads=HEADS, ff=FF))
+        write_checkpoint(
+            folder,
+            bert_state(layers=LAYERS, hidden=HIDDEN, ff=FF),
+            bert_config(layers=LAYERS, hidden=HIDDEN, heads=HEADS, ff=FF),
+        )
         threads, workers = [], []
         for _ in range(repeats):
             threads.append(_child(folder, "0"))

@@ -47,7 +47,7 @@ import numpy as np
 
 LAYERS, HIDDEN, HEADS, FF, SHARDS = 48, 1024, 16, 4096, 5
 
-CHILD = r'''
+CHILD = r"""
 import json, os, resource, sys, time
 t0 = time.perf_counter()
 from numerics.io.checkpoint import open_checkpoint
@@ -126,7 +126,7 @@ print(json.dumps({
     "tensors_loaded": live["loads"],
     "max_live_loaded_bytes": live["max"],
 }))
-'''
+"""
 
 
 def _layer_tensors(i: int) -> list[tuple[str, tuple[int, ...]]]:
@@ -134,12 +134,22 @@ def _layer_tensors(i: int) -> list[tuple[str, tuple[int, ...]]]:
     base = f"bert.encoder.layer.{i}."
     out: list[tuple[str, tuple[int, ...]]] = []
     for part in ("query", "key", "value"):
-        out += [(f"{base}attention.self.{part}.weight", (HIDDEN, HIDDEN)), (f"{base}attention.self.{part}.bias", (HIDDEN,))]
-    out += [(f"{base}attention.output.dense.weight", (HIDDEN, HIDDEN)), (f"{base}attention.output.dense.bias", (HIDDEN,)),
-            (f"{base}attention.output.LayerNorm.weight", (HIDDEN,)), (f"{base}attention.output.LayerNorm.bias", (HIDDEN,)),
-            (f"{base}intermediate.dense.weight", (FF, HIDDEN)), (f"{base}intermediate.dense.bias", (FF,)),
-            (f"{base}output.dense.weight", (HIDDEN, FF)), (f"{base}output.dense.bias", (HIDDEN,)),
-            (f"{base}output.LayerNorm.weight", (HIDDEN,)), (f"{base}output.LayerNorm.bias", (HIDDEN,))]
+        out += [
+            (f"{base}attention.self.{part}.weight", (HIDDEN, HIDDEN)),
+            (f"{base}attention.self.{part}.bias", (HIDDEN,)),
+        ]
+    out += [
+        (f"{base}attention.output.dense.weight", (HIDDEN, HIDDEN)),
+        (f"{base}attention.output.dense.bias", (HIDDEN,)),
+        (f"{base}attention.output.LayerNorm.weight", (HIDDEN,)),
+        (f"{base}attention.output.LayerNorm.bias", (HIDDEN,)),
+        (f"{base}intermediate.dense.weight", (FF, HIDDEN)),
+        (f"{base}intermediate.dense.bias", (FF,)),
+        (f"{base}output.dense.weight", (HIDDEN, FF)),
+        (f"{base}output.dense.bias", (HIDDEN,)),
+        (f"{base}output.LayerNorm.weight", (HIDDEN,)),
+        (f"{base}output.LayerNorm.bias", (HIDDEN,)),
+    ]
     return out
 
 
@@ -168,9 +178,17 @@ def write_checkpoint(folder: Path, *, seed: int = 0) -> dict[str, Any]:
     """The synthetic sharded checkpoint of the module docs; returns its sizes."""
     rng = np.random.default_rng(seed)
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "config.json").write_text(json.dumps({
-        "model_type": "bert", "hidden_size": HIDDEN, "num_attention_heads": HEADS, "num_hidden_layers": LAYERS,
-        "intermediate_size": FF}))
+    (folder / "config.json").write_text(
+        json.dumps(
+            {
+                "model_type": "bert",
+                "hidden_size": HIDDEN,
+                "num_attention_heads": HEADS,
+                "num_hidden_layers": LAYERS,
+                "intermediate_size": FF,
+            }
+        )
+    )
     per_shard = math.ceil(LAYERS / SHARDS)
     weight_map: dict[str, str] = {}
     total = 0
@@ -179,7 +197,9 @@ def write_checkpoint(folder: Path, *, seed: int = 0) -> dict[str, Any]:
         tensors = [t for i in range(j * per_shard, min((j + 1) * per_shard, LAYERS)) for t in _layer_tensors(i)]
         total += _write_shard(folder / shard, tensors, rng)
         weight_map.update({name: shard for name, _ in tensors})
-    (folder / "model.safetensors.index.json").write_text(json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map}))
+    (folder / "model.safetensors.index.json").write_text(
+        json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map})
+    )
     largest_tensor = 4 * HIDDEN * FF
     layer_f64 = 8 * (4 * HIDDEN * HIDDEN + 2 * HIDDEN * FF)
     return {"checkpoint_bytes": total, "largest_tensor_bytes": largest_tensor, "largest_layer_float64_bytes": layer_f64}
@@ -189,8 +209,13 @@ def _analyse(folder: Path, layers_in_flight: int, processes: str) -> dict[str, A
     env = {**os.environ, "PYTHONWARNINGS": "error"}
     root = str(Path(__file__).resolve().parent.parent)
     env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
-    proc = subprocess.run([sys.executable, "-c", CHILD, str(folder), str(layers_in_flight), processes], capture_output=True, text=True,
-                          env=env, timeout=3600)
+    proc = subprocess.run(
+        [sys.executable, "-c", CHILD, str(folder), str(layers_in_flight), processes],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=3600,
+    )
     if proc.returncode != 0:
         raise RuntimeError(proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"exit {proc.returncode}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -201,7 +226,9 @@ def _analyse(folder: Path, layers_in_flight: int, processes: str) -> dict[str, A
 SETTINGS: tuple[tuple[int, str], ...] = ((2, "auto"), (2, "0"), (1, "0"))
 
 
-def run(*, settings: tuple[tuple[int, str], ...] = SETTINGS, keep: bool = False, where: str | None = None) -> dict[str, Any]:
+def run(
+    *, settings: tuple[tuple[int, str], ...] = SETTINGS, keep: bool = False, where: str | None = None
+) -> dict[str, Any]:
     """Write the checkpoint, analyse it in a subprocess per setting, report memory and time (module docs).
 
     Args:
@@ -226,21 +253,28 @@ def run(*, settings: tuple[tuple[int, str], ...] = SETTINGS, keep: bool = False,
         # ru_maxrss survives fork + exec on Linux: it carries the parent's resident size at the
         # fork (``python -m benchmarks`` still holds the packing benchmark's memory), so it is
         # used only when the kernel's high-water mark could not be reset after the baseline.
-        own = child["peak_rss_bytes"] if child["hwm_reset_after_baseline"] else max(child["peak_rss_bytes"], child["ru_maxrss_bytes"])
+        own = (
+            child["peak_rss_bytes"]
+            if child["hwm_reset_after_baseline"]
+            else max(child["peak_rss_bytes"], child["ru_maxrss_bytes"])
+        )
         # worker processes: their whole resident peak counts (imports included)
         peak = own + sum(child["worker_peak_rss_bytes"])
-        runs.append({
-            "layers_in_flight": n,
-            "processes": procs,
-            **child,
-            "analysis_peak_bytes": child["peak_rss_bytes"] if child["hwm_reset_after_baseline"] else None,
-            "total_peak_bytes": peak,
-            "ratio_peak_to_size": peak / size,
-            "peak_over_largest_tensor": peak / sizes["largest_tensor_bytes"],
-            "peak_over_largest_layer_float64": peak / sizes["largest_layer_float64_bytes"],
-            "max_live_loaded_over_largest_layer_float64": child["max_live_loaded_bytes"] / sizes["largest_layer_float64_bytes"],
-            "gigabytes_per_second": size / child["seconds"] / 1e9,
-        })
+        runs.append(
+            {
+                "layers_in_flight": n,
+                "processes": procs,
+                **child,
+                "analysis_peak_bytes": child["peak_rss_bytes"] if child["hwm_reset_after_baseline"] else None,
+                "total_peak_bytes": peak,
+                "ratio_peak_to_size": peak / size,
+                "peak_over_largest_tensor": peak / sizes["largest_tensor_bytes"],
+                "peak_over_largest_layer_float64": peak / sizes["largest_layer_float64_bytes"],
+                "max_live_loaded_over_largest_layer_float64": child["max_live_loaded_bytes"]
+                / sizes["largest_layer_float64_bytes"],
+                "gigabytes_per_second": size / child["seconds"] / 1e9,
+            }
+        )
     default = runs[0]
     return {
         "model": {"layers": LAYERS, "hidden": HIDDEN, "heads": HEADS, "ff": FF, "shards": SHARDS, "dtype": "F32"},

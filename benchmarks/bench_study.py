@@ -59,29 +59,47 @@ def _one(preset_name: str, task: str, jobs: int) -> dict[str, Any]:
         report_seconds = time.perf_counter() - start
     models = result.models
     train = [m.record["train_seconds"] for m in models]
-    per_model = [{"model": m.record["settings_hash"], "changed": _changed(m.settings, preset.base),
-                  "train_seconds": round(m.record["train_seconds"], 2), "steps": m.record["steps"],
-                  "reached": m.record["reached"], "train_error": round(m.record["train_error"], 4),
-                  "test_error": round(m.record["test_error"], 4), "gap": round(m.record["gap"], 4),
-                  "analysis_error": m.analysis_error} for m in models]
+    per_model = [
+        {
+            "model": m.record["settings_hash"],
+            "changed": _changed(m.settings, preset.base),
+            "train_seconds": round(m.record["train_seconds"], 2),
+            "steps": m.record["steps"],
+            "reached": m.record["reached"],
+            "train_error": round(m.record["train_error"], 4),
+            "test_error": round(m.record["test_error"], 4),
+            "gap": round(m.record["gap"], 4),
+            "analysis_error": m.analysis_error,
+        }
+        for m in models
+    ]
     gaps = [m.record["gap"] for m in models]
     spread = gap_spread([m.settings for m in models], gaps)
     by_axis = {}
     for axis, info in spread.items():
         ranges = [r for r in info["ranges"] if r is not None]
-        by_axis[axis] = {"groups": info["groups"], "sizes": sorted(set(info["sizes"])),
-                         "gap_low": round(min(r[0] for r in ranges), 4) if ranges else None,
-                         "gap_high": round(max(r[1] for r in ranges), 4) if ranges else None,
-                         "mean_spread_in_group": round(statistics.mean(r[1] - r[0] for r in ranges), 4) if ranges else None}
+        by_axis[axis] = {
+            "groups": info["groups"],
+            "sizes": sorted(set(info["sizes"])),
+            "gap_low": round(min(r[0] for r in ranges), 4) if ranges else None,
+            "gap_high": round(max(r[1] for r in ranges), 4) if ranges else None,
+            "mean_spread_in_group": round(statistics.mean(r[1] - r[0] for r in ranges), 4) if ranges else None,
+        }
     return {
-        "models": len(models), "jobs": jobs, "seconds": round(result.seconds, 1),
+        "models": len(models),
+        "jobs": jobs,
+        "seconds": round(result.seconds, 1),
         "seconds_per_model": round(result.seconds / len(models), 2),
-        "statistics_seconds": round(statistics_seconds, 1), "report_seconds": round(report_seconds, 1),
+        "statistics_seconds": round(statistics_seconds, 1),
+        "report_seconds": round(report_seconds, 1),
         "total_seconds": round(result.seconds + statistics_seconds + report_seconds, 1),
         "reached_loss_target": sum(bool(m.record["reached"]) for m in models),
         "analysis_errors": sum(m.analysis_error is not None for m in models),
-        "train_seconds": {"median": round(statistics.median(train), 2), "max": round(max(train), 2),
-                          "sum": round(sum(train), 1)},
+        "train_seconds": {
+            "median": round(statistics.median(train), 2),
+            "max": round(max(train), 2),
+            "sum": round(sum(train), 1),
+        },
         "gaps": {"min": round(min(gaps), 4), "max": round(max(gaps), 4), "by_axis": by_axis},
         "per_model": per_model,
     }
@@ -97,8 +115,9 @@ def batched_vs_loop(jobs: int = 2, models: int | None = None, steps: int | None 
     cap = steps if steps is not None else int(os.environ.get("SPECBOUND_BENCH_STUDY_STEPS", "200"))
     preset = get_preset("default", "modadd")
     key = batch_key(preset.base)
-    chosen = [s.replace(max_steps=cap, loss_target=1e-9, trajectory=())
-              for s in preset.settings() if batch_key(s) == key][:count]
+    chosen = [
+        s.replace(max_steps=cap, loss_target=1e-9, trajectory=()) for s in preset.settings() if batch_key(s) == key
+    ][:count]
     payloads = [s.as_dict() for s in chosen]
     children = Children()
     try:
@@ -115,12 +134,18 @@ def batched_vs_loop(jobs: int = 2, models: int | None = None, steps: int | None 
         children.stop()
     by_hash = {m.record["settings_hash"]: m.record for part in done for m in part}
     diffs = [abs(by_hash[m.record["settings_hash"]]["test_error"] - m.record["test_error"]) for m in loop]
-    return {"models": len(chosen), "steps": cap, "jobs": jobs, "loop_seconds": round(loop_seconds, 2),
-            "batched_seconds": round(batched_seconds, 2), "speedup": round(loop_seconds / batched_seconds, 2),
-            "loop_seconds_per_model": round(loop_seconds / len(chosen), 3),
-            "batched_seconds_per_model": round(batched_seconds / len(chosen), 3),
-            "test_error_difference": {"max": round(max(diffs), 4), "median": round(statistics.median(diffs), 4)},
-            "load_average": os.getloadavg()}
+    return {
+        "models": len(chosen),
+        "steps": cap,
+        "jobs": jobs,
+        "loop_seconds": round(loop_seconds, 2),
+        "batched_seconds": round(batched_seconds, 2),
+        "speedup": round(loop_seconds / batched_seconds, 2),
+        "loop_seconds_per_model": round(loop_seconds / len(chosen), 3),
+        "batched_seconds_per_model": round(batched_seconds / len(chosen), 3),
+        "test_error_difference": {"max": round(max(diffs), 4), "median": round(statistics.median(diffs), 4)},
+        "load_average": os.getloadavg(),
+    }
 
 
 def _chosen() -> list[tuple[str, str]]:
@@ -132,14 +157,18 @@ def _chosen() -> list[tuple[str, str]]:
     pairs = [tuple(item.strip().split("/", 1)) for item in wanted.split(",") if item.strip()]
     bad = [p for p in pairs if len(p) != 2 or p[0] not in PRESETS or p[1] not in TASKS]
     if bad:
-        raise ValueError(f"SPECBOUND_BENCH_STUDY={wanted!r} must be 'smoke' or preset/task pairs from {PRESETS} x {TASKS}")
+        raise ValueError(
+            f"SPECBOUND_BENCH_STUDY={wanted!r} must be 'smoke' or preset/task pairs from {PRESETS} x {TASKS}"
+        )
     return [(p[0], p[1]) for p in pairs]
 
 
 def run(jobs: int = 2) -> dict[str, Any]:
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    return {"batched_vs_loop": batched_vs_loop(jobs),
-            "presets": {f"{name}/{task}": _one(name, task, jobs) for name, task in _chosen()}}
+    return {
+        "batched_vs_loop": batched_vs_loop(jobs),
+        "presets": {f"{name}/{task}": _one(name, task, jobs) for name, task in _chosen()},
+    }
 
 
 if __name__ == "__main__":

@@ -76,27 +76,56 @@ from numerics._util.workdirs import work_folder
 ROOT = Path(__file__).resolve().parent.parent
 
 #: The files mutated by default: the derivations and the numeric evaluation of the bounds.
-DEFAULT_TARGETS = ("theory/*.py", "numerics/bounds/theorem31.py", "numerics/bounds/baselines.py",
-                   "numerics/bounds/compiled.py", "numerics/bounds/terms.py", "numerics/bounds/proxies.py",
-                   "numerics/analysis.py")
+DEFAULT_TARGETS = (
+    "theory/*.py",
+    "numerics/bounds/theorem31.py",
+    "numerics/bounds/baselines.py",
+    "numerics/bounds/compiled.py",
+    "numerics/bounds/terms.py",
+    "numerics/bounds/proxies.py",
+    "numerics/analysis.py",
+)
 
 #: Cosmic Ray operators used: the changes a slip of the hand makes. Binary operators are swapped
 #: only with their arithmetic partner (``+``/``-``, ``*``/``/``, ``**`` to ``*``, ``//`` to ``/``,
 #: ``%`` to ``//``), not with every operator (a ``+`` turned into ``>>`` is a type error on
 #: SymPy expressions, not a plausible bug, and would inflate the score). Cosmic Ray's random
 #: variable replacement and insertion and its decorator removal are not used.
-OPERATORS = tuple(f"core/{name}" for name in (
-    "ReplaceBinaryOperator_Add_Sub", "ReplaceBinaryOperator_Sub_Add", "ReplaceBinaryOperator_Mul_Div",
-    "ReplaceBinaryOperator_Div_Mul", "ReplaceBinaryOperator_Pow_Mul", "ReplaceBinaryOperator_FloorDiv_Div",
-    "ReplaceBinaryOperator_Mod_FloorDiv",
-    "ReplaceComparisonOperator_Lt_LtE", "ReplaceComparisonOperator_LtE_Lt", "ReplaceComparisonOperator_Gt_GtE",
-    "ReplaceComparisonOperator_GtE_Gt", "ReplaceComparisonOperator_Lt_GtE", "ReplaceComparisonOperator_LtE_Gt",
-    "ReplaceComparisonOperator_Gt_LtE", "ReplaceComparisonOperator_GtE_Lt", "ReplaceComparisonOperator_Eq_NotEq",
-    "ReplaceComparisonOperator_NotEq_Eq", "ReplaceComparisonOperator_Is_IsNot", "ReplaceComparisonOperator_IsNot_Is",
-    "ReplaceUnaryOperator_Delete_USub", "ReplaceUnaryOperator_Delete_Not",
-    "AddNot", "ReplaceTrueWithFalse", "ReplaceFalseWithTrue", "ReplaceAndWithOr", "ReplaceOrWithAnd",
-    "NumberReplacer", "ZeroIterationForLoop", "ReplaceBreakWithContinue", "ReplaceContinueWithBreak",
-))
+OPERATORS = tuple(
+    f"core/{name}"
+    for name in (
+        "ReplaceBinaryOperator_Add_Sub",
+        "ReplaceBinaryOperator_Sub_Add",
+        "ReplaceBinaryOperator_Mul_Div",
+        "ReplaceBinaryOperator_Div_Mul",
+        "ReplaceBinaryOperator_Pow_Mul",
+        "ReplaceBinaryOperator_FloorDiv_Div",
+        "ReplaceBinaryOperator_Mod_FloorDiv",
+        "ReplaceComparisonOperator_Lt_LtE",
+        "ReplaceComparisonOperator_LtE_Lt",
+        "ReplaceComparisonOperator_Gt_GtE",
+        "ReplaceComparisonOperator_GtE_Gt",
+        "ReplaceComparisonOperator_Lt_GtE",
+        "ReplaceComparisonOperator_LtE_Gt",
+        "ReplaceComparisonOperator_Gt_LtE",
+        "ReplaceComparisonOperator_GtE_Lt",
+        "ReplaceComparisonOperator_Eq_NotEq",
+        "ReplaceComparisonOperator_NotEq_Eq",
+        "ReplaceComparisonOperator_Is_IsNot",
+        "ReplaceComparisonOperator_IsNot_Is",
+        "ReplaceUnaryOperator_Delete_USub",
+        "ReplaceUnaryOperator_Delete_Not",
+        "AddNot",
+        "ReplaceTrueWithFalse",
+        "ReplaceFalseWithTrue",
+        "ReplaceAndWithOr",
+        "ReplaceOrWithAnd",
+        "NumberReplacer",
+        "ZeroIterationForLoop",
+        "ReplaceBreakWithContinue",
+        "ReplaceContinueWithBreak",
+    )
+)
 
 #: Tests never used to judge a mutant (see the module docstring, points 4 and 5).
 DESELECT = (
@@ -109,9 +138,16 @@ DESELECT = (
 #: targets (notebooks run in kernels, the others test reading checkpoints, workers and types) or only
 #: parse the sources (test_layout); test_study trains models for minutes and checks the study's
 #: statistics, not the bounds' arithmetic. Leaving a test out can only lower the score.
-MAP_SKIP = ("tests/test_notebooks.py", "tests/test_workdirs.py", "tests/test_checkpoints.py",
-            "tests/test_onnx_convert.py", "tests/test_hf_reference.py", "tests/test_types.py", "tests/test_layout.py",
-            "tests/test_study.py")
+MAP_SKIP = (
+    "tests/test_notebooks.py",
+    "tests/test_workdirs.py",
+    "tests/test_checkpoints.py",
+    "tests/test_onnx_convert.py",
+    "tests/test_hf_reference.py",
+    "tests/test_types.py",
+    "tests/test_layout.py",
+    "tests/test_study.py",
+)
 
 FORMS_FILE = "numerics/bounds/_derived_forms.py"
 EQUIVALENT_FILE = ROOT / "benchmarks" / "mutation-equivalent.toml"
@@ -181,8 +217,18 @@ def enumerate_mutants(files: list[str]) -> list[Mutant]:
             for occurrence, (node, (line, column)) in enumerate(positions):
                 if node.parent is not None and node.parent.type == "parameters":
                     continue  # the bare `*` of keyword-only parameters is no multiplication
-                mutants.append(Mutant(rel, name, occurrence, line, column,
-                                      ASTQuery(node).get_definition_name() or "<module>", lines[line - 1].strip(), ""))
+                mutants.append(
+                    Mutant(
+                        rel,
+                        name,
+                        occurrence,
+                        line,
+                        column,
+                        ASTQuery(node).get_definition_name() or "<module>",
+                        lines[line - 1].strip(),
+                        "",
+                    )
+                )
     return mutants
 
 
@@ -198,8 +244,16 @@ def complete(mutant: Mutant) -> Mutant | None:
         return None
     new_lines = mutated.splitlines()
     after = new_lines[mutant.line - 1].strip() if mutant.line - 1 < len(new_lines) else ""
-    return Mutant(mutant.path, mutant.operator, mutant.occurrence, mutant.line, mutant.column, mutant.definition,
-                  mutant.before, after)
+    return Mutant(
+        mutant.path,
+        mutant.operator,
+        mutant.occurrence,
+        mutant.line,
+        mutant.column,
+        mutant.definition,
+        mutant.before,
+        after,
+    )
 
 
 def mutated_source(mutant: Mutant) -> str:
@@ -218,9 +272,12 @@ def load_equivalent() -> list[dict[str, str]]:
 
 def equivalence_reason(mutant: Mutant, table: list[dict[str, str]]) -> str:
     for entry in table:
-        if (entry.get("file") == mutant.path and entry.get("operator", "").removeprefix("core/")
-                == mutant.operator.removeprefix("core/") and entry.get("before", "").strip() == mutant.before
-                and entry.get("after", "").strip() == mutant.after):
+        if (
+            entry.get("file") == mutant.path
+            and entry.get("operator", "").removeprefix("core/") == mutant.operator.removeprefix("core/")
+            and entry.get("before", "").strip() == mutant.before
+            and entry.get("after", "").strip() == mutant.after
+        ):
             return entry.get("reason", "") or "(no reason given)"
     return ""
 
@@ -229,8 +286,12 @@ def equivalence_reason(mutant: Mutant, table: list[dict[str, str]]) -> str:
 
 
 def project_files() -> list[str]:
-    out = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"], cwd=ROOT,
-                         check=True, capture_output=True).stdout.decode()
+    out = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+    ).stdout.decode()
     return [f for f in out.split("\0") if f and (ROOT / f).is_file()]
 
 
@@ -255,8 +316,15 @@ def child_env(copy: Path) -> dict[str, str]:
 def run_group(cmd: list[str], *, cwd: Path, env: dict[str, str], timeout: float) -> tuple[int | None, str]:
     """Run ``cmd`` in its own process group; kill the whole group on timeout or interruption."""
     with tempfile.TemporaryFile() as output:
-        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=output, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
+        proc = subprocess.Popen(
+            cmd,
+            cwd=cwd,
+            env=env,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         try:
             rc: int | None = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -310,16 +378,19 @@ def coverage_map(copy: Path, files: list[str], targets: list[str], *, rebuild: b
     env["SPECBOUND_MUTATE_MAP"] = str(out)
     t0 = time.perf_counter()
     skip = [arg for path in MAP_SKIP for arg in ("--ignore", path)]
-    rc, text = run_group(pytest_cmd(["-p", "benchmarks.mutate_coverage", *skip, "tests"]), cwd=copy, env=env,
-                         timeout=7200)
+    rc, text = run_group(
+        pytest_cmd(["-p", "benchmarks.mutate_coverage", *skip, "tests"]), cwd=copy, env=env, timeout=7200
+    )
     if not out.is_file():
         raise SystemExit(f"mutate: error: the coverage run wrote no map (exit {rc}):\n{text[-3000:]}")
     data = json.loads(out.read_text(encoding="utf-8"))
     failing = sorted(n for n, o in data["outcomes"].items() if o == "failed")
     data.update(key=key, seconds=time.perf_counter() - t0, failing=failing)
     if failing:
-        print(f"[mutate] warning: {len(failing)} tests fail on the unmutated tree; they are not used: {failing[:5]}",
-              file=sys.stderr)
+        print(
+            f"[mutate] warning: {len(failing)} tests fail on the unmutated tree; they are not used: {failing[:5]}",
+            file=sys.stderr,
+        )
     MAP_FILE.write_text(json.dumps(data) + "\n", encoding="utf-8")
     return data
 
@@ -385,6 +456,7 @@ def feeds_forms() -> set[str]:
     """The theory files the generated forms are derived from: those ``numerics/bounds/codegen.py``
     imports, and what they import, transitively (``theory/__init__.py`` imports nothing eagerly).
     Only mutants of these files regenerate the forms."""
+
     def imports(rel: str) -> set[str]:
         out: set[str] = set()
         for node in ast.walk(ast.parse((ROOT / rel).read_text(encoding="utf-8"))):
@@ -420,8 +492,9 @@ def run_mutant(mutant: Mutant, copy: Path, cmap: dict[str, Any], forms_original:
         target.write_text(mutated, encoding="utf-8")
         tests = tests_for_lines(cmap, mutant.path, statement_lines(original, mutant.line))
         if mutant.path in feeds:
-            rc, text = run_group([sys.executable, "-m", "numerics.bounds.codegen"], cwd=copy, env=child_env(copy),
-                                 timeout=300)
+            rc, text = run_group(
+                [sys.executable, "-m", "numerics.bounds.codegen"], cwd=copy, env=child_env(copy), timeout=300
+            )
             result.regenerated = rc == 0
             fresh = forms_path.read_text(encoding="utf-8")
             if rc != 0:
@@ -489,8 +562,9 @@ def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
 def summarize(results: list[Result], total: int, args: argparse.Namespace, seconds: float) -> dict[str, Any]:
     per_file: dict[str, dict[str, int]] = {}
     for r in results:
-        counts = per_file.setdefault(r.mutant.path, {"killed": 0, "timeout": 0, "survived": 0, "uncovered": 0,
-                                                     "error": 0, "equivalent": 0})
+        counts = per_file.setdefault(
+            r.mutant.path, {"killed": 0, "timeout": 0, "survived": 0, "uncovered": 0, "error": 0, "equivalent": 0}
+        )
         counts["equivalent" if r.equivalent else r.status] += 1
     judged = [r for r in results if not r.equivalent and r.status != "error"]
     killed = sum(r.status in ("killed", "timeout") for r in judged)
@@ -502,11 +576,12 @@ def summarize(results: list[Result], total: int, args: argparse.Namespace, secon
         "deselected": list(DESELECT),
         "targets": sorted(per_file),
         "mutants_total": total,
-        "sample": args.sample, "seed": args.seed,
+        "sample": args.sample,
+        "seed": args.seed,
         "run": len(results),
         "score": killed / len(judged) if judged else None,
         "score_definition": "(killed + timeout) / (run - judged equivalent - errors); the staleness test "
-                            "of the generated forms and the README claims-table test are deselected",
+        "of the generated forms and the README claims-table test are deselected",
         "score_95ci_wilson": [low, high],
         "score_counting_staleness_check": stale / len(judged) if judged else None,
         "killed": sum(r.status == "killed" for r in judged),
@@ -547,11 +622,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=str(DEFAULT_OUT))
     parser.add_argument("--list", action="store_true", help="only list the mutants (no test run)")
     parser.add_argument("--rebuild-map", action="store_true", help="redo the coverage map even if cached")
-    parser.add_argument("--max-minutes", type=float, default=None,
-                        help="start no mutant after this many minutes (the sample runs in a seeded random order, so "
-                             "the mutants run are still a uniform sample)")
-    parser.add_argument("--resume", action="store_true",
-                        help="keep the killed mutants of the previous report (--out): tests only get added")
+    parser.add_argument(
+        "--max-minutes",
+        type=float,
+        default=None,
+        help="start no mutant after this many minutes (the sample runs in a seeded random order, so "
+        "the mutants run are still a uniform sample)",
+    )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="keep the killed mutants of the previous report (--out): tests only get added",
+    )
     args = parser.parse_args(argv)
     if args.jobs < 1:
         parser.error(f"--jobs={args.jobs} must be at least 1")
@@ -561,13 +643,18 @@ def main(argv: list[str] | None = None) -> int:
     targets = target_files(args.paths)
     mutants = enumerate_mutants(targets)
     total = len(mutants)
-    chosen = sorted(random.Random(args.seed).sample(range(total), args.sample)) if args.sample and args.sample < total \
+    chosen = (
+        sorted(random.Random(args.seed).sample(range(total), args.sample))
+        if args.sample and args.sample < total
         else list(range(total))
+    )
     completed = [complete(mutants[i]) for i in chosen]
     selected = [m for m in completed if m is not None]
     if len(selected) < len(completed):
-        print(f"[mutate] {len(completed) - len(selected)} sampled mutants change nothing or do not compile: dropped",
-              file=sys.stderr)
+        print(
+            f"[mutate] {len(completed) - len(selected)} sampled mutants change nothing or do not compile: dropped",
+            file=sys.stderr,
+        )
     print(f"[mutate] {total} mutants in {len(targets)} files; running {len(selected)}", file=sys.stderr)
     if args.list:
         for m in selected:
@@ -600,8 +687,17 @@ def main(argv: list[str] | None = None) -> int:
             reason = equivalence_reason(mutant, table)
             kept = previous.get((mutant.ident, mutant.after))
             if kept is not None:
-                result = Result(mutant, kept["status"], kept["seconds"], kept["tests"], kept["failed"],
-                                kept["forms_changed"], kept["regenerated"], reason, "kept from the previous report")
+                result = Result(
+                    mutant,
+                    kept["status"],
+                    kept["seconds"],
+                    kept["tests"],
+                    kept["failed"],
+                    kept["forms_changed"],
+                    kept["regenerated"],
+                    reason,
+                    "kept from the previous report",
+                )
             else:
                 with lock:
                     copy = free.pop()
@@ -617,9 +713,12 @@ def main(argv: list[str] | None = None) -> int:
                 partial = summarize(sorted(results, key=_order), total, args, time.perf_counter() - t0)
                 partial["partial"] = f"{done} of {len(selected)} mutants"
                 Path(args.out).write_text(json.dumps(partial, indent=2) + "\n", encoding="utf-8")
-            print(f"[mutate] {done}/{len(selected)} {result.status:9s} {result.seconds:6.1f}s {mutant.ident}  "
-                  f"{mutant.before!r} -> {mutant.after!r}" + (" (judged equivalent)" if reason else ""),
-                  file=sys.stderr, flush=True)
+            print(
+                f"[mutate] {done}/{len(selected)} {result.status:9s} {result.seconds:6.1f}s {mutant.ident}  "
+                f"{mutant.before!r} -> {mutant.after!r}" + (" (judged equivalent)" if reason else ""),
+                file=sys.stderr,
+                flush=True,
+            )
             return result
 
         with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
@@ -632,10 +731,13 @@ def main(argv: list[str] | None = None) -> int:
     Path(args.out).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     score = report["score"]
     low, high = report["score_95ci_wilson"]
-    print(f"[mutate] score {score:.3f} (95% CI {low:.3f}-{high:.3f}); counting the staleness check "
-          f"{report['score_counting_staleness_check']:.3f}; killed {report['killed']}, timeout {report['timeout']}, "
-          f"survived {report['survived']} ({report['uncovered']} uncovered), equivalent {report['equivalent']}, "
-          f"errors {report['errors']}; written to {args.out}", file=sys.stderr)
+    print(
+        f"[mutate] score {score:.3f} (95% CI {low:.3f}-{high:.3f}); counting the staleness check "
+        f"{report['score_counting_staleness_check']:.3f}; killed {report['killed']}, timeout {report['timeout']}, "
+        f"survived {report['survived']} ({report['uncovered']} uncovered), equivalent {report['equivalent']}, "
+        f"errors {report['errors']}; written to {args.out}",
+        file=sys.stderr,
+    )
     return 0
 
 

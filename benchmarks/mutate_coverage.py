@@ -62,5 +62,6 @@ def pytest_configure(config: pytest.Config) -> None:
     include = [p for p in os.environ.get("SPECBOUND_MUTATE_INCLUDE", "").split(os.pathsep) if p]
     out = os.environ.get("SPECBOUND_MUTATE_MAP")
     if include and out:
-        config.pluginmanager.register(_Recorder(include, Path(out), Path(config.rootpath).resolve()),
-                                      "specbound-mutate-recorder")
+        config.pluginmanager.register(
+            _Recorder(include, Path(out), Path(config.rootpath).resolve()), "specbound-mutate-recorder"
+        )

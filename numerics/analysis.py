@@ -40,9 +40,20 @@ from numerics.bounds.baselines import bartlett2017, edelman2022
 from numerics.bounds.proxies import log_phi_sa_by_common_p, phi_sa
 from numerics.bounds.rotary import rotary_diagnostic
 from numerics.bounds.terms import MatrixTerm, ModelSettings, build_terms
-from numerics.bounds.theorem31 import (PEEL_BASE, PEEL_RATIO, BoundSettings, PosthocResult, class_settings, coefficients,
-                                       grid_values, log_eps_min, metric_points, n_nonvacuous, posthoc,
-                                       theorem41_coefficients)
+from numerics.bounds.theorem31 import (
+    PEEL_BASE,
+    PEEL_RATIO,
+    BoundSettings,
+    PosthocResult,
+    class_settings,
+    coefficients,
+    grid_values,
+    log_eps_min,
+    metric_points,
+    n_nonvacuous,
+    posthoc,
+    theorem41_coefficients,
+)
 from numerics.errors import CheckpointError
 from numerics.io.checkpoint import open_checkpoint
 from numerics.io.memory import is_in_memory, open_in_memory
@@ -97,8 +108,14 @@ class Analysis:
         matrices = self.matrices
         if spectra:
             matrices = [{**row, "singular_values": self.spectrum(row["name"])} for row in matrices]
-        doc = {"model": self.model, "matrices": matrices, "bounds": self.bounds, "proxies": self.proxies,
-               "skipped": self.skipped, "settings": self.settings}
+        doc = {
+            "model": self.model,
+            "matrices": matrices,
+            "bounds": self.bounds,
+            "proxies": self.proxies,
+            "skipped": self.skipped,
+            "settings": self.settings,
+        }
         if self.covers is not None:  # analyze --covers only: without it the document is unchanged
             doc["covers"] = self.covers
         return finite_json(doc)
@@ -116,9 +133,15 @@ class Analysis:
         return pd.DataFrame(self.matrices)
 
 
-def evaluate_bounds(stats: Sequence[Any], *, model_info: dict[str, Any], skipped: Sequence[tuple[str, str]] = (),
-                    settings: BoundSettings = BoundSettings(), model: ModelSettings = ModelSettings(),
-                    covers: Sequence[Any] | None = None) -> Analysis:
+def evaluate_bounds(
+    stats: Sequence[Any],
+    *,
+    model_info: dict[str, Any],
+    skipped: Sequence[tuple[str, str]] = (),
+    settings: BoundSettings = BoundSettings(),
+    model: ModelSettings = ModelSettings(),
+    covers: Sequence[Any] | None = None,
+) -> Analysis:
     """Bounds and proxies from already computed :class:`numerics.spectra.stats.MatrixStats`.
 
     Args:
@@ -153,29 +176,41 @@ def evaluate_bounds(stats: Sequence[Any], *, model_info: dict[str, Any], skipped
                 composed = covers31.compose(terms, post, chosen, settings, input_radii=info["peeled_radii"])
             # the baselines and proxies are evaluated as published, at the realised norms (not this bound's classes)
             inputs.pop("norms", None)
-            realised_terms, realised_info = build_terms(stats, num_layers=num_layers, hidden_size=hidden, model=model,
-                                                        peel=False, **inputs)
+            realised_terms, realised_info = build_terms(
+                stats, num_layers=num_layers, hidden_size=hidden, model=model, peel=False, **inputs
+            )
             edel = edelman2022(stats, realised_info, settings, hidden, num_layers)
             bart = bartlett2017(realised_terms, {st.name: st for st in stats}, settings)
-            settings_out = {**{k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(settings).items()}, **info}
+            settings_out = {
+                **{k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(settings).items()},
+                **info,
+            }
             rows = _matrix_rows(stats, terms, post, settings, realised_terms)
             if composed is not None:
                 for row in rows:
                     if row["name"] in composed.per_matrix:
                         row["cover"] = composed.per_matrix[row["name"]]
             return Analysis(
-                model=dict(model_info), matrices=rows,
-                bounds={"spectrum_adaptive": _spectrum_adaptive(terms, post, settings, info["peeled_radii"]),
-                        "edelman2022": edel, "bartlett2017": bart},
-                proxies=_proxies(realised_terms, edel, settings), skipped=[{"name": n, "reason": r} for n, r in skipped],
-                settings=settings_out, singular_values={st.name: np.asarray(st.singular_values) for st in stats},
+                model=dict(model_info),
+                matrices=rows,
+                bounds={
+                    "spectrum_adaptive": _spectrum_adaptive(terms, post, settings, info["peeled_radii"]),
+                    "edelman2022": edel,
+                    "bartlett2017": bart,
+                },
+                proxies=_proxies(realised_terms, edel, settings),
+                skipped=[{"name": n, "reason": r} for n, r in skipped],
+                settings=settings_out,
+                singular_values={st.name: np.asarray(st.singular_values) for st in stats},
                 covers=None if composed is None else composed.as_dict(),
             )
     except (FloatingPointError, OverflowError) as exc:
         largest = max(stats, key=lambda st: st.spectral_norm, default=None)
         where = f" (largest spectral norm {largest.spectral_norm:.3g}, tensor {largest.name!r})" if largest else ""
-        raise CheckpointError(model_info.get("source"), f"the bound overflows float64 ({exc}){where}: specbound "
-                              "refuses rather than report a wrong number") from None
+        raise CheckpointError(
+            model_info.get("source"),
+            f"the bound overflows float64 ({exc}){where}: specbound refuses rather than report a wrong number",
+        ) from None
 
 
 def _check_representable(stats: Sequence[Any], model_info: Mapping[str, Any]) -> None:
@@ -183,12 +218,20 @@ def _check_representable(stats: Sequence[Any], model_info: Mapping[str, Any]) ->
     ``||W||_F^2``, ``S_2`` or norms would be ``inf``, and a bound computed from them could be smaller
     than the truth."""
     for st in stats:
-        values = (st.spectral_norm, st.frobenius_norm_squared, st.stable_rank,
-                  *(v for v in (st.norm_2_1, st.norm_1_1) if v is not None))
+        values = (
+            st.spectral_norm,
+            st.frobenius_norm_squared,
+            st.stable_rank,
+            *(v for v in (st.norm_2_1, st.norm_1_1) if v is not None),
+        )
         if not all(math.isfinite(v) for v in values):
-            raise CheckpointError(model_info.get("source"), f"has largest singular value {st.spectral_norm:.3g}: its "
-                                  "squares or norms overflow float64; specbound refuses rather than report a wrong "
-                                  "bound", tensor=st.name)
+            raise CheckpointError(
+                model_info.get("source"),
+                f"has largest singular value {st.spectral_norm:.3g}: its "
+                "squares or norms overflow float64; specbound refuses rather than report a wrong "
+                "bound",
+                tensor=st.name,
+            )
 
 
 def network_inputs(model_info: dict[str, Any]) -> dict[str, Any]:
@@ -198,7 +241,9 @@ def network_inputs(model_info: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if "input_norms" in network:
         out["radii"] = [(r["attention"]["radius"], r["feedforward"]["radius"]) for r in network["input_norms"]]
-        out["norms"] = [tuple(_norm_input(r[block]) for block in ("attention", "feedforward")) for r in network["input_norms"]]
+        out["norms"] = [
+            tuple(_norm_input(r[block]) for block in ("attention", "feedforward")) for r in network["input_norms"]
+        ]
     if network.get("activation"):
         out["activation_lipschitz"] = network["activation"]["lipschitz"]
         out["activation_gain"] = network["activation"]["gain"]
@@ -212,13 +257,23 @@ def _norm_input(row: dict[str, Any]) -> dict[str, Any] | None:
     if "g_inf" not in row or "width" not in row:
         return None
     projection = row.get("projection")
-    return {"name": row["source"], "kind": row["kind"], "N": row["width"], "g_inf": row["g_inf"],
-            "beta_norm": row["beta_norm"],
-            "projection": None if projection is None else (projection["spectral_norm"], projection["bias_norm"])}
+    return {
+        "name": row["source"],
+        "kind": row["kind"],
+        "N": row["width"],
+        "g_inf": row["g_inf"],
+        "beta_norm": row["beta_norm"],
+        "projection": None if projection is None else (projection["spectral_norm"], projection["bias_norm"]),
+    }
 
 
-def _matrix_rows(stats: Sequence[Any], terms: Sequence[MatrixTerm], post: PosthocResult, settings: BoundSettings,
-                 realised: Sequence[MatrixTerm] | None = None) -> list[dict[str, Any]]:
+def _matrix_rows(
+    stats: Sequence[Any],
+    terms: Sequence[MatrixTerm],
+    post: PosthocResult,
+    settings: BoundSettings,
+    realised: Sequence[MatrixTerm] | None = None,
+) -> list[dict[str, Any]]:
     """One row per matrix: its statistics, and for the matrices in the bound ``p*``, ``S_{p*}`` and ``theorem_inputs``."""
     p_of = dict(zip((t.name for t in terms), post.p))
     inputs = dict(zip((t.name for t in terms), theorem_inputs(terms, post.p, settings, realised)))
@@ -234,8 +289,9 @@ def _matrix_rows(stats: Sequence[Any], terms: Sequence[MatrixTerm], post: Postho
     return rows
 
 
-def theorem_inputs(terms: Sequence[MatrixTerm], p: np.ndarray, settings: BoundSettings,
-                   realised: Sequence[MatrixTerm] | None = None) -> list[dict[str, Any]]:
+def theorem_inputs(
+    terms: Sequence[MatrixTerm], p: np.ndarray, settings: BoundSettings, realised: Sequence[MatrixTerm] | None = None
+) -> list[dict[str, Any]]:
     """Per term, the inputs of its Theorem 4.1 coefficient at index ``p_j`` and the coefficient (module docstring).
 
     Each post hoc quantity is recorded at its grid value (``s``, ``R``, ``B``; what the bound uses) and as realised
@@ -253,24 +309,38 @@ def theorem_inputs(terms: Sequence[MatrixTerm], p: np.ndarray, settings: BoundSe
     for j, t in enumerate(terms):
         by_p = t.schatten(np.asarray(grid))
         R_realised = float(t.schatten(np.asarray([p[j]]))[0])
-        out.append({
-            "kind": t.cover_kind, "group": t.group, "p": float(p[j]),
-            "s": float(grid_values([t.spectral_norm])[0]) if t.spectral_norm > 0 else 0.0, "s_realised": t.spectral_norm,
-            "R": float(grid_values([R_realised])[0]) if R_realised > 0 else 0.0, "R_realised": R_realised,
-            "B": t.input_scale, "B_realised": t.input_scale if t.input_scale_realised is None else t.input_scale_realised,
-            "centres": CENTRES, "cover_scale": COVER_SCALE,
-            **({"log_rho_realised": log_rho_realised[t.name]} if t.name in log_rho_realised else {}),
-            "a": int(t.shape[0]), "b": int(t.shape[1]),
-            "r": int(t.rank_bound), "m": metric_points(t, settings), "eps_min": math.exp(float(log_eps[j])),
-            "log_eps_min": float(log_eps[j]), "log_rho": t.log_rho,
-            "schatten_by_p": {str(q): float(v) for q, v in zip(grid, by_p)},
-            "log_coefficient": float(log_a[j]), "log_allocated_coefficient": float(log_c[j]),
-        })
+        out.append(
+            {
+                "kind": t.cover_kind,
+                "group": t.group,
+                "p": float(p[j]),
+                "s": float(grid_values([t.spectral_norm])[0]) if t.spectral_norm > 0 else 0.0,
+                "s_realised": t.spectral_norm,
+                "R": float(grid_values([R_realised])[0]) if R_realised > 0 else 0.0,
+                "R_realised": R_realised,
+                "B": t.input_scale,
+                "B_realised": t.input_scale if t.input_scale_realised is None else t.input_scale_realised,
+                "centres": CENTRES,
+                "cover_scale": COVER_SCALE,
+                **({"log_rho_realised": log_rho_realised[t.name]} if t.name in log_rho_realised else {}),
+                "a": int(t.shape[0]),
+                "b": int(t.shape[1]),
+                "r": int(t.rank_bound),
+                "m": metric_points(t, settings),
+                "eps_min": math.exp(float(log_eps[j])),
+                "log_eps_min": float(log_eps[j]),
+                "log_rho": t.log_rho,
+                "schatten_by_p": {str(q): float(v) for q, v in zip(grid, by_p)},
+                "log_coefficient": float(log_a[j]),
+                "log_allocated_coefficient": float(log_c[j]),
+            }
+        )
     return out
 
 
-def _spectrum_adaptive(terms: Sequence[MatrixTerm], post: PosthocResult, settings: BoundSettings,
-                       peeled_radii: Sequence[float] = ()) -> dict[str, Any]:
+def _spectrum_adaptive(
+    terms: Sequence[MatrixTerm], post: PosthocResult, settings: BoundSettings, peeled_radii: Sequence[float] = ()
+) -> dict[str, Any]:
     """Theorem 3.1 at the post hoc indices, as reported, with everything needed to recompute it.
 
     ``B_out`` and ``gamma`` are reported at their grid values (``B_out_realised``, ``gamma_realised`` as given);
@@ -303,20 +373,32 @@ def _spectrum_adaptive(terms: Sequence[MatrixTerm], post: PosthocResult, setting
         "gamma_realised": realised.gamma,
         "B_out": settings.B_out,
         "B_out_realised": realised.B_out,
-        "peeling": {"grid": "v_k = v_0 c^k, k any integer", "ratio": PEEL_RATIO, "base": PEEL_BASE,
-                    "prior": "pi(k) = 1/(Z (|k|+1)(|k|+2)), Z = 3/2", "cost": "log(1/pi(k)) per peeled quantity",
-                    "peeled": "R_j at p_j and s_j per matrix (upper end), input radii read from norm layers (upper end), "
-                              "B_out (upper end), gamma (grid value below)",
-                    "input_radii": [float(v) for v in peeled_radii]},
+        "peeling": {
+            "grid": "v_k = v_0 c^k, k any integer",
+            "ratio": PEEL_RATIO,
+            "base": PEEL_BASE,
+            "prior": "pi(k) = 1/(Z (|k|+1)(|k|+2)), Z = 3/2",
+            "cost": "log(1/pi(k)) per peeled quantity",
+            "peeled": "R_j at p_j and s_j per matrix (upper end), input radii read from norm layers (upper end), "
+            "B_out (upper end), gamma (grid value below)",
+            "input_radii": [float(v) for v in peeled_radii],
+        },
         "p_grid": grid,
         "floor_share": settings.floor_share,
         "tie": settings.tie,
-        "dudley_grid": {"alpha_min": settings.alpha_min, "B_out": settings.B_out, "points": settings.grid_points,
-                        "spacing": "geometric", "integral": "interval by interval, sqrt(G(eps)) <= sqrt(G(eps_i)) (eps_i/eps)^(p_min/2)",
-                        "alpha": "the grid points below B_out"},
-        "norm_parameters": [{"name": t.name, "kind": t.kind, "theorem_inputs": row}
-                            for t, row in zip(terms, theorem_inputs(terms, post.p, realised))
-                            if t.cover_kind in ("gain", "translation")],
+        "dudley_grid": {
+            "alpha_min": settings.alpha_min,
+            "B_out": settings.B_out,
+            "points": settings.grid_points,
+            "spacing": "geometric",
+            "integral": "interval by interval, sqrt(G(eps)) <= sqrt(G(eps_i)) (eps_i/eps)^(p_min/2)",
+            "alpha": "the grid points below B_out",
+        },
+        "norm_parameters": [
+            {"name": t.name, "kind": t.kind, "theorem_inputs": row}
+            for t, row in zip(terms, theorem_inputs(terms, post.p, realised))
+            if t.cover_kind in ("gain", "translation")
+        ],
         "p_by_group": post.p_by_group,
         "rademacher_by_common_p": {str(k): v for k, v in post.by_common_p.items()},
         "search": post.search,
@@ -337,11 +419,20 @@ def _proxies(terms: Sequence[MatrixTerm], edel: dict[str, Any], settings: BoundS
     }
 
 
-def analyze(source: str | os.PathLike[str] | Mapping[str, Any] | Any, *, heads: int | None = None,
-            settings: BoundSettings = BoundSettings(), model: ModelSettings = ModelSettings(),
-            executor: Any = None, progress: Callable[[int, int, str], None] | None = None, leading_k: int | None = None,
-            processes: int | None = None, config: Mapping[str, Any] | None = None, spectrum: str = "auto",
-            covers: Sequence[Any] | None = None) -> Analysis:
+def analyze(
+    source: str | os.PathLike[str] | Mapping[str, Any] | Any,
+    *,
+    heads: int | None = None,
+    settings: BoundSettings = BoundSettings(),
+    model: ModelSettings = ModelSettings(),
+    executor: Any = None,
+    progress: Callable[[int, int, str], None] | None = None,
+    leading_k: int | None = None,
+    processes: int | None = None,
+    config: Mapping[str, Any] | None = None,
+    spectrum: str = "auto",
+    covers: Sequence[Any] | None = None,
+) -> Analysis:
     """Open ``source`` and evaluate the bounds.
 
     ``source``: a ``.safetensors`` file, a folder (safetensors, sharded, or an ONNX export,
@@ -370,23 +461,35 @@ def analyze(source: str | os.PathLike[str] | Mapping[str, Any] | Any, *, heads: 
         covers31.resolve([c if isinstance(c, str) else c.name for c in covers])
     if is_in_memory(source):
         if processes:
-            raise ValueError(f"processes={processes!r}: a model in memory has no file for worker processes to read; "
-                             "leave processes at None or 0")
+            raise ValueError(
+                f"processes={processes!r}: a model in memory has no file for worker processes to read; "
+                "leave processes at None or 0"
+            )
         ckpt, processes = open_in_memory(source, heads=heads, config=config), 0
     elif config is not None:
         raise ValueError("config= is for models in memory; a checkpoint in files is read with its own config.json")
     elif isinstance(source, (str, os.PathLike)):
         ckpt = open_checkpoint(resolve_source(source), heads=heads)
     else:
-        raise TypeError(f"source={type(source).__name__} must be a path, a registry name or hub id, a torch.nn.Module "
-                        "or a mapping of tensor names to arrays")
+        raise TypeError(
+            f"source={type(source).__name__} must be a path, a registry name or hub id, a torch.nn.Module "
+            "or a mapping of tensor names to arrays"
+        )
     info = describe_network(ckpt, model)
     fold = info["network"]["biases"] == "folded"
     rotary = ckpt.map.positions == "rotary"
     diagnostic = _Rotary(ckpt, fold) if rotary else None
-    stats = checkpoint_spectra(ckpt, executor=executor, progress=progress, leading_k=leading_k, processes=processes,
-                               bias=fold, rotary=rotary, spectrum=spectrum,
-                               on_layer=diagnostic.add_layer if diagnostic is not None else None)
+    stats = checkpoint_spectra(
+        ckpt,
+        executor=executor,
+        progress=progress,
+        leading_k=leading_k,
+        processes=processes,
+        bias=fold,
+        rotary=rotary,
+        spectrum=spectrum,
+        on_layer=diagnostic.add_layer if diagnostic is not None else None,
+    )
     if diagnostic is not None:
         info["network"]["rotary_diagnostic"] = diagnostic.out
     skipped = list(ckpt.skipped)
@@ -399,9 +502,9 @@ def analyze(source: str | os.PathLike[str] | Mapping[str, Any] | Any, *, heads: 
 POSITIONS = {
     "absolute": "absolute (added to the embeddings; nothing in the scores)",
     "rotary": "rotary (RoPE between the folded query and key maps: each map covered as a vector class, the "
-              "covers composed for every offset at once, theory.rope; kinds rq and rk)",
+    "covers composed for every offset at once, theory.rope; kinds rq and rk)",
     "relative-bias": "relative position bias: a trained table added to the scores, treated as a fixed additive "
-                     "term (a translation of the scores: it changes no Lipschitz constant and is not covered)",
+    "term (a translation of the scores: it changes no Lipschitz constant and is not covered)",
 }
 
 
@@ -427,13 +530,20 @@ def describe_network(ckpt: Any, model: ModelSettings = ModelSettings()) -> dict[
     if ckpt.hidden_act is not None:
         key, name = ckpt.hidden_act
         entry = activation(name)
-        act = {"config_key": key, "name": name, "registry": entry.key, "lipschitz": entry.lipschitz,
-               "gain": entry.gain, "status": entry.status, "gated": ckpt.map.gate is not None}
+        act = {
+            "config_key": key,
+            "name": name,
+            "registry": entry.key,
+            "lipschitz": entry.lipschitz,
+            "gain": entry.gain,
+            "status": entry.status,
+            "gated": ckpt.map.gate is not None,
+        }
     radii: list[dict[str, Any]] = []
     blocks = ckpt.block_inputs()
     for layer in range(ckpt.num_layers):
         row: dict[str, Any] = {}
-        for b in blocks[2 * layer: 2 * layer + 2]:
+        for b in blocks[2 * layer : 2 * layer + 2]:
             row[b.block] = _block_radius(b, ckpt.hidden_size, model, ckpt.source)
         radii.append(row)
     info["network"] = {
@@ -443,11 +553,18 @@ def describe_network(ckpt: Any, model: ModelSettings = ModelSettings()) -> dict[
         "positions": POSITIONS[info.pop("positions")],
         "score_scales": info.pop("score_scales"),
         "input_norms": radii,
-        "feedforward": ({"gated": True, "gate": ckpt.map.gate, "model": "theory.gated: s_2 s_1 s_3 B (L_sigma + c_sigma) "
-                         "on the ball of radius B (not globally Lipschitz)"} if ckpt.map.gate is not None
-                        else {"gated": False, "model": "sigma(x W_1) W_2"}),
+        "feedforward": (
+            {
+                "gated": True,
+                "gate": ckpt.map.gate,
+                "model": "theory.gated: s_2 s_1 s_3 B (L_sigma + c_sigma) "
+                "on the ball of radius B (not globally Lipschitz)",
+            }
+            if ckpt.map.gate is not None
+            else {"gated": False, "model": "sigma(x W_1) W_2"}
+        ),
         "lipschitz_model": "norm layers as projections onto the ball of radius B (Edelman et al. 2022); "
-                           "a true LayerNorm is g_inf/std_min-Lipschitz (theory.normlayers)",
+        "a true LayerNorm is g_inf/std_min-Lipschitz (theory.normlayers)",
     }
     return info
 
@@ -465,9 +582,11 @@ class _Rotary:
         context = int(config.get("max_position_embeddings") or 2048)
         self.ckpt, self.fold, self.base, self.context = ckpt, fold, float(base), context
         self.out: dict[str, Any] = {
-            "base": float(base), "context": context, "rope_type": rope_type,
+            "base": float(base),
+            "context": context,
+            "rope_type": rope_type,
             "note": "the bound covers the query and key maps and composes them (theory.rope), valid for every offset; "
-                    "here, per head, the certified bounds on every W_q^T R(Delta) W_k beside the largest values found",
+            "here, per head, the certified bounds on every W_q^T R(Delta) W_k beside the largest values found",
             "layers": [],
         }
         if rope_type != "default":
@@ -476,9 +595,12 @@ class _Rotary:
     def add_layer(self, layer: Any) -> None:
         """The diagnostic of one layer (called in layer order)."""
         ckpt = self.ckpt
-        heads = head_factors(layer, num_heads=ckpt.num_heads, num_kv_heads=ckpt.num_kv_heads, head_dim=ckpt.head_dim,
-                             bias=self.fold)["qk"]
-        self.out["layers"].append(rotary_diagnostic(heads, head_dim=ckpt.head_dim, base=self.base, context=self.context))
+        heads = head_factors(
+            layer, num_heads=ckpt.num_heads, num_kv_heads=ckpt.num_kv_heads, head_dim=ckpt.head_dim, bias=self.fold
+        )["qk"]
+        self.out["layers"].append(
+            rotary_diagnostic(heads, head_dim=ckpt.head_dim, base=self.base, context=self.context)
+        )
 
 
 def _block_radius(block: Any, hidden: int, model: ModelSettings, where: str) -> dict[str, Any]:
@@ -492,16 +614,29 @@ def _block_radius(block: Any, hidden: int, model: ModelSettings, where: str) -> 
     if model.input_norm is not None:
         return {"radius": float(model.input_norm), "source": "--input-norm"}
     if block.missing is not None:
-        raise CheckpointError(where, f"is missing: the radius of the rows entering layer {block.layer}'s {block.block} "
-                              f"block is read from this norm gain (nor is it stored as '.gamma'); "
-                              "give the radius with --input-norm to assume one", tensor=block.missing)
+        raise CheckpointError(
+            where,
+            f"is missing: the radius of the rows entering layer {block.layer}'s {block.block} "
+            f"block is read from this norm gain (nor is it stored as '.gamma'); "
+            "give the radius with --input-norm to assume one",
+            tensor=block.missing,
+        )
     norm = block.norm
     if norm is None:
-        return {"radius": math.sqrt(hidden), "source": f"assumed sqrt(N): no norm layer feeds it ({block.where})",
-                "assumed": True}
+        return {
+            "radius": math.sqrt(hidden),
+            "source": f"assumed sqrt(N): no norm layer feeds it ({block.where})",
+            "assumed": True,
+        }
     radius = compiled.norm_radius(norm.kind, N=norm.width, g_inf=norm.gain_inf, beta_norm=norm.bias_norm)
-    out: dict[str, Any] = {"radius": radius, "source": norm.name, "kind": norm.kind, "g_inf": norm.gain_inf,
-                           "beta_norm": norm.bias_norm, "width": norm.width}
+    out: dict[str, Any] = {
+        "radius": radius,
+        "source": norm.name,
+        "kind": norm.kind,
+        "g_inf": norm.gain_inf,
+        "beta_norm": norm.bias_norm,
+        "width": norm.width,
+    }
     if block.projection is not None:
         s, b = block.projection  # ||W y + c|| <= ||W||_2 ||y|| + ||c|| (triangle inequality)
         out.update(radius=s * radius + b, norm_radius=radius, projection={"spectral_norm": s, "bias_norm": b})

@@ -17,7 +17,8 @@ import argparse
 import json
 import math
 import sys
-from typing import Any, NoReturn, Sequence
+from collections.abc import Sequence
+from typing import Any, NoReturn
 
 from numerics.errors import SpecboundError
 
@@ -75,7 +76,9 @@ class _Progress:
 
 def _shown(text: str, limit: int = 40) -> str:
     """``repr(text)``, cut in the middle when long (error messages stay one short line)."""
-    return repr(text) if len(text) <= limit else repr(f"{text[: limit - 12]}...{text[-8:]}") + f" ({len(text)} characters)"
+    return (
+        repr(text) if len(text) <= limit else repr(f"{text[: limit - 12]}...{text[-8:]}") + f" ({len(text)} characters)"
+    )
 
 
 def _integer(text: str, *, minimum: int, maximum: int | None = None, scientific: bool = False) -> int:
@@ -91,7 +94,12 @@ def _integer(text: str, *, minimum: int, maximum: int | None = None, scientific:
             number = decimal.Decimal(stripped)
         except decimal.InvalidOperation:
             number = None
-        if number is not None and number.is_finite() and number == number.to_integral_value() and number.adjusted() <= 400:
+        if (
+            number is not None
+            and number.is_finite()
+            and number == number.to_integral_value()
+            and number.adjusted() <= 400
+        ):
             value = int(number)
     if value is None:
         kind = "an integer (digits, or 1e6 style)" if scientific else "an integer"
@@ -160,8 +168,11 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
     from numerics.bounds.theorem31 import BoundSettings
 
     model = {**_given(args, "input_norm"), **({"bias": False} if getattr(args, "no_bias", False) else {})}
-    return {"settings": BoundSettings(**_given(args, *_BOUND_FIELDS)), "model": ModelSettings(**model),
-            **_given(args, "heads", "scheduler", "workers")}
+    return {
+        "settings": BoundSettings(**_given(args, *_BOUND_FIELDS)),
+        "model": ModelSettings(**model),
+        **_given(args, "heads", "scheduler", "workers"),
+    }
 
 
 def _covers(args: argparse.Namespace) -> list[str] | None:
@@ -183,10 +194,17 @@ def _covers(args: argparse.Namespace) -> list[str] | None:
 def _cmd_analyze(args: argparse.Namespace) -> int:
     from numerics.report import tables, writers
 
-    analysis = writers.analyze_report(args.source, out=args.out, force=args.force, plots=not args.no_plots,
-                                      progress=_Progress("spectra"), **_settings(args),
-                                      spectra=args.spectra, **_given(args, "leading_k", "processes", "spectrum"),
-                                      covers=_covers(args))
+    analysis = writers.analyze_report(
+        args.source,
+        out=args.out,
+        force=args.force,
+        plots=not args.no_plots,
+        progress=_Progress("spectra"),
+        **_settings(args),
+        spectra=args.spectra,
+        **_given(args, "leading_k", "processes", "spectrum"),
+        covers=_covers(args),
+    )
     if args.format == "json":
         print(json.dumps(analysis.to_json(spectra=args.spectra), indent=2))
     elif args.format == "csv":
@@ -227,8 +245,9 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         raise CliError("sweep needs at least one SOURCE or --grid")
     options = _settings(args)
     options.pop("heads", None)  # every checkpoint of a sweep reads its head count from its config
-    result = writers.sweep_report(args.sources, grid=args.grid, out=args.out, force=args.force,
-                                  progress=_Progress("checkpoints"), **options)
+    result = writers.sweep_report(
+        args.sources, grid=args.grid, out=args.out, force=args.force, progress=_Progress("checkpoints"), **options
+    )
     if args.format == "json":
         print(json.dumps(tables.sweep_rows_json(result), indent=2))
     else:
@@ -282,8 +301,13 @@ def _cmd_claims(args: argparse.Namespace) -> int:
         ids = [c.strip().upper() for c in args.only.split(",") if c.strip()]
         if not ids:
             raise CliError(f"--only={_shown(args.only)} names no claim; give ids such as C1,C7")
-    report = claims.claims_report(ids, readme=args.readme if args.update_readme else None, run_tests=not args.no_tests,
-                                  update_study=args.update_study, progress=_Progress("models"))
+    report = claims.claims_report(
+        ids,
+        readme=args.readme if args.update_readme else None,
+        run_tests=not args.no_tests,
+        update_study=args.update_study,
+        progress=_Progress("models"),
+    )
     if report.readme_changed is not None:
         print(f"specbound: {'updated' if report.readme_changed else 'already current:'} {args.readme}", file=sys.stderr)
     if args.json:
@@ -299,9 +323,19 @@ def _cmd_study(args: argparse.Namespace) -> int:
 
     axes = dict(parse_axis(text) for text in args.axis or ())
     out = args.out if args.out is not None else writers.STUDY_FOLDER
-    result, _ = writers.study_report(args.preset, task=args.task, axes=axes, out=out, force=args.force, jobs=args.jobs,
-                                     scheduler=args.scheduler, progress=_Progress("models"), plots=not args.no_plots,
-                                     reached_only=not args.include_unreached, covers=_covers(args))
+    result, _ = writers.study_report(
+        args.preset,
+        task=args.task,
+        axes=axes,
+        out=out,
+        force=args.force,
+        jobs=args.jobs,
+        scheduler=args.scheduler,
+        progress=_Progress("models"),
+        plots=not args.no_plots,
+        reached_only=not args.include_unreached,
+        covers=_covers(args),
+    )
     sys.stdout.write(study_tables.study_table(result))
     print(study_tables.study_summary(result, out), file=sys.stderr)
     return 0
@@ -350,36 +384,67 @@ def _library(action: argparse.Action) -> None:
 
 
 def _add_bound_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--heads", type=_positive_int, default=None, help="number of attention heads (when config.json lacks it)")
+    p.add_argument(
+        "--heads", type=_positive_int, default=None, help="number of attention heads (when config.json lacks it)"
+    )
     _library(p.add_argument("--n", type=_count, default=None, help="training sequences n"))
     _library(p.add_argument("--T", type=_count, default=None, help="tokens per sequence T"))
     _library(p.add_argument("--delta", type=_real, default=None, help="confidence delta in (0, 1)"))
-    _library(p.add_argument("--tie", choices=["layer-type", "matrix", "common"], default=None,
-                            help="one Schatten index per layer and type (paper), per matrix, or one for all"))
+    _library(
+        p.add_argument(
+            "--tie",
+            choices=["layer-type", "matrix", "common"],
+            default=None,
+            help="one Schatten index per layer and type (paper), per matrix, or one for all",
+        )
+    )
     _library(p.add_argument("--p-grid", type=_p_grid, default=None, help="comma-separated post hoc grid"))
-    p.add_argument("--input-norm", type=_real, default=None,
-                   help="bound B on the rows entering every block (default: from each norm layer's trained gain and bias)")
-    p.add_argument("--no-bias", action="store_true",
-                   help="drop the biases (the bias-free idealisation) instead of folding them into the matrices")
+    p.add_argument(
+        "--input-norm",
+        type=_real,
+        default=None,
+        help="bound B on the rows entering every block (default: from each norm layer's trained gain and bias)",
+    )
+    p.add_argument(
+        "--no-bias",
+        action="store_true",
+        help="drop the biases (the bias-free idealisation) instead of folding them into the matrices",
+    )
     where = p.add_mutually_exclusive_group()
-    where.add_argument("--workers", type=_positive_int_parallel, default=None, help="local threads for the per-matrix work (default: all cores)")
-    where.add_argument("--scheduler", default=None, metavar="ADDRESS",
-                       help="run the per-matrix / per-checkpoint work on a dask.distributed scheduler (needs specbound[dask])")
+    where.add_argument(
+        "--workers",
+        type=_positive_int_parallel,
+        default=None,
+        help="local threads for the per-matrix work (default: all cores)",
+    )
+    where.add_argument(
+        "--scheduler",
+        default=None,
+        metavar="ADDRESS",
+        help="run the per-matrix / per-checkpoint work on a dask.distributed scheduler (needs specbound[dask])",
+    )
 
 
 def _add_entry_points_option(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--entry-points", action="store_true",
-                   help="also register the covers of installed packages (entry-point group specbound.covers): this "
-                        "imports and runs those packages' code; off by default")
+    p.add_argument(
+        "--entry-points",
+        action="store_true",
+        help="also register the covers of installed packages (entry-point group specbound.covers): this "
+        "imports and runs those packages' code; off by default",
+    )
 
 
 def _add_out_options(p: argparse.ArgumentParser, what: str) -> None:
     """``--out`` (a report folder holding ``what``) and ``--force``."""
-    p.add_argument("--out", default=None, help=f"{what} (written atomically; must be new, empty, or a folder "
-                   "specbound wrote)")
-    p.add_argument("--force", action="store_true",
-                   help="replace the --out folder specbound wrote even if other files were added to it "
-                        "(never a folder specbound did not write)")
+    p.add_argument(
+        "--out", default=None, help=f"{what} (written atomically; must be new, empty, or a folder specbound wrote)"
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="replace the --out folder specbound wrote even if other files were added to it "
+        "(never a folder specbound did not write)",
+    )
 
 
 class _Parser(argparse.ArgumentParser):
@@ -401,8 +466,12 @@ def build_parser() -> argparse.ArgumentParser:
     d = sub.add_parser("derive", help="print the derived forms (Theorem 4.1, 3.1, regimes, baselines)")
     d.add_argument("target", choices=["thm41", "thm31", "regimes", "baselines", "cover"])
     d.add_argument("name", nargs="?", default=None, help="for 'cover': the registered cover (none: list them)")
-    d.add_argument("--kind", choices=["bilinear", "vector"], default=None,
-                   help="output kind: for thm41 (default bilinear), for a cover (default: every kind it applies to)")
+    d.add_argument(
+        "--kind",
+        choices=["bilinear", "vector"],
+        default=None,
+        help="output kind: for thm41 (default bilinear), for a cover (default: every kind it applies to)",
+    )
     _add_entry_points_option(d)
     fmt = d.add_mutually_exclusive_group()
     fmt.add_argument("--latex", action="store_true", help="LaTeX instead of pretty text")
@@ -414,19 +483,40 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--format", choices=["table", "json", "csv"], default="table")
     _add_out_options(a, "folder for table, JSON, CSV and plots")
     a.add_argument("--no-plots", action="store_true", help="with --out: skip the plots")
-    a.add_argument("--spectra", action="store_true",
-                   help="add every matrix's singular values to the JSON and CSV output (and to --out's report)")
-    a.add_argument("--leading-k", type=_positive_int, default=None, metavar="K",
-                   help="for huge matrices: only the K leading singular values plus a certified tail bound (recorded per matrix)")
-    a.add_argument("--processes", type=_parallelism, default=None, metavar="N",
-                   help="worker processes for the whole-matrix SVDs (default: one per core when the model is large "
-                        "enough and neither --workers nor --scheduler is given; 0: none)")
-    a.add_argument("--spectrum", choices=["auto", "svd"], default=None,
-                   help="how whole matrices get their singular values: auto (default: from the Gram matrix's eigenvalues "
-                        "where a derived error bound certifies them to 1e-7 relative, else the SVD) or svd (always the SVD)")
-    a.add_argument("--covers", default=None, metavar="A,B,...",
-                   help="registered covers to compose through Theorem 3.1, one chosen per tie group post hoc "
-                        "(theorem41, effective_rank, user covers; default: Theorem 4.1 only)")
+    a.add_argument(
+        "--spectra",
+        action="store_true",
+        help="add every matrix's singular values to the JSON and CSV output (and to --out's report)",
+    )
+    a.add_argument(
+        "--leading-k",
+        type=_positive_int,
+        default=None,
+        metavar="K",
+        help="for huge matrices: only the K leading singular values plus a certified tail bound (recorded per matrix)",
+    )
+    a.add_argument(
+        "--processes",
+        type=_parallelism,
+        default=None,
+        metavar="N",
+        help="worker processes for the whole-matrix SVDs (default: one per core when the model is large "
+        "enough and neither --workers nor --scheduler is given; 0: none)",
+    )
+    a.add_argument(
+        "--spectrum",
+        choices=["auto", "svd"],
+        default=None,
+        help="how whole matrices get their singular values: auto (default: from the Gram matrix's eigenvalues "
+        "where a derived error bound certifies them to 1e-7 relative, else the SVD) or svd (always the SVD)",
+    )
+    a.add_argument(
+        "--covers",
+        default=None,
+        metavar="A,B,...",
+        help="registered covers to compose through Theorem 3.1, one chosen per tie group post hoc "
+        "(theorem41, effective_rank, user covers; default: Theorem 4.1 only)",
+    )
     _add_entry_points_option(a)
     _add_bound_options(a)
     a.set_defaults(func=_cmd_analyze)
@@ -443,64 +533,113 @@ def build_parser() -> argparse.ArgumentParser:
 
     sw = sub.add_parser("sweep", help="proxies and bounds across checkpoints, log-log slopes in L and N (claim C8)")
     sw.add_argument("sources", nargs="*", help="folders, files, registry names (minilm-l6, minilm-l3) or hub ids")
-    sw.add_argument("--grid", choices=["bert-miniatures"], default=None, help="add the 24 BERT Miniatures (needs the hub)")
+    sw.add_argument(
+        "--grid", choices=["bert-miniatures"], default=None, help="add the 24 BERT Miniatures (needs the hub)"
+    )
     sw.add_argument("--format", choices=["table", "json"], default="table")
     _add_out_options(sw, "folder for sweep.json and sweep.png")
     _add_bound_options(sw)
     sw.set_defaults(func=_cmd_sweep)
 
     mc = sub.add_parser("mc", help="Monte-Carlo covering estimates against Theorem 4.1 (claim C9)")
-    _library(mc.add_argument("--kind", choices=["vector", "bilinear"], default=None, help="outputs W^T x or scores x^T W y"))
+    _library(
+        mc.add_argument("--kind", choices=["vector", "bilinear"], default=None, help="outputs W^T x or scores x^T W y")
+    )
     _library(mc.add_argument("--a", type=_positive_int, default=None, help="rows of W"))
     _library(mc.add_argument("--b", type=_positive_int, default=None, help="columns of W"))
     _library(mc.add_argument("--m", type=_positive_int, default=None, help="sample rows (tokens)"))
-    _library(mc.add_argument("--samples", type=_positive_int, default=None, help="sampled class members per (profile, p)"))
-    _library(mc.add_argument("--rows", choices=["gaussian", "sphere", "aligned"], default=None,
-                             help="how the sample rows are drawn"))
-    _library(mc.add_argument("--seed", type=_non_negative_int, default=None, help="seed of the random streams (0 or more)"))
-    mc.add_argument("--cover", default=None, metavar="NAME",
-                    help="check a registered cover (specbound derive cover lists them) instead of Theorem 4.1 (300 "
-                         "samples per profile unless --samples; every index value of numerics.montecarlo.covers.INDEX_VALUES); "
-                         "exit 3 when a certified lower bound lies above it")
+    _library(
+        mc.add_argument("--samples", type=_positive_int, default=None, help="sampled class members per (profile, p)")
+    )
+    _library(
+        mc.add_argument(
+            "--rows", choices=["gaussian", "sphere", "aligned"], default=None, help="how the sample rows are drawn"
+        )
+    )
+    _library(
+        mc.add_argument("--seed", type=_non_negative_int, default=None, help="seed of the random streams (0 or more)")
+    )
+    mc.add_argument(
+        "--cover",
+        default=None,
+        metavar="NAME",
+        help="check a registered cover (specbound derive cover lists them) instead of Theorem 4.1 (300 "
+        "samples per profile unless --samples; every index value of numerics.montecarlo.covers.INDEX_VALUES); "
+        "exit 3 when a certified lower bound lies above it",
+    )
     _add_entry_points_option(mc)
     mc.add_argument("--format", choices=["table", "json"], default="table")
-    mc.add_argument("--plot", default=None, help="write the figure (log N against 1/eps per profile) to this file "
-                    "(new, or a PNG specbound wrote)")
+    mc.add_argument(
+        "--plot",
+        default=None,
+        help="write the figure (log N against 1/eps per profile) to this file (new, or a PNG specbound wrote)",
+    )
     mc.set_defaults(func=_cmd_mc)
 
     st = sub.add_parser("study", help="train a family of small encoders (torch) and tabulate their generalization gaps")
-    st.add_argument("--preset", required=True, help="smoke (4 tiny models, seconds), default (174 models, batched; see the README for the time) or "
-                    "full (hundreds: meant for --scheduler)")
-    st.add_argument("--task", default="modadd", help="modadd (modular addition, the default) or digits (scikit-learn's 8x8 digits)")
-    st.add_argument("--axis", action="append", default=None, metavar="NAME=V1,V2,...",
-                    help="replace the values of one axis of the preset, e.g. label_noise=0,0.5,1 (repeatable; the base "
-                         "model's value always stays in the family)")
-    _add_out_options(st, "report folder: tables (CSV, Markdown), study.json, summary.md, plots "
-                     "(default ./specbound-study)")
+    st.add_argument(
+        "--preset",
+        required=True,
+        help="smoke (4 tiny models, seconds), default (174 models, batched; see the README for the time) or "
+        "full (hundreds: meant for --scheduler)",
+    )
+    st.add_argument(
+        "--task", default="modadd", help="modadd (modular addition, the default) or digits (scikit-learn's 8x8 digits)"
+    )
+    st.add_argument(
+        "--axis",
+        action="append",
+        default=None,
+        metavar="NAME=V1,V2,...",
+        help="replace the values of one axis of the preset, e.g. label_noise=0,0.5,1 (repeatable; the base "
+        "model's value always stays in the family)",
+    )
+    _add_out_options(
+        st, "report folder: tables (CSV, Markdown), study.json, summary.md, plots (default ./specbound-study)"
+    )
     st.add_argument("--no-plots", action="store_true", help="skip the figures")
-    st.add_argument("--covers", default=None, metavar="A,B,...",
-                    help="registered covers each model's analysis composes (as analyze --covers); the statistics rank "
-                         "one measure per cover (cover:NAME) and the choice among them (covers) beside the others")
+    st.add_argument(
+        "--covers",
+        default=None,
+        metavar="A,B,...",
+        help="registered covers each model's analysis composes (as analyze --covers); the statistics rank "
+        "one measure per cover (cover:NAME) and the choice among them (covers) beside the others",
+    )
     _add_entry_points_option(st)
-    st.add_argument("--include-unreached", action="store_true",
-                    help="keep the models that did not reach the training loss target in the statistics; by default "
-                         "they are left out and counted, as Jiang et al. 2020 do (the summary shows the other choice "
-                         "as a sensitivity line either way)")
+    st.add_argument(
+        "--include-unreached",
+        action="store_true",
+        help="keep the models that did not reach the training loss target in the statistics; by default "
+        "they are left out and counted, as Jiang et al. 2020 do (the summary shows the other choice "
+        "as a sensitivity line either way)",
+    )
     where_st = st.add_mutually_exclusive_group()
-    where_st.add_argument("--jobs", type=_positive_int_parallel, default=2, metavar="N",
-                          help="models trained at once, each in its own process (default 2)")
-    where_st.add_argument("--scheduler", default=None, metavar="ADDRESS",
-                          help="train on a dask.distributed scheduler instead (needs specbound[dask,study] there)")
+    where_st.add_argument(
+        "--jobs",
+        type=_positive_int_parallel,
+        default=2,
+        metavar="N",
+        help="models trained at once, each in its own process (default 2)",
+    )
+    where_st.add_argument(
+        "--scheduler",
+        default=None,
+        metavar="ADDRESS",
+        help="train on a dask.distributed scheduler instead (needs specbound[dask,study] there)",
+    )
     st.set_defaults(func=_cmd_study)
 
     c = sub.add_parser("claims", help="measure the claims C1-C11 and run their tests")
     c.add_argument("--only", default=None, help="comma-separated claim ids, e.g. C1,C7")
     c.add_argument("--no-tests", action="store_true", help="measure only; do not run the marked pytest tests")
     c.add_argument("--update-readme", action="store_true", help="rewrite the claims table in README.md")
-    c.add_argument("--update-study", action="store_true",
-                   help="first train or reuse the default study and its rerun with fresh seeds and another thread "
-                        "count (cached: from cached models only the analysis runs), and rewrite "
-                        "benchmarks/study_default.json, which C10 and C11 are measured from")
+    c.add_argument(
+        "--update-study",
+        action="store_true",
+        help="first train or reuse the default study and its rerun with fresh seeds and another thread "
+        "count (cached: from cached models only the analysis runs), and rewrite "
+        "benchmarks/study_default.json, which C10 and C11 are measured from",
+    )
     c.add_argument("--readme", default="README.md", help="README to update (default ./README.md)")
     c.add_argument("--json", action="store_true", help="JSON instead of a markdown table")
     c.set_defaults(func=_cmd_claims)
@@ -538,7 +677,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # anything else is a bug: one line unless --debug
         if args.debug:
             raise
-        print(f"specbound: error: internal error ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); rerun with --debug", file=sys.stderr)
+        print(
+            f"specbound: error: internal error ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); rerun with --debug",
+            file=sys.stderr,
+        )
         return 1
     finally:
         _on_sigterm(previous)

@@ -50,9 +50,9 @@ import safetensors.torch
 import scipy.optimize
 import torch
 import transformers
+from hf_reference import _randomize
 from torch import nn
 
-from hf_reference import _randomize
 from numerics.analysis import Analysis, analyze
 from numerics.bounds import BoundSettings
 from numerics.io.checkpoint import open_checkpoint
@@ -89,17 +89,52 @@ def _hf(name: str) -> nn.Module:
     t = transformers
     common = dict(vocab_size=40, bos_token_id=2, eos_token_id=3, pad_token_id=0, attn_implementation="eager")
     if name == "bert":
-        return t.BertModel(t.BertConfig(hidden_size=8, num_hidden_layers=2, num_attention_heads=2, intermediate_size=16,
-                                        hidden_act="gelu", max_position_embeddings=16, hidden_dropout_prob=0.0,
-                                        attention_probs_dropout_prob=0.0, **common), add_pooling_layer=False)
+        return t.BertModel(
+            t.BertConfig(
+                hidden_size=8,
+                num_hidden_layers=2,
+                num_attention_heads=2,
+                intermediate_size=16,
+                hidden_act="gelu",
+                max_position_embeddings=16,
+                hidden_dropout_prob=0.0,
+                attention_probs_dropout_prob=0.0,
+                **common,
+            ),
+            add_pooling_layer=False,
+        )
     if name == "gpt2":
-        return t.GPT2Model(t.GPT2Config(n_embd=8, n_layer=2, n_head=2, n_inner=16, n_positions=16,
-                                        activation_function="gelu_new", resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
-                                        **common))
+        return t.GPT2Model(
+            t.GPT2Config(
+                n_embd=8,
+                n_layer=2,
+                n_head=2,
+                n_inner=16,
+                n_positions=16,
+                activation_function="gelu_new",
+                resid_pdrop=0.0,
+                embd_pdrop=0.0,
+                attn_pdrop=0.0,
+                **common,
+            )
+        )
     if name == "llama":
-        return t.LlamaModel(t.LlamaConfig(hidden_size=16, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                                          intermediate_size=12, hidden_act="silu", attention_bias=True, mlp_bias=True,
-                                          rms_norm_eps=1e-6, rope_theta=10000.0, max_position_embeddings=16, **common))
+        return t.LlamaModel(
+            t.LlamaConfig(
+                hidden_size=16,
+                num_hidden_layers=2,
+                num_attention_heads=4,
+                num_key_value_heads=2,
+                intermediate_size=12,
+                hidden_act="silu",
+                attention_bias=True,
+                mlp_bias=True,
+                rms_norm_eps=1e-6,
+                rope_theta=10000.0,
+                max_position_embeddings=16,
+                **common,
+            )
+        )
     raise ValueError(f"name={name!r} must be one of {FAMILIES}")
 
 
@@ -108,14 +143,26 @@ def build(name: str, folder: Path, *, seed: int = 0) -> Built:
     folder.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(seed)
     if name == "torch-encoder":
-        cfg = dict(d_model=8, nhead=2, dim_feedforward=16, num_layers=2, layer_norm_eps=1e-5, batch_first=True,
-                   norm_first=False, activation="relu")
-        layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, activation="relu", layer_norm_eps=1e-5,
-                                           batch_first=True, norm_first=False)
+        cfg = dict(
+            d_model=8,
+            nhead=2,
+            dim_feedforward=16,
+            num_layers=2,
+            layer_norm_eps=1e-5,
+            batch_first=True,
+            norm_first=False,
+            activation="relu",
+        )
+        layer = nn.TransformerEncoderLayer(
+            8, 2, 16, dropout=0.0, activation="relu", layer_norm_eps=1e-5, batch_first=True, norm_first=False
+        )
         model = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
         _randomize(model, seed, zero_biases=False)
-        safetensors.torch.save_file({k: v.detach().contiguous() for k, v in model.state_dict().items()},
-                                    str(folder / "model.safetensors"), metadata={"format": "pt"})
+        safetensors.torch.save_file(
+            {k: v.detach().contiguous() for k, v in model.state_dict().items()},
+            str(folder / "model.safetensors"),
+            metadata={"format": "pt"},
+        )
         (folder / "config.json").write_text(json.dumps(cfg))
         model = model.double().eval()
         x = torch.randn(1, TOKENS, 8, generator=torch.Generator().manual_seed(seed + 1), dtype=torch.float64)
@@ -199,8 +246,12 @@ class Network:
             return g * x32.to(x.dtype)
         return nn.functional.layer_norm(x, (x.shape[-1],), g, b, self.eps)
 
-    def forward(self, ws: Sequence[torch.Tensor], *, sizes: Callable[[int, torch.Tensor, torch.Tensor], torch.Tensor]
-                | None = None) -> torch.Tensor:
+    def forward(
+        self,
+        ws: Sequence[torch.Tensor],
+        *,
+        sizes: Callable[[int, torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
+    ) -> torch.Tensor:
         """The residual stream after the last block (before any final norm), ``[T, N]``, with matrix ``j`` replaced
         by ``ws[j]``. ``sizes(j, w, rows)``, if given, is called with the rows entering matrix ``j`` and returns the
         matrix to use (the adversary scales its perturbation there, on the rows of the perturbed network)."""
@@ -271,8 +322,12 @@ def _rotate(q: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tens
     return q * cos + rotated * sin
 
 
-_ACT = {"gelu": nn.functional.gelu, "gelu_new": lambda t: nn.functional.gelu(t, approximate="tanh"),
-        "silu": nn.functional.silu, "relu": nn.functional.relu}
+_ACT = {
+    "gelu": nn.functional.gelu,
+    "gelu_new": lambda t: nn.functional.gelu(t, approximate="tanh"),
+    "silu": nn.functional.silu,
+    "relu": nn.functional.relu,
+}
 
 _NORMS = {  # (attention norm, feedforward norm) stems of layer i, final norm, epsilon
     "bert": ("encoder.layer.{i}.attention.output.LayerNorm", "encoder.layer.{i}.output.LayerNorm", None, 1e-12),
@@ -293,7 +348,16 @@ def network(built: Built) -> Network:
     mats: list[Matrix] = []
 
     def add(name: str, layer: int, head: int | None, role: str, w: np.ndarray) -> None:
-        mats.append(Matrix(name, layer, head, role, torch.tensor(np.array(w), dtype=torch.float64), rows.pop(name)["theorem_inputs"]))
+        mats.append(
+            Matrix(
+                name,
+                layer,
+                head,
+                role,
+                torch.tensor(np.array(w), dtype=torch.float64),
+                rows.pop(name)["theorem_inputs"],
+            )
+        )
 
     for layer in ckpt.iter_layers():
         i = layer.index
@@ -317,10 +381,15 @@ def network(built: Built) -> Network:
             add(name, i, None, "ff2", w)
     # norm gains and betas covered as terms (issue 19 rule 3) are held at their trained values here: their
     # perturbations are 0, so they add nothing to the budget; any other term the forward does not use is an error
-    unknown = sorted(n for n, r in rows.items()
-                     if r["kind"] not in FIXED_KINDS and r["theorem_inputs"].get("kind") not in ("gain", "translation"))
+    unknown = sorted(
+        n
+        for n, r in rows.items()
+        if r["kind"] not in FIXED_KINDS and r["theorem_inputs"].get("kind") not in ("gain", "translation")
+    )
     assert not unknown, f"terms in the bound the forward does not use: {unknown}"
-    tensors = {k: v.to(torch.float64) for k, v in safetensors.torch.load_file(str(built.folder / "model.safetensors")).items()}
+    tensors = {
+        k: v.to(torch.float64) for k, v in safetensors.torch.load_file(str(built.folder / "model.safetensors")).items()
+    }
     att, ffn, final, eps = _NORMS[built.name]
     kind = net["norm"]["kind"]
 
@@ -328,11 +397,20 @@ def network(built: Built) -> Network:
         return tensors[stem + ".weight"], tensors.get(stem + ".bias") if kind == "layernorm" else None
 
     norms = tuple((gb(att.format(i=i)), gb(ffn.format(i=i))) for i in range(ckpt.num_layers))
-    return Network(built=built, analysis=a, matrices=tuple(mats), fixed=tuple(sorted(rows)), norms=norms,
-                   final_norm=gb(final) if final else None,
-                   layout=net["norm"]["layout"], causal=built.name in ("gpt2", "llama"),
-                   activation=_ACT[net["activation"]["name"]], eps=eps, rmsnorm=kind == "rmsnorm",
-                   num_layers=ckpt.num_layers)
+    return Network(
+        built=built,
+        analysis=a,
+        matrices=tuple(mats),
+        fixed=tuple(sorted(rows)),
+        norms=norms,
+        final_norm=gb(final) if final else None,
+        layout=net["norm"]["layout"],
+        causal=built.name in ("gpt2", "llama"),
+        activation=_ACT[net["activation"]["name"]],
+        eps=eps,
+        rmsnorm=kind == "rmsnorm",
+        num_layers=ckpt.num_layers,
+    )
 
 
 # --------------------------------------------------------------------------- the adversary
@@ -351,7 +429,9 @@ class Attack:
     restarts: tuple[float, ...] = ()
 
 
-def _raw_size(m: Matrix, d: torch.Tensor, rows: torch.Tensor, allowed: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+def _raw_size(
+    m: Matrix, d: torch.Tensor, rows: torch.Tensor, allowed: torch.Tensor | None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """``(size in the bound's metric, M_j / B_j)`` of ``d`` on ``rows`` (see the module docstring)."""
     B = m.inputs["B"]
     excess = torch.clamp(rows.norm(dim=1).max() / B, min=1.0)
@@ -359,7 +439,7 @@ def _raw_size(m: Matrix, d: torch.Tensor, rows: torch.Tensor, allowed: torch.Ten
         forms = (rows @ d @ rows.T).abs()
         if allowed is not None:
             forms = forms.masked_fill(~allowed, 0.0)
-        return forms.max() / excess ** 2, excess
+        return forms.max() / excess**2, excess
     return (rows @ d).norm(dim=1).max() / excess, excess
 
 
@@ -368,8 +448,15 @@ def _clip(w: torch.Tensor, s: float) -> torch.Tensor:
     return u @ torch.diag(torch.clamp(sv, max=s)) @ vh
 
 
-def attack(net: Network, eps: Sequence[float], *, centres: str | None = None, restarts: int = 2, iterations: int = 60,
-           seed: int = 0) -> Attack:
+def attack(
+    net: Network,
+    eps: Sequence[float],
+    *,
+    centres: str | None = None,
+    restarts: int = 2,
+    iterations: int = 60,
+    seed: int = 0,
+) -> Attack:
     """Maximise ``max_t ||Y'_t - Y_t|| / sum_j rho_j size_j`` over the perturbations, each scaled to size ``eps[j]`` on
     the rows entering it in the perturbed network (and, for centres in the class, kept in ``||W_j'||_2 <= s_j``).
 
@@ -393,7 +480,7 @@ def attack(net: Network, eps: Sequence[float], *, centres: str | None = None, re
             m = net.matrices[j]
             if eps[j] == 0:
                 return w
-            d = theta[cuts[j]:cuts[j + 1]].reshape(shapes[j])
+            d = theta[cuts[j] : cuts[j + 1]].reshape(shapes[j])
             size, excess = _raw_size(m, d, rows, allowed)
             d = d * (eps[j] / size)
             if (centres or m.centres) == "class":

@@ -6,8 +6,14 @@ from pathlib import Path
 from hypothesis import HealthCheck, settings
 
 # ci: deterministic (derandomized), no deadline on a shared 2-core machine, modest budget.
-settings.register_profile("ci", derandomize=True, deadline=None, max_examples=40, print_blob=True,
-                          suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile(
+    "ci",
+    derandomize=True,
+    deadline=None,
+    max_examples=40,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 settings.register_profile("dev", deadline=None, max_examples=100)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
@@ -21,8 +27,8 @@ def _registered(name: str):
     Skips only when the registry cannot be reached and nothing is cached; any other fetch
     problem (a wrong sha256, a broken wheel) fails the test.
     """
-    from numerics.io import registry
     from numerics.errors import FetchError
+    from numerics.io import registry
 
     try:
         return registry.fetch(name, progress=None)

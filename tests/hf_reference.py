@@ -265,8 +265,11 @@ ANATOMIES: Mapping[str, Anatomy] = MappingProxyType(
         ),
         "torch-encoder-post": _TORCH_POST,
         "torch-encoder-pre": Anatomy(
-            **{**_TORCH_POST.__dict__, "attention_source": ("layers.{i}.norm1", "layers.{i}.norm1"),
-               "ff_source": "layers.{i}.norm2"}
+            **{
+                **_TORCH_POST.__dict__,
+                "attention_source": ("layers.{i}.norm1", "layers.{i}.norm1"),
+                "ff_source": "layers.{i}.norm2",
+            }
         ),
     }
 )
@@ -310,8 +313,7 @@ class Built:
     pad_token_id: int | None
 
 
-_COMMON = dict(vocab_size=40, max_position_embeddings=80, attn_implementation="eager",
-               bos_token_id=2, eos_token_id=3)
+_COMMON = dict(vocab_size=40, max_position_embeddings=80, attn_implementation="eager", bos_token_id=2, eos_token_id=3)
 _NO_DROPOUT_BERT = dict(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
 
 
@@ -319,32 +321,81 @@ def _hf_model(name: str) -> tuple[nn.Module, int | None]:
     """The float32 base model with transformers' default init, and its pad id."""
     t = transformers
     if name in ("bert", "roberta", "electra"):
-        cls_cfg, cls_model = {"bert": (t.BertConfig, t.BertModel), "roberta": (t.RobertaConfig, t.RobertaModel),
-                              "electra": (t.ElectraConfig, t.ElectraModel)}[name]
+        cls_cfg, cls_model = {
+            "bert": (t.BertConfig, t.BertModel),
+            "roberta": (t.RobertaConfig, t.RobertaModel),
+            "electra": (t.ElectraConfig, t.ElectraModel),
+        }[name]
         extra: dict[str, Any] = {"embedding_size": 16} if name == "electra" else {}
         pad = 1 if name == "roberta" else 0
-        cfg = cls_cfg(hidden_size=24, num_hidden_layers=2, num_attention_heads=3, intermediate_size=48,
-                      hidden_act="gelu", pad_token_id=pad, **_NO_DROPOUT_BERT, **_COMMON, **extra)
+        cfg = cls_cfg(
+            hidden_size=24,
+            num_hidden_layers=2,
+            num_attention_heads=3,
+            intermediate_size=48,
+            hidden_act="gelu",
+            pad_token_id=pad,
+            **_NO_DROPOUT_BERT,
+            **_COMMON,
+            **extra,
+        )
         return cls_model(cfg), pad
     if name == "distilbert":
-        cfg = t.DistilBertConfig(dim=16, n_layers=2, n_heads=2, hidden_dim=40, activation="gelu", dropout=0.0,
-                                 attention_dropout=0.0, pad_token_id=0, **_COMMON)
+        cfg = t.DistilBertConfig(
+            dim=16,
+            n_layers=2,
+            n_heads=2,
+            hidden_dim=40,
+            activation="gelu",
+            dropout=0.0,
+            attention_dropout=0.0,
+            pad_token_id=0,
+            **_COMMON,
+        )
         return t.DistilBertModel(cfg), 0
     if name == "mpnet":
-        cfg = t.MPNetConfig(hidden_size=24, num_hidden_layers=2, num_attention_heads=4, intermediate_size=40,
-                            hidden_act="gelu", pad_token_id=1, **_NO_DROPOUT_BERT, **_COMMON)
+        cfg = t.MPNetConfig(
+            hidden_size=24,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            intermediate_size=40,
+            hidden_act="gelu",
+            pad_token_id=1,
+            **_NO_DROPOUT_BERT,
+            **_COMMON,
+        )
         return t.MPNetModel(cfg), 1
     if name.startswith("gpt2"):
-        cfg = t.GPT2Config(n_embd=16, n_layer=2, n_head=2, n_inner=48, n_positions=80,
-                           activation_function="gelu_new", resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
-                           scale_attn_weights=name != "gpt2-unscaled",
-                           scale_attn_by_inverse_layer_idx=name == "gpt2-inverse-layer",
-                           **{k: v for k, v in _COMMON.items() if k != "max_position_embeddings"})
+        cfg = t.GPT2Config(
+            n_embd=16,
+            n_layer=2,
+            n_head=2,
+            n_inner=48,
+            n_positions=80,
+            activation_function="gelu_new",
+            resid_pdrop=0.0,
+            embd_pdrop=0.0,
+            attn_pdrop=0.0,
+            scale_attn_weights=name != "gpt2-unscaled",
+            scale_attn_by_inverse_layer_idx=name == "gpt2-inverse-layer",
+            **{k: v for k, v in _COMMON.items() if k != "max_position_embeddings"},
+        )
         return t.GPT2Model(cfg), None
     if name == "llama":
-        cfg = t.LlamaConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                            intermediate_size=40, hidden_act="silu", attention_bias=True, mlp_bias=True,
-                            rms_norm_eps=1e-6, rope_theta=10000.0, pad_token_id=0, **_COMMON)
+        cfg = t.LlamaConfig(
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            intermediate_size=40,
+            hidden_act="silu",
+            attention_bias=True,
+            mlp_bias=True,
+            rms_norm_eps=1e-6,
+            rope_theta=10000.0,
+            pad_token_id=0,
+            **_COMMON,
+        )
         return t.LlamaModel(cfg), 0
     raise ValueError(f"name={name!r} must be one of {ARCHITECTURES}")
 
@@ -356,9 +407,15 @@ def _torch_encoder(name: str) -> tuple[nn.Module, dict[str, Any]]:
     norm_first = name == "torch-encoder-pre"
     activation = "gelu" if norm_first else "relu"
     layer = nn.TransformerEncoderLayer(
-        _TORCH_ENCODER["d_model"], _TORCH_ENCODER["nhead"], _TORCH_ENCODER["dim_feedforward"], dropout=0.0,
-        activation=activation, layer_norm_eps=_TORCH_ENCODER["layer_norm_eps"], batch_first=True,
-        norm_first=norm_first)
+        _TORCH_ENCODER["d_model"],
+        _TORCH_ENCODER["nhead"],
+        _TORCH_ENCODER["dim_feedforward"],
+        dropout=0.0,
+        activation=activation,
+        layer_norm_eps=_TORCH_ENCODER["layer_norm_eps"],
+        batch_first=True,
+        norm_first=norm_first,
+    )
     model = nn.TransformerEncoder(layer, _TORCH_ENCODER["num_layers"], enable_nested_tensor=False)
     return model, {**_TORCH_ENCODER, "norm_first": norm_first, "activation": activation}
 
@@ -444,9 +501,19 @@ def build(name: str, folder: Path, *, seed: int = 0, zero_biases: bool = False) 
         kv = getattr(c, "num_key_value_heads", None) or heads
         vocab = c.vocab_size
     model = model.double().eval()
-    return Built(name=name, model=model, folder=folder, config=MappingProxyType(config),
-                 anatomy=ANATOMIES[name], num_heads=heads, num_kv_heads=kv, head_dim=hidden // heads,
-                 hidden_size=hidden, vocab_size=vocab, pad_token_id=pad)
+    return Built(
+        name=name,
+        model=model,
+        folder=folder,
+        config=MappingProxyType(config),
+        anatomy=ANATOMIES[name],
+        num_heads=heads,
+        num_kv_heads=kv,
+        head_dim=hidden // heads,
+        hidden_size=hidden,
+        vocab_size=vocab,
+        pad_token_id=pad,
+    )
 
 
 # --------------------------------------------------------------------------- inputs
@@ -467,8 +534,9 @@ class Inputs:
     embeddings: np.ndarray | None = None
 
 
-def make_inputs(built: Built, *, lengths: tuple[int, ...] = (LENGTH, 50, 37), seed: int = 1,
-                constant: bool = False) -> Inputs:
+def make_inputs(
+    built: Built, *, lengths: tuple[int, ...] = (LENGTH, 50, 37), seed: int = 1, constant: bool = False
+) -> Inputs:
     """Random sequences of the given real lengths, right-padded to ``max(lengths)``.
 
     Token ids are drawn in ``[2, vocab)`` (never a pad id); the torch encoder gets ``N(0, 1)``
@@ -623,8 +691,14 @@ def _heads(x: torch.Tensor, heads: int) -> torch.Tensor:
     return x.view(b, t, heads, -1).transpose(1, 2)  # [B, heads, T, d]
 
 
-def true_scores(built: Built, i: int, x: torch.Tensor, *, rotary: tuple[torch.Tensor, torch.Tensor] | None = None,
-                position_bias: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def true_scores(
+    built: Built,
+    i: int,
+    x: torch.Tensor,
+    *,
+    rotary: tuple[torch.Tensor, torch.Tensor] | None = None,
+    position_bias: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Scores ``[B, H, T, T]`` and values ``[B, H, T, d]`` (key/value heads repeated per group)
     of layer ``i`` on block input ``x``, re-implemented from the weights."""
     w = attention_weights(built, i)
@@ -689,17 +763,19 @@ def references(built: Built, inputs: Inputs) -> References:
     def pre(name: str) -> Callable[..., None]:
         def hook(_m: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
             captured[name] = (args, kwargs)
+
         return hook
 
     def post(name: str) -> Callable[..., None]:
         def hook(_m: nn.Module, _args: Any, out: Any) -> None:
             captured[name] = out
+
         return hook
 
-    norms = [p for p, m in model.named_modules()
-             if isinstance(m, nn.LayerNorm) or type(m).__name__.endswith("RMSNorm")]
-    sources = sorted({s for i in range(n_layers)
-                      for s in (_source(a.attention_source[min(i, 1)], i), _source(a.ff_source, i)) if s})
+    norms = [p for p, m in model.named_modules() if isinstance(m, nn.LayerNorm) or type(m).__name__.endswith("RMSNorm")]
+    sources = sorted(
+        {s for i in range(n_layers) for s in (_source(a.attention_source[min(i, 1)], i), _source(a.ff_source, i)) if s}
+    )
     try:
         for path in set(norms) | set(sources):
             handles.append(_module(model, path).register_forward_hook(post(f"out:{path}")))
@@ -724,8 +800,13 @@ def references(built: Built, inputs: Inputs) -> References:
             assert inputs.input_ids is not None
             kwargs: dict[str, Any] = {"use_cache": False} if a.causal else {}
             with torch.no_grad():
-                res = model(input_ids=torch.from_numpy(inputs.input_ids), attention_mask=valid_t.long(),
-                            output_attentions=True, return_dict=True, **kwargs)
+                res = model(
+                    input_ids=torch.from_numpy(inputs.input_ids),
+                    attention_mask=valid_t.long(),
+                    output_attentions=True,
+                    return_dict=True,
+                    **kwargs,
+                )
             final, attentions = res.last_hidden_state, res.attentions
     finally:
         for h in handles:
@@ -756,21 +837,23 @@ def references(built: Built, inputs: Inputs) -> References:
             w = attention_weights(built, i)
             d = built.head_dim
             ctx = probs @ v  # [B, H, T, d]
-            heads = torch.stack([ctx[:, h] @ w["Wo"][:, h * d:(h + 1) * d].T for h in range(built.num_heads)], dim=1)
-        layers.append(LayerReference(
-            index=i,
-            attention_input=_np(x),
-            scores=_np(s),
-            scaling=scaling(built, i),
-            position_bias=None if position_bias is None else _np(position_bias),
-            rotary=None if rotary is None else (_np(rotary[0]), _np(rotary[1])),
-            probabilities=_np(probs),
-            head_outputs=_np(heads),
-            output_bias=_np(w["bo"]),
-            attention_output=_np(_first_output(captured[f"attn_out:{i}"])),
-            feedforward_input=_np(_first_input(*captured[f"ff_in:{i}"])),
-            feedforward_output=_np(_first_output(captured[f"ff_out:{i}"])),
-        ))
+            heads = torch.stack([ctx[:, h] @ w["Wo"][:, h * d : (h + 1) * d].T for h in range(built.num_heads)], dim=1)
+        layers.append(
+            LayerReference(
+                index=i,
+                attention_input=_np(x),
+                scores=_np(s),
+                scaling=scaling(built, i),
+                position_bias=None if position_bias is None else _np(position_bias),
+                rotary=None if rotary is None else (_np(rotary[0]), _np(rotary[1])),
+                probabilities=_np(probs),
+                head_outputs=_np(heads),
+                output_bias=_np(w["bo"]),
+                attention_output=_np(_first_output(captured[f"attn_out:{i}"])),
+                feedforward_input=_np(_first_input(*captured[f"ff_in:{i}"])),
+                feedforward_output=_np(_first_output(captured[f"ff_out:{i}"])),
+            )
+        )
     return References(
         name=built.name,
         layers=tuple(layers),
@@ -797,19 +880,31 @@ def todays_products(built: Built) -> list[np.ndarray]:
 
     ckpt = open_checkpoint(built.folder)
     d, group = ckpt.head_dim, ckpt.num_heads // ckpt.num_kv_heads
-    return [np.stack([layer.q[:, h * d:(h + 1) * d] @ layer.k[:, (h // group) * d:(h // group + 1) * d].T / math.sqrt(d)
-                      for h in range(ckpt.num_heads)])
-            for layer in ckpt.iter_layers(feedforward=False)]
+    return [
+        np.stack(
+            [
+                layer.q[:, h * d : (h + 1) * d] @ layer.k[:, (h // group) * d : (h // group + 1) * d].T / math.sqrt(d)
+                for h in range(ckpt.num_heads)
+            ]
+        )
+        for layer in ckpt.iter_layers(feedforward=False)
+    ]
 
 
 def todays_scores(built: Built, refs: References) -> np.ndarray:
     """Scores ``[L, B, H, T, T]`` of :func:`todays_products` on the true block inputs:
     ``x_t^T W_QK^h x_u``."""
-    return np.stack([np.einsum("btn,hnm,bum->bhtu", ref.attention_input, w, ref.attention_input)
-                     for ref, w in zip(refs.layers, todays_products(built))])
+    return np.stack(
+        [
+            np.einsum("btn,hnm,bum->bhtu", ref.attention_input, w, ref.attention_input)
+            for ref, w in zip(refs.layers, todays_products(built))
+        ]
+    )
 
 
-def mpnet_position_bias(table: np.ndarray, length: int, *, num_buckets: int = 32, max_distance: int = 128) -> np.ndarray:
+def mpnet_position_bias(
+    table: np.ndarray, length: int, *, num_buckets: int = 32, max_distance: int = 128
+) -> np.ndarray:
     """MPNet's relative position bias ``[H, T, T]`` from its table ``[buckets, H]``
     (``encoder.relative_attention_bias.weight``), re-implemented in float64.
 

@@ -126,11 +126,21 @@ class RefSettings:
 
     @classmethod
     def of(cls, obj: Any) -> RefSettings:
-        return cls(obj.n, obj.T, obj.B_out, obj.delta, obj.gamma, tuple(obj.p_grid), obj.floor_share, obj.tie,
-                   int(obj.grid_points))
+        return cls(
+            obj.n,
+            obj.T,
+            obj.B_out,
+            obj.delta,
+            obj.gamma,
+            tuple(obj.p_grid),
+            obj.floor_share,
+            obj.tie,
+            int(obj.grid_points),
+        )
 
 
 # ---------------------------------------------------------------- Theorem 4.1 (MATH.md section 2)
+
 
 def schatten(singular_values: Sequence[float], p: Any) -> Any:
     """``S_p = sum_i s_i^p`` over the (positive) retained values; ``S_0`` = their number (MATH.md section 1)."""
@@ -170,7 +180,9 @@ def _bilinear_pair(*, s: Any, R: Any, B: Any, a: Any, b: Any, r: Any, m: Any, ep
     return A, C1
 
 
-def thm41_coefficient(kind: str, *, p: Any, eps_min: Any, s: Any, R: Any, B: Any, a: Any, b: Any, r: Any, m: Any) -> Any:
+def thm41_coefficient(
+    kind: str, *, p: Any, eps_min: Any, s: Any, R: Any, B: Any, a: Any, b: Any, r: Any, m: Any
+) -> Any:
     """``a_j(p)`` with ``K_j(eps) <= a_j eps^-p`` for ``eps >= eps_min`` (log factors at ``eps_min``).
 
     Vector kind (lead by L-rank at ``eps/2``, tail truncated at ``B tau = eps/2``):
@@ -211,12 +223,15 @@ def bilinear_cover_by_tau(*, p: Any, eps: Any, s: Any, R: Any, B: Any, a: Any, b
     def slope(x: Any) -> Any:  # d/dx log objective(e^x) by numerical differentiation; increasing from -p to 2-p
         return MP.diff(lambda y: MP.log(objective(MP.exp(y))), x)
 
-    x0 = MP.log(MP.sqrt(A / C))  # where the two terms balance; the minimum lies within e^+-10 of it for 0.01 <= p <= 1.99
+    x0 = MP.log(
+        MP.sqrt(A / C)
+    )  # where the two terms balance; the minimum lies within e^+-10 of it for 0.01 <= p <= 1.99
     x_star = MP.findroot(slope, (x0 - 10, x0 + 10), solver="illinois")
     return objective(MP.exp(x_star))
 
 
 # ---------------------------------------------------------------- the Lipschitz model (theory/lipschitz.py)
+
 
 @dataclass(frozen=True)
 class LayerNorms:
@@ -236,8 +251,12 @@ def lipschitz_terms(layers: Sequence[LayerNorms], *, B: Any, L_sigma: Any, peel:
     """
     B, Ls = _mpf(B), _mpf(L_sigma)
     if peel:  # MATH.md section 10 rule 2: spectral norms enter the Lipschitz model at their grid values
-        layers = [LayerNorms(tuple((grid_up(a), grid_up(b)) for a, b in layer.heads), grid_up(layer.s_ff1),
-                             grid_up(layer.s_ff2)) for layer in layers]
+        layers = [
+            LayerNorms(
+                tuple((grid_up(a), grid_up(b)) for a, b in layer.heads), grid_up(layer.s_ff1), grid_up(layer.s_ff2)
+            )
+            for layer in layers
+        ]
     blocks: list[Any] = []
     for layer in layers:
         attn = 1 + MP.fsum(_mpf(s_vo) * (1 + 4 * B**2 * _mpf(s_qk)) for s_qk, s_vo in layer.heads)
@@ -253,17 +272,40 @@ def lipschitz_terms(layers: Sequence[LayerNorms], *, B: Any, L_sigma: Any, peel:
     out = []
     for l, layer in enumerate(layers):
         for h, (_s_qk, s_vo) in enumerate(layer.heads):
-            out.append({"layer": l, "kind": "qk", "head": h, "log_rho": MP.log(2 * B * _mpf(s_vo) * after(2 * l)), "input_scale": B})
+            out.append(
+                {
+                    "layer": l,
+                    "kind": "qk",
+                    "head": h,
+                    "log_rho": MP.log(2 * B * _mpf(s_vo) * after(2 * l)),
+                    "input_scale": B,
+                }
+            )
         for h, (_s_qk, _s_vo) in enumerate(layer.heads):
             out.append({"layer": l, "kind": "vo", "head": h, "log_rho": MP.log(after(2 * l)), "input_scale": B})
-        out.append({"layer": l, "kind": "ff1", "head": None, "log_rho": MP.log(Ls * _mpf(layer.s_ff2) * after(2 * l + 1)),
-                    "input_scale": B})
-        out.append({"layer": l, "kind": "ff2", "head": None, "log_rho": MP.log(after(2 * l + 1)),
-                    "input_scale": Ls * _mpf(layer.s_ff1) * B})
+        out.append(
+            {
+                "layer": l,
+                "kind": "ff1",
+                "head": None,
+                "log_rho": MP.log(Ls * _mpf(layer.s_ff2) * after(2 * l + 1)),
+                "input_scale": B,
+            }
+        )
+        out.append(
+            {
+                "layer": l,
+                "kind": "ff2",
+                "head": None,
+                "log_rho": MP.log(after(2 * l + 1)),
+                "input_scale": Ls * _mpf(layer.s_ff1) * B,
+            }
+        )
     return out
 
 
 # ---------------------------------------------------------------- Theorem 3.1 (MATH.md section 3)
+
 
 def _metric_points(kind: str, settings: RefSettings) -> Any:
     """``m``: token pairs ``n T^2`` for scores (pairs within a sequence), rows ``n T`` for vectors (MATH.md sections 1-2)."""
@@ -315,9 +357,21 @@ def coefficient(matrix: RefMatrix, p: Any, settings: RefSettings, J: int) -> Any
     if eps_j >= radius:  # every member within the radius of 0 (a centre in the class) at every scale it is covered at
         return _mpf(0)
     p = _mpf(p)
-    a_j = thm41_coefficient(matrix.kind, p=p, eps_min=eps_j / 2, s=s, R=grid_up(schatten(matrix.singular_values, p)),
-                            B=matrix.input_scale, a=matrix.shape[0], b=matrix.shape[1], r=matrix.rank_bound,
-                            m=_metric_points(matrix.kind, settings)) * MP.mpf(2) ** p
+    a_j = (
+        thm41_coefficient(
+            matrix.kind,
+            p=p,
+            eps_min=eps_j / 2,
+            s=s,
+            R=grid_up(schatten(matrix.singular_values, p)),
+            B=matrix.input_scale,
+            a=matrix.shape[0],
+            b=matrix.shape[1],
+            r=matrix.rank_bound,
+            m=_metric_points(matrix.kind, settings),
+        )
+        * MP.mpf(2) ** p
+    )
     return a_j * MP.exp(p * _mpf(matrix.log_rho)) * (1 - _mpf(settings.floor_share)) ** (-p)
 
 
@@ -450,6 +504,7 @@ def rademacher(matrices: Sequence[RefMatrix], p: Sequence[Any] | Any, settings: 
 
 # ---------------------------------------------------------------- margin bound and post hoc cost (theory/margin.py)
 
+
 def _peel(values: Sequence[Any], *, upward: bool = True) -> Any:
     """``sum log(1/pi(k))`` with ``pi(k) = (2/3) / ((|k|+1)(|k|+2))`` (sums to 1 over all integers) at each value's
     level on the grid ``2^k`` (:func:`grid_level`); zeros are not peeled."""
@@ -461,8 +516,9 @@ def _peel(values: Sequence[Any], *, upward: bool = True) -> Any:
     return total
 
 
-def posthoc_certificate(matrices: Sequence[RefMatrix], p: Sequence[Any], settings: RefSettings,
-                        input_radii: Sequence[Any] = ()) -> dict[str, Any]:
+def posthoc_certificate(
+    matrices: Sequence[RefMatrix], p: Sequence[Any], settings: RefSettings, input_radii: Sequence[Any] = ()
+) -> dict[str, Any]:
     """Rademacher bound, union cost and generalization gap of Theorem 3.1 at a post hoc assignment ``p``.
 
     ``G`` (the number of tie groups) follows ``settings.tie``; ``|P|`` is the number of distinct
@@ -479,17 +535,36 @@ def posthoc_certificate(matrices: Sequence[RefMatrix], p: Sequence[Any], setting
     else:
         groups = {m.group for m in matrices}
     realised = settings
-    settings = RefSettings(settings.n, settings.T, grid_up(settings.B_out), settings.delta,
-                           MP.mpf(2) ** grid_level(settings.gamma, upward=False), settings.p_grid, settings.floor_share,
-                           settings.tie, settings.grid_points)
+    settings = RefSettings(
+        settings.n,
+        settings.T,
+        grid_up(settings.B_out),
+        settings.delta,
+        MP.mpf(2) ** grid_level(settings.gamma, upward=False),
+        settings.p_grid,
+        settings.floor_share,
+        settings.tie,
+        settings.grid_points,
+    )
     bound = rademacher(matrices, list(p), settings)
     radii = [schatten(m.singular_values, pj) for m, pj in zip(matrices, p)]
-    peel = (_peel(radii) + _peel([m.spectral_norm for m in matrices]) + _peel(input_radii) + _peel([realised.B_out])
-            + _peel([realised.gamma], upward=False))
+    peel = (
+        _peel(radii)
+        + _peel([m.spectral_norm for m in matrices])
+        + _peel(input_radii)
+        + _peel([realised.B_out])
+        + _peel([realised.gamma], upward=False)
+    )
     log_union = len(groups) * MP.log(len({float(q) for q in settings.p_grid})) + peel
     n, delta = _mpf(settings.n), _mpf(settings.delta)
     conf = 3 * MP.sqrt((MP.log(2 / delta) + log_union) / (2 * n))
     base = 3 * MP.sqrt(MP.log(2 / delta) / (2 * n))
     gap = 2 / _mpf(settings.gamma) * bound.capped(settings.B_out) + conf
-    return {"bound": bound, "groups": len(groups), "peel": peel, "log_union": log_union, "union_cost": conf - base,
-            "generalization_gap": gap}
+    return {
+        "bound": bound,
+        "groups": len(groups),
+        "peel": peel,
+        "log_union": log_union,
+        "union_cost": conf - base,
+        "generalization_gap": gap,
+    }

@@ -16,8 +16,17 @@ SPECBOUND = Path(sys.executable).with_name("specbound")
 
 #: The tables of a report folder that two runs of one family on one machine write identically (after
 #: dropping RUN_DEPENDENT columns and keys): every CSV, study.json and summary.md.
-TABLES = ("models.csv", "measures.csv", "correlations.csv", "correlations.md", "random_labels.csv", "slopes.csv",
-          "trajectories.csv", "study.json", "summary.md")
+TABLES = (
+    "models.csv",
+    "measures.csv",
+    "correlations.csv",
+    "correlations.md",
+    "random_labels.csv",
+    "slopes.csv",
+    "trajectories.csv",
+    "study.json",
+    "summary.md",
+)
 
 
 def env(cache: Path) -> dict[str, str]:
@@ -27,8 +36,14 @@ def env(cache: Path) -> dict[str, str]:
 
 def study_cli(cwd: Path, out: Path, cache: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     """``specbound study --preset smoke --out OUT EXTRA...`` in ``cwd`` with the cache ``cache``."""
-    return subprocess.run([str(SPECBOUND), "study", "--preset", "smoke", "--out", str(out), *extra], cwd=cwd,
-                          env=env(cache), capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [str(SPECBOUND), "study", "--preset", "smoke", "--out", str(out), *extra],
+        cwd=cwd,
+        env=env(cache),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def read_csv(path: Path) -> list[dict[str, str]]:

@@ -80,14 +80,25 @@ def bert_state(
     return s
 
 
-def mpnet_state(*, layers: int = 2, hidden: int = 24, ff: int = 48, heads: int = 3, prefix: str = "", lm_head: bool = False,
-                seed: int = 5) -> State:
+def mpnet_state(
+    *,
+    layers: int = 2,
+    hidden: int = 24,
+    ff: int = 48,
+    heads: int = 3,
+    prefix: str = "",
+    lm_head: bool = False,
+    seed: int = 5,
+) -> State:
     """HF MPNet keys (``encoder.layer.{i}.attention.attn.q`` ...), the relative position bias table,
     and with ``lm_head`` the masked-LM head of ``MPNetForMaskedLM`` (whose encoder has ``mpnet.``)."""
     rng = _rng(seed)
     n, p = hidden, prefix
-    s: State = {f"{p}embeddings.word_embeddings.weight": _w(rng, 20, n), f"{p}embeddings.position_embeddings.weight": _w(rng, 16, n),
-                f"{p}embeddings.position_ids": np.arange(16, dtype=np.int64)[None, :]}
+    s: State = {
+        f"{p}embeddings.word_embeddings.weight": _w(rng, 20, n),
+        f"{p}embeddings.position_embeddings.weight": _w(rng, 16, n),
+        f"{p}embeddings.position_ids": np.arange(16, dtype=np.int64)[None, :],
+    }
     _ln(s, f"{p}embeddings.LayerNorm", n)
     for i in range(layers):
         base = f"{p}encoder.layer.{i}."
@@ -110,7 +121,9 @@ def mpnet_state(*, layers: int = 2, hidden: int = 24, ff: int = 48, heads: int =
     return s
 
 
-def distilbert_state(*, layers: int = 2, hidden: int = 16, ff: int = 32, prefix: str = "distilbert.", seed: int = 1) -> State:
+def distilbert_state(
+    *, layers: int = 2, hidden: int = 16, ff: int = 32, prefix: str = "distilbert.", seed: int = 1
+) -> State:
     """HF DistilBERT keys (``transformer.layer.{i}.attention.q_lin`` ...)."""
     rng = _rng(seed)
     n, p = hidden, prefix
@@ -227,9 +240,17 @@ def bf16_values(a: np.ndarray) -> np.ndarray:
     return (np.ascontiguousarray(a, dtype=np.float32).view(np.uint32) & np.uint32(0xFFFF0000)).view(np.float32)
 
 
-_NP_TAG = {np.dtype(np.float64): "F64", np.dtype(np.float32): "F32", np.dtype(np.float16): "F16",
-           np.dtype(np.int64): "I64", np.dtype(np.int32): "I32", np.dtype(np.int16): "I16",
-           np.dtype(np.int8): "I8", np.dtype(np.uint8): "U8", np.dtype(np.bool_): "BOOL"}
+_NP_TAG = {
+    np.dtype(np.float64): "F64",
+    np.dtype(np.float32): "F32",
+    np.dtype(np.float16): "F16",
+    np.dtype(np.int64): "I64",
+    np.dtype(np.int32): "I32",
+    np.dtype(np.int16): "I16",
+    np.dtype(np.int8): "I8",
+    np.dtype(np.uint8): "U8",
+    np.dtype(np.bool_): "BOOL",
+}
 
 
 def write_raw(
@@ -323,6 +344,9 @@ def stats_from_analysis(analysis: object) -> list[object]:
     the fields :func:`numerics.bounds.terms.build_terms` reads, for recomputing terms in tests."""
     from types import SimpleNamespace
 
-    return [SimpleNamespace(**{**row, "shape": tuple(row["shape"]),
-                               "singular_values": analysis.singular_values[row["name"]]})  # type: ignore[attr-defined]
-            for row in analysis.matrices]  # type: ignore[attr-defined]
+    return [
+        SimpleNamespace(
+            **{**row, "shape": tuple(row["shape"]), "singular_values": analysis.singular_values[row["name"]]}
+        )  # type: ignore[attr-defined]
+        for row in analysis.matrices
+    ]  # type: ignore[attr-defined]

@@ -5,7 +5,6 @@ import math
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -23,8 +22,9 @@ IDEALISED = ModelSettings(bias=False, input_norm=math.sqrt(24))
 @pytest.fixture(scope="module")
 def bert_folder(tmp_path_factory):
     folder = tmp_path_factory.mktemp("bert")
-    return write_checkpoint(folder, bert_state(layers=2, hidden=24, ff=48, task_head=True),
-                            bert_config(layers=2, hidden=24, heads=3, ff=48))
+    return write_checkpoint(
+        folder, bert_state(layers=2, hidden=24, ff=48, task_head=True), bert_config(layers=2, hidden=24, heads=3, ff=48)
+    )
 
 
 @pytest.fixture(scope="module")
@@ -36,12 +36,32 @@ def result(bert_folder):
 
 def test_json_document_has_the_documented_fields(result):
     doc = result.to_json()
-    assert set(doc["model"]) >= {"source", "architecture", "num_layers", "hidden_size", "num_heads", "head_dim", "intermediate_size"}
+    assert set(doc["model"]) >= {
+        "source",
+        "architecture",
+        "num_layers",
+        "hidden_size",
+        "num_heads",
+        "head_dim",
+        "intermediate_size",
+    }
     assert doc["model"]["num_layers"] == 2 and doc["model"]["num_heads"] == 3 and doc["model"]["head_dim"] == 8
     kinds = {m["kind"] for m in doc["matrices"]}
     assert kinds == {"qk", "vo", "q", "k", "v", "o", "ff1", "ff2"}
     for m in doc["matrices"]:
-        assert set(m) >= {"name", "layer", "kind", "head", "shape", "rank", "spectral_norm", "frobenius_norm", "norm_2_1", "stable_rank", "p_star"}
+        assert set(m) >= {
+            "name",
+            "layer",
+            "kind",
+            "head",
+            "shape",
+            "rank",
+            "spectral_norm",
+            "frobenius_norm",
+            "norm_2_1",
+            "stable_rank",
+            "p_star",
+        }
         assert (m["head"] is None) == (m["kind"] not in ("qk", "vo"))
         assert (m["p_star"] is None) == (m["kind"] in ("q", "k", "v", "o"))
         if m["kind"] in ("qk", "vo"):
@@ -67,9 +87,30 @@ def test_json_records_the_inputs_of_every_coefficient(result):
     n, T, theta = FAST.n, FAST.T, FAST.floor_share
     for m in rows:
         ti = m["theorem_inputs"]
-        assert set(ti) == {"kind", "group", "p", "s", "R", "B", "a", "b", "r", "m", "eps_min", "log_eps_min", "log_rho",
-                           "schatten_by_p", "log_coefficient", "log_allocated_coefficient", "s_realised", "R_realised",
-                           "B_realised", "centres", "cover_scale", "log_rho_realised"}
+        assert set(ti) == {
+            "kind",
+            "group",
+            "p",
+            "s",
+            "R",
+            "B",
+            "a",
+            "b",
+            "r",
+            "m",
+            "eps_min",
+            "log_eps_min",
+            "log_rho",
+            "schatten_by_p",
+            "log_coefficient",
+            "log_allocated_coefficient",
+            "s_realised",
+            "R_realised",
+            "B_realised",
+            "centres",
+            "cover_scale",
+            "log_rho_realised",
+        }
         assert ti["log_rho_realised"] <= ti["log_rho"]  # every later constant grows with the grid values
         assert ti["kind"] == ("bilinear" if m["kind"] == "qk" else "vector")
         assert ti["centres"] == "class" and ti["cover_scale"] == 0.5  # internal covers (MATH.md section 10 rule 1)
@@ -84,9 +125,24 @@ def test_json_records_the_inputs_of_every_coefficient(result):
         assert ti["schatten_by_p"]["0.0"] == m["rank"]
         # log c_j = log a_j + p log rho - p log(1 - theta)
         assert ti["log_allocated_coefficient"] == pytest.approx(
-            ti["log_coefficient"] + ti["p"] * (ti["log_rho"] - math.log(1 - theta)), rel=1e-13)
-    assert {"n", "T", "delta", "gamma", "B_out", "p_grid", "floor_share", "tie", "groups", "grid_size", "peel", "log_union",
-            "n_nonvacuous", "dudley_grid"} <= set(bound)
+            ti["log_coefficient"] + ti["p"] * (ti["log_rho"] - math.log(1 - theta)), rel=1e-13
+        )
+    assert {
+        "n",
+        "T",
+        "delta",
+        "gamma",
+        "B_out",
+        "p_grid",
+        "floor_share",
+        "tie",
+        "groups",
+        "grid_size",
+        "peel",
+        "log_union",
+        "n_nonvacuous",
+        "dudley_grid",
+    } <= set(bound)
     assert bound["groups"] == 2 * 3 and bound["grid_size"] == 3 and bound["p_grid"] == [0.0, 1.0, 2.0]
     assert bound["dudley_grid"]["points"] == FAST.grid_points and bound["dudley_grid"]["alpha_min"] == 1.0 / n
     for name in ("spectrum_adaptive", "edelman2022", "bartlett2017"):
@@ -115,12 +171,17 @@ def test_table_and_summary_report_n_nonvacuous(result):
 def test_propagation_factors_against_a_naive_product(result):
     # Independent computation of rho for layer 0's VO head 0: the FF block of layer 0, then both blocks of layer 1,
     # every spectral norm at its grid value (MATH.md section 10 rule 2).
-    rows = {(m["layer"], m["kind"], m["head"]): {**m, "spectral_norm": _grid(m["spectral_norm"])} for m in result.matrices}
+    rows = {
+        (m["layer"], m["kind"], m["head"]): {**m, "spectral_norm": _grid(m["spectral_norm"])} for m in result.matrices
+    }
     B = math.sqrt(24)
     Ls = 1.13  # build_terms from statistics alone: ModelSettings.activation_lipschitz, documented as 1.13
 
     def attn(layer):
-        return 1 + sum(rows[(layer, "vo", h)]["spectral_norm"] * (1 + 4 * B**2 * rows[(layer, "qk", h)]["spectral_norm"]) for h in range(3))
+        return 1 + sum(
+            rows[(layer, "vo", h)]["spectral_norm"] * (1 + 4 * B**2 * rows[(layer, "qk", h)]["spectral_norm"])
+            for h in range(3)
+        )
 
     def ff(layer):
         return 1 + Ls * rows[(layer, "ff1", None)]["spectral_norm"] * rows[(layer, "ff2", None)]["spectral_norm"]
@@ -142,9 +203,17 @@ def test_edelman_proxy_against_a_naive_sum(result):
     def lip(layer):
         r = {(m["kind"], m["head"]): m for m in rows if m["layer"] == layer}
         a = 1 + sum(r[("vo", h)]["spectral_norm"] * (1 + 4 * B**2 * r[("qk", h)]["spectral_norm"]) for h in range(3))
-        return a * (1 + (math.erfc(-1) / 2 + math.exp(-1) / math.sqrt(math.pi)) * r[("ff1", None)]["spectral_norm"] * r[("ff2", None)]["spectral_norm"])
+        return a * (
+            1
+            + (math.erfc(-1) / 2 + math.exp(-1) / math.sqrt(math.pi))
+            * r[("ff1", None)]["spectral_norm"]
+            * r[("ff2", None)]["spectral_norm"]
+        )
 
-    tau = [sum(m["norm_2_1"] ** (2 / 3) for m in rows if m["layer"] == l and m["kind"] in ("qk", "v", "o", "ff1", "ff2")) for l in (0, 1)]
+    tau = [
+        sum(m["norm_2_1"] ** (2 / 3) for m in rows if m["layer"] == l and m["kind"] in ("qk", "v", "o", "ff1", "ff2"))
+        for l in (0, 1)
+    ]
     phi = (lip(1) ** (2 / 3) * tau[0] + tau[1]) ** 1.5
     assert result.proxies["log_phi_edelman"] == pytest.approx(math.log(phi), rel=1e-12)
 
@@ -172,9 +241,14 @@ def test_phi_sa_against_a_naive_loop_over_the_grid(bert_folder, result):
 
     # the activation analyze read (the bert map's default, exact GELU), passed as the caller of build_terms must
     # (the proxy is evaluated at the realised norms, peel=False: it is the paper's proxy, not a bound)
-    terms, _ = build_terms(checkpoint_spectra(open_checkpoint(str(bert_folder)), bias=False), num_layers=2, hidden_size=24,
-                           model=IDEALISED, activation_lipschitz=result.model["network"]["activation"]["lipschitz"],
-                           peel=False)
+    terms, _ = build_terms(
+        checkpoint_spectra(open_checkpoint(str(bert_folder)), bias=False),
+        num_layers=2,
+        hidden_size=24,
+        model=IDEALISED,
+        activation_lipschitz=result.model["network"]["activation"]["lipschitz"],
+        peel=False,
+    )
     curve = {}
     for q in FAST.p_grid:
         total = 0.0
@@ -198,7 +272,10 @@ def test_coefficient_without_logs_takes_arrays():
     ps, Rs = np.array([0.0, 0.5, 1.0, 2.0]), np.array([7.0, 3.0, 2.5, 9.0])
     for kind in ("vector", "bilinear"):
         got = compiled.thm41_coefficient_without_logs(kind, p=ps, R=Rs, B=1.5, a=6, b=4)
-        want = [compiled.thm41_coefficient_without_logs(kind, p=float(p), R=float(R), B=1.5, a=6, b=4) for p, R in zip(ps, Rs)]
+        want = [
+            compiled.thm41_coefficient_without_logs(kind, p=float(p), R=float(R), B=1.5, a=6, b=4)
+            for p, R in zip(ps, Rs)
+        ]
         assert got.shape == (4,) and got[0] == 7.0 * (6 + 4 + 1)  # p = 0: R (a + b + 1), the documented limit
         np.testing.assert_allclose(got, want, rtol=1e-14)
 
@@ -210,7 +287,9 @@ def test_posthoc_not_worse_than_any_common_index(result):
 
 def run_cli(*args):
     env = {**os.environ, "PYTHONWARNINGS": "error"}
-    return subprocess.run([sys.executable, "-m", "numerics.cli", *args], capture_output=True, text=True, env=env, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "numerics.cli", *args], capture_output=True, text=True, env=env, timeout=300
+    )
 
 
 def test_cli_formats_and_report_folder(bert_folder, tmp_path, capsys):
@@ -218,7 +297,14 @@ def test_cli_formats_and_report_folder(bert_folder, tmp_path, capsys):
     assert main(["analyze", str(bert_folder), "--format", "json", "--out", str(out), "--p-grid", "0,1,2"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["model"]["architecture"] == "bert"
-    assert {p.name for p in out.iterdir()} >= {"table.txt", "report.json", "matrices.csv", "spectra.png", "p_star.png", "bounds.png"}
+    assert {p.name for p in out.iterdir()} >= {
+        "table.txt",
+        "report.json",
+        "matrices.csv",
+        "spectra.png",
+        "p_star.png",
+        "bounds.png",
+    }
     assert main(["analyze", str(bert_folder), "--format", "csv", "--p-grid", "0,2"]) == 0
     csv_text = capsys.readouterr().out
     assert csv_text.splitlines()[0].startswith("name,") and len(csv_text.splitlines()) == 1 + len(doc["matrices"])
@@ -267,8 +353,15 @@ def test_cli_bad_input_one_line_no_output(tmp_path):
     assert not any(p.name.startswith(".") for p in tmp_path.iterdir())
 
 
-@pytest.mark.parametrize("args, named", [(("--p-grid", "0,3"), "--p-grid"), (("--processes", "-1"), "--processes"),
-                                         (("--workers", "0"), "--workers"), (("--bogus",), "--bogus")])
+@pytest.mark.parametrize(
+    "args, named",
+    [
+        (("--p-grid", "0,3"), "--p-grid"),
+        (("--processes", "-1"), "--processes"),
+        (("--workers", "0"), "--workers"),
+        (("--bogus",), "--bogus"),
+    ],
+)
 def test_cli_bad_argument(tmp_path, args, named):
     proc = run_cli("analyze", str(tmp_path), *args)
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
@@ -289,7 +382,9 @@ def _bad_cases(tmp_path):
     state = {f"mystery.{k}": v for k, v in bert_state(layers=2, hidden=24, ff=48).items() if "encoder" not in k}
     cases.append(("unknown", write_checkpoint(tmp_path / "unknown", state, cfg), "model.safetensors"))
     bad_heads = dict(cfg, num_attention_heads=5)
-    cases.append(("heads", write_checkpoint(tmp_path / "heads", bert_state(layers=2, hidden=24, ff=48), bad_heads), "5"))
+    cases.append(
+        ("heads", write_checkpoint(tmp_path / "heads", bert_state(layers=2, hidden=24, ff=48), bad_heads), "5")
+    )
     good = write_checkpoint(tmp_path / "good", bert_state(layers=2, hidden=24, ff=48), cfg) / "model.safetensors"
     raw = good.read_bytes()
     (tmp_path / "trunc").mkdir()

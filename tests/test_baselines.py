@@ -51,6 +51,12 @@ def test_edelman_factors_are_the_reconstructed_cover():
     (inner,) = phi.atoms(sp.Sum)
     l = inner.limits[0][0]
     alpha, tau = sp.IndexedBase("alpha", positive=True), sp.IndexedBase("tau", positive=True)
-    assert inner.function == baselines.edelman2022_layer_term().xreplace({SYMBOLS["alpha_layer"]: alpha[l], SYMBOLS["tau_layer"]: tau[l]})
-    assert baselines.edelman2022_tau_term() == SYMBOLS["b21"] ** sp.Rational(2, 3)  # ||M^T||_{2,1}^(2/3), Edelman et al. (2022)
-    assert baselines.edelman2022_points() == SYMBOLS["n"] * SYMBOLS["T"]  # m = n T: log(d m T) = log(N n T^2) with d = N
+    assert inner.function == baselines.edelman2022_layer_term().xreplace(
+        {SYMBOLS["alpha_layer"]: alpha[l], SYMBOLS["tau_layer"]: tau[l]}
+    )
+    assert baselines.edelman2022_tau_term() == SYMBOLS["b21"] ** sp.Rational(
+        2, 3
+    )  # ||M^T||_{2,1}^(2/3), Edelman et al. (2022)
+    assert (
+        baselines.edelman2022_points() == SYMBOLS["n"] * SYMBOLS["T"]
+    )  # m = n T: log(d m T) = log(N n T^2) with d = N

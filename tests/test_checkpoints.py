@@ -23,15 +23,14 @@ import numpy as np
 import pytest
 import safetensors
 import safetensors.numpy
-
 import synthetic
-from numerics.io import checkpoint as checkpoint_module
+
 from numerics._util import cache
-from numerics.io import registry
-from numerics.io import safetensors_reader
+from numerics.errors import CheckpointError, FetchError, OutputError, SchedulerError, SpecboundError
+from numerics.io import checkpoint as checkpoint_module
+from numerics.io import registry, safetensors_reader
 from numerics.io.architectures import ARCHITECTURES, match_architecture, skip_reason
 from numerics.io.checkpoint import Checkpoint, LayerWeights, open_checkpoint
-from numerics.errors import CheckpointError, FetchError, OutputError, SchedulerError, SpecboundError
 from numerics.io.safetensors_reader import TensorInfo, load_tensor, read_header
 
 
@@ -97,7 +96,9 @@ def test_metadata_is_allowed_and_not_a_tensor(tmp_path: Path) -> None:
 
 def test_header_offsets_are_relative_to_data_section(tmp_path: Path) -> None:
     a, b = np.arange(6, dtype="<f4"), np.arange(3, dtype="<f8") + 0.5
-    path = synthetic.write_raw(tmp_path / "o.safetensors", {"a": ("F32", [6], a.tobytes()), "b": ("F64", [3], b.tobytes())})
+    path = synthetic.write_raw(
+        tmp_path / "o.safetensors", {"a": ("F32", [6], a.tobytes()), "b": ("F64", [3], b.tobytes())}
+    )
     header = read_header(path)
     n = int.from_bytes(path.read_bytes()[:8], "little")
     assert header["b"] == TensorInfo("F64", (3,), 24, 48, 8 + n)
@@ -134,25 +135,43 @@ ENTRY = {"dtype": "F32", "shape": [2, 2], "data_offsets": [0, 16]}
 BAD_FILES = [
     ("empty", lambda t: _raw_file(t, b""), ["truncated: 0 bytes"]),
     ("short-prefix", lambda t: _raw_file(t, b"\x10\0\0"), ["truncated: 3 bytes"]),
-    ("header-longer-than-file", lambda t: _header(t, {"w": ENTRY}, declared_length=10_000), ["header length 10000 exceeds"]),
+    (
+        "header-longer-than-file",
+        lambda t: _header(t, {"w": ENTRY}, declared_length=10_000),
+        ["header length 10000 exceeds"],
+    ),
     ("non-utf8", lambda t: _header(t, b'{"\xff\xfe": 1}'), ["not UTF-8"]),
     ("non-json", lambda t: _header(t, b'{"w": {"dtype": '), ["not JSON"]),
     ("json-array", lambda t: _header(t, b"[1, 2]"), ["must be a JSON object"]),
     ("duplicate-tensor", lambda t: _header(t, b'{"w": {}, "w": {}}'), ["'w'", "twice"]),
     ("entry-not-object", lambda t: _header(t, {"w": [1, 2]}), ["'w'", "expected an object"]),
-    ("missing-offsets", lambda t: _header(t, {"w": {"dtype": "F32", "shape": [4]}}), ["'w'", "header entry keys ['dtype', 'shape']"]),
+    (
+        "missing-offsets",
+        lambda t: _header(t, {"w": {"dtype": "F32", "shape": [4]}}),
+        ["'w'", "header entry keys ['dtype', 'shape']"],
+    ),
     ("unknown-dtype", lambda t: _header(t, {"w": {**ENTRY, "dtype": "F8_E4M3"}}), ["'w'", "dtype='F8_E4M3'"]),
     ("negative-dim", lambda t: _header(t, {"w": {**ENTRY, "shape": [2, -2]}}), ["'w'", "shape=[2, -2]"]),
     ("float-dim", lambda t: _header(t, {"w": {**ENTRY, "shape": [2.0, 2]}}), ["'w'", "shape="]),
-    ("offsets-past-end", lambda t: _header(t, {"w": {**ENTRY, "data_offsets": [0, 160], "shape": [40]}}), ["'w'", "past the end"]),
+    (
+        "offsets-past-end",
+        lambda t: _header(t, {"w": {**ENTRY, "data_offsets": [0, 160], "shape": [40]}}),
+        ["'w'", "past the end"],
+    ),
     ("begin-after-end", lambda t: _header(t, {"w": {**ENTRY, "data_offsets": [16, 0]}}), ["'w'", "begin <= end"]),
-    ("byte-count-mismatch", lambda t: _header(t, {"w": {**ENTRY, "data_offsets": [0, 12]}}), ["'w'", "12 bytes", "need 16"]),
+    (
+        "byte-count-mismatch",
+        lambda t: _header(t, {"w": {**ENTRY, "data_offsets": [0, 12]}}),
+        ["'w'", "12 bytes", "need 16"],
+    ),
     (
         "overlap",
         lambda t: _header(
             t,
-            {"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
-             "b": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}},
+            {
+                "a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
+                "b": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]},
+            },
         ),
         ["'b'", "overlap", "'a'"],
     ),
@@ -189,22 +208,31 @@ def test_file_shrinking_after_header_read_is_caught(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     "tag, values, word",
-    [("F32", [1.0, np.nan, 2.0, np.nan], "NaN (2 values)"), ("F16", [1.0, 2.0, np.inf, 0.0], "Inf (1 values)"),
-     ("F64", [-np.inf, np.nan, 0.0, 0.0], "NaN (1 values) and Inf (1 values)")],
+    [
+        ("F32", [1.0, np.nan, 2.0, np.nan], "NaN (2 values)"),
+        ("F16", [1.0, 2.0, np.inf, 0.0], "Inf (1 values)"),
+        ("F64", [-np.inf, np.nan, 0.0, 0.0], "NaN (1 values) and Inf (1 values)"),
+    ],
 )
 def test_nonfinite_weights_are_rejected(tmp_path: Path, tag: str, values: list[float], word: str) -> None:
     np_type = {"F32": "<f4", "F16": "<f2", "F64": "<f8"}[tag]
     name = "encoder.layer.0.attention.self.query.weight"
-    path = synthetic.write_raw(tmp_path / "model.safetensors", {name: (tag, [2, 2], np.array(values, np_type).tobytes())})
+    path = synthetic.write_raw(
+        tmp_path / "model.safetensors", {name: (tag, [2, 2], np.array(values, np_type).tobytes())}
+    )
     with pytest.raises(CheckpointError) as info:
         load_tensor(path, name, read_header(path)[name])
     assert_one_line(info.value, f"{path}: tensor {name!r} contains {word}")
     # Opting out returns the raw values.
-    assert np.isnan(load_tensor(path, name, read_header(path)[name], check_finite=False)).sum() == np.isnan(values).sum()
+    assert (
+        np.isnan(load_tensor(path, name, read_header(path)[name], check_finite=False)).sum() == np.isnan(values).sum()
+    )
 
 
 def test_bf16_inf_is_rejected(tmp_path: Path) -> None:
-    path = synthetic.write_raw(tmp_path / "m.safetensors", {"w": ("BF16", [2], np.array([0x3F80, 0x7F80], "<u2").tobytes())})
+    path = synthetic.write_raw(
+        tmp_path / "m.safetensors", {"w": ("BF16", [2], np.array([0x3F80, 0x7F80], "<u2").tobytes())}
+    )
     with pytest.raises(CheckpointError) as info:
         load_tensor(path, "w", read_header(path)["w"])
     assert_one_line(info.value, "'w'", "Inf")
@@ -219,12 +247,16 @@ def test_checkpoint_error_is_picklable() -> None:
     assert (again.file, again.tensor) == ("model.safetensors", "x")
 
 
-@pytest.mark.parametrize("error", [
-    CheckpointError("model.safetensors", "contains NaN", tensor="x"),
-    FetchError("pkg==1", "pip download failed: no network"),
-    OutputError("report", "is a symbolic link"),
-    SchedulerError("scheduler='tcp://x:1' cannot be reached: timed out"),
-], ids=lambda e: type(e).__name__)
+@pytest.mark.parametrize(
+    "error",
+    [
+        CheckpointError("model.safetensors", "contains NaN", tensor="x"),
+        FetchError("pkg==1", "pip download failed: no network"),
+        OutputError("report", "is a symbolic link"),
+        SchedulerError("scheduler='tcp://x:1' cannot be reached: timed out"),
+    ],
+    ids=lambda e: type(e).__name__,
+)
 def test_every_error_is_one_specbound_error(error: Exception) -> None:
     # one `except SpecboundError` catches every error specbound raises on purpose; each is also a
     # ValueError (the caller's input is at fault), one line, and survives pickling (process pools)
@@ -239,37 +271,73 @@ def test_every_error_is_one_specbound_error(error: Exception) -> None:
 
 DISTIL_CONFIG = {"model_type": "distilbert", "dim": 16, "n_heads": 4, "n_layers": 2, "hidden_dim": 32}
 GPT2_CONFIG = {"model_type": "gpt2", "n_embd": 16, "n_head": 2, "n_layer": 2, "n_inner": None}
-LLAMA_CONFIG = {"model_type": "llama", "hidden_size": 32, "num_attention_heads": 4, "num_key_value_heads": 2,
-                "intermediate_size": 40, "num_hidden_layers": 2}
+LLAMA_CONFIG = {
+    "model_type": "llama",
+    "hidden_size": 32,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "intermediate_size": 40,
+    "num_hidden_layers": 2,
+}
 MISTRAL_CONFIG = {"model_type": "mistral", "hidden_size": 32, "num_attention_heads": 4, "intermediate_size": 40}
 
 # id: (state, config, open kwargs, expected (arch, prefix, L, N, H, H_kv, d_h, F))
 CASES = {
     "bert": (lambda: synthetic.bert_state(), synthetic.bert_config(), {}, ("bert", "", 2, 24, 3, 3, 8, 48)),
     "bert-prefix-cls": (
-        lambda: synthetic.bert_state(prefix="bert.", task_head=True), synthetic.bert_config(), {},
+        lambda: synthetic.bert_state(prefix="bert.", task_head=True),
+        synthetic.bert_config(),
+        {},
         ("bert", "bert.", 2, 24, 3, 3, 8, 48),
     ),
     "roberta": (
         lambda: synthetic.bert_state(prefix="roberta.", hidden=32, ff=64, layers=3),
-        synthetic.bert_config(hidden=32, ff=64, heads=4, layers=3, model_type="roberta"), {},
+        synthetic.bert_config(hidden=32, ff=64, heads=4, layers=3, model_type="roberta"),
+        {},
         ("bert", "roberta.", 3, 32, 4, 4, 8, 64),
     ),
     "electra": (
         lambda: synthetic.bert_state(prefix="electra.", hidden=16, ff=32),
-        synthetic.bert_config(hidden=16, ff=32, heads=2, model_type="electra"), {},
+        synthetic.bert_config(hidden=16, ff=32, heads=2, model_type="electra"),
+        {},
         ("bert", "electra.", 2, 16, 2, 2, 8, 32),
     ),
-    "distilbert": (lambda: synthetic.distilbert_state(), DISTIL_CONFIG, {}, ("distilbert", "distilbert.", 2, 16, 4, 4, 4, 32)),
-    "mpnet": (lambda: synthetic.mpnet_state(), synthetic.bert_config(model_type="mpnet"), {}, ("mpnet", "", 2, 24, 3, 3, 8, 48)),
-    "mpnet-masked-lm": (lambda: synthetic.mpnet_state(prefix="mpnet.", lm_head=True), synthetic.bert_config(model_type="mpnet"), {},
-                        ("mpnet", "mpnet.", 2, 24, 3, 3, 8, 48)),
+    "distilbert": (
+        lambda: synthetic.distilbert_state(),
+        DISTIL_CONFIG,
+        {},
+        ("distilbert", "distilbert.", 2, 16, 4, 4, 4, 32),
+    ),
+    "mpnet": (
+        lambda: synthetic.mpnet_state(),
+        synthetic.bert_config(model_type="mpnet"),
+        {},
+        ("mpnet", "", 2, 24, 3, 3, 8, 48),
+    ),
+    "mpnet-masked-lm": (
+        lambda: synthetic.mpnet_state(prefix="mpnet.", lm_head=True),
+        synthetic.bert_config(model_type="mpnet"),
+        {},
+        ("mpnet", "mpnet.", 2, 24, 3, 3, 8, 48),
+    ),
     "gpt2": (lambda: synthetic.gpt2_state(), GPT2_CONFIG, {}, ("gpt2", "", 2, 16, 2, 2, 8, 64)),
-    "gpt2-transformer": (lambda: synthetic.gpt2_state(prefix="transformer."), GPT2_CONFIG, {}, ("gpt2", "transformer.", 2, 16, 2, 2, 8, 64)),
+    "gpt2-transformer": (
+        lambda: synthetic.gpt2_state(prefix="transformer."),
+        GPT2_CONFIG,
+        {},
+        ("gpt2", "transformer.", 2, 16, 2, 2, 8, 64),
+    ),
     "llama-gqa": (lambda: synthetic.llama_state(), LLAMA_CONFIG, {}, ("llama", "model.", 2, 32, 4, 2, 8, 40)),
-    "mistral-mha": (lambda: synthetic.llama_state(kv_heads=4), MISTRAL_CONFIG, {}, ("llama", "model.", 2, 32, 4, 4, 8, 40)),
+    "mistral-mha": (
+        lambda: synthetic.llama_state(kv_heads=4),
+        MISTRAL_CONFIG,
+        {},
+        ("llama", "model.", 2, 32, 4, 4, 8, 40),
+    ),
     "torch-encoder": (
-        lambda: synthetic.torch_encoder_state(prefix="encoder."), None, {"heads": 4},
+        lambda: synthetic.torch_encoder_state(prefix="encoder."),
+        None,
+        {"heads": 4},
         ("torch-encoder", "encoder.", 2, 20, 4, 4, 5, 36),
     ),
 }
@@ -277,40 +345,72 @@ CASES = {
 
 def expected_layer(arch: str, state: dict, prefix: str, i: int, n: int, dtype: str = "F32") -> dict[str, object]:
     """Row-vector [in, out] matrices of layer i, transposed by hand from the stored layout."""
+
     def get(key: str) -> np.ndarray:
         return synthetic.stored_values(state[prefix + key], dtype)
 
     if arch == "bert":
         b = f"encoder.layer.{i}."
-        return {"q": get(b + "attention.self.query.weight").T, "k": get(b + "attention.self.key.weight").T,
-                "v": get(b + "attention.self.value.weight").T, "o": get(b + "attention.output.dense.weight").T,
-                "ff1": [get(b + "intermediate.dense.weight").T], "ff2": [get(b + "output.dense.weight").T]}
+        return {
+            "q": get(b + "attention.self.query.weight").T,
+            "k": get(b + "attention.self.key.weight").T,
+            "v": get(b + "attention.self.value.weight").T,
+            "o": get(b + "attention.output.dense.weight").T,
+            "ff1": [get(b + "intermediate.dense.weight").T],
+            "ff2": [get(b + "output.dense.weight").T],
+        }
     if arch == "mpnet":
         b = f"encoder.layer.{i}.attention.attn."
-        return {"q": get(b + "q.weight").T, "k": get(b + "k.weight").T, "v": get(b + "v.weight").T, "o": get(b + "o.weight").T,
-                "ff1": [get(f"encoder.layer.{i}.intermediate.dense.weight").T], "ff2": [get(f"encoder.layer.{i}.output.dense.weight").T]}
+        return {
+            "q": get(b + "q.weight").T,
+            "k": get(b + "k.weight").T,
+            "v": get(b + "v.weight").T,
+            "o": get(b + "o.weight").T,
+            "ff1": [get(f"encoder.layer.{i}.intermediate.dense.weight").T],
+            "ff2": [get(f"encoder.layer.{i}.output.dense.weight").T],
+        }
     if arch == "distilbert":
         b = f"transformer.layer.{i}."
-        return {"q": get(b + "attention.q_lin.weight").T, "k": get(b + "attention.k_lin.weight").T,
-                "v": get(b + "attention.v_lin.weight").T, "o": get(b + "attention.out_lin.weight").T,
-                "ff1": [get(b + "ffn.lin1.weight").T], "ff2": [get(b + "ffn.lin2.weight").T]}
+        return {
+            "q": get(b + "attention.q_lin.weight").T,
+            "k": get(b + "attention.k_lin.weight").T,
+            "v": get(b + "attention.v_lin.weight").T,
+            "o": get(b + "attention.out_lin.weight").T,
+            "ff1": [get(b + "ffn.lin1.weight").T],
+            "ff2": [get(b + "ffn.lin2.weight").T],
+        }
     if arch == "gpt2":  # Conv1D is already [in, out]; c_attn columns are q | k | v
         b = f"h.{i}."
         qkv = get(b + "attn.c_attn.weight")
-        return {"q": qkv[:, :n], "k": qkv[:, n : 2 * n], "v": qkv[:, 2 * n :], "o": get(b + "attn.c_proj.weight"),
-                "ff1": [get(b + "mlp.c_fc.weight")], "ff2": [get(b + "mlp.c_proj.weight")]}
+        return {
+            "q": qkv[:, :n],
+            "k": qkv[:, n : 2 * n],
+            "v": qkv[:, 2 * n :],
+            "o": get(b + "attn.c_proj.weight"),
+            "ff1": [get(b + "mlp.c_fc.weight")],
+            "ff2": [get(b + "mlp.c_proj.weight")],
+        }
     if arch == "llama":
         b = f"layers.{i}."
-        return {"q": get(b + "self_attn.q_proj.weight").T, "k": get(b + "self_attn.k_proj.weight").T,
-                "v": get(b + "self_attn.v_proj.weight").T, "o": get(b + "self_attn.o_proj.weight").T,
-                "ff1": [get(b + "mlp.up_proj.weight").T, get(b + "mlp.gate_proj.weight").T],
-                "ff2": [get(b + "mlp.down_proj.weight").T]}
+        return {
+            "q": get(b + "self_attn.q_proj.weight").T,
+            "k": get(b + "self_attn.k_proj.weight").T,
+            "v": get(b + "self_attn.v_proj.weight").T,
+            "o": get(b + "self_attn.o_proj.weight").T,
+            "ff1": [get(b + "mlp.up_proj.weight").T, get(b + "mlp.gate_proj.weight").T],
+            "ff2": [get(b + "mlp.down_proj.weight").T],
+        }
     if arch == "torch-encoder":  # in_proj_weight rows are q | k | v, each [out, in]
         b = f"layers.{i}."
         packed = get(b + "self_attn.in_proj_weight")
-        return {"q": packed[:n].T, "k": packed[n : 2 * n].T, "v": packed[2 * n :].T,
-                "o": get(b + "self_attn.out_proj.weight").T,
-                "ff1": [get(b + "linear1.weight").T], "ff2": [get(b + "linear2.weight").T]}
+        return {
+            "q": packed[:n].T,
+            "k": packed[n : 2 * n].T,
+            "v": packed[2 * n :].T,
+            "o": get(b + "self_attn.out_proj.weight").T,
+            "ff1": [get(b + "linear1.weight").T],
+            "ff2": [get(b + "linear2.weight").T],
+        }
     raise AssertionError(arch)
 
 
@@ -334,8 +434,16 @@ def test_architecture_maps(tmp_path: Path, case: str) -> None:
     state = make_state()
     folder = synthetic.write_checkpoint(tmp_path / case, state, config)
     ckpt = open_checkpoint(folder, **kwargs)
-    got = (ckpt.architecture, ckpt.prefix, ckpt.num_layers, ckpt.hidden_size, ckpt.num_heads,
-           ckpt.num_kv_heads, ckpt.head_dim, ckpt.intermediate_size)
+    got = (
+        ckpt.architecture,
+        ckpt.prefix,
+        ckpt.num_layers,
+        ckpt.hidden_size,
+        ckpt.num_heads,
+        ckpt.num_kv_heads,
+        ckpt.head_dim,
+        ckpt.intermediate_size,
+    )
     assert got == (arch, prefix, L, N, H, H_kv, d, F)
     # Every tensor is analysed (a matrix, the bias folded into it, a norm layer feeding a block) or skipped
     # with a reason, never two of these, never none.
@@ -375,7 +483,9 @@ def test_skip_reasons(tmp_path: Path) -> None:
     # the norm layers feeding the blocks and the biases of the analysed matrices are read, not skipped
     assert "bert.encoder.layer.1.output.LayerNorm.weight" in ckpt.norm_tensors
     assert "bert.encoder.layer.0.attention.self.query.bias" in ckpt.bias_tensors
-    assert not {"bert.encoder.layer.1.output.LayerNorm.weight", "bert.encoder.layer.0.attention.self.query.bias"} & set(reasons)
+    assert not {"bert.encoder.layer.1.output.LayerNorm.weight", "bert.encoder.layer.0.attention.self.query.bias"} & set(
+        reasons
+    )
     assert list(ckpt.skipped) == sorted(ckpt.skipped)
     # Other families' extras.
     assert skip_reason("h.0.attn.bias").startswith("buffer")  # GPT-2 causal mask
@@ -426,9 +536,16 @@ def test_half_precision_checkpoints(tmp_path: Path, dtype: str) -> None:
 def test_describe_block(tmp_path: Path) -> None:
     folder = synthetic.write_checkpoint(tmp_path, synthetic.bert_state(), synthetic.bert_config())
     assert open_checkpoint(folder).describe() == {
-        "source": str(folder), "architecture": "bert", "num_layers": 2, "hidden_size": 24,
-        "num_heads": 3, "num_key_value_heads": 3, "head_dim": 8, "intermediate_size": 48,
-        "norm": {"kind": "layernorm", "layout": "post"}, "positions": "absolute",
+        "source": str(folder),
+        "architecture": "bert",
+        "num_layers": 2,
+        "hidden_size": 24,
+        "num_heads": 3,
+        "num_key_value_heads": 3,
+        "head_dim": 8,
+        "intermediate_size": 48,
+        "norm": {"kind": "layernorm", "layout": "post"},
+        "positions": "absolute",
         "score_scales": [1 / math.sqrt(8)] * 2,  # theory.scaling's default rule 1/sqrt(d_h), d_h = 8
     }
 
@@ -469,7 +586,9 @@ def _drop(state: dict, *needles: str) -> dict:
 
 
 def test_unknown_architecture_lists_keys(tmp_path: Path) -> None:
-    folder = synthetic.write_checkpoint(tmp_path, {"foo.weight": np.ones((2, 2), np.float32), "bar": np.ones(3, np.float32)})
+    folder = synthetic.write_checkpoint(
+        tmp_path, {"foo.weight": np.ones((2, 2), np.float32), "bar": np.ones(3, np.float32)}
+    )
     with pytest.raises(CheckpointError) as info:
         open_checkpoint(folder)
     assert_one_line(info.value, "model.safetensors", "matches no known architecture", "'bar'", "'foo.weight'")
@@ -480,7 +599,9 @@ def test_missing_matrix_in_a_layer(tmp_path: Path) -> None:
     folder = synthetic.write_checkpoint(tmp_path, state, synthetic.bert_config())
     with pytest.raises(CheckpointError) as info:
         open_checkpoint(folder)
-    assert_one_line(info.value, str(folder / "model.safetensors"), "'encoder.layer.1.attention.self.key.weight'", "missing")
+    assert_one_line(
+        info.value, str(folder / "model.safetensors"), "'encoder.layer.1.attention.self.key.weight'", "missing"
+    )
 
 
 def test_gap_in_layer_indices(tmp_path: Path) -> None:
@@ -495,8 +616,11 @@ def test_config_promises_more_layers(tmp_path: Path) -> None:
     folder = synthetic.write_checkpoint(tmp_path, synthetic.bert_state(layers=2), synthetic.bert_config(layers=3))
     with pytest.raises(CheckpointError) as info:
         open_checkpoint(folder)
-    assert_one_line(info.value, "'encoder.layer.2.attention.self.query.weight'",
-                    "config.json says num_hidden_layers=3; the weights hold 2 layers")
+    assert_one_line(
+        info.value,
+        "'encoder.layer.2.attention.self.query.weight'",
+        "config.json says num_hidden_layers=3; the weights hold 2 layers",
+    )
 
 
 def test_config_promises_fewer_layers(tmp_path: Path) -> None:
@@ -700,17 +824,30 @@ class FakePip:
             with zipfile.ZipFile(dest / "fake_pkg-1.0-py3-none-any.whl", "w") as whl:
                 for name, data in self.files.items():
                     whl.writestr(name, data)
-        return types.SimpleNamespace(returncode=self.returncode, stdout="", stderr="ERROR: No matching distribution found\n")
+        return types.SimpleNamespace(
+            returncode=self.returncode, stdout="", stderr="ERROR: No matching distribution found\n"
+        )
 
 
 def _fake_entry(payload: bytes) -> registry.RegisteredCheckpoint:
     import hashlib
 
     return registry.RegisteredCheckpoint(
-        name="fake", package="fake-pkg", version="1.0", format="safetensors",
-        files=(registry.RegisteredFile("fake_pkg/model/model.safetensors", "model.safetensors", len(payload),
-                                       hashlib.sha256(payload).hexdigest()),),
-        model="fake", shape="-", license="-",
+        name="fake",
+        package="fake-pkg",
+        version="1.0",
+        format="safetensors",
+        files=(
+            registry.RegisteredFile(
+                "fake_pkg/model/model.safetensors",
+                "model.safetensors",
+                len(payload),
+                hashlib.sha256(payload).hexdigest(),
+            ),
+        ),
+        model="fake",
+        shape="-",
+        license="-",
     )
 
 
@@ -778,12 +915,21 @@ def _split_entry(chunks: list[bytes], archive: bytes, payload: bytes) -> registr
     def digest(data: bytes) -> str:
         return hashlib.sha256(data).hexdigest()
 
-    parts = tuple(registry.ArchivePart(f"part-{i}", "1.0", registry.RegisteredFile(f"part_{i}/model.zip.{i:03d}", "", len(c), digest(c)))
-                  for i, c in enumerate(chunks, start=1))
+    parts = tuple(
+        registry.ArchivePart(
+            f"part-{i}", "1.0", registry.RegisteredFile(f"part_{i}/model.zip.{i:03d}", "", len(c), digest(c))
+        )
+        for i, c in enumerate(chunks, start=1)
+    )
     return registry.RegisteredCheckpoint(
-        name="split", package="part-1", version="1.0", format="safetensors",
+        name="split",
+        package="part-1",
+        version="1.0",
+        format="safetensors",
         files=(registry.RegisteredFile("model/model.safetensors", "model.safetensors", len(payload), digest(payload)),),
-        model="fake", shape="-", license="-",
+        model="fake",
+        shape="-",
+        license="-",
         archive=registry.SplitArchive(parts=parts, size=len(archive), sha256=digest(archive)),
     )
 
@@ -849,19 +995,24 @@ def _mode(path: Path) -> int:
     return stat.S_IMODE(path.stat().st_mode)
 
 
-def test_cache_folders_specbound_creates_are_private(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                     umask_022: None) -> None:
+def test_cache_folders_specbound_creates_are_private(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, umask_022: None
+) -> None:
     payload = b"weights" * 100
     monkeypatch.setattr(registry, "REGISTRY", {"fake": _fake_entry(payload)})
     monkeypatch.setattr(registry.subprocess, "run", FakePip({"fake_pkg/model/model.safetensors": payload}))
     root = tmp_path / "new" / "cache"  # neither folder exists yet
     path = registry.fetch("fake", cache_dir=root, progress=None)
     assert {str(p.relative_to(tmp_path)): oct(_mode(p)) for p in (tmp_path / "new", root, path)} == {
-        "new": "0o700", "new/cache": "0o700", "new/cache/fake-1.0": "0o700"}
+        "new": "0o700",
+        "new/cache": "0o700",
+        "new/cache/fake-1.0": "0o700",
+    }
 
 
-def test_an_existing_cache_folder_keeps_its_permissions(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                        umask_022: None) -> None:
+def test_an_existing_cache_folder_keeps_its_permissions(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, umask_022: None
+) -> None:
     payload = b"weights" * 100
     monkeypatch.setattr(registry, "REGISTRY", {"fake": _fake_entry(payload)})
     monkeypatch.setattr(registry.subprocess, "run", FakePip({"fake_pkg/model/model.safetensors": payload}))

@@ -5,7 +5,8 @@ import math
 import numpy as np
 import pytest
 import sympy as sp
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from numerics.bounds import BoundSettings, MatrixTerm, coefficients, posthoc, rademacher
 from theory import regimes, thm31
@@ -17,12 +18,27 @@ p, L, T = SYMBOLS["p"], SYMBOLS["L"], SYMBOLS["T"]
 def random_terms(rng, layers, width=32, heads_rank=8, log_rho_scale=0.2):
     terms = []
     for layer in range(layers):
-        for kind, shape, r in (("qk", (width, width), heads_rank), ("vo", (width, width), heads_rank),
-                               ("ff1", (width, 4 * width), width), ("ff2", (4 * width, width), width)):
+        for kind, shape, r in (
+            ("qk", (width, width), heads_rank),
+            ("vo", (width, width), heads_rank),
+            ("ff1", (width, 4 * width), width),
+            ("ff2", (4 * width, width), width),
+        ):
             decay = rng.uniform(0.2, 3.0)
             sv = rng.uniform(0.5, 2.0) * np.arange(1, r + 1, dtype=float) ** -decay
-            terms.append(MatrixTerm(f"l{layer}.{kind}", kind, shape, r, sv, r, log_rho_scale * (layers - 1 - layer),
-                                    1.0, f"layer{layer}/{kind}"))
+            terms.append(
+                MatrixTerm(
+                    f"l{layer}.{kind}",
+                    kind,
+                    shape,
+                    r,
+                    sv,
+                    r,
+                    log_rho_scale * (layers - 1 - layer),
+                    1.0,
+                    f"layer{layer}/{kind}",
+                )
+            )
     return terms
 
 
@@ -56,8 +72,11 @@ def test_c3_depth_exponent_is_one_plus_p_over_two():
 
 def identical_layers(layers, sv):
     """``layers`` identical layers of a QK and a VO matrix with rho_j = 1 (log_rho = 0) and B = 1."""
-    return [MatrixTerm(f"l{layer}.{kind}", kind, (32, 32), sv.size, sv, sv.size, 0.0, 1.0, f"layer{layer}/{kind}")
-            for layer in range(layers) for kind in ("qk", "vo")]
+    return [
+        MatrixTerm(f"l{layer}.{kind}", kind, (32, 32), sv.size, sv, sv.size, 0.0, 1.0, f"layer{layer}/{kind}")
+        for layer in range(layers)
+        for kind in ("qk", "vo")
+    ]
 
 
 @pytest.mark.claim("C3")
@@ -104,8 +123,12 @@ def test_c4_propagation_factors_only_in_logs_at_p0_numeric(seed, shift):
     rng = np.random.default_rng(seed)
     terms = random_terms(rng, 2)
     cfg = BoundSettings()
-    shifted = [MatrixTerm(t.name, t.kind, t.shape, t.rank_bound, t.singular_values, t.rank, t.log_rho + shift,
-                          t.input_scale, t.group) for t in terms]
+    shifted = [
+        MatrixTerm(
+            t.name, t.kind, t.shape, t.rank_bound, t.singular_values, t.rank, t.log_rho + shift, t.input_scale, t.group
+        )
+        for t in terms
+    ]
     c0, c0s = coefficients(terms, 0.0, cfg), coefficients(shifted, 0.0, cfg)
     growth0 = np.exp(c0s - c0)
     assert np.all(growth0 <= 1 + shift / math.log(18))  # log factor >= log 18 (see numerics.bounds.compiled)

@@ -6,8 +6,8 @@ import zlib
 
 import pytest
 import sympy as sp
-
 from cliutil import run
+
 from numerics.cli import main
 from theory import baselines, composition, dudley, lipschitz, margin, thm31, thm41
 from theory.symbols import SYMBOLS
@@ -197,7 +197,7 @@ def test_pretty_and_latex_print_the_theory_forms(target, table):
             found = False
             for i in starts:
                 indent = len(lines[i]) - len(lines[i].lstrip()) + 4
-                shown = "\n".join(line[indent:] for line in lines[i + 1:i + 1 + len(block.splitlines())])
+                shown = "\n".join(line[indent:] for line in lines[i + 1 : i + 1 + len(block.splitlines())])
                 found = found or shown == block
             assert found, path
         else:

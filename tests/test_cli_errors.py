@@ -17,11 +17,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import event, example, given, settings
-from hypothesis import strategies as st
-
 import synthetic
 from cliutil import run
+from hypothesis import event, example, given, settings
+from hypothesis import strategies as st
 
 
 def one_line_error(err: str) -> str:
@@ -35,7 +34,9 @@ def one_line_error(err: str) -> str:
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A 2-layer BERT checkpoint with N = 24 (tests/synthetic.py)."""
-    return synthetic.write_checkpoint(tmp_path_factory.mktemp("tiny") / "bert", synthetic.bert_state(), synthetic.bert_config())
+    return synthetic.write_checkpoint(
+        tmp_path_factory.mktemp("tiny") / "bert", synthetic.bert_state(), synthetic.bert_config()
+    )
 
 
 def test_a_type_error_from_inside_is_an_internal_error(tiny: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -61,7 +62,9 @@ def test_zero_size_attention_is_named(tmp_path: Path) -> None:
     code, _, err = run(["analyze", str(folder), "--heads", "3"])
     line = one_line_error(err)
     assert code == 2
-    assert str(folder / "model.safetensors") in line and "attention.output.dense.weight" in line and "shape [0, 0]" in line
+    assert (
+        str(folder / "model.safetensors") in line and "attention.output.dense.weight" in line and "shape [0, 0]" in line
+    )
 
 
 def test_huge_layer_index_names_file_and_tensor(tmp_path: Path) -> None:
@@ -84,8 +87,10 @@ def test_repeated_key_inside_an_entry_names_the_tensor(tmp_path: Path) -> None:
     line = one_line_error(err)
     assert code == 2 and "'a.weight'" in line and "'dtype' twice" in line
     # a tensor listed twice at the top level is still reported as such
-    header = b'{"a.weight": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}, ' \
-             b'"a.weight": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}'
+    header = (
+        b'{"a.weight": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}, '
+        b'"a.weight": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}'
+    )
     path = synthetic.write_header_and_data(tmp_path / "dup2.safetensors", header, b"\0" * 4)
     code, _, err = run(["analyze", str(path)])
     assert code == 2 and "'a.weight' is listed twice" in one_line_error(err)
@@ -179,10 +184,26 @@ def test_out_of_memory_names_file_and_tensor(tmp_path: Path) -> None:
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
-    done = subprocess.run([sys.executable, "-c", "from numerics.cli import main; raise SystemExit(main())", "analyze",
-                           str(tmp_path), "--processes", "0", "--workers", "1",
-                           "--input-norm", "1"],
-                          capture_output=True, text=True, preexec_fn=cap, env=env, timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from numerics.cli import main; raise SystemExit(main())",
+            "analyze",
+            str(tmp_path),
+            "--processes",
+            "0",
+            "--workers",
+            "1",
+            "--input-norm",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        preexec_fn=cap,
+        env=env,
+        timeout=300,
+    )
     line = one_line_error(done.stderr)
     assert done.returncode == 2, done.stderr
     assert "out of memory" in line and str(tmp_path) in line
@@ -190,36 +211,79 @@ def test_out_of_memory_names_file_and_tensor(tmp_path: Path) -> None:
 
 def _baseline_address_space() -> int:
     """Address space of a fresh interpreter that imported the analysis stack (bytes)."""
-    code = ("import numerics.cli, numerics.analysis, numerics.spectra, numerics.io.checkpoint, resource, sys; "
-            "print(open('/proc/self/statm').read().split()[0])")
+    code = (
+        "import numerics.cli, numerics.analysis, numerics.spectra, numerics.io.checkpoint, resource, sys; "
+        "print(open('/proc/self/statm').read().split()[0])"
+    )
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
-    pages = int(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True).stdout)
+    pages = int(
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True).stdout
+    )
     return pages * os.sysconf("SC_PAGE_SIZE")
 
 
 # --------------------------------------------------------------------------- fuzzing the parser
 
-_EDGE_NUMBERS = ["0", "-1", "1", "2", "0.5", "1e-320", "1e308", "1e309", "-0", "nan", "inf", "-inf", str(2**63),
-                 str(2**64 + 1), "9" * 5000, "1e999999999", "", " ", "0x10", "1_000", "١٢"]
+_EDGE_NUMBERS = [
+    "0",
+    "-1",
+    "1",
+    "2",
+    "0.5",
+    "1e-320",
+    "1e308",
+    "1e309",
+    "-0",
+    "nan",
+    "inf",
+    "-inf",
+    str(2**63),
+    str(2**64 + 1),
+    "9" * 5000,
+    "1e999999999",
+    "",
+    " ",
+    "0x10",
+    "1_000",
+    "١٢",
+]
 _TEXT = st.text(max_size=30) | st.sampled_from(_EDGE_NUMBERS)
 _SMALL = st.integers(min_value=1, max_value=6).map(str)
 
 
 def _values(kind: str) -> st.SearchStrategy[str]:
     if kind == "size":  # mc sizes: small valid, or invalid, or beyond memory; never slow mid-sizes
-        return _SMALL | _TEXT.filter(lambda t: not t.strip().isdigit() or len(t.strip()) > 5) | st.just("10000000000")  # refused: beyond memory
+        return (
+            _SMALL | _TEXT.filter(lambda t: not t.strip().isdigit() or len(t.strip()) > 5) | st.just("10000000000")
+        )  # refused: beyond memory
     if kind == "count":
         return st.sampled_from(["10", "1e6", "128"]) | _TEXT
     return _TEXT
 
 
-_BOUND_OPTIONS = {"--heads": "text", "--n": "count", "--T": "count", "--delta": "text", "--tie": "text",
-                  "--p-grid": "text", "--input-norm": "text", "--workers": "text"}
+_BOUND_OPTIONS = {
+    "--heads": "text",
+    "--n": "count",
+    "--T": "count",
+    "--delta": "text",
+    "--tie": "text",
+    "--p-grid": "text",
+    "--input-norm": "text",
+    "--workers": "text",
+}
 _COMMANDS: dict[str, dict[str, str]] = {
     "analyze": {**_BOUND_OPTIONS, "--format": "text", "--leading-k": "text", "--processes": "text"},
     "sweep": {**_BOUND_OPTIONS, "--format": "text", "--grid": "text"},
-    "mc": {"--kind": "text", "--a": "size", "--b": "size", "--m": "size", "--samples": "size", "--rows": "text",
-           "--seed": "text", "--format": "text"},
+    "mc": {
+        "--kind": "text",
+        "--a": "size",
+        "--b": "size",
+        "--m": "size",
+        "--samples": "size",
+        "--rows": "text",
+        "--seed": "text",
+        "--format": "text",
+    },
     "fetch": {},
     "derive": {"--kind": "text"},
     "claims": {"--only": "text"},
@@ -263,11 +327,21 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_fuzzed_arguments_fail_cleanly(tiny: Path, workdir: Path, data: st.DataObject | None) -> None:
     """Random argument values for every subcommand: exit 0, or exit 2 with one line on stderr and
     nothing written; never a traceback, never 'internal error', never another exit code."""
-    cases = [data.draw(_argv(str(tiny)))] if data is not None else [
-        ["analyze", str(tiny), "--n", "9" * 5000], ["mc", "--seed", "-1"], ["analyze", str(tiny), "--workers", str(10**9)],
-        ["analyze", str(tiny), "--processes", str(10**9)], ["analyze", str(tiny), "--delta", "nan"], ["derive", ""],
-        ["sweep", str(tiny), "--p-grid", ","], ["fetch", ""], ["mc", "--a", "0"],
-    ]
+    cases = (
+        [data.draw(_argv(str(tiny)))]
+        if data is not None
+        else [
+            ["analyze", str(tiny), "--n", "9" * 5000],
+            ["mc", "--seed", "-1"],
+            ["analyze", str(tiny), "--workers", str(10**9)],
+            ["analyze", str(tiny), "--processes", str(10**9)],
+            ["analyze", str(tiny), "--delta", "nan"],
+            ["derive", ""],
+            ["sweep", str(tiny), "--p-grid", ","],
+            ["fetch", ""],
+            ["mc", "--a", "0"],
+        ]
+    )
     for argv in cases:
         before = sorted(p.name for p in workdir.iterdir())
         cwd = os.getcwd()
@@ -297,9 +371,13 @@ def test_every_subcommand_is_fuzzed() -> None:
 
 # == issue 18 (safety, round two) ==================================================================
 
+
 def _scaled(folder: Path, scale: float, parts: tuple[str, ...]) -> Path:
     """The 2-layer BERT of ``tiny`` in float64, the tensors whose names contain one of ``parts`` times ``scale``."""
-    state = {k: v.astype(np.float64) * (scale if any(p in k for p in parts) else 1.0) for k, v in synthetic.bert_state().items()}
+    state = {
+        k: v.astype(np.float64) * (scale if any(p in k for p in parts) else 1.0)
+        for k, v in synthetic.bert_state().items()
+    }
     return synthetic.write_checkpoint(folder, state, synthetic.bert_config(), dtype="F64")
 
 
@@ -316,9 +394,11 @@ def test_overflowing_weights_never_lower_the_bound(tmp_path: Path) -> None:
     plain = _complexity(_scaled(tmp_path / "x1", 1.0, ()))
     big = _complexity(_scaled(tmp_path / "x1e150", 1e150, ("query.weight",)))
     assert math.isfinite(big) and big > plain
-    for scale, parts, tensor in ((1e160, ("query.weight",), "query.weight"),
-                                 (1e155, ("query.weight", "key.weight"), "qk"),  # the per-head product overflows
-                                 (1e100, ("query.weight", "key.weight", "value.weight"), "qk")):
+    for scale, parts, tensor in (
+        (1e160, ("query.weight",), "query.weight"),
+        (1e155, ("query.weight", "key.weight"), "qk"),  # the per-head product overflows
+        (1e100, ("query.weight", "key.weight", "value.weight"), "qk"),
+    ):
         folder = _scaled(tmp_path / f"x{scale:g}-{len(parts)}", scale, parts)
         code, out, err = run(["analyze", str(folder), "--format", "json"])
         assert code == 2 and out == "", err
@@ -338,14 +418,29 @@ def test_tiny_weights_and_p_grid_are_exact_or_refused(tmp_path: Path) -> None:
 def test_all_zero_and_subnormal_weights_plot_without_warnings(tmp_path: Path) -> None:
     """Finding 15: all-zero or subnormal weights printed 7 lines of matplotlib warnings (log scales with
     no positive value). The report is written, stderr holds only the 'report written' line."""
-    zero = synthetic.write_checkpoint(tmp_path / "zero", {k: v * 0 for k, v in synthetic.bert_state().items()},
-                                      synthetic.bert_config())
+    zero = synthetic.write_checkpoint(
+        tmp_path / "zero", {k: v * 0 for k, v in synthetic.bert_state().items()}, synthetic.bert_config()
+    )
     tiny_w = _scaled(tmp_path / "subnormal", 1e-310, ("weight",))
     for source in (zero, tiny_w):
         env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-        proc = subprocess.run([sys.executable, "-m", "numerics.cli", "analyze", str(source), "--p-grid", "0,2",
-                               "--out", str(source.parent / f"{source.name}-report")], capture_output=True, text=True,
-                              env=env, timeout=300)
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "numerics.cli",
+                "analyze",
+                str(source),
+                "--p-grid",
+                "0,2",
+                "--out",
+                str(source.parent / f"{source.name}-report"),
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=300,
+        )
         assert proc.returncode == 0, proc.stderr
         assert proc.stderr.splitlines() == [f"specbound: report written to {source.parent / f'{source.name}-report'}"]
         assert (source.parent / f"{source.name}-report" / "spectra.png").is_file()
@@ -354,8 +449,9 @@ def test_all_zero_and_subnormal_weights_plot_without_warnings(tmp_path: Path) ->
 def test_control_characters_in_tensor_names_are_escaped(tmp_path: Path, tiny: Path) -> None:
     """Finding 15: control characters in tensor names went raw into matrices.csv and split table rows.
     The same model without them (``tiny``) gives the number of lines each output must have."""
-    folder = synthetic.write_checkpoint(tmp_path / "cc", synthetic.bert_state(prefix="a\nb\x1b[31m\u202e."),
-                                        synthetic.bert_config())
+    folder = synthetic.write_checkpoint(
+        tmp_path / "cc", synthetic.bert_state(prefix="a\nb\x1b[31m\u202e."), synthetic.bert_config()
+    )
     outputs = {}
     for source in (tiny, folder):
         for fmt in ("csv", "table"):
@@ -366,8 +462,11 @@ def test_control_characters_in_tensor_names_are_escaped(tmp_path: Path, tiny: Pa
         text = outputs[folder, fmt]
         assert "\x1b" not in text and "\u202e" not in text and "\r" not in text
         assert len(text.splitlines()) == len(outputs[tiny, fmt].splitlines())
-    assert outputs[folder, "csv"].splitlines()[1].startswith(
-        "a\\x0ab\\x1b[31m\\u202e.encoder.layer.0.attention.self.query.weight,")
+    assert (
+        outputs[folder, "csv"]
+        .splitlines()[1]
+        .startswith("a\\x0ab\\x1b[31m\\u202e.encoder.layer.0.attention.self.query.weight,")
+    )
 
 
 def test_a_fifo_config_is_refused(tmp_path: Path) -> None:
@@ -443,8 +542,13 @@ def test_a_checkpoint_truncated_while_read_is_one_line(tmp_path: Path) -> None:
     "mmap length is greater than file size" naming no file."""
     folder = synthetic.write_checkpoint(tmp_path / "t", synthetic.bert_state(), synthetic.bert_config())
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-    proc = subprocess.run([sys.executable, "-c", _TRUNCATE_WHILE_READING, str(folder)], capture_output=True, text=True,
-                          env=env, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", _TRUNCATE_WHILE_READING, str(folder)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert proc.returncode == 2, (proc.returncode, proc.stderr)
     line = one_line_error(proc.stderr)
     assert str(folder / "model.safetensors") in line and "truncated" in line

@@ -2,16 +2,19 @@
 
 import json
 
-from numerics.cli import main
 from numerics._util.outputs import MARKER
+from numerics.cli import main
 from tests.synthetic import bert_config, bert_state, write_checkpoint
 
 
 def test_sweep_cli_json_and_out(tmp_path, capsys):
     sources = []
     for layers in (1, 2, 4):
-        folder = write_checkpoint(tmp_path / f"L{layers}", bert_state(layers=layers, hidden=16, ff=32, seed=layers),
-                                  bert_config(layers=layers, hidden=16, heads=2, ff=32))
+        folder = write_checkpoint(
+            tmp_path / f"L{layers}",
+            bert_state(layers=layers, hidden=16, ff=32, seed=layers),
+            bert_config(layers=layers, hidden=16, heads=2, ff=32),
+        )
         sources.append(str(folder))
     out = tmp_path / "sweep-out"
     assert main(["sweep", *sources, "--format", "json", "--p-grid", "0,1,2", "--out", str(out)]) == 0

@@ -5,7 +5,8 @@ import math
 import numpy as np
 import pytest
 import sympy as sp
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 from scipy.optimize import minimize
 
 from tests.oracles.allocation import log_min_common_p, solve_allocation
@@ -49,8 +50,10 @@ def test_numeric_solver_matches_closed_form_for_a_common_p(c, pv):
     assert math.isclose(res.weights.sum(), 1.0, rel_tol=1e-12)
 
 
-@given(st.lists(st.tuples(st.floats(0.01, 100.0), st.sampled_from([0.0, 0.5, 1.0, 1.5, 2.0])), min_size=2, max_size=4),
-       st.floats(0.01, 10.0))
+@given(
+    st.lists(st.tuples(st.floats(0.01, 100.0), st.sampled_from([0.0, 0.5, 1.0, 1.5, 2.0])), min_size=2, max_size=4),
+    st.floats(0.01, 10.0),
+)
 def test_mixed_p_solver_against_brute_force(pairs, eps):
     # Reference: scipy SLSQP from several starts on the simplex (independent optimiser), small instances.
     c = np.array([q[0] for q in pairs])
@@ -62,18 +65,23 @@ def test_mixed_p_solver_against_brute_force(pairs, eps):
         return
     ca, pa = c[active], pp[active]
     obj = lambda z: float(np.sum(ca * (eps * np.exp(z) / np.exp(z).sum()) ** -pa))  # noqa: E731
-    best = min(minimize(obj, x0, method="Nelder-Mead", options={"xatol": 1e-10, "fatol": 1e-12, "maxiter": 20000}).fun
-               for x0 in (np.zeros(len(ca)), np.linspace(-1, 1, len(ca))))
+    best = min(
+        minimize(obj, x0, method="Nelder-Mead", options={"xatol": 1e-10, "fatol": 1e-12, "maxiter": 20000}).fun
+        for x0 in (np.zeros(len(ca)), np.linspace(-1, 1, len(ca)))
+    )
     best += c[~active].sum()
     assert res.value <= best * (1 + 1e-7)
     assert res.value >= best * (1 - 1e-4)
 
 
-@pytest.mark.parametrize("c,pp,frag", [
-    (np.array([1.0, -1.0]), 1.0, "non-negative"),
-    (np.array([1.0]), 2.5, "p=2.5"),
-    (np.array([]), 1.0, "non-empty"),
-])
+@pytest.mark.parametrize(
+    "c,pp,frag",
+    [
+        (np.array([1.0, -1.0]), 1.0, "non-negative"),
+        (np.array([1.0]), 2.5, "p=2.5"),
+        (np.array([]), 1.0, "non-empty"),
+    ],
+)
 def test_bad_allocation_input(c, pp, frag):
     with pytest.raises(ValueError, match=frag):
         solve_allocation(c, pp)
@@ -84,8 +92,10 @@ def test_bad_eps():
         solve_allocation(np.array([1.0]), 1.0, eps=0)
 
 
-@given(st.lists(st.tuples(st.floats(1e-3, 1e3), st.sampled_from([0.0, 0.3, 1.0, 1.7, 2.0])), min_size=1, max_size=8),
-       st.lists(st.floats(1e-4, 10.0), min_size=1, max_size=5))
+@given(
+    st.lists(st.tuples(st.floats(1e-3, 1e3), st.sampled_from([0.0, 0.3, 1.0, 1.7, 2.0])), min_size=1, max_size=8),
+    st.lists(st.floats(1e-4, 10.0), min_size=1, max_size=5),
+)
 def test_vectorised_newton_solver_matches_the_root_finder(pairs, scales):
     # numerics.bounds.log_cover_at (Newton, vectorised over scales) against solve_allocation (brentq), one scale at a time.
     from numerics.bounds import log_cover_at
@@ -128,8 +138,12 @@ def _theory_log_cover(log_c, pp, log_eps):
         return float(mpmath.log(const + sum(cj * (wj / sum(w)) ** -q for (cj, q), wj in zip(scaled, w))))
 
 
-@given(st.lists(st.tuples(st.floats(-700.0, 700.0), st.sampled_from([0.0, 0.1, 0.5, 1.0, 1.5, 2.0])), min_size=1, max_size=6),
-       st.floats(-150.0, 150.0))
+@given(
+    st.lists(
+        st.tuples(st.floats(-700.0, 700.0), st.sampled_from([0.0, 0.1, 0.5, 1.0, 1.5, 2.0])), min_size=1, max_size=6
+    ),
+    st.floats(-150.0, 150.0),
+)
 def test_newton_solver_against_the_theory_allocation_at_extreme_scales(pairs, log_eps):
     # Newton's method on the log multiplier (numerics.bounds.log_cover_at) against the derived allocation of
     # theory.composition evaluated in 60-digit arithmetic, with coefficients from e^-700 to e^700 and scales

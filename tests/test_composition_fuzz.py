@@ -24,20 +24,19 @@ held to ``||W_j'||_2 <= s_j`` and every case must pass.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import torch
-
 from composition_forward import FAMILIES, Network, attack, build, network
 
 #: Float tolerance of the comparison ``change <= budget``: LLaMA's softmax and RMSNorm run in float32 (as in
 #: transformers), so its outputs carry float32 rounding (relative 1e-7 of values of order 1-10).
 TOLERANCE = {"llama": 1e-5}
 
-RULE_1 = ("issue 19 rule 1: Theorem 4.1's centres lie outside the class, so the covered first-layer matrices "
-          "make the rows entering FF2 / the gated product longer than the bound's input scale; "
-          "remove once theorem_inputs says centres == 'class' (internal covers, K_j at eps_j / 2)")
+RULE_1 = (
+    "issue 19 rule 1: Theorem 4.1's centres lie outside the class, so the covered first-layer matrices "
+    "make the rows entering FF2 / the gated product longer than the bound's input scale; "
+    "remove once theorem_inputs says centres == 'class' (internal covers, K_j at eps_j / 2)"
+)
 
 
 @pytest.fixture(scope="module")
@@ -96,11 +95,17 @@ CASES = [*((n, k) for n in FAMILIES for k in ("small", "tail")), ("llama", "cros
 @pytest.mark.parametrize("name, kind", [_case(n, k) for n, k in CASES])
 def test_adversarial_perturbations_stay_within_the_composed_budget(networks, name: str, kind: str) -> None:
     net = networks(name)
-    found = attack(net, allocation(net, kind), restarts=1 if kind == "small" else 2, iterations=10 if kind == "small" else 20,
-                   seed=0)
+    found = attack(
+        net,
+        allocation(net, kind),
+        restarts=1 if kind == "small" else 2,
+        iterations=10 if kind == "small" else 20,
+        seed=0,
+    )
     assert found.ratio <= 1 + TOLERANCE.get(name, 1e-9), (
         f"{name} {kind}: the output moved by {found.change:.6g}, the composed budget is {found.budget:.6g} "
-        f"(ratio {found.ratio:.6f}; rows up to {found.row_excess:.4f} x the input scale; restarts {found.restarts})")
+        f"(ratio {found.ratio:.6f}; rows up to {found.row_excess:.4f} x the input scale; restarts {found.restarts})"
+    )
 
 
 @pytest.mark.parametrize("name, kind", [(n, k) for n, k in CASES if k != "small"])

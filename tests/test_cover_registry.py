@@ -11,15 +11,27 @@ import textwrap
 
 import pytest
 import sympy as sp
-
 from cliutil import run
+
 from numerics.montecarlo.covers import cover_mc, cover_verdict, log_radius_limit, measure
 from numerics.montecarlo.sampling import Profile
 from theory import baselines, effective_rank, registry, thm41
 from theory.vocabulary import VOCABULARY as V
 
-s, p, R, r, a, b, B, m, eps = (V[w].symbol for w in ("spectral_norm", "schatten_index", "schatten_radius", "rank", "rows",
-                                                    "cols", "row_bound", "points", "eps"))
+s, p, R, r, a, b, B, m, eps = (
+    V[w].symbol
+    for w in (
+        "spectral_norm",
+        "schatten_index",
+        "schatten_radius",
+        "rank",
+        "rows",
+        "cols",
+        "row_bound",
+        "points",
+        "eps",
+    )
+)
 r_head, t_tail = V["truncation_rank"].symbol, V["tail_norm"].symbol
 
 
@@ -78,7 +90,9 @@ def test_effective_rank_value_from_the_lemmas(kind):
     small = {**vals, "t_tail": 0.9 * vals["eps"] / (2 * X)}
     assert float(form.subs({sym: small[str(sym)] for sym in form.free_symbols})) == pytest.approx(head, rel=1e-12)
     big = {**vals, "eps": 2.0 * X * 2.0}
-    tail_only = float(effective_rank.tail(kind).subs({sym: big[str(sym)] for sym in effective_rank.tail(kind).free_symbols}))
+    tail_only = float(
+        effective_rank.tail(kind).subs({sym: big[str(sym)] for sym in effective_rank.tail(kind).free_symbols})
+    )
     assert float(form.subs({sym: big[str(sym)] for sym in form.free_symbols})) == pytest.approx(tail_only, rel=1e-12)
 
 
@@ -96,43 +110,63 @@ def test_effective_rank_declares_its_choices():
 # --------------------------------------------------------------------------- validation and checks
 
 
-@pytest.mark.parametrize("change, message", [
-    ({"status": "folklore"}, "status="),
-    ({"status": "verbatim"}, "citation"),
-    ({"kinds": ("vector", "scalar")}, "kinds="),
-    ({"statistics": ("spectral_norm",)}, "not among its declared"),
-    ({"statistics": ("spectral_norm", "rank", "rows", "cols", "eps")}, "context"),
-    ({"statistics": ("spectral_norm", "rank", "rows", "cols", "frobenius")}, "not in the vocabulary"),
-    ({"forms": {"vector": r * (a + b + 1) * sp.log(9 * s * B)}}, "does not depend on eps"),
-    ({"forms": {"vector": sp.Symbol("s") / eps + r * a * b}}, "other assumptions"),
-    ({"forms": {"bilinear": r * s / eps}}, "declares kinds"),
-    ({"name": "My Cover"}, "name="),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"status": "folklore"}, "status="),
+        ({"status": "verbatim"}, "citation"),
+        ({"kinds": ("vector", "scalar")}, "kinds="),
+        ({"statistics": ("spectral_norm",)}, "not among its declared"),
+        ({"statistics": ("spectral_norm", "rank", "rows", "cols", "eps")}, "context"),
+        ({"statistics": ("spectral_norm", "rank", "rows", "cols", "frobenius")}, "not in the vocabulary"),
+        ({"forms": {"vector": r * (a + b + 1) * sp.log(9 * s * B)}}, "does not depend on eps"),
+        ({"forms": {"vector": sp.Symbol("s") / eps + r * a * b}}, "other assumptions"),
+        ({"forms": {"bilinear": r * s / eps}}, "declares kinds"),
+        ({"name": "My Cover"}, "name="),
+    ],
+)
 def test_bad_covers_are_refused_in_one_line(change, message):
-    base = dict(name="mine", status="user", kinds=("vector",), statistics=("spectral_norm", "rank", "rows", "cols"),
-                forms={"vector": r * (a + b + 1) * sp.log(18 * sp.sqrt(r) * s * B / eps)})
+    base = dict(
+        name="mine",
+        status="user",
+        kinds=("vector",),
+        statistics=("spectral_norm", "rank", "rows", "cols"),
+        forms={"vector": r * (a + b + 1) * sp.log(18 * sp.sqrt(r) * s * B / eps)},
+    )
     with pytest.raises((ValueError, TypeError), match=message):
         registry.Cover(**{**base, **change})
 
 
 def test_builtins_cannot_be_replaced_and_names_do_not_clash(clean_registry):
-    mine = registry.Cover(name="thm41", status="user", kinds=("vector",), statistics=("spectral_norm",), forms={"vector": s / eps})
+    mine = registry.Cover(
+        name="thm41", status="user", kinds=("vector",), statistics=("spectral_norm",), forms={"vector": s / eps}
+    )
     with pytest.raises(ValueError, match="built-in"):
         registry.register(mine)
-    one = registry.Cover(name="mine", status="user", kinds=("vector",), statistics=("spectral_norm",), forms={"vector": s / eps})
+    one = registry.Cover(
+        name="mine", status="user", kinds=("vector",), statistics=("spectral_norm",), forms={"vector": s / eps}
+    )
     registry.register(one)
     registry.register(one)  # the same cover again: fine
     with pytest.raises(ValueError, match="already registered"):
-        registry.register(registry.Cover(name="mine", status="user", kinds=("vector",), statistics=("spectral_norm",),
-                                         forms={"vector": 2 * s / eps}))
+        registry.register(
+            registry.Cover(
+                name="mine",
+                status="user",
+                kinds=("vector",),
+                statistics=("spectral_norm",),
+                forms={"vector": 2 * s / eps},
+            )
+        )
     with pytest.raises(ValueError, match="not registered"):
         registry.get("nobody")
 
 
 def test_sanity_checks_are_three_valued():
     def cover(form):
-        return registry.Cover(name="probe", status="user", kinds=("vector",), statistics=("spectral_norm", "rows"),
-                              forms={"vector": form})
+        return registry.Cover(
+            name="probe", status="user", kinds=("vector",), statistics=("spectral_norm", "rows"), forms={"vector": form}
+        )
 
     proved = registry.sanity_checks(cover(a * s**2 * B**2 / eps**2), "vector")
     assert proved["non_negative"]["verdict"] == "proved" and proved["non_increasing_in_eps"]["verdict"] == "proved"
@@ -166,10 +200,12 @@ def test_measure_and_ball_limits():
     assert measure("norm21", V2, np.array([[5.0, 0.0]]), {})[0] == pytest.approx(7.0)
     # a spectral ball of radius tau in a rank-4 subspace has tail (r = 1) sqrt(3) tau: tau <= t / sqrt(3)
     assert log_radius_limit("tail_norm", 1.0, body="spectral", k=4, b=4, index={"truncation_rank": 1}) == pytest.approx(
-        -0.5 * math.log(3))
+        -0.5 * math.log(3)
+    )
     # Frobenius ball: equal singular values give the largest tail, sqrt(3/4) tau
-    assert log_radius_limit("tail_norm", 1.0, body="frobenius", k=4, b=4, index={"truncation_rank": 1}) == pytest.approx(
-        0.5 * math.log(4 / 3))
+    assert log_radius_limit(
+        "tail_norm", 1.0, body="frobenius", k=4, b=4, index={"truncation_rank": 1}
+    ) == pytest.approx(0.5 * math.log(4 / 3))
 
 
 def test_effective_rank_is_consistent_and_a_halved_version_is_caught():
@@ -180,9 +216,16 @@ def test_effective_rank_is_consistent_and_a_halved_version_is_caught():
     verdict = cover_verdict(res)
     assert verdict["status"] == "consistent" and verdict["headroom"] < 2.0, verdict
     cover = registry.get("effective_rank")
-    halved = registry.Cover(name="effective_rank_halved", status="user", kinds=("vector",), statistics=cover.statistics,
-                            forms={"vector": cover.form("vector") / 2})
-    caught = cover_verdict(cover_mc(halved, kind="vector", profiles=prof, samples=150, index_values={"truncation_rank": (1,)}))
+    halved = registry.Cover(
+        name="effective_rank_halved",
+        status="user",
+        kinds=("vector",),
+        statistics=cover.statistics,
+        forms={"vector": cover.form("vector") / 2},
+    )
+    caught = cover_verdict(
+        cover_mc(halved, kind="vector", profiles=prof, samples=150, index_values={"truncation_rank": (1,)})
+    )
     assert caught["status"] == "invalid" and "INVALID" in caught["message"]
 
 
@@ -190,10 +233,19 @@ def test_a_cover_ten_times_too_small_is_flagged(clean_registry):
     # Regime with headroom: exactly rank 2, p = 0, 6 x 6, where the volumetric bound sits within a factor ~3 of
     # Theorem 4.1 (the control below measures it); one tenth of Theorem 4.1 must fall below a certified lower bound.
     thm = registry.get("thm41")
-    small = registry.register(registry.Cover(
-        name="thm41_tenth", status="user", kinds=("vector",), statistics=thm.statistics,
-        forms={"vector": thm.form("vector") / 10}, limits=thm.limits))
-    options = dict(kind="vector", profiles=(Profile("rank-2", lead_rank=2),), samples=100, index_values={"schatten_index": (0.0,)})
+    small = registry.register(
+        registry.Cover(
+            name="thm41_tenth",
+            status="user",
+            kinds=("vector",),
+            statistics=thm.statistics,
+            forms={"vector": thm.form("vector") / 10},
+            limits=thm.limits,
+        )
+    )
+    options = dict(
+        kind="vector", profiles=(Profile("rank-2", lead_rank=2),), samples=100, index_values={"schatten_index": (0.0,)}
+    )
     control = cover_verdict(cover_mc("thm41", **options))
     assert control["status"] == "consistent" and control["headroom"] < 10
     code, out, err = run(["mc", "--cover", "thm41_tenth", "--samples", "100", "--format", "json"])
@@ -224,7 +276,11 @@ USER_MODULE = textwrap.dedent('''
 
 
 def _expected_rank_cover(vals):
-    return vals["r"] * (vals["a"] + vals["b"] + 1) * math.log(18 * math.sqrt(vals["r"]) * vals["s"] * vals["B"] / vals["eps"])
+    return (
+        vals["r"]
+        * (vals["a"] + vals["b"] + 1)
+        * math.log(18 * math.sqrt(vals["r"]) * vals["s"] * vals["B"] / vals["eps"])
+    )
 
 
 def _check_derive_and_mc(name):
@@ -234,7 +290,9 @@ def _check_derive_and_mc(name):
     assert data["name"] == name and data["status"] == "user" and data["kinds"] == ["vector"]
     expr = sp.sympify(data["vector"]["expr"])
     vals = {"r": 2, "a": 6, "b": 5, "s": 1.5, "B": 2.0, "eps": 0.1}
-    assert float(expr.subs({sp.Symbol(k): v for k, v in vals.items()})) == pytest.approx(_expected_rank_cover(vals), rel=1e-12)
+    assert float(expr.subs({sp.Symbol(k): v for k, v in vals.items()})) == pytest.approx(
+        _expected_rank_cover(vals), rel=1e-12
+    )
     assert data["vector"]["checks"]["non_negative"]["verdict"] in ("proved", "not refuted")
     code, text, err = run(["derive", "cover", name, "--latex"])
     assert code == 0 and "\\log" in text
@@ -245,7 +303,14 @@ def _check_derive_and_mc(name):
     row = mc["rows"][0]
     # the cover's upper bound in each row is the user's form at the class the row names, at eps/2
     cls = dict(part.split("=") for part in row["values"].split(", "))
-    at = {"r": float(cls["rank"]), "a": 6, "b": 6, "s": float(cls["spectral_norm"]), "B": 1.0, "eps": row["cover_scale"]}
+    at = {
+        "r": float(cls["rank"]),
+        "a": 6,
+        "b": 6,
+        "s": float(cls["spectral_norm"]),
+        "B": 1.0,
+        "eps": row["cover_scale"],
+    }
     assert row["upper_bound"] == pytest.approx(_expected_rank_cover(at), rel=1e-3)  # the class is printed to 4 digits
 
 
@@ -310,7 +375,11 @@ def test_thm41_through_the_registry_gives_the_shipped_numbers(kind):
     for q, radius, e in ((0.0, 12, 0.05), (0.5, 9.0, 0.05), (1.3, 15.0, 0.3), (2.0, 20.0, 0.01)):
         got = f({**base, "schatten_index": q, "schatten_radius": radius}, e)
         shipped = thm41_log_cover(kind, p=q, eps=e, s=2.0, R=radius, B=1.5, a=40, b=30, r=12, m=4000, cap_by_rank=False)
-        assert got == shipped, (q, got, shipped)  # the same expression through the same lambdify printer: identical floats
+        assert got == shipped, (
+            q,
+            got,
+            shipped,
+        )  # the same expression through the same lambdify printer: identical floats
 
 
 def test_derive_cover_effective_rank_shows_limits_choices_and_checks():
@@ -322,7 +391,9 @@ def test_derive_cover_effective_rank_shows_limits_choices_and_checks():
     limit = sp.sympify(data["bilinear"]["limits"]["t_tail -> 0+"], locals={str(x): x for x in names})
     vals = {"r_head": 2, "s": 1.0, "a": 10, "b": 10, "B": 1.0, "eps": 0.1}
     # t -> 0: the rank cover at eps/2, r (a + b + 1) log(18 sqrt(r) s B^2 / eps) (Candes and Plan, Lemma 3.1)
-    assert float(limit.subs({x: vals[str(x)] for x in limit.free_symbols})) == pytest.approx(2 * 21 * math.log(180 * math.sqrt(2)))
+    assert float(limit.subs({x: vals[str(x)] for x in limit.free_symbols})) == pytest.approx(
+        2 * 21 * math.log(180 * math.sqrt(2))
+    )
     assert {row["symbol"]: row["how"] for row in data["posthoc"]} == {"r_head": "grid", "t_tail": "peel", "s": "peel"}
     assert {c["verdict"] for c in data["bilinear"]["checks"].values()} <= {"proved", "not refuted"}
     code, text, err = run(["derive", "cover", "effective_rank"])
@@ -335,16 +406,27 @@ def test_effective_rank_bilinear_and_bartlett_rms_checks():
     cover = registry.get("effective_rank")
     options = dict(kind="bilinear", profiles=prof, samples=100, index_values={"truncation_rank": (1,)})
     assert cover_verdict(cover_mc(cover, **options))["status"] == "consistent"
-    halved = registry.Cover(name="eff_bilinear_halved", status="user", kinds=("bilinear",), statistics=cover.statistics,
-                            forms={"bilinear": cover.form("bilinear") / 2})
+    halved = registry.Cover(
+        name="eff_bilinear_halved",
+        status="user",
+        kinds=("bilinear",),
+        statistics=cover.statistics,
+        forms={"bilinear": cover.form("bilinear") / 2},
+    )
     assert cover_verdict(cover_mc(halved, **options))["status"] == "invalid"
     # Bartlett et al. in their normalised l2 metric: consistent, and one hundredth of it is caught
     flat = (Profile("flat", lead_rank=0, tail="flat", tail_scale=0.5),)
     bart = registry.get("bartlett2017")
     verdict = cover_verdict(cover_mc(bart, profiles=flat, samples=100))
     assert verdict["status"] == "consistent" and verdict["metric"] == "rms_l2" and verdict["headroom"] < 100
-    tiny = registry.Cover(name="bartlett_hundredth", status="user", kinds=("vector",), statistics=bart.statistics,
-                          forms={"vector": bart.form("vector") / 100}, metric={"vector": "rms_l2"})
+    tiny = registry.Cover(
+        name="bartlett_hundredth",
+        status="user",
+        kinds=("vector",),
+        statistics=bart.statistics,
+        forms={"vector": bart.form("vector") / 100},
+        metric={"vector": "rms_l2"},
+    )
     assert cover_verdict(cover_mc(tiny, profiles=flat, samples=100))["status"] == "invalid"
 
 
@@ -358,17 +440,22 @@ def test_rms_metric_ball_volume_in_one_dimension():
 
     X = np.random.default_rng(3).standard_normal((7, 4))
     sigma1 = np.linalg.svd(X, compute_uv=False)[0]
-    assert _rms_ball_log_volume(row_geometry(X), k1=1, k2=1) == pytest.approx(math.log(2 / (sigma1 / math.sqrt(7))), rel=1e-12)
+    assert _rms_ball_log_volume(row_geometry(X), k1=1, k2=1) == pytest.approx(
+        math.log(2 / (sigma1 / math.sqrt(7))), rel=1e-12
+    )
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["derive", "cover", "nobody"], "not registered"),
-    (["mc", "--cover", "nobody"], "not registered"),
-    (["mc", "--cover", "bartlett2017", "--kind", "bilinear"], "applies to ['vector'] only"),
-    (["mc", "--cover", "thm41", "--plot", "x.png"], "--plot is not available"),
-    (["mc", "--entry-points"], "only applies with --cover"),
-    (["mc", "--cover", "thm41", "--kind", "bilinear", "--a", "3", "--b", "4"], "must be equal"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["derive", "cover", "nobody"], "not registered"),
+        (["mc", "--cover", "nobody"], "not registered"),
+        (["mc", "--cover", "bartlett2017", "--kind", "bilinear"], "applies to ['vector'] only"),
+        (["mc", "--cover", "thm41", "--plot", "x.png"], "--plot is not available"),
+        (["mc", "--entry-points"], "only applies with --cover"),
+        (["mc", "--cover", "thm41", "--kind", "bilinear", "--a", "3", "--b", "4"], "must be equal"),
+    ],
+)
 def test_cover_command_line_errors_are_one_line(argv, message, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     code, out, err = run(argv)

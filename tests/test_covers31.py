@@ -6,15 +6,17 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given, settings as hsettings, strategies as st
+from hypothesis import given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
-from numerics.analysis import analyze, evaluate_bounds
+from numerics.analysis import analyze
 from numerics.bounds import compiled, covers31
 from numerics.bounds.terms import MatrixTerm, ModelSettings, build_terms
 from numerics.bounds.theorem31 import BoundSettings, class_settings, grid_values, posthoc
-from theory import registry
 from tests.covers_user.linear_cover import linear
 from tests.synthetic import bert_config, bert_state, stats_from_analysis, write_checkpoint
+from theory import registry
 
 FAST = BoundSettings(p_grid=(0.0, 1.0, 2.0), grid_points=160)
 IDEALISED = ModelSettings(bias=False, input_norm=math.sqrt(24))
@@ -30,7 +32,9 @@ def user_cover():
 @pytest.fixture(scope="module")
 def bert_folder(tmp_path_factory):
     folder = tmp_path_factory.mktemp("bert_covers")
-    return write_checkpoint(folder, bert_state(layers=2, hidden=24, ff=48), bert_config(layers=2, hidden=24, heads=3, ff=48))
+    return write_checkpoint(
+        folder, bert_state(layers=2, hidden=24, ff=48), bert_config(layers=2, hidden=24, heads=3, ff=48)
+    )
 
 
 def _closed_form_log_rad(terms, settings, c):
@@ -68,9 +72,16 @@ def test_user_cover_from_its_own_file_runs_through_analyze(bert_folder, user_cov
     groups = len(cov["chosen_by_group"])
     assert cov["choice_cost"] == pytest.approx(groups * math.log(2))
     base = doc["bounds"]["spectrum_adaptive"]
-    p_grid_and_radii = base["log_union"] - base["peel"] + sum(
-        math.log(1.5 * (abs(k) + 1) * (abs(k) + 2)) for k in
-        np.ceil(np.log2([row["theorem_inputs"]["R_realised"] for row in doc["matrices"] if row.get("theorem_inputs")])))
+    p_grid_and_radii = (
+        base["log_union"]
+        - base["peel"]
+        + sum(
+            math.log(1.5 * (abs(k) + 1) * (abs(k) + 2))
+            for k in np.ceil(
+                np.log2([row["theorem_inputs"]["R_realised"] for row in doc["matrices"] if row.get("theorem_inputs")])
+            )
+        )
+    )
     assert cov["log_union"] == pytest.approx(base["log_union"] - p_grid_and_radii + groups * math.log(2), rel=1e-9)
 
 
@@ -93,7 +104,7 @@ def _rank_one_state():
             w = np.zeros((24, 24), np.float32)
             for h in range(3):  # head h owns output rows 8h .. 8h+7: one row carries the head, the rest ~ 0
                 w[8 * h] = rng.standard_normal(24) / math.sqrt(24)
-                w[8 * h + 1: 8 * h + 8] = 1e-9 * rng.standard_normal((7, 24))
+                w[8 * h + 1 : 8 * h + 8] = 1e-9 * rng.standard_normal((7, 24))
             state[base + f"{part}.weight"] = w
     return state
 
@@ -116,7 +127,9 @@ def test_effective_rank_is_chosen_for_rank_one_heads_and_lowers_the_bound(tmp_pa
     t = next(t for t in terms if t.kind == "qk")
     s = float(grid_values([t.spectral_norm])[0])
     u = np.array([1e-3, 1e-2])
-    opts = covers31._registered_options(registry.get("effective_rank"), t, np.log(u) - t.log_rho, class_settings(settings))
+    opts = covers31._registered_options(
+        registry.get("effective_rank"), t, np.log(u) - t.log_rho, class_settings(settings)
+    )
     one = next(o for o in opts if o.r_head == 1)
     eps_j = u / math.exp(t.log_rho)
     assert np.sqrt(np.sum(np.sort(t.singular_values)[::-1][1:] ** 2)) < 1e-6
@@ -130,32 +143,56 @@ def test_effective_rank_is_chosen_for_rank_one_heads_and_lowers_the_bound(tmp_pa
 
 def _term(j, kind, sv, log_rho, group):
     sv = np.asarray(sv, dtype=np.float64)
-    return MatrixTerm(name=f"m{j}", kind=kind, shape=(6, 6), rank_bound=6, singular_values=sv, rank=int(np.sum(sv > 0)),
-                      log_rho=log_rho, input_scale=1.5, group=group)
+    return MatrixTerm(
+        name=f"m{j}",
+        kind=kind,
+        shape=(6, 6),
+        rank_bound=6,
+        singular_values=sv,
+        rank=int(np.sum(sv > 0)),
+        log_rho=log_rho,
+        input_scale=1.5,
+        group=group,
+    )
 
 
 @hsettings(max_examples=6, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from(["qk", "vo"]), st.floats(0.05, 4.0), st.floats(1e-6, 0.5), st.floats(0.0, 6.0)),
-                min_size=2, max_size=5))
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["qk", "vo"]), st.floats(0.05, 4.0), st.floats(1e-6, 0.5), st.floats(0.0, 6.0)),
+        min_size=2,
+        max_size=5,
+    )
+)
 def test_choosing_is_never_worse_than_the_best_single_cover_plus_the_choice_cost(spec):
-    terms = [_term(j, kind, [top] + [top * tail] * 5, log_rho, f"g{j % 2}/{kind}") for j, (kind, top, tail, log_rho) in
-             enumerate(spec)]
+    terms = [
+        _term(j, kind, [top] + [top * tail] * 5, log_rho, f"g{j % 2}/{kind}")
+        for j, (kind, top, tail, log_rho) in enumerate(spec)
+    ]
     settings = BoundSettings(p_grid=(0.0, 1.0, 2.0), grid_points=48, n=10**9)
     post = posthoc(terms, settings)
     covers = covers31.resolve(["theorem41", "effective_rank"])
     got = covers31.compose(terms, post, covers, settings)
     s = class_settings(settings)
     for name, alone in got.alone.items():
-        bound = compiled.generalization_gap(Rad=math.exp(alone["log_rademacher"]), gamma=s.gamma, n=s.n, delta=s.delta, groups=0,
-                                            grid_size=1, peel=alone["log_union"] + got.choice_cost)
+        bound = compiled.generalization_gap(
+            Rad=math.exp(alone["log_rademacher"]),
+            gamma=s.gamma,
+            n=s.n,
+            delta=s.delta,
+            groups=0,
+            grid_size=1,
+            peel=alone["log_union"] + got.choice_cost,
+        )
         assert got.gap_uncapped <= bound * (1 + 1e-12), (name, got.gap_uncapped, bound)
     # and each cover alone is a feasible allocation: never below Theorem 4.1's exact allocation by more than its
     # exact log factors allow (the exact path evaluates logs at eps_min: the feasible one may be lower, never the exact G)
     assert got.log_rademacher <= min(a["log_rademacher"] for a in got.alone.values()) + 1e-12
 
 
-def test_default_analysis_is_unchanged_and_theorem41_alone_through_the_registry_is_the_same(minilm_l6_folder,
-                                                                                           minilm_l6_analysis):
+def test_default_analysis_is_unchanged_and_theorem41_alone_through_the_registry_is_the_same(
+    minilm_l6_folder, minilm_l6_analysis
+):
     # Without covers nothing new is computed or written; with theorem41 alone the document is the same apart from the
     # covers block and each matrix's cover field (byte for byte), and Theorem 4.1 through the registry reports the
     # numbers of the analysis without it.
@@ -174,9 +211,15 @@ def test_default_analysis_is_unchanged_and_theorem41_alone_through_the_registry_
     assert cov["log_rademacher"] <= ours["log_rademacher"]
     # Theorem 4.1 through the registry, exact allocation: the same numbers, to the last bit
     exact = cov["alone"]["thm41"]["exact_allocation"]
-    assert json.dumps(exact) == json.dumps({"rademacher": ours["rademacher"], "log_rademacher": ours["log_rademacher"],
-                                            "generalization_gap": ours["generalization_gap"],
-                                            "log_union": ours["log_union"], "union_cost": ours["union_cost"]})
+    assert json.dumps(exact) == json.dumps(
+        {
+            "rademacher": ours["rademacher"],
+            "log_rademacher": ours["log_rademacher"],
+            "generalization_gap": ours["generalization_gap"],
+            "log_union": ours["log_union"],
+            "union_cost": ours["union_cost"],
+        }
+    )
 
 
 def test_cli_covers_table_and_bad_names(bert_folder, tmp_path):
@@ -207,10 +250,12 @@ def test_study_measures_one_column_per_cover(bert_folder):
     # a margin-normalised measure is C L_head / (sqrt(n) gamma) (numerics.study.measures): the record carries the n
     # the bound was evaluated at and the classifier head's Lipschitz constant
     record = {"margin": 0.5, "num_parameters": 1000, "n": n, "head_lipschitz": 2.0}
-    for name, row in (("cover:thm41", result.covers["alone"]["thm41"]), ("cover:effective_rank",
-                      result.covers["alone"]["effective_rank"]), ("covers", result.covers)):
-        want = (row["log_rademacher"] - math.log(12 / math.sqrt(n)) - 0.5 * math.log(n) + math.log(2.0)
-                - math.log(0.5))
+    for name, row in (
+        ("cover:thm41", result.covers["alone"]["thm41"]),
+        ("cover:effective_rank", result.covers["alone"]["effective_rank"]),
+        ("covers", result.covers),
+    ):
+        want = row["log_rademacher"] - math.log(12 / math.sqrt(n)) - 0.5 * math.log(n) + math.log(2.0) - math.log(0.5)
         assert chosen[name](result, record) == pytest.approx(want, rel=1e-12)
     plain = analyze(str(bert_folder), settings=FAST, model=IDEALISED)
     with pytest.raises(ValueError, match="no covers block"):

@@ -19,10 +19,8 @@ from typing import Any
 
 import pytest
 import sympy as sp
-from sympy.core.parameters import distribute
-
 from cliutil import run
-
+from sympy.core.parameters import distribute
 
 _OUTPUT: dict[tuple[str, ...], str] = {}
 
@@ -65,7 +63,7 @@ def blocks(text: str) -> dict[tuple[str, ...], str]:
             continue
         body, j = [], i + 1
         while j < len(lines) and len(lines[j]) - len(lines[j].lstrip(" ")) >= indent + 4:
-            body.append(lines[j][indent + 4:])
+            body.append(lines[j][indent + 4 :])
             j += 1
         if body:
             out[path], i = "\n".join(body), j
@@ -101,11 +99,18 @@ POINT = {p: 1, eps: 1, s: 1, R: 4, B: 1, a: 2, b: 2, r: 4, m: 1}
 
 
 def test_thm41_bilinear_values():
-    f = {k: parse(v) for k, v in json_forms("thm41", "--kind", "bilinear").items() if k in ("expr", "kappa", "tau_star", "p0", "p2")}
+    f = {
+        k: parse(v)
+        for k, v in json_forms("thm41", "--kind", "bilinear").items()
+        if k in ("expr", "kappa", "tau_star", "p0", "p2")
+    }
     # MATH.md section 2: kappa(p) = 2 p^(-p/2) (2-p)^(p/2-1): kappa(1) = 2 * 1^(-1/2) * 1^(-1/2) = 2,
     # kappa(1/2) = 2 * (1/2)^(-1/4) * (3/2)^(-3/4).
     assert f["kappa"].subs(p, 1) == 2
-    assert_equal(f["kappa"].subs(p, sp.Rational(1, 2)), 2 * sp.Rational(1, 2) ** sp.Rational(-1, 4) * sp.Rational(3, 2) ** sp.Rational(-3, 4))
+    assert_equal(
+        f["kappa"].subs(p, sp.Rational(1, 2)),
+        2 * sp.Rational(1, 2) ** sp.Rational(-1, 4) * sp.Rational(3, 2) ** sp.Rational(-3, 4),
+    )
     # At POINT: lead A = R (a+b+1) log(9 F X / (eps/2)) = 20 log 36 (L-rank at eps/2); tail
     # C = 36 R X^2 / (eps/2)^2 * log(2 (4 F X / (eps/2) + 3) m + 1) = 576 log 39 (L-maurey at eps/2,
     # ceil(z) <= z + 1); min_tau A tau^-1 + C tau = 2 sqrt(A C) at tau* = sqrt(A / C).
@@ -127,7 +132,11 @@ def test_thm41_bilinear_values():
 
 
 def test_thm41_vector_values():
-    f = {k: parse(v) for k, v in json_forms("thm41", "--kind", "vector").items() if k in ("expr", "kappa", "tau_star", "p0", "p2")}
+    f = {
+        k: parse(v)
+        for k, v in json_forms("thm41", "--kind", "vector").items()
+        if k in ("expr", "kappa", "tau_star", "p0", "p2")
+    }
     # MATH.md section 2, vector kind: min(r, R (2B/eps)^p) (a+b+1) log(18 sqrt(r) s B / eps); the
     # tail is truncated at B tau = eps/2 (L-trunc), so tau* = eps/(2B) = 1/2 and kappa = 1.
     assert f["kappa"] == 1
@@ -179,8 +188,18 @@ def test_thm31_values():
     assert_equal(value(f["rademacher_p_eq_2"], {C: 4, n: 9, B_out: 1}), 8 * (1 - sp.log(2)))
     # Margin bound (Lemma 3.1) with delta' = delta / (|P|^G e^peel) (theory/margin.py):
     # 1/10 + (2/2) * 16 + 3 sqrt(log(2 * 21^3 * 5 / (1/100)) / 18), and the union cost alone.
-    margin = {p: 1, C: 4, n: 9, B_out: 1, S("gamma"): 2, S("risk_gamma"): sp.Rational(1, 10), S("grid_size"): 21,
-              S("groups"): 3, S("peel"): sp.log(5), S("delta"): sp.Rational(1, 100)}
+    margin = {
+        p: 1,
+        C: 4,
+        n: 9,
+        B_out: 1,
+        S("gamma"): 2,
+        S("risk_gamma"): sp.Rational(1, 10),
+        S("grid_size"): 21,
+        S("groups"): 3,
+        S("peel"): sp.log(5),
+        S("delta"): sp.Rational(1, 100),
+    }
     conf = 3 * sp.sqrt(sp.log(2 * 21**3 * 5 * 100) / 18)
     assert_equal(value(f["bound"], margin), sp.Rational(1, 10) + 16 + conf)
     assert_equal(value(f["union_cost"], margin), conf - 3 * sp.sqrt(sp.log(200) / 18))
@@ -202,7 +221,18 @@ def test_baselines_values():
     at = {n: 10**8, B_out: 1}
     # MATH.md section 5 (Bartlett et al. 2017, verbatim): B^2 ln(2 W^2) prod (rho_i s_i)^2 (sum (b_i/s_i)^(2/3))^3 / eps^2;
     # rho = (1, 1), s = (1, 2), b = (1, 16), W = 2: 1 * ln 8 * 4 * (1 + 8^(2/3))^3 = 500 ln 8.
-    pt = {J: 2, S("B"): 1, S("W_width"): 2, eps: 1, i_rho[1]: 1, i_rho[2]: 1, i_s[1]: 1, i_s[2]: 2, i_b[1]: 1, i_b[2]: 16}
+    pt = {
+        J: 2,
+        S("B"): 1,
+        S("W_width"): 2,
+        eps: 1,
+        i_rho[1]: 1,
+        i_rho[2]: 1,
+        i_s[1]: 1,
+        i_s[2]: 2,
+        i_b[1]: 1,
+        i_b[2]: 16,
+    }
     C_b = 500 * sp.log(8)
     assert_equal(value(parse(f["bartlett2017"]["cover"]), pt), C_b)
     assert_equal(value(parse(f["bartlett2017"]["rademacher"]), {**pt, **at}), dudley_p2(C_b).subs(at))
@@ -267,8 +297,11 @@ def _expression_paths(doc: dict[str, Any], path: tuple[str, ...] = ()) -> list[t
     return out
 
 
-@pytest.mark.parametrize("target", [("thm41", "--kind", "bilinear"), ("thm41", "--kind", "vector"), ("thm31",), ("baselines",)],
-                         ids=["thm41-bilinear", "thm41-vector", "thm31", "baselines"])
+@pytest.mark.parametrize(
+    "target",
+    [("thm41", "--kind", "bilinear"), ("thm41", "--kind", "vector"), ("thm31",), ("baselines",)],
+    ids=["thm41-bilinear", "thm41-vector", "thm31", "baselines"],
+)
 def test_text_and_latex_print_the_json_forms(target):
     doc = json_forms(*target)
     pretty, latex = blocks(derive(*target)), blocks(derive(*target, "--latex"))
@@ -278,7 +311,9 @@ def test_text_and_latex_print_the_json_forms(target):
         expr = parse(text)
         with distribute(False):
             want_pretty, want_latex = sp.pretty(expr, use_unicode=False), sp.latex(expr)
-        assert [ln.rstrip() for ln in pretty[path].splitlines()] == [ln.rstrip() for ln in want_pretty.splitlines()], path
+        assert [ln.rstrip() for ln in pretty[path].splitlines()] == [ln.rstrip() for ln in want_pretty.splitlines()], (
+            path
+        )
         assert latex[path] == want_latex, path
 
 

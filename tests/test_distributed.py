@@ -31,10 +31,11 @@ else:
     distributed = pytest.importorskip("distributed", reason="needs the dask extra: pip install 'specbound[dask]'")
 
 import synthetic
+
 from numerics.analysis import Analysis, analyze
 from numerics.bounds import BoundSettings
-from numerics.io.checkpoint import open_checkpoint
 from numerics.errors import SchedulerError
+from numerics.io.checkpoint import open_checkpoint
 from numerics.parallel.executors import DaskExecutor, make_executor
 from numerics.spectra import MatrixStats, checkpoint_spectra
 
@@ -44,7 +45,11 @@ FAST = BoundSettings(p_grid=(0.0, 0.5, 1.0, 1.5, 2.0), grid_points=48)
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[distributed.LocalCluster]:
     with distributed.LocalCluster(
-        processes=True, n_workers=2, threads_per_worker=1, host="127.0.0.1", dashboard_address=":0",
+        processes=True,
+        n_workers=2,
+        threads_per_worker=1,
+        host="127.0.0.1",
+        dashboard_address=":0",
     ) as local:
         yield local
 
@@ -232,13 +237,19 @@ def test_cli_bad_scheduler_fails_fast_with_one_line(kind: str, refusing_address:
     # The requirement: exit 2, exactly one stderr line naming the address, nothing else (no
     # "Exception ignored in Client.__del__" traceback at interpreter exit), within 10 s in all,
     # interpreter exit included. Run as a subprocess so that what prints at exit is seen.
-    address = {"refused": refusing_address,
-               "tls-without-context": "tls://" + refusing_address.split("://")[1]}.get(kind, kind)
+    address = {"refused": refusing_address, "tls-without-context": "tls://" + refusing_address.split("://")[1]}.get(
+        kind, kind
+    )
     env = {**os.environ, "SPECBOUND_CACHE": str(tmp_path / "cache")}
     start = time.monotonic()
     done = subprocess.run(
         [sys.executable, "-m", "numerics.cli", "analyze", "minilm-l6", "--scheduler", address],
-        capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env, check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        env=env,
+        check=False,
     )
     elapsed = time.monotonic() - start
     lines = done.stderr.splitlines()

@@ -5,7 +5,8 @@ import math
 import numpy as np
 import pytest
 import sympy as sp
-from hypothesis import example, given, strategies as st
+from hypothesis import example, given
+from hypothesis import strategies as st
 from scipy.integrate import quad
 from scipy.optimize import minimize_scalar
 
@@ -30,12 +31,19 @@ def test_p_lt_2_infimum_matches_quadrature(pv, C, n, B_out):
     # Reference: scipy.integrate.quad of sqrt(C eps^-p) and a bounded scalar minimisation in alpha.
     def obj(a):
         # quadrature in u = log(eps): on the linear scale quad is off by ~0.3% when alpha is tiny
-        integral, _ = quad(lambda u: math.sqrt(C * math.exp(u) ** -pv) * math.exp(u), math.log(a), math.log(B_out), limit=200)
+        integral, _ = quad(
+            lambda u: math.sqrt(C * math.exp(u) ** -pv) * math.exp(u), math.log(a), math.log(B_out), limit=200
+        )
         return 4 * a + 12 / math.sqrt(n) * integral
+
     us = np.linspace(math.log(1e-30), math.log(B_out), 120)  # coarse scan (the objective is flat for tiny alpha)
     u0 = us[int(np.argmin([obj(math.exp(u)) for u in us]))]
-    res = minimize_scalar(lambda u: obj(math.exp(u)), bounds=(u0 - 0.6, min(u0 + 0.6, math.log(B_out))),
-                          method="bounded", options={"xatol": 1e-10})
+    res = minimize_scalar(
+        lambda u: obj(math.exp(u)),
+        bounds=(u0 - 0.6, min(u0 + 0.6, math.log(B_out))),
+        method="bounded",
+        options={"xatol": 1e-10},
+    )
     got = dudley_p_lt_2(p=pv, C=C, n=n, B_out=B_out)
     assert got <= 4 * B_out + 1e-12
     # The closed form is the exact infimum: never above a numeric minimiser, and close to it.
@@ -48,6 +56,7 @@ def test_p_lt_2_infimum_matches_quadrature(pv, C, n, B_out):
 def test_p_eq_2_matches_quadrature(C, n, B_out):
     def obj(a):
         return 4 * a + 12 / math.sqrt(n) * math.sqrt(C) * math.log(B_out / a)
+
     res = minimize_scalar(obj, bounds=(1e-12, B_out), method="bounded", options={"xatol": 1e-14})
     ref = min(res.fun, 4 * B_out)
     got = dudley_p_eq_2(C=C, n=n, B_out=B_out)
@@ -83,7 +92,9 @@ def test_numeric_dudley_step_is_the_theory_objective_on_its_grid(pv, log_c):
     got = rademacher([term], pv, settings, log_c=np.array([log_c])).log_rademacher
     p_sym = SYMBOLS["p"]
     objective = dudley.objective(sp.nsimplify(pv)) if pv != 2.0 else dudley.objective(2)
-    f = sp.lambdify([alpha, SYMBOLS["C"], SYMBOLS["n"], SYMBOLS["B_out"]], objective.subs(p_sym, sp.nsimplify(pv)), "mpmath")
+    f = sp.lambdify(
+        [alpha, SYMBOLS["C"], SYMBOLS["n"], SYMBOLS["B_out"]], objective.subs(p_sym, sp.nsimplify(pv)), "mpmath"
+    )
     with mpmath.workdps(50):
         C = mpmath.exp(mpmath.mpf(log_c))
         grid = np.geomspace(settings.alpha_min, settings.B_out, settings.grid_points)[:-1]

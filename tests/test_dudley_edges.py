@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import math
 
-from hypothesis import example, given, strategies as st
+from hypothesis import example, given
+from hypothesis import strategies as st
 from scipy.integrate import quad
 
 from numerics.bounds.compiled import dudley_p_eq_2, dudley_p_lt_2
@@ -30,7 +31,12 @@ def _objective(alpha: float, *, p: float, C: float, n: float, B_out: float) -> f
     return 4 * alpha + 12 / math.sqrt(n) * integral
 
 
-@given(p=st.floats(0.1, 1.9), ratio=st.floats(1.0, 1.5, exclude_min=True), n=st.floats(1e2, 1e8), B_out=st.floats(0.1, 10.0))
+@given(
+    p=st.floats(0.1, 1.9),
+    ratio=st.floats(1.0, 1.5, exclude_min=True),
+    n=st.floats(1e2, 1e8),
+    B_out=st.floats(0.1, 10.0),
+)
 @example(p=1.0, ratio=1.5, n=1e4, B_out=1.0)
 @example(p=0.5, ratio=1.0 + 1e-9, n=1e6, B_out=2.0)
 @example(p=1.9, ratio=1.25, n=100.0, B_out=0.3)

@@ -27,16 +27,24 @@ from typing import Any
 import mpmath
 import numpy as np
 import pytest
+import synthetic
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-import synthetic
-from numerics.bounds import codegen, compiled
 from numerics.analysis import analyze, evaluate_bounds
-from numerics.bounds import ModelSettings, build_terms
-from numerics.bounds import BoundSettings, MatrixTerm, coefficients, posthoc, rademacher
-from numerics.spectra.leading_k import LeadingKStats, leading_k_stats, spectral_norm
+from numerics.bounds import (
+    BoundSettings,
+    MatrixTerm,
+    ModelSettings,
+    build_terms,
+    codegen,
+    coefficients,
+    compiled,
+    posthoc,
+    rademacher,
+)
 from numerics.spectra import DTYPE_EPS, MatrixStats, matrix_stats, product_stats, weight_stats
+from numerics.spectra.leading_k import LeadingKStats, leading_k_stats, spectral_norm
 
 SMALL = BoundSettings(p_grid=(0.0, 0.5, 1.0, 2.0), grid_points=32)
 L_SIGMA = 1.13  # numerics.bounds.terms.ModelSettings default (largest slope of GELU)
@@ -61,8 +69,16 @@ def assert_json_finite(doc: dict[str, Any]) -> None:
     assert all(math.isfinite(x) for x in _all_numbers(doc))
 
 
-def model_stats(layers: int, *, hidden: int = 16, heads: int = 2, ff: int = 32, top: float = 10.0,
-                spectrum: Any = None, zero: bool = False) -> list[MatrixStats]:
+def model_stats(
+    layers: int,
+    *,
+    hidden: int = 16,
+    heads: int = 2,
+    ff: int = 32,
+    top: float = 10.0,
+    spectrum: Any = None,
+    zero: bool = False,
+) -> list[MatrixStats]:
     """Identical layers of per-head QK/VO and FF statistics with spectral norm ``top`` (``norm_2_1 = 1``)."""
     d = hidden // heads
 
@@ -75,11 +91,30 @@ def model_stats(layers: int, *, hidden: int = 16, heads: int = 2, ff: int = 32, 
     for layer in range(layers):
         for kind in ("qk", "vo"):
             for h in range(heads):
-                out.append(matrix_stats(f"layer{layer}.head{h}.{kind}", values(d), shape=(hidden, hidden), kind=kind,
-                                        layer=layer, head=h, rank_bound=d, norm_2_1=0.0 if zero else 1.0))
+                out.append(
+                    matrix_stats(
+                        f"layer{layer}.head{h}.{kind}",
+                        values(d),
+                        shape=(hidden, hidden),
+                        kind=kind,
+                        layer=layer,
+                        head=h,
+                        rank_bound=d,
+                        norm_2_1=0.0 if zero else 1.0,
+                    )
+                )
         for kind, shape in (("ff1", (hidden, ff)), ("ff2", (ff, hidden))):
-            out.append(matrix_stats(f"layer{layer}.{kind}", values(hidden), shape=shape, kind=kind, layer=layer,
-                                    head=None, norm_2_1=0.0 if zero else 1.0))
+            out.append(
+                matrix_stats(
+                    f"layer{layer}.{kind}",
+                    values(hidden),
+                    shape=shape,
+                    kind=kind,
+                    layer=layer,
+                    head=None,
+                    norm_2_1=0.0 if zero else 1.0,
+                )
+            )
     return out
 
 
@@ -140,7 +175,11 @@ def test_depth_1000_p0_bound_against_mpmath(deep) -> None:
         power = 2 if t.kind == "qk" else 1
         assert t.spectral_norm == 10.0
         s = mpmath.mpf(16)
-        C += t.rank * (t.shape[0] + t.shape[1] + 1) * mpmath.log(18 * B**power * mpmath.sqrt(t.rank_bound) * s / (eps_j / 2))
+        C += (
+            t.rank
+            * (t.shape[0] + t.shape[1] + 1)
+            * mpmath.log(18 * B**power * mpmath.sqrt(t.rank_bound) * s / (eps_j / 2))
+        )
     grid = [mpmath.mpf(x) for x in np.geomspace(SMALL.alpha_min, SMALL.B_out, SMALL.grid_points)]
     objective = [4 * e + 12 * mpmath.sqrt(C / SMALL.n) * (SMALL.B_out - e) for e in grid[:-1]]
     want = float(mpmath.log(min(objective)))
@@ -191,15 +230,25 @@ def test_log_coefficient_limits_at_p0_and_p2(kind: str) -> None:
 
 
 @settings(max_examples=60)
-@given(kind=st.sampled_from(KINDS), p=st.floats(0.0, 2.0) | st.sampled_from([0.0, 1e-12, 2 - 1e-12, 2.0]),
-       log_eps=st.floats(-60.0, -3.0), s=st.floats(1e-3, 1e3), R=st.floats(1e-3, 1e5), B=st.floats(0.1, 100.0),
-       a=st.integers(1, 4096), b=st.integers(1, 4096), m=st.integers(10, 10**12))
+@given(
+    kind=st.sampled_from(KINDS),
+    p=st.floats(0.0, 2.0) | st.sampled_from([0.0, 1e-12, 2 - 1e-12, 2.0]),
+    log_eps=st.floats(-60.0, -3.0),
+    s=st.floats(1e-3, 1e3),
+    R=st.floats(1e-3, 1e5),
+    B=st.floats(0.1, 100.0),
+    a=st.integers(1, 4096),
+    b=st.integers(1, 4096),
+    m=st.integers(10, 10**12),
+)
 def test_log_coefficient_matches_the_lambdified_coefficient(kind, p, log_eps, s, R, B, a, b, m) -> None:
     # Reference: numerics.bounds.compiled.thm41_coefficient (the derived expression, evaluated directly),
     # on its domain: eps_min below the radius of the class (above it one ball covers, a_j = 0).
     assume(log_eps < math.log(s) + (2 if kind == "bilinear" else 1) * math.log(B))
     r = min(a, b)
-    want = math.log(float(compiled.thm41_coefficient(kind, p=p, eps_min=math.exp(log_eps), s=s, R=R, B=B, a=a, b=b, r=r, m=m)))
+    want = math.log(
+        float(compiled.thm41_coefficient(kind, p=p, eps_min=math.exp(log_eps), s=s, R=R, B=B, a=a, b=b, r=r, m=m))
+    )
     got = float(compiled.thm41_log_coefficient(kind, p=p, log_eps_min=log_eps, s=s, R=R, B=B, a=a, b=b, r=r, m=m))
     assert got == pytest.approx(want, rel=1e-12, abs=1e-12)
 
@@ -208,13 +257,29 @@ def _random_terms(seed: int, layers: int, *, zero_every: int = 0) -> list[Matrix
     rng = np.random.default_rng(seed)
     terms = []
     for layer in range(layers):
-        for kind, shape, r in (("qk", (32, 32), 8), ("vo", (32, 32), 8), ("ff1", (32, 128), 32), ("ff2", (128, 32), 32)):
+        for kind, shape, r in (
+            ("qk", (32, 32), 8),
+            ("vo", (32, 32), 8),
+            ("ff1", (32, 128), 32),
+            ("ff2", (128, 32), 32),
+        ):
             sv = rng.uniform(0.5, 2.0) * np.arange(1, r + 1, dtype=float) ** -rng.uniform(0.2, 3.0)
             if zero_every and len(terms) % zero_every == 0:
                 sv = np.zeros(r)
             rank = int(np.count_nonzero(sv))
-            terms.append(MatrixTerm(f"l{layer}.{kind}", kind, shape, r, sv, rank, 0.2 * (layers - 1 - layer), 1.0,
-                                    f"layer{layer}/{kind}"))
+            terms.append(
+                MatrixTerm(
+                    f"l{layer}.{kind}",
+                    kind,
+                    shape,
+                    r,
+                    sv,
+                    rank,
+                    0.2 * (layers - 1 - layer),
+                    1.0,
+                    f"layer{layer}/{kind}",
+                )
+            )
     return terms
 
 
@@ -268,7 +333,9 @@ def test_singular_values_from_1e_minus_30_to_1e30() -> None:
 
 def _bert(folder: Path, *, heads: int = 3, dtype: str = "F32", state: dict | None = None) -> Path:
     state = synthetic.bert_state(layers=2, hidden=24, ff=48, seed=7) if state is None else state
-    return synthetic.write_checkpoint(folder, state, synthetic.bert_config(layers=2, hidden=24, heads=heads, ff=48), dtype=dtype)
+    return synthetic.write_checkpoint(
+        folder, state, synthetic.bert_config(layers=2, hidden=24, heads=heads, ff=48), dtype=dtype
+    )
 
 
 def test_float16_weights(tmp_path: Path) -> None:
@@ -282,18 +349,33 @@ def test_float16_weights(tmp_path: Path) -> None:
     w16 = synthetic.stored_values(state[name], "F16").T  # [in, out]
     w32 = synthetic.stored_values(state[name], "F32").T
     # Reference: numpy's SVD of the stored float16 values, widened.
-    np.testing.assert_allclose(half.singular_values[name], np.linalg.svd(w16, compute_uv=False), rtol=0, atol=1e-12 * rows16[name]["spectral_norm"])
+    np.testing.assert_allclose(
+        half.singular_values[name],
+        np.linalg.svd(w16, compute_uv=False),
+        rtol=0,
+        atol=1e-12 * rows16[name]["spectral_norm"],
+    )
     assert rows16[name]["rank_tolerance"] == pytest.approx(rows16[name]["spectral_norm"] * 48 * 2.0**-10, rel=1e-12)
     # Weyl: every singular value moves by at most ||W16 - W32||_F under float16 rounding.
     shift = np.linalg.norm(w16 - w32)
     assert abs(rows16[name]["spectral_norm"] - rows32[name]["spectral_norm"]) <= shift
     for key in rows16:
-        assert abs(rows16[key]["spectral_norm"] - rows32[key]["spectral_norm"]) <= 2**-10 * rows32[key]["frobenius_norm"] * 1.01
+        assert (
+            abs(rows16[key]["spectral_norm"] - rows32[key]["spectral_norm"])
+            <= 2**-10 * rows32[key]["frobenius_norm"] * 1.01
+        )
 
 
 def test_zero_matrices() -> None:
     z = weight_stats("z", np.zeros((16, 32)), kind="ff1", layer=0)
-    assert (z.rank, z.spectral_norm, z.frobenius_norm, z.stable_rank, z.norm_2_1, z.norm_1_1) == (0, 0.0, 0.0, 0.0, 0.0, 0.0)
+    assert (z.rank, z.spectral_norm, z.frobenius_norm, z.stable_rank, z.norm_2_1, z.norm_1_1) == (
+        0,
+        0.0,
+        0.0,
+        0.0,
+        0.0,
+        0.0,
+    )
     assert z.schatten_p(0.0) == 0.0 and z.schatten_p(1e-12) == 0.0 and z.schatten_p(2.0) == 0.0
     zp = product_stats("zp", np.zeros((16, 8)), np.ones((16, 8)), kind="qk", layer=0, head=0)
     assert zp.rank == 0 and zp.spectral_norm == 0.0
@@ -326,8 +408,16 @@ def test_all_zero_model_has_zero_complexity(tmp_path: Path) -> None:
     for name in ("spectrum_adaptive", "edelman2022", "bartlett2017"):
         assert doc["bounds"][name]["rademacher"] == 0.0, name
     assert doc["proxies"]["phi_sa"] == 0.0 and doc["proxies"]["phi_edelman"] == 0.0
-    state = {k: np.zeros_like(v) if v.dtype.kind == "f" else v for k, v in synthetic.bert_state(layers=2, hidden=24, ff=48).items()}
-    assert analyze(str(_bert(tmp_path, state=state)), settings=SMALL, model=BIAS_FREE).bounds["spectrum_adaptive"]["rademacher"] == 0.0
+    state = {
+        k: np.zeros_like(v) if v.dtype.kind == "f" else v
+        for k, v in synthetic.bert_state(layers=2, hidden=24, ff=48).items()
+    }
+    assert (
+        analyze(str(_bert(tmp_path, state=state)), settings=SMALL, model=BIAS_FREE).bounds["spectrum_adaptive"][
+            "rademacher"
+        ]
+        == 0.0
+    )
 
 
 def test_single_head_model(tmp_path: Path) -> None:
@@ -365,9 +455,16 @@ def _low_rank_plus_tail(m: int, n: int, rank: int, tail: float, decay: float, se
 
 
 @settings(max_examples=80)
-@given(m=st.integers(8, 64), n=st.integers(8, 64), rank_frac=st.floats(0.05, 1.0), tail=st.sampled_from([0.0, 1e-9, 1e-3, 0.3]),
-       decay=st.just(0.0) | st.floats(0.1, 3.0), k_frac=st.floats(0.0, 1.2), dtype=st.sampled_from(["F32", "F64"]),
-       seed=st.integers(0, 2**31))
+@given(
+    m=st.integers(8, 64),
+    n=st.integers(8, 64),
+    rank_frac=st.floats(0.05, 1.0),
+    tail=st.sampled_from([0.0, 1e-9, 1e-3, 0.3]),
+    decay=st.just(0.0) | st.floats(0.1, 3.0),
+    k_frac=st.floats(0.0, 1.2),
+    dtype=st.sampled_from(["F32", "F64"]),
+    seed=st.integers(0, 2**31),
+)
 def test_leading_k_bounds_are_certified(m, n, rank_frac, tail, decay, k_frac, dtype, seed) -> None:
     # Reference: numerics.spectra.weight_stats (full LAPACK SVD). The spectra keep a margin from the
     # rank tolerance (values are 0, or >= 5e-10, against tolerances 1e-10 (F64, rank_rtol) and
@@ -382,10 +479,16 @@ def test_leading_k_bounds_are_certified(m, n, rank_frac, tail, decay, k_frac, dt
     if k + 1 >= min(m, n):
         assert huge.approximation == "none" and huge.solver == "svdvals"
     else:  # "none" only if both iterative solvers failed (then the full SVD ran)
-        assert (huge.approximation, huge.solver) in {("leading-k", "arpack"), ("leading-k", "propack"), ("none", "svdvals")}
+        assert (huge.approximation, huge.solver) in {
+            ("leading-k", "arpack"),
+            ("leading-k", "propack"),
+            ("none", "svdvals"),
+        }
     assert huge.spectral_norm == pytest.approx(exact.spectral_norm, rel=1e-12)
     assert huge.frobenius_norm_squared == pytest.approx(exact.frobenius_norm_squared, rel=1e-12)
-    assert huge.norm_2_1 == pytest.approx(exact.norm_2_1, rel=1e-12) and huge.norm_1_1 == pytest.approx(exact.norm_1_1, rel=1e-12)
+    assert huge.norm_2_1 == pytest.approx(exact.norm_2_1, rel=1e-12) and huge.norm_1_1 == pytest.approx(
+        exact.norm_1_1, rel=1e-12
+    )
     assert huge.rank >= exact.rank
     got, want = huge.schatten_p(P_CHECK), exact.schatten_p(P_CHECK)
     assert np.all(got >= want * (1 - SV_RTOL)), (got, want)
@@ -410,7 +513,16 @@ def test_huge_stats_give_a_valid_bound() -> None:
         for h in range(2):
             for kind in ("qk", "vo"):
                 sv = np.linspace(1.0, 0.2, 8)
-                s = matrix_stats(f"l{layer}.h{h}.{kind}", sv, shape=(32, 32), kind=kind, layer=layer, head=h, rank_bound=8, norm_2_1=1.0)
+                s = matrix_stats(
+                    f"l{layer}.h{h}.{kind}",
+                    sv,
+                    shape=(32, 32),
+                    kind=kind,
+                    layer=layer,
+                    head=h,
+                    rank_bound=8,
+                    norm_2_1=1.0,
+                )
                 exact.append(s)
                 approx.append(s)
         for kind, shape in (("ff1", (32, 128)), ("ff2", (128, 32))):

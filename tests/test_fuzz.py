@@ -36,12 +36,12 @@ from typing import Any
 
 import numpy as np
 import pytest
+import synthetic
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-import synthetic
-from numerics.io.checkpoint import open_checkpoint
 from numerics.errors import CheckpointError
+from numerics.io.checkpoint import open_checkpoint
 from numerics.io.safetensors_reader import DTYPES, load_tensor, read_header
 
 TIME_LIMIT = 10.0  # seconds per example: generous for a loaded 2-core machine, finite for a hang
@@ -132,7 +132,9 @@ dims = st.integers(0, 6) | huge_ints | st.integers(-3, -1) | json_scalars
 shapes = (
     st.lists(dims, max_size=4)
     | st.lists(st.integers(0, 1), min_size=30, max_size=100)  # numpy allows at most 32 (1.x) or 64 (2.x) dimensions
-    | st.lists(st.just(0), min_size=1, max_size=1).flatmap(lambda z: st.lists(huge_ints, min_size=1, max_size=3).map(lambda h: z + h))
+    | st.lists(st.just(0), min_size=1, max_size=1).flatmap(
+        lambda z: st.lists(huge_ints, min_size=1, max_size=3).map(lambda h: z + h)
+    )
     | json_values
 )
 offsets = st.lists(st.integers(0, 96) | huge_ints | st.integers(-3, -1), min_size=2, max_size=2) | json_values
@@ -144,9 +146,7 @@ plausible = st.builds(
     st.integers(0, 8),
     st.integers(0, 16),
 )
-headers = st.dictionaries(
-    st.text(max_size=6) | st.just("__metadata__"), plausible | entries, max_size=4
-)
+headers = st.dictionaries(st.text(max_size=6) | st.just("__metadata__"), plausible | entries, max_size=4)
 
 
 def _write(folder: Path, raw: bytes) -> Path:
@@ -230,9 +230,15 @@ def test_header_length_field(declared: int, header: dict, data: bytes) -> None:
 @example(header={"w": {"dtype": "F32", "shape": [0, 2**40, 2**40], "data_offsets": [0, 0]}}, data=b"")
 @example(header={"w": {"dtype": "F32", "shape": [1] * 100, "data_offsets": [0, 4]}}, data=b"\0" * 4)
 @example(header={"w": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}, data=struct.pack("<2f", 1.0, math.nan))
-@example(header={"w": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}, data=bytes.fromhex("0000817f"))  # signalling NaN
-@example(header={"w": {"dtype": "F16", "shape": [1], "data_offsets": [0, 2]}}, data=bytes.fromhex("017c"))  # signalling NaN
-@example(header={"w": {"dtype": "BF16", "shape": [1], "data_offsets": [0, 2]}}, data=bytes.fromhex("817f"))  # signalling NaN
+@example(
+    header={"w": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}, data=bytes.fromhex("0000817f")
+)  # signalling NaN
+@example(
+    header={"w": {"dtype": "F16", "shape": [1], "data_offsets": [0, 2]}}, data=bytes.fromhex("017c")
+)  # signalling NaN
+@example(
+    header={"w": {"dtype": "BF16", "shape": [1], "data_offsets": [0, 2]}}, data=bytes.fromhex("817f")
+)  # signalling NaN
 def test_structured_headers(header: dict, data: bytes) -> None:
     with _fresh_dir() as folder:
         path = _write(folder, _framed(json.dumps(header).encode(), data))
@@ -248,8 +254,12 @@ def _deep(n: int, opener: str) -> bytes:
 _ENTRY = b'{"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}'
 raw_headers = st.one_of(
     st.builds(_deep, st.integers(1, 20_000), st.sampled_from(["[", "{"])),
-    st.integers(1, 6000).map(lambda n: b'{"w": {"dtype": "F32", "shape": [' + b"9" * n + b'], "data_offsets": [0, 16]}}'),
-    st.integers(1, 6000).map(lambda n: b'{"w": {"dtype": "F32", "shape": [4], "data_offsets": [0, 1' + b"0" * n + b"]}}"),
+    st.integers(1, 6000).map(
+        lambda n: b'{"w": {"dtype": "F32", "shape": [' + b"9" * n + b'], "data_offsets": [0, 16]}}'
+    ),
+    st.integers(1, 6000).map(
+        lambda n: b'{"w": {"dtype": "F32", "shape": [4], "data_offsets": [0, 1' + b"0" * n + b"]}}"
+    ),
     st.sampled_from([b"NaN", b"Infinity", b"-Infinity", b"1e400"]).map(
         lambda v: b'{"w": {"dtype": "F32", "shape": [' + v + b'], "data_offsets": [0, 16]}}'
     ),
@@ -290,9 +300,16 @@ def _split(raw: bytes) -> tuple[dict, bytes]:
 
 
 mutations = st.one_of(
-    st.tuples(st.just("overwrite"), st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), min_size=1, max_size=4)),
+    st.tuples(
+        st.just("overwrite"), st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), min_size=1, max_size=4)
+    ),
     st.tuples(st.just("truncate"), st.integers(0, 10**6)),
-    st.tuples(st.just("entry"), st.integers(0, 10**3), st.sampled_from(["dtype", "shape", "data_offsets", "*"]), json_values | dims),
+    st.tuples(
+        st.just("entry"),
+        st.integers(0, 10**3),
+        st.sampled_from(["dtype", "shape", "data_offsets", "*"]),
+        json_values | dims,
+    ),
     st.tuples(st.just("transpose"), st.integers(0, 10**3)),
     st.tuples(st.just("drop-tensor"), st.integers(0, 10**3)),
     st.tuples(st.just("config"), json_values),
@@ -305,7 +322,18 @@ mutations = st.one_of(
     st.tuples(
         st.just("index-shard"),
         st.integers(0, 10**3),
-        st.sampled_from(["", ".", "..", "../model.safetensors", "a\x00.safetensors", "model.bin", "missing.safetensors", "x/y.safetensors"]),
+        st.sampled_from(
+            [
+                "",
+                ".",
+                "..",
+                "../model.safetensors",
+                "a\x00.safetensors",
+                "model.bin",
+                "missing.safetensors",
+                "x/y.safetensors",
+            ]
+        ),
     ),
     st.tuples(st.just("drop-shard"), st.integers(0, 1)),
 )

@@ -17,8 +17,14 @@ from numerics.errors import CheckpointError
 from numerics.io.checkpoint import open_checkpoint
 from numerics.io.safetensors_reader import load_tensor, read_header
 from numerics.spectra import checkpoint_spectra
-from numerics.spectra.stats import (DTYPE_EPS, GRAM_RTOL, gram_singular_values, relative_rank_tolerance, weight_stats,
-                                    whole_singular_values)
+from numerics.spectra.stats import (
+    DTYPE_EPS,
+    GRAM_RTOL,
+    gram_singular_values,
+    relative_rank_tolerance,
+    weight_stats,
+    whole_singular_values,
+)
 from tests import synthetic
 
 FAST = BoundSettings(p_grid=(0.0, 0.5, 1.0, 2.0), grid_points=48)
@@ -144,8 +150,19 @@ def test_schatten_table_equals_each_terms_schatten():
     terms = []
     for j, (r, size) in enumerate([(3, 5), (5, 5), (0, 4), (3, 3), (2, 6)]):
         sv = np.sort(rng.uniform(0.1, 2.0, size))
-        terms.append(MatrixTerm(name=f"m{j}", kind="vo", shape=(8, 8), rank_bound=8, singular_values=sv, rank=r,
-                                log_rho=0.0, input_scale=1.0, group="g"))
+        terms.append(
+            MatrixTerm(
+                name=f"m{j}",
+                kind="vo",
+                shape=(8, 8),
+                rank_bound=8,
+                singular_values=sv,
+                rank=r,
+                log_rho=0.0,
+                input_scale=1.0,
+                group="g",
+            )
+        )
     p = rng.uniform(0, 2, (4, len(terms)))
     p[0] = 0.0
     table = schatten_table(terms, p)
@@ -183,8 +200,11 @@ DOC_RTOL = 10 * GRAM_RTOL
 def test_minilm_l6_every_number_matches_the_svd_path(minilm_l6_folder, minilm_l6_analysis):
     svd = analyze(str(minilm_l6_folder), spectrum="svd")
     auto_doc, svd_doc = minilm_l6_analysis.to_json(spectra=True), svd.to_json(spectra=True)
-    gram_used = [r["name"] for r, s in zip(auto_doc["matrices"], svd_doc["matrices"])
-                 if r["singular_values"] != s["singular_values"]]
+    gram_used = [
+        r["name"]
+        for r, s in zip(auto_doc["matrices"], svd_doc["matrices"])
+        if r["singular_values"] != s["singular_values"]
+    ]
     assert len(gram_used) == 12  # the 12 feedforward matrices take the certified Gram path (the others the SVD)
     assert _compare(auto_doc, svd_doc, DOC_RTOL) > 10_000
 
@@ -192,11 +212,18 @@ def test_minilm_l6_every_number_matches_the_svd_path(minilm_l6_folder, minilm_l6
 ARCHITECTURE_CASES = {
     # wide enough (min side >= 32, aspect >= 2) for the feedforward matrices to take the Gram path
     "bert": (lambda: synthetic.bert_state(hidden=48, ff=192), synthetic.bert_config(hidden=48, ff=192), None),
-    "mpnet": (lambda: synthetic.mpnet_state(hidden=48, ff=192), synthetic.bert_config(hidden=48, ff=192, model_type="mpnet"), None),
+    "mpnet": (
+        lambda: synthetic.mpnet_state(hidden=48, ff=192),
+        synthetic.bert_config(hidden=48, ff=192, model_type="mpnet"),
+        None,
+    ),
     "distilbert": (lambda: synthetic.distilbert_state(hidden=32, ff=128), {"n_heads": 2}, None),
     "gpt2": (lambda: synthetic.gpt2_state(prefix="transformer.", hidden=32, ff=128), {"n_embd": 32, "n_head": 2}, None),
-    "llama": (lambda: synthetic.llama_state(hidden=32, ff=96),
-              {"num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 64}, None),
+    "llama": (
+        lambda: synthetic.llama_state(hidden=32, ff=96),
+        {"num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 64},
+        None,
+    ),
     "torch-encoder": (lambda: synthetic.torch_encoder_state(hidden=32, ff=128), None, 4),
 }
 
@@ -209,14 +236,20 @@ def test_every_architecture_matches_the_svd_path(tmp_path, arch):
     svd = analyze(str(folder), heads=heads, settings=FAST, processes=0, spectrum="svd")
     auto_doc, svd_doc = auto.to_json(spectra=True), svd.to_json(spectra=True)
     assert auto_doc["model"]["architecture"] == arch
-    differ = [r["kind"] for r, s in zip(auto_doc["matrices"], svd_doc["matrices"]) if r["singular_values"] != s["singular_values"]]
+    differ = [
+        r["kind"]
+        for r, s in zip(auto_doc["matrices"], svd_doc["matrices"])
+        if r["singular_values"] != s["singular_values"]
+    ]
     assert differ and set(differ) <= {"ff1", "ff2"}  # the Gram path was taken, on the tall feedforward matrices only
     assert _compare(auto_doc, svd_doc, DOC_RTOL) > 100
 
 
 def test_gram_path_bit_identical_between_threads_and_processes(tmp_path):
     state = synthetic.bert_state(layers=2, hidden=48, ff=192)
-    ckpt = open_checkpoint(synthetic.write_checkpoint(tmp_path, state, synthetic.bert_config(layers=2, hidden=48, ff=192)))
+    ckpt = open_checkpoint(
+        synthetic.write_checkpoint(tmp_path, state, synthetic.bert_config(layers=2, hidden=48, ff=192))
+    )
     threads = checkpoint_spectra(ckpt, processes=0)
     procs = checkpoint_spectra(ckpt, processes=2)
     svd = checkpoint_spectra(ckpt, processes=0, spectrum="svd")
@@ -252,16 +285,33 @@ def test_cli_spectrum_option(tmp_path):
 
     from tests.cliutil import run
 
-    folder = synthetic.write_checkpoint(tmp_path / "ck", synthetic.bert_state(hidden=48, ff=192),
-                                        synthetic.bert_config(hidden=48, ff=192))
+    folder = synthetic.write_checkpoint(
+        tmp_path / "ck", synthetic.bert_state(hidden=48, ff=192), synthetic.bert_config(hidden=48, ff=192)
+    )
     docs = {}
     for choice in ("auto", "svd"):
-        code, out, err = run(["analyze", str(folder), "--format", "json", "--spectra", "--spectrum", choice,
-                              "--processes", "0", "--p-grid", "0,1,2"])
+        code, out, err = run(
+            [
+                "analyze",
+                str(folder),
+                "--format",
+                "json",
+                "--spectra",
+                "--spectrum",
+                choice,
+                "--processes",
+                "0",
+                "--p-grid",
+                "0,1,2",
+            ]
+        )
         assert code == 0, err
         docs[choice] = json.loads(out)
-    kinds = [a["kind"] for a, b in zip(docs["auto"]["matrices"], docs["svd"]["matrices"])
-             if a["singular_values"] != b["singular_values"]]
+    kinds = [
+        a["kind"]
+        for a, b in zip(docs["auto"]["matrices"], docs["svd"]["matrices"])
+        if a["singular_values"] != b["singular_values"]
+    ]
     assert kinds and set(kinds) <= {"ff1", "ff2"}
     code, _, err = run(["analyze", str(folder), "--spectrum", "eig"])
     assert code == 2 and "--spectrum" in err

@@ -26,13 +26,11 @@ import pytest
 import safetensors.numpy
 import scipy.special
 import torch
-
 from hf_reference import (
     ARCHITECTURES,
-    attention_weights,
-    scaling,
     Built,
     References,
+    attention_weights,
     build,
     make_inputs,
     mpnet_position_bias,
@@ -40,10 +38,12 @@ from hf_reference import (
     reimplemented_feedforward,
     relative_gap,
     rope_cos_sin,
+    scaling,
     softmax_with_mask,
     todays_products,
     todays_scores,
 )
+
 from numerics.io.checkpoint import open_checkpoint
 from numerics.spectra.jobs import feedforward_matrices, head_factors, layer_matrices
 from theory.activations import activation
@@ -79,15 +79,30 @@ def _checkpoint_tensors(b: Built) -> dict[str, np.ndarray]:
 
 @pytest.mark.parametrize(
     "name, map_name",
-    [("bert", "bert"), ("roberta", "bert"), ("electra", "bert"), ("distilbert", "distilbert"), ("mpnet", "mpnet"),
-     ("gpt2", "gpt2"), ("gpt2-unscaled", "gpt2"), ("gpt2-inverse-layer", "gpt2"), ("llama", "llama"),
-     ("torch-encoder-post", "torch-encoder"), ("torch-encoder-pre", "torch-encoder")],
+    [
+        ("bert", "bert"),
+        ("roberta", "bert"),
+        ("electra", "bert"),
+        ("distilbert", "distilbert"),
+        ("mpnet", "mpnet"),
+        ("gpt2", "gpt2"),
+        ("gpt2-unscaled", "gpt2"),
+        ("gpt2-inverse-layer", "gpt2"),
+        ("llama", "llama"),
+        ("torch-encoder-post", "torch-encoder"),
+        ("torch-encoder-pre", "torch-encoder"),
+    ],
 )
 def test_checkpoint_opens_with_its_map(model: Get, name: str, map_name: str) -> None:
     b, _ = model(name)
     ckpt = open_checkpoint(b.folder)
     assert (ckpt.architecture, ckpt.num_layers, ckpt.hidden_size) == (map_name, 2, b.hidden_size)
-    assert (ckpt.num_heads, ckpt.num_kv_heads, ckpt.head_dim, ckpt.dtype) == (b.num_heads, b.num_kv_heads, b.head_dim, "F32")
+    assert (ckpt.num_heads, ckpt.num_kv_heads, ckpt.head_dim, ckpt.dtype) == (
+        b.num_heads,
+        b.num_kv_heads,
+        b.head_dim,
+        "F32",
+    )
     # the saved weights are exactly those of the float64 model (drawn in float32, widened after saving)
     for key, value in _checkpoint_tensors(b).items():
         np.testing.assert_array_equal(value, b.model.state_dict()[key].numpy(), err_msg=key)
@@ -107,8 +122,9 @@ def test_build_and_inputs_are_deterministic(tmp_path) -> None:
     a, b, c = (build("bert", tmp_path / f"m{j}", seed=s) for j, s in enumerate((0, 0, 1)))
     ta, tb, tc = (_checkpoint_tensors(m) for m in (a, b, c))
     assert all(np.array_equal(ta[k], tb[k]) for k in ta)
-    assert not np.array_equal(ta["encoder.layer.0.attention.self.query.weight"],
-                              tc["encoder.layer.0.attention.self.query.weight"])
+    assert not np.array_equal(
+        ta["encoder.layer.0.attention.self.query.weight"], tc["encoder.layer.0.attention.self.query.weight"]
+    )
     np.testing.assert_array_equal(make_inputs(a).input_ids, make_inputs(b).input_ids)
 
 
@@ -150,8 +166,12 @@ def test_head_outputs_and_output_bias_sum_to_the_attention_output(model: Get, na
 def test_feedforward_output_from_config_activation(model: Get, name: str) -> None:
     b, refs = model(name)
     for layer in refs.layers:
-        np.testing.assert_allclose(reimplemented_feedforward(b, layer.index, layer.feedforward_input),
-                                   layer.feedforward_output, rtol=0, atol=ROUND_OFF)
+        np.testing.assert_allclose(
+            reimplemented_feedforward(b, layer.index, layer.feedforward_input),
+            layer.feedforward_output,
+            rtol=0,
+            atol=ROUND_OFF,
+        )
 
 
 @pytest.mark.parametrize("name", ARCHITECTURES)
@@ -161,7 +181,7 @@ def test_block_inputs_are_the_named_sources(model: Get, name: str) -> None:
     for layer in refs.layers:
         i = layer.index
         att = a.attention_source[min(i, 1)]
-        expected = (make_inputs(b).embeddings if att is None else refs.sources[att.format(i=i, prev=i - 1)])
+        expected = make_inputs(b).embeddings if att is None else refs.sources[att.format(i=i, prev=i - 1)]
         np.testing.assert_array_equal(layer.attention_input, expected)
         np.testing.assert_array_equal(layer.feedforward_input, refs.sources[a.ff_source.format(i=i)])
 
@@ -194,7 +214,9 @@ def test_norm_eps_is_read_from_the_config(model: Get, name: str) -> None:
 
 
 def test_gpt2_scaling_variants_scale_the_scores_by_the_config_factors(model: Get) -> None:
-    (base, ref), (unscaled, ref_u), (inverse, ref_i) = (model(n) for n in ("gpt2", "gpt2-unscaled", "gpt2-inverse-layer"))
+    (base, ref), (unscaled, ref_u), (inverse, ref_i) = (
+        model(n) for n in ("gpt2", "gpt2-unscaled", "gpt2-inverse-layer")
+    )
     for other in (unscaled, inverse):  # one seed, one set of weights: only the config differs
         for key, value in base.model.state_dict().items():
             assert torch.equal(value, other.model.state_dict()[key]), key
@@ -210,8 +232,9 @@ def test_gpt2_scaling_variants_scale_the_scores_by_the_config_factors(model: Get
     with torch.no_grad():
         _, probs = inverse.model.h[1].attn(x, attention_mask=None)
     everything = np.ones_like(ref.allowed)
-    np.testing.assert_allclose(probs.numpy(), softmax_with_mask(ref.layers[1].scores / 2, everything),
-                               rtol=0, atol=ROUND_OFF)
+    np.testing.assert_allclose(
+        probs.numpy(), softmax_with_mask(ref.layers[1].scores / 2, everything), rtol=0, atol=ROUND_OFF
+    )
     assert np.abs(probs.numpy() - softmax_with_mask(ref.layers[1].scores, everything)).max() > 0.01
 
 
@@ -279,8 +302,13 @@ def test_todays_products_are_the_spectra_products(model: Get, name: str) -> None
     b, _ = model(name)
     ckpt = open_checkpoint(b.folder)
     for layer, products in zip(ckpt.iter_layers(), todays_products(b)):
-        stats = [s for s in layer_matrices(layer, num_heads=ckpt.num_heads, num_kv_heads=ckpt.num_kv_heads,
-                                           head_dim=ckpt.head_dim, bias=False) if s.kind == "qk"]
+        stats = [
+            s
+            for s in layer_matrices(
+                layer, num_heads=ckpt.num_heads, num_kv_heads=ckpt.num_kv_heads, head_dim=ckpt.head_dim, bias=False
+            )
+            if s.kind == "qk"
+        ]
         for h, s in enumerate(stats):
             sv = np.linalg.svd(products[h], compute_uv=False)[: b.head_dim]
             np.testing.assert_allclose(s.singular_values, sv * (layer.score_scale * math.sqrt(b.head_dim)), rtol=1e-10)
@@ -295,12 +323,15 @@ def test_todays_products_are_the_spectra_products(model: Get, name: str) -> None
 BILINEAR = tuple(n for n in ARCHITECTURES if n != "llama")
 
 
-def _factors(b: Built, *, bias: bool = True, feedforward: bool = False) -> list[tuple[Any, dict[str, Any], dict[str, Any]]]:
+def _factors(
+    b: Built, *, bias: bool = True, feedforward: bool = False
+) -> list[tuple[Any, dict[str, Any], dict[str, Any]]]:
     ckpt = open_checkpoint(b.folder)
     out = []
     for layer in ckpt.iter_layers(feedforward=feedforward):
-        heads = head_factors(layer, num_heads=ckpt.num_heads, num_kv_heads=ckpt.num_kv_heads, head_dim=ckpt.head_dim,
-                             bias=bias)
+        heads = head_factors(
+            layer, num_heads=ckpt.num_heads, num_kv_heads=ckpt.num_kv_heads, head_dim=ckpt.head_dim, bias=bias
+        )
         out.append((layer, heads, feedforward_matrices(layer, bias=bias) if feedforward else {}))
     return out
 
@@ -324,7 +355,7 @@ def test_folded_qk_forms_reproduce_the_true_scores(model: Get, name: str) -> Non
         assert relative_gap(got, want, refs.allowed) < ROUND_OFF, layer.index
         # without the biases (specbound --no-bias) the forms miss the scores: biases matter here
         if layer.index == 0:
-            (_, free, _), = _factors(b, bias=False)[:1]
+            ((_, free, _),) = _factors(b, bias=False)[:1]
             w0 = np.stack([a @ c.T for a, c in free["qk"]])
             approx = np.einsum("btn,hnm,bum->bhtu", ref.attention_input, w0, ref.attention_input)
             assert relative_gap(approx, want, refs.allowed) > 0.01
@@ -359,9 +390,12 @@ def test_folded_vo_forms_and_output_bias_reproduce_the_attention_output(model: G
         np.testing.assert_allclose(total + layer.biases["o"], ref.attention_output, rtol=0, atol=1e-10)
 
 
-_ACT = {"gelu_erf": lambda t: 0.5 * t * (1.0 + scipy.special.erf(t / math.sqrt(2.0))),
-        "gelu_tanh": lambda t: 0.5 * t * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (t + 0.044715 * t**3))),
-        "relu": lambda t: np.maximum(t, 0.0), "silu": lambda t: t / (1.0 + np.exp(-t))}
+_ACT = {
+    "gelu_erf": lambda t: 0.5 * t * (1.0 + scipy.special.erf(t / math.sqrt(2.0))),
+    "gelu_tanh": lambda t: 0.5 * t * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (t + 0.044715 * t**3))),
+    "relu": lambda t: np.maximum(t, 0.0),
+    "silu": lambda t: t / (1.0 + np.exp(-t)),
+}
 
 
 @pytest.mark.parametrize("name", ARCHITECTURES)
@@ -374,7 +408,7 @@ def test_folded_feedforward_forms_reproduce_the_block_output(model: Get, name: s
         x = _homogeneous(ref.feedforward_input)
         ups = {n.rsplit(".", 2)[-2]: x @ w for n, w in ff["ff1"]}
         hidden = act(ups["gate_proj"]) * ups["up_proj"] if "gate_proj" in ups else act(next(iter(ups.values())))
-        (_, w2), = ff["ff2"]
+        ((_, w2),) = ff["ff2"]
         np.testing.assert_allclose(_homogeneous(hidden) @ w2, ref.feedforward_output, rtol=0, atol=1e-10)
 
 
@@ -388,12 +422,22 @@ def test_spectra_are_those_of_the_folded_forms(model: Get, name: str) -> None:
     d = b.head_dim
     for layer in ckpt.iter_layers():
         w = {k: v.numpy() for k, v in attention_weights(b, layer.index).items()}
-        stats = [s for s in layer_matrices(layer, num_heads=ckpt.num_heads, num_kv_heads=ckpt.num_kv_heads,
-                                           head_dim=ckpt.head_dim) if s.kind == "qk"]
+        stats = [
+            s
+            for s in layer_matrices(
+                layer, num_heads=ckpt.num_heads, num_kv_heads=ckpt.num_kv_heads, head_dim=ckpt.head_dim
+            )
+            if s.kind == "qk"
+        ]
         for h, s in enumerate(stats):
             g = h // group
-            folded = fold_qk(w["Wq"][h * d:(h + 1) * d], w["bq"][h * d:(h + 1) * d], w["Wk"][g * d:(g + 1) * d],
-                             w["bk"][g * d:(g + 1) * d], scale=scaling(b, layer.index))
+            folded = fold_qk(
+                w["Wq"][h * d : (h + 1) * d],
+                w["bq"][h * d : (h + 1) * d],
+                w["Wk"][g * d : (g + 1) * d],
+                w["bk"][g * d : (g + 1) * d],
+                scale=scaling(b, layer.index),
+            )
             assert s.shape == (b.hidden_size + 1, b.hidden_size + 1)
             np.testing.assert_allclose(s.singular_values, np.linalg.svd(folded, compute_uv=False)[:d], rtol=1e-9)
 

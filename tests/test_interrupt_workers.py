@@ -17,7 +17,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 import synthetic
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="reads process trees from /proc")
@@ -52,11 +51,24 @@ def _alive(pid: int) -> bool:
 def test_sigkill_during_analysis_leaves_no_worker(tmp_path: Path) -> None:
     # 4 layers of N = 512, F = 2048: about 6e9 of SVD work, above the threshold at which analyze
     # starts worker processes, and a few seconds of work on this machine
-    ckpt = synthetic.write_checkpoint(tmp_path / "ckpt", synthetic.bert_state(layers=4, hidden=512, ff=2048),
-                                      synthetic.bert_config(layers=4, hidden=512, heads=8, ff=2048))
+    ckpt = synthetic.write_checkpoint(
+        tmp_path / "ckpt",
+        synthetic.bert_state(layers=4, hidden=512, ff=2048),
+        synthetic.bert_config(layers=4, hidden=512, heads=8, ff=2048),
+    )
     out = tmp_path / "outs" / "rep"
-    command = [sys.executable, "-c", "from numerics.cli import main; raise SystemExit(main())",
-               "analyze", str(ckpt), "--processes", "2", "--out", str(out), "--no-plots"]
+    command = [
+        sys.executable,
+        "-c",
+        "from numerics.cli import main; raise SystemExit(main())",
+        "analyze",
+        str(ckpt),
+        "--processes",
+        "2",
+        "--out",
+        str(out),
+        "--no-plots",
+    ]
     proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     workers: set[int] = set()
     deadline = time.monotonic() + 120

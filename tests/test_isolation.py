@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from numerics.parallel import workers
 import numerics
 from numerics._util import subprocesses
 from numerics.io.checkpoint import open_checkpoint
+from numerics.parallel import workers
 from numerics.spectra import weight_stats
 from tests import synthetic
 
@@ -73,8 +73,13 @@ def test_workers_import_nothing_from_the_callers_folder_path_or_pythonpath(tmp_p
     for layer in ckpt.iter_layers():
         for role in ("q", "k", "v", "o"):
             w = getattr(layer, role)
-            jobs.append(((weight_stats, (role, w), {"kind": role, "layer": layer.index}), layer.sources[role],
-                         weight_stats(role, w, kind=role, layer=layer.index)))
+            jobs.append(
+                (
+                    (weight_stats, (role, w), {"kind": role, "layer": layer.index}),
+                    layer.sources[role],
+                    weight_stats(role, w, kind=role, layer=layer.index),
+                )
+            )
     monkeypatch.chdir(decoys)
     monkeypatch.setenv("PYTHONPATH", str(decoys))
     monkeypatch.syspath_prepend(str(decoys))
@@ -152,8 +157,10 @@ def test_a_planted_derivation_cache_is_never_read(tmp_path):
     exec_marker, sympify_marker = tmp_path / "exec-ran", tmp_path / "sympify-ran"
     derived = tmp_path / "cache" / "derived"
     derived.mkdir(parents=True)
-    planted_source = (f"import pathlib\npathlib.Path({str(exec_marker)!r}).write_text('x')\n"
-                      "def _lambdifygenerated(*args):\n    return 0.0\n")
+    planted_source = (
+        f"import pathlib\npathlib.Path({str(exec_marker)!r}).write_text('x')\n"
+        "def _lambdifygenerated(*args):\n    return 0.0\n"
+    )
     planted_expr = f"__import__('pathlib').Path({str(sympify_marker)!r}).write_text('x')"
     keys = [f"{f}.{k}" for f in ("coef_nolog", "logcoef") for k in ("bilinear", "vector")]
     theory_keys = [f"thm41.{k}.{part}" for k in ("bilinear", "vector") for part in ("expr", "p0", "p2")]
@@ -179,10 +186,14 @@ def test_the_numeric_path_imports_no_sympy(tmp_path):
     # The shipped forms need no derivation: a whole analysis (spectra, post hoc choice, Dudley
     # bounds, proxies) runs with an empty cache and never loads SymPy.
     folder = _checkpoint(tmp_path / "ck")
-    code = ("import sys; from numerics.analysis import analyze; "
-            f"analyze({str(folder)!r}, processes=0); print(sorted(m for m in sys.modules if m.split('.')[0] == 'sympy')[:3])")
+    code = (
+        "import sys; from numerics.analysis import analyze; "
+        f"analyze({str(folder)!r}, processes=0); print(sorted(m for m in sys.modules if m.split('.')[0] == 'sympy')[:3])"
+    )
     env = {**os.environ, "SPECBOUND_CACHE": str(tmp_path / "cache"), "PYTHONPATH": str(ROOT)}
-    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
 

@@ -158,14 +158,20 @@ def test_stages_import_only_downwards():
 
 
 def test_theory_never_imports_numerics():
-    bad = [f"{m}:{imp.line} imports {imp.module}" for m in MODULES if m.split(".")[0] == "theory"
-           for imp in _imports(m) if imp.module.split(".")[0] == "numerics"]
+    bad = [
+        f"{m}:{imp.line} imports {imp.module}"
+        for m in MODULES
+        if m.split(".")[0] == "theory"
+        for imp in _imports(m)
+        if imp.module.split(".")[0] == "numerics"
+    ]
     assert not bad, "\n".join(bad)
 
 
 def test_no_import_cycles():
-    graph = {m: sorted({t for imp in _imports(m) if not imp.type_checking for t in _targets(imp) if t != m})
-             for m in MODULES}
+    graph = {
+        m: sorted({t for imp in _imports(m) if not imp.type_checking for t in _targets(imp) if t != m}) for m in MODULES
+    }
     cycles: list[list[str]] = []
     state: dict[str, int] = {}
     stack: list[str] = []
@@ -175,7 +181,7 @@ def test_no_import_cycles():
         stack.append(node)
         for nxt in graph[node]:
             if state.get(nxt) == 1:
-                cycles.append(stack[stack.index(nxt):] + [nxt])
+                cycles.append(stack[stack.index(nxt) :] + [nxt])
             elif nxt not in state:
                 walk(nxt)
         stack.pop()
@@ -200,12 +206,15 @@ def test_function_local_imports_say_why():
             # the comment may stand above a block of imports (which import sorting splits by blank lines)
             while above in starts or (above >= 1 and not lines[above - 1].strip() and above - 1 in starts):
                 above -= 1
-            if _MARKER.search(lines[imp.line - 1]) or (above >= 1 and lines[above - 1].strip().startswith("#")
-                                                        and _MARKER.search(lines[above - 1])):
+            if _MARKER.search(lines[imp.line - 1]) or (
+                above >= 1 and lines[above - 1].strip().startswith("#") and _MARKER.search(lines[above - 1])
+            ):
                 continue
             bad.append(f"{module}:{imp.line}: {lines[imp.line - 1].strip()}")
-    assert not bad, ("function-local imports without '# optional: <dependency>' or '# slow: <dependency>' "
-                     "(move them to the top of the module):\n" + "\n".join(bad))
+    assert not bad, (
+        "function-local imports without '# optional: <dependency>' or '# slow: <dependency>' "
+        "(move them to the top of the module):\n" + "\n".join(bad)
+    )
 
 
 def _private(name: str) -> bool:
@@ -238,15 +247,23 @@ def test_no_private_name_crosses_a_module():
                     if f"{base}.{alias.name}" in MODULES:
                         imported_modules[alias.asname or alias.name] = f"{base}.{alias.name}"
         for node in ast.walk(tree):
-            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
-                    and node.value.id in imported_modules and _private(node.attr)):
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id in imported_modules
+                and _private(node.attr)
+            ):
                 bad.append(f"{module}:{node.lineno} reads {imported_modules[node.value.id]}.{node.attr}")
     assert not bad, "private names used outside their module:\n" + "\n".join(bad)
 
 
 def test_libraries_do_not_import_test_tools():
-    bad = [f"{m}:{imp.line} imports {imp.module}" for m in MODULES for imp in _imports(m)
-           if imp.module.split(".")[0] in TEST_TOOLS]
+    bad = [
+        f"{m}:{imp.line} imports {imp.module}"
+        for m in MODULES
+        for imp in _imports(m)
+        if imp.module.split(".")[0] in TEST_TOOLS
+    ]
     assert not bad, "\n".join(bad)
 
 
@@ -259,8 +276,13 @@ def test_every_package_declares_its_public_names(folder):
     init = folder / "__init__.py"
     assert init.is_file(), f"{folder.relative_to(ROOT)} has no __init__.py"
     tree = ast.parse(init.read_text(encoding="utf-8"))
-    names = {t.id for node in tree.body if isinstance(node, (ast.Assign, ast.AnnAssign))
-             for t in (node.targets if isinstance(node, ast.Assign) else [node.target]) if isinstance(t, ast.Name)}
+    names = {
+        t.id
+        for node in tree.body
+        if isinstance(node, (ast.Assign, ast.AnnAssign))
+        for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
+        if isinstance(t, ast.Name)
+    }
     assert "__all__" in names, f"{init.relative_to(ROOT)} defines no __all__"
 
 
@@ -351,7 +373,9 @@ def test_readme_python_api_names_exist():
     section = _readme_api()
     bullet = section.split("- `numerics`", 1)[1]
     stages = {path.stem for path in (ROOT / "numerics").iterdir() if path.suffix == ".py" or path.is_dir()}
-    dotted = sorted({name for name in re.findall(r"`([a-z_]+(?:\.[A-Za-z_]+)+)`", bullet) if name.split(".")[0] in stages})
+    dotted = sorted(
+        {name for name in re.findall(r"`([a-z_]+(?:\.[A-Za-z_]+)+)`", bullet) if name.split(".")[0] in stages}
+    )
     assert dotted, "no numerics names found in the Python API section"
     missing = []
     for name in dotted:

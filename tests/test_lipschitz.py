@@ -24,7 +24,9 @@ from theory import lipschitz
 from theory.symbols import SYMBOLS
 
 
-def random_model(rng: np.random.Generator, layers: int, heads: int, hidden: int = 8, ff: int = 16, *, decades: float = 30.0):
+def random_model(
+    rng: np.random.Generator, layers: int, heads: int, hidden: int = 8, ff: int = 16, *, decades: float = 30.0
+):
     """Per-head QK/VO and FF statistics with spectral norms 10^U(-decades, decades); some heads are zero."""
     d = hidden // heads
     out = []
@@ -36,11 +38,30 @@ def random_model(rng: np.random.Generator, layers: int, heads: int, hidden: int 
         for kind in ("qk", "vo"):
             for h in range(heads):
                 values = np.zeros(0) if rng.uniform() < 0.15 else top() * np.linspace(1.0, 0.5, d)
-                out.append(matrix_stats(f"l{layer}.h{h}.{kind}", values, shape=(hidden, hidden), kind=kind, layer=layer, head=h,
-                                        rank_bound=d, norm_2_1=1.0))
+                out.append(
+                    matrix_stats(
+                        f"l{layer}.h{h}.{kind}",
+                        values,
+                        shape=(hidden, hidden),
+                        kind=kind,
+                        layer=layer,
+                        head=h,
+                        rank_bound=d,
+                        norm_2_1=1.0,
+                    )
+                )
         for kind, shape in (("ff1", (hidden, ff)), ("ff2", (ff, hidden))):
-            out.append(matrix_stats(f"l{layer}.{kind}", top() * np.linspace(1.0, 0.5, hidden), shape=shape, kind=kind, layer=layer,
-                                    head=None, norm_2_1=1.0))
+            out.append(
+                matrix_stats(
+                    f"l{layer}.{kind}",
+                    top() * np.linspace(1.0, 0.5, hidden),
+                    shape=shape,
+                    kind=kind,
+                    layer=layer,
+                    head=None,
+                    norm_2_1=1.0,
+                )
+            )
     return out
 
 
@@ -54,7 +75,9 @@ def grid(v: float) -> float:
 
 
 def norms(stats):
-    heads = {(st.layer, st.kind, st.head): mpmath.mpf(grid(st.spectral_norm)) for st in stats if st.kind in ("qk", "vo")}
+    heads = {
+        (st.layer, st.kind, st.head): mpmath.mpf(grid(st.spectral_norm)) for st in stats if st.kind in ("qk", "vo")
+    }
     ff = {(st.layer, st.kind): mpmath.mpf(grid(st.spectral_norm)) for st in stats if st.kind in ("ff1", "ff2")}
     return heads, ff
 
@@ -74,8 +97,12 @@ def block_constants(stats, layers: int, heads: int, B, L_sigma):
         subs = {lipschitz.S_QK[h + 1]: head_norm[(layer, "qk", h)] for h in range(heads)}
         subs.update({lipschitz.S_VO[h + 1]: head_norm[(layer, "vo", h)] for h in range(heads)})
         out.append(ev(attention.xreplace({k: sp.Float(v, 60) for k, v in subs.items()}), {"B": B}))
-        out.append(ev(lipschitz.feedforward_block_lipschitz(),
-                      {"L_sigma": L_sigma, "s_1": ff_norm[(layer, "ff1")], "s_2": ff_norm[(layer, "ff2")]}))
+        out.append(
+            ev(
+                lipschitz.feedforward_block_lipschitz(),
+                {"L_sigma": L_sigma, "s_1": ff_norm[(layer, "ff1")], "s_2": ff_norm[(layer, "ff2")]},
+            )
+        )
     return out
 
 
@@ -136,9 +163,17 @@ def test_the_softmax_factor_two_reaches_the_numbers():
     # constant and 2 B into the QK local factor: at B = 1, s_qk = s_vo = 1 a head is 1 + 4 = 5 and the
     # attention block 6; the feedforward block with s_1 = s_2 = 1 is 1 + L_sigma.
     ones = np.ones(4)
-    stats = [matrix_stats(f"h.{kind}", ones, shape=(4, 4), kind=kind, layer=0, head=0, rank_bound=4, norm_2_1=1.0) for kind in ("qk", "vo")]
-    stats += [matrix_stats(f"{kind}", ones, shape=(4, 4), kind=kind, layer=0, head=None, norm_2_1=1.0) for kind in ("ff1", "ff2")]
-    terms, info = build_terms(stats, num_layers=1, hidden_size=4, model=ModelSettings(bias=False, input_norm=1.0, activation_lipschitz=1.5))
+    stats = [
+        matrix_stats(f"h.{kind}", ones, shape=(4, 4), kind=kind, layer=0, head=0, rank_bound=4, norm_2_1=1.0)
+        for kind in ("qk", "vo")
+    ]
+    stats += [
+        matrix_stats(f"{kind}", ones, shape=(4, 4), kind=kind, layer=0, head=None, norm_2_1=1.0)
+        for kind in ("ff1", "ff2")
+    ]
+    terms, info = build_terms(
+        stats, num_layers=1, hidden_size=4, model=ModelSettings(bias=False, input_norm=1.0, activation_lipschitz=1.5)
+    )
     assert info["log_lipschitz_attention"][0] == pytest.approx(math.log(6.0), rel=1e-15)
     assert info["log_lipschitz_feedforward"][0] == pytest.approx(math.log(2.5), rel=1e-15)
     qk = next(t for t in terms if t.kind == "qk")

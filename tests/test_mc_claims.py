@@ -15,10 +15,18 @@ from numerics import montecarlo as mc
 from numerics.experiments import claims
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _small(kind: str = "vector") -> mc.MCResult:
-    return mc.mc_experiment(kind=kind, profiles=mc.DEFAULT_PROFILES[:2], p_grid=(0.0, 1.0), a=3, b=3, m=4, samples=40,
-                            eps_grid=mc.default_eps_grid(kind)[:3] + mc.default_eps_grid(kind)[-2:])
+    return mc.mc_experiment(
+        kind=kind,
+        profiles=mc.DEFAULT_PROFILES[:2],
+        p_grid=(0.0, 1.0),
+        a=3,
+        b=3,
+        m=4,
+        samples=40,
+        eps_grid=mc.default_eps_grid(kind)[:3] + mc.default_eps_grid(kind)[-2:],
+    )
 
 
 @pytest.mark.claim("C9")

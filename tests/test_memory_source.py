@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import json
 
+import hf_reference
 import numpy as np
 import pytest
+import synthetic
 import torch
 from safetensors.numpy import load_file
 from safetensors.torch import save_file
 
-import hf_reference
-import synthetic
 from numerics.analysis import analyze
 from numerics.errors import CheckpointError
 from numerics.io.memory import open_in_memory
@@ -102,24 +102,53 @@ def _nan_state() -> dict:
     return {**state, "encoder.layer.1.intermediate.dense.weight": bad}
 
 
-@pytest.mark.parametrize("source, kwargs, error, words", [
-    ({**synthetic.bert_state(), "encoder.layer.0.attention.self.query.weight": [[1.0]]}, {"heads": 3}, CheckpointError,
-     "<in-memory tensors>: tensor 'encoder.layer.0.attention.self.query.weight' is a list, not a numpy array or torch tensor"),
-    ({**synthetic.bert_state(), 7: np.zeros(2)}, {"heads": 3}, CheckpointError, "has the key 7 (int): tensor names must be strings"),
-    ({**synthetic.bert_state(), "encoder.layer.0.attention.self.query.weight": np.zeros((24, 24), np.complex64)},
-     {"heads": 3}, CheckpointError, "has dtype complex64, which is not read"),
-    (synthetic.bert_state(), {}, CheckpointError, "<in-memory tensors>: has no config (num_attention_heads/n_head/n_heads): "
-     "the number of attention heads is unknown; pass --heads (heads=...)"),
-    (synthetic.bert_state(), {"heads": 5}, CheckpointError, "num_heads=5 does not divide the attention width 24"),
-    (_nan_state(), {"heads": 3}, CheckpointError,
-     "<in-memory tensors>: tensor 'encoder.layer.1.intermediate.dense.weight' contains NaN (1 values), first at index (2, 3)"),
-    ({"w": torch.zeros(3, 3, device="meta")}, {}, CheckpointError, "is a torch.strided tensor on meta"),
-    (synthetic.bert_state(), {"heads": 3, "processes": 2}, ValueError, "processes=2: a model in memory has no file"),
-    (42, {}, TypeError, "source=int must be a path, a registry name or hub id, a torch.nn.Module or a mapping"),
-])
+@pytest.mark.parametrize(
+    "source, kwargs, error, words",
+    [
+        (
+            {**synthetic.bert_state(), "encoder.layer.0.attention.self.query.weight": [[1.0]]},
+            {"heads": 3},
+            CheckpointError,
+            "<in-memory tensors>: tensor 'encoder.layer.0.attention.self.query.weight' is a list, not a numpy array or torch tensor",
+        ),
+        (
+            {**synthetic.bert_state(), 7: np.zeros(2)},
+            {"heads": 3},
+            CheckpointError,
+            "has the key 7 (int): tensor names must be strings",
+        ),
+        (
+            {**synthetic.bert_state(), "encoder.layer.0.attention.self.query.weight": np.zeros((24, 24), np.complex64)},
+            {"heads": 3},
+            CheckpointError,
+            "has dtype complex64, which is not read",
+        ),
+        (
+            synthetic.bert_state(),
+            {},
+            CheckpointError,
+            "<in-memory tensors>: has no config (num_attention_heads/n_head/n_heads): "
+            "the number of attention heads is unknown; pass --heads (heads=...)",
+        ),
+        (synthetic.bert_state(), {"heads": 5}, CheckpointError, "num_heads=5 does not divide the attention width 24"),
+        (
+            _nan_state(),
+            {"heads": 3},
+            CheckpointError,
+            "<in-memory tensors>: tensor 'encoder.layer.1.intermediate.dense.weight' contains NaN (1 values), first at index (2, 3)",
+        ),
+        ({"w": torch.zeros(3, 3, device="meta")}, {}, CheckpointError, "is a torch.strided tensor on meta"),
+        (
+            synthetic.bert_state(),
+            {"heads": 3, "processes": 2},
+            ValueError,
+            "processes=2: a model in memory has no file",
+        ),
+        (42, {}, TypeError, "source=int must be a path, a registry name or hub id, a torch.nn.Module or a mapping"),
+    ],
+)
 def test_bad_input_is_one_line_naming_the_tensor(source, kwargs, error, words):
     with pytest.raises(error) as info:
         analyze(source, **kwargs)
     message = str(info.value)
     assert words in message and "\n" not in message, message
-

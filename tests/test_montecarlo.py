@@ -26,11 +26,10 @@ import sys
 
 import numpy as np
 import pytest
-from hypothesis import example, given, settings, strategies as st
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from numerics import montecarlo as mc
-from numerics.report.mc_plots import plot_mc
-from numerics.report.tables import mc_rows_json, mc_table
 from numerics.montecarlo.packing import (
     greedy_cover_reference,
     greedy_cover_size,
@@ -41,6 +40,8 @@ from numerics.montecarlo.packing import (
     greedy_packing_sizes,
     pairwise_distances,
 )
+from numerics.report.mc_plots import plot_mc
+from numerics.report.tables import mc_rows_json, mc_table
 from numerics.spectra.stats import numerical_rank, schatten_power
 
 P_GRID = mc.MC_P_GRID
@@ -93,13 +94,25 @@ PROF = mc.DEFAULT_PROFILES[0]
         (lambda: mc.sample_class(RNG, a=3, b=3, profile=PROF, s=1.0, p=2.5, count=2), ValueError, "p=2.5"),
         (lambda: mc.sample_class(RNG, a=3, b=3, profile=PROF, s=1.0, p=1.0, count=0), ValueError, "count=0"),
         (lambda: mc.sample_class(RNG, a=3, b=3, profile=PROF, s=-1.0, p=1.0, count=2), ValueError, "s=-1.0"),
-        (lambda: mc.sample_class(RNG, a=3, b=3, profile=PROF, s=1.0, p=1.0, count=2, variation=1.0), ValueError, "variation=1.0"),
+        (
+            lambda: mc.sample_class(RNG, a=3, b=3, profile=PROF, s=1.0, p=1.0, count=2, variation=1.0),
+            ValueError,
+            "variation=1.0",
+        ),
         (lambda: mc.sample_class(RNG, a=1, b=3, profile=PROF, s=1.0, p=1.0, count=2), ValueError, "lead_rank=2"),
         (lambda: mc.sample_class(RNG, a=3, b=3, profile=PROF, s=1.0, p=0.0, count=2, R=0.5), ValueError, "R=0.5"),
         (lambda: mc.sample_rows(RNG, m=3, dim=2, B=1.0, kind="cube"), ValueError, "kind='cube'"),
         (lambda: mc.sample_rows(RNG, m=3, dim=2, B=0.0), ValueError, "B=0.0"),
-        (lambda: mc.sample_rows(RNG, m=3, dim=2, B=1.0, kind="aligned", directions=np.ones((3, 1))), ValueError, "directions.shape=(3, 1)"),
-        (lambda: mc.class_outputs(np.zeros((2, 3, 4)), np.zeros((5, 3)), kind="bilinear"), ValueError, "must be square"),
+        (
+            lambda: mc.sample_rows(RNG, m=3, dim=2, B=1.0, kind="aligned", directions=np.ones((3, 1))),
+            ValueError,
+            "directions.shape=(3, 1)",
+        ),
+        (
+            lambda: mc.class_outputs(np.zeros((2, 3, 4)), np.zeros((5, 3)), kind="bilinear"),
+            ValueError,
+            "must be square",
+        ),
         (lambda: mc.class_outputs(np.zeros((2, 3, 3)), np.zeros((5, 2))), ValueError, "rows.shape=(5, 2)"),
         (lambda: greedy_packing(np.zeros((4, 2, 2)), 0.0), ValueError, "eps=0.0"),
         (lambda: greedy_packing(np.zeros((4, 2, 2)), float("nan")), ValueError, "eps=nan"),
@@ -350,7 +363,9 @@ def test_scalar_linear_class_below_zhang():
     F, B, a, m = 2.0, 1.0, 8, 32
     rng = np.random.default_rng(9)
     X = mc.sample_rows(rng, m=m, dim=a, B=B)
-    sample = mc.sample_class(rng, a=a, b=1, profile=mc.Profile("rank-1", 1), s=F, p=2.0, R=F**2, count=2000, variation=0.9)
+    sample = mc.sample_class(
+        rng, a=a, b=1, profile=mc.Profile("rank-1", 1), s=F, p=2.0, R=F**2, count=2000, variation=0.9
+    )
     pts = mc.class_outputs(sample.matrices, X)  # (2000, m, 1): row distances are |<w - w', x_i>|
     sizes = []
     for eps in (0.25, 0.5, 1.0, 2.0):
@@ -502,9 +517,48 @@ PROFILES = st.one_of(
 )
 # Pinned boundary cases: exact rank at the smallest scale; separation at the class diameter;
 # bilinear at p = 2 with a forced (rescaled) radius.
-@example(kind="vector", profile=mc.DEFAULT_PROFILES[0], p=0.0, eps_rel=0.05, a=5, b=5, m=6, s=1.0, B=1.0, r_factor=None, rows="sphere", seed=0)
-@example(kind="vector", profile=mc.DEFAULT_PROFILES[2], p=2.0, eps_rel=2.0, a=3, b=4, m=3, s=1.0, B=1.0, r_factor=None, rows="aligned", seed=1)
-@example(kind="bilinear", profile=mc.DEFAULT_PROFILES[1], p=2.0, eps_rel=0.1, a=4, b=4, m=5, s=2.0, B=0.5, r_factor=0.5, rows="gaussian", seed=2)
+@example(
+    kind="vector",
+    profile=mc.DEFAULT_PROFILES[0],
+    p=0.0,
+    eps_rel=0.05,
+    a=5,
+    b=5,
+    m=6,
+    s=1.0,
+    B=1.0,
+    r_factor=None,
+    rows="sphere",
+    seed=0,
+)
+@example(
+    kind="vector",
+    profile=mc.DEFAULT_PROFILES[2],
+    p=2.0,
+    eps_rel=2.0,
+    a=3,
+    b=4,
+    m=3,
+    s=1.0,
+    B=1.0,
+    r_factor=None,
+    rows="aligned",
+    seed=1,
+)
+@example(
+    kind="bilinear",
+    profile=mc.DEFAULT_PROFILES[1],
+    p=2.0,
+    eps_rel=0.1,
+    a=4,
+    b=4,
+    m=5,
+    s=2.0,
+    B=0.5,
+    r_factor=0.5,
+    rows="gaussian",
+    seed=2,
+)
 def test_c9_monte_carlo_lower_bound_below_theorem41(kind, profile, p, eps_rel, a, b, m, s, B, r_factor, rows, seed):
     """C9: for every profile, ``p`` and ``eps`` tried, ``log M_sample(eps) <= Thm 4.1 at eps/2``.
 
@@ -529,7 +583,7 @@ def test_c9_monte_carlo_lower_bound_below_theorem41(kind, profile, p, eps_rel, a
     assert lower <= upper
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _default(kind: str) -> mc.MCResult:
     """The experiment ``specbound mc`` runs (defaults, seed 0), once per test session."""
     return mc.mc_experiment(kind=kind)
@@ -553,8 +607,21 @@ def test_c9_default_experiment(kind):
         assert row.best_p in P_GRID
     report = mc.mc_report_rows(result)
     text = json.dumps(report, allow_nan=False)
-    keys = {"profile", "p", "eps", "lower_bound", "lower_kind", "packing_bound", "volumetric_bound", "volumetric_body",
-            "upper_bound", "ratio", "cover_size_log", "best_p", "slope_lower"}
+    keys = {
+        "profile",
+        "p",
+        "eps",
+        "lower_bound",
+        "lower_kind",
+        "packing_bound",
+        "volumetric_bound",
+        "volumetric_body",
+        "upper_bound",
+        "ratio",
+        "cover_size_log",
+        "best_p",
+        "slope_lower",
+    }
     assert keys <= set(json.loads(text)[0])
     for row, rep in zip(result.rows, report, strict=True):
         if row.lower_bound > 0:
@@ -586,7 +653,9 @@ def test_volumetric_bounds_lift_the_default_experiment():
     assert all(ratio < 4 for ratio in verdict["headroom_by_p"].values())
     assert verdict["lower_kinds"]["volumetric"] > verdict["lower_kinds"].get("packing", 0)
     rank2 = [r for r in result.for_profile("rank-2") if r.p == 0.0]
-    assert rank2[0].slope_lower == pytest.approx(12.0, rel=1e-6) and rank2[0].slope_upper == pytest.approx(26.0, rel=1e-6)
+    assert rank2[0].slope_lower == pytest.approx(12.0, rel=1e-6) and rank2[0].slope_upper == pytest.approx(
+        26.0, rel=1e-6
+    )
     rows = {(h["profile"], h["p"]): h for h in mc.headroom(result)}
     assert set(rows) == {(p.name, q) for p in mc.DEFAULT_PROFILES for q in P_GRID}
     best = min(rows.values(), key=lambda h: h["ratio"])
@@ -610,8 +679,12 @@ def test_wrong_forms_are_what_they_say():
         assert truth == pytest.approx(thm(p, eps, R), rel=1e-12)
         assert forms["as derived"]("vector", p=p, eps=eps, R=R, **KW) == truth
         assert forms["constant / 100"]("vector", p=p, eps=eps, R=R, **KW) == pytest.approx(truth / 100, rel=1e-15)
-        assert forms["no log factor"]("vector", p=p, eps=eps, R=R, **KW) == pytest.approx(thm(p, eps, R, log=False), rel=1e-12)
-        slow = min(R * (2 / eps) ** p * eps ** (p / 2), 6) * 13 * math.log(18 * math.sqrt(6) / eps)  # class radius u = s B = 1
+        assert forms["no log factor"]("vector", p=p, eps=eps, R=R, **KW) == pytest.approx(
+            thm(p, eps, R, log=False), rel=1e-12
+        )
+        slow = (
+            min(R * (2 / eps) ** p * eps ** (p / 2), 6) * 13 * math.log(18 * math.sqrt(6) / eps)
+        )  # class radius u = s B = 1
         assert forms["rate eps^-p/2"]("vector", p=p, eps=eps, R=R, **KW) == pytest.approx(slow, rel=1e-12)
         root = thm(p, eps, R) / math.sqrt(math.log(18 * math.sqrt(6) / eps))  # log factor -> its square root
         assert forms["rate sqrt(log 1/eps)"]("vector", p=p, eps=eps, R=R, **KW) == pytest.approx(root, rel=1e-12)
@@ -644,7 +717,10 @@ def test_power_against_wrong_forms():
     assert not power["as derived"]["caught"] and power["as derived"]["cells_changed"] == 0
     assert power["constant / 10"]["caught"] and power["constant / 100"]["caught"] and power["no log factor"]["caught"]
     assert power["constant / 100"]["cells_caught"] > power["constant / 10"]["cells_caught"] > 0
-    assert power["rate sqrt(log 1/eps)"]["caught"] and power["rate sqrt(log 1/eps)"]["where"]["eps"] == mc.default_eps_grid("vector")[0]
+    assert (
+        power["rate sqrt(log 1/eps)"]["caught"]
+        and power["rate sqrt(log 1/eps)"]["where"]["eps"] == mc.default_eps_grid("vector")[0]
+    )
     assert not power["constant / 3"]["caught"] and 1 < power["constant / 3"]["closest"] < 1.1
     rate = power["rate eps^-p/2"]
     assert not rate["caught"] and rate["cells_changed"] == 9 and rate["closest_changed"] > 13
@@ -653,17 +729,23 @@ def test_power_against_wrong_forms():
     # At eps = 2.5 > 2 s B one ball covers the class (Theorem 4.1 is 0 at eps/2 >= s B) and the lower bound is 0 too
     # (members are within s B of 0, so pairwise within 2 s B: a packing of one point): a tie, which is no violation,
     # and the control stays uncaught there too.
-    coarse = mc.mc_experiment(profiles=mc.DEFAULT_PROFILES[:1], p_grid=(0.0,), eps_grid=(1e-3, 2.5), a=3, b=3, m=4, samples=20)
+    coarse = mc.mc_experiment(
+        profiles=mc.DEFAULT_PROFILES[:1], p_grid=(0.0,), eps_grid=(1e-3, 2.5), a=3, b=3, m=4, samples=20
+    )
     assert coarse.rows[-1].upper_bound == 0 == coarse.rows[-1].lower_bound
     assert not mc.power_against_wrong_forms(coarse)[0]["caught"] and mc.c9_verdict(coarse)["status"] == "holds"
 
 
 def test_mc_table_and_json_report_headroom_and_power():
     """``specbound mc``'s outputs carry the per-(profile, p) headroom, the wrong forms and the verdict."""
-    small = mc.mc_experiment(profiles=mc.DEFAULT_PROFILES[:2], p_grid=(0.0, 2.0), eps_grid=(1e-3, 0.5), a=3, b=3, m=4, samples=40)
+    small = mc.mc_experiment(
+        profiles=mc.DEFAULT_PROFILES[:2], p_grid=(0.0, 2.0), eps_grid=(1e-3, 0.5), a=3, b=3, m=4, samples=40
+    )
     text = mc_table(small)
     assert "headroom" in text and "power" in text and text.rstrip().splitlines()[-1].startswith("C9: holds")
-    assert sum(line.startswith("  rank-2") for line in text.splitlines()) == 2 + 2  # headroom lines of rank-2 and rank-2+power, p = 0, 2
+    assert (
+        sum(line.startswith("  rank-2") for line in text.splitlines()) == 2 + 2
+    )  # headroom lines of rank-2 and rank-2+power, p = 0, 2
     doc = json.loads(json.dumps(mc_rows_json(small), allow_nan=False))
     assert set(doc) == {"rows", "headroom", "wrong_forms", "c9", "settings"}
     assert len(doc["rows"]) == 8 and len(doc["headroom"]) == 4 and len(doc["wrong_forms"]) == len(mc.WRONG_FORMS)
@@ -686,7 +768,9 @@ def test_fit_slope_recovers_a_power_law():
 
 def test_plot_mc_writes_png_without_pyplot(tmp_path):
     had_pyplot = "matplotlib.pyplot" in sys.modules
-    small = mc.mc_experiment(profiles=mc.DEFAULT_PROFILES[:2], p_grid=(0.0, 2.0), eps_grid=(0.4, 0.8), a=4, b=4, m=4, samples=80)
+    small = mc.mc_experiment(
+        profiles=mc.DEFAULT_PROFILES[:2], p_grid=(0.0, 2.0), eps_grid=(0.4, 0.8), a=4, b=4, m=4, samples=80
+    )
     path = plot_mc(small, tmp_path / "mc.png")
     with open(path, "rb") as fh:
         assert fh.read(8) == b"\x89PNG\r\n\x1a\n"
@@ -716,7 +800,11 @@ def test_packing_is_strict_on_exact_ties(metric, expected, fast):
     """
     grid = np.array([[i, j] for i in range(6) for j in range(6)], dtype=float)
     pts = grid[:, None, :] if metric == "rowmax_l2" else grid
-    idx = greedy_packing_indices(pts, 1.0, metric=metric, chunk=5) if fast else greedy_packing_reference(pts, 1.0, metric=metric)
+    idx = (
+        greedy_packing_indices(pts, 1.0, metric=metric, chunk=5)
+        if fast
+        else greedy_packing_reference(pts, 1.0, metric=metric)
+    )
     assert len(idx) == expected
     _assert_separated(pts, idx, 1.0, metric)
     if fast:
@@ -734,8 +822,17 @@ def test_experiment_lower_bound_is_a_packing_not_a_cover():
     are ``>= 1.9`` apart), so reporting the cover as the lower bound would claim ``log 2 > log N``.
     At ``eps = 0.5`` (radius 0.25, ``N = 4``) the bound may be positive but never above ``log 4``.
     """
-    result = mc.mc_experiment(profiles=(mc.Profile("rank-1", 1),), p_grid=(0.0, 1.0, 2.0), eps_grid=(2.5, 0.5), a=1, b=1, m=1,
-                              samples=200, variation=0.05, seed=0)
+    result = mc.mc_experiment(
+        profiles=(mc.Profile("rank-1", 1),),
+        p_grid=(0.0, 1.0, 2.0),
+        eps_grid=(2.5, 0.5),
+        a=1,
+        b=1,
+        m=1,
+        samples=200,
+        variation=0.05,
+        seed=0,
+    )
     for row in result.rows:
         exact = math.log(math.ceil(1.0 / row.cover_scale))
         assert row.lower_bound <= exact + 1e-12, row

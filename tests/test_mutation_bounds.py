@@ -18,8 +18,11 @@ def test_reported_complexity_is_the_rademacher_bound_without_dudleys_weight(tmp_
     # Reference: Rad <= (12 / sqrt(n)) * complexity, Dudley's entropy-integral weight 12/sqrt(n)
     # (Bartlett, Foster and Telgarsky 2017, Lemma A.5; theory/dudley.py, integral_weight), so
     # log complexity = log Rad - log 12 + log(n) / 2, computed here by hand.
-    folder = write_checkpoint(tmp_path / "bert", bert_state(layers=2, hidden=24, ff=48, task_head=True),
-                              bert_config(layers=2, hidden=24, heads=3, ff=48))
+    folder = write_checkpoint(
+        tmp_path / "bert",
+        bert_state(layers=2, hidden=24, ff=48, task_head=True),
+        bert_config(layers=2, hidden=24, heads=3, ff=48),
+    )
     doc = analyze(str(folder), settings=FAST).to_json()
     block = doc["bounds"]["spectrum_adaptive"]
     want = block["log_rademacher"] - math.log(12.0) + 0.5 * math.log(FAST.n)

@@ -67,8 +67,11 @@ def test_phi_with_a_negative_coefficient_is_refused():
 # Reference: their docstrings (p in [0, 2]; positive and finite; non-negative and finite; (0, 1)).
 _HALF = sp.Rational(1, 2)
 VALIDATORS = [
-    (check_schatten_index, [0, 0.5, 2, sp.Integer(0), _HALF, sp.Integer(2)],
-     [-0.001, 2.001, sp.Rational(-1, 1000), sp.Rational(2001, 1000)]),
+    (
+        check_schatten_index,
+        [0, 0.5, 2, sp.Integer(0), _HALF, sp.Integer(2)],
+        [-0.001, 2.001, sp.Rational(-1, 1000), sp.Rational(2001, 1000)],
+    ),
     (check_positive, [1e-300, 3, sp.Rational(1, 10**9)], [0, -1, math.inf, sp.Integer(0), sp.Integer(-1)]),
     (check_nonnegative, [0, 2.5, sp.Integer(0), _HALF], [-1e-300, -1, math.inf, sp.Rational(-1, 10**9)]),
     (check_probability, [1e-12, 0.5, 1 - 1e-12, _HALF], [0, 1, -0.5, 1.5, sp.Integer(0), sp.Integer(1)]),
@@ -102,13 +105,19 @@ def test_lipschitz_constant_is_the_largest_absolute_slope():
 # ------------------------------------------------------------------ regimes: the norms inside Edelman's bound
 
 
-@pytest.mark.parametrize("regime, symbol, want", [
-    # Edelman et al. (2022) with alpha_l = 1 and tau_l = 3 ||W^T||_{2,1}^(2/3); the Rademacher bound is
-    # sqrt(cover), cover ~ (sum_l tau_l)^3, so it scales as ||W^T||_{2,1}^1. By the regime's definition
-    # (tests/test_derive_values.py::test_regimes_values states the same bounds): ||W^T||_{2,1} <= sqrt(N) F
-    # (Frobenius), sqrt(N r) s (rank), N s (spectral): F^1, s^1 and r^(1/2), s^1.
-    ("frobenius", "F", 1), ("rank", "s", 1), ("rank", "r_rank", sp.Rational(1, 2)), ("spectral", "s", 1),
-])
+@pytest.mark.parametrize(
+    "regime, symbol, want",
+    [
+        # Edelman et al. (2022) with alpha_l = 1 and tau_l = 3 ||W^T||_{2,1}^(2/3); the Rademacher bound is
+        # sqrt(cover), cover ~ (sum_l tau_l)^3, so it scales as ||W^T||_{2,1}^1. By the regime's definition
+        # (tests/test_derive_values.py::test_regimes_values states the same bounds): ||W^T||_{2,1} <= sqrt(N) F
+        # (Frobenius), sqrt(N r) s (rank), N s (spectral): F^1, s^1 and r^(1/2), s^1.
+        ("frobenius", "F", 1),
+        ("rank", "s", 1),
+        ("rank", "r_rank", sp.Rational(1, 2)),
+        ("spectral", "s", 1),
+    ],
+)
 def test_edelman_regime_scales_with_the_stated_norm(regime, symbol, want):
     from theory import regimes
 

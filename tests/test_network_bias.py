@@ -21,14 +21,26 @@ from theory import affine
 from theory.symbols import SYMBOLS
 
 
-def _layer(rng: np.random.Generator, *, n: int = 12, heads: int = 3, kv: int = 3, d: int = 4, f: int = 20) -> LayerWeights:
+def _layer(
+    rng: np.random.Generator, *, n: int = 12, heads: int = 3, kv: int = 3, d: int = 4, f: int = 20
+) -> LayerWeights:
     def w(*shape: int) -> np.ndarray:
         return rng.standard_normal(shape)
 
     biases = {"q": w(heads * d), "k": w(kv * d), "v": w(kv * d), "o": w(n), "ff1": w(f), "ff2": w(n)}
-    return LayerWeights(index=0, q=w(n, heads * d), k=w(n, kv * d), v=w(n, kv * d), o=w(heads * d, n),
-                        ff1=(("ff1", w(n, f)),), ff2=(("ff2", w(f, n)),), names={r: r for r in "qkvo"}, dtype="F64",
-                        biases=biases, score_scale=0.3)
+    return LayerWeights(
+        index=0,
+        q=w(n, heads * d),
+        k=w(n, kv * d),
+        v=w(n, kv * d),
+        o=w(heads * d, n),
+        ff1=(("ff1", w(n, f)),),
+        ff2=(("ff2", w(f, n)),),
+        names={r: r for r in "qkvo"},
+        dtype="F64",
+        biases=biases,
+        score_scale=0.3,
+    )
 
 
 @pytest.mark.parametrize("kv", [3, 1])
@@ -65,7 +77,9 @@ def test_terms_use_theory_affine_forms() -> None:
     layer = _layer(rng)
     stats = layer_matrices(layer, num_heads=3, num_kv_heads=3, head_dim=4)
     B, L = 2.5, 1.1
-    terms, info = build_terms(stats, num_layers=1, hidden_size=12, model=ModelSettings(input_norm=B, activation_lipschitz=L))
+    terms, info = build_terms(
+        stats, num_layers=1, hidden_size=12, model=ModelSettings(input_norm=B, activation_lipschitz=L)
+    )
     assert info["bias_folded"] is True
     # every spectral norm at its grid value, the smallest power of two above (MATH.md section 10 rule 2)
     norms = {st.name: _grid(st.spectral_norm) for st in stats}
@@ -76,11 +90,20 @@ def test_terms_use_theory_affine_forms() -> None:
 
     s1, s2 = norms["ff1"], norms["ff2"]
     by = {t.name: t for t in terms}
-    assert by["ff2"].input_scale == pytest.approx(ev(affine.input_scale("ff2", bias=True), B=B, L_sigma=L, s_1=s1), rel=1e-13)
+    assert by["ff2"].input_scale == pytest.approx(
+        ev(affine.input_scale("ff2", bias=True), B=B, L_sigma=L, s_1=s1), rel=1e-13
+    )
     assert by["ff1"].input_scale == pytest.approx(math.sqrt(B**2 + 1), rel=1e-15)
     assert by["layer0.head0.qk"].input_scale == pytest.approx(ev(affine.input_scale("qk", bias=True), B=B), rel=1e-15)
-    heads = sum(ev(affine.attention_head_lipschitz(bias=True), B=B, s_qk=norms[f"layer0.head{h}.qk"],
-                   s_vo=norms[f"layer0.head{h}.vo"]) for h in range(3))
+    heads = sum(
+        ev(
+            affine.attention_head_lipschitz(bias=True),
+            B=B,
+            s_qk=norms[f"layer0.head{h}.qk"],
+            s_vo=norms[f"layer0.head{h}.vo"],
+        )
+        for h in range(3)
+    )
     assert info["log_lipschitz_attention"][0] == pytest.approx(math.log1p(heads), rel=1e-13)
     # QK's propagation factor: its local factor 2 sqrt(B^2+1) s_vo, then the feedforward block
     ff_block = 1 + L * s1 * s2
@@ -99,6 +122,7 @@ def test_trained_output_bias_is_a_term_of_the_bound(tmp_path) -> None:
     homogeneous coordinate (exactly 1 after softmax mixing), input scale 1, rank 1, covered like a VO product
     and propagated like one (local factor 1; :mod:`theory.affine`)."""
     import synthetic
+
     from numerics.analysis import analyze
     from numerics.bounds import BoundSettings
 
@@ -114,7 +138,15 @@ def test_trained_output_bias_is_a_term_of_the_bound(tmp_path) -> None:
         assert row["kind"] == "bo" and row["shape"] == [1, 24] and row["rank"] == 1
         assert row["spectral_norm"] == pytest.approx(np.linalg.norm(bo), rel=1e-12)
         inputs = row["theorem_inputs"]
-        assert (inputs["B"], inputs["a"], inputs["b"], inputs["r"], inputs["group"]) == (1.0, 1, 24, 1, f"layer{layer}/v")
-        assert inputs["log_rho"] == pytest.approx(rows[f"layer{layer}.head0.vo"]["theorem_inputs"]["log_rho"], rel=1e-15)
+        assert (inputs["B"], inputs["a"], inputs["b"], inputs["r"], inputs["group"]) == (
+            1.0,
+            1,
+            24,
+            1,
+            f"layer{layer}/v",
+        )
+        assert inputs["log_rho"] == pytest.approx(
+            rows[f"layer{layer}.head0.vo"]["theorem_inputs"]["log_rho"], rel=1e-15
+        )
     free = analyze(str(folder), settings=settings, model=ModelSettings(bias=False))
     assert not any(m["kind"] == "bo" for m in free.matrices)

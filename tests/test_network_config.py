@@ -12,9 +12,9 @@ import math
 from pathlib import Path
 
 import pytest
-
 import synthetic
 from cliutil import run
+
 from numerics.analysis import analyze, describe_network
 from numerics.bounds import BoundSettings, ModelSettings
 from numerics.io.checkpoint import open_checkpoint
@@ -27,9 +27,17 @@ def _bert(tmp_path: Path, **extra: object) -> Path:
     return synthetic.write_checkpoint(tmp_path / "bert", synthetic.bert_state(), {**synthetic.bert_config(), **extra})
 
 
-@pytest.mark.parametrize("key, value", [("attn_logit_softcapping", 50.0), ("use_qk_norm", True),
-                                        ("position_embedding_type", "relative_key"), ("hidden_act", "mish"),
-                                        ("hidden_act", "not-an-activation"), ("scale_attn_weights", "yes")])
+@pytest.mark.parametrize(
+    "key, value",
+    [
+        ("attn_logit_softcapping", 50.0),
+        ("use_qk_norm", True),
+        ("position_embedding_type", "relative_key"),
+        ("hidden_act", "mish"),
+        ("hidden_act", "not-an-activation"),
+        ("scale_attn_weights", "yes"),
+    ],
+)
 def test_unmodelled_config_keys_are_refused_naming_the_key(tmp_path: Path, key: str, value: object) -> None:
     folder = _bert(tmp_path, **{key: value})
     out = tmp_path / "report"
@@ -40,8 +48,9 @@ def test_unmodelled_config_keys_are_refused_naming_the_key(tmp_path: Path, key: 
     assert stdout == "" and not out.exists()
 
 
-@pytest.mark.parametrize("act, registry", [("gelu", "gelu_erf"), ("gelu_new", "gelu_tanh"), ("relu", "relu"),
-                                           ("silu", "silu")])
+@pytest.mark.parametrize(
+    "act, registry", [("gelu", "gelu_erf"), ("gelu_new", "gelu_tanh"), ("relu", "relu"), ("silu", "silu")]
+)
 def test_activation_constant_is_read_from_the_config(tmp_path: Path, act: str, registry: str) -> None:
     folder = _bert(tmp_path, hidden_act=act)
     network = describe_network(open_checkpoint(folder))["network"]
@@ -57,9 +66,13 @@ def test_gpt2_inverse_layer_scale_reaches_the_spectra(tmp_path: Path) -> None:
     state = synthetic.gpt2_state()
     config = {"model_type": "gpt2", "n_head": 2, "n_embd": 16, "n_layer": 2}  # d_h = 8
     plain = analyze(str(synthetic.write_checkpoint(tmp_path / "a", state, config)), settings=FAST)
-    inverse = analyze(str(synthetic.write_checkpoint(tmp_path / "b", state, {**config, "scale_attn_by_inverse_layer_idx": True})),
-                      settings=FAST)
-    assert inverse.model["network"]["score_scales"] == pytest.approx([1 / math.sqrt(8), 1 / (2 * math.sqrt(8))], rel=1e-15)
+    inverse = analyze(
+        str(synthetic.write_checkpoint(tmp_path / "b", state, {**config, "scale_attn_by_inverse_layer_idx": True})),
+        settings=FAST,
+    )
+    assert inverse.model["network"]["score_scales"] == pytest.approx(
+        [1 / math.sqrt(8), 1 / (2 * math.sqrt(8))], rel=1e-15
+    )
     for layer in (0, 1):
         a = plain.singular_values[f"layer{layer}.head0.qk"]
         b = inverse.singular_values[f"layer{layer}.head0.qk"]
@@ -116,13 +129,20 @@ def test_spectra_option_puts_the_singular_values_in_json_csv_and_out(tmp_path: P
     assert "singular_values" in (out / "matrices.csv").read_text().splitlines()[0]
 
 
-@pytest.mark.parametrize("state, heads, want", [
-    # the defaults of transformers' config classes (BertConfig.hidden_act = "gelu", GPT2Config.activation_function
-    # = "gelu_new", LlamaConfig.hidden_act = "silu") and of torch.nn.TransformerEncoderLayer (activation=relu)
-    (synthetic.bert_state, 3, "gelu"), (synthetic.gpt2_state, 2, "gelu_new"), (synthetic.llama_state, 4, "silu"),
-    (synthetic.torch_encoder_state, 4, "relu"),
-])
-def test_without_a_config_the_architecture_default_activation_is_used_and_said(tmp_path: Path, state, heads, want) -> None:
+@pytest.mark.parametrize(
+    "state, heads, want",
+    [
+        # the defaults of transformers' config classes (BertConfig.hidden_act = "gelu", GPT2Config.activation_function
+        # = "gelu_new", LlamaConfig.hidden_act = "silu") and of torch.nn.TransformerEncoderLayer (activation=relu)
+        (synthetic.bert_state, 3, "gelu"),
+        (synthetic.gpt2_state, 2, "gelu_new"),
+        (synthetic.llama_state, 4, "silu"),
+        (synthetic.torch_encoder_state, 4, "relu"),
+    ],
+)
+def test_without_a_config_the_architecture_default_activation_is_used_and_said(
+    tmp_path: Path, state, heads, want
+) -> None:
     folder = synthetic.write_checkpoint(tmp_path / "m", state())
     ckpt = open_checkpoint(folder, heads=heads)
     act = describe_network(ckpt)["network"]["activation"]

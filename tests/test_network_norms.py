@@ -13,8 +13,8 @@ import math
 
 import numpy as np
 import pytest
-
 from hf_reference import ARCHITECTURES, Built, References, build, make_inputs, references
+
 from numerics.analysis import describe_network
 from numerics.bounds import ModelSettings
 from numerics.io import checkpoint as checkpoint_module
@@ -61,13 +61,23 @@ def test_each_radius_bounds_the_block_inputs_the_model_produced(model, name: str
 def test_sqrt_n_was_not_a_bound_on_the_block_inputs(model) -> None:
     """Why the radii are read: with gains in [0.5, 2] the old ``sqrt(N)`` is exceeded by real block inputs."""
     b, refs = model("bert")
-    seen = max(_largest(x, refs.valid) for layer in refs.layers for x in (layer.attention_input, layer.feedforward_input))
+    seen = max(
+        _largest(x, refs.valid) for layer in refs.layers for x in (layer.attention_input, layer.feedforward_input)
+    )
     assert seen > math.sqrt(b.hidden_size)
 
 
-@pytest.mark.parametrize("name, kind, layout", [("bert", "layernorm", "post"), ("gpt2", "layernorm", "pre"),
-                                                ("llama", "rmsnorm", "pre"), ("torch-encoder-pre", "layernorm", "pre"),
-                                                ("torch-encoder-post", "layernorm", "post"), ("distilbert", "layernorm", "post")])
+@pytest.mark.parametrize(
+    "name, kind, layout",
+    [
+        ("bert", "layernorm", "post"),
+        ("gpt2", "layernorm", "pre"),
+        ("llama", "rmsnorm", "pre"),
+        ("torch-encoder-pre", "layernorm", "pre"),
+        ("torch-encoder-post", "layernorm", "post"),
+        ("distilbert", "layernorm", "post"),
+    ],
+)
 def test_norm_kind_and_layout_are_named_as_the_model_computes(model, name: str, kind: str, layout: str) -> None:
     b, _ = model(name)
     network = describe_network(open_checkpoint(b.folder))["network"]
@@ -122,7 +132,9 @@ def test_gated_feedforward_constant_is_theorys_and_bounds_the_model(model) -> No
         i = ref.index
         # MATH.md section 10 rule 2: every spectral norm and the RMSNorm's g_inf at its grid value (the smallest power
         # of two above it), the radius g_inf sqrt(N) at the grid value of g_inf (rule 3: the gain is a class)
-        s = {part: _grid(rows[f"layers.{i}.mlp.{part}_proj.weight"]["spectral_norm"]) for part in ("gate", "up", "down")}
+        s = {
+            part: _grid(rows[f"layers.{i}.mlp.{part}_proj.weight"]["spectral_norm"]) for part in ("gate", "up", "down")
+        }
         norm = a.model["network"]["input_norms"][i]["feedforward"]
         B = _grid(norm["g_inf"]) * math.sqrt(norm["width"])
         assert a.settings["input_norms"][i]["feedforward"] == pytest.approx(B, rel=1e-14)
@@ -134,5 +146,7 @@ def test_gated_feedforward_constant_is_theorys_and_bounds_the_model(model) -> No
         rng = np.random.default_rng(i)
         pairs = rng.integers(0, len(x), (2000, 2))
         pairs = pairs[pairs[:, 0] != pairs[:, 1]]
-        ratio = np.linalg.norm(y[pairs[:, 0]] - y[pairs[:, 1]], axis=1) / np.linalg.norm(x[pairs[:, 0]] - x[pairs[:, 1]], axis=1)
+        ratio = np.linalg.norm(y[pairs[:, 0]] - y[pairs[:, 1]], axis=1) / np.linalg.norm(
+            x[pairs[:, 0]] - x[pairs[:, 1]], axis=1
+        )
         assert ratio.max() <= want - 1  # the branch's constant (the residual adds 1)

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from hf_reference import build
+
 from numerics.analysis import analyze
 from numerics.bounds import BoundSettings
 from numerics.bounds.rotary import rotation_matrix
@@ -74,7 +74,9 @@ def test_rotary_heads_enter_the_bound_as_query_and_key_maps(llama) -> None:
     rows = {m["name"]: m for m in a.matrices}
     ckpt = open_checkpoint(b.folder)
     layer = next(ckpt.iter_layers(feedforward=False))
-    factors = head_factors(layer, num_heads=ckpt.num_heads, num_kv_heads=ckpt.num_kv_heads, head_dim=ckpt.head_dim)["qk"]
+    factors = head_factors(layer, num_heads=ckpt.num_heads, num_kv_heads=ckpt.num_kv_heads, head_dim=ckpt.head_dim)[
+        "qk"
+    ]
     norm = a.model["network"]["input_norms"][0]["attention"]
     B = _grid(norm["g_inf"]) * math.sqrt(norm["width"])  # RMSNorm radius at the grid value of g_inf (rule 3)
     assert a.settings["input_norms"][0]["attention"] == pytest.approx(B, rel=1e-14)
@@ -93,8 +95,15 @@ def test_rotary_heads_enter_the_bound_as_query_and_key_maps(llama) -> None:
             # local factor times the later blocks: layer 0's FF block, then layer 1's two blocks
             later = sum(a.settings["log_lipschitz_feedforward"]) + a.settings["log_lipschitz_attention"][1]
             assert got == pytest.approx(math.log(local) + later, rel=1e-12), (h, part)
-    heads = sum(_grid(rows[f"layer0.head{h}.vo"]["spectral_norm"])
-                * (1 + 4 * (B**2 + 1) * _grid(rows[f"layer0.head{h}.rq"]["spectral_norm"])
-                   * _grid(rows[f"layer0.head{h}.rk"]["spectral_norm"]))
-                for h in range(b.num_heads))
+    heads = sum(
+        _grid(rows[f"layer0.head{h}.vo"]["spectral_norm"])
+        * (
+            1
+            + 4
+            * (B**2 + 1)
+            * _grid(rows[f"layer0.head{h}.rq"]["spectral_norm"])
+            * _grid(rows[f"layer0.head{h}.rk"]["spectral_norm"])
+        )
+        for h in range(b.num_heads)
+    )
     assert a.settings["log_lipschitz_attention"][0] == pytest.approx(math.log1p(heads), rel=1e-12)

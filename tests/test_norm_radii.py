@@ -14,7 +14,6 @@ map; the older ``LayerNorm.gamma`` / ``LayerNorm.beta`` names are read.
 
 from __future__ import annotations
 
-import json
 import math
 import shutil
 from pathlib import Path
@@ -23,9 +22,9 @@ import numpy as np
 import pytest
 import safetensors.numpy
 import torch
-
 from cliutil import run
-from hf_reference import ANATOMIES, BIAS_STD, GAIN_RANGE, _randomize, build, make_inputs, references
+from hf_reference import _randomize, build
+
 from numerics.analysis import analyze, describe_network
 from numerics.bounds import BoundSettings, ModelSettings
 from numerics.errors import CheckpointError
@@ -94,14 +93,18 @@ def test_rotary_certified_values_are_the_folded_head_maps_norms(tmp_path: Path) 
         p = f"layers.{i}.self_attn."
         for h, row in enumerate(heads):
             g = h // group
-            A = np.hstack([t[p + "q_proj.weight"][h * d:(h + 1) * d], t[p + "q_proj.bias"][h * d:(h + 1) * d, None]]).T
-            B = np.hstack([t[p + "k_proj.weight"][g * d:(g + 1) * d], t[p + "k_proj.bias"][g * d:(g + 1) * d, None]]).T
+            A = np.hstack(
+                [t[p + "q_proj.weight"][h * d : (h + 1) * d], t[p + "q_proj.bias"][h * d : (h + 1) * d, None]]
+            ).T
+            B = np.hstack(
+                [t[p + "k_proj.weight"][g * d : (g + 1) * d], t[p + "k_proj.bias"][g * d : (g + 1) * d, None]]
+            ).T
             sa, sb = np.linalg.svd(A / math.sqrt(d), compute_uv=False), np.linalg.svd(B, compute_uv=False)
             assert row["certified_s1"] == pytest.approx(sa[0] * sb[0], rel=1e-12)
             assert set(row["certified_schatten"]) == {"0.5", "1.0"}
             for key, value in row["certified_schatten"].items():
                 q = 2 * float(key)
-                assert value == pytest.approx(math.sqrt(np.sum(sa ** q) * np.sum(sb ** q)), rel=1e-12), key
+                assert value == pytest.approx(math.sqrt(np.sum(sa**q) * np.sum(sb**q)), rel=1e-12), key
 
 
 # --------------------------------------------------------------------------- Megatron-BERT: pre-LN, its own map
@@ -111,9 +114,17 @@ def _megatron(folder: Path) -> torch.nn.Module:
     import transformers
 
     torch.manual_seed(0)
-    cfg = transformers.MegatronBertConfig(vocab_size=40, hidden_size=24, num_hidden_layers=2, num_attention_heads=3,
-                                          intermediate_size=48, max_position_embeddings=80, hidden_dropout_prob=0.0,
-                                          attention_probs_dropout_prob=0.0, pad_token_id=0)
+    cfg = transformers.MegatronBertConfig(
+        vocab_size=40,
+        hidden_size=24,
+        num_hidden_layers=2,
+        num_attention_heads=3,
+        intermediate_size=48,
+        max_position_embeddings=80,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+        pad_token_id=0,
+    )
     model = transformers.MegatronBertModel(cfg, add_pooling_layer=False)
     _randomize(model, 7, zero_biases=False)
     model.save_pretrained(folder)
@@ -131,8 +142,11 @@ def test_megatron_bert_is_read_as_pre_ln_with_its_own_norms(tmp_path: Path) -> N
     # independent: the norm each block reads, from transformers' MegatronBertAttention.forward (self.ln before
     # self.self) and MegatronBertLayer.feed_forward_chunk (self.ln before intermediate)
     seen: dict[str, float] = {}
-    hooks = [m.register_forward_hook(lambda _m, _a, out, key=key: seen.__setitem__(key, float(out.norm(dim=-1).max())))
-             for key, m in model.named_modules() if key.endswith(".ln") and key.startswith("encoder.layer.")]
+    hooks = [
+        m.register_forward_hook(lambda _m, _a, out, key=key: seen.__setitem__(key, float(out.norm(dim=-1).max())))
+        for key, m in model.named_modules()
+        if key.endswith(".ln") and key.startswith("encoder.layer.")
+    ]
     ids = torch.randint(2, 40, (2, 30), generator=torch.Generator().manual_seed(3))
     with torch.no_grad():
         model(input_ids=ids)
@@ -163,7 +177,9 @@ def test_megatron_bert_forced_through_the_post_ln_bert_map_is_refused_naming_the
 def _rewrite(src: Path, dst: Path, rename=lambda k: k, drop: frozenset[str] = frozenset()) -> Path:
     dst.mkdir()
     state = safetensors.numpy.load_file(str(src / "model.safetensors"))
-    safetensors.numpy.save_file({rename(k): v for k, v in state.items() if k not in drop}, str(dst / "model.safetensors"))
+    safetensors.numpy.save_file(
+        {rename(k): v for k, v in state.items() if k not in drop}, str(dst / "model.safetensors")
+    )
     shutil.copy(src / "config.json", dst / "config.json")
     return dst
 
@@ -200,12 +216,15 @@ def test_a_norm_holding_both_names_is_refused(tmp_path: Path) -> None:
     assert info.value.tensor == "encoder.layer.0.output.LayerNorm.gamma" and "ambiguous" in str(info.value)
 
 
-@pytest.mark.parametrize("name, tensor", [
-    ("bert", "encoder.layer.0.output.LayerNorm.weight"),  # feeds layer 1's attention
-    ("bert", "embeddings.LayerNorm.weight"),  # feeds layer 0's attention
-    ("llama", "layers.1.post_attention_layernorm.weight"),
-    ("gpt2", "h.0.ln_1.weight"),
-])
+@pytest.mark.parametrize(
+    "name, tensor",
+    [
+        ("bert", "encoder.layer.0.output.LayerNorm.weight"),  # feeds layer 1's attention
+        ("bert", "embeddings.LayerNorm.weight"),  # feeds layer 0's attention
+        ("llama", "layers.1.post_attention_layernorm.weight"),
+        ("gpt2", "h.0.ln_1.weight"),
+    ],
+)
 def test_a_missing_norm_gain_is_refused_naming_it(tmp_path: Path, name: str, tensor: str) -> None:
     b = build(name, tmp_path / name)
     cut = _rewrite(b.folder, tmp_path / "cut", drop=frozenset({tensor}))

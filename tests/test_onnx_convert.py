@@ -28,14 +28,20 @@ onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 from onnx.reference import ReferenceEvaluator  # noqa: E402
 
-from numerics.io.checkpoint import open_checkpoint  # noqa: E402
 from numerics.errors import CheckpointError  # noqa: E402
+from numerics.io.checkpoint import open_checkpoint  # noqa: E402
 from numerics.io.onnx import MANIFEST, onnx_to_safetensors, open_onnx  # noqa: E402
 
 PREFIX = "model.0.auto_model."
 N, H, F, LAYERS, T = 8, 2, 16, 2, 3
-PARTS = ("attention.self.query", "attention.self.key", "attention.self.value",
-         "attention.output.dense", "intermediate.dense", "output.dense")
+PARTS = (
+    "attention.self.query",
+    "attention.self.key",
+    "attention.self.value",
+    "attention.output.dense",
+    "intermediate.dense",
+    "output.dense",
+)
 
 
 def _shapes(part: str) -> tuple[int, int]:
@@ -82,12 +88,16 @@ class _Builder:
         return out
 
 
-def _graph(*, seed: int = 0, reshape: str = "concat", drop_bias: str | None = None, extra_matmul: bool = False) -> tuple[object, _Builder]:
+def _graph(
+    *, seed: int = 0, reshape: str = "concat", drop_bias: str | None = None, extra_matmul: bool = False
+) -> tuple[object, _Builder]:
     """The synthetic 2-layer export; ``reshape`` is ``"concat"``, ``"constant"`` or ``"none"``."""
     g = _Builder(seed)
     ln_w = numpy_helper.from_array(np.ones(N, np.float32), f"{PREFIX}embeddings.LayerNorm.weight")
     ln_b = numpy_helper.from_array(np.zeros(N, np.float32), f"{PREFIX}embeddings.LayerNorm.bias")
-    emb = numpy_helper.from_array(g.rng.standard_normal((11, N)).astype(np.float32), f"{PREFIX}embeddings.word_embeddings.weight")
+    emb = numpy_helper.from_array(
+        g.rng.standard_normal((11, N)).astype(np.float32), f"{PREFIX}embeddings.word_embeddings.weight"
+    )
     g.inits += [ln_w, ln_b, emb]
     g.inits.append(numpy_helper.from_array(np.array([0, H, N // H], np.int64), "onnx::Reshape_9"))  # anonymous constant
     g.nodes.append(helper.make_node("LayerNormalization", ["x", ln_w.name, ln_b.name], ["h0"], epsilon=1e-12))
@@ -126,8 +136,13 @@ def _graph(*, seed: int = 0, reshape: str = "concat", drop_bias: str | None = No
     outputs = [helper.make_tensor_value_info(h, TensorProto.FLOAT, [T, N])]
     probes = list(dict.fromkeys([*g.outputs, *(x for x in g.inputs.values() if x != h)]))
     outputs += [helper.make_tensor_value_info(o, TensorProto.FLOAT, [T, None]) for o in probes]
-    graph = helper.make_graph(g.nodes, "bert_like", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [T, N])],
-                              outputs, initializer=g.inits)
+    graph = helper.make_graph(
+        g.nodes,
+        "bert_like",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [T, N])],
+        outputs,
+        initializer=g.inits,
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     onnx.checker.check_model(model)
@@ -166,8 +181,12 @@ def test_names_transposition_and_values(synthetic: tuple[Path, _Builder], tmp_pa
     assert len(g.weights) == 6 * LAYERS
     config = json.loads((out / "config.json").read_text())
     assert config["model_type"] == "bert"
-    assert (config["num_hidden_layers"], config["hidden_size"], config["num_attention_heads"],
-            config["intermediate_size"]) == (LAYERS, N, H, F)
+    assert (
+        config["num_hidden_layers"],
+        config["hidden_size"],
+        config["num_attention_heads"],
+        config["intermediate_size"],
+    ) == (LAYERS, N, H, F)
     assert config["vocab_size"] == 11
     manifest = json.loads((out / MANIFEST).read_text())
     assert manifest["renamed"]["onnx::MatMul_470"] == "encoder.layer.0.attention.self.query.weight"
@@ -198,7 +217,13 @@ def test_converted_linear_maps_reproduce_the_graph(synthetic: tuple[Path, _Build
 def test_open_checkpoint_reads_the_conversion(synthetic: tuple[Path, _Builder], tmp_path: Path) -> None:
     path, g = synthetic
     ckpt = open_checkpoint(onnx_to_safetensors(path, tmp_path / "c"))
-    assert (ckpt.architecture, ckpt.num_layers, ckpt.hidden_size, ckpt.num_heads, ckpt.intermediate_size) == ("bert", LAYERS, N, H, F)
+    assert (ckpt.architecture, ckpt.num_layers, ckpt.hidden_size, ckpt.num_heads, ckpt.intermediate_size) == (
+        "bert",
+        LAYERS,
+        N,
+        H,
+        F,
+    )
     layer = ckpt.load_layer(1)
     # open_checkpoint works in [in, out]: it must give back the ONNX arrays exactly
     np.testing.assert_array_equal(layer.q, g.weights["encoder.layer.1.attention.self.query"])
@@ -228,15 +253,18 @@ def test_heads_that_disagree_with_the_graph_are_refused(synthetic: tuple[Path, _
     with pytest.raises(CheckpointError, match=r"num_attention_heads=4 was given, but the graph says 2"):
         onnx_to_safetensors(path, tmp_path / "c", config={"num_attention_heads": 4})
     with pytest.raises(CheckpointError, match=r"num_attention_heads=3 must be a positive int dividing hidden_size=8"):
-        onnx_to_safetensors(_save(_graph(reshape="none")[0], tmp_path / "n.onnx"), tmp_path / "c3",
-                            config={"num_attention_heads": 3})
+        onnx_to_safetensors(
+            _save(_graph(reshape="none")[0], tmp_path / "n.onnx"), tmp_path / "c3", config={"num_attention_heads": 3}
+        )
 
 
 @pytest.mark.parametrize(
     ("kwargs", "pattern"),
     [
-        ({"drop_bias": "encoder.layer.1.attention.self.key"},
-         r"\.onnx: tensor 'onnx::MatMul_\d+' feeds MatMul .* not added to a named '\*\.bias' initializer"),
+        (
+            {"drop_bias": "encoder.layer.1.attention.self.key"},
+            r"\.onnx: tensor 'onnx::MatMul_\d+' feeds MatMul .* not added to a named '\*\.bias' initializer",
+        ),
         ({"extra_matmul": True}, r"\.onnx: tensor 'onnx::MatMul_999' feeds MatMul"),
     ],
 )
@@ -253,8 +281,11 @@ def test_not_a_bert_export(tmp_path: Path) -> None:
     b = numpy_helper.from_array(np.ones(4, np.float32), "head.dense.bias")
     graph = helper.make_graph(
         [helper.make_node("MatMul", ["x", w.name], ["y"]), helper.make_node("Add", ["y", b.name], ["z"])],
-        "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
-        [helper.make_tensor_value_info("z", TensorProto.FLOAT, [1, 4])], initializer=[w, b])
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, [1, 4])],
+        initializer=[w, b],
+    )
     path = _save(helper.make_model(graph), tmp_path / "mlp.onnx")
     with pytest.raises(CheckpointError, match="mlp.onnx: has no MatMul added to a bias named like"):
         onnx_to_safetensors(path, tmp_path / "c")
@@ -277,8 +308,9 @@ def test_unreadable_file_and_existing_output(synthetic: tuple[Path, _Builder], t
     assert (onnx_to_safetensors(path, empty) / "model.safetensors").is_file()
 
 
-def test_missing_onnx_package_is_a_one_line_checkpoint_error(synthetic: tuple[Path, _Builder], tmp_path: Path,
-                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_missing_onnx_package_is_a_one_line_checkpoint_error(
+    synthetic: tuple[Path, _Builder], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     path, _ = synthetic
     monkeypatch.setitem(sys.modules, "onnx", None)  # makes `import onnx` raise ImportError
     with pytest.raises(CheckpointError) as info:
@@ -289,8 +321,9 @@ def test_missing_onnx_package_is_a_one_line_checkpoint_error(synthetic: tuple[Pa
 # --------------------------------------------------------------------------- the cache
 
 
-def test_open_onnx_converts_once_keyed_by_content(synthetic: tuple[Path, _Builder], tmp_path: Path,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_open_onnx_converts_once_keyed_by_content(
+    synthetic: tuple[Path, _Builder], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import hashlib
 
     import numerics.io.onnx as mod
@@ -315,8 +348,9 @@ def test_open_onnx_converts_once_keyed_by_content(synthetic: tuple[Path, _Builde
     assert len(calls) == 3
 
 
-def test_open_onnx_default_cache_and_bad_inputs(synthetic: tuple[Path, _Builder], tmp_path: Path,
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_open_onnx_default_cache_and_bad_inputs(
+    synthetic: tuple[Path, _Builder], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     path, _ = synthetic
     monkeypatch.setenv("SPECBOUND_CACHE", str(tmp_path / "root"))
     assert open_onnx(path).parent == tmp_path / "root" / "converted"
@@ -349,8 +383,9 @@ def _open_onnx_counting(monkeypatch: pytest.MonkeyPatch) -> list:
 
 
 @pytest.mark.parametrize("damage", ["weights", "config", "old-manifest"])
-def test_a_cached_conversion_that_does_not_verify_is_converted_again(synthetic: tuple[Path, _Builder], tmp_path: Path,
-                                                                     monkeypatch: pytest.MonkeyPatch, damage: str) -> None:
+def test_a_cached_conversion_that_does_not_verify_is_converted_again(
+    synthetic: tuple[Path, _Builder], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, damage: str
+) -> None:
     # The converted weights are read as weights later: a cached copy is used only if every file
     # still has the size and sha256 recorded in its manifest when it was written.
     path, _ = synthetic
@@ -362,7 +397,9 @@ def test_a_cached_conversion_that_does_not_verify_is_converted_again(synthetic: 
         data[-1] ^= 0x01
         (folder / "model.safetensors").write_bytes(bytes(data))
     elif damage == "config":
-        (folder / "config.json").write_text(good["config.json"].decode().replace('"num_hidden_layers": 2', '"num_hidden_layers": 1'))
+        (folder / "config.json").write_text(
+            good["config.json"].decode().replace('"num_hidden_layers": 2', '"num_hidden_layers": 1')
+        )
     else:  # written by an older specbound: no file hashes to check against
         manifest = json.loads(good[MANIFEST])
         del manifest["files"]
@@ -386,13 +423,18 @@ def test_the_manifest_records_what_was_written(synthetic: tuple[Path, _Builder],
     path, _ = synthetic
     folder = onnx_to_safetensors(path, tmp_path / "c")
     files = json.loads((folder / MANIFEST).read_text())["files"]
-    assert files == {name: {"size": (folder / name).stat().st_size,
-                            "sha256": hashlib.sha256((folder / name).read_bytes()).hexdigest()}
-                     for name in ("config.json", "model.safetensors")}
+    assert files == {
+        name: {
+            "size": (folder / name).stat().st_size,
+            "sha256": hashlib.sha256((folder / name).read_bytes()).hexdigest(),
+        }
+        for name in ("config.json", "model.safetensors")
+    }
 
 
-def test_converted_cache_folders_are_private(synthetic: tuple[Path, _Builder], tmp_path: Path,
-                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_converted_cache_folders_are_private(
+    synthetic: tuple[Path, _Builder], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import os
     import stat
 
@@ -403,8 +445,10 @@ def test_converted_cache_folders_are_private(synthetic: tuple[Path, _Builder], t
         folder = open_onnx(path)
     finally:
         os.umask(previous)
-    modes = {str(p.relative_to(tmp_path)): oct(stat.S_IMODE(p.stat().st_mode))
-             for p in (tmp_path / "root", tmp_path / "root" / "converted", folder)}
+    modes = {
+        str(p.relative_to(tmp_path)): oct(stat.S_IMODE(p.stat().st_mode))
+        for p in (tmp_path / "root", tmp_path / "root" / "converted", folder)
+    }
     assert modes == {"root": "0o700", "root/converted": "0o700", f"root/converted/{folder.name}": "0o700"}
 
 
@@ -434,8 +478,11 @@ def test_a_killed_conversion_is_cleaned_up_by_the_next(synthetic: tuple[Path, _B
 
     path, _ = synthetic
     cache, marker = tmp_path / "cache", tmp_path / "written"
-    child = subprocess.Popen([sys.executable, "-c", KILLED_CONVERSION, str(path), str(cache), str(marker)],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    child = subprocess.Popen(
+        [sys.executable, "-c", KILLED_CONVERSION, str(path), str(cache), str(marker)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 120  # hang guard only
         while not marker.exists() and child.poll() is None and time.monotonic() < deadline:
@@ -469,12 +516,18 @@ def _bert_forward(folder: Path, ids: np.ndarray) -> np.ndarray:
     def lin(x: np.ndarray, p: str) -> np.ndarray:
         return x @ w[f"{p}.weight"].T + w[f"{p}.bias"]
 
-    h = (w["embeddings.word_embeddings.weight"][ids] + w["embeddings.position_embeddings.weight"][:t]
-         + w["embeddings.token_type_embeddings.weight"][0])
+    h = (
+        w["embeddings.word_embeddings.weight"][ids]
+        + w["embeddings.position_embeddings.weight"][:t]
+        + w["embeddings.token_type_embeddings.weight"][0]
+    )
     h = ln(h, "embeddings.LayerNorm")
     for i in range(cfg["num_hidden_layers"]):
         b = f"encoder.layer.{i}."
-        q, k, v = (lin(h, b + "attention.self." + n).reshape(t, heads, -1).transpose(1, 0, 2) for n in ("query", "key", "value"))
+        q, k, v = (
+            lin(h, b + "attention.self." + n).reshape(t, heads, -1).transpose(1, 0, 2)
+            for n in ("query", "key", "value")
+        )
         s = q @ k.transpose(0, 2, 1) / math.sqrt(q.shape[-1])
         a = np.exp(s - s.max(-1, keepdims=True))
         a /= a.sum(-1, keepdims=True)
@@ -493,7 +546,13 @@ def test_minilm_l3_converts_and_matches_the_onnx_forward_pass(tmp_path: Path) ->
     onnx_folder = fetch("minilm-l3", progress=None)
     folder = open_onnx(onnx_folder, cache_dir=tmp_path / "converted")
     ckpt = open_checkpoint(folder)
-    assert (ckpt.num_layers, ckpt.hidden_size, ckpt.num_heads, ckpt.head_dim, ckpt.intermediate_size) == (3, 384, 12, 32, 1536)
+    assert (ckpt.num_layers, ckpt.hidden_size, ckpt.num_heads, ckpt.head_dim, ckpt.intermediate_size) == (
+        3,
+        384,
+        12,
+        32,
+        1536,
+    )
     stats = checkpoint_spectra(ckpt, bias=False)  # the stored matrices (biases folded, FF1 would have rank 385)
     per_head = [s for s in stats if s.kind in ("qk", "vo")]
     assert len(per_head) == 3 * 2 * 12
@@ -508,5 +567,7 @@ def test_minilm_l3_converts_and_matches_the_onnx_forward_pass(tmp_path: Path) ->
     # numpy over 3 layers: agreement to 1e-4 absolute on outputs of size ~3.
     model = onnx.load(str(onnx_folder / "model.onnx"))
     ids = np.array([101, 7592, 2088, 2003, 1037, 3231, 102], dtype=np.int64)  # [CLS] ... [SEP]
-    (ref,) = ReferenceEvaluator(model).run(["onnx::Shape_422"], {"input_ids": ids[None], "attention_mask": np.ones((1, ids.size), np.int64)})
+    (ref,) = ReferenceEvaluator(model).run(
+        ["onnx::Shape_422"], {"input_ids": ids[None], "attention_mask": np.ones((1, ids.size), np.int64)}
+    )
     np.testing.assert_allclose(_bert_forward(folder, ids), ref[0].astype(np.float64), atol=1e-4, rtol=0)

@@ -20,10 +20,10 @@ from pathlib import Path
 import pytest
 
 import numerics.analysis
-from numerics.experiments import claims
 from numerics._util import outputs
 from numerics.cli import main
 from numerics.errors import OutputError
+from numerics.experiments import claims
 from tests.synthetic import bert_config, bert_state, write_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,7 +34,9 @@ MC_SMALL = ("--a", "2", "--b", "2", "--m", "4", "--samples", "20")
 @pytest.fixture(scope="module")
 def ckpt_template(tmp_path_factory):
     folder = tmp_path_factory.mktemp("template") / "bert"
-    return write_checkpoint(folder, bert_state(layers=1, hidden=16, ff=32), bert_config(layers=1, hidden=16, heads=2, ff=32))
+    return write_checkpoint(
+        folder, bert_state(layers=1, hidden=16, ff=32), bert_config(layers=1, hidden=16, heads=2, ff=32)
+    )
 
 
 @pytest.fixture
@@ -76,6 +78,7 @@ def must_not_run(*args, **kwargs):
 
 
 # -- finding 1: --out deleted whatever was there ---------------------------------------------------
+
 
 def test_notes_in_an_existing_folder_survive(tmp_path, ckpt, capsys):
     u = tmp_path / "u"
@@ -279,11 +282,18 @@ def test_library_writer_refuses_too(tmp_path, ckpt):
 
 # -- finding 3: folders followed mkdtemp's 0700, not the umask ------------------------------------
 
+
 def test_modes_follow_the_umask(tmp_path, ckpt):
     out = tmp_path / "new" / "rep"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONWARNINGS": "error"}
-    proc = subprocess.run([sys.executable, "-m", "numerics.cli", "analyze", str(ckpt), "--p-grid", "0,2", "--out", str(out)],
-                          capture_output=True, text=True, env=env, umask=0o027, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "numerics.cli", "analyze", str(ckpt), "--p-grid", "0,2", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        env=env,
+        umask=0o027,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     modes = {str(p.relative_to(tmp_path)): stat.S_IMODE(p.stat().st_mode) for p in [out.parent, *out.parent.rglob("*")]}
     assert any(name.endswith(".png") for name in modes)
@@ -312,12 +322,19 @@ BLOCKING = textwrap.dedent("""
 
 
 def _start_blocked(ckpt: Path, command: str, out: Path) -> subprocess.Popen:
-    args = {"analyze": ["analyze", str(ckpt), "--p-grid", "0,2", "--no-plots", "--out", str(out)],
-            "sweep": ["sweep", str(ckpt), "--p-grid", "0,2", "--out", str(out)],
-            "demo": ["demo", "--p-grid", "0,2", "--out", str(out)]}[command]
+    args = {
+        "analyze": ["analyze", str(ckpt), "--p-grid", "0,2", "--no-plots", "--out", str(out)],
+        "sweep": ["sweep", str(ckpt), "--p-grid", "0,2", "--out", str(out)],
+        "demo": ["demo", "--p-grid", "0,2", "--out", str(out)],
+    }[command]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-W", "error", "-c", BLOCKING, str(ckpt), *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-W", "error", "-c", BLOCKING, str(ckpt), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     line = proc.stdout.readline()
     if line != "WRITING\n":
         out_text, err = proc.communicate(timeout=60)
@@ -325,8 +342,10 @@ def _start_blocked(ckpt: Path, command: str, out: Path) -> subprocess.Popen:
     return proc
 
 
-@pytest.mark.parametrize("command, sig, code", [("analyze", signal.SIGTERM, 143), ("sweep", signal.SIGINT, 130),
-                                                ("demo", signal.SIGTERM, 143)])
+@pytest.mark.parametrize(
+    "command, sig, code",
+    [("analyze", signal.SIGTERM, 143), ("sweep", signal.SIGINT, 130), ("demo", signal.SIGTERM, 143)],
+)
 def test_interrupted_write_leaves_nothing(tmp_path, ckpt, command, sig, code):
     where = tmp_path / "outs"
     where.mkdir()
@@ -358,15 +377,16 @@ def test_killed_write_is_cleaned_by_the_next_run(tmp_path, ckpt, capsys):
 
 # -- mc --plot: one file ---------------------------------------------------------------------------
 
+
 def png_text_chunks(path: Path) -> dict[str, str]:
     """tEXt chunks of a PNG (the PNG spec: 8-byte signature, then length, type, data, CRC)."""
     data = path.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     found, i = {}, 8
     while i < len(data):
-        (n,), kind = struct.unpack(">I", data[i:i + 4]), data[i + 4:i + 8]
+        (n,), kind = struct.unpack(">I", data[i : i + 4]), data[i + 4 : i + 8]
         if kind == b"tEXt":
-            key, _, value = data[i + 8:i + 8 + n].partition(b"\0")
+            key, _, value = data[i + 8 : i + 8 + n].partition(b"\0")
             found[key.decode("latin-1")] = value.decode("latin-1")
         i += 12 + n
     return found
@@ -374,12 +394,17 @@ def png_text_chunks(path: Path) -> dict[str, str]:
 
 def tiny_png(software: str) -> bytes:
     """A valid 1x1 grey PNG with a tEXt Software chunk, built by hand."""
+
     def chunk(kind: bytes, body: bytes) -> bytes:
         return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
 
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 1, 1, 8, 0, 0, 0, 0))
-            + chunk(b"tEXt", b"Software\0" + software.encode()) + chunk(b"IDAT", zlib.compress(b"\0\x80"))
-            + chunk(b"IEND", b""))
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", struct.pack(">IIBBBBB", 1, 1, 8, 0, 0, 0, 0))
+        + chunk(b"tEXt", b"Software\0" + software.encode())
+        + chunk(b"IDAT", zlib.compress(b"\0\x80"))
+        + chunk(b"IEND", b"")
+    )
 
 
 @pytest.mark.parametrize("content", [b"my data\n", tiny_png("GIMP 2.10")])
@@ -414,6 +439,7 @@ def test_mc_plot_replaces_its_own_png(tmp_path, capsys):
 
 # -- claims --update-readme: one region of an existing file ---------------------------------------
 
+
 @pytest.fixture
 def cheap_claims(monkeypatch):
     monkeypatch.setattr(claims, "measure", lambda ids=None: [(claims.CLAIMS[0], claims.Measurement("holds", "cheap"))])
@@ -444,7 +470,9 @@ def test_update_readme_keeps_the_mode_and_the_rest(tmp_path, capsys, cheap_claim
     readme.chmod(0o604)
     assert main(["claims", "--no-tests", "--update-readme", "--readme", str(readme)]) == 0
     text = readme.read_text()
-    assert text.startswith(f"intro\n{claims.README_BEGIN}\n| claim |") and text.endswith(f"{claims.README_END}\noutro\n")
+    assert text.startswith(f"intro\n{claims.README_BEGIN}\n| claim |") and text.endswith(
+        f"{claims.README_END}\noutro\n"
+    )
     assert "cheap" in text and "OLD-TABLE" not in text
     assert stat.S_IMODE(readme.stat().st_mode) == 0o604
     assert hidden(tmp_path) == []
@@ -453,6 +481,7 @@ def test_update_readme_keeps_the_mode_and_the_rest(tmp_path, capsys, cheap_claim
 
 # == issue 18 (safety, round two) ==================================================================
 # -- finding 1: an edited report file was silently overwritten --------------------------------------
+
 
 def test_an_edited_report_file_is_refused_even_with_force(tmp_path, ckpt, capsys):
     rep = tmp_path / "rep"
@@ -484,6 +513,7 @@ def test_the_marker_records_size_and_sha256_of_every_file(tmp_path, ckpt):
 
 # -- finding 2: a forged marker proved nothing; --force with an empty list deleted everything -------
 
+
 def test_a_forged_marker_does_not_make_a_folder_ours(tmp_path, ckpt, capsys):
     thesis = tmp_path / "thesis"
     thesis.mkdir()
@@ -504,11 +534,18 @@ def test_a_forged_marker_with_hashes_is_refused(tmp_path, ckpt, capsys, entry):
     mine.mkdir()
     data = b"\\documentclass{article}\n"
     (mine / "thesis.tex").write_bytes(data)
-    files = {"absent": {"other.txt": {"size": 1, "sha256": "0" * 64}},
-             "wrong hash": {"thesis.tex": {"size": len(data), "sha256": hashlib.sha256(b"x").hexdigest()}},
-             "empty list": []}[entry]  # the issue's case: an empty list (the old format) plus --force
-    (mine / outputs.MARKER).write_text(json.dumps({"written_by": "specbound", "format": 2, "files": files}
-                                                  if files != [] else {"written_by": "specbound", "files": []}))
+    files = {
+        "absent": {"other.txt": {"size": 1, "sha256": "0" * 64}},
+        "wrong hash": {"thesis.tex": {"size": len(data), "sha256": hashlib.sha256(b"x").hexdigest()}},
+        "empty list": [],
+    }[entry]  # the issue's case: an empty list (the old format) plus --force
+    (mine / outputs.MARKER).write_text(
+        json.dumps(
+            {"written_by": "specbound", "format": 2, "files": files}
+            if files != []
+            else {"written_by": "specbound", "files": []}
+        )
+    )
     before = tree(mine)
     assert analyze(ckpt, mine, "--force") == 0 if entry == "absent" else analyze(ckpt, mine, "--force") == 2
     capsys.readouterr()
@@ -553,6 +590,7 @@ def test_mc_plot_refuses_a_png_tagged_specbound_that_it_did_not_write_there(tmp_
 
 # -- finding 3: --force crossed into a file system mounted inside the report ------------------------
 
+
 def _can_unshare() -> bool:
     try:
         return subprocess.run(["unshare", "-rm", "true"], capture_output=True, timeout=30).returncode == 0
@@ -566,11 +604,11 @@ def test_force_never_writes_across_a_mount(tmp_path, ckpt):
     assert analyze(ckpt, rep) == 0
     (rep / "inside").mkdir()
     script = textwrap.dedent(f"""
-        mount -t tmpfs none {rep / 'inside'} && echo keep > {rep / 'inside' / 'data.txt'} || exit 99
+        mount -t tmpfs none {rep / "inside"} && echo keep > {rep / "inside" / "data.txt"} || exit 99
         {sys.executable} -m numerics.cli analyze {ckpt} --p-grid 0,2 --no-plots --format json --out {rep} --force \
-            >/dev/null 2>{tmp_path / 'err'}
+            >/dev/null 2>{tmp_path / "err"}
         echo "rc=$?"
-        cat {rep / 'inside' / 'data.txt'}
+        cat {rep / "inside" / "data.txt"}
         ls -A {rep}
     """)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -583,6 +621,7 @@ def test_force_never_writes_across_a_mount(tmp_path, ckpt):
 
 
 # -- finding 4: filling an empty folder replaced it --------------------------------------------------
+
 
 def test_an_empty_folder_is_filled_in_place(tmp_path, ckpt):
     box = tmp_path / "box"
@@ -603,9 +642,11 @@ def test_out_dot_keeps_the_shell_in_its_folder(tmp_path, ckpt):
     here = tmp_path / "here"
     here.mkdir()
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    script = (f"{sys.executable} -m numerics.cli analyze {ckpt} --p-grid 0,2 --no-plots --format json --out . >/dev/null"
-              f" && {sys.executable} -m numerics.cli analyze {ckpt} --p-grid 0,2 --no-plots --format json --out . >/dev/null"
-              " && ls -A . && pwd -P")
+    script = (
+        f"{sys.executable} -m numerics.cli analyze {ckpt} --p-grid 0,2 --no-plots --format json --out . >/dev/null"
+        f" && {sys.executable} -m numerics.cli analyze {ckpt} --p-grid 0,2 --no-plots --format json --out . >/dev/null"
+        " && ls -A . && pwd -P"
+    )
     proc = subprocess.run(["sh", "-c", script], cwd=here, capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr
     names = proc.stdout.split()
@@ -614,6 +655,7 @@ def test_out_dot_keeps_the_shell_in_its_folder(tmp_path, ckpt):
 
 
 # -- finding 13/15: interrupted deep --out leaves no parents; --out . with a source ../../x ---------
+
 
 def test_interrupted_deep_out_leaves_no_created_parents(tmp_path, ckpt):
     where = tmp_path / "outs"

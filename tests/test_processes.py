@@ -17,10 +17,10 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from numerics.parallel import workers
-from numerics.io.checkpoint import open_checkpoint
 from numerics.errors import CheckpointError
-from numerics.spectra import checkpoint_spectra, auto_processes, weight_stats, whole_matrix_work
+from numerics.io.checkpoint import open_checkpoint
+from numerics.parallel import workers
+from numerics.spectra import auto_processes, checkpoint_spectra, weight_stats, whole_matrix_work
 from tests import synthetic
 
 pytestmark = pytest.mark.skipif(not workers.supported(), reason="worker processes need POSIX fork")
@@ -49,7 +49,9 @@ def spy(monkeypatch):
 
     class Spy(workers.WholeMatrixPool):
         def __init__(self, n, **options):
-            super().__init__(n, **options, local_until_ready=False)  # tiny test models: else the local thread is done first
+            super().__init__(
+                n, **options, local_until_ready=False
+            )  # tiny test models: else the local thread is done first
             made.append(self)
 
     monkeypatch.setattr(workers, "WholeMatrixPool", Spy)
@@ -57,8 +59,11 @@ def spy(monkeypatch):
 
 
 CASES = {
-    "bert-bf16-sharded": (lambda: synthetic.bert_state(layers=2, prefix="bert.", task_head=True), synthetic.bert_config(layers=2),
-                          {"dtype": "BF16", "shards": 3}),
+    "bert-bf16-sharded": (
+        lambda: synthetic.bert_state(layers=2, prefix="bert.", task_head=True),
+        synthetic.bert_config(layers=2),
+        {"dtype": "BF16", "shards": 3},
+    ),
     "gpt2-conv1d-fused": (lambda: synthetic.gpt2_state(prefix="transformer."), {"n_embd": 16, "n_head": 2}, {}),
     "llama-gqa-gated": (lambda: synthetic.llama_state(), {"num_attention_heads": 4, "num_key_value_heads": 2}, {}),
     "torch-packed": (lambda: synthetic.torch_encoder_state(), {"num_attention_heads": 4}, {"dtype": "F16"}),
@@ -87,14 +92,18 @@ def test_one_interpreter_per_worker_where_forking_is_not_used(tmp_path, spy, mon
 
 
 def test_leading_k_jobs_run_on_workers_too(tmp_path, spy):
-    ckpt = open_checkpoint(synthetic.write_checkpoint(tmp_path, synthetic.bert_state(layers=2), synthetic.bert_config(layers=2)))
+    ckpt = open_checkpoint(
+        synthetic.write_checkpoint(tmp_path, synthetic.bert_state(layers=2), synthetic.bert_config(layers=2))
+    )
     assert _same(checkpoint_spectra(ckpt, processes=0, leading_k=4), checkpoint_spectra(ckpt, processes=2, leading_k=4))
     assert spy[0].ran_remotely == 2 * 6
 
 
 def _bert_file(tmp_path, *, layers=3, hidden=96, ff=384):
     state = synthetic.bert_state(layers=layers, hidden=hidden, ff=ff)
-    return open_checkpoint(synthetic.write_checkpoint(tmp_path, state, synthetic.bert_config(layers=layers, hidden=hidden, heads=4, ff=ff)))
+    return open_checkpoint(
+        synthetic.write_checkpoint(tmp_path, state, synthetic.bert_config(layers=layers, hidden=hidden, heads=4, ff=ff))
+    )
 
 
 def _wait_for_workers(pool, n, timeout=60.0):
@@ -203,11 +212,19 @@ def test_the_calling_process_loads_only_the_attention_matrices(tmp_path, spy, mo
 
     loaded = []
     original = checkpoint_module.load_tensor
-    monkeypatch.setattr(checkpoint_module, "load_tensor", lambda path, name, info, **kw: loaded.append(name) or original(path, name, info, **kw))
-    ckpt = open_checkpoint(synthetic.write_checkpoint(tmp_path, synthetic.bert_state(layers=2), synthetic.bert_config(layers=2)))
+    monkeypatch.setattr(
+        checkpoint_module,
+        "load_tensor",
+        lambda path, name, info, **kw: loaded.append(name) or original(path, name, info, **kw),
+    )
+    ckpt = open_checkpoint(
+        synthetic.write_checkpoint(tmp_path, synthetic.bert_state(layers=2), synthetic.bert_config(layers=2))
+    )
     stats = checkpoint_spectra(ckpt, processes=2)
     assert len(stats) == 2 * (4 + 2 * 3 + 2 + 1) and spy[0].ran_remotely == 2 * 6  # + the folded output bias
-    assert loaded and not any("intermediate" in n or n.endswith("output.dense.weight") and "attention" not in n for n in loaded)
+    assert loaded and not any(
+        "intermediate" in n or n.endswith("output.dense.weight") and "attention" not in n for n in loaded
+    )
     assert len(loaded) == 2 * 8  # q, k, v, o of each layer and their biases, for the per-head products
 
 
@@ -242,28 +259,52 @@ def _wait_gone(pid, timeout=10.0):
 def test_a_script_without_main_guard_runs_once(tmp_path):
     # multiprocessing's spawn and forkserver re-run the caller's main script in every worker;
     # these workers must not: the script prints its marker once and finishes.
-    folder = synthetic.write_checkpoint(tmp_path / "ck", synthetic.bert_state(layers=2), synthetic.bert_config(layers=2))
+    folder = synthetic.write_checkpoint(
+        tmp_path / "ck", synthetic.bert_state(layers=2), synthetic.bert_config(layers=2)
+    )
     script = tmp_path / "unguarded.py"
-    script.write_text(textwrap.dedent(f"""
+    script.write_text(
+        textwrap.dedent(f"""
         from numerics.io.checkpoint import open_checkpoint
         from numerics.spectra import checkpoint_spectra
         print("MARKER", flush=True)
         stats = checkpoint_spectra(open_checkpoint({str(folder)!r}), processes=2)
         print("DONE", len(stats), flush=True)
-    """))
+    """)
+    )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([sys.executable, "-W", "error", str(script)], capture_output=True, text=True, timeout=300, env=env)
+    proc = subprocess.run(
+        [sys.executable, "-W", "error", str(script)], capture_output=True, text=True, timeout=300, env=env
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.count("MARKER") == 1 and proc.stdout.count("DONE") == 1 and proc.stderr == ""
 
 
 def test_ctrl_c_stops_the_cli_and_its_workers(tmp_path):
     # BERT-base-shaped layers: about 3 s of SVDs on two workers here
-    ckpt_dir = synthetic.write_checkpoint(tmp_path / "big", synthetic.bert_state(layers=4, hidden=768, ff=3072),
-                                          synthetic.bert_config(layers=4, hidden=768, heads=12, ff=3072))
+    ckpt_dir = synthetic.write_checkpoint(
+        tmp_path / "big",
+        synthetic.bert_state(layers=4, hidden=768, ff=3072),
+        synthetic.bert_config(layers=4, hidden=768, heads=12, ff=3072),
+    )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-m", "numerics.cli", "analyze", str(ckpt_dir), "--processes", "2",
-                             "--out", str(tmp_path / "never")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "numerics.cli",
+            "analyze",
+            str(ckpt_dir),
+            "--processes",
+            "2",
+            "--out",
+            str(tmp_path / "never"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     time.sleep(1.5)  # past the imports and the workers' start, inside the SVDs
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
@@ -293,8 +334,16 @@ def _worker_processes() -> list[int]:
 
 def _shape_only(layers, hidden, ff, heads=12):
     """What whole_matrix_work reads of a checkpoint: its shapes."""
-    return SimpleNamespace(num_layers=layers, hidden_size=hidden, num_heads=heads, num_kv_heads=heads, head_dim=hidden // heads,
-                           intermediate_size=ff, num_ff1=1, num_ff2=1)
+    return SimpleNamespace(
+        num_layers=layers,
+        hidden_size=hidden,
+        num_heads=heads,
+        num_kv_heads=heads,
+        head_dim=hidden // heads,
+        intermediate_size=ff,
+        num_ff1=1,
+        num_ff2=1,
+    )
 
 
 def test_auto_processes_needs_two_cpus_and_enough_work(monkeypatch):
@@ -311,7 +360,9 @@ def test_auto_processes_needs_two_cpus_and_enough_work(monkeypatch):
 
 
 def test_processes_argument_is_checked(tmp_path):
-    ckpt = open_checkpoint(synthetic.write_checkpoint(tmp_path, synthetic.bert_state(layers=1), synthetic.bert_config(layers=1)))
+    ckpt = open_checkpoint(
+        synthetic.write_checkpoint(tmp_path, synthetic.bert_state(layers=1), synthetic.bert_config(layers=1))
+    )
     for bad in (-1, 1.5, True, "2"):
         with pytest.raises(ValueError, match="processes="):
             checkpoint_spectra(ckpt, processes=bad)

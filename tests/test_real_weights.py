@@ -9,8 +9,7 @@ import numpy as np
 import pytest
 
 from numerics.analysis import network_inputs
-from numerics.bounds import BoundSettings, rademacher
-from numerics.bounds import build_terms
+from numerics.bounds import BoundSettings, build_terms, rademacher
 from numerics.report.tables import summary_markdown
 from tests.synthetic import stats_from_analysis
 
@@ -39,8 +38,12 @@ def test_c7_post_hoc_index_on_real_weights(checkpoint, request, record_property)
     record_property(f"c7_fraction_p0_{checkpoint}", json.dumps(fractions))
     assert f"ff: {fractions['ff']:.2f}" in summary_markdown(a)
     # coordinate-wise optimality of the reported choice, recomputed from the spectra
-    terms, _ = build_terms(stats_from_analysis(a), num_layers=a.model["num_layers"], hidden_size=a.model["hidden_size"],
-                           **network_inputs(a.model))
+    terms, _ = build_terms(
+        stats_from_analysis(a),
+        num_layers=a.model["num_layers"],
+        hidden_size=a.model["hidden_size"],
+        **network_inputs(a.model),
+    )
     cfg = BoundSettings()
     p_now = np.array([groups[t.group] for t in terms])
     base = rademacher(terms, p_now, cfg).rademacher
@@ -57,7 +60,14 @@ def test_c7_post_hoc_index_on_real_weights(checkpoint, request, record_property)
 def test_real_report_is_finite_and_ranks_match_c6(minilm_l6_analysis):
     doc = minilm_l6_analysis.to_json()
     json.dumps(doc, allow_nan=False)
-    assert doc["model"] == {**doc["model"], "num_layers": 6, "hidden_size": 384, "num_heads": 12, "head_dim": 32, "intermediate_size": 1536}
+    assert doc["model"] == {
+        **doc["model"],
+        "num_layers": 6,
+        "hidden_size": 384,
+        "num_heads": 12,
+        "head_dim": 32,
+        "intermediate_size": 1536,
+    }
     heads = [m for m in doc["matrices"] if m["kind"] in ("qk", "vo")]
     assert len(heads) == 144 and all(m["rank"] <= 32 for m in heads)
     # ours, Edelman and Bartlett on the same spectra: each complexity finite and positive
@@ -70,8 +80,15 @@ def test_real_mpnet_base_report_and_c6_ranks(mpnet_base_analysis):
     # all-mpnet-base-v2's config.json: 12 layers, hidden 768, 12 heads, intermediate 3072
     doc = mpnet_base_analysis.to_json()
     json.dumps(doc, allow_nan=False)
-    assert doc["model"] == {**doc["model"], "architecture": "mpnet", "num_layers": 12, "hidden_size": 768, "num_heads": 12,
-                            "head_dim": 64, "intermediate_size": 3072}
+    assert doc["model"] == {
+        **doc["model"],
+        "architecture": "mpnet",
+        "num_layers": 12,
+        "hidden_size": 768,
+        "num_heads": 12,
+        "head_dim": 64,
+        "intermediate_size": 3072,
+    }
     heads = [m for m in doc["matrices"] if m["kind"] in ("qk", "vo")]
     assert len(heads) == 2 * 12 * 12 and all(m["rank"] <= 64 == m["rank_bound"] for m in heads)
     whole = [m for m in doc["matrices"] if m["head"] is None and m["kind"] != "bo"]
@@ -108,8 +125,12 @@ def test_c6_on_mpnet_base_as_found(mpnet_base_analysis):
 
     kinds = ("qk", "vo", "ff1", "ff2")
     stable = {k: statistics.median(m["stable_rank"] for m in a.matrices if m["kind"] == k) for k in kinds}
-    energy = {k: statistics.median(k90(a.singular_values[m["name"]]) for m in a.matrices if m["kind"] == k) for k in kinds}
+    energy = {
+        k: statistics.median(k90(a.singular_values[m["name"]]) for m in a.matrices if m["kind"] == k) for k in kinds
+    }
     spreads_wider = all(min(v["ff1"], v["ff2"]) > max(v["qk"], v["vo"]) for v in (stable, energy))
     verdict = claims._c6_one(a)
     assert verdict.status == ("holds" if spreads_wider else "fails")
-    assert verdict.detail["median_stable_rank"] == pytest.approx(stable) and verdict.detail["median_k90"] == pytest.approx(energy)
+    assert verdict.detail["median_stable_rank"] == pytest.approx(stable) and verdict.detail[
+        "median_k90"
+    ] == pytest.approx(energy)

@@ -59,14 +59,42 @@ def mixed_model_stats(layers: int = 2, hidden: int = 32, heads: int = 2, ff: int
     for layer in range(layers):
         for kind in ("qk", "vo"):
             for h in range(heads):
-                out.append(matrix_stats(f"layer{layer}.head{h}.{kind}", 0.5 * np.linspace(1.0, 0.1, d), shape=(hidden, hidden),
-                                        kind=kind, layer=layer, head=h, rank_bound=d, norm_2_1=1.0 + layer + h))
+                out.append(
+                    matrix_stats(
+                        f"layer{layer}.head{h}.{kind}",
+                        0.5 * np.linspace(1.0, 0.1, d),
+                        shape=(hidden, hidden),
+                        kind=kind,
+                        layer=layer,
+                        head=h,
+                        rank_bound=d,
+                        norm_2_1=1.0 + layer + h,
+                    )
+                )
         for kind, shape in (("ff1", (hidden, ff)), ("ff2", (ff, hidden))):
-            out.append(matrix_stats(f"layer{layer}.{kind}", 0.5 * np.arange(1, hidden + 1, dtype=float) ** -3.0, shape=shape,
-                                    kind=kind, layer=layer, head=None, norm_2_1=2.0 + layer))
+            out.append(
+                matrix_stats(
+                    f"layer{layer}.{kind}",
+                    0.5 * np.arange(1, hidden + 1, dtype=float) ** -3.0,
+                    shape=shape,
+                    kind=kind,
+                    layer=layer,
+                    head=None,
+                    norm_2_1=2.0 + layer,
+                )
+            )
         for kind in ("v", "o"):  # whole V and O: only Edelman et al.'s tau uses them
-            out.append(matrix_stats(f"layer{layer}.{kind}", np.linspace(1.0, 0.2, hidden), shape=(hidden, hidden), kind=kind,
-                                    layer=layer, head=None, norm_2_1=3.0))
+            out.append(
+                matrix_stats(
+                    f"layer{layer}.{kind}",
+                    np.linspace(1.0, 0.2, hidden),
+                    shape=(hidden, hidden),
+                    kind=kind,
+                    layer=layer,
+                    head=None,
+                    norm_2_1=3.0,
+                )
+            )
     return out
 
 
@@ -109,11 +137,16 @@ def test_reported_baselines_recomputed_from_the_json_documents(nb, documents, re
     rows = [m for m in report["matrices"] if m["theorem_inputs"] is not None]
     with mpmath.workdps(40):
         block = report["bounds"]["bartlett2017"]
-        C, rad = nb["bartlett"](forms, baseline_forms, [m["theorem_inputs"] for m in rows], [m["norm_2_1"] for m in rows], block)
+        C, rad = nb["bartlett"](
+            forms, baseline_forms, [m["theorem_inputs"] for m in rows], [m["norm_2_1"] for m in rows], block
+        )
         assert rel(mpmath.log(C), block["log_cover_coefficient"]) < 1e-12 and rel(rad, block["rademacher"]) < 1e-12
         block = report["bounds"]["edelman2022"]
         phi, C, rad = nb["edelman"](forms, baseline_forms, block)
-        assert rel(mpmath.log(phi), block["log_phi"]) < 1e-12 and rel(mpmath.log(C), block["log_cover_coefficient"]) < 1e-12
+        assert (
+            rel(mpmath.log(phi), block["log_phi"]) < 1e-12
+            and rel(mpmath.log(C), block["log_cover_coefficient"]) < 1e-12
+        )
         assert rel(rad, block["rademacher"]) < 1e-12
 
 
@@ -126,7 +159,9 @@ def test_baselines_below_their_trivial_cap_recomputed(nb, documents):
     rows = [m for m in doc["matrices"] if m["theorem_inputs"] is not None]
     with mpmath.workdps(40):
         block = doc["bounds"]["bartlett2017"]
-        _, rad = nb["bartlett"](forms, baseline_forms, [m["theorem_inputs"] for m in rows], [m["norm_2_1"] for m in rows], block)
+        _, rad = nb["bartlett"](
+            forms, baseline_forms, [m["theorem_inputs"] for m in rows], [m["norm_2_1"] for m in rows], block
+        )
         assert block["rademacher"] < 4.0 and rel(rad, block["rademacher"]) < 1e-12
         block = doc["bounds"]["edelman2022"]
         _, _, rad = nb["edelman"](forms, baseline_forms, block)
@@ -155,8 +190,17 @@ def test_n_nonvacuous_is_the_smallest_n_by_its_definition(nb, documents, report)
         def edelman_excess(n):
             _, C, rad = nb["edelman"](forms, baseline_forms, dict(block, n=n))
             alpha_star = nb["ev"](forms["alpha_star_p_eq_2"], C=C, n=n, B_out=block["B_out"])
-            excess = nb["ev"](forms["excess_over_trivial"], Rad=rad, B_out=block["B_out"], gamma=block["gamma"], n=n,
-                              delta=block["delta"], groups=0, grid_size=1, peel=0)
+            excess = nb["ev"](
+                forms["excess_over_trivial"],
+                Rad=rad,
+                B_out=block["B_out"],
+                gamma=block["gamma"],
+                n=n,
+                delta=block["delta"],
+                groups=0,
+                grid_size=1,
+                peel=0,
+            )
             return alpha_star, excess
 
         alpha_star, excess = edelman_excess(n_e)
@@ -176,17 +220,44 @@ def test_numeric_theorem31_against_sympy_evaluations_of_the_theory_forms(nb, see
     for layer in range(2):
         for kind, shape, r in (("qk", (16, 16), 4), ("vo", (16, 16), 4), ("ff1", (16, 64), 16), ("ff2", (64, 16), 16)):
             sv = rng.uniform(0.3, 3.0) * np.arange(1, r + 1, dtype=float) ** -rng.uniform(0.2, 2.5)
-            terms.append(MatrixTerm(f"l{layer}.{kind}", kind, shape, r, sv, r, float(rng.uniform(-1.0, 4.0)),
-                                    float(rng.uniform(0.5, 6.0)), f"layer{layer}/{kind}"))
-    settings = BoundSettings(n=int(10 ** rng.uniform(4, 12)), T=int(rng.integers(8, 512)), p_grid=GRID, grid_points=48,
-                             floor_share=float(rng.uniform(0.05, 0.5)), B_out=float(rng.uniform(0.5, 3.0)))
+            terms.append(
+                MatrixTerm(
+                    f"l{layer}.{kind}",
+                    kind,
+                    shape,
+                    r,
+                    sv,
+                    r,
+                    float(rng.uniform(-1.0, 4.0)),
+                    float(rng.uniform(0.5, 6.0)),
+                    f"layer{layer}/{kind}",
+                )
+            )
+    settings = BoundSettings(
+        n=int(10 ** rng.uniform(4, 12)),
+        T=int(rng.integers(8, 512)),
+        p_grid=GRID,
+        grid_points=48,
+        floor_share=float(rng.uniform(0.05, 0.5)),
+        B_out=float(rng.uniform(0.5, 3.0)),
+    )
     forms = derive_target("thm31")
-    bound = {"n": settings.n, "T": settings.T, "B_out": settings.B_out, "floor_share": settings.floor_share,
-             "dudley_grid": {"points": settings.grid_points}, "peeling": {"base": 1.0, "ratio": 2.0}}
-    assignments = [np.full(len(terms), q) for q in (0.5, 1.0, 1.5, 2.0)] + [rng.choice(GRID, size=len(terms)) for _ in range(2)]
+    bound = {
+        "n": settings.n,
+        "T": settings.T,
+        "B_out": settings.B_out,
+        "floor_share": settings.floor_share,
+        "dudley_grid": {"points": settings.grid_points},
+        "peeling": {"base": 1.0, "ratio": 2.0},
+    }
+    assignments = [np.full(len(terms), q) for q in (0.5, 1.0, 1.5, 2.0)] + [
+        rng.choice(GRID, size=len(terms)) for _ in range(2)
+    ]
     with mpmath.workdps(40):
         for p in assignments:
-            inputs = theorem_inputs(terms, p, settings)  # s, R = S_p, B, a, b, r, log_rho as recorded; the rest recomputed
+            inputs = theorem_inputs(
+                terms, p, settings
+            )  # s, R = S_p, B, a, b, r, log_rho as recorded; the rest recomputed
             want = nb["rademacher"](forms, inputs, bound, p)
             got = rademacher(terms, p, settings)
             assert rel(got.rademacher, want) < 1e-9, p

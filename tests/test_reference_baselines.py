@@ -35,10 +35,10 @@ from typing import Any
 
 import numpy as np
 import pytest
-import safetensors.numpy
-
 import reference_thm31 as ref
+import safetensors.numpy
 import synthetic
+
 from numerics.analysis import analyze, evaluate_bounds
 from numerics.bounds import BoundSettings, MatrixTerm, ModelSettings, bartlett2017
 from numerics.spectra.stats import matrix_stats
@@ -70,7 +70,9 @@ def dudley_p2(C: Any, n: Any, B_out: Any) -> Any:
     return 12 * MP.sqrt(C / n) * (1 + MP.log(B_out * MP.sqrt(n) / (3 * MP.sqrt(C))))
 
 
-def layers_of(state: dict[str, np.ndarray], arch: str, num_layers: int, prefix: str = "") -> list[dict[str, np.ndarray]]:
+def layers_of(
+    state: dict[str, np.ndarray], arch: str, num_layers: int, prefix: str = ""
+) -> list[dict[str, np.ndarray]]:
     """Whole matrices ``q, k, v, o, ff1, ff2`` per layer, float64, row-vector convention ``[in, out]``.
 
     BERT's nn.Linear stores ``[out, in]`` (transposed here); GPT-2's Conv1D stores ``[in, out]``
@@ -80,32 +82,51 @@ def layers_of(state: dict[str, np.ndarray], arch: str, num_layers: int, prefix: 
     for i in range(num_layers):
         if arch == "bert":
             b = f"{prefix}encoder.layer.{i}."
-            get = {r: state[b + key].astype(np.float64).T for r, key in (
-                ("q", "attention.self.query.weight"), ("k", "attention.self.key.weight"), ("v", "attention.self.value.weight"),
-                ("o", "attention.output.dense.weight"), ("ff1", "intermediate.dense.weight"), ("ff2", "output.dense.weight"))}
+            get = {
+                r: state[b + key].astype(np.float64).T
+                for r, key in (
+                    ("q", "attention.self.query.weight"),
+                    ("k", "attention.self.key.weight"),
+                    ("v", "attention.self.value.weight"),
+                    ("o", "attention.output.dense.weight"),
+                    ("ff1", "intermediate.dense.weight"),
+                    ("ff2", "output.dense.weight"),
+                )
+            }
         else:
             b = f"{prefix}h.{i}."
             qkv = state[b + "attn.c_attn.weight"].astype(np.float64)
             N = qkv.shape[0]
-            get = {"q": qkv[:, :N], "k": qkv[:, N:2 * N], "v": qkv[:, 2 * N:], "o": state[b + "attn.c_proj.weight"].astype(np.float64),
-                   "ff1": state[b + "mlp.c_fc.weight"].astype(np.float64), "ff2": state[b + "mlp.c_proj.weight"].astype(np.float64)}
+            get = {
+                "q": qkv[:, :N],
+                "k": qkv[:, N : 2 * N],
+                "v": qkv[:, 2 * N :],
+                "o": state[b + "attn.c_proj.weight"].astype(np.float64),
+                "ff1": state[b + "mlp.c_fc.weight"].astype(np.float64),
+                "ff2": state[b + "mlp.c_proj.weight"].astype(np.float64),
+            }
         out.append(get)
     return out
 
 
-def naive_baselines(layers: list[dict[str, np.ndarray]], *, heads: int, settings: BoundSettings,
-                    L_sigma: float = L_SIGMA) -> dict[str, Any]:
+def naive_baselines(
+    layers: list[dict[str, np.ndarray]], *, heads: int, settings: BoundSettings, L_sigma: float = L_SIGMA
+) -> dict[str, Any]:
     """Bartlett et al. 2017 (per-matrix composition) and Edelman et al. 2022 by plain loops."""
     N = layers[0]["q"].shape[0]
     d = layers[0]["q"].shape[1] // heads
     B = MP.sqrt(N)  # numerics' default: the norm of a LayerNorm output with unit gain, sqrt(N)
     per_layer = []
     for W in layers:
-        qk = [W["q"][:, h * d:(h + 1) * d] @ W["k"][:, h * d:(h + 1) * d].T / math.sqrt(d) for h in range(heads)]
-        vo = [W["v"][:, h * d:(h + 1) * d] @ W["o"][h * d:(h + 1) * d, :] for h in range(heads)]
+        qk = [W["q"][:, h * d : (h + 1) * d] @ W["k"][:, h * d : (h + 1) * d].T / math.sqrt(d) for h in range(heads)]
+        vo = [W["v"][:, h * d : (h + 1) * d] @ W["o"][h * d : (h + 1) * d, :] for h in range(heads)]
         per_layer.append({"qk": qk, "vo": vo, "v": W["v"], "o": W["o"], "ff1": W["ff1"], "ff2": W["ff2"]})
-    norms = [ref.LayerNorms(tuple((spectral(a), spectral(b)) for a, b in zip(L["qk"], L["vo"])), spectral(L["ff1"]),
-                            spectral(L["ff2"])) for L in per_layer]
+    norms = [
+        ref.LayerNorms(
+            tuple((spectral(a), spectral(b)) for a, b in zip(L["qk"], L["vo"])), spectral(L["ff1"]), spectral(L["ff2"])
+        )
+        for L in per_layer
+    ]
     # rho_j and B_j (theory/lipschitz.py) at the realised norms: the baselines are evaluated as published, not on
     # this project's peeled classes (numerics.analysis; MATH.md section 10 applies to our bound)
     lip = ref.lipschitz_terms(norms, B=B, L_sigma=L_sigma, peel=False)
@@ -149,28 +170,47 @@ def assert_baseline(got: dict[str, Any], C: Any, settings: BoundSettings) -> Non
 
 
 CASES = {
-    "bert": (lambda: synthetic.bert_state(layers=2, hidden=24, ff=48, seed=3), synthetic.bert_config(layers=2, hidden=24, heads=3, ff=48),
-             "bert", 3, 2),
-    "gpt2": (lambda: synthetic.gpt2_state(layers=2, hidden=16, ff=64, seed=4),
-             {"model_type": "gpt2", "n_embd": 16, "n_head": 2, "n_layer": 2, "n_inner": None}, "gpt2", 2, 2),
+    "bert": (
+        lambda: synthetic.bert_state(layers=2, hidden=24, ff=48, seed=3),
+        synthetic.bert_config(layers=2, hidden=24, heads=3, ff=48),
+        "bert",
+        3,
+        2,
+    ),
+    "gpt2": (
+        lambda: synthetic.gpt2_state(layers=2, hidden=16, ff=64, seed=4),
+        {"model_type": "gpt2", "n_embd": 16, "n_head": 2, "n_layer": 2, "n_inner": None},
+        "gpt2",
+        2,
+        2,
+    ),
 }
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-@pytest.mark.parametrize("settings", [SETTINGS, BoundSettings(n=10**10, T=4, B_out=1e5, p_grid=(0.0, 2.0), grid_points=16)],
-                         ids=["vacuous", "alpha-star-inside"])
+@pytest.mark.parametrize(
+    "settings",
+    [SETTINGS, BoundSettings(n=10**10, T=4, B_out=1e5, p_grid=(0.0, 2.0), grid_points=16)],
+    ids=["vacuous", "alpha-star-inside"],
+)
 def test_baselines_on_a_synthetic_checkpoint(tmp_path, case, settings):
     make, config, arch, heads, num_layers = CASES[case]
     folder = synthetic.write_checkpoint(tmp_path / case, make(), config)
     stored = safetensors.numpy.load_file(str(folder / "model.safetensors"))  # the float32 values analyze reads
     # the idealised network naive_baselines writes out: biases dropped, every radius sqrt(N)
-    hidden = stored[next(k for k in stored if k.endswith(("attention.output.dense.weight", "attn.c_proj.weight")))].shape[0]
+    hidden = stored[
+        next(k for k in stored if k.endswith(("attention.output.dense.weight", "attn.c_proj.weight")))
+    ].shape[0]
     idealised = ModelSettings(bias=False, input_norm=math.sqrt(hidden))
     result = analyze(str(folder), settings=settings, processes=0, model=idealised)
     # the activation's slope bound analyze read (the map's default: GELU, GPT-2's gelu_new), certified by
     # theory.activations and checked there against dense grids (tests/test_theory_activations.py)
-    want = naive_baselines(layers_of(stored, arch, num_layers), heads=heads, settings=settings,
-                           L_sigma=result.model["network"]["activation"]["lipschitz"])
+    want = naive_baselines(
+        layers_of(stored, arch, num_layers),
+        heads=heads,
+        settings=settings,
+        L_sigma=result.model["network"]["activation"]["lipschitz"],
+    )
     assert_baseline(result.bounds["bartlett2017"], want["C_bartlett"], settings)
     assert_baseline(result.bounds["edelman2022"], want["C_edelman"], settings)
     assert result.proxies["log_phi_edelman"] == pytest.approx(float(MP.log(want["phi_edelman"])), rel=REL)
@@ -185,12 +225,27 @@ def _stats_one_layer(s: float, b21: float) -> list[Any]:
     """One layer, one head, N = d = F = 2: every matrix has singular values (s, s/2) and (2,1) norm ``b21``."""
     out = []
     for kind in ("q", "k", "v", "o"):
-        out.append(matrix_stats(f"{kind}", [s, s / 2], shape=(2, 2), kind=kind, layer=0, head=None, norm_2_1=b21, norm_1_1=1.0))
+        out.append(
+            matrix_stats(f"{kind}", [s, s / 2], shape=(2, 2), kind=kind, layer=0, head=None, norm_2_1=b21, norm_1_1=1.0)
+        )
     for kind in ("qk", "vo"):
-        out.append(matrix_stats(f"head0.{kind}", [s, s / 2], shape=(2, 2), kind=kind, layer=0, head=0, rank_bound=2,
-                                norm_2_1=b21, norm_1_1=1.0))
+        out.append(
+            matrix_stats(
+                f"head0.{kind}",
+                [s, s / 2],
+                shape=(2, 2),
+                kind=kind,
+                layer=0,
+                head=0,
+                rank_bound=2,
+                norm_2_1=b21,
+                norm_1_1=1.0,
+            )
+        )
     for kind in ("ff1", "ff2"):
-        out.append(matrix_stats(kind, [s, s / 2], shape=(2, 2), kind=kind, layer=0, head=None, norm_2_1=b21, norm_1_1=1.0))
+        out.append(
+            matrix_stats(kind, [s, s / 2], shape=(2, 2), kind=kind, layer=0, head=None, norm_2_1=b21, norm_1_1=1.0)
+        )
     return out
 
 
@@ -203,8 +258,12 @@ def test_baselines_by_hand_on_one_layer():
     # Edelman: one layer, alpha_0 = 1 (no later layer), tau_0 = 5 terms of 1^(2/3) (QK, V, O, FF1,
     # FF2): Phi = 5^(3/2), C = B^2 Phi^2 log(N n T^2) = 125 log(2 n T^2).
     settings = BoundSettings(n=10**6, T=128, p_grid=(0.0, 2.0), grid_points=16)
-    result = evaluate_bounds(_stats_one_layer(1.0, 1.0), model_info={"num_layers": 1, "hidden_size": 2}, settings=settings,
-                             model=ModelSettings(input_norm=1.0))
+    result = evaluate_bounds(
+        _stats_one_layer(1.0, 1.0),
+        model_info={"num_layers": 1, "hidden_size": 2},
+        settings=settings,
+        model=ModelSettings(input_norm=1.0),
+    )
     C_b = (4.26 ** (2 / 3) + 2.13 ** (2 / 3) + 1.13 ** (2 / 3) + 1.13 ** (2 / 3)) ** 3 * math.log(8)
     assert result.bounds["bartlett2017"]["log_cover_coefficient"] == pytest.approx(math.log(C_b), rel=1e-13)
     C_e = 125 * math.log(2 * 10**6 * 128**2)
@@ -235,9 +294,19 @@ def test_bartlett_composition_is_the_verbatim_spectral_complexity_on_a_chain(dep
         after = MP.mpf(rho[i])
         for k in range(i + 1, depth):
             after *= MP.mpf(rho[k]) * MP.mpf(s[k])
-        terms.append(MatrixTerm(name=f"A{i}", kind="ff1", shape=shapes[i], rank_bound=min(shapes[i]),
-                                singular_values=np.array([s[i]]), rank=1, log_rho=float(MP.log(after)), input_scale=float(before),
-                                group=f"layer{i}/ff"))
+        terms.append(
+            MatrixTerm(
+                name=f"A{i}",
+                kind="ff1",
+                shape=shapes[i],
+                rank_bound=min(shapes[i]),
+                singular_values=np.array([s[i]]),
+                rank=1,
+                log_rho=float(MP.log(after)),
+                input_scale=float(before),
+                group=f"layer{i}/ff",
+            )
+        )
         stats[f"A{i}"] = SimpleNamespace(norm_2_1=b[i])
     W = max(max(sh) for sh in shapes)
     R_A = MP.mpf(1)

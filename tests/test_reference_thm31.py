@@ -29,10 +29,10 @@ from typing import Any
 
 import numpy as np
 import pytest
+import reference_thm31 as ref
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-import reference_thm31 as ref
 from numerics.bounds import BoundSettings, MatrixTerm, build_terms, coefficients, log_cover_at, posthoc, rademacher
 from numerics.bounds.terms import ModelSettings
 from numerics.spectra.stats import matrix_stats
@@ -55,8 +55,16 @@ def close_log(got: float, want: Any) -> bool:
 # ------------------------------------------------------------------ random models
 
 
-def random_model(seed: int, *, layers: int = 2, heads: int = 2, N: int = 8, F: int = 16, decades: float = 8.0,
-                 log_rho_range: tuple[float, float] = (-3.0, 12.0)) -> tuple[list[MatrixTerm], list[ref.RefMatrix]]:
+def random_model(
+    seed: int,
+    *,
+    layers: int = 2,
+    heads: int = 2,
+    N: int = 8,
+    F: int = 16,
+    decades: float = 8.0,
+    log_rho_range: tuple[float, float] = (-3.0, 12.0),
+) -> tuple[list[MatrixTerm], list[ref.RefMatrix]]:
     """Per-head QK/VO and FF terms with random retained spectra (over ``decades`` decades), ranks,
     input scales and propagation factors; the same floats go to numerics and to the reference."""
     rng = np.random.default_rng(seed)
@@ -65,8 +73,10 @@ def random_model(seed: int, *, layers: int = 2, heads: int = 2, N: int = 8, F: i
     for layer in range(layers):
         specs = [(f"layer{layer}.head{h}.qk", "qk", (N, N), d, f"layer{layer}/qk") for h in range(heads)]
         specs += [(f"layer{layer}.head{h}.vo", "vo", (N, N), d, f"layer{layer}/v") for h in range(heads)]
-        specs += [(f"layer{layer}.ff1", "ff1", (N, F), min(N, F), f"layer{layer}/ff"),
-                  (f"layer{layer}.ff2", "ff2", (F, N), min(N, F), f"layer{layer}/ff")]
+        specs += [
+            (f"layer{layer}.ff1", "ff1", (N, F), min(N, F), f"layer{layer}/ff"),
+            (f"layer{layer}.ff2", "ff2", (F, N), min(N, F), f"layer{layer}/ff"),
+        ]
         for name, kind, shape, r, group in specs:
             k = int(rng.integers(1, r + 1))
             top = rng.uniform(-2.0, 2.0)
@@ -74,10 +84,24 @@ def random_model(seed: int, *, layers: int = 2, heads: int = 2, N: int = 8, F: i
             sv[0] = 10**top
             log_rho = float(rng.uniform(*log_rho_range))
             B = float(10 ** rng.uniform(-1.0, 1.5))
-            terms.append(MatrixTerm(name=name, kind=kind, shape=shape, rank_bound=r, singular_values=sv, rank=k,
-                                    log_rho=log_rho, input_scale=B, group=group))
-            refs.append(ref.RefMatrix(name, group, "bilinear" if kind == "qk" else "vector", tuple(sv.tolist()), shape, r,
-                                      B, log_rho))
+            terms.append(
+                MatrixTerm(
+                    name=name,
+                    kind=kind,
+                    shape=shape,
+                    rank_bound=r,
+                    singular_values=sv,
+                    rank=k,
+                    log_rho=log_rho,
+                    input_scale=B,
+                    group=group,
+                )
+            )
+            refs.append(
+                ref.RefMatrix(
+                    name, group, "bilinear" if kind == "qk" else "vector", tuple(sv.tolist()), shape, r, B, log_rho
+                )
+            )
     return terms, refs
 
 
@@ -122,7 +146,9 @@ def test_reference_coefficient_is_continuous_at_both_ends(kind):
     args = dict(eps_min=1e-7, s=2.5, R=6.0, B=3.0, a=12, b=20, r=12, m=5 * 10**5)
     tiny = MP.mpf(10) ** -30
     at0 = ref.thm41_coefficient(kind, p=0, **args)
-    rank_cover = 6 * (12 + 20 + 1) * MP.log(9 * MP.sqrt(12) * 2.5 * (9.0 if kind == "bilinear" else 3.0) / (MP.mpf(1e-7) / 2))
+    rank_cover = (
+        6 * (12 + 20 + 1) * MP.log(9 * MP.sqrt(12) * 2.5 * (9.0 if kind == "bilinear" else 3.0) / (MP.mpf(1e-7) / 2))
+    )
     assert abs(at0 / rank_cover - 1) < MP.mpf(10) ** -45
     assert abs(ref.thm41_coefficient(kind, p=tiny, **args) / at0 - 1) < MP.mpf(10) ** -25
     at2 = ref.thm41_coefficient(kind, p=2, **args)
@@ -140,7 +166,9 @@ def test_reference_coefficient_agrees_with_the_sympy_derivation():
     vals = {"p": "0.7", "eps_min": "3e-9", "s": "4", "R": "7.25", "B": "2.5", "a": 24, "b": 96, "r": 24, "m": 10**7}
     for kind in ("bilinear", "vector"):
         expr = thm31.per_matrix_coefficient(kind)
-        derived = expr.evalf(50, subs={SYMBOLS[k]: sp.Float(v, 60) if isinstance(v, str) else v for k, v in vals.items()})
+        derived = expr.evalf(
+            50, subs={SYMBOLS[k]: sp.Float(v, 60) if isinstance(v, str) else v for k, v in vals.items()}
+        )
         # the internal cover (MATH.md section 10 rule 1): Theorem 4.1 at eps/2, so the statement's coefficient with
         # its logs at eps_min/2, times 2^p
         args = {k: MP.mpf(v) for k, v in vals.items()}
@@ -149,8 +177,11 @@ def test_reference_coefficient_agrees_with_the_sympy_derivation():
         assert abs(MP.mpf(str(derived)) / mine - 1) < MP.mpf(10) ** -40
 
 
-@given(c=st.lists(st.floats(1e-30, 1e30), min_size=1, max_size=6), p=st.sampled_from([0.3, 1.0, 2.0]),
-       eps=st.floats(1e-9, 10.0))
+@given(
+    c=st.lists(st.floats(1e-30, 1e30), min_size=1, max_size=6),
+    p=st.sampled_from([0.3, 1.0, 2.0]),
+    eps=st.floats(1e-9, 10.0),
+)
 @settings(max_examples=15)
 def test_reference_mixed_solver_reduces_to_the_closed_form(c, p, eps):
     # MATH.md section 3.1: at a common p the Lagrange root find gives (sum c_j^(1/(1+p)))^(1+p) eps^-p.
@@ -176,8 +207,13 @@ def test_coefficients_match_the_reference_at_every_common_p(seed, layers, heads,
             assert close_log(float(g), MP.log(want) if want > 0 else MP.ninf), (p, terms[j].name, g, want)
 
 
-@given(seed=st.integers(0, 2**32 - 1), layers=st.integers(1, 3), heads=st.integers(1, 3), s=SETTINGS,
-       p=st.sampled_from(COMMON_P))
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    layers=st.integers(1, 3),
+    heads=st.integers(1, 3),
+    s=SETTINGS,
+    p=st.sampled_from(COMMON_P),
+)
 @settings(max_examples=20)
 @example(seed=7, layers=2, heads=2, s=BoundSettings(n=10**6, T=128, grid_points=160), p=0.0)
 @example(seed=7, layers=2, heads=2, s=BoundSettings(n=10**6, T=128, grid_points=160), p=2.0)
@@ -195,8 +231,13 @@ def test_rademacher_matches_the_reference_at_a_common_p(seed, layers, heads, s, 
     assert want.rademacher >= ref.dudley_exact(want.c, want.p, rs) * (1 - MP.mpf(10) ** -30)
 
 
-@given(seed=st.integers(0, 2**32 - 1), layers=st.integers(1, 3), heads=st.integers(1, 2), s=SETTINGS,
-       pattern=st.integers(0, 2**32 - 1))
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    layers=st.integers(1, 3),
+    heads=st.integers(1, 2),
+    s=SETTINGS,
+    pattern=st.integers(0, 2**32 - 1),
+)
 @settings(max_examples=10)
 @example(seed=3, layers=2, heads=2, s=BoundSettings(n=10**6, T=128, grid_points=160), pattern=11)
 def test_rademacher_matches_the_reference_at_mixed_p(seed, layers, heads, s, pattern):
@@ -241,13 +282,18 @@ def test_deep_models_whose_rho_overflow_floats(p):
     terms, refs = random_model(5, layers=3, heads=2, N=8, F=16, log_rho_range=(2000.0, 6000.0))
     s = BoundSettings(n=10**5, T=64, grid_points=40)
     rs = ref.RefSettings.of(s)
-    ps: Any = p if p != "mixed" else [float(x) for x in np.random.default_rng(2).choice(np.array(COMMON_P), size=len(terms))]
+    ps: Any = (
+        p if p != "mixed" else [float(x) for x in np.random.default_rng(2).choice(np.array(COMMON_P), size=len(terms))]
+    )
     got = rademacher(terms, ps, s)
     want = ref.rademacher(refs, ps, rs)
     assert close_log(got.log_rademacher, want.log_rademacher)
     assert close_log(got.log_complexity, want.log_complexity)
-    for g, mat, pj in zip(coefficients(terms, np.broadcast_to(np.asarray(ps, dtype=float), (len(terms),)), s), refs,
-                          np.broadcast_to(np.asarray(ps, dtype=float), (len(terms),))):
+    for g, mat, pj in zip(
+        coefficients(terms, np.broadcast_to(np.asarray(ps, dtype=float), (len(terms),)), s),
+        refs,
+        np.broadcast_to(np.asarray(ps, dtype=float), (len(terms),)),
+    ):
         want_c = ref.coefficient(mat, float(pj), rs, len(refs))
         assert close_log(float(g), MP.log(want_c))
     if p == 0.0:  # at p = 0 rho enters only through logs (claim C4): the bound stays moderate
@@ -259,8 +305,13 @@ def test_deep_models_whose_rho_overflow_floats(p):
 # ------------------------------------------------------------------ post hoc choice and union cost
 
 
-@given(seed=st.integers(0, 2**32 - 1), layers=st.integers(1, 3), heads=st.integers(1, 2),
-       tie=st.sampled_from(["layer-type", "matrix", "common"]), n=st.sampled_from([100, 10**4, 10**6]))
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    layers=st.integers(1, 3),
+    heads=st.integers(1, 2),
+    tie=st.sampled_from(["layer-type", "matrix", "common"]),
+    n=st.sampled_from([100, 10**4, 10**6]),
+)
 @settings(max_examples=6)
 @example(seed=4, layers=2, heads=2, tie="layer-type", n=10**6)
 def test_posthoc_matches_the_reference(seed, layers, heads, tie, n):
@@ -292,10 +343,28 @@ def test_union_cost_by_hand():
     # radius S_p and spectral norm, plus B_out = 1 (k = 0, log 3) and gamma = 1 (downward k = 0, log 3).
     # Two matrices, one group each (tie = "matrix"), |P| = 3:
     # A: singular values (3, 1): s = 3 (k = 2, log 18); B: singular value 0.5: s = 0.5 (k = -1, log 9).
-    A = MatrixTerm(name="A", kind="vo", shape=(2, 2), rank_bound=2, singular_values=np.array([3.0, 1.0]), rank=2,
-                   log_rho=0.0, input_scale=1.0, group="g/v")
-    Bm = MatrixTerm(name="B", kind="ff1", shape=(2, 2), rank_bound=2, singular_values=np.array([0.5]), rank=1,
-                    log_rho=0.0, input_scale=1.0, group="g/ff")
+    A = MatrixTerm(
+        name="A",
+        kind="vo",
+        shape=(2, 2),
+        rank_bound=2,
+        singular_values=np.array([3.0, 1.0]),
+        rank=2,
+        log_rho=0.0,
+        input_scale=1.0,
+        group="g/v",
+    )
+    Bm = MatrixTerm(
+        name="B",
+        kind="ff1",
+        shape=(2, 2),
+        rank_bound=2,
+        singular_values=np.array([0.5]),
+        rank=1,
+        log_rho=0.0,
+        input_scale=1.0,
+        group="g/ff",
+    )
     s = BoundSettings(n=10**4, T=4, p_grid=(0.0, 1.0, 2.0), tie="matrix", delta=0.01)
     post = posthoc([A, Bm], s)
     p = {name: float(q) for name, q in zip(("A", "B"), post.p)}
@@ -322,20 +391,48 @@ def _stats_for(norm_model: list[ref.LayerNorms], rng: np.random.Generator, N: in
         for h, (s_qk, s_vo) in enumerate(ln.heads):
             for kind, top in (("qk", s_qk), ("vo", s_vo)):
                 sv = np.concatenate([[top], top * 10 ** -rng.uniform(0, 6, size=d - 1)])
-                stats.append(matrix_stats(f"layer{layer}.head{h}.{kind}", sv, shape=(N, N), kind=kind, layer=layer, head=h,
-                                          rank_bound=d, norm_2_1=1.0, norm_1_1=1.0))
+                stats.append(
+                    matrix_stats(
+                        f"layer{layer}.head{h}.{kind}",
+                        sv,
+                        shape=(N, N),
+                        kind=kind,
+                        layer=layer,
+                        head=h,
+                        rank_bound=d,
+                        norm_2_1=1.0,
+                        norm_1_1=1.0,
+                    )
+                )
         for kind, top, shape in (("ff1", ln.s_ff1, (N, F)), ("ff2", ln.s_ff2, (F, N))):
             sv = np.concatenate([[top], top * 10 ** -rng.uniform(0, 6, size=min(N, F) - 1)])
-            stats.append(matrix_stats(f"layer{layer}.{kind}", sv, shape=shape, kind=kind, layer=layer, head=None,
-                                      norm_2_1=1.0, norm_1_1=1.0))
+            stats.append(
+                matrix_stats(
+                    f"layer{layer}.{kind}",
+                    sv,
+                    shape=shape,
+                    kind=kind,
+                    layer=layer,
+                    head=None,
+                    norm_2_1=1.0,
+                    norm_1_1=1.0,
+                )
+            )
     return stats
 
 
 def _random_norms(rng: np.random.Generator, layers: int, heads: int, decades: float) -> list[ref.LayerNorms]:
-    return [ref.LayerNorms(tuple((float(10 ** rng.uniform(-decades, decades)), float(10 ** rng.uniform(-decades, decades)))
-                                 for _ in range(heads)),
-                           float(10 ** rng.uniform(-decades, decades)), float(10 ** rng.uniform(-decades, decades)))
-            for _ in range(layers)]
+    return [
+        ref.LayerNorms(
+            tuple(
+                (float(10 ** rng.uniform(-decades, decades)), float(10 ** rng.uniform(-decades, decades)))
+                for _ in range(heads)
+            ),
+            float(10 ** rng.uniform(-decades, decades)),
+            float(10 ** rng.uniform(-decades, decades)),
+        )
+        for _ in range(layers)
+    ]
 
 
 @pytest.mark.parametrize("layers,decades", [(1, 1.0), (3, 2.0), (400, 0.5)])
@@ -375,9 +472,18 @@ def test_whole_chain_from_layer_norms(seed, layers, p):
     for st_ in stats:
         w = lip[(st_.layer, st_.kind, st_.head)]
         group = f"layer{st_.layer}/" + {"qk": "qk", "vo": "v", "ff1": "ff", "ff2": "ff"}[st_.kind]
-        refs.append(ref.RefMatrix(st_.name, group, "bilinear" if st_.kind == "qk" else "vector",
-                                  tuple(np.asarray(st_.singular_values)[: st_.rank].tolist()), st_.shape, st_.rank_bound,
-                                  w["input_scale"], w["log_rho"]))
+        refs.append(
+            ref.RefMatrix(
+                st_.name,
+                group,
+                "bilinear" if st_.kind == "qk" else "vector",
+                tuple(np.asarray(st_.singular_values)[: st_.rank].tolist()),
+                st_.shape,
+                st_.rank_bound,
+                w["input_scale"],
+                w["log_rho"],
+            )
+        )
     s = BoundSettings(n=10**4, T=32, grid_points=40)
     ps: Any = p if p != "mixed" else [float(x) for x in rng.choice(np.array(COMMON_P), size=len(terms))]
     got = rademacher(terms, ps, s)

@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 import sympy as sp
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from numerics.spectra.stats import norm_1_1, norm_2_1, numerical_rank, schatten_power, stable_rank
 from theory.schatten import rank_as_limit

@@ -18,14 +18,13 @@ from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 
 import numpy as np
 import pytest
+import synthetic
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import synthetic
-from numerics.spectra import stats as stats_module
 from numerics._util import blas
-from numerics.io.checkpoint import open_checkpoint
 from numerics.errors import FetchError
+from numerics.io.checkpoint import open_checkpoint
 from numerics.spectra import (
     DTYPE_EPS,
     checkpoint_spectra,
@@ -36,6 +35,7 @@ from numerics.spectra import (
     singular_values,
     weight_stats,
 )
+from numerics.spectra import stats as stats_module
 
 LLAMA_MIN = {"num_attention_heads": 4}
 RTOL = 1e-10  # relative to s_1: float64 SVDs of well-conditioned random matrices of size <= 64
@@ -136,13 +136,24 @@ def test_rank_tolerance_uses_stored_dtype() -> None:
 
 def test_zero_matrix() -> None:
     st_ = weight_stats("z", np.zeros((4, 3)), kind="v", layer=1)
-    assert (st_.rank, st_.spectral_norm, st_.stable_rank, st_.schatten_p(0.5), st_.energy_rank()) == (0, 0.0, 0.0, 0.0, 0)
+    assert (st_.rank, st_.spectral_norm, st_.stable_rank, st_.schatten_p(0.5), st_.energy_rank()) == (
+        0,
+        0.0,
+        0.0,
+        0.0,
+        0,
+    )
 
 
 @pytest.mark.parametrize(
     "kwargs, match",
-    [({"kind": "attn"}, "kind='attn'"), ({"dtype_eps": 0.0}, "dtype_eps"), ({"rank_rtol": -1.0}, "rank_rtol"),
-     ({"shape": (2, 2)}, "at most"), ({"weight": np.ones((3, 3))}, "must match shape")],
+    [
+        ({"kind": "attn"}, "kind='attn'"),
+        ({"dtype_eps": 0.0}, "dtype_eps"),
+        ({"rank_rtol": -1.0}, "rank_rtol"),
+        ({"shape": (2, 2)}, "at most"),
+        ({"weight": np.ones((3, 3))}, "must match shape"),
+    ],
 )
 def test_matrix_stats_rejects_bad_arguments(kwargs: dict, match: str) -> None:
     base = {"shape": (3, 4), "kind": "q", "layer": 0, "head": None}
@@ -166,7 +177,9 @@ def test_product_norm_1_1_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(stats_module, "_NORM_BLOCK_ROWS", 7)  # several row blocks, last one partial
     rng = np.random.default_rng(6)
     a, b = rng.standard_normal((30, 4)), rng.standard_normal((25, 4))
-    assert math.isclose(product_stats("p", a, b, kind="vo", layer=0, head=0).norm_1_1, np.abs(a @ b.T).sum(), rel_tol=1e-12)
+    assert math.isclose(
+        product_stats("p", a, b, kind="vo", layer=0, head=0).norm_1_1, np.abs(a @ b.T).sum(), rel_tol=1e-12
+    )
 
 
 # =========================================================================== per layer
@@ -184,7 +197,9 @@ def naive_heads(q, k, v, o, heads: int, kv_heads: int, d: int):
 
 
 def check_layer_against_naive(ckpt, layer) -> None:
-    stats = layer_matrices(layer, num_heads=ckpt.num_heads, num_kv_heads=ckpt.num_kv_heads, head_dim=ckpt.head_dim, bias=False)
+    stats = layer_matrices(
+        layer, num_heads=ckpt.num_heads, num_kv_heads=ckpt.num_kv_heads, head_dim=ckpt.head_dim, bias=False
+    )
     H, d = ckpt.num_heads, ckpt.head_dim
     kinds = [s.kind for s in stats]
     assert kinds == ["q", "k", "v", "o"] + ["qk"] * H + ["vo"] * H + ["ff1"] * len(layer.ff1) + ["ff2"] * len(layer.ff2)
@@ -214,7 +229,11 @@ def check_layer_against_naive(ckpt, layer) -> None:
         (lambda: synthetic.llama_state(heads=4, kv_heads=1), {"num_attention_heads": 4}, {}),
         (lambda: synthetic.torch_encoder_state(), None, {"heads": 4}),
         (lambda: synthetic.distilbert_state(), {"n_heads": 2}, {}),
-        (lambda: synthetic.mpnet_state(prefix="mpnet.", lm_head=True), {"num_attention_heads": 3, "model_type": "mpnet"}, {}),
+        (
+            lambda: synthetic.mpnet_state(prefix="mpnet.", lm_head=True),
+            {"num_attention_heads": 3, "model_type": "mpnet"},
+            {},
+        ),
     ],
     ids=["bert", "gpt2-split", "llama-gqa", "llama-mqa", "torch-encoder-split", "distilbert", "mpnet"],
 )
@@ -398,7 +417,13 @@ def test_c6_on_minilm_l6() -> None:
             pytest.skip(f"MiniLM-L6 not cached and not downloadable: {exc}")
         raise
     ckpt = open_checkpoint(folder)
-    assert (ckpt.num_layers, ckpt.hidden_size, ckpt.num_heads, ckpt.head_dim, ckpt.intermediate_size) == (6, 384, 12, 32, 1536)
+    assert (ckpt.num_layers, ckpt.hidden_size, ckpt.num_heads, ckpt.head_dim, ckpt.intermediate_size) == (
+        6,
+        384,
+        12,
+        32,
+        1536,
+    )
     assert ckpt.dtype == "F32"
     start = time.perf_counter()
     stats = checkpoint_spectra(ckpt)

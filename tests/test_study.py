@@ -19,16 +19,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import studyrun
+import synthetic
 import torch
+from cliutil import run
 from safetensors.numpy import load as load_safetensors
 from safetensors.numpy import load_file
 
-import studyrun
-import synthetic
-from cliutil import run
+from numerics._util.workdirs import LOCK_NAME
 from numerics.analysis import analyze
 from numerics.bounds import ModelSettings
-from numerics.cli import main
 from numerics.study import (
     AXES,
     TASKS,
@@ -42,18 +42,27 @@ from numerics.study import (
     store,
     train_family,
 )
-from numerics.study.tasks import load_digits_arrays
-from numerics._util.workdirs import LOCK_NAME
-from numerics.study.run import bound_inputs, bound_settings
 from numerics.study.batched import MAX_BATCH, batch_key, plan_batches, train_batch
+from numerics.study.run import bound_inputs, bound_settings
+from numerics.study.tasks import load_digits_arrays
 from numerics.study.train import build_model, task_data, train
 
 ROOT = Path(__file__).resolve().parent.parent
 SPECBOUND = studyrun.SPECBOUND
 
 #: A model small enough to train in a fraction of a second (2 layers so that layer indices are exercised).
-TINY = TrainSettings(task="modadd", modulus=11, depth=2, width=16, heads=2, train_fraction=0.5, weight_decay=0.1,
-                     learning_rate=3e-3, max_steps=40, loss_target=0.01)
+TINY = TrainSettings(
+    task="modadd",
+    modulus=11,
+    depth=2,
+    width=16,
+    heads=2,
+    train_fraction=0.5,
+    weight_decay=0.1,
+    learning_rate=3e-3,
+    max_steps=40,
+    loss_target=0.01,
+)
 
 
 # --------------------------------------------------------------------------- tasks
@@ -114,14 +123,17 @@ def test_settings_hash_ignores_int_versus_float_and_the_other_tasks_fields():
     assert TrainSettings.from_dict(TINY.as_dict()) == TINY
 
 
-@pytest.mark.parametrize("change, message", [
-    ({"label_noise": 1.5}, "label_noise=1.5 must be a finite number in [0, 1]"),
-    ({"label_noise": -0.1}, "label_noise=-0.1"),
-    ({"heads": 3}, "heads=3 must divide width=16"),
-    ({"task": "cifar"}, "task='cifar' must be one of modadd, digits"),
-    ({"learning_rate": math.nan}, "learning_rate=nan"),
-    ({"depth": 0}, "depth=0 must be a positive int"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"label_noise": 1.5}, "label_noise=1.5 must be a finite number in [0, 1]"),
+        ({"label_noise": -0.1}, "label_noise=-0.1"),
+        ({"heads": 3}, "heads=3 must divide width=16"),
+        ({"task": "cifar"}, "task='cifar' must be one of modadd, digits"),
+        ({"learning_rate": math.nan}, "learning_rate=nan"),
+        ({"depth": 0}, "depth=0 must be a positive int"),
+    ],
+)
 def test_bad_settings_are_refused(change, message):
     with pytest.raises(ValueError, match=message.replace("[", r"\[").replace("(", r"\(")):
         TINY.replace(**change)
@@ -205,9 +217,18 @@ def test_the_record_holds_the_margin_and_parameter_count_the_measures_read(tmp_p
     inputs = bound_inputs(folder, record)
     head = state["classifier.weight"].astype(np.float64)
     lipschitz = max(np.linalg.norm(head[i] - head[j]) for i in range(len(head)) for j in range(len(head)) if i != j)
-    gain, shift = (state[f"encoder.layer.{TINY.depth - 1}.output.LayerNorm.{k}"].astype(np.float64) for k in ("weight", "bias"))
-    assert inputs == pytest.approx({"n": data.num_train, "T": 3, "head_lipschitz": lipschitz,
-                                    "B_out": np.max(np.abs(gain)) * math.sqrt(TINY.width) + np.linalg.norm(shift)}, rel=1e-12)
+    gain, shift = (
+        state[f"encoder.layer.{TINY.depth - 1}.output.LayerNorm.{k}"].astype(np.float64) for k in ("weight", "bias")
+    )
+    assert inputs == pytest.approx(
+        {
+            "n": data.num_train,
+            "T": 3,
+            "head_lipschitz": lipschitz,
+            "B_out": np.max(np.abs(gain)) * math.sqrt(TINY.width) + np.linalg.norm(shift),
+        },
+        rel=1e-12,
+    )
     # the covered output is within B_out on every training input (the final CLS row, before the head)
     with torch.no_grad():
         hidden = module.encoder(module.embeddings(torch.from_numpy(data.train_inputs)))[:, 0].double().numpy()
@@ -218,9 +239,13 @@ def test_the_record_holds_the_margin_and_parameter_count_the_measures_read(tmp_p
     full = {**record, **inputs}
     values = measures.evaluate(analysis, full)
     assert values["num_parameters"] == record["num_parameters"]
-    assert values["bartlett2017"] == pytest.approx(measures.REGISTRY["bartlett2017"].raw(analysis, full)
-                                                   - 0.5 * math.log(data.num_train) + math.log(lipschitz)
-                                                   - math.log(record["margin"]), rel=1e-12)
+    assert values["bartlett2017"] == pytest.approx(
+        measures.REGISTRY["bartlett2017"].raw(analysis, full)
+        - 0.5 * math.log(data.num_train)
+        + math.log(lipschitz)
+        - math.log(record["margin"]),
+        rel=1e-12,
+    )
 
 
 def test_adamw_is_torchs_adamw_bit_for_bit():
@@ -232,8 +257,10 @@ def test_adamw_is_torchs_adamw_bit_for_bit():
     ours, theirs = build_model(TINY, data), build_model(TINY, data)
 
     def groups(model):
-        return [{"params": [p for p in model.parameters() if p.ndim >= 2], "weight_decay": 0.3},
-                {"params": [p for p in model.parameters() if p.ndim < 2], "weight_decay": 0.0}]
+        return [
+            {"params": [p for p in model.parameters() if p.ndim >= 2], "weight_decay": 0.3},
+            {"params": [p for p in model.parameters() if p.ndim < 2], "weight_decay": 0.0},
+        ]
 
     mine = AdamW(groups(ours), lr=3e-3, betas=(0.9, 0.98))
     reference = torch.optim.AdamW(groups(theirs), lr=3e-3, betas=(0.9, 0.98), eps=1e-8, foreach=False)
@@ -266,13 +293,17 @@ def _numpy_bert_logits(state: dict[str, np.ndarray], config: dict, inputs: np.nd
     d = width // heads
     for i in range(config["num_hidden_layers"]):
         p = f"encoder.layer.{i}."
-        q, k, v = (linear(x, p + f"attention.self.{m}").reshape(n, t, heads, d).transpose(0, 2, 1, 3)
-                   for m in ("query", "key", "value"))
+        q, k, v = (
+            linear(x, p + f"attention.self.{m}").reshape(n, t, heads, d).transpose(0, 2, 1, 3)
+            for m in ("query", "key", "value")
+        )
         scores = q @ k.transpose(0, 1, 3, 2) / math.sqrt(d)
         scores = np.exp(scores - scores.max(-1, keepdims=True))
         attention = (scores / scores.sum(-1, keepdims=True)) @ v
-        x = ln(x + linear(attention.transpose(0, 2, 1, 3).reshape(n, t, width), p + "attention.output.dense"),
-               p + "attention.output.LayerNorm")
+        x = ln(
+            x + linear(attention.transpose(0, 2, 1, 3).reshape(n, t, width), p + "attention.output.dense"),
+            p + "attention.output.LayerNorm",
+        )
         h = linear(x, p + "intermediate.dense")
         h = 0.5 * h * (1 + erf(h / math.sqrt(2)))
         x = ln(x + linear(h, p + "output.dense"), p + "output.LayerNorm")
@@ -283,10 +314,24 @@ def test_saved_model_is_a_bert_that_analyze_reads(tmp_path):
     trained = train(TINY)
     stored = store(TINY, trained, tmp_path)
     config = json.loads((stored.folder / "config.json").read_text())
-    assert {k: config[k] for k in ("model_type", "hidden_size", "num_attention_heads", "num_hidden_layers",
-                                   "intermediate_size", "hidden_act")} == \
-        {"model_type": "bert", "hidden_size": 16, "num_attention_heads": 2, "num_hidden_layers": 2,
-         "intermediate_size": 64, "hidden_act": "gelu"}
+    assert {
+        k: config[k]
+        for k in (
+            "model_type",
+            "hidden_size",
+            "num_attention_heads",
+            "num_hidden_layers",
+            "intermediate_size",
+            "hidden_act",
+        )
+    } == {
+        "model_type": "bert",
+        "hidden_size": 16,
+        "num_attention_heads": 2,
+        "num_hidden_layers": 2,
+        "intermediate_size": 64,
+        "hidden_act": "gelu",
+    }
     assert config["specbound_study"]["settings"] == TINY.as_dict()
 
     # the torch module with the saved weights
@@ -307,7 +352,10 @@ def test_saved_model_is_a_bert_that_analyze_reads(tmp_path):
     d = 8
     for i, layer in enumerate(module.encoder.layer):
         attn = layer.attention
-        wq, wk = attn.self.query.weight.detach().double(), attn.self.key.weight.detach().double()  # nn.Linear: [out, in]
+        wq, wk = (
+            attn.self.query.weight.detach().double(),
+            attn.self.key.weight.detach().double(),
+        )  # nn.Linear: [out, in]
         wv, wo = attn.self.value.weight.detach().double(), attn.output.dense.weight.detach().double()
         for h in range(2):
             rows = slice(h * d, (h + 1) * d)
@@ -317,7 +365,9 @@ def test_saved_model_is_a_bert_that_analyze_reads(tmp_path):
             for kind, product in (("qk", qk), ("vo", vo)):
                 want = torch.linalg.svdvals(product).numpy()[:d]
                 got = analysis.singular_values[f"layer{i}.head{h}.{kind}"]
-                np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12 * want[0], err_msg=f"layer {i} head {h} {kind}")
+                np.testing.assert_allclose(
+                    got, want, rtol=1e-9, atol=1e-12 * want[0], err_msg=f"layer {i} head {h} {kind}"
+                )
 
 
 # --------------------------------------------------------------------------- cache
@@ -325,8 +375,10 @@ def test_saved_model_is_a_bert_that_analyze_reads(tmp_path):
 
 def _fake(settings: TrainSettings) -> TrainedModel:
     record = {"settings_hash": settings.hash(), "gap": 0.5}
-    return TrainedModel(files={"config.json": b"{}\n", "model.safetensors": b"weights", "checkpoints/step-000000/config.json": b"{}"},
-                        record=record)
+    return TrainedModel(
+        files={"config.json": b"{}\n", "model.safetensors": b"weights", "checkpoints/step-000000/config.json": b"{}"},
+        record=record,
+    )
 
 
 def test_store_verifies_before_reuse(tmp_path):
@@ -349,8 +401,12 @@ def test_store_verifies_before_reuse(tmp_path):
 
 def test_batched_training_is_deterministic_and_trains_each_model_like_the_loop():
     quick = TINY.replace(loss_target=2.2)  # ln 11 = 2.40 at the start: reached after a few steps, differently per model
-    settings = [quick, quick.replace(seed=1), quick.replace(learning_rate=1e-2, weight_decay=0.0),
-                quick.replace(label_noise=1.0, seed=2)]
+    settings = [
+        quick,
+        quick.replace(seed=1),
+        quick.replace(learning_rate=1e-2, weight_decay=0.0),
+        quick.replace(label_noise=1.0, seed=2),
+    ]
     first, second = train_batch(settings), train_batch(settings)
     for a, b in zip(first, second):
         assert a.files["model.safetensors"] == b.files["model.safetensors"]
@@ -362,14 +418,19 @@ def test_batched_training_is_deterministic_and_trains_each_model_like_the_loop()
         r = batched.record
         assert r["settings_hash"] == s.hash() and r["trainer"]["batch"] == [t.hash() for t in settings]
         assert r["reached"] == alone["reached"] and abs(r["steps"] - alone["steps"]) <= max(5, alone["steps"] // 5)
-        assert abs(r["train_error"] - alone["train_error"]) <= 0.1 and abs(r["test_error"] - alone["test_error"]) <= 0.15
+        assert (
+            abs(r["train_error"] - alone["train_error"]) <= 0.1 and abs(r["test_error"] - alone["test_error"]) <= 0.15
+        )
         # the saved weights give the recorded training loss (the record is the saved model's)
         model = build_model(s, task_data(s))
-        model.load_state_dict({k: torch.from_numpy(v) for k, v in load_safetensors(batched.files["model.safetensors"]).items()})
+        model.load_state_dict(
+            {k: torch.from_numpy(v) for k, v in load_safetensors(batched.files["model.safetensors"]).items()}
+        )
         data = task_data(s)
         with torch.no_grad():
-            loss = torch.nn.functional.cross_entropy(model(torch.from_numpy(data.train_inputs)).double(),
-                                                     torch.from_numpy(data.train_labels))
+            loss = torch.nn.functional.cross_entropy(
+                model(torch.from_numpy(data.train_inputs)).double(), torch.from_numpy(data.train_labels)
+            )
         assert float(loss) == pytest.approx(r["train_loss"], rel=1e-6)
     assert len({r.record["steps"] for r in first}) > 1  # not vacuous: the models stopped at different steps
 
@@ -405,8 +466,9 @@ def test_training_on_a_dask_cluster_gives_the_same_bits(tmp_path):
     import distributed
 
     settings = [TINY, TINY.replace(seed=1)]
-    with distributed.LocalCluster(processes=True, n_workers=1, threads_per_worker=2, host="127.0.0.1",
-                                  dashboard_address=":0") as cluster:
+    with distributed.LocalCluster(
+        processes=True, n_workers=1, threads_per_worker=2, host="127.0.0.1", dashboard_address=":0"
+    ) as cluster:
         stored = train_family(settings, root=tmp_path, scheduler=cluster.scheduler_address)
     # Reference: the same batch trained in this process (train_batch is deterministic, bit for bit).
     reference = train_batch(settings)
@@ -441,8 +503,13 @@ def test_a_killed_run_resumes_and_reuses_the_stored_model(tmp_path, smoke_run):
     assert reference.returncode == 0, reference.stderr
     cache = tmp_path / "cache"
     command = [str(SPECBOUND), "study", "--preset", "smoke", "--out", str(tmp_path / "out")]
-    proc = subprocess.Popen(command + ["--jobs", "1"], cwd=tmp_path, env=studyrun.env(cache), stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        command + ["--jobs", "1"],
+        cwd=tmp_path,
+        env=studyrun.env(cache),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 300
     manifests: list[Path] = []
     while not manifests and proc.poll() is None and time.monotonic() < deadline:
@@ -464,8 +531,9 @@ def test_a_killed_run_resumes_and_reuses_the_stored_model(tmp_path, smoke_run):
     planted = cache / "study" / "modadd" / ".train-0123456789abcdef-planted"
     planted.mkdir()
     (planted / LOCK_NAME).write_text("")
-    done = subprocess.run(command + ["--no-plots"], cwd=tmp_path, env=studyrun.env(cache), capture_output=True, text=True,
-                          timeout=600)
+    done = subprocess.run(
+        command + ["--no-plots"], cwd=tmp_path, env=studyrun.env(cache), capture_output=True, text=True, timeout=600
+    )
     assert done.returncode == 0, done.stderr
     assert {p.name: p.stat().st_mtime_ns for p in first.iterdir()} == before
     rows = studyrun.read_csv(tmp_path / "out" / "models.csv")
@@ -479,8 +547,14 @@ def test_a_killed_run_resumes_and_reuses_the_stored_model(tmp_path, smoke_run):
 
 
 def test_sigterm_stops_the_run_and_its_workers(tmp_path):
-    proc = subprocess.Popen([str(SPECBOUND), "study", "--preset", "smoke", "--out", str(tmp_path / "out")], cwd=tmp_path,
-                            env=studyrun.env(tmp_path / "cache"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [str(SPECBOUND), "study", "--preset", "smoke", "--out", str(tmp_path / "out")],
+        cwd=tmp_path,
+        env=studyrun.env(tmp_path / "cache"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 120
     children: list[int] = []
     while not children and proc.poll() is None and time.monotonic() < deadline:
@@ -514,8 +588,12 @@ except KeyboardInterrupt:
 def test_a_worker_never_outlives_its_caller(tmp_path, how):
     # SIGTERM: the caller's cleanup stops the worker; SIGKILL: no cleanup runs, the worker sees its stdin close.
     endless = TINY.replace(max_steps=10**7, loss_target=1e-12)
-    caller = subprocess.Popen([sys.executable, "-c", _CALLER, json.dumps(endless.as_dict()), str(tmp_path / "cache")],
-                              env={**os.environ, "PYTHONPATH": str(ROOT)}, stderr=subprocess.PIPE, text=True)
+    caller = subprocess.Popen(
+        [sys.executable, "-c", _CALLER, json.dumps(endless.as_dict()), str(tmp_path / "cache")],
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 120
     workers: list[int] = []
     while not workers and caller.poll() is None and time.monotonic() < deadline:
@@ -529,16 +607,19 @@ def test_a_worker_never_outlives_its_caller(tmp_path, how):
     assert not list((tmp_path / "cache").glob("study/modadd/*/manifest.json"))
 
 
-@pytest.mark.parametrize("argv, words", [
-    (["--preset", "huge"], "preset='huge' must be one of smoke, default, full"),
-    (["--preset", "smoke", "--task", "cifar"], "task='cifar' must be one of modadd, digits"),
-    (["--preset", "smoke", "--axis", "depth="], "axis depth has no values"),
-    (["--preset", "smoke", "--axis", "label_noise=0,1.5"], "label_noise=1.5 must be a finite number in [0, 1]"),
-    (["--preset", "smoke", "--axis", "dropout=0.1"], "axis='dropout' must be one of"),
-    (["--preset", "smoke", "--axis", "depth=1,two"], "axis depth: value 'two' is not an integer"),
-    (["--preset", "smoke", "--jobs", "0"], "argument --jobs"),
-    ([], "--preset"),
-])
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (["--preset", "huge"], "preset='huge' must be one of smoke, default, full"),
+        (["--preset", "smoke", "--task", "cifar"], "task='cifar' must be one of modadd, digits"),
+        (["--preset", "smoke", "--axis", "depth="], "axis depth has no values"),
+        (["--preset", "smoke", "--axis", "label_noise=0,1.5"], "label_noise=1.5 must be a finite number in [0, 1]"),
+        (["--preset", "smoke", "--axis", "dropout=0.1"], "axis='dropout' must be one of"),
+        (["--preset", "smoke", "--axis", "depth=1,two"], "axis depth: value 'two' is not an integer"),
+        (["--preset", "smoke", "--jobs", "0"], "argument --jobs"),
+        ([], "--preset"),
+    ],
+)
 def test_bad_settings_exit_2_with_one_line(tmp_path, monkeypatch, argv, words):
     monkeypatch.setenv("SPECBOUND_CACHE", str(tmp_path / "cache"))
     monkeypatch.chdir(tmp_path)
@@ -556,7 +637,10 @@ def test_missing_torch_is_one_line_before_anything_is_written(tmp_path, monkeypa
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real(name, *a))
     monkeypatch.setenv("SPECBOUND_CACHE", str(tmp_path / "cache"))
     code, _, err = run(["study", "--preset", "smoke", "--out", str(tmp_path / "out")])
-    assert code == 2 and err.strip() == "specbound: error: specbound study trains with torch: pip install 'specbound[study]'"
+    assert (
+        code == 2
+        and err.strip() == "specbound: error: specbound study trains with torch: pip install 'specbound[study]'"
+    )
     assert list(tmp_path.iterdir()) == []
 
 
@@ -571,13 +655,21 @@ def test_the_package_lists_what_it_exports():
 def test_analyze_never_imports_torch(tmp_path):
     # a folder, the command line, and a mapping of numpy arrays (the folder's tensors) in memory
     folder = synthetic.write_checkpoint(tmp_path / "ck", synthetic.bert_state(), synthetic.bert_config())
-    code = ("import math, sys, numerics, numerics.study; from numerics.analysis import analyze; from numerics.cli import main; "
-            "from safetensors.numpy import load_file; "
-            f"analyze({str(folder)!r}, processes=0); main(['analyze', {str(folder)!r}, '--processes', '0']); "
-            f"a = analyze(load_file({str(folder / 'model.safetensors')!r}), heads=3); "
-            "assert math.isfinite(a.bounds['spectrum_adaptive']['log_complexity']); "
-            "print('TORCH' if 'torch' in sys.modules else 'NO TORCH')")
-    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)},
-                          capture_output=True, text=True, timeout=300)
+    code = (
+        "import math, sys, numerics, numerics.study; from numerics.analysis import analyze; from numerics.cli import main; "
+        "from safetensors.numpy import load_file; "
+        f"analyze({str(folder)!r}, processes=0); main(['analyze', {str(folder)!r}, '--processes', '0']); "
+        f"a = analyze(load_file({str(folder / 'model.safetensors')!r}), heads=3); "
+        "assert math.isfinite(a.bounds['spectrum_adaptive']['log_complexity']); "
+        "print('TORCH' if 'torch' in sys.modules else 'NO TORCH')"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == "NO TORCH"

@@ -11,8 +11,9 @@ import json
 import math
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
@@ -21,16 +22,34 @@ from numerics.study.cache import MANIFEST, RECORD, WORK_PREFIX, load_stored, mod
 from numerics.study.records import TrainedModel
 from numerics.study.settings import TrainSettings
 
-TINY = TrainSettings(task="modadd", modulus=11, depth=2, width=16, heads=2, train_fraction=0.5, weight_decay=0.1,
-                     learning_rate=3e-3, max_steps=40, loss_target=0.01)
+TINY = TrainSettings(
+    task="modadd",
+    modulus=11,
+    depth=2,
+    width=16,
+    heads=2,
+    train_fraction=0.5,
+    weight_decay=0.1,
+    learning_rate=3e-3,
+    max_steps=40,
+    loss_target=0.01,
+)
 STEP = "checkpoints/step-000010"
 
 
 def _fake(settings: TrainSettings) -> TrainedModel:
-    record = {"settings_hash": settings.hash(), "gap": 0.5, "test_error": 0.25,
-              "trajectory": [{"step": 10, "path": STEP, "test_error": 0.5}]}
-    files = {"config.json": b"{}\n", "model.safetensors": b"weights", f"{STEP}/config.json": b"{}\n",
-             f"{STEP}/model.safetensors": b"early weights"}
+    record = {
+        "settings_hash": settings.hash(),
+        "gap": 0.5,
+        "test_error": 0.25,
+        "trajectory": [{"step": 10, "path": STEP, "test_error": 0.5}],
+    }
+    files = {
+        "config.json": b"{}\n",
+        "model.safetensors": b"weights",
+        f"{STEP}/config.json": b"{}\n",
+        f"{STEP}/model.safetensors": b"early weights",
+    }
     return TrainedModel(files=files, record=record)
 
 
@@ -65,17 +84,21 @@ def test_the_record_used_is_the_hash_checked_one(tmp_path):
     assert load_stored(other, tmp_path) is None
 
 
-@pytest.mark.parametrize("change, words", [
-    (lambda r: r["trajectory"][0].update(path="../../../../elsewhere"), "'path'"),
-    (lambda r: r["trajectory"][0].update(path="/tmp/foreign"), "'path'"),
-    (lambda r: r["trajectory"][0].update(path="checkpoints/step-999999"), "not a checkpoint the manifest verifies"),
-    (lambda r: r["trajectory"][0].pop("path"), "'path'"),
-    (lambda r: r["trajectory"][0].update(step="ten"), "'step'"),
-    (lambda r: r.update(trajectory={"step": 1}), "'trajectory'"),
-    (lambda r: r["trajectory"].__setitem__(0, 7), "trajectory entry 0"),
-    (lambda r: r["trajectory"][0].update(test_error=math.nan), "NaN"),
-    (lambda r: r.update(gap=math.inf), "Infinity"),
-], ids=["dotdot", "absolute", "unverified", "no-path", "step-type", "not-a-list", "entry-type", "nan", "inf"])
+@pytest.mark.parametrize(
+    "change, words",
+    [
+        (lambda r: r["trajectory"][0].update(path="../../../../elsewhere"), "'path'"),
+        (lambda r: r["trajectory"][0].update(path="/tmp/foreign"), "'path'"),
+        (lambda r: r["trajectory"][0].update(path="checkpoints/step-999999"), "not a checkpoint the manifest verifies"),
+        (lambda r: r["trajectory"][0].pop("path"), "'path'"),
+        (lambda r: r["trajectory"][0].update(step="ten"), "'step'"),
+        (lambda r: r.update(trajectory={"step": 1}), "'trajectory'"),
+        (lambda r: r["trajectory"].__setitem__(0, 7), "trajectory entry 0"),
+        (lambda r: r["trajectory"][0].update(test_error=math.nan), "NaN"),
+        (lambda r: r.update(gap=math.inf), "Infinity"),
+    ],
+    ids=["dotdot", "absolute", "unverified", "no-path", "step-type", "not-a-list", "entry-type", "nan", "inf"],
+)
 def test_a_malformed_record_is_refused_naming_the_file(tmp_path, change, words):
     # Findings 10 and 11: a trajectory path outside the cache made the study analyse a foreign
     # checkpoint as step 0; NaN became a blank cell; a missing path or a wrong type was an internal error.
@@ -94,8 +117,14 @@ def test_study_folders_are_private(tmp_path):
         stored = store(TINY, _fake(TINY), tmp_path / "cache")
     finally:
         os.umask(old)
-    for folder in (tmp_path / "cache", study_root(tmp_path / "cache"), stored.folder.parent, stored.folder,
-                   stored.folder / "checkpoints", stored.folder / STEP):
+    for folder in (
+        tmp_path / "cache",
+        study_root(tmp_path / "cache"),
+        stored.folder.parent,
+        stored.folder,
+        stored.folder / "checkpoints",
+        stored.folder / STEP,
+    ):
         assert stat.S_IMODE(os.stat(folder).st_mode) == 0o700, folder
 
 

@@ -13,9 +13,8 @@ import sys
 import numpy as np
 import pytest
 
-from numerics.bounds import compiled
 from numerics.analysis import analyze
-from numerics.bounds import DEFAULT_P_GRID, BoundSettings, ModelSettings, build_terms
+from numerics.bounds import DEFAULT_P_GRID, BoundSettings, ModelSettings, build_terms, compiled
 from numerics.study import measures
 from numerics.study.measures import (
     REGISTRY,
@@ -47,7 +46,9 @@ def state():
 
 @pytest.fixture(scope="module")
 def analysis(tmp_path_factory, state):
-    folder = write_checkpoint(tmp_path_factory.mktemp("bert"), state, bert_config(layers=LAYERS, hidden=HIDDEN, heads=HEADS, ff=FF))
+    folder = write_checkpoint(
+        tmp_path_factory.mktemp("bert"), state, bert_config(layers=LAYERS, hidden=HIDDEN, heads=HEADS, ff=FF)
+    )
     # the default p grid: the per-p measures are registered for it; the idealised network the naive checks
     # below write out (biases dropped, B = sqrt(N)): folding is checked in tests/test_network_*.py
     return analyze(str(folder), model=ModelSettings(bias=False, input_norm=math.sqrt(HIDDEN)))
@@ -60,7 +61,9 @@ def _bound_matrices_from_weights(state):
     out = []
     for layer in range(LAYERS):
         base = f"encoder.layer.{layer}."
-        w = {part: state[f"{base}attention.self.{part}.weight"].astype(np.float64) for part in ("query", "key", "value")}
+        w = {
+            part: state[f"{base}attention.self.{part}.weight"].astype(np.float64) for part in ("query", "key", "value")
+        }
         o = state[f"{base}attention.output.dense.weight"].astype(np.float64)
         for h in range(HEADS):
             rows = slice(h * D, (h + 1) * D)
@@ -96,13 +99,17 @@ def test_log_lipschitz_against_a_naive_product(analysis):
     # The bound's class: every spectral norm at its cell's upper end on the peeling grid (MATH.md section 10,
     # rule 2), here 2^ceil(log2 s) (numerics.bounds.peeling: base 1, ratio 2); no norm layer feeds these
     # synthetic blocks, so B stays the assumed sqrt(N) (not a measured value, nothing to peel).
-    rows = {(m["layer"], m["kind"], m["head"]): 2.0 ** math.ceil(math.log2(m["spectral_norm"])) for m in analysis.matrices}
+    rows = {
+        (m["layer"], m["kind"], m["head"]): 2.0 ** math.ceil(math.log2(m["spectral_norm"])) for m in analysis.matrices
+    }
     B2, Ls = HIDDEN, math.erfc(-1) / 2 + math.exp(-1) / math.sqrt(math.pi)
     total = 1.0
     for layer in range(LAYERS):
         attn = 1 + sum(rows[(layer, "vo", h)] * (1 + 4 * B2 * rows[(layer, "qk", h)]) for h in range(HEADS))
         total *= attn * (1 + Ls * rows[(layer, "ff1", None)] * rows[(layer, "ff2", None)])
-    assert evaluate(analysis, RECORD, names=["log_lipschitz"])["log_lipschitz"] == pytest.approx(math.log(total), rel=1e-12)
+    assert evaluate(analysis, RECORD, names=["log_lipschitz"])["log_lipschitz"] == pytest.approx(
+        math.log(total), rel=1e-12
+    )
 
 
 def test_bounds_are_log_complexities_over_the_margin(analysis):
@@ -120,8 +127,14 @@ def test_bounds_are_log_complexities_over_the_margin(analysis):
 def test_common_p_measures_against_a_term_by_term_proxy(analysis):
     # phi_sa(p) = (sum_j (a_j(p) rho_j^p)^(1/(1+p)))^((1+p)/2), a_j the Theorem 4.1 coefficient without logs.
     # the proxies are evaluated as published, at the realised norms (numerics.analysis), so peel=False here
-    terms, _ = build_terms(synthetic.stats_from_analysis(analysis), num_layers=LAYERS, hidden_size=HIDDEN, model=ModelSettings(),
-                           activation_lipschitz=analysis.model["network"]["activation"]["lipschitz"], peel=False)
+    terms, _ = build_terms(
+        synthetic.stats_from_analysis(analysis),
+        num_layers=LAYERS,
+        hidden_size=HIDDEN,
+        model=ModelSettings(),
+        activation_lipschitz=analysis.model["network"]["activation"]["lipschitz"],
+        peel=False,
+    )
     names = [f"phi_sa@p={p:g}" for p in DEFAULT_P_GRID]
     assert len(names) == 21 and all(name in REGISTRY for name in names)
     values = evaluate(analysis, RECORD, names=names)
@@ -129,7 +142,9 @@ def test_common_p_measures_against_a_term_by_term_proxy(analysis):
         total = 0.0
         for t in terms:
             R = float(np.sum(np.sort(t.singular_values)[::-1][: t.rank] ** p))
-            a = compiled.thm41_coefficient_without_logs(t.cover_kind, p=p, R=R, B=t.input_scale, a=t.shape[0], b=t.shape[1])
+            a = compiled.thm41_coefficient_without_logs(
+                t.cover_kind, p=p, R=R, B=t.input_scale, a=t.shape[0], b=t.shape[1]
+            )
             total += (a * math.exp(p * t.log_rho)) ** (1 / (1 + p))
         assert values[name] == pytest.approx((1 + p) / 2 * math.log(total) + SHIFT, rel=1e-10), name
     # phi_sa is the minimum over the grid
@@ -145,7 +160,8 @@ def test_a_common_p_off_the_grid_is_named(tmp_path, state):
     register_common_p_measures((0.0, 1.0, 2.0), registry=reg)
     assert sorted(reg) == ["phi_sa@p=0", "phi_sa@p=1", "phi_sa@p=2"]
     assert evaluate(coarse, RECORD, names=["phi_sa@p=1"], registry=reg)["phi_sa@p=1"] == pytest.approx(
-        coarse.proxies["log_phi_sa_by_common_p"]["1.0"] + SHIFT, rel=1e-15)
+        coarse.proxies["log_phi_sa_by_common_p"]["1.0"] + SHIFT, rel=1e-15
+    )
 
 
 def test_margin_normalisation(analysis):
@@ -156,7 +172,9 @@ def test_margin_normalisation(analysis):
         if m.margin_normalised:
             assert m.log  # every built-in margin bound is a log complexity
             assert at_quarter[name] - at_one[name] == pytest.approx(math.log(4), rel=1e-12), name
-            assert m.raw(analysis, RECORD) - 0.5 * math.log(N_BOUND) + math.log(HEAD) == pytest.approx(at_one[name], rel=1e-12)
+            assert m.raw(analysis, RECORD) - 0.5 * math.log(N_BOUND) + math.log(HEAD) == pytest.approx(
+                at_one[name], rel=1e-12
+            )
         else:
             assert at_quarter[name] == at_one[name], name
     assert all(math.isfinite(v) for v in at_quarter.values())
@@ -169,19 +187,25 @@ def test_an_unknown_margin_gives_nan(analysis, margin):
     assert math.isnan(values["bartlett2017"]) and math.isfinite(values["sum_spectral"])
 
 
-@pytest.mark.parametrize("record, match", [
-    ({"num_parameters": 1}, "record has no 'margin'"),
-    ({"margin": 0.0, "num_parameters": 1}, r"record\['margin'\]=0.0 must be"),
-    ({"margin": -1.0, "num_parameters": 1}, r"record\['margin'\]=-1.0 must be"),
-    ({"margin": math.inf, "num_parameters": 1}, r"record\['margin'\]=inf must be"),
-    ({"margin": "big", "num_parameters": 1}, r"record\['margin'\]='big' must be"),
-    ({"margin": 1.0, "head_lipschitz": 1.0}, "record has no 'n'"),
-    ({"margin": 1.0, "n": N_BOUND}, "record has no 'head_lipschitz'"),
-    ({"margin": 1.0, "n": 0.5, "head_lipschitz": 1.0}, r"record\['n'\]=0.5 must be"),
-    ({"margin": 1.0, "n": N_BOUND, "head_lipschitz": 0.0}, r"record\['head_lipschitz'\]=0.0 must be"),
-    # the bound analysed at another n than the model's own: refused, never ranked
-    ({"margin": 1.0, "n": 500, "head_lipschitz": 1.0}, r"record\['n'\]=500 but the analysis evaluated the bound at n="),
-])
+@pytest.mark.parametrize(
+    "record, match",
+    [
+        ({"num_parameters": 1}, "record has no 'margin'"),
+        ({"margin": 0.0, "num_parameters": 1}, r"record\['margin'\]=0.0 must be"),
+        ({"margin": -1.0, "num_parameters": 1}, r"record\['margin'\]=-1.0 must be"),
+        ({"margin": math.inf, "num_parameters": 1}, r"record\['margin'\]=inf must be"),
+        ({"margin": "big", "num_parameters": 1}, r"record\['margin'\]='big' must be"),
+        ({"margin": 1.0, "head_lipschitz": 1.0}, "record has no 'n'"),
+        ({"margin": 1.0, "n": N_BOUND}, "record has no 'head_lipschitz'"),
+        ({"margin": 1.0, "n": 0.5, "head_lipschitz": 1.0}, r"record\['n'\]=0.5 must be"),
+        ({"margin": 1.0, "n": N_BOUND, "head_lipschitz": 0.0}, r"record\['head_lipschitz'\]=0.0 must be"),
+        # the bound analysed at another n than the model's own: refused, never ranked
+        (
+            {"margin": 1.0, "n": 500, "head_lipschitz": 1.0},
+            r"record\['n'\]=500 but the analysis evaluated the bound at n=",
+        ),
+    ],
+)
 def test_bad_margins_are_named(analysis, record, match):
     with pytest.raises(ValueError, match=match):
         evaluate(analysis, record, names=["spectrum_adaptive"])
@@ -215,7 +239,12 @@ def test_missing_parameter_count_is_named(analysis):
 def test_a_user_measure_in_a_few_lines(analysis):
     reg: dict[str, Measure] = {}
 
-    @measure("sum_norm_2_1", margin_normalised=True, description="sum of ||W^T||_{2,1} over the bound's matrices", registry=reg)
+    @measure(
+        "sum_norm_2_1",
+        margin_normalised=True,
+        description="sum of ||W^T||_{2,1} over the bound's matrices",
+        registry=reg,
+    )
     def sum_norm_2_1(analysis, record):
         return sum(row["norm_2_1"] for row in bound_matrices(analysis))
 
@@ -223,20 +252,28 @@ def test_a_user_measure_in_a_few_lines(analysis):
     assert sum_norm_2_1(analysis, RECORD) == plain  # the decorator returns the plain function
     # not a log: divided by the margin
     assert evaluate(analysis, RECORD, registry=reg) == {
-        "sum_norm_2_1": pytest.approx(plain * HEAD / (math.sqrt(N_BOUND) * GAMMA), rel=1e-12)}
-    assert reg["sum_norm_2_1"].as_dict() == {"name": "sum_norm_2_1", "margin_normalised": True, "log": False,
-                                             "description": "sum of ||W^T||_{2,1} over the bound's matrices"}
+        "sum_norm_2_1": pytest.approx(plain * HEAD / (math.sqrt(N_BOUND) * GAMMA), rel=1e-12)
+    }
+    assert reg["sum_norm_2_1"].as_dict() == {
+        "name": "sum_norm_2_1",
+        "margin_normalised": True,
+        "log": False,
+        "description": "sum of ||W^T||_{2,1} over the bound's matrices",
+    }
     with pytest.raises(ValueError, match="measure 'sum_norm_2_1' is already registered"):
         measure("sum_norm_2_1", margin_normalised=False, description="again", registry=reg)(sum_norm_2_1)
     with pytest.raises(ValueError, match="names=\\['nope'\\]"):
         evaluate(analysis, RECORD, names=["nope"], registry=reg)
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"name": "", "margin_normalised": True, "description": "d"}, "name=''"),
-    ({"name": "x", "margin_normalised": 1, "description": "d"}, "margin_normalised=1"),
-    ({"name": "x", "margin_normalised": True, "description": ""}, "description=''"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"name": "", "margin_normalised": True, "description": "d"}, "name=''"),
+        ({"name": "x", "margin_normalised": 1, "description": "d"}, "margin_normalised=1"),
+        ({"name": "x", "margin_normalised": True, "description": ""}, "description=''"),
+    ],
+)
 def test_bad_registrations(kwargs, match):
     with pytest.raises((ValueError, TypeError), match=match):
         measure(registry={}, **kwargs)
@@ -262,12 +299,24 @@ def test_training_margins_by_hand():
 def test_every_built_in_measure_is_described():
     for name, m in REGISTRY.items():
         assert m.name == name and m.description
-    assert {"spectrum_adaptive", "phi_sa", "edelman2022", "bartlett2017", "num_parameters", "sum_spectral",
-            "log_prod_spectral", "sum_frobenius", "sum_stable_rank", "log_lipschitz"} <= set(REGISTRY)
+    assert {
+        "spectrum_adaptive",
+        "phi_sa",
+        "edelman2022",
+        "bartlett2017",
+        "num_parameters",
+        "sum_spectral",
+        "log_prod_spectral",
+        "sum_frobenius",
+        "sum_stable_rank",
+        "log_lipschitz",
+    } <= set(REGISTRY)
     assert measures.describe()[0]["name"] == next(iter(REGISTRY))
 
 
 def test_the_study_modules_do_not_import_torch():
-    code = ("import sys; import numerics.study.measures, numerics.study.statistics; "
-            "sys.exit(1 if 'torch' in sys.modules else 0)")
+    code = (
+        "import sys; import numerics.study.measures, numerics.study.statistics; "
+        "sys.exit(1 if 'torch' in sys.modules else 0)"
+    )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)

@@ -15,9 +15,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import scipy.stats
-
 import studyrun
 from cliutil import run
+
 from numerics._util.cache import sha256_file
 from numerics.analysis import analyze
 from numerics.errors import OutputError
@@ -29,15 +29,25 @@ from numerics.study import (
     COLUMNS,
     compute_findings,
     get_preset,
+    measures,
     model_folder,
     run_study,
 )
-from numerics.study import measures
 from numerics.study.run import bound_inputs, bound_settings
 
 #: Every file of a report folder, figures included (the smoke preset keeps one trajectory: its base model).
-TABLE_FILES = ("models.csv", "models.md", "measures.csv", "correlations.csv", "correlations.md", "random_labels.csv",
-               "slopes.csv", "trajectories.csv", "study.json", "summary.md")
+TABLE_FILES = (
+    "models.csv",
+    "models.md",
+    "measures.csv",
+    "correlations.csv",
+    "correlations.md",
+    "random_labels.csv",
+    "slopes.csv",
+    "trajectories.csv",
+    "study.json",
+    "summary.md",
+)
 FIGURES = ("scatter.png", "scatter_by_p.png", "taus.png", "random_labels.png")
 
 
@@ -97,7 +107,9 @@ def test_the_measures_are_those_of_the_saved_models_reloaded_through_analyze(smo
         # at the model's own n, T and B_out, with its head's Lipschitz constant (what the study analyses at)
         inputs = bound_inputs(folder, record)
         assert (inputs["n"], int(row["n"])) == (record["task"]["num_train"], record["task"]["num_train"])
-        with np.errstate(invalid="ignore"):  # the n_nonvacuous diagnostic's inf - inf, as in numerics.study.run._analyse
+        with np.errstate(
+            invalid="ignore"
+        ):  # the n_nonvacuous diagnostic's inf - inf, as in numerics.study.run._analyse
             analysis = analyze(str(folder), processes=0, settings=bound_settings(inputs))
         values = measures.evaluate(analysis, {**record, **inputs})
         for name, value in values.items():
@@ -140,7 +152,7 @@ def test_the_correlation_table_recomputed_from_the_measure_table(smoke):
             if taus:
                 psi[axis] = float(np.mean(taus))
                 assert float(row[f"psi_gap_{axis}"]) == pytest.approx(psi[axis], abs=1e-12), (name, axis)
-        assert set(psi) == {k[len("psi_gap_"):] for k in row if k.startswith("psi_gap_")}
+        assert set(psi) == {k[len("psi_gap_") :] for k in row if k.startswith("psi_gap_")}
         assert float(row["Psi_gap"]) == pytest.approx(np.mean(list(psi.values())), abs=1e-12), name
 
 
@@ -176,19 +188,27 @@ def test_the_trajectory_table_is_the_analysis_of_each_checkpoint(smoke):
     folder = Path(next(r["path"] for r in studyrun.read_csv(out / "models.csv") if r["model"] == base.hash()))
     record = json.loads((folder / "record.json").read_text())
     steps = [p["step"] for p in record["trajectory"]] + [record["steps"]]
-    assert [int(r["step"]) for r in rows] == steps and [r["final"] for r in rows] == ["False"] * (len(steps) - 1) + ["True"]
+    assert [int(r["step"]) for r in rows] == steps and [r["final"] for r in rows] == ["False"] * (len(steps) - 1) + [
+        "True"
+    ]
     for row, point in zip(rows, [*record["trajectory"], None]):
         where = folder / point["path"] if point is not None else folder
         inputs = bound_inputs(where, record)  # the checkpoint's own weights, the model's n and T
-        with np.errstate(invalid="ignore"):  # the n_nonvacuous diagnostic's inf - inf, as in numerics.study.run._analyse
+        with np.errstate(
+            invalid="ignore"
+        ):  # the n_nonvacuous diagnostic's inf - inf, as in numerics.study.run._analyse
             analysis = analyze(str(where), processes=0, settings=bound_settings(inputs))
         bound = analysis.bounds["spectrum_adaptive"]
         assert bound["n"] == record["task"]["num_train"] and bound["T"] == 3
         assert float(row["log_bound"]) == pytest.approx(bound["log_complexity"], rel=1e-12)
         margin = (point or record)["margin"]
         if margin is not None:
-            expected = (bound["log_complexity"] - 0.5 * math.log(inputs["n"]) + math.log(inputs["head_lipschitz"])
-                        - math.log(margin))
+            expected = (
+                bound["log_complexity"]
+                - 0.5 * math.log(inputs["n"])
+                + math.log(inputs["head_lipschitz"])
+                - math.log(margin)
+            )
             assert float(row["log_bound_over_margin"]) == pytest.approx(expected, rel=1e-12)
         ranks = [m["rank"] for m in analysis.matrices if m["kind"] == "qk"]
         assert (int(row["qk_rank_min"]), int(row["qk_rank_max"])) == (min(ranks), max(ranks))
@@ -196,8 +216,7 @@ def test_the_trajectory_table_is_the_analysis_of_each_checkpoint(smoke):
 
 
 def _weights(cache: Path) -> dict[str, str]:
-    return {p.relative_to(cache).as_posix(): sha256_file(p)
-            for p in sorted(cache.glob("study/**/*.safetensors"))}
+    return {p.relative_to(cache).as_posix(): sha256_file(p) for p in sorted(cache.glob("study/**/*.safetensors"))}
 
 
 def test_same_seed_and_settings_give_the_same_bits_and_tables(smoke, tmp_path):
@@ -222,10 +241,16 @@ def test_tables_written_twice_from_the_same_records_are_byte_identical(smoke_fin
         assert (tmp_path / "first" / name).read_bytes() == (tmp_path / "second" / name).read_bytes(), name
 
 
-@pytest.mark.parametrize("argv, words", [
-    (["--preset", "smoke", "--jobs", "1", "--no-plots", "--include-unreached", "--task", "nope"], "task='nope' must be one of"),
-    (["--preset", "default", "--axis", "seed=0,0"], "axis seed repeats a value"),
-])
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (
+            ["--preset", "smoke", "--jobs", "1", "--no-plots", "--include-unreached", "--task", "nope"],
+            "task='nope' must be one of",
+        ),
+        (["--preset", "default", "--axis", "seed=0,0"], "axis seed repeats a value"),
+    ],
+)
 def test_bad_settings_exit_2_before_anything_is_written(tmp_path, monkeypatch, argv, words):
     monkeypatch.setenv("SPECBOUND_CACHE", str(tmp_path / "cache"))
     code, _, err = run(["study", "--out", str(tmp_path / "out"), *argv])
@@ -277,7 +302,9 @@ def test_c10_and_c11_run_through_the_same_code_on_the_smoke_family(smoke, smoke_
         if d is not None and d["estimate"] is not None:
             ours, theirs = digest["measures"][claims.SPECTRUM_ADAPTIVE], digest["measures"][b]
             if ours["models"] == theirs["models"] == d["num_models"]:
-                assert d["estimate"] == pytest.approx(ours["tau_gap"]["estimate"] - theirs["tau_gap"]["estimate"], abs=1e-12)
+                assert d["estimate"] == pytest.approx(
+                    ours["tau_gap"]["estimate"] - theirs["tau_gap"]["estimate"], abs=1e-12
+                )
     assert digest["environment"] and all(e["torch"] and e["cpu_capability"] is not None for e in digest["environment"])
 
 
@@ -331,7 +358,9 @@ def test_a_retrained_probe_lands_inside_the_digests_tolerance(smoke_findings):
     # The smoke family was just retrained from scratch by this session (the smoke_run fixture): its numbers
     # must land within the tolerance the committed digest states for its probe, not merely share hashes.
     digest = claims.read_study_digest()
-    assert digest is not None and digest.get("probe"), "no probe in the committed results: `./run claims --update-study`"
+    assert digest is not None and digest.get("probe"), (
+        "no probe in the committed results: `./run claims --update-study`"
+    )
     probe = digest["probe"]
     tol = probe["tolerance"]
     result, found = smoke_findings

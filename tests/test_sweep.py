@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from synthetic import bert_config, bert_state, write_checkpoint
 
 from numerics.analysis import analyze
 from numerics.bounds import BoundSettings
@@ -33,9 +34,8 @@ from numerics.experiments.scaling import (
     fit_slopes,
     sweep,
 )
-from numerics.report.tables import sweep_rows_json
 from numerics.report.sweep_plots import plot_sweep
-from synthetic import bert_config, bert_state, write_checkpoint
+from numerics.report.tables import sweep_rows_json
 
 FAST = BoundSettings(p_grid=(0.0, 1.0, 2.0), grid_points=48)
 DEPTHS = (1, 2, 4)
@@ -49,7 +49,9 @@ def folders(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     out = []
     for L, N in [*((L, N) for L in DEPTHS for N in WIDTHS), LONE]:
         state = bert_state(layers=L, hidden=N, ff=4 * N, seed=100 * L + N)
-        out.append(str(write_checkpoint(root / f"L{L}-N{N}", state, bert_config(layers=L, hidden=N, heads=N // 8, ff=4 * N))))
+        out.append(
+            str(write_checkpoint(root / f"L{L}-N{N}", state, bert_config(layers=L, hidden=N, heads=N // 8, ff=4 * N)))
+        )
     return out
 
 
@@ -167,16 +169,36 @@ def test_bad_inputs(sources: object, kwargs: dict, error: type, pattern: str) ->
 
 
 def _row(L: int, N: int, log_sa: float, log_ed: float) -> SweepRow:
-    return SweepRow(source=f"L{L}-N{N}", path=f"L{L}-N{N}", architecture="bert", num_layers=L, hidden_size=N,
-                    num_heads=max(1, N // 64), intermediate_size=4 * N, log_phi_sa=log_sa, log_phi_edelman=log_ed,
-                    phi_sa_common_p=0.0, log_complexity=(), p_star_fractions=(), num_matrices=0)
+    return SweepRow(
+        source=f"L{L}-N{N}",
+        path=f"L{L}-N{N}",
+        architecture="bert",
+        num_layers=L,
+        hidden_size=N,
+        num_heads=max(1, N // 64),
+        intermediate_size=4 * N,
+        log_phi_sa=log_sa,
+        log_phi_edelman=log_ed,
+        phi_sa_common_p=0.0,
+        log_complexity=(),
+        p_star_fractions=(),
+        num_matrices=0,
+    )
 
 
-def _power_law(sa: tuple[float, float], ed: tuple[float, float], *, depths: tuple[int, ...] = (2, 4, 8),
-               widths: tuple[int, ...] = (128, 256, 512)) -> SweepResult:
+def _power_law(
+    sa: tuple[float, float],
+    ed: tuple[float, float],
+    *,
+    depths: tuple[int, ...] = (2, 4, 8),
+    widths: tuple[int, ...] = (128, 256, 512),
+) -> SweepResult:
     """Rows with ``log Phi = a_L log L + a_N log N + 1`` exactly, for given exponents."""
-    rows = tuple(_row(L, N, sa[0] * math.log(L) + sa[1] * math.log(N) + 1, ed[0] * math.log(L) + ed[1] * math.log(N) + 1)
-                 for L in depths for N in widths)
+    rows = tuple(
+        _row(L, N, sa[0] * math.log(L) + sa[1] * math.log(N) + 1, ed[0] * math.log(L) + ed[1] * math.log(N) + 1)
+        for L in depths
+        for N in widths
+    )
     return SweepResult(rows=rows, settings=FAST)
 
 
@@ -201,7 +223,9 @@ def test_c8_holds_when_both_slopes_are_smaller() -> None:
         ((1.5, 1.0), (1.5, 2.0), {"L": "fails", "N": "holds"}),  # a tie is not "more slowly"
     ],
 )
-def test_c8_fails_when_phi_sa_grows_as_fast_or_faster(sa: tuple[float, float], ed: tuple[float, float], axes: dict) -> None:
+def test_c8_fails_when_phi_sa_grows_as_fast_or_faster(
+    sa: tuple[float, float], ed: tuple[float, float], axes: dict
+) -> None:
     verdict = evaluate_c8(_power_law(sa=sa, ed=ed))
     assert verdict["status"] == "fails"
     assert {a: v["status"] for a, v in verdict["axes"].items()} == axes
@@ -210,7 +234,10 @@ def test_c8_fails_when_phi_sa_grows_as_fast_or_faster(sa: tuple[float, float], e
 @pytest.mark.claim("C8")
 def test_c8_fails_if_one_group_fails() -> None:
     rows = list(_power_law(sa=(0.5, 1.0), ed=(1.5, 2.0)).rows)
-    rows += [_row(3, 1024, 10.0, 1.0), _row(24, 1024, 50.0, 2.0)]  # at N = 1024 SA is steeper in L (depths 3, 24 only here)
+    rows += [
+        _row(3, 1024, 10.0, 1.0),
+        _row(24, 1024, 50.0, 2.0),
+    ]  # at N = 1024 SA is steeper in L (depths 3, 24 only here)
     verdict = evaluate_c8(SweepResult(rows=tuple(rows)))
     assert verdict["status"] == "fails"
     assert [c["fixed"] for c in verdict["comparisons"] if not c["holds"]] == ["N=1024"]
@@ -304,7 +331,9 @@ def _fake_hub(monkeypatch: pytest.MonkeyPatch, *, reachable: bool, cached: set[s
     return calls
 
 
-UNREACHABLE = r"the HuggingFace hub is not reachable from here.*; pass local folders or registry names \(minilm-l6, minilm-l3\)"
+UNREACHABLE = (
+    r"the HuggingFace hub is not reachable from here.*; pass local folders or registry names \(minilm-l6, minilm-l3\)"
+)
 
 
 def test_hub_without_huggingface_hub(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -338,7 +367,9 @@ def test_hub_offline_uses_the_cache_only(monkeypatch: pytest.MonkeyPatch) -> Non
         expand_grid("bert-miniatures", offline_ok=False)
     _fake_hub(monkeypatch, reachable=True)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    with pytest.raises(CheckpointError, match=r"HF_HUB_OFFLINE=1 and none of the 24 repositories is in the local cache"):
+    with pytest.raises(
+        CheckpointError, match=r"HF_HUB_OFFLINE=1 and none of the 24 repositories is in the local cache"
+    ):
         expand_grid("bert-miniatures")
 
 
@@ -351,8 +382,10 @@ def test_hub_unreachable_falls_back_to_the_cache(monkeypatch: pytest.MonkeyPatch
 
 @pytest.mark.parametrize(
     ("kwargs", "pattern"),
-    [({"name": "bert-tiny"}, r"name='bert-tiny' must be one of \['bert-miniatures'\]"),
-     ({"name": "bert-miniatures", "timeout": 0}, r"timeout=0 must be a positive number of seconds")],
+    [
+        ({"name": "bert-tiny"}, r"name='bert-tiny' must be one of \['bert-miniatures'\]"),
+        ({"name": "bert-miniatures", "timeout": 0}, r"timeout=0 must be a positive number of seconds"),
+    ],
 )
 def test_expand_grid_bad_inputs(kwargs: dict, pattern: str) -> None:
     with pytest.raises(ValueError, match=pattern):

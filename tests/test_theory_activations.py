@@ -13,7 +13,8 @@ import sys
 import numpy as np
 import pytest
 import sympy as sp
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 from scipy.special import erf
 
 from theory import activations
@@ -172,7 +173,9 @@ def test_gain_one_on_random_inputs(key, x):
         assert abs(float(NUMPY[key](np.float64(x)))) <= abs(x) * (1 + 1e-15)
 
 
-@pytest.mark.parametrize("key", ["silu", "gelu_erf"])  # tanh-GELU: a sigmoid by test_gate_forms_equal_transformers_formulas
+@pytest.mark.parametrize(
+    "key", ["silu", "gelu_erf"]
+)  # tanh-GELU: a sigmoid by test_gate_forms_equal_transformers_formulas
 def test_gates_lie_in_the_unit_interval(key):
     # Reference: the gate f(t)/t in SymPy: a sigmoid or a normal CDF; checked at t -> +-oo and on a grid.
     g = activations.gate(key)
@@ -185,13 +188,25 @@ def test_gates_lie_in_the_unit_interval(key):
 # ------------------------------------------------------------------ the registry
 
 
-@pytest.mark.parametrize("name, key", [
-    # Reference: transformers ACT2CLS (src/transformers/activations.py).
-    ("gelu", "gelu_erf"), ("gelu_python", "gelu_erf"), ("gelu_10", "gelu_erf_clip10"), ("gelu_new", "gelu_tanh"),
-    ("gelu_pytorch_tanh", "gelu_tanh"), ("gelu_python_tanh", "gelu_tanh"), ("gelu_accurate", "gelu_tanh"),
-    ("gelu_fast", "gelu_fast"), ("silu", "silu"), ("swish", "silu"), ("quick_gelu", "quick_gelu"),
-    ("relu", "relu"), ("linear", "identity"),
-])
+@pytest.mark.parametrize(
+    "name, key",
+    [
+        # Reference: transformers ACT2CLS (src/transformers/activations.py).
+        ("gelu", "gelu_erf"),
+        ("gelu_python", "gelu_erf"),
+        ("gelu_10", "gelu_erf_clip10"),
+        ("gelu_new", "gelu_tanh"),
+        ("gelu_pytorch_tanh", "gelu_tanh"),
+        ("gelu_python_tanh", "gelu_tanh"),
+        ("gelu_accurate", "gelu_tanh"),
+        ("gelu_fast", "gelu_fast"),
+        ("silu", "silu"),
+        ("swish", "silu"),
+        ("quick_gelu", "quick_gelu"),
+        ("relu", "relu"),
+        ("linear", "identity"),
+    ],
+)
 def test_transformers_names(name, key):
     assert activations.activation(name) is activations.ACTIVATIONS[key]
 

@@ -6,12 +6,13 @@ definitions), with fixed seeds and stated tolerances.
 """
 
 import math
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 import pytest
 import sympy as sp
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from theory import activations, affine, gated, lipschitz, normlayers
 from theory.symbols import SYMBOLS
@@ -67,13 +68,20 @@ def test_folded_local_factor_and_row_bound():
         assert affine.local_factor(kind, bias=True) == lipschitz.local_factor(kind)
 
 
-@pytest.mark.parametrize("kind, bias, a, b, r", [
-    # Reference: MATH.md section 9, shapes of the folded matrices (row convention) and rank caps.
-    ("qk", False, N, N, d_h), ("qk", True, N + 1, N + 1, d_h),
-    ("vo", False, N, N, d_h), ("vo", True, N + 1, N, d_h),
-    ("ff1", False, N, d_ff, sp.Min(N, d_ff)), ("ff1", True, N + 1, d_ff, sp.Min(N + 1, d_ff)),
-    ("ff2", False, d_ff, N, sp.Min(N, d_ff)), ("ff2", True, d_ff + 1, N, sp.Min(N, d_ff + 1)),
-])
+@pytest.mark.parametrize(
+    "kind, bias, a, b, r",
+    [
+        # Reference: MATH.md section 9, shapes of the folded matrices (row convention) and rank caps.
+        ("qk", False, N, N, d_h),
+        ("qk", True, N + 1, N + 1, d_h),
+        ("vo", False, N, N, d_h),
+        ("vo", True, N + 1, N, d_h),
+        ("ff1", False, N, d_ff, sp.Min(N, d_ff)),
+        ("ff1", True, N + 1, d_ff, sp.Min(N + 1, d_ff)),
+        ("ff2", False, d_ff, N, sp.Min(N, d_ff)),
+        ("ff2", True, d_ff + 1, N, sp.Min(N, d_ff + 1)),
+    ],
+)
 def test_dims_and_rank_caps(kind, bias, a, b, r):
     assert affine.dims(kind, bias=bias) == (a, b)
     assert affine.rank_cap(kind, bias=bias) == r
@@ -200,7 +208,7 @@ def test_output_bias_cover_dominates_the_one_dimensional_count():
 # ------------------------------------------------------------------ norm layers
 
 
-@lru_cache(maxsize=None)
+@cache
 def _explicit_identity(n):
     lhs, rhs = normlayers.normalised_norm_squared_explicit(n)
     return sp.simplify(lhs - rhs)
@@ -239,8 +247,7 @@ def _radius(expr, **values):
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.integers(0, 2**32 - 1), st.integers(2, 64), st.sampled_from([0.0, 1e-12, 1e-5, 1.0]),
-       st.floats(1e-3, 1e3))
+@given(st.integers(0, 2**32 - 1), st.integers(2, 64), st.sampled_from([0.0, 1e-12, 1e-5, 1.0]), st.floats(1e-3, 1e3))
 def test_norm_radius_never_exceeded(seed, n, eps, spread):
     # Reference: the layers computed directly (float64); radius from theory.normlayers.
     rng = np.random.default_rng(seed)
@@ -277,7 +284,7 @@ def test_norm_radius_is_attained_without_eps_and_approached_with_it():
     assert math.isclose(r, _radius(normlayers.rmsnorm_radius(), g_inf=c, N=n), rel_tol=1e-12)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _jacobian_gap(kind, n):
     return normlayers.jacobian_identity(kind, n)
 
@@ -326,20 +333,30 @@ def test_layernorm_lipschitz_on_segments(seed, step):
     assert moved <= bound * np.linalg.norm(x - y) * (1 + 1e-4)
 
 
-@pytest.mark.parametrize("layout, block, layer, role", [
-    # Reference: MATH.md section 9 (post-LN: previous LN's output, embeddings LN for layer 0; pre-LN: own LN).
-    ("post", "attention", 0, "embeddings"), ("post", "attention", 3, "previous_feedforward"),
-    ("post", "feedforward", 0, "own_attention_output"), ("pre", "attention", 0, "own_pre_attention"),
-    ("pre", "feedforward", 5, "own_pre_feedforward"),
-])
+@pytest.mark.parametrize(
+    "layout, block, layer, role",
+    [
+        # Reference: MATH.md section 9 (post-LN: previous LN's output, embeddings LN for layer 0; pre-LN: own LN).
+        ("post", "attention", 0, "embeddings"),
+        ("post", "attention", 3, "previous_feedforward"),
+        ("post", "feedforward", 0, "own_attention_output"),
+        ("pre", "attention", 0, "own_pre_attention"),
+        ("pre", "feedforward", 5, "own_pre_feedforward"),
+    ],
+)
 def test_block_input_norm(layout, block, layer, role):
     assert normlayers.block_input_norm(layout, block, layer) == role
 
 
-@pytest.mark.parametrize("args, message", [
-    (("sandwich", "attention", 0), "layout='sandwich'"), (("post", "mlp", 0), "block='mlp'"),
-    (("pre", "attention", -1), "layer=-1"), (("pre", "attention", True), "layer=True"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (("sandwich", "attention", 0), "layout='sandwich'"),
+        (("post", "mlp", 0), "block='mlp'"),
+        (("pre", "attention", -1), "layer=-1"),
+        (("pre", "attention", True), "layer=True"),
+    ],
+)
 def test_block_input_norm_refuses_bad_arguments(args, message):
     with pytest.raises(ValueError, match=message):
         normlayers.block_input_norm(*args)
@@ -367,8 +384,12 @@ def _gelu_tanh(t):
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.integers(0, 2**32 - 1), st.floats(0.1, 5.0), st.floats(1e-5, 2.0),
-       st.sampled_from([("silu", _silu), ("gelu_pytorch_tanh", _gelu_tanh)]))
+@given(
+    st.integers(0, 2**32 - 1),
+    st.floats(0.1, 5.0),
+    st.floats(1e-5, 2.0),
+    st.sampled_from([("silu", _silu), ("gelu_pytorch_tanh", _gelu_tanh)]),
+)
 def test_gated_lipschitz_and_output_bound_hold_in_the_ball(seed, radius, step, act):
     # Reference: the gated block computed directly (float64); constants from theory.gated with
     # L_sigma and c_sigma from the activation registry.
@@ -384,5 +405,7 @@ def test_gated_lipschitz_and_output_bound_hold_in_the_ball(seed, radius, step, a
     norms = {s_1: np.linalg.norm(w1, 2), s_2: np.linalg.norm(w2, 2), s_3: np.linalg.norm(w3, 2)}
     values = {**norms, B: radius, L_sigma: entry.lipschitz, c_sigma: entry.gain}
     block = lambda z: w2 @ (fn(w1 @ z) * (w3 @ z))  # noqa: E731
-    assert np.linalg.norm(block(x) - block(y)) <= float(gated.lipschitz().subs(values)) * np.linalg.norm(x - y) * (1 + 1e-9)
+    assert np.linalg.norm(block(x) - block(y)) <= float(gated.lipschitz().subs(values)) * np.linalg.norm(x - y) * (
+        1 + 1e-9
+    )
     assert np.linalg.norm(fn(w1 @ x) * (w3 @ x)) <= float(gated.output_bound().subs(values)) * (1 + 1e-12)

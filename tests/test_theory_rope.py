@@ -10,7 +10,8 @@ import math
 import numpy as np
 import pytest
 import sympy as sp
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy.optimize import minimize_scalar
 
 from theory import lipschitz, rope, thm31, thm41
@@ -45,13 +46,15 @@ def test_rotation_matrix_is_transformers_rotary_map():
     d = 8
     x = rng.standard_normal(d)
     for position in (0, 1, 7, 123.0):
-        np.testing.assert_allclose(rope.rotation_matrix(d, position) @ x, _rotate_half_apply(x, position),
-                                   rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(
+            rope.rotation_matrix(d, position) @ x, _rotate_half_apply(x, position), rtol=1e-12, atol=1e-12
+        )
     R = rope.rotation_matrix(d, 17.0, layout="interleaved")
     np.testing.assert_allclose(R.T @ R, np.eye(d), atol=1e-14)
     # the score depends on the offset only: R(t)^T R(u) = R(u - t)
-    np.testing.assert_allclose(rope.rotation_matrix(d, 5.0).T @ rope.rotation_matrix(d, 12.0),
-                               rope.rotation_matrix(d, 7.0), atol=1e-12)
+    np.testing.assert_allclose(
+        rope.rotation_matrix(d, 5.0).T @ rope.rotation_matrix(d, 12.0), rope.rotation_matrix(d, 7.0), atol=1e-12
+    )
     with pytest.raises(ValueError, match="head_dim=7"):
         rope.rotation_matrix(7, 1.0)
 
@@ -118,16 +121,29 @@ def test_rank_form_is_the_sum_of_two_rank_covers():
     # at the half split's scales.
     q_scale, k_scale = rope.half_split()
     rank = thm41.rank_cover_at_half_scale("vector")
-    expected = sum(rank.xreplace({S["s"]: s_, S["R"]: R_, S["eps"]: e_, S["b"]: S["d_h"], S["r"]: S["d_h"]})
-                   for s_, R_, e_ in ((s_q, S["R_q"], q_scale), (s_k, S["R_k"], k_scale)))
+    expected = sum(
+        rank.xreplace({S["s"]: s_, S["R"]: R_, S["eps"]: e_, S["b"]: S["d_h"], S["r"]: S["d_h"]})
+        for s_, R_, e_ in ((s_q, S["R_q"], q_scale), (s_k, S["R_k"], k_scale))
+    )
     assert sp.simplify(rope.cover_half_split("p0") - expected) == 0
 
 
 def test_common_p_form_is_the_optimal_share():
     # Reference: scipy's bounded minimisation over the share w of a_q eps_q^-p + a_k eps_k^-p at the
     # split of theory.rope.split (rel. tol 1e-7); it never exceeds the half-split value at eps'.
-    values = {B: 1.3, s_q: 2.0, s_k: 0.7, S["R_q"]: 3.0, S["R_k"]: 5.0, S["a"]: 64, S["d_h"]: 16, S["m"]: 10**4,
-              S["eps_min"]: 1e-3, eps: 0.05, p: 0.8}
+    values = {
+        B: 1.3,
+        s_q: 2.0,
+        s_k: 0.7,
+        S["R_q"]: 3.0,
+        S["R_k"]: 5.0,
+        S["a"]: 64,
+        S["d_h"]: 16,
+        S["m"]: 10**4,
+        S["eps_min"]: 1e-3,
+        eps: 0.05,
+        p: 0.8,
+    }
     closed = float(rope.cover_common_p().subs(values))
     a_j = thm31.per_matrix_coefficient("vector")
     a_q = float(a_j.xreplace({S["s"]: s_q, S["R"]: S["R_q"], S["b"]: S["d_h"], S["r"]: S["d_h"]}).subs(values))
@@ -179,9 +195,16 @@ def test_rotary_head_lipschitz_holds_on_random_pairs(seed, radius, step):
     X *= radius * rng.uniform(0.2, 1.0, (T, 1)) / np.linalg.norm(X, axis=1, keepdims=True)
     Y = X + step * rng.standard_normal((T, n))
     Y *= np.minimum(1.0, radius / np.linalg.norm(Y, axis=1, keepdims=True))
-    values = {B: radius, s_q: scale * np.linalg.norm(Wq, 2), s_k: np.linalg.norm(Wk, 2), S["s_vo"]: np.linalg.norm(Wo @ Wv, 2)}
+    values = {
+        B: radius,
+        s_q: scale * np.linalg.norm(Wq, 2),
+        s_k: np.linalg.norm(Wk, 2),
+        S["s_vo"]: np.linalg.norm(Wo @ Wv, 2),
+    }
     bound = float(rope.attention_head_lipschitz().subs(values))
-    moved = np.linalg.norm(_rotary_head(X, Wq, Wk, Wv, Wo, scale) - _rotary_head(Y, Wq, Wk, Wv, Wo, scale), axis=1).max()
+    moved = np.linalg.norm(
+        _rotary_head(X, Wq, Wk, Wv, Wo, scale) - _rotary_head(Y, Wq, Wk, Wv, Wo, scale), axis=1
+    ).max()
     assert moved <= bound * np.linalg.norm(X - Y, axis=1).max() * (1 + 1e-9)
 
 
@@ -189,8 +212,12 @@ def test_rotary_head_lipschitz_holds_on_random_pairs(seed, radius, step):
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.integers(0, 2**32 - 1), st.sampled_from([0.05, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0]),
-       st.sampled_from(["rotary", "orthogonal"]), st.floats(0.0, 3.0))
+@given(
+    st.integers(0, 2**32 - 1),
+    st.sampled_from([0.05, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0]),
+    st.sampled_from(["rotary", "orthogonal"]),
+    st.floats(0.0, 3.0),
+)
 def test_horn_hoelder_for_every_index_and_rotation(seed, index, kind, decay):
     # Reference: singular values from numpy's SVD (float64) of W_q^T R W_k; sums over the singular values
     # above the numpy matrix_rank tolerance (the product has rank <= d < n: its d+1..n-th singular
@@ -211,4 +238,6 @@ def test_horn_hoelder_for_every_index_and_rotation(seed, index, kind, decay):
     lhs = power_sum(Wq.T @ R @ Wk, index)
     values = {S["S_q2p"]: power_sum(Wq, 2 * index), S["S_k2p"]: power_sum(Wk, 2 * index)}
     assert lhs <= float(rope.schatten_product_bound().subs(values)) * (1 + 1e-10)
-    assert sv(Wq.T @ R @ Wk)[0] <= float(rope.operator_norm_bound().subs({s_q: sv(Wq)[0], s_k: sv(Wk)[0]})) * (1 + 1e-12)
+    assert sv(Wq.T @ R @ Wk)[0] <= float(rope.operator_norm_bound().subs({s_q: sv(Wq)[0], s_k: sv(Wk)[0]})) * (
+        1 + 1e-12
+    )

@@ -5,7 +5,8 @@ import math
 import numpy as np
 import pytest
 import sympy as sp
-from hypothesis import assume, given, strategies as st
+from hypothesis import assume, given
+from hypothesis import strategies as st
 from scipy.optimize import minimize_scalar
 
 from numerics.bounds.compiled import compile_expr, thm41_log_cover
@@ -15,11 +16,18 @@ from theory.symbols import SYMBOLS
 p, tau = SYMBOLS["p"], SYMBOLS["tau"]
 ARGS = ("p", "eps", "s", "R", "B", "a", "b", "r", "m")
 
-params = st.fixed_dictionaries({
-    "eps": st.floats(1e-3, 1.0), "s": st.floats(0.1, 10.0), "B": st.floats(0.5, 5.0),
-    "a": st.integers(2, 1024), "b": st.integers(2, 1024), "r": st.integers(1, 64),
-    "R": st.floats(0.5, 50.0), "m": st.integers(1, 10**8),
-})
+params = st.fixed_dictionaries(
+    {
+        "eps": st.floats(1e-3, 1.0),
+        "s": st.floats(0.1, 10.0),
+        "B": st.floats(0.5, 5.0),
+        "a": st.integers(2, 1024),
+        "b": st.integers(2, 1024),
+        "r": st.integers(1, 64),
+        "R": st.floats(0.5, 50.0),
+        "m": st.integers(1, 10**8),
+    }
+)
 
 
 def test_kappa_derived_equals_stated_form():
@@ -89,8 +97,13 @@ def test_rank_cap_never_increases(prm, kind):
 
 
 BAD = [
-    ({"p": -0.1}, "p=-0.1"), ({"p": 2.5}, "p=2.5"), ({"eps": 0.0}, "eps=0.0"), ({"eps": -1.0}, "eps=-1.0"),
-    ({"R": -2.0}, "R=-2.0"), ({"B": 0.0}, "B=0.0"), ({"s": float("nan")}, "s=nan"),
+    ({"p": -0.1}, "p=-0.1"),
+    ({"p": 2.5}, "p=2.5"),
+    ({"eps": 0.0}, "eps=0.0"),
+    ({"eps": -1.0}, "eps=-1.0"),
+    ({"R": -2.0}, "R=-2.0"),
+    ({"B": 0.0}, "B=0.0"),
+    ({"s": float("nan")}, "s=nan"),
 ]
 
 
@@ -118,7 +131,9 @@ def test_shipped_forms_are_a_fresh_derivation_byte_for_byte():
 
     fresh = codegen.render()
     shipped = codegen.TARGET.read_text(encoding="utf-8")
-    assert shipped == fresh, "numerics/bounds/_derived_forms.py is stale: run `./run regenerate` (python -m numerics.bounds.codegen)"
+    assert shipped == fresh, (
+        "numerics/bounds/_derived_forms.py is stale: run `./run regenerate` (python -m numerics.bounds.codegen)"
+    )
 
 
 def _random_arguments(rng, names, size):

@@ -25,8 +25,13 @@ def test_union_cost_is_groups_times_log_grid_plus_peeling(tie):
     # the radii at p*, of the spectral norms, of B_out (upward) and of gamma (downward); the upward level of v is
     # the smallest integer k with v <= 2^k, the downward one the largest with 2^k <= v (counted here by hand).
     rng = np.random.default_rng(5)
-    terms = [MatrixTerm(f"l{layer}.{kind}", kind, (16, 16), 4, rng.uniform(0.1, 9.0, 4), 4, 0.3 * layer, 2.0,
-                        f"layer{layer}/{kind}") for layer in range(3) for kind in ("qk", "vo", "ff1")]
+    terms = [
+        MatrixTerm(
+            f"l{layer}.{kind}", kind, (16, 16), 4, rng.uniform(0.1, 9.0, 4), 4, 0.3 * layer, 2.0, f"layer{layer}/{kind}"
+        )
+        for layer in range(3)
+        for kind in ("qk", "vo", "ff1")
+    ]
     settings = BoundSettings(p_grid=GRID, grid_points=32, tie=tie, B_out=0.7, gamma=5.0)
     post = posthoc(terms, settings)
     groups = {"layer-type": 3 * 3, "matrix": len(terms), "common": 1}[tie]
@@ -47,7 +52,9 @@ def test_union_cost_is_groups_times_log_grid_plus_peeling(tie):
     assert post.peel == pytest.approx(peel, rel=1e-14)
     assert post.log_union == pytest.approx(groups * math.log(len(GRID)) + peel, rel=1e-14)
     n, delta = settings.n, settings.delta
-    want = 3 * math.sqrt((math.log(2 / delta) + groups * math.log(len(GRID)) + peel) / (2 * n)) - 3 * math.sqrt(math.log(2 / delta) / (2 * n))
+    want = 3 * math.sqrt((math.log(2 / delta) + groups * math.log(len(GRID)) + peel) / (2 * n)) - 3 * math.sqrt(
+        math.log(2 / delta) / (2 * n)
+    )
     assert post.union_cost == pytest.approx(want, rel=1e-9)
     # the generalization gap is evaluated at the grid values gamma = 4 and B_out = 1 (theory.margin: gamma below,
     # B_out above): (2/4) min(Rad, 4) + 3 sqrt(log(2/delta')/(2n))
@@ -58,7 +65,20 @@ def test_union_cost_is_groups_times_log_grid_plus_peeling(tie):
 def test_peeling_levels_are_the_smallest_power_of_two_above():
     # Reference: theory.margin's rule, the smallest integer k (of either sign) with v <= 2^k, counted in exact float
     # powers of two.
-    values = [1e-300, 0.3, 1.0, 2.0, 2.0000000000000004, 3.0, 4.0, 1024.0, 1025.0, 2.0**80, 2.0**80 * (1 + 2**-52), 1e300]
+    values = [
+        1e-300,
+        0.3,
+        1.0,
+        2.0,
+        2.0000000000000004,
+        3.0,
+        4.0,
+        1024.0,
+        1025.0,
+        2.0**80,
+        2.0**80 * (1 + 2**-52),
+        1e300,
+    ]
     for v in values:
         k = next(k for k in range(-1074, 1024) if v <= math.ldexp(1.0, k))
         assert peeling_levels([v])[0] == k, v

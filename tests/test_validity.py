@@ -15,9 +15,17 @@ import pytest
 
 from numerics.bounds import compiled
 from numerics.bounds.terms import MatrixTerm
-from numerics.bounds.theorem31 import (PEEL_BASE, PEEL_RATIO, BoundSettings, class_settings, grid_values, peeling_cost,
-                                       peeling_levels, posthoc, theorem41_coefficients)
-
+from numerics.bounds.theorem31 import (
+    PEEL_BASE,
+    PEEL_RATIO,
+    BoundSettings,
+    class_settings,
+    grid_values,
+    peeling_cost,
+    peeling_levels,
+    posthoc,
+    theorem41_coefficients,
+)
 
 # --------------------------------------------------------------------------- rule 1: the issue's counterexample
 
@@ -61,8 +69,14 @@ def test_counterexample_external_centres_exceed_the_budget_internal_ones_do_not(
     assert worst <= budget + 1e-12
     # The plain FF2 case (W_2 relu(W_1 x)): rho_1 = L_sigma s_2 = 1, rho_2 = 1; external centres move 1.25.
     assert _plain(1 + eps, 1 + eps, x) - _plain(1, 1, x) == pytest.approx(1.25, abs=1e-15)
-    worst = max(abs(_plain(v1, v2, x) - _plain(w1, w2, x)) for w1 in grid for w2 in grid
-                for v1 in (w1 - eps, w1, w1 + eps) for v2 in (w2 - eps, w2, w2 + eps) if abs(v1) <= 1 and abs(v2) <= 1)
+    worst = max(
+        abs(_plain(v1, v2, x) - _plain(w1, w2, x))
+        for w1 in grid
+        for w2 in grid
+        for v1 in (w1 - eps, w1, w1 + eps)
+        for v2 in (w2 - eps, w2, w2 + eps)
+        if abs(v1) <= 1 and abs(v2) <= 1
+    )
     assert worst <= budget + 1e-12
 
 
@@ -141,8 +155,21 @@ def test_peeling_cost_is_log_of_the_inverse_prior(k):
 def test_grid_levels_by_brute_force_over_powers_of_two():
     # Reference: the smallest k (any integer) with v <= 2^k, and the largest with 2^k <= v, counted over exact
     # float powers of two.
-    values = [1e-300, 3e-5, 0.3, 0.5, 0.5000000000000001, 1.0, 1.0000000000000002, 3.0, 4.0, 1025.0, 2.0**80,
-              2.0**80 * (1 + 2**-52), 1e300]
+    values = [
+        1e-300,
+        3e-5,
+        0.3,
+        0.5,
+        0.5000000000000001,
+        1.0,
+        1.0000000000000002,
+        3.0,
+        4.0,
+        1025.0,
+        2.0**80,
+        2.0**80 * (1 + 2**-52),
+        1e300,
+    ]
     for v in values:
         up = min(k for k in range(-1074, 1024) if v <= math.ldexp(1.0, k))
         down = max(k for k in range(-1074, 1024) if math.ldexp(1.0, k) <= v)
@@ -230,8 +257,11 @@ def test_coefficient_uses_grid_values_of_s_and_R():
     t = MatrixTerm("w", "vo", (4, 4), 2, np.array([3.0, 0.5]), 2, 0.0, 1.0, "layer0/v")
     got = theorem41_coefficients([t], 2.0, settings)[0]
     log_eps = float(np.log(settings.alpha_min * settings.floor_share))
-    want = float(compiled.thm41_log_coefficient("vector", p=2.0, log_eps_min=log_eps, s=4.0, R=16.0, B=1.0, a=4, b=4, r=2,
-                                                m=settings.n * settings.T))
+    want = float(
+        compiled.thm41_log_coefficient(
+            "vector", p=2.0, log_eps_min=log_eps, s=4.0, R=16.0, B=1.0, a=4, b=4, r=2, m=settings.n * settings.T
+        )
+    )
     assert got == pytest.approx(want, rel=1e-13)
 
 
@@ -247,7 +277,9 @@ def bert_with_norms(tmp_path_factory):
     for key in [k for k in state if k.endswith("LayerNorm.weight")]:
         state[key] = rng.uniform(0.3, 2.9, state[key].shape).astype(np.float32)
         state[key.replace(".weight", ".bias")] = rng.normal(0, 0.4, state[key].shape).astype(np.float32)
-    folder = write_checkpoint(tmp_path_factory.mktemp("bertnorms"), state, bert_config(layers=2, hidden=24, heads=3, ff=48))
+    folder = write_checkpoint(
+        tmp_path_factory.mktemp("bertnorms"), state, bert_config(layers=2, hidden=24, heads=3, ff=48)
+    )
     return folder, state
 
 
@@ -261,20 +293,30 @@ def test_norm_gains_and_biases_are_terms_of_the_bound(bert_with_norms):
     norms = {x["name"]: x for x in bound["norm_parameters"]}
     # post-LN BERT, 2 layers: the embeddings LayerNorm feeds layer 0's attention, each attention-output LayerNorm its
     # layer's feedforward, layer 0's output LayerNorm layer 1's attention; layer 1's output LayerNorm feeds no block.
-    feeding = ["embeddings.LayerNorm", "encoder.layer.0.attention.output.LayerNorm", "encoder.layer.0.output.LayerNorm",
-               "encoder.layer.1.attention.output.LayerNorm"]
+    feeding = [
+        "embeddings.LayerNorm",
+        "encoder.layer.0.attention.output.LayerNorm",
+        "encoder.layer.0.output.LayerNorm",
+        "encoder.layer.1.attention.output.LayerNorm",
+    ]
     assert set(norms) == {f"{n}.{t}" for n in feeding for t in ("weight", "bias")}
     n, theta, N = settings.n, settings.floor_share, 24
     J = len([m for m in a.matrices if m["theorem_inputs"] is not None]) + len(norms)
-    lip = [x for pair in zip(a.settings["log_lipschitz_attention"], a.settings["log_lipschitz_feedforward"]) for x in pair]
+    lip = [
+        x for pair in zip(a.settings["log_lipschitz_attention"], a.settings["log_lipschitz_feedforward"]) for x in pair
+    ]
     block = {feeding[0]: 0, feeding[1]: 1, feeding[2]: 2, feeding[3]: 3}
     for name, x in norms.items():
         ti, tensor = x["theorem_inputs"], state[name]
         stem = name.rsplit(".", 1)[0]
-        realised = float(np.abs(tensor).max()) if name.endswith("weight") else float(np.linalg.norm(tensor.astype(np.float64)))
-        assert ti["s_realised"] == pytest.approx(realised, rel=1e-6) and ti["s"] == float(grid_values([ti["s_realised"]])[0])
+        realised = (
+            float(np.abs(tensor).max()) if name.endswith("weight") else float(np.linalg.norm(tensor.astype(np.float64)))
+        )
+        assert ti["s_realised"] == pytest.approx(realised, rel=1e-6) and ti["s"] == float(
+            grid_values([ti["s_realised"]])[0]
+        )
         # rho: the constant of the block it feeds and of every later block (theory.normlayers.parameter_propagation)
-        assert ti["log_rho"] == pytest.approx(sum(lip[block[stem]:]), rel=1e-12)
+        assert ti["log_rho"] == pytest.approx(sum(lip[block[stem] :]), rel=1e-12)
         # a_j(p) = N log(1 + 2 G sqrt(N) / eps_min) (B_out / rho)^p for a gain, N log(1 + 4 beta / eps_min) (.)^p for a
         # bias (the cover at eps_min / 2), eps_min = (B_out / n) theta / (J rho); written from theory.normlayers' statement
         eps_min = 1.0 / n * theta / J / math.exp(ti["log_rho"])
@@ -282,10 +324,12 @@ def test_norm_gains_and_biases_are_terms_of_the_bound(bert_with_norms):
         inner = 2 * ti["s"] * math.sqrt(N) / eps_min if name.endswith("weight") else 4 * ti["s"] / eps_min
         log_a = math.log(N * math.log1p(inner)) + p * (0.0 - ti["log_rho"])
         assert ti["log_coefficient"] == pytest.approx(log_a, rel=1e-12)
-        assert ti["log_allocated_coefficient"] == pytest.approx(log_a + p * (ti["log_rho"] - math.log(1 - theta)), rel=1e-12)
+        assert ti["log_allocated_coefficient"] == pytest.approx(
+            log_a + p * (ti["log_rho"] - math.log(1 - theta)), rel=1e-12
+        )
     # each block's radius is the LayerNorm radius at the grid values of g_inf and beta_norm (rule 3 with rule 2)
     for layer, row in enumerate(a.model["network"]["input_norms"]):
-        for which, key in (("attention", 0), ("feedforward", 1)):
+        for which, _key in (("attention", 0), ("feedforward", 1)):
             src = row[which]["source"]
             G, beta = (norms[f"{src}.weight"]["theorem_inputs"]["s"], norms[f"{src}.bias"]["theorem_inputs"]["s"])
             assert a.settings["input_norms"][layer][which] == pytest.approx(G * math.sqrt(N) + beta, rel=1e-14)
@@ -358,7 +402,10 @@ def test_n_nonvacuous_search_is_its_definition_with_errors_raised():
 
     def excess(n: float) -> float:
         rad = rademacher([t], p, replace(settings, n=n)).rademacher
-        return float(compiled.excess_over_trivial(Rad=rad, B_out=16.0, gamma=1.0, n=n, delta=settings.delta, groups=1,
-                                                  grid_size=1, peel=0.0))
+        return float(
+            compiled.excess_over_trivial(
+                Rad=rad, B_out=16.0, gamma=1.0, n=n, delta=settings.delta, groups=1, grid_size=1, peel=0.0
+            )
+        )
 
     assert excess(n0) < 0 <= excess(n0 - 1)

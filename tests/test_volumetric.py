@@ -17,7 +17,8 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import example, given, settings, strategies as st
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from numerics import montecarlo as mc
 from numerics.montecarlo.volumetric import (
@@ -241,7 +242,9 @@ def test_metric_ball_bound_matches_a_direct_computation():
     X = mc.sample_rows(np.random.default_rng(5), m=7, dim=3, B=1.0)
     geo = row_geometry(X)
     F = brascamp_lieb_exponent(X)
-    assert metric_ball_log_volume("vector", geo, k1=3, k2=2, full_rows=True) == pytest.approx(3 * log_volume_euclidean_ball(2) + 2 * F, rel=1e-9)
+    assert metric_ball_log_volume("vector", geo, k1=3, k2=2, full_rows=True) == pytest.approx(
+        3 * log_volume_euclidean_ball(2) + 2 * F, rel=1e-9
+    )
     assert metric_ball_log_volume("bilinear", geo, k1=3, k2=3) == pytest.approx(9 * math.log(2) + 6 * F, rel=1e-9)
 
 

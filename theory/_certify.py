@@ -213,9 +213,14 @@ def _critical_points(h_float: Callable[[Any], Any], T: float, delta: float) -> l
     return roots
 
 
-def _sup_on_compact(g: Callable[[Interval], Interval], h: Callable[[Interval], Interval],
-                    h2: Callable[[Interval], Interval], roots: list[float], T: Any,
-                    delta: Any) -> tuple[Any, Any, Any, int]:
+def _sup_on_compact(
+    g: Callable[[Interval], Interval],
+    h: Callable[[Interval], Interval],
+    h2: Callable[[Interval], Interval],
+    roots: list[float],
+    T: Any,
+    delta: Any,
+) -> tuple[Any, Any, Any, int]:
     """``(L, U, argmax, boxes)`` with ``L <= max_{[-T, T]} g <= U`` (steps 1 and 2 of the module docstring)."""
     brackets: list[tuple[Any, Any]] = []
     U = max(g(iv.mpf(-T)).b, g(iv.mpf(T)).b)
@@ -305,5 +310,12 @@ def certify_gated(phi: sp.Expr, var: sp.Symbol, *, T: float = 12.0, delta: float
         inf = (_float_down(min(-mpmath.mpf(U_negmin), -mpmath.mpf(tau))), _float_up(-mpmath.mpf(L_negmin)))
     finally:
         iv.prec = old
-    return SlopeCertificate(sup=sup, inf=inf, argmax=float(arg_max), argmin=float(arg_min), compact=float(T),
-                            tail=_float_up(tau), boxes=boxes_max + boxes_min)
+    return SlopeCertificate(
+        sup=sup,
+        inf=inf,
+        argmax=float(arg_max),
+        argmin=float(arg_min),
+        compact=float(T),
+        tail=_float_up(tau),
+        boxes=boxes_max + boxes_min,
+    )

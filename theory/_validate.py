@@ -48,8 +48,8 @@ def _as_number(name: str, value: Any) -> Any:
 def check_schatten_index(value: Any, name: str = "p") -> Any:
     """Check ``0 <= p <= 2`` (the range of Schatten indices of Theorem 4.1)."""
     v = _as_number(name, value)
-    lo = _truth(sys.modules['sympy'].Ge(v, 0)) if _is_sympy(v) else v >= 0
-    hi = _truth(sys.modules['sympy'].Le(v, 2)) if _is_sympy(v) else v <= 2
+    lo = _truth(sys.modules["sympy"].Ge(v, 0)) if _is_sympy(v) else v >= 0
+    hi = _truth(sys.modules["sympy"].Le(v, 2)) if _is_sympy(v) else v <= 2
     if lo is False or hi is False:
         raise ValueError(f"{name}={value!r} must lie in [0, 2].")
     return value
@@ -58,7 +58,7 @@ def check_schatten_index(value: Any, name: str = "p") -> Any:
 def check_positive(value: Any, name: str) -> Any:
     """Check ``value > 0`` (scales, radii, sample sizes, dimensions)."""
     v = _as_number(name, value)
-    ok = _truth(sys.modules['sympy'].Gt(v, 0)) if _is_sympy(v) else (v > 0 and not math.isinf(float(v)))
+    ok = _truth(sys.modules["sympy"].Gt(v, 0)) if _is_sympy(v) else (v > 0 and not math.isinf(float(v)))
     if ok is False:
         raise ValueError(f"{name}={value!r} must be positive and finite.")
     return value
@@ -67,7 +67,7 @@ def check_positive(value: Any, name: str) -> Any:
 def check_nonnegative(value: Any, name: str) -> Any:
     """Check ``value >= 0``."""
     v = _as_number(name, value)
-    ok = _truth(sys.modules['sympy'].Ge(v, 0)) if _is_sympy(v) else (v >= 0 and not math.isinf(float(v)))
+    ok = _truth(sys.modules["sympy"].Ge(v, 0)) if _is_sympy(v) else (v >= 0 and not math.isinf(float(v)))
     if ok is False:
         raise ValueError(f"{name}={value!r} must be non-negative and finite.")
     return value
@@ -77,7 +77,7 @@ def check_probability(value: Any, name: str = "delta") -> Any:
     """Check ``0 < value < 1`` (confidence parameters)."""
     v = _as_number(name, value)
     if _is_sympy(v):
-        lo, hi = _truth(sys.modules['sympy'].Gt(v, 0)), _truth(sys.modules['sympy'].Lt(v, 1))
+        lo, hi = _truth(sys.modules["sympy"].Gt(v, 0)), _truth(sys.modules["sympy"].Lt(v, 1))
     else:
         lo, hi = v > 0, v < 1
     if lo is False or hi is False:

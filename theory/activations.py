@@ -56,7 +56,7 @@ References:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -115,27 +115,83 @@ _ACT = "transformers src/transformers/activations.py"
 ACTIVATIONS: dict[str, Activation] = {
     a.key: a
     for a in (
-        Activation("gelu_erf", "t * (1 + erf(t / sqrt(2))) / 2", 1.128904145186, -0.128904145186, "exact",
-                   "1/2 + erf(1)/2 + exp(-1)/sqrt(pi)", 1.0, f"{_ACT}: GELUActivation (torch.nn.functional.gelu)"),
-        Activation("gelu_erf_clip10", "clip(t * (1 + erf(t / sqrt(2))) / 2, -10, 10)", 1.128904145186, -0.128904145186,
-                   "exact", "1/2 + erf(1)/2 + exp(-1)/sqrt(pi)", 1.0, f"{_ACT}: ClippedGELUActivation(-10, 10)"),
-        Activation("gelu_tanh", "t * (1 + tanh(sqrt(2/pi) * (t + 0.044715 t^3))) / 2", 1.128993068659,
-                   -0.128993068659, "certified", None, 1.0,
-                   f"{_ACT}: NewGELUActivation, GELUTanh (torch gelu approximate='tanh'), AccurateGELUActivation"),
-        Activation("gelu_fast", "t * (1 + tanh(0.7978845608 t (1 + 0.044715 t^2))) / 2", 1.128993068659,
-                   -0.128993068659, "certified", None, 1.0, f"{_ACT}: FastGELUActivation"),
-        Activation("silu", "t * sigmoid(t)", 1.099839320129, -0.099839320129, "certified", None, 1.0,
-                   f"{_ACT}: SiLUActivation / torch.nn.SiLU"),
-        Activation("quick_gelu", "t * sigmoid(1.702 t)", 1.099839320129, -0.099839320129, "certified", None, 1.0,
-                   f"{_ACT}: QuickGELUActivation"),
+        Activation(
+            "gelu_erf",
+            "t * (1 + erf(t / sqrt(2))) / 2",
+            1.128904145186,
+            -0.128904145186,
+            "exact",
+            "1/2 + erf(1)/2 + exp(-1)/sqrt(pi)",
+            1.0,
+            f"{_ACT}: GELUActivation (torch.nn.functional.gelu)",
+        ),
+        Activation(
+            "gelu_erf_clip10",
+            "clip(t * (1 + erf(t / sqrt(2))) / 2, -10, 10)",
+            1.128904145186,
+            -0.128904145186,
+            "exact",
+            "1/2 + erf(1)/2 + exp(-1)/sqrt(pi)",
+            1.0,
+            f"{_ACT}: ClippedGELUActivation(-10, 10)",
+        ),
+        Activation(
+            "gelu_tanh",
+            "t * (1 + tanh(sqrt(2/pi) * (t + 0.044715 t^3))) / 2",
+            1.128993068659,
+            -0.128993068659,
+            "certified",
+            None,
+            1.0,
+            f"{_ACT}: NewGELUActivation, GELUTanh (torch gelu approximate='tanh'), AccurateGELUActivation",
+        ),
+        Activation(
+            "gelu_fast",
+            "t * (1 + tanh(0.7978845608 t (1 + 0.044715 t^2))) / 2",
+            1.128993068659,
+            -0.128993068659,
+            "certified",
+            None,
+            1.0,
+            f"{_ACT}: FastGELUActivation",
+        ),
+        Activation(
+            "silu",
+            "t * sigmoid(t)",
+            1.099839320129,
+            -0.099839320129,
+            "certified",
+            None,
+            1.0,
+            f"{_ACT}: SiLUActivation / torch.nn.SiLU",
+        ),
+        Activation(
+            "quick_gelu",
+            "t * sigmoid(1.702 t)",
+            1.099839320129,
+            -0.099839320129,
+            "certified",
+            None,
+            1.0,
+            f"{_ACT}: QuickGELUActivation",
+        ),
         Activation("relu", "max(t, 0)", 1.0, 0.0, "exact", "1", 1.0, f"{_ACT}: torch.nn.ReLU"),
         Activation("relu6", "min(max(t, 0), 6)", 1.0, 0.0, "exact", "1", 1.0, f"{_ACT}: torch.nn.ReLU6"),
-        Activation("leaky_relu", "t if t >= 0 else 0.01 t", 1.0, 0.009999999999, "exact", "1", 1.0,
-                   f"{_ACT}: torch.nn.LeakyReLU (default negative_slope=0.01)"),
+        Activation(
+            "leaky_relu",
+            "t if t >= 0 else 0.01 t",
+            1.0,
+            0.009999999999,
+            "exact",
+            "1",
+            1.0,
+            f"{_ACT}: torch.nn.LeakyReLU (default negative_slope=0.01)",
+        ),
         Activation("identity", "t", 1.0, 1.0, "exact", "1", 1.0, f"{_ACT}: LinearActivation"),
         Activation("tanh", "tanh(t)", 1.0, 0.0, "exact", "1", 1.0, f"{_ACT}: torch.nn.Tanh"),
-        Activation("hardswish", "t * min(max(t + 3, 0), 6) / 6", 1.5, -0.5, "exact", "3/2", 1.0,
-                   f"{_ACT}: torch.nn.Hardswish"),
+        Activation(
+            "hardswish", "t * min(max(t + 3, 0), 6) / 6", 1.5, -0.5, "exact", "3/2", 1.0, f"{_ACT}: torch.nn.Hardswish"
+        ),
     )
 }
 
@@ -254,7 +310,7 @@ def gate(key: str) -> sp.Expr:
     return sp.simplify(formula(key) / _t())
 
 
-@lru_cache(maxsize=None)
+@cache
 def gelu_slope_extrema() -> tuple[sp.Expr, sp.Expr, sp.Expr]:
     """``(t_star, sup f', inf f')`` for the erf GELU, derived by SymPy.
 
@@ -277,7 +333,7 @@ def gelu_slope_extrema() -> tuple[sp.Expr, sp.Expr, sp.Expr]:
     return t_star, sup, inf
 
 
-@lru_cache(maxsize=None)
+@cache
 def certify(key: str) -> SlopeCertificate:
     """Run the interval-arithmetic certificate (:func:`theory._certify.certify_gated`) for a gated entry."""
     from theory._certify import certify_gated  # slow: sympy, mpmath (only a re-run certificate needs them)

@@ -32,7 +32,7 @@ bound as ours, so differences come from the covers alone.
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 import sympy as sp
 
@@ -55,7 +55,9 @@ __all__ = [
 
 B, eps, n, m, T, J = (SYMBOLS[k] for k in ("B", "eps", "n", "m", "T", "J"))
 width, d, b21 = SYMBOLS["W_width"], SYMBOLS["d"], SYMBOLS["b21"]
-alpha_layer, tau_layer, S_edelman, Phi_edelman = (SYMBOLS[k] for k in ("alpha_layer", "tau_layer", "S_edelman", "Phi_edelman"))
+alpha_layer, tau_layer, S_edelman, Phi_edelman = (
+    SYMBOLS[k] for k in ("alpha_layer", "tau_layer", "S_edelman", "Phi_edelman")
+)
 B_inf = sp.Symbol("B_inf", positive=True)
 i = sp.Symbol("i", positive=True, integer=True)
 l = sp.Symbol("l", positive=True, integer=True)
@@ -69,7 +71,9 @@ n11 = sp.IndexedBase("w11", positive=True)
 
 def spectral_complexity() -> sp.Expr:
     """Bartlett et al.'s ``R_A = prod_i rho_i s_i (sum_i (b_i/s_i)^(2/3))^(3/2)`` over ``J`` layers (verbatim)."""
-    return sp.Product(rho_i[i] * s_i[i], (i, 1, J)) * sp.Sum((b_i[i] / s_i[i]) ** sp.Rational(2, 3), (i, 1, J)) ** sp.Rational(3, 2)
+    return sp.Product(rho_i[i] * s_i[i], (i, 1, J)) * sp.Sum(
+        (b_i[i] / s_i[i]) ** sp.Rational(2, 3), (i, 1, J)
+    ) ** sp.Rational(3, 2)
 
 
 def bartlett2017_cover() -> sp.Expr:
@@ -110,7 +114,12 @@ def edelman2022_points() -> sp.Expr:
 
 def edelman2022_cover() -> sp.Expr:
     """``log N(eps) <= B^2 (sum_l alpha_l^(2/3) tau_l)^3 log(d m T) / eps^2`` (reconstructed)."""
-    return B**2 * sp.Sum(alpha_l[l] ** sp.Rational(2, 3) * tau_l[l], (l, 1, SYMBOLS["L"])) ** 3 * sp.log(d * m * T) / eps**2
+    return (
+        B**2
+        * sp.Sum(alpha_l[l] ** sp.Rational(2, 3) * tau_l[l], (l, 1, SYMBOLS["L"])) ** 3
+        * sp.log(d * m * T)
+        / eps**2
+    )
 
 
 def trauger_tewari2024_cover() -> sp.Expr:
@@ -126,14 +135,29 @@ def rademacher_from_cover(cover: sp.Expr) -> sp.Expr:
     return dudley.derive("p=2").value.subs(SYMBOLS["C"], complexity)
 
 
-@lru_cache(maxsize=None)
+@cache
 def catalogue() -> dict[str, dict[str, object]]:
     """Name -> {cover, rademacher, status, reference} for every baseline."""
     out: dict[str, dict[str, object]] = {}
     for name, cover, status, ref in (
-        ("bartlett2017", bartlett2017_cover(), "verbatim", "Bartlett, Foster, Telgarsky (2017), Theorem 3.3 and its cover"),
-        ("edelman2022", edelman2022_cover(), "reconstructed", "Edelman, Goel, Kakade, Zhang (2022), Theorem 4.6 (form only)"),
-        ("trauger_tewari2024", trauger_tewari2024_cover(), "reconstructed", "Trauger and Tewari (2024), sequence-length-independent bound (form only)"),
+        (
+            "bartlett2017",
+            bartlett2017_cover(),
+            "verbatim",
+            "Bartlett, Foster, Telgarsky (2017), Theorem 3.3 and its cover",
+        ),
+        (
+            "edelman2022",
+            edelman2022_cover(),
+            "reconstructed",
+            "Edelman, Goel, Kakade, Zhang (2022), Theorem 4.6 (form only)",
+        ),
+        (
+            "trauger_tewari2024",
+            trauger_tewari2024_cover(),
+            "reconstructed",
+            "Trauger and Tewari (2024), sequence-length-independent bound (form only)",
+        ),
     ):
         out[name] = {"cover": cover, "rademacher": rademacher_from_cover(cover), "status": status, "reference": ref}
     return out

@@ -50,14 +50,20 @@ while ``sum_j rho_j eps_j = 1`` (``tests/test_composition.py``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 
 import sympy as sp
 
 from theory.symbols import SYMBOLS
 
-__all__ = ["Allocation", "derive_common_p_allocation", "allocation_for", "merge_exponents", "internal_cover_scale",
-           "CENTRES"]
+__all__ = [
+    "Allocation",
+    "derive_common_p_allocation",
+    "allocation_for",
+    "merge_exponents",
+    "internal_cover_scale",
+    "CENTRES",
+]
 
 #: Where the centres of every cover in the composition lie (recorded per matrix in ``theorem_inputs``).
 CENTRES = "class"
@@ -86,7 +92,7 @@ class Allocation:
     weight_of_multiplier: sp.Expr
 
 
-@lru_cache(maxsize=None)
+@cache
 def derive_common_p_allocation() -> Allocation:
     r"""Derive the optimal allocation for ``min_w sum_j c_j w_j^-p`` s.t. ``sum_j w_j = 1``.
 
@@ -119,8 +125,13 @@ def derive_common_p_allocation() -> Allocation:
     # Sum_j c_j (w_j^*)^-p = outside * Sum_j c_factor(c_j) = outside * S.
     minimum = sp.powsimp(outside * S, force=True).subs(S, S_value)
     weight = w_star.subs(cj, c[j]).subs(S, S_value)
-    return Allocation(weight=weight, minimum=minimum, c=c, j=j,
-                      weight_of_multiplier=sp.powsimp(w_of_lam.subs(cj, c_scalar), force=True))
+    return Allocation(
+        weight=weight,
+        minimum=minimum,
+        c=c,
+        j=j,
+        weight_of_multiplier=sp.powsimp(w_of_lam.subs(cj, c_scalar), force=True),
+    )
 
 
 def merge_exponents() -> tuple[sp.Expr, sp.Expr]:

@@ -40,7 +40,9 @@ def rank_cover(*, k: sp.Expr, dims: sp.Expr, frob: sp.Expr, scale: sp.Expr, eps:
     return k * dims * sp.log(9 * frob * scale / eps)
 
 
-def maurey_cover(*, frob_sq: sp.Expr, scale: sp.Expr, eps: sp.Expr, m: sp.Expr, log_frob: sp.Expr | None = None) -> sp.Expr:
+def maurey_cover(
+    *, frob_sq: sp.Expr, scale: sp.Expr, eps: sp.Expr, m: sp.Expr, log_frob: sp.Expr | None = None
+) -> sp.Expr:
     r"""Log-size of an l_inf cover of a norm-bounded scalar linear class (lemma L-maurey).
 
     For ``{x -> <w, x> : ||w||_2 <= F}`` over ``m`` points with ``||x_i||_2 <= X``:

@@ -15,7 +15,8 @@ string to ``IndexedBase(name)`` (``rho`` is a scalar in ``floor_scale`` and inde
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import sympy as sp
 
@@ -162,14 +163,25 @@ def _regimes(kind: str | None = None) -> dict[str, Any]:
 def _baselines(kind: str | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, row in baselines.catalogue().items():
-        out[name] = {"status": row["status"], "reference": row["reference"], "cover": row["cover"], "rademacher": row["rademacher"]}
-    out["bartlett2017"]["factors"] = {"matrix_cover": baselines.bartlett2017_matrix_cover(),
-                                      "composed_coefficient": thm31.composed_coefficient(),
-                                      "merge_inner_exponent": composition.merge_exponents()[0],
-                                      "merge_outer_exponent": composition.merge_exponents()[1]}
-    out["edelman2022"]["factors"] = {"tau_term": baselines.edelman2022_tau_term(), "layer_term": baselines.edelman2022_layer_term(),
-                                     "phi": baselines.edelman2022_phi(), "coefficient": baselines.edelman2022_coefficient(),
-                                     "points": baselines.edelman2022_points()}
+        out[name] = {
+            "status": row["status"],
+            "reference": row["reference"],
+            "cover": row["cover"],
+            "rademacher": row["rademacher"],
+        }
+    out["bartlett2017"]["factors"] = {
+        "matrix_cover": baselines.bartlett2017_matrix_cover(),
+        "composed_coefficient": thm31.composed_coefficient(),
+        "merge_inner_exponent": composition.merge_exponents()[0],
+        "merge_outer_exponent": composition.merge_exponents()[1],
+    }
+    out["edelman2022"]["factors"] = {
+        "tau_term": baselines.edelman2022_tau_term(),
+        "layer_term": baselines.edelman2022_layer_term(),
+        "phi": baselines.edelman2022_phi(),
+        "coefficient": baselines.edelman2022_coefficient(),
+        "points": baselines.edelman2022_points(),
+    }
     out["symbols"] = _symbols_of(out)
     out["indexed"] = [{"name": k, "meaning": v} for k, v in INDEXED.items()]
     return out
@@ -178,14 +190,29 @@ def _baselines(kind: str | None = None) -> dict[str, Any]:
 def _cover(name: str | None = None, kind: str | None = None) -> dict[str, Any]:
     """A registered cover (:func:`theory.registry.describe`), or the list of registered covers without ``name``."""
     if name is None:
-        return {"target": "cover", "registered": [{"name": n, "status": registry.get(n).status, "kinds": ", ".join(registry.get(n).kinds),
-                                                  "source": registry.get(n).source} for n in registry.names()]}
+        return {
+            "target": "cover",
+            "registered": [
+                {
+                    "name": n,
+                    "status": registry.get(n).status,
+                    "kinds": ", ".join(registry.get(n).kinds),
+                    "source": registry.get(n).source,
+                }
+                for n in registry.names()
+            ],
+        }
     cover = registry.get(name)
     return registry.describe(cover, kinds=None if kind is None else (kind,))
 
 
-TARGETS: dict[str, Callable[..., dict[str, Any]]] = {"thm41": _thm41, "thm31": _thm31, "regimes": _regimes, "baselines": _baselines,
-                                                     "cover": _cover}
+TARGETS: dict[str, Callable[..., dict[str, Any]]] = {
+    "thm41": _thm41,
+    "thm31": _thm31,
+    "regimes": _regimes,
+    "baselines": _baselines,
+    "cover": _cover,
+}
 
 
 def derive_target(target: str, *, kind: str | None = None, name: str | None = None) -> dict[str, Any]:

@@ -26,13 +26,21 @@ is what :mod:`numerics.bounds.codegen` compiles for the interval-by-interval int
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 
 import sympy as sp
 
 from theory.symbols import SYMBOLS
 
-__all__ = ["DudleyForm", "derive", "objective", "objective_of_integral", "alpha_weight", "integral_weight", "trivial_bound"]
+__all__ = [
+    "DudleyForm",
+    "derive",
+    "objective",
+    "objective_of_integral",
+    "alpha_weight",
+    "integral_weight",
+    "trivial_bound",
+]
 
 p, C, n, alpha, B_out, eps = (SYMBOLS[k] for k in ("p", "C", "n", "alpha", "B_out", "eps"))
 INTEGRAL = SYMBOLS["entropy_integral"]
@@ -98,7 +106,7 @@ def trivial_bound() -> sp.Expr:
     return sp.simplify(objective(p, evaluate=False).subs(alpha, B_out).doit())
 
 
-@lru_cache(maxsize=None)
+@cache
 def derive(case: str) -> DudleyForm:
     """Derive the Dudley bound for ``case`` in ``{"p<2", "p=2"}``.
 
@@ -115,8 +123,13 @@ def derive(case: str) -> DudleyForm:
         value = sp.simplify(obj_q.subs(alpha, a_star))
         to_zero = sp.simplify(sp.limit(obj_q, alpha, 0, "+"))
         back = {q: 2 - p}
-        return DudleyForm(case, sp.simplify(obj_q.subs(back)), sp.simplify(a_star.subs(back)),
-                          sp.simplify(value.subs(back)), sp.simplify(to_zero.subs(back)))
+        return DudleyForm(
+            case,
+            sp.simplify(obj_q.subs(back)),
+            sp.simplify(a_star.subs(back)),
+            sp.simplify(value.subs(back)),
+            sp.simplify(to_zero.subs(back)),
+        )
     if case == "p=2":
         obj = sp.simplify(objective(2))
         (a_star,) = sp.solve(sp.diff(obj, alpha), alpha)

@@ -48,7 +48,7 @@ dropped when ``X t <= eps/2`` (L-trunc: one point covers a part whose outputs st
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 from typing import Literal
 
 import sympy as sp
@@ -90,7 +90,7 @@ def tail(kind: Kind) -> sp.Expr:
     return sp.Piecewise((sp.Integer(0), X * t_tail <= eps / 2), (sp.Min(maurey, volume), True))
 
 
-@lru_cache(maxsize=None)
+@cache
 def derive(kind: Kind = "bilinear") -> sp.Expr:
     """``log N(eps)`` of ``E(r_head, s, t_tail)`` for ``kind``: head at ``eps/2`` plus tail at ``eps/2``.
 

@@ -55,8 +55,9 @@ def product_rule(da: sp.Expr, g_inf: sp.Expr, a_inf: sp.Expr, dg: sp.Expr) -> sp
 def lipschitz(*, row_bound: sp.Expr = B) -> sp.Expr:
     """``s_2 s_1 s_3 B (L_sigma + c_sigma)``: Lipschitz constant of the gated block on ``||x|| <= row_bound``."""
     delta = sp.Symbol("delta", positive=True)  # ||x - x'||
-    moved = product_rule(da=L_sigma * s_1 * delta, g_inf=s_3 * row_bound, a_inf=c_sigma * s_1 * row_bound,
-                         dg=s_3 * delta)
+    moved = product_rule(
+        da=L_sigma * s_1 * delta, g_inf=s_3 * row_bound, a_inf=c_sigma * s_1 * row_bound, dg=s_3 * delta
+    )
     return sp.factor(s_2 * moved / delta)
 
 

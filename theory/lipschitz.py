@@ -132,4 +132,6 @@ def propagation_factor(kind: str, *, row_bound: sp.Expr = B) -> sp.Expr:
     ``Lip[k]`` the constant of block ``k`` (:func:`attention_block_lipschitz`,
     :func:`feedforward_block_lipschitz`). The empty product (the last block) is 1.
     """
-    return local_factor(kind, row_bound=row_bound) * sp.Product(LIP[block_index], (block_index, own_block + 1, num_blocks))
+    return local_factor(kind, row_bound=row_bound) * sp.Product(
+        LIP[block_index], (block_index, own_block + 1, num_blocks)
+    )

@@ -54,9 +54,22 @@ import sympy as sp
 from theory import dudley
 from theory.symbols import SYMBOLS
 
-__all__ = ["delta_prime", "log_union", "margin_bound", "generalization_gap", "union_cost", "peeling_cost",
-           "excess_over_trivial", "grid_value", "prior", "prior_normaliser", "level_up", "level_down", "PEEL_RATIO",
-           "PEEL_BASE"]
+__all__ = [
+    "delta_prime",
+    "log_union",
+    "margin_bound",
+    "generalization_gap",
+    "union_cost",
+    "peeling_cost",
+    "excess_over_trivial",
+    "grid_value",
+    "prior",
+    "prior_normaliser",
+    "level_up",
+    "level_down",
+    "PEEL_RATIO",
+    "PEEL_BASE",
+]
 
 #: The ratio ``c`` of the peeling grid, and its base point ``v_0`` (numerics reads them from here).
 PEEL_RATIO = 2.0
@@ -123,7 +136,11 @@ def peeling_cost(k: sp.Expr = k_peel) -> sp.Expr:
 def _level(v: float, upward: bool, ratio: float = PEEL_RATIO, base: float = PEEL_BASE) -> int:
     if not (v > 0 and math.isfinite(v)):
         raise ValueError(f"v={v!r} must be positive and finite to be peeled.")
-    k = math.floor(math.log(v / base) / math.log(ratio)) if not upward else math.ceil(math.log(v / base) / math.log(ratio))
+    k = (
+        math.floor(math.log(v / base) / math.log(ratio))
+        if not upward
+        else math.ceil(math.log(v / base) / math.log(ratio))
+    )
     value = lambda i: base * ratio**i  # noqa: E731
     if upward:  # smallest k with v <= v_k, corrected where the logarithm rounded across a grid point
         while v > value(k):

@@ -83,7 +83,7 @@ References:
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 import sympy as sp
 
@@ -107,13 +107,15 @@ __all__ = [
     "parameter_propagation",
 ]
 
-N, g_inf, beta_norm, eps_ln, v_ln, std_min = (SYMBOLS[k] for k in ("N", "g_inf", "beta_norm", "eps_ln", "v_ln", "std_min"))
+N, g_inf, beta_norm, eps_ln, v_ln, std_min = (
+    SYMBOLS[k] for k in ("N", "g_inf", "beta_norm", "eps_ln", "v_ln", "std_min")
+)
 
 #: Where the norm layers sit: after each sublayer (``"post"``) or before it (``"pre"``).
 LAYOUTS = ("post", "pre")
 
 
-@lru_cache(maxsize=None)
+@cache
 def normalised_norm_squared_general() -> sp.Expr:
     """``||z||_2^2 = N v_ln / (v_ln + eps_ln)`` derived for symbolic ``N`` on an indexed sum.
 
@@ -254,6 +256,6 @@ def parameter_coefficient(which: str) -> sp.Expr:
 
 def parameter_propagation() -> sp.Expr:
     """``rho = Lip[k_own] prod_{k > k_own} Lip[k]``: a norm parameter perturbs the input of block ``k_own``."""
-    return lipschitz.LIP[lipschitz.own_block] * sp.Product(lipschitz.LIP[lipschitz.block_index],
-                                                          (lipschitz.block_index, lipschitz.own_block + 1,
-                                                           lipschitz.num_blocks))
+    return lipschitz.LIP[lipschitz.own_block] * sp.Product(
+        lipschitz.LIP[lipschitz.block_index], (lipschitz.block_index, lipschitz.own_block + 1, lipschitz.num_blocks)
+    )

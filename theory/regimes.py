@@ -20,7 +20,7 @@ the paper's own statements of these regimes are not available.
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 import sympy as sp
 
@@ -30,7 +30,9 @@ from theory.symbols import SYMBOLS
 __all__ = ["exponent", "t_dependence", "ours_rademacher", "edelman_rademacher", "derive", "REGIMES"]
 
 REGIMES = ("frobenius", "rank", "spectral")
-p, L, N, n, T, s, B, B_out, C, eps_min = (SYMBOLS[k] for k in ("p", "L", "N", "n", "T", "s", "B", "B_out", "C", "eps_min"))
+p, L, N, n, T, s, B, B_out, C, eps_min = (
+    SYMBOLS[k] for k in ("p", "L", "N", "n", "T", "s", "B", "B_out", "C", "eps_min")
+)
 F_norm = SYMBOLS["F"]
 r_rank = sp.Symbol("r_rank", positive=True, integer=True)
 
@@ -74,11 +76,17 @@ def t_dependence(expr: sp.Expr) -> str:
     return "log" if not _strip_logs(expr, T).has(T) else "power"
 
 
-
 def _coefficient(kind: str, a: sp.Expr, b: sp.Expr, *, R: sp.Expr, rank: sp.Expr, p_value: sp.Expr) -> sp.Expr:
     """Per-matrix coefficient ``a_j(p)`` at ``p_value`` (``p = 0`` through Theorem 4.1's ``p -> 0+`` form)."""
     m_rows = n * T if kind == "vector" else n * T**2  # rows, or token pairs within sequences
-    subs = {SYMBOLS["a"]: a, SYMBOLS["b"]: b, SYMBOLS["r"]: rank, SYMBOLS["m"]: m_rows, SYMBOLS["s"]: s, SYMBOLS["B"]: B}
+    subs = {
+        SYMBOLS["a"]: a,
+        SYMBOLS["b"]: b,
+        SYMBOLS["r"]: rank,
+        SYMBOLS["m"]: m_rows,
+        SYMBOLS["s"]: s,
+        SYMBOLS["B"]: B,
+    }
     if p_value == 0:
         form = thm41.derive(kind).p0  # type: ignore[arg-type]
         coef = form.replace(lambda e: isinstance(e, sp.log), lambda e: e.subs(SYMBOLS["eps"], eps_min))
@@ -135,7 +143,7 @@ def _summary(expr: sp.Expr, p_value: sp.Expr | None) -> dict[str, str]:
     return out
 
 
-@lru_cache(maxsize=None)
+@cache
 def derive() -> dict[str, dict[str, dict[str, str]]]:
     """``{regime: {"ours": {...}, "edelman2022": {...}}}`` with exponents as exact rational strings."""
     out: dict[str, dict[str, dict[str, str]]] = {}
@@ -147,7 +155,10 @@ def derive() -> dict[str, dict[str, dict[str, str]]]:
         else:
             candidates = [sp.Integer(0), sp.Rational(1, 2), sp.Integer(1), sp.Rational(3, 2), sp.Integer(2)]
             table = {pv: _summary(ours_rademacher(regime, pv), pv) for pv in candidates}
-            best = min(candidates, key=lambda pv: (sp.Rational(table[pv]["depth_exponent"]), sp.Rational(table[pv]["N_exponent"])))
+            best = min(
+                candidates,
+                key=lambda pv: (sp.Rational(table[pv]["depth_exponent"]), sp.Rational(table[pv]["N_exponent"])),
+            )
             ours = dict(table[best])
             ours["exponents_by_p"] = {str(pv): {k: v for k, v in table[pv].items() if k != "p"} for pv in candidates}  # type: ignore[assignment]
         out[regime] = {"ours": ours, "edelman2022": _summary(edelman_rademacher(regime), None)}

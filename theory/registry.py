@@ -196,7 +196,9 @@ class Cover:
         for word in stats:
             e = entry(word)
             if e.role == "context":
-                raise ValueError(f"statistics={stats!r}: {word!r} is context (always allowed), not a statistic of the class.")
+                raise ValueError(
+                    f"statistics={stats!r}: {word!r} is context (always allowed), not a statistic of the class."
+                )
         stats = tuple(entry(w).name for w in stats)
         forms = dict(self.forms) if isinstance(self.forms, Mapping) else dict(tuple(self.forms))
         if set(forms) != set(kinds):
@@ -204,15 +206,21 @@ class Cover:
         allowed = {str(VOCABULARY[w].symbol) for w in stats + CONTEXT}
         for kind, expr in forms.items():
             if not isinstance(expr, sp.Expr):
-                raise TypeError(f"forms[{kind!r}]={type(expr).__name__} must be a SymPy expression (cover {self.name!r}).")
+                raise TypeError(
+                    f"forms[{kind!r}]={type(expr).__name__} must be a SymPy expression (cover {self.name!r})."
+                )
             names = {str(x) for x in expr.free_symbols}
             if names - allowed:
-                raise ValueError(f"forms[{kind!r}] of cover {self.name!r} uses {sorted(names - allowed)}, not among its declared "
-                                 f"statistics {list(stats)} and the context; declare them (vocabulary: {sorted(VOCABULARY)}).")
+                raise ValueError(
+                    f"forms[{kind!r}] of cover {self.name!r} uses {sorted(names - allowed)}, not among its declared "
+                    f"statistics {list(stats)} and the context; declare them (vocabulary: {sorted(VOCABULARY)})."
+                )
             for x in expr.free_symbols:
                 if x != BY_SYMBOL[str(x)].symbol:
-                    raise ValueError(f"forms[{kind!r}] of cover {self.name!r}: symbol {x} has other assumptions than the "
-                                     "vocabulary's; build forms from theory.vocabulary.VOCABULARY[...].symbol.")
+                    raise ValueError(
+                        f"forms[{kind!r}] of cover {self.name!r}: symbol {x} has other assumptions than the "
+                        "vocabulary's; build forms from theory.vocabulary.VOCABULARY[...].symbol."
+                    )
             if _eps not in expr.free_symbols:
                 raise ValueError(f"forms[{kind!r}] of cover {self.name!r} does not depend on eps.")
         metric = dict(self.metric) if isinstance(self.metric, Mapping) else dict(tuple(self.metric))
@@ -224,18 +232,24 @@ class Cover:
             if not isinstance(lim, Limit):
                 raise TypeError(f"limits must hold Limit objects, got {type(lim).__name__}.")
             if entry(lim.symbol).name not in stats:
-                raise ValueError(f"limit {lim.label!r} of cover {self.name!r} is in {lim.symbol!r}, not a declared statistic.")
+                raise ValueError(
+                    f"limit {lim.label!r} of cover {self.name!r} is in {lim.symbol!r}, not a declared statistic."
+                )
         for ph in self.posthoc:
             if not isinstance(ph, PostHoc):
                 raise TypeError(f"posthoc must hold PostHoc objects, got {type(ph).__name__}.")
             if entry(ph.symbol).name not in stats:
-                raise ValueError(f"post hoc choice of {ph.symbol!r} in cover {self.name!r} is not a declared statistic.")
+                raise ValueError(
+                    f"post hoc choice of {ph.symbol!r} in cover {self.name!r} is not a declared statistic."
+                )
         given = dict(self.limit_forms) if isinstance(self.limit_forms, Mapping) else dict(tuple(self.limit_forms))
         labels = {lim.label for lim in self.limits}
         for (kind, label), expr in given.items():
             if kind not in kinds or label not in labels or not isinstance(expr, sp.Expr):
-                raise ValueError(f"limit_forms[({kind!r}, {label!r})] of cover {self.name!r} must be a SymPy form of a declared "
-                                 f"kind and limit ({list(kinds)}, {sorted(labels)}).")
+                raise ValueError(
+                    f"limit_forms[({kind!r}, {label!r})] of cover {self.name!r} must be a SymPy form of a declared "
+                    f"kind and limit ({list(kinds)}, {sorted(labels)})."
+                )
         object.__setattr__(self, "limit_forms", tuple(given.items()))
         object.__setattr__(self, "kinds", kinds)
         object.__setattr__(self, "statistics", stats)
@@ -330,8 +344,10 @@ def register(cover: Cover, *, replace: bool = False) -> Cover:
         raise ValueError(f"name={cover.name!r} is a built-in cover; choose another name.")
     if cover.name in _REGISTRY:
         if not replace and _REGISTRY[cover.name] != cover:
-            raise ValueError(f"name={cover.name!r} is already registered (from {_REGISTRY[cover.name].source}); "
-                             "pass replace=True to redefine it.")
+            raise ValueError(
+                f"name={cover.name!r} is already registered (from {_REGISTRY[cover.name].source}); "
+                "pass replace=True to redefine it."
+            )
     _REGISTRY[cover.name] = cover
     return cover
 
@@ -347,8 +363,10 @@ def get(name: str) -> Cover:
     """The registered cover ``name``; ``ValueError`` listing the registered names otherwise."""
     _ensure_builtin(name)
     if name not in _REGISTRY:
-        raise ValueError(f"cover={name!r} is not registered; registered: {', '.join(names())} (covers of installed packages "
-                         f"load with --entry-points, group {ENTRY_POINT_GROUP!r}).")
+        raise ValueError(
+            f"cover={name!r} is not registered; registered: {', '.join(names())} (covers of installed packages "
+            f"load with --entry-points, group {ENTRY_POINT_GROUP!r})."
+        )
     return _REGISTRY[name]
 
 
@@ -373,12 +391,16 @@ def load_entry_points(*, entry_points: Callable[..., Iterable[Any]] | None = Non
         try:
             obj = ep.load()
         except Exception as exc:  # any failure of third-party code is reported as bad input, one line
-            raise ValueError(f"{where} of group {ENTRY_POINT_GROUP!r} failed to load: {type(exc).__name__}: {exc}") from exc
+            raise ValueError(
+                f"{where} of group {ENTRY_POINT_GROUP!r} failed to load: {type(exc).__name__}: {exc}"
+            ) from exc
         if callable(obj) and not isinstance(obj, Cover):
             obj = obj()
         found = [obj] if isinstance(obj, Cover) else list(obj) if isinstance(obj, (list, tuple)) else None
         if not found or not all(isinstance(c, Cover) for c in found):
-            raise ValueError(f"{where} gave {type(obj).__name__}; it must give a Cover, a list of them, or a function returning one.")
+            raise ValueError(
+                f"{where} gave {type(obj).__name__}; it must give a Cover, a list of them, or a function returning one."
+            )
         for c in found:
             object.__setattr__(c, "source", where)
             register(c, replace=True)
@@ -412,45 +434,80 @@ def _thm41_cover() -> Cover:
     kinds = ("bilinear", "vector")
     derived = {k: thm41.derive(k) for k in kinds}  # type: ignore[arg-type]
     return Cover(
-        name="thm41", status="reconstruction", kinds=kinds,
+        name="thm41",
+        status="reconstruction",
+        kinds=kinds,
         statistics=("spectral_norm", "schatten_index", "schatten_radius", "rank", "rows", "cols"),
         forms={k: derived[k].expr for k in kinds},
-        limits=(Limit("p -> 0+", "p", 0, "+", "R is the rank S_0: the rank cover at eps/2"),
-                Limit("p -> 2-", "p", 2, "-", "R is ||W||_F^2: the Frobenius (Maurey) cover at eps/2")),
-        limit_forms={**{(k, "p -> 0+"): derived[k].p0 for k in kinds}, **{(k, "p -> 2-"): derived[k].p2 for k in kinds}},
-        posthoc=(PostHoc("schatten_index", "grid", "the post hoc grid P of Schatten indices",
-                         sp.Symbol("grid_size", positive=True, integer=True)),
-                 PostHoc("schatten_radius", "peel", "two-sided geometric grid of Schatten radii"), _PEEL_S),
+        limits=(
+            Limit("p -> 0+", "p", 0, "+", "R is the rank S_0: the rank cover at eps/2"),
+            Limit("p -> 2-", "p", 2, "-", "R is ||W||_F^2: the Frobenius (Maurey) cover at eps/2"),
+        ),
+        limit_forms={
+            **{(k, "p -> 0+"): derived[k].p0 for k in kinds},
+            **{(k, "p -> 2-"): derived[k].p2 for k in kinds},
+        },
+        posthoc=(
+            PostHoc(
+                "schatten_index",
+                "grid",
+                "the post hoc grid P of Schatten indices",
+                sp.Symbol("grid_size", positive=True, integer=True),
+            ),
+            PostHoc("schatten_radius", "peel", "two-sided geometric grid of Schatten radii"),
+            _PEEL_S,
+        ),
         citation="Sakai and Imaizumi (2026), Theorem 4.1 (reconstructed form; lemmas verbatim)",
         summary="Theorem 4.1: rank cover of the lead plus Maurey (bilinear) or truncation (vector) of the tail, tau optimised",
-        derivation="theory.thm41.derive")
+        derivation="theory.thm41.derive",
+    )
 
 
 def _bartlett_cover() -> Cover:
     """Bartlett et al.'s matrix cover: :func:`theory.baselines.bartlett2017_matrix_cover`, normalised l2 metric."""
     return Cover(
-        name="bartlett2017", status="verbatim", kinds=("vector",), statistics=("norm21", "width"),
-        forms={"vector": baselines.bartlett2017_matrix_cover()}, metric={"vector": "rms_l2"},
+        name="bartlett2017",
+        status="verbatim",
+        kinds=("vector",),
+        statistics=("norm21", "width"),
+        forms={"vector": baselines.bartlett2017_matrix_cover()},
+        metric={"vector": "rms_l2"},
         posthoc=(PostHoc("norm21", "peel", "two-sided geometric grid of (2,1) norms"),),
         citation="Bartlett, Foster, Telgarsky (2017), Lemma 3.2 (normalised l2 metric over the sample)",
-        summary="Maurey sparsification of ||W^T||_{2,1}-bounded matrices", derivation="theory.baselines.bartlett2017_matrix_cover")
+        summary="Maurey sparsification of ||W^T||_{2,1}-bounded matrices",
+        derivation="theory.baselines.bartlett2017_matrix_cover",
+    )
 
 
 def _effective_rank_cover() -> Cover:
     """The effective-rank cover (:mod:`theory.effective_rank`, an extension), both kinds."""
     return Cover(
-        name="effective_rank", status="extension", kinds=("bilinear", "vector"),
+        name="effective_rank",
+        status="extension",
+        kinds=("bilinear", "vector"),
         statistics=("spectral_norm", "truncation_rank", "tail_norm", "rows", "cols"),
         forms={k: effective_rank.derive(k) for k in ("bilinear", "vector")},  # type: ignore[arg-type]
         limits=(Limit("t_tail -> 0+", "t_tail", 0, "+", "an exactly rank-r_head class: the rank cover at eps/2"),),
-        posthoc=(PostHoc("truncation_rank", "grid", "1 .. min(a, b)", sp.Min(VOCABULARY["rows"].symbol, VOCABULARY["cols"].symbol)),
-                 PostHoc("tail_norm", "peel", "two-sided geometric grid of tail norms"), _PEEL_S),
+        posthoc=(
+            PostHoc(
+                "truncation_rank",
+                "grid",
+                "1 .. min(a, b)",
+                sp.Min(VOCABULARY["rows"].symbol, VOCABULARY["cols"].symbol),
+            ),
+            PostHoc("tail_norm", "peel", "two-sided geometric grid of tail norms"),
+            _PEEL_S,
+        ),
         summary="rank-r_head head at eps/2 plus a Frobenius-ball tail at eps/2 (covers of a Minkowski sum multiply)",
-        derivation="theory.effective_rank")
+        derivation="theory.effective_rank",
+    )
 
 
-_BUILDERS: dict[str, Callable[[], Cover]] = {"thm41": _thm41_cover, "bartlett2017": _bartlett_cover,
-                                             "effective_rank": _effective_rank_cover}
+_BUILDERS: dict[str, Callable[[], Cover]] = {
+    "thm41": _thm41_cover,
+    "bartlett2017": _bartlett_cover,
+    "effective_rank": _effective_rank_cover,
+}
 
 
 def builtin_covers() -> tuple[Cover, ...]:
@@ -479,9 +536,18 @@ def class_radius(cover: Cover, kind: str) -> sp.Expr | None:
 
 #: Ranges the numeric grid draws each word from (log-uniform for reals, uniform for integers).
 _RANGES: dict[str, tuple[float, float]] = {
-    "spectral_norm": (0.05, 20.0), "schatten_index": (0.02, 1.98), "schatten_radius": (0.05, 200.0), "rank": (1, 64),
-    "truncation_rank": (1, 64), "tail_norm": (0.01, 20.0), "norm21": (0.05, 200.0), "rows": (1, 1024), "cols": (1, 1024),
-    "width": (1, 2048), "row_bound": (0.05, 20.0), "points": (1, 10**6),
+    "spectral_norm": (0.05, 20.0),
+    "schatten_index": (0.02, 1.98),
+    "schatten_radius": (0.05, 200.0),
+    "rank": (1, 64),
+    "truncation_rank": (1, 64),
+    "tail_norm": (0.01, 20.0),
+    "norm21": (0.05, 200.0),
+    "rows": (1, 1024),
+    "cols": (1, 1024),
+    "width": (1, 2048),
+    "row_bound": (0.05, 20.0),
+    "points": (1, 10**6),
 }
 
 
@@ -536,7 +602,12 @@ def sanity_checks(cover: Cover, kind: str, *, points: int = 200, seed: int = 0) 
         nonneg = sub.is_nonnegative
         slope = sp.diff(sub, var) * slope_sign
         monotone = slope.is_nonpositive
-    except (TypeError, ValueError, RecursionError, NotImplementedError):  # SymPy's assumptions give up: look numerically
+    except (
+        TypeError,
+        ValueError,
+        RecursionError,
+        NotImplementedError,
+    ):  # SymPy's assumptions give up: look numerically
         nonneg = monotone = None
     refuted_nonneg = refuted_mono = None
     if nonneg is None or monotone is None:
@@ -556,10 +627,17 @@ def sanity_checks(cover: Cover, kind: str, *, points: int = 200, seed: int = 0) 
             rises = np.diff(vals) > 1e-9 * np.maximum(np.abs(vals[:-1]), 1.0)
             if monotone is None and refuted_mono is None and np.any(rises):
                 j = int(np.flatnonzero(rises)[0])
-                refuted_mono = {**v, "eps": float(scales[j]), "eps_next": float(scales[j + 1]),
-                                "value": float(vals[j]), "value_next": float(vals[j + 1])}
-    return {"non_negative": _three_valued(nonneg, refuted_nonneg, points),
-            "non_increasing_in_eps": _three_valued(monotone, refuted_mono, points)}
+                refuted_mono = {
+                    **v,
+                    "eps": float(scales[j]),
+                    "eps_next": float(scales[j + 1]),
+                    "value": float(vals[j]),
+                    "value_next": float(vals[j + 1]),
+                }
+    return {
+        "non_negative": _three_valued(nonneg, refuted_nonneg, points),
+        "non_increasing_in_eps": _three_valued(monotone, refuted_mono, points),
+    }
 
 
 def describe(cover: Cover, *, kinds: Iterable[str] | None = None, checks: bool = True) -> dict[str, Any]:
@@ -568,17 +646,40 @@ def describe(cover: Cover, *, kinds: Iterable[str] | None = None, checks: bool =
     for k in chosen:
         cover.form(k)
     out: dict[str, Any] = {
-        "target": "cover", "name": cover.name, "status": cover.status, "citation": cover.citation,
-        "summary": cover.summary, "derivation": cover.derivation, "source": cover.source, "kinds": list(cover.kinds),
-        "statistics": [{"name": w, "symbol": str(VOCABULARY[w].symbol), "role": VOCABULARY[w].role,
-                        "meaning": VOCABULARY[w].meaning} for w in cover.statistics],
-        "posthoc": [{"symbol": str(entry(ph.symbol).symbol), "how": ph.how, "grid": ph.grid,
-                     **({"size": sp.sympify(ph.size)} if ph.how == "grid" else {})} for ph in cover.posthoc],
+        "target": "cover",
+        "name": cover.name,
+        "status": cover.status,
+        "citation": cover.citation,
+        "summary": cover.summary,
+        "derivation": cover.derivation,
+        "source": cover.source,
+        "kinds": list(cover.kinds),
+        "statistics": [
+            {
+                "name": w,
+                "symbol": str(VOCABULARY[w].symbol),
+                "role": VOCABULARY[w].role,
+                "meaning": VOCABULARY[w].meaning,
+            }
+            for w in cover.statistics
+        ],
+        "posthoc": [
+            {
+                "symbol": str(entry(ph.symbol).symbol),
+                "how": ph.how,
+                "grid": ph.grid,
+                **({"size": sp.sympify(ph.size)} if ph.how == "grid" else {}),
+            }
+            for ph in cover.posthoc
+        ],
         "union_cost": cover.union_cost(),
     }
     for k in chosen:
-        out[k] = {"metric": cover.metric_of(k), "expr": cover.form(k),
-                  "limits": {lim.label: cover.limit(k, lim) for lim in cover.limits},
-                  "limit_meanings": {lim.label: lim.meaning for lim in cover.limits},
-                  **({"checks": sanity_checks(cover, k)} if checks else {})}
+        out[k] = {
+            "metric": cover.metric_of(k),
+            "expr": cover.form(k),
+            "limits": {lim.label: cover.limit(k, lim) for lim in cover.limits},
+            "limit_meanings": {lim.label: lim.meaning for lim in cover.limits},
+            **({"checks": sanity_checks(cover, k)} if checks else {}),
+        }
     return out

@@ -76,7 +76,7 @@ References:
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 import sympy as sp
@@ -119,7 +119,7 @@ def score_perturbation(*, row_bound: sp.Expr = B, centres: str = "external") -> 
     return product_rule(du=eps_q, v_norm=s_k * row_bound, u2_norm=s_q * row_bound + extra, dv=eps_k)
 
 
-@lru_cache(maxsize=None)
+@cache
 def half_split() -> tuple[sp.Expr, sp.Expr]:
     """``(eps_q, eps_k)`` with half the budget to the query term and the rest solved exactly for ``eps_k``."""
     half_q = eps / (2 * s_k * B)  # eps_q s_k B = eps / 2
@@ -138,7 +138,7 @@ def split() -> tuple[sp.Expr, sp.Expr]:
     return w * reduced / (s_k * B), (1 - w) * reduced / (s_q * B)
 
 
-@lru_cache(maxsize=None)
+@cache
 def split_slack() -> sp.Expr:
     """``eps - score_perturbation`` at :func:`split`: ``eps^2 (s_q s_k B^2 (1 - w + w^2) + eps) / (s_q s_k B^2 + eps)^2``."""
     q_scale, k_scale = split()
@@ -155,7 +155,7 @@ def _vector_form(which: str, form: str) -> sp.Expr:
     return expr.xreplace({S["s"]: s_, S["R"]: R_, S["eps"]: e_, S["b"]: d_h, S["r"]: d_h})
 
 
-@lru_cache(maxsize=None)
+@cache
 def cover_half_split(form: str = "expr") -> sp.Expr:
     """``log N_scores(eps) <= K_q(eps_q) + K_k(eps_k)`` at :func:`half_split`.
 
@@ -170,7 +170,7 @@ def cover_half_split(form: str = "expr") -> sp.Expr:
     return total.subs({eps_q: q_scale, eps_k: k_scale})
 
 
-@lru_cache(maxsize=None)
+@cache
 def cover_common_p() -> sp.Expr:
     """The optimal share for a common ``p``: ``(sum_j (a_j rho_j^p)^(1/(1+p)))^(1+p) eps'^(-p)``.
 

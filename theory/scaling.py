@@ -134,9 +134,11 @@ def _check_rope(key: str, value: Any) -> None:
     for sub in nested or [value]:  # transformers v5 may nest one dict per layer type
         rope_type = sub.get("rope_type", sub.get("type", "default"))
         if rope_type not in ADMITTED_ROPE_TYPES:
-            raise ValueError(f"config key {key}={value!r} changes the attention scores in a way specbound does not "
-                             f"model: rope_type {rope_type!r} is not one of {sorted(ADMITTED_ROPE_TYPES)} "
-                             f"(yarn and longrope scale cos and sin by an attention factor).")
+            raise ValueError(
+                f"config key {key}={value!r} changes the attention scores in a way specbound does not "
+                f"model: rope_type {rope_type!r} is not one of {sorted(ADMITTED_ROPE_TYPES)} "
+                f"(yarn and longrope scale cos and sin by an attention factor)."
+            )
 
 
 def _rule(config: Mapping[str, Any]) -> tuple[str, float | None, bool]:
@@ -145,18 +147,24 @@ def _rule(config: Mapping[str, Any]) -> tuple[str, float | None, bool]:
         raise TypeError(f"config={config!r} must be a mapping (a parsed config.json).")
     for key, reason in REFUSED_KEYS.items():
         if key in config and _set(config[key]):
-            raise ValueError(f"config key {key}={config[key]!r} changes the attention scores in a way specbound "
-                             f"does not model: {reason}.")
+            raise ValueError(
+                f"config key {key}={config[key]!r} changes the attention scores in a way specbound "
+                f"does not model: {reason}."
+            )
     if config.get("model_type") in QK_NORM_MODEL_TYPES:
-        raise ValueError(f"config key model_type={config['model_type']!r} changes the attention scores in a way "
-                         f"specbound does not model: this family normalises queries and keys (q_norm, k_norm).")
+        raise ValueError(
+            f"config key model_type={config['model_type']!r} changes the attention scores in a way "
+            f"specbound does not model: this family normalises queries and keys (q_norm, k_norm)."
+        )
     for key in ("rope_scaling", "rope_parameters"):
         if key in config:
             _check_rope(key, config[key])
     pet = config.get("position_embedding_type")
     if pet is not None and pet not in ("absolute", "rotary"):
-        raise ValueError(f"config key position_embedding_type={pet!r} changes the attention scores in a way "
-                         f"specbound does not model: relative position terms depend on the queries.")
+        raise ValueError(
+            f"config key position_embedding_type={pet!r} changes the attention scores in a way "
+            f"specbound does not model: relative position terms depend on the queries."
+        )
     bases: list[tuple[str, str, float | None]] = []  # (what set it, form, parameter)
     model_type = config.get("model_type")
     if model_type in UNSCALED_MODEL_TYPES:
@@ -168,8 +176,10 @@ def _rule(config: Mapping[str, Any]) -> tuple[str, float | None, bool]:
     if not _flag(config, "scale_attn_weights", True):
         bases.append(("scale_attn_weights=false", "unscaled", None))
     if len(bases) > 1:
-        raise ValueError(f"config sets the score scale in more than one way ({', '.join(b[0] for b in bases)}); "
-                         f"specbound does not guess which wins.")
+        raise ValueError(
+            f"config sets the score scale in more than one way ({', '.join(b[0] for b in bases)}); "
+            f"specbound does not guess which wins."
+        )
     inverse_layer = _flag(config, "scale_attn_by_inverse_layer_idx", False)
     if bases:
         return bases[0][1], bases[0][2], inverse_layer
@@ -224,6 +234,7 @@ def scale_form(config: Mapping[str, Any]) -> sp.Expr:
     """
     # slow: sympy (score_scale reads a config without it; theory.symbols imports sympy)
     import sympy as sp
+
     from theory.symbols import SYMBOLS
 
     form, _parameter, inverse_layer = _rule(config)

@@ -36,7 +36,7 @@ For mixed indices the allocation and the integral are solved numerically
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 
 import sympy as sp
 
@@ -76,7 +76,9 @@ def per_matrix_coefficient(kind: str, *, cover_scale: sp.Expr | None = None) -> 
     (:func:`theory.composition.internal_cover_scale`; ``cover_scale`` overrides it, ``1`` gives the
     external cover) times ``eps^p``, logs at ``eps_min``."""
     form = thm41.derive(kind)  # type: ignore[arg-type]
-    at_floor = _internal(form.expr, cover_scale).replace(lambda e: isinstance(e, sp.log), lambda e: e.subs(eps, eps_min))
+    at_floor = _internal(form.expr, cover_scale).replace(
+        lambda e: isinstance(e, sp.log), lambda e: e.subs(eps, eps_min)
+    )
     coef = sp.powsimp(sp.expand_power_base(at_floor * eps**p, force=True), force=True)
     if eps in coef.free_symbols:
         raise ArithmeticError(f"the Theorem 4.1 form is not a power of eps outside its logs: {coef}")
@@ -188,7 +190,7 @@ class Thm31Form:
     union_cost: sp.Expr
 
 
-@lru_cache(maxsize=None)
+@cache
 def derive() -> Thm31Form:
     """Assemble Theorem 3.1 (common ``p``) from its parts; every closed form is SymPy's."""
     alloc = composition.derive_common_p_allocation()

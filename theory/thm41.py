@@ -45,7 +45,7 @@ the minimum is not of that form).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from typing import Literal
 
 import sympy as sp
@@ -102,7 +102,9 @@ def kappa_as_stated() -> sp.Expr:
     return 2 * p ** (-p / 2) * (2 - p) ** (p / 2 - 1)
 
 
-def minimise_power_pair(objective: sp.Expr, var: sp.Symbol, power: sp.Expr) -> tuple[sp.Expr, sp.Expr, sp.Expr, sp.Expr, sp.Expr]:
+def minimise_power_pair(
+    objective: sp.Expr, var: sp.Symbol, power: sp.Expr
+) -> tuple[sp.Expr, sp.Expr, sp.Expr, sp.Expr, sp.Expr]:
     r"""Minimise ``A var^-power + C var^(2-power)`` over ``var > 0`` with SymPy.
 
     Returns ``(A, C, var_star, minimum, kappa)`` where ``minimum`` is the value at the
@@ -138,7 +140,7 @@ def minimise_power_pair(objective: sp.Expr, var: sp.Symbol, power: sp.Expr) -> t
     return A, C, var_star, minimum, kap
 
 
-@lru_cache(maxsize=None)
+@cache
 def kappa() -> sp.Expr:
     """``kappa(p)`` as derived by SymPy from the ``tau`` minimisation."""
     return derive("bilinear").kappa
@@ -169,7 +171,7 @@ def norm_cover_at_half_scale(kind: Kind) -> sp.Expr:
     return R / t**2 * (a + b + 1) * sp.log(18 * sp.sqrt(r) * s * B / eps)
 
 
-@lru_cache(maxsize=None)
+@cache
 def derive(kind: Kind = "bilinear") -> Thm41Form:
     """Derive Theorem 4.1 for ``kind`` from the cover lemmas (SymPy does the algebra).
 

@@ -47,9 +47,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from numerics.errors import OutputError
 from numerics._util.cache import cache_root, make_private_dirs
 from numerics._util.workdirs import remove_abandoned, work_folder
+from numerics.errors import OutputError
 
 __all__ = [
     "MARKER",
@@ -124,7 +124,9 @@ def _check_parent(path: Path) -> None:
     for ancestor in path.parents:
         if os.path.lexists(ancestor):
             if not ancestor.is_dir():
-                raise OutputError(ancestor, f"is {_kind(os.lstat(ancestor).st_mode)}, not a folder to write {path.name} in")
+                raise OutputError(
+                    ancestor, f"is {_kind(os.lstat(ancestor).st_mode)}, not a folder to write {path.name} in"
+                )
             return
 
 
@@ -157,7 +159,9 @@ def _check_protected(path: Path, st: os.stat_result, protect: Iterable[PathLike]
         if _holds(path, st, protected):
             shown = _absolute(protected)
             same = shown == path or os.path.realpath(shown) == os.path.realpath(path)
-            raise OutputError(path, f"{'is' if same else 'holds'} {shown}, a checkpoint being read or specbound's cache")
+            raise OutputError(
+                path, f"{'is' if same else 'holds'} {shown}, a checkpoint being read or specbound's cache"
+            )
 
 
 # --------------------------------------------------------------------------- the marker
@@ -233,9 +237,12 @@ def _marker_files(folder: Path) -> dict[str, tuple[int, str]] | None:
 
 
 def _write_marker(folder: Path, files: dict[str, tuple[int, str]]) -> None:
-    doc = {"written_by": "specbound", "format": _MARKER_FORMAT,
-           "note": "specbound writes into this folder again only while every file in it matches its record here",
-           "files": {name: {"size": size, "sha256": sha} for name, (size, sha) in sorted(files.items())}}
+    doc = {
+        "written_by": "specbound",
+        "format": _MARKER_FORMAT,
+        "note": "specbound writes into this folder again only while every file in it matches its record here",
+        "files": {name: {"size": size, "sha256": sha} for name, (size, sha) in sorted(files.items())},
+    }
     (folder / MARKER).write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
 
 
@@ -316,7 +323,9 @@ def check_output_folder(dest: PathLike, *, force: bool = False, protect: Iterabl
     return _inspect_folder(dest, force=force, protect=protect)[0]
 
 
-def _inspect_folder(dest: PathLike, *, force: bool, protect: Iterable[PathLike]) -> tuple[Path, _Survey | None, os.stat_result | None]:
+def _inspect_folder(
+    dest: PathLike, *, force: bool, protect: Iterable[PathLike]
+) -> tuple[Path, _Survey | None, os.stat_result | None]:
     """:func:`check_output_folder`, also giving what the existing folder holds (``None`` if missing)."""
     path = _absolute(dest)
     _check_parent(path)
@@ -336,8 +345,12 @@ def _inspect_folder(dest: PathLike, *, force: bool, protect: Iterable[PathLike])
     listed = _marker_files(path)
     if listed is None:
         why = "is a folder specbound did not write (it holds no valid " + MARKER
-        raise OutputError(path, why + "; reports of specbound before its file records must be deleted once)"
-                          if os.path.lexists(path / MARKER) else why + ")")
+        raise OutputError(
+            path,
+            why + "; reports of specbound before its file records must be deleted once)"
+            if os.path.lexists(path / MARKER)
+            else why + ")",
+        )
     found = _survey(path, st, listed)
     _refuse_survey(path, found, force)
     return path, found, st
@@ -432,8 +445,9 @@ def safe_output_folder(dest: PathLike, *, force: bool = False, protect: Iterable
         raise
 
 
-def _write_into(path: Path, st: os.stat_result, out: Path, work: Path, files: dict[str, tuple[int, str]],
-                found: _Survey) -> None:
+def _write_into(
+    path: Path, st: os.stat_result, out: Path, work: Path, files: dict[str, tuple[int, str]], found: _Survey
+) -> None:
     """Move ``files`` from ``out`` into the existing folder ``path``, replacing the ``found.ours`` files."""
     kept = {name for name, _ in found.foreign}
     for name in files:
@@ -442,8 +456,11 @@ def _write_into(path: Path, st: os.stat_result, out: Path, work: Path, files: di
         if clash is None:
             clash = next((p for p in prefixes if p not in found.dirs and os.path.lexists(path / p)), None)
         if clash is not None:
-            raise OutputError(path, f"holds {clash!r}, which specbound did not write, where the new report has "
-                                    f"{name!r}; move it out of the folder to keep it, or delete it")
+            raise OutputError(
+                path,
+                f"holds {clash!r}, which specbound did not write, where the new report has "
+                f"{name!r}; move it out of the folder to keep it, or delete it",
+            )
     old = work / "old"
     old.mkdir()
     listed = _marker_files(path) or {}

@@ -108,7 +108,7 @@ def remove_abandoned(parent: str | os.PathLike[str], prefix: str) -> list[Path]:
         if candidate.is_symlink() or not candidate.is_dir() or lock.is_symlink():
             continue
         if not lock.is_file():
-            if _MKDTEMP_SUFFIX.fullmatch(candidate.name[len(prefix):]) and _remove_unborn(candidate):
+            if _MKDTEMP_SUFFIX.fullmatch(candidate.name[len(prefix) :]) and _remove_unborn(candidate):
                 removed.append(candidate)
             continue
         try:

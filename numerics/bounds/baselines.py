@@ -31,7 +31,9 @@ from numerics.bounds.theorem31 import BoundSettings, smallest_sample_size
 __all__ = ["edelman2022", "bartlett2017", "n_nonvacuous_p2"]
 
 
-def edelman2022(stats: Sequence[Any], info: dict[str, Any], settings: BoundSettings, hidden_size: int, num_layers: int) -> dict[str, Any]:
+def edelman2022(
+    stats: Sequence[Any], info: dict[str, Any], settings: BoundSettings, hidden_size: int, num_layers: int
+) -> dict[str, Any]:
     """Edelman et al. 2022 (reconstructed): ``C = B^2 Phi_Edelman^2 log(d m T)`` with ``d = N``, ``m = n T``, as a ``p = 2`` cover.
 
     Every factor is a form of :mod:`theory.baselines` (:func:`~theory.baselines.edelman2022_phi`,
@@ -40,30 +42,52 @@ def edelman2022(stats: Sequence[Any], info: dict[str, Any], settings: BoundSetti
     log_phi = log_phi_edelman(stats, info, num_layers)
     log_alpha, tau = edelman_layers(stats, info, num_layers)
     B = info["input_norm"]
-    return _p2_summary(lambda at: _edelman_log_C(log_phi, B, at, hidden_size), settings, status="reconstructed",
-                       log_phi=log_phi, B=B, d=hidden_size, m=compiled.edelman_points(n=settings.n, T=settings.T),
-                       layers=[{"log_alpha": float(la), "tau": float(ta)} for la, ta in zip(log_alpha, tau)])
+    return _p2_summary(
+        lambda at: _edelman_log_C(log_phi, B, at, hidden_size),
+        settings,
+        status="reconstructed",
+        log_phi=log_phi,
+        B=B,
+        d=hidden_size,
+        m=compiled.edelman_points(n=settings.n, T=settings.T),
+        layers=[{"log_alpha": float(la), "tau": float(ta)} for la, ta in zip(log_alpha, tau)],
+    )
 
 
 def _edelman_log_C(log_phi: float, B: float, settings: BoundSettings, hidden_size: int) -> float:
     m = compiled.edelman_points(n=settings.n, T=settings.T)
-    return compiled.edelman_log_coefficient(log_B=math.log(B), log_Phi_edelman=log_phi, d=hidden_size, m=m, T=settings.T)
+    return compiled.edelman_log_coefficient(
+        log_B=math.log(B), log_Phi_edelman=log_phi, d=hidden_size, m=m, T=settings.T
+    )
 
 
 def _rademacher_p2(log_C: float, settings: BoundSettings) -> float:
     """The Dudley bound of a ``log N <= C eps^-2`` cover (exact infimum; the trivial ``4 B_out`` past it)."""
     C = math.exp(log_C) if log_C < 700 else math.inf
-    return compiled.dudley_p_eq_2(C=C, n=settings.n, B_out=settings.B_out) if math.isfinite(C) else compiled.trivial_bound(settings.B_out)
+    return (
+        compiled.dudley_p_eq_2(C=C, n=settings.n, B_out=settings.B_out)
+        if math.isfinite(C)
+        else compiled.trivial_bound(settings.B_out)
+    )
 
 
 def _p2_summary(log_C_at: Callable[[BoundSettings], float], settings: BoundSettings, **extra: Any) -> dict[str, Any]:
     """Report a ``log N <= C eps^-2`` cover (``log_C_at(settings)``): ``complexity = sqrt(C)``, the Dudley bound
     and ``n_nonvacuous`` (:func:`n_nonvacuous_p2`)."""
     log_C = log_C_at(settings)
-    return {**extra, "complexity": math.exp(0.5 * log_C) if log_C < 1400 else math.inf, "log_complexity": 0.5 * log_C,
-            "log_cover_coefficient": log_C, "rademacher": _rademacher_p2(log_C, settings),
-            "n": settings.n, "T": settings.T, "B_out": settings.B_out, "delta": settings.delta, "gamma": settings.gamma,
-            "n_nonvacuous": n_nonvacuous_p2(log_C_at, settings)}
+    return {
+        **extra,
+        "complexity": math.exp(0.5 * log_C) if log_C < 1400 else math.inf,
+        "log_complexity": 0.5 * log_C,
+        "log_cover_coefficient": log_C,
+        "rademacher": _rademacher_p2(log_C, settings),
+        "n": settings.n,
+        "T": settings.T,
+        "B_out": settings.B_out,
+        "delta": settings.delta,
+        "gamma": settings.gamma,
+        "n_nonvacuous": n_nonvacuous_p2(log_C_at, settings),
+    }
 
 
 def n_nonvacuous_p2(log_C_at: Callable[[BoundSettings], float], settings: BoundSettings) -> float | None:
@@ -78,6 +102,7 @@ def n_nonvacuous_p2(log_C_at: Callable[[BoundSettings], float], settings: BoundS
     form of the condition: ``Rad_n - 4 B_out`` vanishes to second order at the threshold, below what
     floats resolve, while ``alpha* - B_out`` crosses zero with a non-zero slope.
     """
+
     def says_something(n: float) -> bool:
         at_n = replace(settings, n=n)
         log_C = log_C_at(at_n)
@@ -102,9 +127,15 @@ def bartlett2017(terms: Sequence[MatrixTerm], stats_by_name: dict[str, Any], set
         b21 = stats_by_name[t.name].norm_2_1
         if not b21:
             continue
-        log_a = compiled.bartlett_log_matrix_coefficient(log_B=math.log(t.input_scale), log_b21=math.log(b21), W_width=width)
+        log_a = compiled.bartlett_log_matrix_coefficient(
+            log_B=math.log(t.input_scale), log_b21=math.log(b21), W_width=width
+        )
         log_c.append(float(compiled.log_composed_coefficient(p=2.0, log_a_j=log_a, log_rho=t.log_rho)))
     inner, outer = compiled.merge_exponents(2.0)
     log_C = outer * float(logsumexp(np.asarray(log_c) * inner)) if log_c else -math.inf
-    return _p2_summary(lambda _at: log_C, settings, status="verbatim cover per matrix, composed with specbound's propagation factors",
-                       W_width=width)
+    return _p2_summary(
+        lambda _at: log_C,
+        settings,
+        status="verbatim cover per matrix, composed with specbound's propagation factors",
+        W_width=width,
+    )

@@ -17,15 +17,14 @@ from __future__ import annotations
 
 import inspect
 import math
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Callable
-
-from numpy.typing import ArrayLike
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
-from numerics.bounds._derived_forms import FORMS
 from numerics._util.checks import check_positive, check_schatten_index
+from numerics.bounds._derived_forms import FORMS
 
 if TYPE_CHECKING:
     import sympy as sp
@@ -82,6 +81,7 @@ def compile_expr(expr: sp.Expr, names: tuple[str, ...]) -> Callable[..., np.ndar
     """``lambdify`` over the catalogue symbols ``names`` with numpy (vectorised)."""
     # slow: sympy (only expressions built interactively need it; the shipped forms do not)
     import sympy as sp
+
     from theory.symbols import SYMBOLS
 
     return sp.lambdify([SYMBOLS[n] for n in names], expr, modules="numpy")
@@ -97,13 +97,16 @@ def compile_cover(cover: Any, kind: str) -> Callable[[Mapping[str, float], float
     """
     # slow: sympy (a registered cover is a SymPy expression; the shipped forms never need this)
     import sympy as sp
+
     from theory.vocabulary import VOCABULARY, entry
 
     words = [*cover.statistics, "row_bound", "points"]
     args = [VOCABULARY[w].symbol for w in words] + [VOCABULARY["eps"].symbol]
     main = sp.lambdify(args, cover.form(kind), modules="numpy")
-    limits = [(entry(lim.symbol).name, float(lim.point), sp.lambdify(args, cover.limit(kind, lim), modules="numpy"))
-              for lim in cover.limits]
+    limits = [
+        (entry(lim.symbol).name, float(lim.point), sp.lambdify(args, cover.limit(kind, lim), modules="numpy"))
+        for lim in cover.limits
+    ]
 
     def log_cover(values: Mapping[str, float], eps: float) -> float:
         missing = [w for w in words if w not in values]
@@ -124,7 +127,9 @@ def _function(key: str) -> Callable[..., np.ndarray]:
     return FORMS[key]
 
 
-def _check_thm41(p: object, eps: object, s: object, R: object, B: object, a: object, b: object, r: object, m: object) -> None:
+def _check_thm41(
+    p: object, eps: object, s: object, R: object, B: object, a: object, b: object, r: object, m: object
+) -> None:
     for name, v in (("p", p),):
         for x in np.atleast_1d(np.asarray(v, dtype=float)):
             check_schatten_index(float(x), name)
@@ -133,7 +138,20 @@ def _check_thm41(p: object, eps: object, s: object, R: object, B: object, a: obj
             check_positive(float(x), name)
 
 
-def thm41_log_cover(kind: str, *, p: float, eps: float, s: float, R: float, B: float, a: int, b: int, r: int, m: int = 1, cap_by_rank: bool = True) -> float:
+def thm41_log_cover(
+    kind: str,
+    *,
+    p: float,
+    eps: float,
+    s: float,
+    R: float,
+    B: float,
+    a: int,
+    b: int,
+    r: int,
+    m: int = 1,
+    cap_by_rank: bool = True,
+) -> float:
     """Numeric Theorem 4.1 bound on ``log N(eps)`` for one matrix class.
 
     Args:
@@ -163,8 +181,9 @@ def thm41_log_cover(kind: str, *, p: float, eps: float, s: float, R: float, B: f
     return value
 
 
-def thm41_form_values(kind: str, *, p: float, eps: np.ndarray, s: float, R: float, B: float, a: float, b: float, r: float,
-                      m: float) -> np.ndarray:
+def thm41_form_values(
+    kind: str, *, p: float, eps: np.ndarray, s: float, R: float, B: float, a: float, b: float, r: float, m: float
+) -> np.ndarray:
     """The Theorem 4.1 form (external cover at ``eps``), vectorised over ``eps``, without the single-ball case or the
     rank cap (:func:`thm41_log_cover` adds both); the derived ``p -> 0+`` and ``p = 2`` forms at those indices."""
     form = "p0" if p == 0 else "p2" if p == 2 else "expr"
@@ -178,7 +197,19 @@ def rank_cover(kind: str, *, eps: float, s: float, B: float, a: int, b: int, r: 
     return max(float(at0(0.0, eps, s, float(r), B, a, b, r, 1)), 0.0)
 
 
-def thm41_coefficient(kind: str, *, p: float | np.ndarray, eps_min: float, s: float, R: float | np.ndarray, B: float, a: int, b: int, r: int, m: int) -> np.ndarray:
+def thm41_coefficient(
+    kind: str,
+    *,
+    p: float | np.ndarray,
+    eps_min: float,
+    s: float,
+    R: float | np.ndarray,
+    B: float,
+    a: int,
+    b: int,
+    r: int,
+    m: int,
+) -> np.ndarray:
     """``a_j(p)`` with ``K_j(eps) <= a_j eps^-p`` for ``eps >= eps_min`` (vectorised over ``p`` and ``R``).
 
     At ``p = 0`` the derived ``p -> 0+`` form is used (the general form has ``0**0``
@@ -197,9 +228,19 @@ def thm41_coefficient(kind: str, *, p: float | np.ndarray, eps_min: float, s: fl
     return np.maximum(out, 0.0)
 
 
-def thm41_log_coefficient(kind: str, *, p: float | np.ndarray, log_eps_min: float | np.ndarray, s: float | np.ndarray,
-                          R: float | np.ndarray, B: float | np.ndarray, a: float | np.ndarray, b: float | np.ndarray,
-                          r: float | np.ndarray, m: float | np.ndarray) -> np.ndarray:
+def thm41_log_coefficient(
+    kind: str,
+    *,
+    p: float | np.ndarray,
+    log_eps_min: float | np.ndarray,
+    s: float | np.ndarray,
+    R: float | np.ndarray,
+    B: float | np.ndarray,
+    a: float | np.ndarray,
+    b: float | np.ndarray,
+    r: float | np.ndarray,
+    m: float | np.ndarray,
+) -> np.ndarray:
     """``log a_j(p)`` of :func:`thm41_coefficient`, computed in log space (every argument broadcasts).
 
     ``eps_min`` enters only as ``log_eps_min``: on deep models ``eps_min = alpha theta / (J rho_j)``
@@ -232,13 +273,29 @@ def thm41_log_coefficient(kind: str, *, p: float | np.ndarray, log_eps_min: floa
     if not np.all(np.asarray(log_eps_min) < log_class_radius(kind, log_s=np.log(s), log_B=np.log(B))):
         # At and above the radius of the class (s B^2 for scores, s B for vectors) one ball
         # covers it (K = 0, see thm41_log_cover); the log factors are not defined there.
-        raise ValueError(f"log_eps_min={log_eps_min!r} must lie below the log of the radius of the class "
-                         "(theory.thm31.class_radius).")
+        raise ValueError(
+            f"log_eps_min={log_eps_min!r} must lie below the log of the radius of the class "
+            "(theory.thm31.class_radius)."
+        )
     with np.errstate(divide="ignore"):
         out = _function(f"logcoef.{kind}")(p_arr, log_eps_min, s, R_arr, B, a, b, r, m)
-    return np.asarray(np.broadcast_to(out, np.broadcast_shapes(p_arr.shape, np.shape(log_eps_min), np.shape(s), R_arr.shape,
-                                                               np.shape(B), np.shape(a), np.shape(b), np.shape(r), np.shape(m))),
-                      dtype=np.float64)
+    return np.asarray(
+        np.broadcast_to(
+            out,
+            np.broadcast_shapes(
+                p_arr.shape,
+                np.shape(log_eps_min),
+                np.shape(s),
+                R_arr.shape,
+                np.shape(B),
+                np.shape(a),
+                np.shape(b),
+                np.shape(r),
+                np.shape(m),
+            ),
+        ),
+        dtype=np.float64,
+    )
 
 
 def thm41_coefficient_without_logs(kind: str, *, p: ArrayLike, R: ArrayLike, B: float, a: int, b: int) -> Any:
@@ -249,7 +306,9 @@ def thm41_coefficient_without_logs(kind: str, *, p: ArrayLike, R: ArrayLike, B: 
     scalars, else an array.
     """
     p_arr, R_arr = np.broadcast_arrays(np.asarray(p, dtype=np.float64), np.asarray(R, dtype=np.float64))
-    out = np.asarray(np.broadcast_to(_function(f"coef_nolog.{kind}.p0")(R_arr, a, b), R_arr.shape), dtype=np.float64).copy()
+    out = np.asarray(
+        np.broadcast_to(_function(f"coef_nolog.{kind}.p0")(R_arr, a, b), R_arr.shape), dtype=np.float64
+    ).copy()
     positive = p_arr != 0
     if positive.any():
         out[positive] = _function(f"coef_nolog.{kind}")(p_arr[positive], R_arr[positive], B, a, b)
@@ -351,8 +410,9 @@ def input_scale(kind: str, *, bias: bool = False, **values: float) -> float:
     return _evaluate(f"affine.input.{kind}" if bias else f"lip.input.{kind}", values)
 
 
-def log_gated_lipschitz(*, log_B: Any, log_L_sigma: Any, log_c_sigma: Any, log_s_1: Any, log_s_2: Any, log_s_3: Any,
-                        bias: bool = False) -> Any:
+def log_gated_lipschitz(
+    *, log_B: Any, log_L_sigma: Any, log_c_sigma: Any, log_s_1: Any, log_s_2: Any, log_s_3: Any, bias: bool = False
+) -> Any:
     """``log(s_2 s_1 s_3 B (L_sigma + c_sigma))``: a gated feedforward branch on the ball (:func:`theory.gated.lipschitz`;
     with ``bias``, ``B -> sqrt(B^2 + 1)``)."""
     key = "gated.lipschitz.log.folded" if bias else "gated.lipschitz.log"
@@ -394,7 +454,9 @@ def norm_radius(kind: str, *, N: int, g_inf: float, beta_norm: float = 0.0) -> f
     raise ValueError(f"kind={kind!r} must be 'layernorm' or 'rmsnorm'.")
 
 
-def norm_parameter_log_coefficient(which: str, *, p: Any, N: Any, log_eps_min: Any, log_radius: Any, log_eps_max: Any) -> Any:
+def norm_parameter_log_coefficient(
+    which: str, *, p: Any, N: Any, log_eps_min: Any, log_radius: Any, log_eps_max: Any
+) -> Any:
     """``log a_j(p)`` of a norm layer's trained gain (``which="gain"``, ``log_radius = log G``) or bias
     (``"bias"``, ``log_radius = log beta_norm``): :func:`theory.normlayers.parameter_coefficient` in log space."""
     if which == "gain":
@@ -439,13 +501,16 @@ def union_cost(*, n: float, delta: float, groups: int, grid_size: int, peel: flo
     return float(_function("margin.union_cost")(n, delta, groups, grid_size, peel))
 
 
-def generalization_gap(*, Rad: float, gamma: float, n: float, delta: float, groups: int, grid_size: int, peel: float) -> float:
+def generalization_gap(
+    *, Rad: float, gamma: float, n: float, delta: float, groups: int, grid_size: int, peel: float
+) -> float:
     """``(2/gamma) Rad + 3 sqrt(log(2/delta')/(2n))`` (:func:`theory.margin.generalization_gap`)."""
     return float(_function("margin.gap")(Rad, gamma, n, delta, groups, grid_size, peel))
 
 
-def excess_over_trivial(*, Rad: float, B_out: float, gamma: float, n: float, delta: float, groups: int, grid_size: int,
-                        peel: float) -> float:
+def excess_over_trivial(
+    *, Rad: float, B_out: float, gamma: float, n: float, delta: float, groups: int, grid_size: int, peel: float
+) -> float:
     """The margin bound minus the one built on ``4 B_out`` (:func:`theory.margin.excess_over_trivial`)."""
     return float(_function("margin.excess_over_trivial")(Rad, B_out, gamma, n, delta, groups, grid_size, peel))
 

@@ -46,16 +46,27 @@ Schatten radius is Theorem 4.1's (``thm41``); a cover stated in another metric t
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
 from numerics.bounds import compiled
 from numerics.bounds.terms import MatrixTerm
-from numerics.bounds.theorem31 import (BoundSettings, PosthocResult, class_settings, group_labels, grid_values,
-                                       log_dudley_bound, log_scales, metric_points, peeling_cost, posthoc_peel,
-                                       theorem41_coefficients)
+from numerics.bounds.theorem31 import (
+    BoundSettings,
+    PosthocResult,
+    class_settings,
+    grid_values,
+    group_labels,
+    log_dudley_bound,
+    log_scales,
+    metric_points,
+    peeling_cost,
+    posthoc_peel,
+    theorem41_coefficients,
+)
 
 __all__ = ["ALIASES", "resolve", "CoverChoice", "compose", "SUPPORTED"]
 
@@ -63,10 +74,10 @@ __all__ = ["ALIASES", "resolve", "CoverChoice", "compose", "SUPPORTED"]
 ALIASES = {"theorem41": "thm41"}
 #: The statistics a registered cover may use here (measured from a spectrum).
 SUPPORTED = ("spectral_norm", "rank", "truncation_rank", "tail_norm", "rows", "cols", "width")
-_SHARES = 240      # budget shares u_e per matrix
+_SHARES = 240  # budget shares u_e per matrix
 _MULTIPLIERS = 480  # Lagrange multipliers
 _REPRESENTATIVE = 8  # Dudley scales whose multipliers propose assignments
-_SCALE = 0.5       # internal covers: K_j(eps_j) = log N_ext(eps_j / 2) (theory.composition.internal_cover_scale)
+_SCALE = 0.5  # internal covers: K_j(eps_j) = log N_ext(eps_j / 2) (theory.composition.internal_cover_scale)
 
 
 def resolve(names: Sequence[str]) -> list[Any]:
@@ -87,13 +98,17 @@ def resolve(names: Sequence[str]) -> list[Any]:
             raise ValueError(f"covers: {name!r} is named twice.")
         for kind in cover.kinds:
             if cover.metric_of(kind) not in ("rowmax_l2", "max_abs"):
-                raise ValueError(f"covers: {name!r} is stated in the {cover.metric_of(kind)} metric ({kind}); Theorem 3.1 "
-                                 "composes covers in max_i ||W^T x_i||_2 (vector) and max |x^T W y| (bilinear).")
+                raise ValueError(
+                    f"covers: {name!r} is stated in the {cover.metric_of(kind)} metric ({kind}); Theorem 3.1 "
+                    "composes covers in max_i ||W^T x_i||_2 (vector) and max |x^T W y| (bilinear)."
+                )
         if cover.name != "thm41":
             extra = [w for w in cover.statistics if w not in SUPPORTED]
             if extra:
-                raise ValueError(f"covers: {name!r} uses {extra}, which analyze cannot measure for a registered cover "
-                                 f"(supported: {list(SUPPORTED)}; the Schatten radius is thm41's).")
+                raise ValueError(
+                    f"covers: {name!r} uses {extra}, which analyze cannot measure for a registered cover "
+                    f"(supported: {list(SUPPORTED)}; the Schatten radius is thm41's)."
+                )
         out.append(cover)
     return out
 
@@ -105,7 +120,7 @@ class _Option:
     cover: str
     r_head: int | None
     table: np.ndarray  # (E,) log N at the internal scale; inf where not available
-    cost: float        # nats of this matrix's own post hoc choices under this cover (not the spectral norm)
+    cost: float  # nats of this matrix's own post hoc choices under this cover (not the spectral norm)
 
 
 @dataclass
@@ -129,12 +144,23 @@ class CoverChoice:
         counts: dict[str, int] = {}
         for row in self.per_matrix.values():
             counts[row["cover"]] = counts.get(row["cover"], 0) + 1
-        return {"enabled": self.enabled, "choice": "one cover per tie group, chosen post hoc (log k per group)",
-                "rademacher": self.rademacher, "log_rademacher": self.log_rademacher,
-                "generalization_gap": self.generalization_gap, "generalization_gap_uncapped": self.gap_uncapped,
-                "log_union": self.log_union, "union_cost": self.union_cost,
-                "choice_cost": self.choice_cost, "method": self.method, "chosen_by_group": self.by_group,
-                "matrices_by_cover": counts, "alone": self.alone, "centres": "class", "cover_scale": _SCALE}
+        return {
+            "enabled": self.enabled,
+            "choice": "one cover per tie group, chosen post hoc (log k per group)",
+            "rademacher": self.rademacher,
+            "log_rademacher": self.log_rademacher,
+            "generalization_gap": self.generalization_gap,
+            "generalization_gap_uncapped": self.gap_uncapped,
+            "log_union": self.log_union,
+            "union_cost": self.union_cost,
+            "choice_cost": self.choice_cost,
+            "method": self.method,
+            "chosen_by_group": self.by_group,
+            "matrices_by_cover": counts,
+            "alone": self.alone,
+            "centres": "class",
+            "cover_scale": _SCALE,
+        }
 
 
 # --------------------------------------------------------------------------- per-matrix tables
@@ -168,6 +194,7 @@ def _compiled_form(cover: Any, kind: str) -> tuple[list[str], Any, list[tuple[st
     """``lambdify`` of a registered form (and its declared limits) over numpy arrays, in this process."""
     # slow: sympy (the registered forms are SymPy expressions; theory.vocabulary loads it)
     import sympy as sp
+
     from theory.vocabulary import VOCABULARY, entry
 
     key = (cover.name, kind)
@@ -175,8 +202,10 @@ def _compiled_form(cover: Any, kind: str) -> tuple[list[str], Any, list[tuple[st
         words = [*cover.statistics, "row_bound", "points"]
         args = [VOCABULARY[w].symbol for w in words] + [VOCABULARY["eps"].symbol]
         main = sp.lambdify(args, cover.form(kind), modules="numpy")
-        limits = [(entry(lim.symbol).name, float(lim.point), sp.lambdify(args, cover.limit(kind, lim), modules="numpy"))
-                  for lim in cover.limits]
+        limits = [
+            (entry(lim.symbol).name, float(lim.point), sp.lambdify(args, cover.limit(kind, lim), modules="numpy"))
+            for lim in cover.limits
+        ]
         _LAMBDIFIED[key] = (cover, words, main, limits)
     _, words, main, limits = _LAMBDIFIED[key]
     return words, main, limits
@@ -185,10 +214,12 @@ def _compiled_form(cover: Any, kind: str) -> tuple[list[str], Any, list[tuple[st
 def _size(expr: Any, a: int, b: int) -> float:
     # slow: sympy (a grid size is a SymPy expression in the dimensions)
     import sympy as sp
+
     from theory.vocabulary import VOCABULARY
 
-    value = sp.sympify(expr).subs({VOCABULARY["rows"].symbol: a, VOCABULARY["cols"].symbol: b,
-                                   VOCABULARY["width"].symbol: max(a, b)})
+    value = sp.sympify(expr).subs(
+        {VOCABULARY["rows"].symbol: a, VOCABULARY["cols"].symbol: b, VOCABULARY["width"].symbol: max(a, b)}
+    )
     if not value.is_number:
         raise ValueError(f"grid size {expr} must depend on the dimensions only (rows, cols, width).")
     return float(value)
@@ -216,8 +247,14 @@ def _registered_options(cover: Any, t: MatrixTerm, log_eps: np.ndarray, settings
     eps = np.exp(log_eps) * _SCALE
     out = []
     for r in rs:
-        values: dict[str, float] = {"rows": float(a), "cols": float(b), "width": float(max(a, b)), "rank": float(t.rank_bound),
-                                    "row_bound": float(t.input_scale), "points": float(metric_points(t, settings))}
+        values: dict[str, float] = {
+            "rows": float(a),
+            "cols": float(b),
+            "width": float(max(a, b)),
+            "rank": float(t.rank_bound),
+            "row_bound": float(t.input_scale),
+            "points": float(metric_points(t, settings)),
+        }
         s = float(grid_values([t.spectral_norm])[0])
         values["spectral_norm"] = s
         cost = grid_cost
@@ -254,14 +291,16 @@ def _allocate(tables: np.ndarray, u: np.ndarray, log_scales: np.ndarray) -> tupl
     ktot = np.empty(lam.size)
     spent = np.empty(lam.size)
     for start in range(0, lam.size, 64):
-        chunk = lam[start:start + 64]
+        chunk = lam[start : start + 64]
         with np.errstate(invalid="ignore"):
             lagr = tables[None, :, :] + chunk[:, None, None] * u[None, None, :]  # (L, J, E)
         # ties (and lambda = 0 over a flat zero table) go to the smallest share: argmin takes the first
         pick = np.argmin(np.where(np.isnan(lagr), np.inf, lagr), axis=2)  # (L, J)
-        chosen = np.take_along_axis(np.broadcast_to(tables, (chunk.size, *tables.shape)), pick[:, :, None], axis=2)[:, :, 0]
-        ktot[start:start + 64] = chosen.sum(axis=1)
-        spent[start:start + 64] = u[pick].sum(axis=1)
+        chosen = np.take_along_axis(np.broadcast_to(tables, (chunk.size, *tables.shape)), pick[:, :, None], axis=2)[
+            :, :, 0
+        ]
+        ktot[start : start + 64] = chosen.sum(axis=1)
+        spent[start : start + 64] = u[pick].sum(axis=1)
     scales = np.exp(log_scales)
     feasible = spent[None, :] <= scales[:, None] * (1 - 1e-12)  # (S, L)
     g = np.where(feasible, ktot[None, :], np.inf)
@@ -290,8 +329,14 @@ def _lagrangian(table: np.ndarray, u: np.ndarray, lam: float) -> float:
 # --------------------------------------------------------------------------- composition
 
 
-def compose(terms: Sequence[MatrixTerm], post: PosthocResult, covers: Sequence[Any], settings: BoundSettings, *,
-            input_radii: Sequence[float] = ()) -> CoverChoice:
+def compose(
+    terms: Sequence[MatrixTerm],
+    post: PosthocResult,
+    covers: Sequence[Any],
+    settings: BoundSettings,
+    *,
+    input_radii: Sequence[float] = (),
+) -> CoverChoice:
     """Theorem 3.1 with one of ``covers`` per tie group, chosen post hoc (module docs).
 
     ``post``: the Theorem 4.1 post hoc result on the same ``terms`` and ``settings`` (its indices are the ones a group
@@ -325,8 +370,10 @@ def compose(terms: Sequence[MatrixTerm], post: PosthocResult, covers: Sequence[A
                 per.append([])
                 continue
             if t.cover_kind not in c.kinds:
-                raise ValueError(f"covers: {c.name!r} does not apply to {t.cover_kind} outputs (matrix {t.name}); enable "
-                                 "a cover of that kind too (e.g. theorem41).")
+                raise ValueError(
+                    f"covers: {c.name!r} does not apply to {t.cover_kind} outputs (matrix {t.name}); enable "
+                    "a cover of that kind too (e.g. theorem41)."
+                )
             log_eps = np.log(u) - log_rho[j]
             if c.name == "thm41":
                 R_real = float(t.schatten(np.asarray([post.p[j]]))[0])
@@ -380,24 +427,38 @@ def compose(terms: Sequence[MatrixTerm], post: PosthocResult, covers: Sequence[A
             assign, picks = lagrange_assignment(lam, [c])
             lr, cost, tg = evaluate(assign, picks)
             cand = (lr, cost, tg, assign, picks, "feasible allocation (Lagrangian on a grid of shares)")
-            if best_c is None or _gap(cand, settings, base_peel, grid_size, 0.0, capped=False) < \
-                    _gap(best_c, settings, base_peel, grid_size, 0.0, capped=False):
+            if best_c is None or _gap(cand, settings, base_peel, grid_size, 0.0, capped=False) < _gap(
+                best_c, settings, base_peel, grid_size, 0.0, capped=False
+            ):
                 best_c = cand
         assert best_c is not None
         if c == "thm41" and thm41_exact is not None and math.isfinite(thm41_exact):
             cost = sum(options["thm41"][j][0].cost for j in np.flatnonzero(is_matrix))
-            exact = (thm41_exact, cost, len(groups), {g: "thm41" for g in groups},
-                     {int(j): options["thm41"][j][0] for j in np.flatnonzero(is_matrix)},
-                     "exact allocation (Theorem 4.1 post hoc, numerics.bounds.theorem31.posthoc)")
-            best_c = exact if _gap(exact, settings, base_peel, grid_size, 0.0, capped=False) <= \
-                _gap(best_c, settings, base_peel, grid_size, 0.0, capped=False) else best_c
+            exact = (
+                thm41_exact,
+                cost,
+                len(groups),
+                {g: "thm41" for g in groups},
+                {int(j): options["thm41"][j][0] for j in np.flatnonzero(is_matrix)},
+                "exact allocation (Theorem 4.1 post hoc, numerics.bounds.theorem31.posthoc)",
+            )
+            best_c = (
+                exact
+                if _gap(exact, settings, base_peel, grid_size, 0.0, capped=False)
+                <= _gap(best_c, settings, base_peel, grid_size, 0.0, capped=False)
+                else best_c
+            )
         candidates.append(best_c)
         alone[c] = _summary(best_c, settings, base_peel, grid_size, choice_cost=0.0)
         if c == "thm41" and thm41_exact is not None:
             # Theorem 4.1 through the registry with the exact allocation: the numbers of the bound without covers
-            exact_row = {"rademacher": min(post.rademacher, compiled.trivial_bound(settings.B_out)),
-                         "log_rademacher": post.log_rademacher, "generalization_gap": post.generalization_gap,
-                         "log_union": post.log_union, "union_cost": post.union_cost}
+            exact_row = {
+                "rademacher": min(post.rademacher, compiled.trivial_bound(settings.B_out)),
+                "log_rademacher": post.log_rademacher,
+                "generalization_gap": post.generalization_gap,
+                "log_union": post.log_union,
+                "union_cost": post.union_cost,
+            }
             if best_c[0] == thm41_exact:
                 alone[c].update(exact_row)
             alone[c]["exact_allocation"] = exact_row
@@ -413,39 +474,69 @@ def compose(terms: Sequence[MatrixTerm], post: PosthocResult, covers: Sequence[A
     for j, t in enumerate(terms):
         if is_matrix[j]:
             o = best[4][j]
-            per_matrix[t.name] = {"cover": o.cover, **({"r_head": o.r_head} if o.r_head is not None else {}),
-                                  **({"p": float(post.p[j])} if o.cover == "thm41" else {})}
-    return CoverChoice(enabled=names, rademacher=summary["rademacher"], log_rademacher=summary["log_rademacher"],
-                       generalization_gap=summary["generalization_gap"],
-                       gap_uncapped=summary["generalization_gap_uncapped"], log_union=summary["log_union"],
-                       union_cost=summary["union_cost"], choice_cost=choice_cost, method=best[5], by_group=best[3],
-                       per_matrix=per_matrix, alone=alone)
+            per_matrix[t.name] = {
+                "cover": o.cover,
+                **({"r_head": o.r_head} if o.r_head is not None else {}),
+                **({"p": float(post.p[j])} if o.cover == "thm41" else {}),
+            }
+    return CoverChoice(
+        enabled=names,
+        rademacher=summary["rademacher"],
+        log_rademacher=summary["log_rademacher"],
+        generalization_gap=summary["generalization_gap"],
+        gap_uncapped=summary["generalization_gap_uncapped"],
+        log_union=summary["log_union"],
+        union_cost=summary["union_cost"],
+        choice_cost=choice_cost,
+        method=best[5],
+        by_group=best[3],
+        per_matrix=per_matrix,
+        alone=alone,
+    )
 
 
 def _union(cand: tuple[Any, ...], base_peel: float, choice_cost: float) -> float:
     return base_peel + cand[1] + choice_cost
 
 
-def _gap(cand: tuple[Any, ...], settings: BoundSettings, base_peel: float, grid_size: int, choice_cost: float, *,
-         capped: bool = True) -> float:
+def _gap(
+    cand: tuple[Any, ...],
+    settings: BoundSettings,
+    base_peel: float,
+    grid_size: int,
+    choice_cost: float,
+    *,
+    capped: bool = True,
+) -> float:
     """The margin bound's gap of a candidate; ``capped=False`` uses the uncapped Dudley value (the search's score:
     it still tells candidates apart where every one is vacuous)."""
     rad = math.exp(cand[0]) if cand[0] < 709 else math.inf
     rad = min(rad, compiled.trivial_bound(settings.B_out)) if capped else rad
-    return compiled.generalization_gap(Rad=rad, gamma=settings.gamma,
-                                       n=settings.n, delta=settings.delta, groups=cand[2], grid_size=grid_size,
-                                       peel=_union(cand, base_peel, choice_cost))
+    return compiled.generalization_gap(
+        Rad=rad,
+        gamma=settings.gamma,
+        n=settings.n,
+        delta=settings.delta,
+        groups=cand[2],
+        grid_size=grid_size,
+        peel=_union(cand, base_peel, choice_cost),
+    )
 
 
-def _summary(cand: tuple[Any, ...], settings: BoundSettings, base_peel: float, grid_size: int, *,
-             choice_cost: float) -> dict[str, Any]:
+def _summary(
+    cand: tuple[Any, ...], settings: BoundSettings, base_peel: float, grid_size: int, *, choice_cost: float
+) -> dict[str, Any]:
     lr = float(cand[0])
     rad = math.exp(lr) if lr < 709 else math.inf
     peel = _union(cand, base_peel, choice_cost)
-    return {"rademacher": min(rad, compiled.trivial_bound(settings.B_out)), "log_rademacher": lr,
-            "generalization_gap": _gap(cand, settings, base_peel, grid_size, choice_cost),
-            "generalization_gap_uncapped": _gap(cand, settings, base_peel, grid_size, choice_cost, capped=False),
-            "log_union": compiled.log_union(groups=cand[2], grid_size=grid_size, peel=peel),
-            "union_cost": compiled.union_cost(n=settings.n, delta=settings.delta, groups=cand[2], grid_size=grid_size,
-                                              peel=peel),
-            "method": cand[5]}
+    return {
+        "rademacher": min(rad, compiled.trivial_bound(settings.B_out)),
+        "log_rademacher": lr,
+        "generalization_gap": _gap(cand, settings, base_peel, grid_size, choice_cost),
+        "generalization_gap_uncapped": _gap(cand, settings, base_peel, grid_size, choice_cost, capped=False),
+        "log_union": compiled.log_union(groups=cand[2], grid_size=grid_size, peel=peel),
+        "union_cost": compiled.union_cost(
+            n=settings.n, delta=settings.delta, groups=cand[2], grid_size=grid_size, peel=peel
+        ),
+        "method": cand[5],
+    }

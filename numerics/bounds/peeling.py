@@ -9,7 +9,7 @@ upper end, or for the margin the grid value below) and :func:`grid_values` the g
 from __future__ import annotations
 
 import math
-from typing import Iterable
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -23,8 +23,9 @@ PEEL_RATIO = 2.0
 PEEL_BASE = 1.0
 
 
-def peeling_levels(values: Iterable[float], *, upward: bool = True, ratio: float = PEEL_RATIO,
-                   base: float = PEEL_BASE) -> np.ndarray:
+def peeling_levels(
+    values: Iterable[float], *, upward: bool = True, ratio: float = PEEL_RATIO, base: float = PEEL_BASE
+) -> np.ndarray:
     """Level ``k`` (any integer) of each realised quantity on the grid ``base * ratio^k`` (:mod:`theory.margin`).
 
     ``upward``: the smallest ``k`` with ``v <= base ratio^k`` (the cell's upper end, for quantities the
@@ -34,7 +35,9 @@ def peeling_levels(values: Iterable[float], *, upward: bool = True, ratio: float
     """
     v = np.asarray(list(values), dtype=np.float64)
     if v.size and not np.all((v > 0) & np.isfinite(v)):
-        raise ValueError(f"peeled values must be positive and finite; got {short_repr(v[~((v > 0) & np.isfinite(v))][0])}.")
+        raise ValueError(
+            f"peeled values must be positive and finite; got {short_repr(v[~((v > 0) & np.isfinite(v))][0])}."
+        )
     x = np.log(v / base) / math.log(ratio)
     k = np.ceil(x) if upward else np.floor(x)
     k = k.astype(np.int64)
@@ -48,7 +51,9 @@ def peeling_levels(values: Iterable[float], *, upward: bool = True, ratio: float
     return k
 
 
-def grid_values(values: Iterable[float], *, upward: bool = True, ratio: float = PEEL_RATIO, base: float = PEEL_BASE) -> np.ndarray:
+def grid_values(
+    values: Iterable[float], *, upward: bool = True, ratio: float = PEEL_RATIO, base: float = PEEL_BASE
+) -> np.ndarray:
     """The grid value ``base * ratio^k`` at each value's level (:func:`peeling_levels`)."""
     k = peeling_levels(values, upward=upward, ratio=ratio, base=base)
     return base * np.power(ratio, k.astype(np.float64))

@@ -41,8 +41,9 @@ def log_phi_sa_by_common_p(terms: Sequence[MatrixTerm], settings: BoundSettings)
         R = np.asarray(t.schatten(qs), dtype=np.float64)
         ok = R > 0
         if ok.any():
-            coef = compiled.thm41_coefficient_without_logs(t.cover_kind, p=qs[ok], R=R[ok], B=t.input_scale,
-                                                             a=t.shape[0], b=t.shape[1])
+            coef = compiled.thm41_coefficient_without_logs(
+                t.cover_kind, p=qs[ok], R=R[ok], B=t.input_scale, a=t.shape[0], b=t.shape[1]
+            )
             logs[i, ok] = compiled.log_composed_coefficient(p=qs[ok], log_a_j=np.log(coef), log_rho=t.log_rho)
     out = {}
     inner, outer = compiled.merge_exponents(qs)
@@ -50,7 +51,9 @@ def log_phi_sa_by_common_p(terms: Sequence[MatrixTerm], settings: BoundSettings)
     for j, q in enumerate(qs):
         column = logs[:, j]
         # phi_sa = sqrt(C): half the log of the merged complexity (sum_j c_j^inner)^outer
-        out[float(q)] = 0.5 * float(outer[j]) * float(logsumexp(column * inner[j])) if np.isfinite(column).any() else -math.inf
+        out[float(q)] = (
+            0.5 * float(outer[j]) * float(logsumexp(column * inner[j])) if np.isfinite(column).any() else -math.inf
+        )
     return out
 
 

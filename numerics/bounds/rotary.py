@@ -43,8 +43,14 @@ def _core(m: np.ndarray) -> np.ndarray:
     return scipy.linalg.qr(m, mode="r", check_finite=False)[0][: m.shape[1]]
 
 
-def rotary_diagnostic(factors: Sequence[tuple[np.ndarray, np.ndarray]], *, head_dim: int, base: float, context: int,
-                      p_values: Sequence[float] = (0.5, 1.0)) -> list[dict[str, Any]]:
+def rotary_diagnostic(
+    factors: Sequence[tuple[np.ndarray, np.ndarray]],
+    *,
+    head_dim: int,
+    base: float,
+    context: int,
+    p_values: Sequence[float] = (0.5, 1.0),
+) -> list[dict[str, Any]]:
     """Per head, the largest ``s_1`` and ``S_p`` of ``A R(Delta) B^T`` over ``-context < Delta < context``, and the
     certified bounds.
 
@@ -61,18 +67,26 @@ def rotary_diagnostic(factors: Sequence[tuple[np.ndarray, np.ndarray]], *, head_
     out = []
     for h, (a, b) in enumerate(factors):
         ra, rb = _core(np.asarray(a)), _core(np.asarray(b))
-        sv = np.array([scipy.linalg.svdvals(ra @ rot @ rb.T, check_finite=False) for rot in rotations])  # (offsets, d_h)
+        sv = np.array(
+            [scipy.linalg.svdvals(ra @ rot @ rb.T, check_finite=False) for rot in rotations]
+        )  # (offsets, d_h)
         s1 = sv[:, 0]
         powers = np.stack([schatten_power(row, p) for row in sv])  # (offsets, len(p))
         sa, sb = scipy.linalg.svdvals(ra), scipy.linalg.svdvals(rb)
-        cert_s1, cert_sp = compiled.rope_certified(s_q=float(sa[0]), s_k=float(sb[0]), S_q2p=schatten_power(sa, 2 * p),
-                                                   S_k2p=schatten_power(sb, 2 * p))
+        cert_s1, cert_sp = compiled.rope_certified(
+            s_q=float(sa[0]), s_k=float(sb[0]), S_q2p=schatten_power(sa, 2 * p), S_k2p=schatten_power(sb, 2 * p)
+        )
         worst = int(np.argmax(s1))
-        out.append({
-            "head": h, "offsets": [int(offsets[0]), int(offsets[-1])],
-            "s1_at_0": float(s1[context - 1]), "max_s1": float(s1.max()), "argmax_offset": int(offsets[worst]),
-            "certified_s1": float(cert_s1),
-            "max_schatten": {str(float(q)): float(v) for q, v in zip(p, powers.max(axis=0))},
-            "certified_schatten": {str(float(q)): float(v) for q, v in zip(p, np.atleast_1d(cert_sp))},
-        })
+        out.append(
+            {
+                "head": h,
+                "offsets": [int(offsets[0]), int(offsets[-1])],
+                "s1_at_0": float(s1[context - 1]),
+                "max_s1": float(s1.max()),
+                "argmax_offset": int(offsets[worst]),
+                "certified_s1": float(cert_s1),
+                "max_schatten": {str(float(q)): float(v) for q, v in zip(p, powers.max(axis=0))},
+                "certified_schatten": {str(float(q)): float(v) for q, v in zip(p, np.atleast_1d(cert_sp))},
+            }
+        )
     return out

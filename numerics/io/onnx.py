@@ -58,10 +58,10 @@ from typing import Any
 import numpy as np
 import safetensors.numpy
 
-from numerics.errors import CheckpointError
-from numerics._util.checks import check_count, is_int
 from numerics._util.cache import cache_root, make_private_dirs, sha256_file
+from numerics._util.checks import check_count, is_int
 from numerics._util.workdirs import remove_abandoned, work_folder
+from numerics.errors import CheckpointError
 
 __all__ = ["onnx_to_safetensors", "open_onnx", "find_onnx_file", "MANIFEST"]
 
@@ -118,7 +118,9 @@ def find_onnx_file(path_or_folder: str | os.PathLike[str]) -> Path:
             return found[0]
         if not found:
             raise CheckpointError(path, "holds no .onnx file")
-        raise CheckpointError(path, f"holds {len(found)} .onnx files ({', '.join(p.name for p in found)}); pass one file")
+        raise CheckpointError(
+            path, f"holds {len(found)} .onnx files ({', '.join(p.name for p in found)}); pass one file"
+        )
     raise CheckpointError(path, "no such file or folder")
 
 
@@ -207,7 +209,9 @@ def _linear_names(g: _Graph) -> dict[str, tuple[str, str]]:
         weight = node.input[1]
         dims = list(g.initializers[weight].dims)
         if len(dims) != 2:
-            raise CheckpointError(g.where, f"feeds MatMul {node.name!r} with shape {dims}, expected a matrix", tensor=weight)
+            raise CheckpointError(
+                g.where, f"feeds MatMul {node.name!r} with shape {dims}, expected a matrix", tensor=weight
+            )
         out = node.output[0]
         candidates = []
         for add in g.consumers.get(out, []):
@@ -234,7 +238,9 @@ def _linear_names(g: _Graph) -> dict[str, tuple[str, str]]:
         previous = found.get(weight)
         names = {c[0] for c in candidates} | ({previous[0]} if previous else set())
         if len(names) > 1:
-            raise CheckpointError(g.where, f"is shared by the biases {sorted(names)}: its name is ambiguous", tensor=weight)
+            raise CheckpointError(
+                g.where, f"is shared by the biases {sorted(names)}: its name is ambiguous", tensor=weight
+            )
         found[weight] = candidates[0]
     return found
 
@@ -260,7 +266,7 @@ def _infer_heads(g: _Graph, linear: Mapping[str, tuple[str, str]], hidden: int) 
 
 
 def _strip(name: str, prefix: str) -> str:
-    return name[len(prefix):] if prefix and name.startswith(prefix) else name
+    return name[len(prefix) :] if prefix and name.startswith(prefix) else name
 
 
 def _layer_eps(g: _Graph) -> float | None:
@@ -339,9 +345,11 @@ def _build(g: _Graph, config: Mapping[str, Any] | None) -> tuple[dict[str, np.nd
     eps = _layer_eps(g)
     if eps is not None:
         extras["layer_norm_eps"] = eps
-    for key, tensor in (("vocab_size", "embeddings.word_embeddings.weight"),
-                        ("max_position_embeddings", "embeddings.position_embeddings.weight"),
-                        ("type_vocab_size", "embeddings.token_type_embeddings.weight")):
+    for key, tensor in (
+        ("vocab_size", "embeddings.word_embeddings.weight"),
+        ("max_position_embeddings", "embeddings.position_embeddings.weight"),
+        ("type_vocab_size", "embeddings.token_type_embeddings.weight"),
+    ):
         if tensor in tensors:
             extras[key] = int(tensors[tensor].shape[0])
 
@@ -359,16 +367,25 @@ def _build(g: _Graph, config: Mapping[str, Any] | None) -> tuple[dict[str, np.nd
         )
     if not (is_int(h, minimum=1) and hidden % h == 0):
         raise CheckpointError(where, f"num_attention_heads={h!r} must be a positive int dividing hidden_size={hidden}")
-    manifest = {"renamed": renamed, "dropped": sorted(dropped), "stripped_prefix": prefix,
-                "num_attention_heads_from": "graph" if "num_attention_heads" in inferred else "argument"}
+    manifest = {
+        "renamed": renamed,
+        "dropped": sorted(dropped),
+        "stripped_prefix": prefix,
+        "num_attention_heads_from": "graph" if "num_attention_heads" in inferred else "argument",
+    }
     return tensors, merged, manifest
 
 
 # --------------------------------------------------------------------------- writing
 
 
-def _write_folder(out: Path, tensors: Mapping[str, np.ndarray], config: Mapping[str, Any],
-                  manifest: Mapping[str, Any], metadata: Mapping[str, str]) -> Path:
+def _write_folder(
+    out: Path,
+    tensors: Mapping[str, np.ndarray],
+    config: Mapping[str, Any],
+    manifest: Mapping[str, Any],
+    metadata: Mapping[str, str],
+) -> Path:
     """Write into a work folder beside ``out``, then move the result to ``out`` (atomic on one filesystem)."""
     out.parent.mkdir(parents=True, exist_ok=True)
     with work_folder(out.parent, f".{out.name}-") as work:
@@ -376,7 +393,9 @@ def _write_folder(out: Path, tensors: Mapping[str, np.ndarray], config: Mapping[
         staged.mkdir(mode=0o700)
         safetensors.numpy.save_file(dict(tensors), os.fspath(staged / "model.safetensors"), metadata=dict(metadata))
         (staged / "config.json").write_text(json.dumps(dict(config), indent=2, sort_keys=True) + "\n", encoding="utf-8")
-        files = {name: {"size": (staged / name).stat().st_size, "sha256": sha256_file(staged / name)} for name in _WRITTEN}
+        files = {
+            name: {"size": (staged / name).stat().st_size, "sha256": sha256_file(staged / name)} for name in _WRITTEN
+        }
         (staged / MANIFEST).write_text(json.dumps({**manifest, "files": files}, indent=2) + "\n", encoding="utf-8")
         try:
             os.replace(staged, out)  # replaces an empty folder; fails on a non-empty one
@@ -450,8 +469,11 @@ def _cached(folder: Path, sha: str) -> bool:
         manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return False
-    if not (isinstance(manifest, dict) and manifest.get("source_sha256") == sha
-            and manifest.get("format_version") == _FORMAT_VERSION):
+    if not (
+        isinstance(manifest, dict)
+        and manifest.get("source_sha256") == sha
+        and manifest.get("format_version") == _FORMAT_VERSION
+    ):
         return False
     files = manifest.get("files")
     if not isinstance(files, dict) or not set(_WRITTEN) <= set(files):

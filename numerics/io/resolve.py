@@ -35,8 +35,11 @@ def resolve_source(source: str | os.PathLike[str]) -> str:
     if path.is_file() and path.suffix.lower() == ".onnx":
         return os.fspath(open_onnx(path))
     if path.is_dir():
-        if not any(path.glob("*.safetensors")) and not (path / "model.safetensors.index.json").is_file() \
-                and any(path.glob("*.onnx")):
+        if (
+            not any(path.glob("*.safetensors"))
+            and not (path / "model.safetensors.index.json").is_file()
+            and any(path.glob("*.onnx"))
+        ):
             return os.fspath(open_onnx(path))
         return text
     if path.exists():

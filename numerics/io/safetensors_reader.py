@@ -142,9 +142,7 @@ def read_header(path: str | os.PathLike[str]) -> dict[str, TensorInfo]:
         with open(where, "rb") as fh:
             prefix = fh.read(8)
             if len(prefix) < 8:
-                raise CheckpointError(
-                    where, f"is truncated: {size} bytes, a safetensors file needs at least 8"
-                )
+                raise CheckpointError(where, f"is truncated: {size} bytes, a safetensors file needs at least 8")
             n = int.from_bytes(prefix, "little", signed=False)
             if n > size - 8:
                 raise CheckpointError(
@@ -153,9 +151,7 @@ def read_header(path: str | os.PathLike[str]) -> dict[str, TensorInfo]:
                     "(truncated or not a safetensors file)",
                 )
             if n > MAX_HEADER_BYTES:
-                raise CheckpointError(
-                    where, f"header length {n} exceeds the cap of {MAX_HEADER_BYTES} bytes"
-                )
+                raise CheckpointError(where, f"header length {n} exceeds the cap of {MAX_HEADER_BYTES} bytes")
             raw = fh.read(n)
     except MemoryError:
         raise CheckpointError(where, f"header of {n:,} bytes cannot be read: out of memory") from None
@@ -189,9 +185,7 @@ def read_header(path: str | os.PathLike[str]) -> dict[str, TensorInfo]:
     infos: dict[str, TensorInfo] = {}
     for name, entry in header.items():
         if name == "__metadata__":
-            if not isinstance(entry, dict) or not all(
-                isinstance(v, str) for v in entry.values()
-            ):
+            if not isinstance(entry, dict) or not all(isinstance(v, str) for v in entry.values()):
                 raise CheckpointError(where, "__metadata__ must be an object of strings")
             if isinstance(entry, _Object) and entry.repeated:
                 raise CheckpointError(where, f"__metadata__ has the key {entry.repeated[0]!r} twice")
@@ -201,9 +195,7 @@ def read_header(path: str | os.PathLike[str]) -> dict[str, TensorInfo]:
     spans = sorted((info.begin, info.end, name) for name, info in infos.items() if info.end > info.begin)
     for (b0, e0, n0), (b1, e1, n1) in zip(spans, spans[1:]):
         if b1 < e0:
-            raise CheckpointError(
-                where, f"data_offsets [{b1}, {e1}] overlap those of {n0!r} [{b0}, {e0}]", tensor=n1
-            )
+            raise CheckpointError(where, f"data_offsets [{b1}, {e1}] overlap those of {n0!r} [{b0}, {e0}]", tensor=n1)
     return infos
 
 
@@ -225,7 +217,9 @@ def _validate_entry(where: str, name: str, entry: object, data_start: int, data_
     if not isinstance(shape, list) or not all(is_int(d) and d >= 0 for d in shape):
         raise CheckpointError(where, f"shape={shape!r} must be a list of non-negative ints", tensor=name)
     if len(shape) > MAX_DIMS:
-        raise CheckpointError(where, f"shape has {len(shape)} dimensions, at most {MAX_DIMS} are supported", tensor=name)
+        raise CheckpointError(
+            where, f"shape has {len(shape)} dimensions, at most {MAX_DIMS} are supported", tensor=name
+        )
     # numpy refuses shapes whose non-zero extents multiply past the address space, even when
     # another extent is 0 (an empty tensor of shape [0, 2**70] cannot be created).
     if math.prod(d for d in shape if d) * DTYPES[dtype].itemsize > _MAX_ARRAY_BYTES:
@@ -238,8 +232,7 @@ def _validate_entry(where: str, name: str, entry: object, data_start: int, data_
     if end > data_len:
         raise CheckpointError(
             where,
-            f"data_offsets={offsets!r} run past the end of the data section ({data_len} bytes; "
-            "file truncated?)",
+            f"data_offsets={offsets!r} run past the end of the data section ({data_len} bytes; file truncated?)",
             tensor=name,
         )
     expected = math.prod(shape) * DTYPES[dtype].itemsize
@@ -282,9 +275,12 @@ def _read_widened(where: str, name: str, stored: np.dtype, start: int, info: Ten
         while got < len(view):
             n = fh.readinto(view[got : got + _READ_CHUNK])
             if not n:
-                raise CheckpointError(where, f"is truncated: it ended after {start + got} bytes while tensor bytes "
-                                      f"[{start}, {start + info.nbytes}) were read (changed while being read?)",
-                                      tensor=name)
+                raise CheckpointError(
+                    where,
+                    f"is truncated: it ended after {start + got} bytes while tensor bytes "
+                    f"[{start}, {start + info.nbytes}) were read (changed while being read?)",
+                    tensor=name,
+                )
             got += n
     out = np.empty(info.size, dtype=np.float64)
     finite = True
@@ -358,11 +354,13 @@ def load_tensor(
         if check_finite and info.dtype in FLOAT_DTYPES and not finite:
             require_finite(where, name, out)
     except MemoryError:
-        raise CheckpointError(where, f"cannot be loaded: out of memory ({count * 8:,} bytes needed as float64)",
-                              tensor=name) from None
+        raise CheckpointError(
+            where, f"cannot be loaded: out of memory ({count * 8:,} bytes needed as float64)", tensor=name
+        ) from None
     except OSError as exc:
         if exc.errno == errno.ENOMEM:
-            raise CheckpointError(where, f"cannot be read: out of memory ({info.nbytes:,} bytes)", tensor=name) from None
+            raise CheckpointError(
+                where, f"cannot be read: out of memory ({info.nbytes:,} bytes)", tensor=name
+            ) from None
         raise CheckpointError(where, f"cannot be read: {exc.strerror or exc}", tensor=name) from exc
     return out
-

@@ -44,8 +44,16 @@ from numerics.montecarlo.volumetric import (
     row_geometry,
 )
 
-__all__ = ["INDEX_VALUES", "measure", "log_radius_limit", "CoverRow", "CoverMCResult", "cover_mc", "cover_verdict",
-           "cover_rows_json"]
+__all__ = [
+    "INDEX_VALUES",
+    "measure",
+    "log_radius_limit",
+    "CoverRow",
+    "CoverMCResult",
+    "cover_mc",
+    "cover_verdict",
+    "cover_rows_json",
+]
 
 #: The index values a cell takes by default (those above ``min(a, b)`` are dropped).
 INDEX_VALUES: dict[str, tuple[float, ...]] = {"schatten_index": MC_P_GRID, "truncation_rank": (1, 2, 4)}
@@ -111,8 +119,17 @@ def _rms_ball_log_volume(geometry: RowGeometry, *, k1: int, k2: int) -> float:
     return log_volume_euclidean_ball(k1 * k2) - k2 * float(np.sum(np.log(sv**2 / X.shape[0]))) / 2.0
 
 
-def _volumetric(metric: str, geometry: RowGeometry, *, a: int, b: int, words: Sequence[str], values: dict[str, float],
-                index: dict[str, float], cover_scales: np.ndarray) -> tuple[np.ndarray, list[str]]:
+def _volumetric(
+    metric: str,
+    geometry: RowGeometry,
+    *,
+    a: int,
+    b: int,
+    words: Sequence[str],
+    values: dict[str, float],
+    index: dict[str, float],
+    cover_scales: np.ndarray,
+) -> tuple[np.ndarray, list[str]]:
     """The best volumetric lower bound at each covering scale over the subspaces and bodies that fit in the set."""
     best = np.full(cover_scales.shape, -math.inf)
     where = [""] * cover_scales.size
@@ -124,13 +141,16 @@ def _volumetric(metric: str, geometry: RowGeometry, *, a: int, b: int, words: Se
             if metric == "rms_l2":
                 log_ball = _rms_ball_log_volume(geometry, k1=k1, k2=k2)
             else:
-                log_ball = metric_ball_log_volume("bilinear" if metric == "max_abs" else "vector", geometry, k1=k1, k2=k2,
-                                                  full_rows=full)
+                log_ball = metric_ball_log_volume(
+                    "bilinear" if metric == "max_abs" else "vector", geometry, k1=k1, k2=k2, full_rows=full
+                )
             if not math.isfinite(log_ball):
                 continue
             for body in ("spectral", "frobenius"):
-                log_tau = min((log_radius_limit(w, values[w], body=body, k=min(k1, k2), b=b, index=index) for w in words),
-                              default=math.inf)
+                log_tau = min(
+                    (log_radius_limit(w, values[w], body=body, k=min(k1, k2), b=b, index=index) for w in words),
+                    default=math.inf,
+                )
                 if not math.isfinite(log_tau):
                     continue  # no ball fits (-inf) or nothing bounds it (+inf: the set is not bounded; no bound)
                 unit = log_volume_spectral_ball(k1, k2) if body == "spectral" else log_volume_euclidean_ball(k1 * k2)
@@ -138,7 +158,9 @@ def _volumetric(metric: str, geometry: RowGeometry, *, a: int, b: int, words: Se
                 terms = np.array([unit + d * log_tau, -log_ball, 0.0])
                 for j, c in enumerate(cover_scales):
                     parts = (terms[0], terms[1], -d * math.log(c))
-                    value = sum(parts) - 1e-10 * sum(abs(x) for x in parts) - 1e-12  # rounding allowance (volumetric.py)
+                    value = (
+                        sum(parts) - 1e-10 * sum(abs(x) for x in parts) - 1e-12
+                    )  # rounding allowance (volumetric.py)
                     if value > best[j]:
                         best[j] = value
                         where[j] = f"{body} ball r={math.exp(log_tau):.3g} in {k1}x{k2}"
@@ -198,15 +220,29 @@ def _index_grid(cover: Any, a: int, b: int, index_values: dict[str, Sequence[flo
         if w == "truncation_rank":
             vals = tuple(v for v in vals if v <= min(a, b))
         if not vals:
-            raise ValueError(f"index {w!r} of cover {cover.name!r} has no values to try; pass index_values={{{w!r}: (...)}}.")
+            raise ValueError(
+                f"index {w!r} of cover {cover.name!r} has no values to try; pass index_values={{{w!r}: (...)}}."
+            )
         grids.append(vals)
     return [dict(zip(words, combo, strict=True)) for combo in itertools.product(*grids)]
 
 
-def cover_mc(cover: Any, *, kind: str | None = None, profiles: Sequence[Profile] = DEFAULT_PROFILES,
-             index_values: dict[str, Sequence[float]] | None = None, eps_factors: Sequence[float] = DEFAULT_EPS_FACTORS,
-             a: int = 6, b: int = 6, m: int = 16, samples: int = 300, s: float = 1.0, B: float = 1.0,
-             variation: float = 0.5, seed: int = 0) -> CoverMCResult:
+def cover_mc(
+    cover: Any,
+    *,
+    kind: str | None = None,
+    profiles: Sequence[Profile] = DEFAULT_PROFILES,
+    index_values: dict[str, Sequence[float]] | None = None,
+    eps_factors: Sequence[float] = DEFAULT_EPS_FACTORS,
+    a: int = 6,
+    b: int = 6,
+    m: int = 16,
+    samples: int = 300,
+    s: float = 1.0,
+    B: float = 1.0,
+    variation: float = 0.5,
+    seed: int = 0,
+) -> CoverMCResult:
     """Certified lower bounds against ``cover`` (a :class:`theory.registry.Cover` or its registered name).
 
     Args:
@@ -243,7 +279,9 @@ def cover_mc(cover: Any, *, kind: str | None = None, profiles: Sequence[Profile]
     stats = [w for w in c.statistics if w not in ("schatten_index", "truncation_rank")]
     out: list[CoverRow] = []
     for prof, seq in zip(profiles, cell_seqs, strict=True):
-        sample = sample_class(np.random.default_rng(seq), a=a, b=b, profile=prof, s=s, p=2.0, count=samples, variation=variation)
+        sample = sample_class(
+            np.random.default_rng(seq), a=a, b=b, profile=prof, s=s, p=2.0, count=samples, variation=variation
+        )
         pts = class_outputs(sample.matrices, X, kind="bilinear" if kind == "bilinear" else "vector")
         if metric == "rms_l2":  # Euclidean over all outputs / sqrt(m): one "row" holding them all
             pts = np.ascontiguousarray(pts).reshape(samples, 1, -1) / math.sqrt(m)
@@ -254,23 +292,44 @@ def cover_mc(cover: Any, *, kind: str | None = None, profiles: Sequence[Profile]
             values.update(index)
             if any(v <= 0 for w, v in values.items() if w not in index):
                 continue  # a statistic at 0 (e.g. no tail at all): the cover's class degenerates; nothing to check
-            volumetric, where = _volumetric(metric, geometry, a=a, b=b, words=stats, values=values, index=index,
-                                            cover_scales=eps / 2)
+            volumetric, where = _volumetric(
+                metric, geometry, a=a, b=b, words=stats, values=values, index=index, cover_scales=eps / 2
+            )
             full = {**values, "row_bound": B, "points": float(points)}
             upper = np.array([evaluate(full, e / 2) for e in eps])
             lower = np.maximum(packing, volumetric)
             for j, e in enumerate(eps):
                 vkind = "volumetric" if volumetric[j] > packing[j] else "packing"
-                out.append(CoverRow(
-                    profile=prof.name, index=", ".join(f"{k}={v:g}" for k, v in index.items()),
-                    values=", ".join(f"{k}={v:.4g}" for k, v in values.items() if k not in index),
-                    eps=float(e), cover_scale=float(e / 2), packing_bound=float(packing[j]),
-                    volumetric_bound=float(volumetric[j]), volumetric_body=where[j], lower_bound=float(lower[j]),
-                    lower_kind=vkind, upper_bound=float(upper[j]),
-                    ratio=float(upper[j] / lower[j]) if lower[j] > 0 else math.inf,
-                    violated=bool(lower[j] > upper[j]) or not math.isfinite(upper[j])))
-    settings = dict(kind=kind, a=a, b=b, m=m, samples=samples, s=s, B=B, variation=variation, seed=seed,
-                    eps_factors=tuple(float(f) for f in eps_factors), profiles=[p.name for p in profiles])
+                out.append(
+                    CoverRow(
+                        profile=prof.name,
+                        index=", ".join(f"{k}={v:g}" for k, v in index.items()),
+                        values=", ".join(f"{k}={v:.4g}" for k, v in values.items() if k not in index),
+                        eps=float(e),
+                        cover_scale=float(e / 2),
+                        packing_bound=float(packing[j]),
+                        volumetric_bound=float(volumetric[j]),
+                        volumetric_body=where[j],
+                        lower_bound=float(lower[j]),
+                        lower_kind=vkind,
+                        upper_bound=float(upper[j]),
+                        ratio=float(upper[j] / lower[j]) if lower[j] > 0 else math.inf,
+                        violated=bool(lower[j] > upper[j]) or not math.isfinite(upper[j]),
+                    )
+                )
+    settings = dict(
+        kind=kind,
+        a=a,
+        b=b,
+        m=m,
+        samples=samples,
+        s=s,
+        B=B,
+        variation=variation,
+        seed=seed,
+        eps_factors=tuple(float(f) for f in eps_factors),
+        profiles=[p.name for p in profiles],
+    )
     return CoverMCResult(cover=c.name, kind=kind, metric=metric, rows=tuple(out), settings=settings)
 
 
@@ -281,20 +340,29 @@ def cover_verdict(result: CoverMCResult) -> dict[str, Any]:
     bad = [r for r in result.rows if r.violated]
     ratios = [r.ratio for r in result.rows if r.lower_bound > 0]
     first = bad[0] if bad else None
-    return {"cover": result.cover, "kind": result.kind, "metric": result.metric,
-            "status": "invalid" if bad else "consistent", "violations": len(bad), "cells": len(result.rows),
-            "headroom": min(ratios, default=math.inf),
-            "first_violation": finite_json(asdict(first)) if first else None,
-            "message": (f"cover {result.cover!r} ({result.kind}) is INVALID: at {first.profile} [{first.index}] eps/2="
-                        f"{first.cover_scale:.3g} a certified lower bound {first.lower_bound:.4g} nats ({first.lower_kind}) "
-                        f"exceeds it ({first.upper_bound:.4g} nats); {len(bad)} of {len(result.rows)} cells"
-                        if first else
-                        f"cover {result.cover!r} ({result.kind}) is consistent with every certified lower bound "
-                        f"({len(result.rows)} cells; smallest upper/lower {min(ratios, default=math.inf):.3g}). "
-                        "Consistent is not proved: a cover smaller than the truth by less than that factor would pass.")}
+    return {
+        "cover": result.cover,
+        "kind": result.kind,
+        "metric": result.metric,
+        "status": "invalid" if bad else "consistent",
+        "violations": len(bad),
+        "cells": len(result.rows),
+        "headroom": min(ratios, default=math.inf),
+        "first_violation": finite_json(asdict(first)) if first else None,
+        "message": (
+            f"cover {result.cover!r} ({result.kind}) is INVALID: at {first.profile} [{first.index}] eps/2="
+            f"{first.cover_scale:.3g} a certified lower bound {first.lower_bound:.4g} nats ({first.lower_kind}) "
+            f"exceeds it ({first.upper_bound:.4g} nats); {len(bad)} of {len(result.rows)} cells"
+            if first
+            else f"cover {result.cover!r} ({result.kind}) is consistent with every certified lower bound "
+            f"({len(result.rows)} cells; smallest upper/lower {min(ratios, default=math.inf):.3g}). "
+            "Consistent is not proved: a cover smaller than the truth by less than that factor would pass."
+        ),
+    }
 
 
 def cover_rows_json(result: CoverMCResult) -> dict[str, Any]:
     """``{"verdict": ..., "settings": ..., "rows": [...]}``, JSON-ready (``nan``/``inf`` become ``None``)."""
-    return finite_json({"verdict": cover_verdict(result), "settings": result.settings,
-                        "rows": [asdict(r) for r in result.rows]})
+    return finite_json(
+        {"verdict": cover_verdict(result), "settings": result.settings, "rows": [asdict(r) for r in result.rows]}
+    )

@@ -50,7 +50,6 @@ Example::
    these checks test that reconstruction, not the paper's exact constants.
 """
 
-
 from __future__ import annotations
 
 import itertools
@@ -111,7 +110,9 @@ MC_P_GRID: tuple[float, ...] = (0.0, 0.5, 1.0, 1.5, 2.0)
 # --------------------------------------------------------------------------- the bound
 
 
-def thm41_upper(kind: OutputKind, *, p: float, eps: float, s: float, R: float, B: float, a: int, b: int, m: int) -> float:
+def thm41_upper(
+    kind: OutputKind, *, p: float, eps: float, s: float, R: float, B: float, a: int, b: int, m: int
+) -> float:
     """Theorem 4.1's bound on ``log N(eps)`` (nats) for ``F(s, R, p)`` on ``m`` sample rows.
 
     A thin wrapper of :func:`numerics.bounds.compiled.thm41_log_cover` with the class's
@@ -127,7 +128,9 @@ def thm41_upper(kind: OutputKind, *, p: float, eps: float, s: float, R: float, B
 Branch = Literal["one ball", "rank cover", "eps^-p form"]
 
 
-def thm41_branch(kind: OutputKind, *, p: float, eps: float, s: float, R: float, B: float, a: int, b: int, m: int) -> Branch:
+def thm41_branch(
+    kind: OutputKind, *, p: float, eps: float, s: float, R: float, B: float, a: int, b: int, m: int
+) -> Branch:
     """Which part of Theorem 4.1 gives :func:`thm41_upper`: ``"one ball"`` (``eps`` at or above the class
     radius: 0), ``"rank cover"`` (``p = 0``, or the cap by the rank cover with ``k = min(a, b)`` binds) or
     ``"eps^-p form"`` (the interpolated form, whose rate in ``eps`` is ``eps^-p`` up to logs)."""
@@ -141,7 +144,18 @@ def thm41_branch(kind: OutputKind, *, p: float, eps: float, s: float, R: float, 
     return "eps^-p form" if form < rank_cover(kind, eps=eps, s=s, B=B, a=a, b=b, r=min(a, b)) else "rank cover"
 
 
-def best_p(profile: Profile, *, p_grid: Sequence[float] = MC_P_GRID, eps: float, s: float, B: float, a: int, b: int, m: int, kind: OutputKind = "vector") -> tuple[float, np.ndarray]:
+def best_p(
+    profile: Profile,
+    *,
+    p_grid: Sequence[float] = MC_P_GRID,
+    eps: float,
+    s: float,
+    B: float,
+    a: int,
+    b: int,
+    m: int,
+    kind: OutputKind = "vector",
+) -> tuple[float, np.ndarray]:
     r"""The ``p`` in ``p_grid`` minimising Theorem 4.1 at covering scale ``eps`` for ``profile``.
 
     For each ``p`` the radius is ``R = S_p`` of the un-perturbed profile (its
@@ -152,8 +166,14 @@ def best_p(profile: Profile, *, p_grid: Sequence[float] = MC_P_GRID, eps: float,
         ``(p_star, bounds)`` with ``bounds[j]`` the bound at ``p_grid[j]``.
     """
     spec = profile.spectrum(r=min(a, b), s=s)
-    bounds = np.array([thm41_upper(kind, p=q, eps=eps, s=s, R=float(schatten_power(spec, check_schatten_index(q))), B=B, a=a, b=b, m=m)
-                       for q in p_grid])
+    bounds = np.array(
+        [
+            thm41_upper(
+                kind, p=q, eps=eps, s=s, R=float(schatten_power(spec, check_schatten_index(q))), B=B, a=a, b=b, m=m
+            )
+            for q in p_grid
+        ]
+    )
     best = np.min(bounds)
     j = int(np.flatnonzero(bounds <= best * (1 + 1e-12) + 1e-300)[0]) if math.isfinite(best) else int(np.argmin(bounds))
     return float(p_grid[j]), bounds
@@ -294,8 +314,10 @@ def _check_memory(*, a: int, b: int, m: int, samples: int, kind: OutputKind) -> 
     except (AttributeError, ValueError, OSError):  # not POSIX: nothing to compare with
         return
     if need > total:
-        raise ValueError(f"a={a}, b={b}, m={m}, samples={samples} ({kind}) need about {need / 2**30:.3g} GiB, more than "
-                         f"this machine's {total / 2**30:.3g} GiB of memory; use fewer samples or smaller matrices.")
+        raise ValueError(
+            f"a={a}, b={b}, m={m}, samples={samples} ({kind}) need about {need / 2**30:.3g} GiB, more than "
+            f"this machine's {total / 2**30:.3g} GiB of memory; use fewer samples or smaller matrices."
+        )
 
 
 def mc_experiment(
@@ -343,19 +365,57 @@ def mc_experiment(
     Returns:
         :class:`MCResult` with one :class:`MCRow` per (profile, p, eps).
     """
-    setup = _setup(profiles=profiles, p_grid=p_grid, eps_grid=eps_grid, a=a, b=b, m=m, samples=samples, kind=kind,
-                   s=s, B=B, variation=variation)
+    setup = _setup(
+        profiles=profiles,
+        p_grid=p_grid,
+        eps_grid=eps_grid,
+        a=a,
+        b=b,
+        m=m,
+        samples=samples,
+        kind=kind,
+        s=s,
+        B=B,
+        variation=variation,
+    )
     row_seq, *cell_seqs = np.random.SeedSequence(seed).spawn(1 + len(setup.profiles) * len(setup.p_grid))
     X = sample_rows(np.random.default_rng(row_seq), m=setup.m, dim=setup.a, B=setup.B, kind=rows)
     geometry = row_geometry(X)  # the metric's unit balls: shared by every cell
-    best = {prof.name: [best_p(prof, p_grid=setup.p_grid, eps=e / 2, s=setup.s, B=setup.B, a=setup.a, b=setup.b, m=setup.m,
-                               kind=setup.kind)[0] for e in setup.eps] for prof in setup.profiles}
+    best = {
+        prof.name: [
+            best_p(
+                prof,
+                p_grid=setup.p_grid,
+                eps=e / 2,
+                s=setup.s,
+                B=setup.B,
+                a=setup.a,
+                b=setup.b,
+                m=setup.m,
+                kind=setup.kind,
+            )[0]
+            for e in setup.eps
+        ]
+        for prof in setup.profiles
+    }
     out: list[MCRow] = []
     for (prof, q), cell_seq in zip(itertools.product(setup.profiles, setup.p_grid), cell_seqs, strict=True):
         out += _cell_rows(setup, geometry, prof, q, np.random.default_rng(cell_seq), best[prof.name])
-    settings = dict(kind=setup.kind, a=setup.a, b=setup.b, m=setup.m, samples=setup.samples, s=setup.s, B=setup.B,
-                    rows=rows, variation=variation, seed=seed, p_grid=setup.p_grid,
-                    eps_grid=tuple(float(e) for e in setup.eps), metric=setup.metric)
+    settings = dict(
+        kind=setup.kind,
+        a=setup.a,
+        b=setup.b,
+        m=setup.m,
+        samples=setup.samples,
+        s=setup.s,
+        B=setup.B,
+        rows=rows,
+        variation=variation,
+        seed=seed,
+        p_grid=setup.p_grid,
+        eps_grid=tuple(float(e) for e in setup.eps),
+        metric=setup.metric,
+    )
     return MCResult(rows=tuple(out), settings=settings, profiles=setup.profiles)
 
 
@@ -380,8 +440,20 @@ class _Setup:
     metric: Metric
 
 
-def _setup(*, profiles: Sequence[Profile], p_grid: Sequence[float], eps_grid: Floats | None, a: int, b: int, m: int,
-           samples: int, kind: OutputKind, s: float, B: float, variation: float) -> _Setup:
+def _setup(
+    *,
+    profiles: Sequence[Profile],
+    p_grid: Sequence[float],
+    eps_grid: Floats | None,
+    a: int,
+    b: int,
+    m: int,
+    samples: int,
+    kind: OutputKind,
+    s: float,
+    B: float,
+    variation: float,
+) -> _Setup:
     """Check every argument of :func:`mc_experiment` (and the memory it needs) before any work."""
     check_output_kind(kind)
     a, b, m, samples = check_int(a, "a"), check_int(b, "b"), check_int(m, "m"), check_int(samples, "samples")
@@ -397,12 +469,25 @@ def _setup(*, profiles: Sequence[Profile], p_grid: Sequence[float], eps_grid: Fl
     eps_arr = np.array([check_positive(e, "eps_grid[]") for e in eps_list])
     if not eps_arr.size:
         raise ValueError("eps_grid=() must hold at least one value.")
-    return _Setup(profiles=profiles, p_grid=p_list, eps=eps_arr, a=a, b=b, m=m, samples=samples, kind=kind, s=s, B=B,
-                  variation=variation, metric=metric_for(kind))
+    return _Setup(
+        profiles=profiles,
+        p_grid=p_list,
+        eps=eps_arr,
+        a=a,
+        b=b,
+        m=m,
+        samples=samples,
+        kind=kind,
+        s=s,
+        B=B,
+        variation=variation,
+        metric=metric_for(kind),
+    )
 
 
-def _cell_rows(setup: _Setup, geometry: RowGeometry, prof: Profile, q: float, rng: np.random.Generator,
-               best: list[float]) -> list[MCRow]:
+def _cell_rows(
+    setup: _Setup, geometry: RowGeometry, prof: Profile, q: float, rng: np.random.Generator, best: list[float]
+) -> list[MCRow]:
     """The rows of one (profile, p) cell: sample the class, pack its outputs at every ``eps``, bound its volume,
     bound it from above (``best``: the ``p`` Theorem 4.1 selects for the profile at each ``eps / 2``)."""
     st, eps = setup, setup.eps
@@ -415,20 +500,38 @@ def _cell_rows(setup: _Setup, geometry: RowGeometry, prof: Profile, q: float, rn
     volumetric = np.array([v.value for v in volumes])
     lower = np.maximum(packing, volumetric)
     kinds = np.where(volumetric > packing, "volumetric", "packing")
-    upper = np.array([thm41_upper(st.kind, p=q, eps=e / 2, s=st.s, R=sample.R, B=st.B, a=st.a, b=st.b, m=st.m) for e in eps])
+    upper = np.array(
+        [thm41_upper(st.kind, p=q, eps=e / 2, s=st.s, R=sample.R, B=st.B, a=st.a, b=st.b, m=st.m) for e in eps]
+    )
     branch = [thm41_branch(st.kind, p=q, eps=e / 2, s=st.s, R=sample.R, B=st.B, a=st.a, b=st.b, m=st.m) for e in eps]
     saturated = env > st.samples / 2
     usable = (lower > 0) & ~((kinds == "packing") & saturated)
     slope_lo = fit_slope(eps[usable], lower[usable])
     slope_up = fit_slope(eps[usable], upper[usable])
-    return [MCRow(
-        profile=prof.name, p=q, R=sample.R, eps=float(e), cover_scale=float(e / 2),
-        packing_size=int(env[j]), packing_bound=float(packing[j]), volumetric_bound=float(volumetric[j]),
-        volumetric_body=_describe(volumes[j]),
-        lower_bound=float(lower[j]), lower_kind=str(kinds[j]), upper_bound=float(upper[j]), upper_branch=branch[j],
-        ratio=float(upper[j] / lower[j]) if lower[j] > 0 else float("inf"), cover_size_log=float(np.log(covers[j])),
-        saturated=bool(saturated[j]), slope_lower=slope_lo, slope_upper=slope_up, best_p=best[j],
-    ) for j, e in enumerate(eps)]
+    return [
+        MCRow(
+            profile=prof.name,
+            p=q,
+            R=sample.R,
+            eps=float(e),
+            cover_scale=float(e / 2),
+            packing_size=int(env[j]),
+            packing_bound=float(packing[j]),
+            volumetric_bound=float(volumetric[j]),
+            volumetric_body=_describe(volumes[j]),
+            lower_bound=float(lower[j]),
+            lower_kind=str(kinds[j]),
+            upper_bound=float(upper[j]),
+            upper_branch=branch[j],
+            ratio=float(upper[j] / lower[j]) if lower[j] > 0 else float("inf"),
+            cover_size_log=float(np.log(covers[j])),
+            saturated=bool(saturated[j]),
+            slope_lower=slope_lo,
+            slope_upper=slope_up,
+            best_p=best[j],
+        )
+        for j, e in enumerate(eps)
+    ]
 
 
 def _describe(bound: VolumetricBound) -> str:
@@ -481,13 +584,22 @@ def headroom(result: MCResult) -> list[dict[str, Any]]:
         cells = [r for r in rows if r.lower_bound > 0 and r.upper_bound > 0]
         best = min(cells, key=lambda r: r.upper_bound / r.lower_bound, default=None)
         rate = [r.upper_bound / r.lower_bound for r in cells if r.upper_branch == "eps^-p form"]
-        out.append({"profile": name, "p": q, "regime": _regime(q),
-                    "ratio": best.upper_bound / best.lower_bound if best else math.inf,
-                    "log_ratio": math.log(best.upper_bound) - math.log(best.lower_bound) if best else math.inf,
-                    "gap_nats": best.upper_bound - best.lower_bound if best else math.inf,
-                    "eps": best.eps if best else math.nan, "lower_bound": best.lower_bound if best else math.nan,
-                    "upper_bound": best.upper_bound if best else math.nan, "lower_kind": best.lower_kind if best else "",
-                    "eps_p_cells": sum(r.upper_branch == "eps^-p form" for r in rows), "eps_p_ratio": min(rate, default=math.inf)})
+        out.append(
+            {
+                "profile": name,
+                "p": q,
+                "regime": _regime(q),
+                "ratio": best.upper_bound / best.lower_bound if best else math.inf,
+                "log_ratio": math.log(best.upper_bound) - math.log(best.lower_bound) if best else math.inf,
+                "gap_nats": best.upper_bound - best.lower_bound if best else math.inf,
+                "eps": best.eps if best else math.nan,
+                "lower_bound": best.lower_bound if best else math.nan,
+                "upper_bound": best.upper_bound if best else math.nan,
+                "lower_kind": best.lower_kind if best else "",
+                "eps_p_cells": sum(r.upper_branch == "eps^-p form" for r in rows),
+                "eps_p_ratio": min(rate, default=math.inf),
+            }
+        )
     return out
 
 
@@ -522,10 +634,13 @@ def _unit(kind: OutputKind, s: float, B: float) -> float:
 def _scaled(factor: float) -> Callable[..., float]:
     def log_cover(kind: OutputKind, **kw: Any) -> float:
         return factor * thm41_upper(kind, **kw)
+
     return log_cover
 
 
-def _slow_rate(kind: OutputKind, *, p: float, eps: float, s: float, R: float, B: float, a: int, b: int, m: int) -> float:
+def _slow_rate(
+    kind: OutputKind, *, p: float, eps: float, s: float, R: float, B: float, a: int, b: int, m: int
+) -> float:
     """Theorem 4.1's interpolated form times ``(eps / u)^(p/2)`` (``u`` the class radius: ``eps^-p`` becomes ``eps^-p/2``), rank cap kept."""
     unit = _unit(kind, s, B)
     if eps >= unit:
@@ -559,7 +674,9 @@ WRONG_FORMS: tuple[WrongForm, ...] = (
     WrongForm("constant / 3", "Theorem 4.1 divided by 3", _scaled(1 / 3)),
     WrongForm("constant / 10", "Theorem 4.1 divided by 10", _scaled(1 / 10)),
     WrongForm("constant / 100", "Theorem 4.1 divided by 100", _scaled(1 / 100)),
-    WrongForm("rate eps^-p/2", "eps^-p replaced by eps^-p/2 u^-p/2 (equal at the class radius u), rank cap kept", _slow_rate),
+    WrongForm(
+        "rate eps^-p/2", "eps^-p replaced by eps^-p/2 u^-p/2 (equal at the class radius u), rank cap kept", _slow_rate
+    ),
     WrongForm("rate sqrt(log 1/eps)", "the log factor log(18 sqrt(r) u/eps) replaced by its square root", _sqrt_log),
     WrongForm("no log factor", "every log factor (rank cover's and Maurey's) set to 1", _no_log),
 )
@@ -582,17 +699,33 @@ def power_against_wrong_forms(result: MCResult, forms: Sequence[WrongForm] = WRO
     st = result.settings
     out = []
     for form in forms:
-        values = [form.log_cover(st["kind"], p=r.p, eps=r.cover_scale, s=st["s"], R=r.R, B=st["B"], a=st["a"], b=st["b"], m=st["m"])
-                  for r in result.rows]
+        values = [
+            form.log_cover(
+                st["kind"], p=r.p, eps=r.cover_scale, s=st["s"], R=r.R, B=st["B"], a=st["a"], b=st["b"], m=st["m"]
+            )
+            for r in result.rows
+        ]
         caught = [r.lower_bound > v for r, v in zip(result.rows, values, strict=True)]
         ratios = [(v / r.lower_bound, r) for r, v in zip(result.rows, values, strict=True) if r.lower_bound > 0]
-        changed = [(v / r.lower_bound, r) for r, v in zip(result.rows, values, strict=True)
-                   if r.lower_bound > 0 and abs(v - r.upper_bound) > 1e-9 * r.upper_bound]
+        changed = [
+            (v / r.lower_bound, r)
+            for r, v in zip(result.rows, values, strict=True)
+            if r.lower_bound > 0 and abs(v - r.upper_bound) > 1e-9 * r.upper_bound
+        ]
         closest, where = min(ratios, key=lambda x: x[0], default=(math.inf, None))
-        out.append({"form": form.name, "description": form.description, "caught": any(caught), "cells_caught": sum(caught),
-                    "cells": len(caught), "closest": closest,
-                    "where": {"profile": where.profile, "p": where.p, "eps": where.eps} if where is not None else None,
-                    "cells_changed": len(changed), "closest_changed": min((x for x, _ in changed), default=math.inf)})
+        out.append(
+            {
+                "form": form.name,
+                "description": form.description,
+                "caught": any(caught),
+                "cells_caught": sum(caught),
+                "cells": len(caught),
+                "closest": closest,
+                "where": {"profile": where.profile, "p": where.p, "eps": where.eps} if where is not None else None,
+                "cells_changed": len(changed),
+                "closest_changed": min((x for x, _ in changed), default=math.inf),
+            }
+        )
     return out
 
 
@@ -615,7 +748,14 @@ def c9_verdict(result: MCResult) -> dict[str, Any]:
     kinds: dict[str, int] = {}
     for r in rows:
         kinds[r["lower_kind"]] = kinds.get(r["lower_kind"], 0) + 1
-    return {"claim": "C9", "status": "holds" if violations == 0 else "fails", "violations": violations,
-            "cells": len(rows), "profiles": len({r["profile"] for r in rows}), "max_ratio": max_ratio,
-            "min_headroom": 1 / max_ratio if max_ratio > 0 else math.inf, "headroom_by_p": _headroom_by_p(result),
-            "lower_kinds": kinds}
+    return {
+        "claim": "C9",
+        "status": "holds" if violations == 0 else "fails",
+        "violations": violations,
+        "cells": len(rows),
+        "profiles": len({r["profile"] for r in rows}),
+        "max_ratio": max_ratio,
+        "min_headroom": 1 / max_ratio if max_ratio > 0 else math.inf,
+        "headroom_by_p": _headroom_by_p(result),
+        "lower_kinds": kinds,
+    }

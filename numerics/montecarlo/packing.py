@@ -148,12 +148,12 @@ class _Kernel:
         """Values for index pairs ``(i[k], j[k])`` from the differences (the naive formula)."""
         out = np.empty(len(i), dtype=np.float64)
         for start in range(0, len(i), 256):
-            ii, jj = i[start:start + 256], j[start:start + 256]
+            ii, jj = i[start : start + 256], j[start : start + 256]
             diff = self.pts[ii] - self.pts[jj]
             if self.metric == "rowmax_l2":
-                out[start:start + 256] = np.einsum("krd,krd->kr", diff, diff).max(axis=1)
+                out[start : start + 256] = np.einsum("krd,krd->kr", diff, diff).max(axis=1)
             else:
-                out[start:start + 256] = np.abs(diff).max(axis=1)
+                out[start : start + 256] = np.abs(diff).max(axis=1)
         return out
 
     def values(self, cand: np.ndarray | slice, cent: np.ndarray) -> np.ndarray:
@@ -219,7 +219,9 @@ class _Kernel:
             return np.zeros((A.shape[0], C.shape[0]))
         return cdist(A, C, metric="chebyshev")
 
-    def close(self, cand: np.ndarray | slice, cent: np.ndarray, eps: float, cent_aug: np.ndarray | None = None) -> np.ndarray:
+    def close(
+        self, cand: np.ndarray | slice, cent: np.ndarray, eps: float, cent_aug: np.ndarray | None = None
+    ) -> np.ndarray:
         """Boolean ``(len(cand), len(cent))``: distance ``<= eps`` (exact decisions, see module doc)."""
         vals = self._rowmax_sq(cand, cent, cent_aug) if cent_aug is not None else self.values(cand, cent)
         return self.decide(vals, cand, cent, eps)
@@ -231,7 +233,9 @@ class _Kernel:
         cand_idx = np.arange(self.pts.shape[0])[cand] if isinstance(cand, slice) else np.asarray(cand)
         return self.rel_tol * (self.max_row_sq[cand_idx][:, None] + self.max_row_sq[np.asarray(cent)][None, :])
 
-    def decide(self, vals: np.ndarray, cand: np.ndarray | slice, cent: np.ndarray, eps: float, tol: np.ndarray | None = None) -> np.ndarray:
+    def decide(
+        self, vals: np.ndarray, cand: np.ndarray | slice, cent: np.ndarray, eps: float, tol: np.ndarray | None = None
+    ) -> np.ndarray:
         """Threshold precomputed :meth:`values`, recomputing pairs within rounding of ``eps`` directly
         (``tol``: :meth:`tolerance` of the same pairs, when the caller decides several ``eps`` on one table)."""
         thr = self.threshold(eps)
@@ -248,7 +252,14 @@ class _Kernel:
         return result
 
 
-def pairwise_distances(points: np.ndarray, *, metric: Metric = "rowmax_l2", row_dim: int | None = None, block_bytes: int = _DEFAULT_BLOCK_BYTES, single_thread_blas: bool = True) -> np.ndarray:
+def pairwise_distances(
+    points: np.ndarray,
+    *,
+    metric: Metric = "rowmax_l2",
+    row_dim: int | None = None,
+    block_bytes: int = _DEFAULT_BLOCK_BYTES,
+    single_thread_blas: bool = True,
+) -> np.ndarray:
     """All pairwise distances ``rho(P_i, P_j)`` as an ``(n, n)`` array (blocked BLAS; for small ``n``).
 
     Values come from the expanded form and are accurate to rounding relative to
@@ -265,7 +276,16 @@ def pairwise_distances(points: np.ndarray, *, metric: Metric = "rowmax_l2", row_
     return vals
 
 
-def greedy_packing_indices(points: np.ndarray, eps: float, *, metric: Metric = "rowmax_l2", row_dim: int | None = None, chunk: int = 256, block_bytes: int = _DEFAULT_BLOCK_BYTES, single_thread_blas: bool = True) -> np.ndarray:
+def greedy_packing_indices(
+    points: np.ndarray,
+    eps: float,
+    *,
+    metric: Metric = "rowmax_l2",
+    row_dim: int | None = None,
+    chunk: int = 256,
+    block_bytes: int = _DEFAULT_BLOCK_BYTES,
+    single_thread_blas: bool = True,
+) -> np.ndarray:
     r"""Indices of the greedy ``eps``-packing of ``points`` in the given order.
 
     Point ``k`` becomes a centre iff its distance to every earlier centre is ``> eps``.
@@ -317,9 +337,9 @@ class _CentreBuffer:
             cap = max(need, 64 if self.buf is None else 2 * self.buf.shape[1])
             grown = np.empty((new.shape[0], min(cap, self.kern.pts.shape[0]), new.shape[2]), dtype=new.dtype)
             if self.buf is not None:
-                grown[:, :self.count] = self.buf[:, :self.count]
+                grown[:, : self.count] = self.buf[:, : self.count]
             self.buf = grown
-        self.buf[:, self.count:need] = new
+        self.buf[:, self.count : need] = new
         self.count = need
 
     def view(self, c0: int, c1: int) -> np.ndarray:
@@ -363,7 +383,16 @@ def _packing_indices(kern: _Kernel, eps: float, chunk: int, first_block: int = 3
     return centres[:count].copy()
 
 
-def greedy_packing(points: np.ndarray, eps: float, *, metric: Metric = "rowmax_l2", row_dim: int | None = None, chunk: int = 256, block_bytes: int = _DEFAULT_BLOCK_BYTES, single_thread_blas: bool = True) -> int:
+def greedy_packing(
+    points: np.ndarray,
+    eps: float,
+    *,
+    metric: Metric = "rowmax_l2",
+    row_dim: int | None = None,
+    chunk: int = 256,
+    block_bytes: int = _DEFAULT_BLOCK_BYTES,
+    single_thread_blas: bool = True,
+) -> int:
     r"""Size of the greedy ``eps``-packing of ``points`` (see :func:`greedy_packing_indices`).
 
     If the points are outputs of members of a function class, the packing is an
@@ -373,10 +402,29 @@ def greedy_packing(points: np.ndarray, eps: float, *, metric: Metric = "rowmax_l
 
     a certified lower bound on the covering number at scale ``eps/2``.
     """
-    return int(greedy_packing_indices(points, eps, metric=metric, row_dim=row_dim, chunk=chunk, block_bytes=block_bytes, single_thread_blas=single_thread_blas).size)
+    return int(
+        greedy_packing_indices(
+            points,
+            eps,
+            metric=metric,
+            row_dim=row_dim,
+            chunk=chunk,
+            block_bytes=block_bytes,
+            single_thread_blas=single_thread_blas,
+        ).size
+    )
 
 
-def greedy_packing_sizes(points: np.ndarray, eps_grid: Floats, *, metric: Metric = "rowmax_l2", row_dim: int | None = None, chunk: int = 256, block_bytes: int = _DEFAULT_BLOCK_BYTES, single_thread_blas: bool = True) -> np.ndarray:
+def greedy_packing_sizes(
+    points: np.ndarray,
+    eps_grid: Floats,
+    *,
+    metric: Metric = "rowmax_l2",
+    row_dim: int | None = None,
+    chunk: int = 256,
+    block_bytes: int = _DEFAULT_BLOCK_BYTES,
+    single_thread_blas: bool = True,
+) -> np.ndarray:
     """Greedy packing sizes at each ``eps`` of ``eps_grid`` (one preprocessing of the points).
 
     The raw greedy size is *not* monotone in ``eps`` in general (a point accepted at
@@ -411,7 +459,9 @@ def _naive_value(diff: np.ndarray, metric: Metric) -> float:
     return float(np.abs(diff).max())
 
 
-def reference_accepts(points: np.ndarray, k: int, centres: Sequence[int], eps: float, *, metric: Metric = "rowmax_l2") -> bool:
+def reference_accepts(
+    points: np.ndarray, k: int, centres: Sequence[int], eps: float, *, metric: Metric = "rowmax_l2"
+) -> bool:
     """One step of the naive greedy packing: is point ``k`` farther than ``eps`` from every centre?
 
     ``points`` must already be in :func:`as_points` layout. Python loop over the
@@ -424,7 +474,9 @@ def reference_accepts(points: np.ndarray, k: int, centres: Sequence[int], eps: f
     return True
 
 
-def greedy_packing_reference(points: np.ndarray, eps: float, *, metric: Metric = "rowmax_l2", row_dim: int | None = None) -> np.ndarray:
+def greedy_packing_reference(
+    points: np.ndarray, eps: float, *, metric: Metric = "rowmax_l2", row_dim: int | None = None
+) -> np.ndarray:
     """Naive greedy packing (Python loops over candidate/centre pairs): the model for tests and benchmarks.
 
     Same decisions as :func:`greedy_packing_indices`: a point is accepted iff
@@ -440,7 +492,15 @@ def greedy_packing_reference(points: np.ndarray, eps: float, *, metric: Metric =
     return np.asarray(centres, dtype=np.intp)
 
 
-def greedy_cover_sizes(points: np.ndarray, radii: Floats, *, metric: Metric = "rowmax_l2", row_dim: int | None = None, block_bytes: int = _DEFAULT_BLOCK_BYTES, single_thread_blas: bool = True) -> np.ndarray:
+def greedy_cover_sizes(
+    points: np.ndarray,
+    radii: Floats,
+    *,
+    metric: Metric = "rowmax_l2",
+    row_dim: int | None = None,
+    block_bytes: int = _DEFAULT_BLOCK_BYTES,
+    single_thread_blas: bool = True,
+) -> np.ndarray:
     r"""Sizes of greedy set covers of the *sample* by balls of each radius centred at sample points.
 
     At each step the sample point whose closed ball (``<= radius``) holds the most
@@ -465,14 +525,17 @@ def greedy_cover_sizes(points: np.ndarray, radii: Floats, *, metric: Metric = "r
     step = max(1, min(n, kern.block_bytes // max(1, 8 * n)))
     with blas.single_threaded_blas(single_thread_blas):
         for i0 in range(0, n, step):
-            vals[i0:i0 + step] = kern.values(slice(i0, min(n, i0 + step)), idx)
+            vals[i0 : i0 + step] = kern.values(slice(i0, min(n, i0 + step)), idx)
     tol = kern.tolerance(idx, idx)
     # Below every off-diagonal value (less its rounding bound) no ball holds two points and no pair
     # is ambiguous: the cover is the n singletons, without deciding the table again.
     low = vals - tol if tol is not None else vals.copy()
     np.fill_diagonal(low, np.inf)
     floor = float(low.min()) if n > 1 else np.inf
-    sizes = [n if kern.threshold(radius) < floor else _greedy_set_cover(kern.decide(vals, idx, idx, radius, tol)) for radius in grid]
+    sizes = [
+        n if kern.threshold(radius) < floor else _greedy_set_cover(kern.decide(vals, idx, idx, radius, tol))
+        for radius in grid
+    ]
     return np.asarray(sizes, dtype=np.int64)
 
 
@@ -498,15 +561,34 @@ def _greedy_set_cover(adj: np.ndarray) -> int:
     return size
 
 
-def greedy_cover_size(points: np.ndarray, radius: float, *, metric: Metric = "rowmax_l2", row_dim: int | None = None, block_bytes: int = _DEFAULT_BLOCK_BYTES, single_thread_blas: bool = True) -> int:
+def greedy_cover_size(
+    points: np.ndarray,
+    radius: float,
+    *,
+    metric: Metric = "rowmax_l2",
+    row_dim: int | None = None,
+    block_bytes: int = _DEFAULT_BLOCK_BYTES,
+    single_thread_blas: bool = True,
+) -> int:
     """Number of greedy ``radius``-cover centres of the sample (see :func:`greedy_cover_sizes`).
 
     Not a bound on the class covering number: an estimate of the sample's.
     """
-    return int(greedy_cover_sizes(points, [radius], metric=metric, row_dim=row_dim, block_bytes=block_bytes, single_thread_blas=single_thread_blas)[0])
+    return int(
+        greedy_cover_sizes(
+            points,
+            [radius],
+            metric=metric,
+            row_dim=row_dim,
+            block_bytes=block_bytes,
+            single_thread_blas=single_thread_blas,
+        )[0]
+    )
 
 
-def greedy_cover_reference(points: np.ndarray, radius: float, *, metric: Metric = "rowmax_l2", row_dim: int | None = None) -> int:
+def greedy_cover_reference(
+    points: np.ndarray, radius: float, *, metric: Metric = "rowmax_l2", row_dim: int | None = None
+) -> int:
     """Naive greedy set cover (Python loops): the model for :func:`greedy_cover_size` in tests."""
     radius = check_positive(radius, "radius")
     pts = as_points(points, metric=metric, row_dim=row_dim)

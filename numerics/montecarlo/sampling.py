@@ -93,7 +93,9 @@ class Profile:
             raise ValueError(f"alpha={self.alpha!r} must be non-negative and finite.")
         if self.tail == "none":
             if self.lead_rank == 0:
-                raise ValueError(f"lead_rank={self.lead_rank!r} must be >= 1 when tail='none' (the class would be {{0}}).")
+                raise ValueError(
+                    f"lead_rank={self.lead_rank!r} must be >= 1 when tail='none' (the class would be {{0}})."
+                )
         elif not (0 < self.tail_scale <= 1):
             raise ValueError(f"tail_scale={self.tail_scale!r} must lie in (0, 1] when tail={self.tail!r}.")
 
@@ -186,7 +188,18 @@ def _enforce(values: np.ndarray, bound: float, measure: Any) -> np.ndarray:
     raise RuntimeError(f"could not enforce bound={bound!r} by rescaling (internal error).")
 
 
-def sample_class(rng: np.random.Generator, *, a: int, b: int, profile: Profile, s: float, p: float, count: int, R: float | None = None, variation: float = 0.5) -> ClassSample:
+def sample_class(
+    rng: np.random.Generator,
+    *,
+    a: int,
+    b: int,
+    profile: Profile,
+    s: float,
+    p: float,
+    count: int,
+    R: float | None = None,
+    variation: float = 0.5,
+) -> ClassSample:
     r"""Random members of ``F(s, R, p)`` with singular values following ``profile``.
 
     Each sample: lead values drawn uniformly in ``[s (1 - variation), s]``, the tail
@@ -250,7 +263,16 @@ def sample_class(rng: np.random.Generator, *, a: int, b: int, profile: Profile, 
     return ClassSample(matrices=W, singular_values=sigma, profile=profile, s=s, p=p, R=R_val)
 
 
-def sample_rows(rng: np.random.Generator, *, m: int, dim: int, B: float, kind: RowKind = "gaussian", directions: np.ndarray | None = None, spread: float = 0.1) -> np.ndarray:
+def sample_rows(
+    rng: np.random.Generator,
+    *,
+    m: int,
+    dim: int,
+    B: float,
+    kind: RowKind = "gaussian",
+    directions: np.ndarray | None = None,
+    spread: float = 0.1,
+) -> np.ndarray:
     r"""``m`` fixed sample rows in ``R^dim`` with ``||x_i||_2 <= B`` exactly.
 
     Kinds:

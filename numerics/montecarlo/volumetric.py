@@ -92,8 +92,16 @@ def _log_selberg(k: int, alpha: float, beta: float, gamma: float) -> float:
     ``prod_{j<k} Gamma(alpha + j gamma) Gamma(beta + j gamma) Gamma(1 + (j+1) gamma)
     / (Gamma(alpha + beta + (k+j-1) gamma) Gamma(1 + gamma))``.
     """
-    return float(sum(gammaln(alpha + j * gamma) + gammaln(beta + j * gamma) + gammaln(1.0 + (j + 1) * gamma)
-                     - gammaln(alpha + beta + (k + j - 1) * gamma) - gammaln(1.0 + gamma) for j in range(k)))
+    return float(
+        sum(
+            gammaln(alpha + j * gamma)
+            + gammaln(beta + j * gamma)
+            + gammaln(1.0 + (j + 1) * gamma)
+            - gammaln(alpha + beta + (k + j - 1) * gamma)
+            - gammaln(1.0 + gamma)
+            for j in range(k)
+        )
+    )
 
 
 def log_volume_spectral_ball(k1: int, k2: int) -> float:
@@ -114,8 +122,13 @@ def log_volume_spectral_ball(k1: int, k2: int) -> float:
     """
     k1, k2 = check_int(k1, "k1"), check_int(k2, "k2")
     k, n = min(k1, k2), max(k1, k2)
-    return ((k * n + k * k) / 2.0 * math.log(math.pi) - _log_multivariate_gamma(k, n / 2.0)
-            - _log_multivariate_gamma(k, k / 2.0) - float(gammaln(k + 1.0)) + _log_selberg(k, (n - k + 1) / 2.0, 1.0, 0.5))
+    return (
+        (k * n + k * k) / 2.0 * math.log(math.pi)
+        - _log_multivariate_gamma(k, n / 2.0)
+        - _log_multivariate_gamma(k, k / 2.0)
+        - float(gammaln(k + 1.0))
+        + _log_selberg(k, (n - k + 1) / 2.0, 1.0, 0.5)
+    )
 
 
 # --------------------------------------------------------------------------- the metric's unit ball
@@ -181,8 +194,14 @@ def brascamp_lieb_exponent(Z: np.ndarray, *, max_iterations: int = 50) -> float:
     # The bound is invariant under c -> lambda c: box the log-weights to [-30, 0] (no overflow).
     start = np.log((basis + 0.1) / 1.1)
     with blas.single_threaded_blas(True):  # tiny matrices: threads only cost (numerics._util.blas)
-        res = minimize(lambda u: _bl_phi(Z, np.exp(u)), start, jac=True, method="L-BFGS-B", bounds=[(-30.0, 0.0)] * m,
-                       options={"maxiter": check_int(max_iterations, "max_iterations")})
+        res = minimize(
+            lambda u: _bl_phi(Z, np.exp(u)),
+            start,
+            jac=True,
+            method="L-BFGS-B",
+            bounds=[(-30.0, 0.0)] * m,
+            options={"maxiter": check_int(max_iterations, "max_iterations")},
+        )
         value, _ = _bl_phi(Z, np.exp(res.x))
     return min(best, value) if math.isfinite(value) else best
 
@@ -218,7 +237,9 @@ def row_geometry(rows: np.ndarray) -> RowGeometry:
     return RowGeometry(rows=X, exponents=exponents)
 
 
-def metric_ball_log_volume(kind: OutputKind, geometry: RowGeometry, *, k1: int, k2: int, full_rows: bool = False) -> float:
+def metric_ball_log_volume(
+    kind: OutputKind, geometry: RowGeometry, *, k1: int, k2: int, full_rows: bool = False
+) -> float:
     r"""Certified upper bound on ``log vol(B_L)``, ``B_L`` the metric's unit ball in the coordinates ``A in R^{k1 x k2}``.
 
     ``W = U A V^T`` with ``U`` the ``k1`` leading principal directions of the rows (``full_rows``:
@@ -313,11 +334,15 @@ def _log_radii(p: float, R: float, s: float, k: int) -> dict[Body, float]:
     (none if ``k > R`` at ``p = 0``). In log space: ``(R / k)^(1/p)`` over- or underflows for tiny ``p``."""
     if p == 0:
         return {"spectral": math.log(s)} if k <= math.floor(R) else {}
-    return {"spectral": min(math.log(s), (math.log(R) - math.log(k)) / p),
-            "frobenius": min(math.log(s), (math.log(R) - (1.0 - p / 2.0) * math.log(k)) / p)}
+    return {
+        "spectral": min(math.log(s), (math.log(R) - math.log(k)) / p),
+        "frobenius": min(math.log(s), (math.log(R) - (1.0 - p / 2.0) * math.log(k)) / p),
+    }
 
 
-def volumetric_candidates(kind: OutputKind, geometry: RowGeometry, *, s: float, R: float, p: float, b: int) -> tuple[VolumetricCandidate, ...]:
+def volumetric_candidates(
+    kind: OutputKind, geometry: RowGeometry, *, s: float, R: float, p: float, b: int
+) -> tuple[VolumetricCandidate, ...]:
     """Every (subspace, body) pair of the module docstring for ``F(s, R, p)`` with ``W`` of shape ``a x b`` (``a`` from ``geometry``).
 
     Subspaces: ``(k, b)`` (``U`` the ``k`` leading principal directions) and ``(a, k)`` (``U = I``), for
@@ -339,13 +364,29 @@ def volumetric_candidates(kind: OutputKind, geometry: RowGeometry, *, s: float, 
                 continue
             for body, log_radius in _log_radii(p, R, s, k).items():
                 unit = log_volume_spectral_ball(k1, k2) if body == "spectral" else log_volume_euclidean_ball(k1 * k2)
-                out.append(VolumetricCandidate(k1=k1, k2=k2, body=body, log_radius=log_radius,
-                                               log_volume_body=unit + k1 * k2 * log_radius, log_volume_metric_ball=log_ball))
+                out.append(
+                    VolumetricCandidate(
+                        k1=k1,
+                        k2=k2,
+                        body=body,
+                        log_radius=log_radius,
+                        log_volume_body=unit + k1 * k2 * log_radius,
+                        log_volume_metric_ball=log_ball,
+                    )
+                )
     return tuple(out)
 
 
-def volumetric_lower_bounds(kind: OutputKind, rows: np.ndarray | RowGeometry, *, s: float, R: float, p: float, b: int,
-                            cover_scales: np.ndarray | list[float] | tuple[float, ...]) -> list[VolumetricBound]:
+def volumetric_lower_bounds(
+    kind: OutputKind,
+    rows: np.ndarray | RowGeometry,
+    *,
+    s: float,
+    R: float,
+    p: float,
+    b: int,
+    cover_scales: np.ndarray | list[float] | tuple[float, ...],
+) -> list[VolumetricBound]:
     r"""The best certified volumetric lower bound on ``log N(c)`` for ``F(s, R, p)`` at each covering scale ``c``.
 
     ``rows`` (``(m, a)``, or their :class:`RowGeometry` to reuse it across classes) are the sample
@@ -359,5 +400,9 @@ def volumetric_lower_bounds(kind: OutputKind, rows: np.ndarray | RowGeometry, *,
         c = check_positive(c, "cover_scales[]")
         values = [cand.bound(c) for cand in cands]
         j = int(np.argmax(values)) if values else -1
-        out.append(VolumetricBound(value=values[j] if values else -math.inf, cover_scale=c, candidate=cands[j] if values else None))
+        out.append(
+            VolumetricBound(
+                value=values[j] if values else -math.inf, cover_scale=c, candidate=cands[j] if values else None
+            )
+        )
     return out

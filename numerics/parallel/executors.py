@@ -232,8 +232,10 @@ def _check_address(scheduler: str) -> None:
             reason = "the port must be a number in 1..65535"
         raise SchedulerError(f"scheduler={scheduler!r} is not a dask scheduler address: {reason}") from None
     if not 0 < port < 65536:
-        raise SchedulerError(f"scheduler={scheduler!r} is not a dask scheduler address: the port must be a number "
-                             f"in 1..65535, not {port}")
+        raise SchedulerError(
+            f"scheduler={scheduler!r} is not a dask scheduler address: the port must be a number "
+            f"in 1..65535, not {port}"
+        )
 
 
 def _connect(distributed: Any, scheduler: str) -> Any:

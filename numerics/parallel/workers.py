@@ -75,9 +75,10 @@ _DEPTH = 2
 _HEADER = struct.Struct("<Q")
 
 #: What the first worker runs (after :func:`isolated_python_command`'s prologue).
-_BOOTSTRAP = ("import json, sys; from numerics.parallel.workers import worker_main; "
-              "worker_main(json.loads(sys.argv[1]), json.loads(sys.argv[2]))")
-
+_BOOTSTRAP = (
+    "import json, sys; from numerics.parallel.workers import worker_main; "
+    "worker_main(json.loads(sys.argv[1]), json.loads(sys.argv[2]))"
+)
 
 
 def available_cpus() -> int:
@@ -305,7 +306,9 @@ class WholeMatrixPool:
             return
         for index, (write_fd, read_fd) in enumerate(ends):
             self._threads.append(
-                threading.Thread(target=self._drive, args=(index, write_fd, read_fd), name=f"specbound-worker-{index}", daemon=True)
+                threading.Thread(
+                    target=self._drive, args=(index, write_fd, read_fd), name=f"specbound-worker-{index}", daemon=True
+                )
             )
         for thread in self._threads:
             thread.start()
@@ -512,15 +515,17 @@ class _Interpreters:
             self._stderr = tempfile.TemporaryFile()
             groups = [pairs] if FORK_WORKERS else [[pair] for pair in pairs]
             for group in groups:
-                self.procs.append(subprocess.Popen(
-                    isolated_python_command(_BOOTSTRAP, json.dumps(group), json.dumps(list(preload))),
-                    pass_fds=[fd for pair in group for fd in pair],
-                    stdin=subprocess.DEVNULL,
-                    stdout=self._stderr,
-                    stderr=self._stderr,
-                    env=env,
-                    close_fds=True,
-                ))
+                self.procs.append(
+                    subprocess.Popen(
+                        isolated_python_command(_BOOTSTRAP, json.dumps(group), json.dumps(list(preload))),
+                        pass_fds=[fd for pair in group for fd in pair],
+                        stdin=subprocess.DEVNULL,
+                        stdout=self._stderr,
+                        stderr=self._stderr,
+                        env=env,
+                        close_fds=True,
+                    )
+                )
         except Exception:
             for fd in [fd for pair in pairs for fd in pair] + [fd for pair in mine for fd in pair]:
                 with contextlib.suppress(OSError):

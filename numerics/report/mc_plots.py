@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from numerics.montecarlo import MCResult
 from numerics._util.outputs import save_figure
+from numerics.montecarlo import MCResult
 from numerics.report.style import specbound_style
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -66,9 +66,11 @@ def mc_figure(result: MCResult) -> Figure:
             sat = np.array([r.saturated for r in sel])
             vol = np.array([r.lower_kind == "volumetric" for r in sel])
             pos = lo > 0
-            for mask, marker, fill, label in ((pos & vol, "^", None, f"volumetric lower, p={p:g}"),
-                                              (pos & ~vol & ~sat, "o", None, f"packing lower, p={p:g}"),
-                                              (pos & ~vol & sat, "o", "none", None)):
+            for mask, marker, fill, label in (
+                (pos & vol, "^", None, f"volumetric lower, p={p:g}"),
+                (pos & ~vol & ~sat, "o", None, f"packing lower, p={p:g}"),
+                (pos & ~vol & sat, "o", "none", None),
+            ):
                 if mask.any():  # no empty legend entries
                     ax.plot(x[mask], lo[mask], marker, mfc=fill, color=colours[p], ms=4, label=label)
         if samples:
@@ -84,8 +86,11 @@ def mc_figure(result: MCResult) -> Figure:
     axes[0].set_ylabel(r"$\log N(\varepsilon)$ (nats)")
     axes[-1].legend(fontsize=6, loc="best")
     s = result.settings
-    fig.suptitle(f"Certified lower bounds (packings, volumes) vs Theorem 4.1 ({s.get('kind')}, a={s.get('a')}, b={s.get('b')}, "
-                 f"m={s.get('m')}, samples={samples}, seed={s.get('seed')})", fontsize=9)
+    fig.suptitle(
+        f"Certified lower bounds (packings, volumes) vs Theorem 4.1 ({s.get('kind')}, a={s.get('a')}, b={s.get('b')}, "
+        f"m={s.get('m')}, samples={samples}, seed={s.get('seed')})",
+        fontsize=9,
+    )
     return fig
 
 

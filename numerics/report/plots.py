@@ -59,7 +59,7 @@ def plot_spectra(analysis: Any, path: str | Path) -> Path:
         ax.set_title(f"{kind} ({len(by_kind[kind])} matrices)")
         ax.set_xlabel("index i")
         ax.set_ylabel("s_i / s_1")
-    for ax in axes.ravel()[len(kinds):]:
+    for ax in axes.ravel()[len(kinds) :]:
         ax.set_visible(False)
     return save_figure(fig, path, dpi=110)
 
@@ -116,5 +116,8 @@ def plot_bound_terms(analysis: Any, path: str | Path) -> Path:
 def write_all(analysis: Any, folder: str | Path) -> list[Path]:
     """Write the three plots into ``folder``; returns their paths."""
     folder = Path(folder)
-    return [plot_spectra(analysis, folder / "spectra.png"), plot_p_star(analysis, folder / "p_star.png"),
-            plot_bound_terms(analysis, folder / "bounds.png")]
+    return [
+        plot_spectra(analysis, folder / "spectra.png"),
+        plot_p_star(analysis, folder / "p_star.png"),
+        plot_bound_terms(analysis, folder / "bounds.png"),
+    ]

@@ -48,8 +48,14 @@ def _scatter_panel(ax: Any, found: Findings, measure: str, colour: Any) -> None:
     for mask, filled in ((ok & reached, True), (ok & ~reached, False)):
         if mask.any():
             shade = colour.to_rgba(q[mask])
-            ax.scatter(x[mask], y[mask], s=22, linewidths=0.8, facecolors=shade if filled else "none",
-                       edgecolors="k" if filled else shade)
+            ax.scatter(
+                x[mask],
+                y[mask],
+                s=22,
+                linewidths=0.8,
+                facecolors=shade if filled else "none",
+                edgecolors="k" if filled else shade,
+            )
     if not ok.any():
         ax.text(0.5, 0.5, "no model with a value", transform=ax.transAxes, ha="center", va="center")
     g = m.against["gap"]
@@ -77,7 +83,7 @@ def plot_scatter(found: Findings, measures: Sequence[str], path: str | Path) -> 
     colour = _colour()
     for ax, name in zip(axes.ravel(), measures):
         _scatter_panel(ax, found, name, colour)
-    for ax in axes.ravel()[len(measures):]:
+    for ax in axes.ravel()[len(measures) :]:
         ax.set_visible(False)
     fig.colorbar(colour, ax=axes, shrink=0.6).set_label("label noise q (hollow: loss target not reached)")
     fig.supxlabel("generalization gap (test error - train error)", fontsize="medium")
@@ -127,7 +133,7 @@ def plot_random_labels(found: Findings, path: str | Path, *, names: Sequence[str
         ax.set_xlabel("label noise q", fontsize="small")
         if not check.groups:
             ax.text(0.5, 0.5, "no group varies q", transform=ax.transAxes, ha="center", va="center", fontsize="small")
-    for ax in axes.ravel()[len(chosen):]:
+    for ax in axes.ravel()[len(chosen) :]:
         ax.set_visible(False)
     return save_figure(fig, path, dpi=_DPI)
 
@@ -141,14 +147,20 @@ def plot_trajectory(trajectory: Trajectory, path: str | Path) -> Path:
     fig = _figure(13.0, 3.4)
     bound_ax, p_ax, rank_ax = fig.subplots(1, 3)
     for key, label in (("log_bound", "log bound"), ("log_bound_over_margin", "log bound / margin")):
-        bound_ax.plot(steps, [math.nan if getattr(p, key) is None else getattr(p, key) for p in points], marker="o",
-                      label=label)
+        bound_ax.plot(
+            steps, [math.nan if getattr(p, key) is None else getattr(p, key) for p in points], marker="o", label=label
+        )
     bound_ax.set_xlabel("step")
     bound_ax.set_ylabel("natural log")
     errors = bound_ax.twinx()
     for key, style in (("train_error", ":"), ("test_error", "--")):
-        errors.plot(steps, [math.nan if getattr(p, key) is None else getattr(p, key) for p in points], color="gray",
-                    linestyle=style, label=key.replace("_", " "))
+        errors.plot(
+            steps,
+            [math.nan if getattr(p, key) is None else getattr(p, key) for p in points],
+            color="gray",
+            linestyle=style,
+            label=key.replace("_", " "),
+        )
     errors.set_ylim(-0.02, 1.02)
     errors.set_ylabel("error")
     handles = bound_ax.get_legend_handles_labels()
@@ -166,8 +178,13 @@ def plot_trajectory(trajectory: Trajectory, path: str | Path) -> Path:
         p_ax.legend(fontsize="x-small")
     names = sorted({n for p in points for n in p.head_ranks})
     for name in names:
-        rank_ax.plot(steps, [p.head_ranks.get(name, math.nan) for p in points], lw=0.8, alpha=0.7,
-                     linestyle="-" if name.endswith(".qk") else "--")
+        rank_ax.plot(
+            steps,
+            [p.head_ranks.get(name, math.nan) for p in points],
+            lw=0.8,
+            alpha=0.7,
+            linestyle="-" if name.endswith(".qk") else "--",
+        )
     if trajectory.head_dim is not None:
         rank_ax.axhline(trajectory.head_dim, color="k", lw=0.8, linestyle=":", label="d_h")
         rank_ax.legend(fontsize="x-small")

@@ -114,8 +114,17 @@ def main_measures(found: Findings) -> list[str]:
 def measure_table(found: Findings) -> tuple[list[str], list[dict[str, Any]]]:
     """``(columns, rows)``: per model in the statistics its axes, gap, errors, margin and every measure
     (``measures.csv``; :func:`numerics.study.findings.measure_rows`)."""
-    columns = ["model", *AXES, "reached", "train_error", "test_error", "gap", "margin",
-               *(m.name for m in found.measures), *PROXY_COLUMNS]
+    columns = [
+        "model",
+        *AXES,
+        "reached",
+        "train_error",
+        "test_error",
+        "gap",
+        "margin",
+        *(m.name for m in found.measures),
+        *PROXY_COLUMNS,
+    ]
     return columns, [dict(r) for r in found.rows]
 
 
@@ -130,17 +139,35 @@ def correlation_rows(found: Findings) -> tuple[list[str], list[dict[str, Any]]]:
     """
     columns = ["measure", "margin_normalised", "log", "models"]
     for t in TARGETS:
-        columns += [f"tau_{t}", f"tau_{t}_low", f"tau_{t}_high", f"tau_b_{t}", f"Psi_{t}", f"Psi_{t}_low", f"Psi_{t}_high"]
+        columns += [
+            f"tau_{t}",
+            f"tau_{t}_low",
+            f"tau_{t}_high",
+            f"tau_b_{t}",
+            f"Psi_{t}",
+            f"Psi_{t}_low",
+            f"Psi_{t}_high",
+        ]
     columns += [f"psi_gap_{a}" for a in found.axes_varied]
     columns += ["noise_groups", "noise_increasing", "noise_tau"]
     rows = []
     for m in found.measures:
-        row: dict[str, Any] = {"measure": m.name, "margin_normalised": m.margin_normalised, "log": m.log,
-                               "models": m.against["gap"].num_models}
+        row: dict[str, Any] = {
+            "measure": m.name,
+            "margin_normalised": m.margin_normalised,
+            "log": m.log,
+            "models": m.against["gap"].num_models,
+        }
         for t in TARGETS:
             b = m.against[t]
-            row.update({f"tau_{t}": b.tau.estimate, f"tau_{t}_low": b.tau.low, f"tau_{t}_high": b.tau.high,
-                        f"tau_b_{t}": b.tau_b.estimate})
+            row.update(
+                {
+                    f"tau_{t}": b.tau.estimate,
+                    f"tau_{t}_low": b.tau.low,
+                    f"tau_{t}_high": b.tau.high,
+                    f"tau_b_{t}": b.tau_b.estimate,
+                }
+            )
             if b.Psi is not None:
                 row.update({f"Psi_{t}": b.Psi.estimate, f"Psi_{t}_low": b.Psi.low, f"Psi_{t}_high": b.Psi.high})
         row.update({f"psi_gap_{a}": i.estimate for a, i in m.against["gap"].psi.items()})
@@ -153,9 +180,18 @@ def correlation_rows(found: Findings) -> tuple[list[str], list[dict[str, Any]]]:
 def random_label_rows(found: Findings) -> tuple[list[str], list[dict[str, Any]]]:
     """``(columns, rows)``: per measure and group, the measure at each label-noise fraction (``random_labels.csv``)."""
     columns = ["measure", "fixed", "noise", "values", "increasing", "tau"]
-    rows = [{"measure": m.name, "fixed": _fixed(g.fixed), "noise": ";".join(f"{q:g}" for q in g.noise),
-             "values": ";".join(repr(v) for v in g.values), "increasing": g.increasing, "tau": g.tau}
-            for m in found.measures for g in m.random_labels.groups]
+    rows = [
+        {
+            "measure": m.name,
+            "fixed": _fixed(g.fixed),
+            "noise": ";".join(f"{q:g}" for q in g.noise),
+            "values": ";".join(repr(v) for v in g.values),
+            "increasing": g.increasing,
+            "tau": g.tau,
+        }
+        for m in found.measures
+        for g in m.random_labels.groups
+    ]
     return columns, rows
 
 
@@ -163,8 +199,17 @@ def slope_rows(found: Findings) -> tuple[list[str], list[dict[str, Any]]]:
     """``(columns, rows)``: claim C8 per group of trained models (``slopes.csv``): the log-log slopes of
     ``Phi_SA`` and ``Phi_Edelman`` along depth or width, and whether ``Phi_SA``'s is smaller."""
     columns = ["axis", "fixed", "points", "slope_sa", "slope_edelman", "holds"]
-    rows = [{"axis": p.axis, "fixed": _fixed(p.fixed), "points": p.num_points, "slope_sa": p.slope_sa,
-             "slope_edelman": p.slope_edelman, "holds": p.holds} for p in found.c8]
+    rows = [
+        {
+            "axis": p.axis,
+            "fixed": _fixed(p.fixed),
+            "points": p.num_points,
+            "slope_sa": p.slope_sa,
+            "slope_edelman": p.slope_edelman,
+            "holds": p.holds,
+        }
+        for p in found.c8
+    ]
     return columns, rows
 
 
@@ -172,20 +217,51 @@ def trajectory_rows(found: Findings) -> tuple[list[str], list[dict[str, Any]]]:
     """``(columns, rows)``: per trajectory model and checkpoint (``trajectories.csv``): errors, margin,
     ``log`` bound and its margin-normalised value, ``p*`` per group (``group=p;...``) and the range of
     the per-head ranks of ``qk`` and ``vo``."""
-    columns = ["model", "step", "final", "train_error", "test_error", "gap", "margin", "log_bound",
-               "log_bound_over_margin", "p_star", "qk_rank_min", "qk_rank_max", "vo_rank_min", "vo_rank_max",
-               "head_dim", "analysis_error"]
+    columns = [
+        "model",
+        "step",
+        "final",
+        "train_error",
+        "test_error",
+        "gap",
+        "margin",
+        "log_bound",
+        "log_bound_over_margin",
+        "p_star",
+        "qk_rank_min",
+        "qk_rank_max",
+        "vo_rank_min",
+        "vo_rank_max",
+        "head_dim",
+        "analysis_error",
+    ]
     rows = []
     for t in found.trajectories:
         for pt in t.points:
-            ranks = {kind: [r for name, r in pt.head_ranks.items() if name.endswith(f".{kind}")] for kind in ("qk", "vo")}
-            rows.append({"model": t.model, "step": pt.step, "final": pt.final, "train_error": pt.train_error,
-                         "test_error": pt.test_error, "gap": pt.gap, "margin": pt.margin, "log_bound": pt.log_bound,
-                         "log_bound_over_margin": pt.log_bound_over_margin,
-                         "p_star": ";".join(f"{g}={p:g}" for g, p in pt.p_by_group.items()),
-                         **{f"{k}_rank_{w}": (f(v) if v else None) for k, v in ranks.items()
-                            for w, f in (("min", min), ("max", max))},
-                         "head_dim": t.head_dim, "analysis_error": pt.analysis_error})
+            ranks = {
+                kind: [r for name, r in pt.head_ranks.items() if name.endswith(f".{kind}")] for kind in ("qk", "vo")
+            }
+            rows.append(
+                {
+                    "model": t.model,
+                    "step": pt.step,
+                    "final": pt.final,
+                    "train_error": pt.train_error,
+                    "test_error": pt.test_error,
+                    "gap": pt.gap,
+                    "margin": pt.margin,
+                    "log_bound": pt.log_bound,
+                    "log_bound_over_margin": pt.log_bound_over_margin,
+                    "p_star": ";".join(f"{g}={p:g}" for g, p in pt.p_by_group.items()),
+                    **{
+                        f"{k}_rank_{w}": (f(v) if v else None)
+                        for k, v in ranks.items()
+                        for w, f in (("min", min), ("max", max))
+                    },
+                    "head_dim": t.head_dim,
+                    "analysis_error": pt.analysis_error,
+                }
+            )
     return columns, rows
 
 
@@ -196,12 +272,17 @@ def _summary(result: StudyResult, found: Findings) -> dict[str, Any]:
     gaps = [m.record["gap"] for m in result.models]
     known = [g for g in gaps if g is not None]
     return {
-        "models": len(result.models), "trained": result.trained, "reused": len(result.models) - result.trained,
+        "models": len(result.models),
+        "trained": result.trained,
+        "reused": len(result.models) - result.trained,
         "reached_loss_target": sum(bool(m.record["reached"]) for m in result.models),
         "analysis_errors": sum(m.analysis_error is not None for m in result.models),
-        "in_statistics": found.num_models, "not_reached_in_statistics": found.num_not_reached,
-        "gap_min": min(known) if known else None, "gap_max": max(known) if known else None,
-        "seconds": result.seconds, "groups_by_axis": gap_spread([m.settings for m in result.models], gaps),
+        "in_statistics": found.num_models,
+        "not_reached_in_statistics": found.num_not_reached,
+        "gap_min": min(known) if known else None,
+        "gap_max": max(known) if known else None,
+        "seconds": result.seconds,
+        "groups_by_axis": gap_spread([m.settings for m in result.models], gaps),
     }
 
 
@@ -211,58 +292,116 @@ def study_document(result: StudyResult, found: Findings) -> dict[str, Any]:
     preset = result.preset
     values = {r["model"]: r for r in found.rows}
     names = [m.name for m in found.measures]
-    return finite_json({
-        "preset": {"name": preset.name, "task": preset.base.task, "base": preset.base.as_dict(),
-                   "axes": {k: list(v) for k, v in preset.axes.items()}, "crosses": [list(c) for c in preset.crosses],
-                   "trajectory": list(preset.trajectory)},
-        "summary": _summary(result, found),
-        "measures": [REGISTRY[n].as_dict() if n in REGISTRY else {"name": n} for n in names],
-        "findings": found.as_dict(),
-        "columns": list(COLUMNS),
-        "models": [{**row, "n": m.record.get("n"), "n_train": m.record["task"]["num_train"],
-                    "measures": {n: values.get(row["model"], {}).get(n) for n in names}, "record": m.record}
-                   for row, m in zip(model_rows(result), result.models)],
-    })
+    return finite_json(
+        {
+            "preset": {
+                "name": preset.name,
+                "task": preset.base.task,
+                "base": preset.base.as_dict(),
+                "axes": {k: list(v) for k, v in preset.axes.items()},
+                "crosses": [list(c) for c in preset.crosses],
+                "trajectory": list(preset.trajectory),
+            },
+            "summary": _summary(result, found),
+            "measures": [REGISTRY[n].as_dict() if n in REGISTRY else {"name": n} for n in names],
+            "findings": found.as_dict(),
+            "columns": list(COLUMNS),
+            "models": [
+                {
+                    **row,
+                    "n": m.record.get("n"),
+                    "n_train": m.record["task"]["num_train"],
+                    "measures": {n: values.get(row["model"], {}).get(n) for n in names},
+                    "record": m.record,
+                }
+                for row, m in zip(model_rows(result), result.models)
+            ],
+        }
+    )
 
 
 def study_markdown(result: StudyResult, found: Findings) -> str:
     """``summary.md``: the family, the rank correlations, ``psi_k`` per axis, the random-label check, C8, trajectories."""
     s = _summary(result, found)
     preset = result.preset
-    parts = [f"# specbound study: preset {preset.name}, task {preset.base.task}\n",
-             f"{s['models']} models ({s['reached_loss_target']} reached the training loss target "
-             f"{preset.base.loss_target:g}); {found.num_models} enter the statistics"
-             + (f" ({found.num_not_reached} of them did not reach the target)" if found.num_not_reached else "")
-             + (f"; left out: {', '.join(e['model'] + ' (' + e['why'] + ')' for e in found.excluded)}" if found.excluded else "")
-             + f". Gaps from {_md(s['gap_min'])} to {_md(s['gap_max'])}. Margin-normalised measures divide by the "
-             f"{_md(found.margin_quantile)} quantile of the correctly classified training margins (Jiang et al. 2020). "
-             f"Intervals: {found.confidence:.0%} bootstrap percentile intervals over models ({found.resamples} resamples, "
-             f"seed {found.seed}).\n"]
+    parts = [
+        f"# specbound study: preset {preset.name}, task {preset.base.task}\n",
+        f"{s['models']} models ({s['reached_loss_target']} reached the training loss target "
+        f"{preset.base.loss_target:g}); {found.num_models} enter the statistics"
+        + (f" ({found.num_not_reached} of them did not reach the target)" if found.num_not_reached else "")
+        + (
+            f"; left out: {', '.join(e['model'] + ' (' + e['why'] + ')' for e in found.excluded)}"
+            if found.excluded
+            else ""
+        )
+        + f". Gaps from {_md(s['gap_min'])} to {_md(s['gap_max'])}. Margin-normalised measures divide by the "
+        f"{_md(found.margin_quantile)} quantile of the correctly classified training margins (Jiang et al. 2020). "
+        f"Intervals: {found.confidence:.0%} bootstrap percentile intervals over models ({found.resamples} resamples, "
+        f"seed {found.seed}).\n",
+    ]
     main = set(main_measures(found))
-    corr = [{"measure": m.name, "/margin": m.margin_normalised, "models": m.against["gap"].num_models,
-             "tau (gap)": _interval(m.against["gap"].tau), "Psi (gap)": _interval(m.against["gap"].Psi),
-             "tau (test error)": _interval(m.against["test_error"].tau), "Psi (test error)": _interval(m.against["test_error"].Psi),
-             "increases with q": f"{m.random_labels.num_increasing}/{m.random_labels.num_groups}",
-             "tau vs q": m.random_labels.tau} for m in found.measures if m.name in main]
-    parts += ["## Rank correlation with the generalization gap\n",
-              markdown_table(list(corr[0]) if corr else ["measure"], corr)]
+    corr = [
+        {
+            "measure": m.name,
+            "/margin": m.margin_normalised,
+            "models": m.against["gap"].num_models,
+            "tau (gap)": _interval(m.against["gap"].tau),
+            "Psi (gap)": _interval(m.against["gap"].Psi),
+            "tau (test error)": _interval(m.against["test_error"].tau),
+            "Psi (test error)": _interval(m.against["test_error"].Psi),
+            "increases with q": f"{m.random_labels.num_increasing}/{m.random_labels.num_groups}",
+            "tau vs q": m.random_labels.tau,
+        }
+        for m in found.measures
+        if m.name in main
+    ]
+    parts += [
+        "## Rank correlation with the generalization gap\n",
+        markdown_table(list(corr[0]) if corr else ["measure"], corr),
+    ]
     axes = list(found.axes_varied)
-    psi = [{"measure": m.name, **{a: m.against["gap"].psi[a].estimate if a in m.against["gap"].psi else None for a in axes},
-            "Psi": m.against["gap"].Psi.estimate if m.against["gap"].Psi else None}
-           for m in found.measures if m.name in main]
+    psi = [
+        {
+            "measure": m.name,
+            **{a: m.against["gap"].psi[a].estimate if a in m.against["gap"].psi else None for a in axes},
+            "Psi": m.against["gap"].Psi.estimate if m.against["gap"].Psi else None,
+        }
+        for m in found.measures
+        if m.name in main
+    ]
     parts += ["## Granulated tau psi_k against the gap, per axis\n", markdown_table(["measure", *axes, "Psi"], psi)]
     if found.decomposition:
-        dec = [{"measure": d.measure, "tau (whole)": _interval(d.whole.tau), "tau (complexity)": _interval(d.complexity.tau),
-                "tau (1/gamma)": _interval(d.margin.tau), "Psi (complexity)": _interval(d.complexity.Psi),
-                "Psi (1/gamma)": _interval(d.margin.Psi), "range complexity": d.complexity_spread,
-                "range 1/gamma": d.margin_spread} for d in found.decomposition]
-        parts += ["## What moves the margin-normalised measures: complexity part and 1/gamma part (logs)\n",
-                  markdown_table(list(dec[0]), dec)]
+        dec = [
+            {
+                "measure": d.measure,
+                "tau (whole)": _interval(d.whole.tau),
+                "tau (complexity)": _interval(d.complexity.tau),
+                "tau (1/gamma)": _interval(d.margin.tau),
+                "Psi (complexity)": _interval(d.complexity.Psi),
+                "Psi (1/gamma)": _interval(d.margin.Psi),
+                "range complexity": d.complexity_spread,
+                "range 1/gamma": d.margin_spread,
+            }
+            for d in found.decomposition
+        ]
+        parts += [
+            "## What moves the margin-normalised measures: complexity part and 1/gamma part (logs)\n",
+            markdown_table(list(dec[0]), dec),
+        ]
     if found.paired:
-        pair = [{"baseline": d.baseline, "models": d.num_models, "tau(ours) - tau(baseline)": _interval(d.tau),
-                 "Psi(ours) - Psi(baseline)": _interval(d.Psi)} for d in found.paired]
-        parts += [f"## {found.paired[0].measure} against each baseline: paired bootstrap on shared resamples (gap)\n",
-                  markdown_table(list(pair[0]), pair)]
+        pair = [
+            {
+                "baseline": d.baseline,
+                "models": d.num_models,
+                "tau(ours) - tau(baseline)": _interval(d.tau),
+                "Psi(ours) - Psi(baseline)": _interval(d.Psi),
+            }
+            for d in found.paired
+        ]
+        parts += [
+            f"## {found.paired[0].measure} against each baseline: paired bootstrap on shared resamples (gap)\n",
+            markdown_table(list(pair[0]), pair),
+        ]
     sens = found.sensitivity
     if sens.get("measures"):
         which = "including" if sens["reached_only"] is False else "excluding"
@@ -270,28 +409,57 @@ def study_markdown(result: StudyResult, found: Findings) -> str:
         parts += [f"Sensitivity, {which} the models short of the loss target ({sens['num_models']} models): {line}.\n"]
     if found.clean_test_error.get("models"):
         c = found.clean_test_error
-        parts += [f"Clean-label test error over {c['models']} models: {_md(c['min'])} to {_md(c['max'])} "
-                  f"(median {_md(c['median'])}).\n"]
+        parts += [
+            f"Clean-label test error over {c['models']} models: {_md(c['min'])} to {_md(c['max'])} "
+            f"(median {_md(c['median'])}).\n"
+        ]
     if found.seed_variation.get("within_share_of_variance") is not None:
         v = found.seed_variation
-        parts += [f"Seed-to-seed: {v['replicated_settings']} settings with several seeds; mean SD of the gap within a "
-                  f"setting {_md(v['mean_sd_within_setting'])} against {_md(v['sd_over_family'])} over the family; "
-                  f"{_md(v['within_share_of_variance'])} of the gap's variance is within settings. Psi averages "
-                  f"{', '.join(found.psi_axes)} (not the seed).\n"]
-    c8 = [{"axis": p.axis, "fixed": _fixed(p.fixed, skip=(p.axis,)), "points": p.num_points, "slope Phi_SA": p.slope_sa,
-           "slope Phi_Edelman": p.slope_edelman, "Phi_SA slower": p.holds} for p in found.c8]
-    parts += ["## Claim C8 on the trained grid: log-log slopes in depth and width\n",
-              "What these slopes can see: Phi_SA leaves out the log factors, so where its minimum is at p = 0 and "
-              "every bound matrix has full exact rank it is a function of the shapes alone, and its slopes reflect "
-              "the architecture, not training (`specbound claims --update-study` records whether they agree across "
-              "retrained families).\n",
-              markdown_table(["axis", "fixed", "points", "slope Phi_SA", "slope Phi_Edelman", "Phi_SA slower"], c8)
-              if c8 else "No group of models varies depth or width alone.\n"]
+        parts += [
+            f"Seed-to-seed: {v['replicated_settings']} settings with several seeds; mean SD of the gap within a "
+            f"setting {_md(v['mean_sd_within_setting'])} against {_md(v['sd_over_family'])} over the family; "
+            f"{_md(v['within_share_of_variance'])} of the gap's variance is within settings. Psi averages "
+            f"{', '.join(found.psi_axes)} (not the seed).\n"
+        ]
+    c8 = [
+        {
+            "axis": p.axis,
+            "fixed": _fixed(p.fixed, skip=(p.axis,)),
+            "points": p.num_points,
+            "slope Phi_SA": p.slope_sa,
+            "slope Phi_Edelman": p.slope_edelman,
+            "Phi_SA slower": p.holds,
+        }
+        for p in found.c8
+    ]
+    parts += [
+        "## Claim C8 on the trained grid: log-log slopes in depth and width\n",
+        "What these slopes can see: Phi_SA leaves out the log factors, so where its minimum is at p = 0 and "
+        "every bound matrix has full exact rank it is a function of the shapes alone, and its slopes reflect "
+        "the architecture, not training (`specbound claims --update-study` records whether they agree across "
+        "retrained families).\n",
+        markdown_table(["axis", "fixed", "points", "slope Phi_SA", "slope Phi_Edelman", "Phi_SA slower"], c8)
+        if c8
+        else "No group of models varies depth or width alone.\n",
+    ]
     columns, trajectory = trajectory_rows(found)
-    shown = ["model", "step", "train_error", "test_error", "margin", "log_bound", "log_bound_over_margin", "p_star",
-             "qk_rank_max", "vo_rank_max", "head_dim"]
-    parts += ["## Trajectories: the bound, p* and per-head ranks along training\n",
-              markdown_table(shown, trajectory) if trajectory else "No model kept checkpoints.\n"]
+    shown = [
+        "model",
+        "step",
+        "train_error",
+        "test_error",
+        "margin",
+        "log_bound",
+        "log_bound_over_margin",
+        "p_star",
+        "qk_rank_max",
+        "vo_rank_max",
+        "head_dim",
+    ]
+    parts += [
+        "## Trajectories: the bound, p* and per-head ranks along training\n",
+        markdown_table(shown, trajectory) if trajectory else "No model kept checkpoints.\n",
+    ]
     return "\n".join(parts)
 
 
@@ -304,19 +472,25 @@ def study_table(result: StudyResult) -> str:
     def num(value: Any, width: int) -> str:  # None: not finite (a diverged model)
         return f"{value:{width}.3f}" if value is not None else f"{'-':>{width}}"
 
-    lines = [f"{'model':16} {'L':>2} {'N':>4} {'H':>2} {'frac':>5} {'wd':>6} {'lr':>7} {'noise':>5} {'seed':>4} "
-             f"{'train err':>9} {'test err':>8} {'gap':>6} {'steps':>6} reached"]
+    lines = [
+        f"{'model':16} {'L':>2} {'N':>4} {'H':>2} {'frac':>5} {'wd':>6} {'lr':>7} {'noise':>5} {'seed':>4} "
+        f"{'train err':>9} {'test err':>8} {'gap':>6} {'steps':>6} reached"
+    ]
     for m in result.models:
         s, r = m.settings, m.record
-        lines.append(f"{r['settings_hash']:16} {s.depth:2} {s.width:4} {s.heads:2} {s.train_fraction:5.2f} "
-                     f"{s.weight_decay:6.3g} {s.learning_rate:7.2g} {s.label_noise:5.2f} {s.seed:4} "
-                     f"{num(r['train_error'], 9)} {num(r['test_error'], 8)} {num(r['gap'], 6)} {r['steps']:6} "
-                     f"{'yes' if r['reached'] else 'no'}")
+        lines.append(
+            f"{r['settings_hash']:16} {s.depth:2} {s.width:4} {s.heads:2} {s.train_fraction:5.2f} "
+            f"{s.weight_decay:6.3g} {s.learning_rate:7.2g} {s.label_noise:5.2f} {s.seed:4} "
+            f"{num(r['train_error'], 9)} {num(r['test_error'], 8)} {num(r['gap'], 6)} {r['steps']:6} "
+            f"{'yes' if r['reached'] else 'no'}"
+        )
     return "\n".join(lines) + "\n"
 
 
 def study_summary(result: StudyResult, out: Any) -> str:
     """The one line ``specbound study`` prints on stderr at the end."""
     reached = sum(bool(m.record["reached"]) for m in result.models)
-    return (f"specbound: {len(result.models)} models ({result.trained} trained, {len(result.models) - result.trained} "
-            f"reused; {reached} reached the loss target) in {result.seconds:.0f} s; report written to {out}")
+    return (
+        f"specbound: {len(result.models)} models ({result.trained} trained, {len(result.models) - result.trained} "
+        f"reused; {reached} reached the loss target) in {result.seconds:.0f} s; report written to {out}"
+    )

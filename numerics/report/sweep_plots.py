@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 
 from numerics._util.outputs import save_figure
-from numerics.report.style import specbound_style
 from numerics.experiments.scaling import PROXIES, SlopeFit, SweepResult
+from numerics.report.style import specbound_style
 
 __all__ = ["plot_sweep"]
 
@@ -41,8 +41,14 @@ def _panel(ax: Any, fits: list[SlopeFit], against: str) -> None:
             label = f"{_LABEL[proxy]}, {fit.fixed_label}: slope {fit.slope:.2f} ({fit.num_checkpoints} ckpts)"
             ax.plot(xs, ys, linestyle="none", marker=marker, color=_COLOR[proxy])
             grid = np.geomspace(xs.min(), xs.max(), 32)
-            ax.plot(grid, (fit.intercept + fit.slope * np.log(grid)) / _LN10, color=_COLOR[proxy],
-                    linestyle="-" if k == 0 else (0, (4, 1 + k)), lw=1.2, label=label)
+            ax.plot(
+                grid,
+                (fit.intercept + fit.slope * np.log(grid)) / _LN10,
+                color=_COLOR[proxy],
+                linestyle="-" if k == 0 else (0, (4, 1 + k)),
+                lw=1.2,
+                label=label,
+            )
     ax.set_xscale("log")
     ticks = sorted({x for f in fits for x in f.xs})
     if ticks:  # label the depths / widths present, not powers of ten

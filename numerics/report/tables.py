@@ -42,8 +42,19 @@ __all__ = [
     "format_blocks",
 ]
 
-TABLE_COLUMNS = ("name", "layer", "kind", "head", "shape", "rank", "spectral_norm", "frobenius_norm", "norm_2_1",
-                 "stable_rank", "p_star")
+TABLE_COLUMNS = (
+    "name",
+    "layer",
+    "kind",
+    "head",
+    "shape",
+    "rank",
+    "spectral_norm",
+    "frobenius_norm",
+    "norm_2_1",
+    "stable_rank",
+    "p_star",
+)
 
 
 def printable(text: str) -> str:
@@ -60,7 +71,9 @@ def printable(text: str) -> str:
         elif c.isprintable() or c == " ":
             out.append(c)
         else:
-            out.append(f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}" if ord(c) < 0x10000 else f"\\U{ord(c):08x}")
+            out.append(
+                f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}" if ord(c) < 0x10000 else f"\\U{ord(c):08x}"
+            )
     return "".join(out)
 
 
@@ -81,23 +94,31 @@ def format_table(analysis: Any, *, max_name: int = 48) -> str:
     rows = [[_fmt(r.get(c)) for c in TABLE_COLUMNS] for r in analysis.matrices]
     for r in rows:
         if len(r[0]) > max_name:
-            r[0] = "..." + r[0][-(max_name - 3):]
+            r[0] = "..." + r[0][-(max_name - 3) :]
     widths = [max(len(c), *(len(r[i]) for r in rows)) if rows else len(c) for i, c in enumerate(TABLE_COLUMNS)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(TABLE_COLUMNS, widths))]
     lines.append("  ".join("-" * w for w in widths))
     lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths)) for r in rows]
     lines.append("")
     m = analysis.model
-    lines.append(f"model: {m['architecture']}  L={m['num_layers']}  N={m['hidden_size']}  heads={m['num_heads']}  "
-                 f"kv_heads={m.get('num_key_value_heads', m['num_heads'])}  d_h={m['head_dim']}  F={m['intermediate_size']}")
+    lines.append(
+        f"model: {m['architecture']}  L={m['num_layers']}  N={m['hidden_size']}  heads={m['num_heads']}  "
+        f"kv_heads={m.get('num_key_value_heads', m['num_heads'])}  d_h={m['head_dim']}  F={m['intermediate_size']}"
+    )
     lines += network_lines(m.get("network"))
     for name, b in analysis.bounds.items():
-        lines.append(f"{name:>18}: complexity={_fmt(b.get('complexity'))}  log10={_fmt(b.get('log_complexity', float('nan')) / math.log(10))}  "
-                     f"rademacher(valid, <= 4 B_out)={_fmt(b.get('rademacher'))}  n_nonvacuous={_n_needed(b)}  [{b.get('status')}]")
+        lines.append(
+            f"{name:>18}: complexity={_fmt(b.get('complexity'))}  log10={_fmt(b.get('log_complexity', float('nan')) / math.log(10))}  "
+            f"rademacher(valid, <= 4 B_out)={_fmt(b.get('rademacher'))}  n_nonvacuous={_n_needed(b)}  [{b.get('status')}]"
+        )
     ours = analysis.bounds["spectrum_adaptive"]
-    lines.append(f"{'union cost':>18}: {_fmt(ours['union_cost'])} (log 1/delta' - log 1/delta = {_fmt(ours['log_union'])} nats)")
+    lines.append(
+        f"{'union cost':>18}: {_fmt(ours['union_cost'])} (log 1/delta' - log 1/delta = {_fmt(ours['log_union'])} nats)"
+    )
     p = analysis.proxies
-    lines.append(f"{'proxies':>18}: log phi_sa={_fmt(p['log_phi_sa'])} (p={_fmt(p['phi_sa_common_p'])})  log phi_edelman={_fmt(p['log_phi_edelman'])}")
+    lines.append(
+        f"{'proxies':>18}: log phi_sa={_fmt(p['log_phi_sa'])} (p={_fmt(p['phi_sa_common_p'])})  log phi_edelman={_fmt(p['log_phi_edelman'])}"
+    )
     lines += cover_lines(getattr(analysis, "covers", None))
     if analysis.skipped:
         lines.append(f"{'skipped':>18}: {len(analysis.skipped)} tensors (see JSON 'skipped' for names and reasons)")
@@ -108,19 +129,25 @@ def cover_lines(covers: Mapping[str, Any] | None) -> list[str]:
     """``analyze --covers``: the composed bound, the cover each tie group chose, and each cover alone."""
     if not covers:
         return []
-    lines = [f"{'covers':>18}: {','.join(covers['enabled'])} (one per tie group, post hoc; choice cost "
-             f"{_fmt(covers['choice_cost'])} nats)  rademacher={_fmt(covers['rademacher'])}  "
-             f"log={_fmt(covers['log_rademacher'])}  gap={_fmt(covers['generalization_gap'])}  "
-             f"union={_fmt(covers['log_union'])} nats  [{covers['method']}]"]
+    lines = [
+        f"{'covers':>18}: {','.join(covers['enabled'])} (one per tie group, post hoc; choice cost "
+        f"{_fmt(covers['choice_cost'])} nats)  rademacher={_fmt(covers['rademacher'])}  "
+        f"log={_fmt(covers['log_rademacher'])}  gap={_fmt(covers['generalization_gap'])}  "
+        f"union={_fmt(covers['log_union'])} nats  [{covers['method']}]"
+    ]
     chosen: dict[str, list[str]] = {}
     for group, name in covers["chosen_by_group"].items():
         chosen.setdefault(name, []).append(group)
     for name, groups in chosen.items():
-        lines.append(f"{'chosen':>18}: {name} by {len(groups)} groups ({covers['matrices_by_cover'].get(name, 0)} matrices): "
-                     + ", ".join(groups))
+        lines.append(
+            f"{'chosen':>18}: {name} by {len(groups)} groups ({covers['matrices_by_cover'].get(name, 0)} matrices): "
+            + ", ".join(groups)
+        )
     for name, row in covers["alone"].items():
-        lines.append(f"{'alone ' + name:>18}: rademacher={_fmt(row['rademacher'])}  log={_fmt(row['log_rademacher'])}  "
-                     f"gap={_fmt(row['generalization_gap'])}  union={_fmt(row['log_union'])} nats  [{row['method']}]")
+        lines.append(
+            f"{'alone ' + name:>18}: rademacher={_fmt(row['rademacher'])}  log={_fmt(row['log_rademacher'])}  "
+            f"gap={_fmt(row['generalization_gap'])}  union={_fmt(row['log_union'])} nats  [{row['method']}]"
+        )
     return lines
 
 
@@ -130,13 +157,26 @@ def network_lines(network: Mapping[str, Any] | None) -> list[str]:
         return []
     norm = network.get("norm")
     act = network.get("activation")
-    act_text = (f"{act['name']} ({act['config_key']}; L_sigma={act['lipschitz']:.6g}, {act['status']}"
-                + (", gated" if act.get("gated") else "") + ")") if act else "not named in config (L_sigma assumed)"
+    act_text = (
+        (
+            f"{act['name']} ({act['config_key']}; L_sigma={act['lipschitz']:.6g}, {act['status']}"
+            + (", gated" if act.get("gated") else "")
+            + ")"
+        )
+        if act
+        else "not named in config (L_sigma assumed)"
+    )
     scales = network.get("score_scales") or []
-    scale_text = _fmt(scales[0]) if scales and all(x == scales[0] for x in scales) else ", ".join(_fmt(x) for x in scales)
+    scale_text = (
+        _fmt(scales[0]) if scales and all(x == scales[0] for x in scales) else ", ".join(_fmt(x) for x in scales)
+    )
     radii = network.get("input_norms") or []
-    assumed = [(i, block, r[block]) for i, r in enumerate(radii) for block in ("attention", "feedforward")
-               if str(r[block].get("source", "")).startswith("assumed")]
+    assumed = [
+        (i, block, r[block])
+        for i, r in enumerate(radii)
+        for block in ("attention", "feedforward")
+        if str(r[block].get("source", "")).startswith("assumed")
+    ]
 
     def radius(r: Mapping[str, Any]) -> str:
         return _fmt(r["radius"]) + ("*" if str(r.get("source", "")).startswith("assumed") else "")
@@ -173,8 +213,10 @@ def to_csv(analysis: Any, *, spectra: bool = False) -> str:
     w = csv.DictWriter(buf, fieldnames=keys, lineterminator="\n", restval="")
     w.writeheader()
     for r in analysis.matrices:
-        out = {k: ("x".join(map(str, v)) if isinstance(v, (list, tuple)) else printable(v) if isinstance(v, str) else v)
-               for k, v in r.items()}
+        out = {
+            k: ("x".join(map(str, v)) if isinstance(v, (list, tuple)) else printable(v) if isinstance(v, str) else v)
+            for k, v in r.items()
+        }
         if spectra:
             out["singular_values"] = " ".join(repr(v) for v in analysis.spectrum(r["name"]))
         w.writerow(out)
@@ -227,13 +269,17 @@ def summary_markdown(analysis: Any) -> str:
     ]
     for name, row in b.items():
         lc = row.get("log_complexity")
-        lines.append(f"| {name} | {row.get('status')} | {lc / math.log(10):.2f} | {row.get('rademacher'):.4g} | {_n_needed(row)} |"
-                     if lc is not None and math.isfinite(lc) else f"| {name} | {row.get('status')} | - | - | {_n_needed(row)} |")
+        lines.append(
+            f"| {name} | {row.get('status')} | {lc / math.log(10):.2f} | {row.get('rademacher'):.4g} | {_n_needed(row)} |"
+            if lc is not None and math.isfinite(lc)
+            else f"| {name} | {row.get('status')} | - | - | {_n_needed(row)} |"
+        )
     lines += [
         "",
         f"Per-head QK and VO ranks above d_h = {m['head_dim']}: {len(over)} of {len(qkvo)} (claim C6 expects none).",
         "Fraction of (layer, type) groups whose post hoc index is p* = 0: "
-        + ", ".join(f"{k}: {v:.2f}" for k, v in sorted(frac.items())) + " (claim C7).",
+        + ", ".join(f"{k}: {v:.2f}" for k, v in sorted(frac.items()))
+        + " (claim C7).",
         f"Union-bound cost of the post hoc choice: {b['spectrum_adaptive']['union_cost']:.4g} "
         f"({b['spectrum_adaptive']['log_union']:.1f} nats in delta).",
         "",
@@ -252,32 +298,43 @@ def summary_markdown(analysis: Any) -> str:
 def sweep_rows_json(result: SweepResult) -> dict[str, Any]:
     """The ``--format json`` document: rows, fits, the C8 verdict and the settings."""
     settings = {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(result.settings).items()}
-    return finite_json({
-        "rows": [row.as_dict() for row in result.rows],
-        "fits": [fit.as_dict() for fit in result.fits],
-        "c8": evaluate_c8(result),
-        "settings": {"bound": settings, "model": asdict(result.model)},
-    })
+    return finite_json(
+        {
+            "rows": [row.as_dict() for row in result.rows],
+            "fits": [fit.as_dict() for fit in result.fits],
+            "c8": evaluate_c8(result),
+            "settings": {"bound": settings, "model": asdict(result.model)},
+        }
+    )
 
 
 def demo_summary(analysis: Any, folder: str | os.PathLike[str]) -> str:
     """What ``specbound demo`` prints: the bounds and proxies (the table without its matrices), the
     markdown summary and where the report folder is."""
-    return (format_table(analysis).split("\n\n", 1)[-1] + summary_markdown(analysis) + "\n"
-            + f"report folder: {Path(folder).resolve()}\n")
+    return (
+        format_table(analysis).split("\n\n", 1)[-1]
+        + summary_markdown(analysis)
+        + "\n"
+        + f"report folder: {Path(folder).resolve()}\n"
+    )
 
 
 def sweep_table(result: SweepResult) -> str:
     """The sweep's text output: one line per checkpoint, one per fit, and claim C8's verdict."""
-    lines = [f"{row.source:50.50} L={row.num_layers:<3} N={row.hidden_size:<5} log phi_sa={row.log_phi_sa:9.3f}  "
-             f"log phi_edelman={row.log_phi_edelman:9.3f}" for row in result.rows]
+    lines = [
+        f"{row.source:50.50} L={row.num_layers:<3} N={row.hidden_size:<5} log phi_sa={row.log_phi_sa:9.3f}  "
+        f"log phi_edelman={row.log_phi_edelman:9.3f}"
+        for row in result.rows
+    ]
     for fit in result.fits:
         where = f"{fit.proxy:12} against {fit.against} at fixed {'N' if fit.against == 'L' else 'L'}={fit.fixed}"
         if fit.slope is None:
             lines.append(f"fit: {where}: {fit.note}")
         else:
-            lines.append(f"fit: {where}: slope {fit.slope:.3f} over {fit.num_checkpoints} checkpoints "
-                         f"(rms residual {fit.rms_residual:.2g})")
+            lines.append(
+                f"fit: {where}: slope {fit.slope:.3f} over {fit.num_checkpoints} checkpoints "
+                f"(rms residual {fit.rms_residual:.2g})"
+            )
     c8 = evaluate_c8(result)
     lines.append(f"C8: {c8['status']} -- {c8['figure']}")
     return "\n".join(lines) + "\n"
@@ -286,31 +343,47 @@ def sweep_table(result: SweepResult) -> str:
 def mc_table(result: MCResult) -> str:
     """The Monte-Carlo text output: one line per (profile, p, eps) cell, the headroom per (profile, p),
     the check run against wrong forms of Theorem 4.1, and claim C9's verdict."""
-    lines = [f"{'profile':22} {'p':>4} {'eps':>8} {'lower (nats)':>13} {'kind':>10} {'upper (nats)':>13} {'branch':>11} "
-             f"{'upper/lower':>12} {'best p':>6}"]
+    lines = [
+        f"{'profile':22} {'p':>4} {'eps':>8} {'lower (nats)':>13} {'kind':>10} {'upper (nats)':>13} {'branch':>11} "
+        f"{'upper/lower':>12} {'best p':>6}"
+    ]
     for r in mc_report_rows(result):
         ratio = r.get("ratio")
-        lines.append(f"{r['profile']:22.22} {r['p']:4.1f} {r['eps']:8.3g} {r['lower_bound']:13.3f} {r['lower_kind']:>10} "
-                     f"{r['upper_bound']:13.1f} {r['upper_branch']:>11} {(f'{ratio:12.1f}' if ratio is not None else '           -')} "
-                     f"{r.get('best_p', float('nan')):6.1f}")
+        lines.append(
+            f"{r['profile']:22.22} {r['p']:4.1f} {r['eps']:8.3g} {r['lower_bound']:13.3f} {r['lower_kind']:>10} "
+            f"{r['upper_bound']:13.1f} {r['upper_branch']:>11} {(f'{ratio:12.1f}' if ratio is not None else '           -')} "
+            f"{r.get('best_p', float('nan')):6.1f}"
+        )
     lines += ["", "headroom: the smallest upper/lower of each (profile, p), at the eps attaining it"]
     for h in headroom(result):
-        rate = (f"; where the eps^-p form is active ({h['eps_p_cells']} cells): {h['eps_p_ratio']:.3g}" if h["eps_p_cells"]
-                else "; the eps^-p form is never active (rank cover)")
-        lines.append(f"  {h['profile']:22.22} {h['regime']:16} upper/lower = {h['ratio']:7.2f}, log = {h['log_ratio']:5.2f}, "
-                     f"gap = {h['gap_nats']:7.1f} nats  (eps {h['eps']:.3g}, "
-                     f"{h['lower_kind'] or '-'}){rate}")
-    lines += ["", "power: the check run against wrong forms of Theorem 4.1 (caught: some certified lower bound exceeds it)"]
+        rate = (
+            f"; where the eps^-p form is active ({h['eps_p_cells']} cells): {h['eps_p_ratio']:.3g}"
+            if h["eps_p_cells"]
+            else "; the eps^-p form is never active (rank cover)"
+        )
+        lines.append(
+            f"  {h['profile']:22.22} {h['regime']:16} upper/lower = {h['ratio']:7.2f}, log = {h['log_ratio']:5.2f}, "
+            f"gap = {h['gap_nats']:7.1f} nats  (eps {h['eps']:.3g}, "
+            f"{h['lower_kind'] or '-'}){rate}"
+        )
+    lines += [
+        "",
+        "power: the check run against wrong forms of Theorem 4.1 (caught: some certified lower bound exceeds it)",
+    ]
     for w in power_against_wrong_forms(result):
         where = w["where"]
         at = f"p={where['p']:g}, eps={where['eps']:.3g}" if where else "-"
-        lines.append(f"  {w['form']:20} {'caught' if w['caught'] else 'not caught':10} in {w['cells_caught']:3} of {w['cells']} cells; "
-                     f"smallest form/lower = {w['closest']:.3g} ({at}); differs from Theorem 4.1 in {w['cells_changed']} cells"
-                     + (f", smallest form/lower there {w['closest_changed']:.3g}" if w["cells_changed"] else ""))
+        lines.append(
+            f"  {w['form']:20} {'caught' if w['caught'] else 'not caught':10} in {w['cells_caught']:3} of {w['cells']} cells; "
+            f"smallest form/lower = {w['closest']:.3g} ({at}); differs from Theorem 4.1 in {w['cells_changed']} cells"
+            + (f", smallest form/lower there {w['closest_changed']:.3g}" if w["cells_changed"] else "")
+        )
     verdict = c9_verdict(result)
-    lines.append(f"C9: {'holds' if verdict['status'] == 'holds' else 'FAILS'}: {verdict['violations']} of "
-                 f"{verdict['cells']} cells have the certified lower bound above Theorem 4.1"
-                 " (lower on log N(eps/2): a greedy packing of sampled members at eps, or a volumetric bound; upper at eps/2)")
+    lines.append(
+        f"C9: {'holds' if verdict['status'] == 'holds' else 'FAILS'}: {verdict['violations']} of "
+        f"{verdict['cells']} cells have the certified lower bound above Theorem 4.1"
+        " (lower on log N(eps/2): a greedy packing of sampled members at eps, or a volumetric bound; upper at eps/2)"
+    )
     return "\n".join(lines) + "\n"
 
 
@@ -319,13 +392,17 @@ def cover_mc_table(result: Any) -> str:
     (:func:`numerics.montecarlo.covers.cover_verdict`)."""
     from numerics.montecarlo.covers import cover_verdict  # slow: sympy (only mc --cover needs it)
 
-    lines = [f"cover {result.cover} ({result.kind}, metric {result.metric})",
-             f"{'profile':14} {'index':22} {'eps/2':>9} {'lower (nats)':>13} {'kind':>10} {'upper (nats)':>13} "
-             f"{'upper/lower':>12}  class"]
+    lines = [
+        f"cover {result.cover} ({result.kind}, metric {result.metric})",
+        f"{'profile':14} {'index':22} {'eps/2':>9} {'lower (nats)':>13} {'kind':>10} {'upper (nats)':>13} "
+        f"{'upper/lower':>12}  class",
+    ]
     for r in result.rows:
         flag = "  <-- BELOW A CERTIFIED LOWER BOUND" if r.violated else ""
-        lines.append(f"{r.profile:14} {r.index:22} {_fmt(r.cover_scale):>9} {_fmt(r.lower_bound):>13} {r.lower_kind:>10} "
-                     f"{_fmt(r.upper_bound):>13} {_fmt(r.ratio):>12}  {r.values}{flag}")
+        lines.append(
+            f"{r.profile:14} {r.index:22} {_fmt(r.cover_scale):>9} {_fmt(r.lower_bound):>13} {r.lower_kind:>10} "
+            f"{_fmt(r.upper_bound):>13} {_fmt(r.ratio):>12}  {r.values}{flag}"
+        )
     verdict = cover_verdict(result)
     lines += ["", f"verdict: {verdict['status']}: {verdict['message']}"]
     return "\n".join(lines) + "\n"
@@ -334,13 +411,15 @@ def cover_mc_table(result: Any) -> str:
 def mc_rows_json(result: MCResult) -> dict[str, Any]:
     """The ``specbound mc --format json`` document: ``rows`` (:func:`~numerics.montecarlo.experiment.mc_report_rows`),
     ``headroom``, ``wrong_forms``, the ``c9`` verdict and the ``settings``."""
-    return finite_json({
-        "rows": mc_report_rows(result),
-        "headroom": headroom(result),
-        "wrong_forms": power_against_wrong_forms(result),
-        "c9": c9_verdict(result),
-        "settings": {k: (list(v) if isinstance(v, tuple) else v) for k, v in result.settings.items()},
-    })
+    return finite_json(
+        {
+            "rows": mc_report_rows(result),
+            "headroom": headroom(result),
+            "wrong_forms": power_against_wrong_forms(result),
+            "c9": c9_verdict(result),
+            "settings": {k: (list(v) if isinstance(v, tuple) else v) for k, v in result.settings.items()},
+        }
+    )
 
 
 def registry_table() -> str:

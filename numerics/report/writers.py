@@ -21,6 +21,7 @@ from typing import Any
 from numerics import analysis
 from numerics._util.cache import cache_root
 from numerics._util.outputs import check_output_file, check_output_folder, safe_output_folder
+from numerics.bounds.covers31 import resolve
 from numerics.bounds.terms import ModelSettings
 from numerics.bounds.theorem31 import BoundSettings
 from numerics.experiments.scaling import SweepResult, expand_grid, sweep
@@ -33,7 +34,6 @@ from numerics.report.mc_plots import plot_mc
 from numerics.report.plots import write_all
 from numerics.report.study_plots import write_study_plots
 from numerics.report.tables import format_table, summary_markdown, sweep_rows_json, to_csv
-from numerics.bounds.covers31 import resolve
 from numerics.study.findings import Findings, compute_findings
 from numerics.study.measures import cover_measures
 from numerics.study.run import DEFAULT_JOBS, StudyResult, prepare_preset, run_study
@@ -61,12 +61,21 @@ STUDY_FOLDER = "specbound-study"
 
 Progress = Callable[[int, int, str], None]
 
+
 def _existing(paths: Iterable[Any]) -> list[str]:
     return [os.fspath(p) for p in paths if p and os.path.lexists(os.fspath(p))]
 
 
-def write_report(analysis: Any, out_dir: str | os.PathLike[str], *, plots: bool = True, summary: bool = True,
-                 force: bool = False, protect: Iterable[str | os.PathLike[str]] = (), spectra: bool = False) -> Path:
+def write_report(
+    analysis: Any,
+    out_dir: str | os.PathLike[str],
+    *,
+    plots: bool = True,
+    summary: bool = True,
+    force: bool = False,
+    protect: Iterable[str | os.PathLike[str]] = (),
+    spectra: bool = False,
+) -> Path:
     """Write ``table.txt``, ``report.json``, ``matrices.csv``, plots and ``summary.md`` atomically.
 
     With ``spectra`` the JSON and CSV hold every matrix's singular values (:meth:`numerics.analysis.Analysis.to_json`).
@@ -81,7 +90,9 @@ def write_report(analysis: Any, out_dir: str | os.PathLike[str], *, plots: bool 
     guard = (*protect, *_existing([analysis.model.get("source")]))
     with safe_output_folder(out_dir, force=force, protect=guard) as tmp:
         (tmp / "table.txt").write_text(format_table(analysis), encoding="utf-8")
-        (tmp / "report.json").write_text(json.dumps(analysis.to_json(spectra=spectra), indent=2) + "\n", encoding="utf-8")
+        (tmp / "report.json").write_text(
+            json.dumps(analysis.to_json(spectra=spectra), indent=2) + "\n", encoding="utf-8"
+        )
         (tmp / "matrices.csv").write_text(to_csv(analysis, spectra=spectra), encoding="utf-8")
         if plots:
             write_all(analysis, tmp)
@@ -90,8 +101,9 @@ def write_report(analysis: Any, out_dir: str | os.PathLike[str], *, plots: bool 
     return Path(out_dir)
 
 
-def write_sweep_report(result: Any, out_dir: str | os.PathLike[str], *, force: bool = False,
-                       protect: Iterable[str | os.PathLike[str]] = ()) -> Path:
+def write_sweep_report(
+    result: Any, out_dir: str | os.PathLike[str], *, force: bool = False, protect: Iterable[str | os.PathLike[str]] = ()
+) -> Path:
     """Write ``sweep.json`` and ``sweep.png`` of a :func:`numerics.experiments.scaling.sweep` result atomically.
 
     The same rules as :func:`write_report`; every checkpoint of the sweep is protected.
@@ -106,8 +118,15 @@ def write_sweep_report(result: Any, out_dir: str | os.PathLike[str], *, force: b
     return Path(out_dir)
 
 
-def write_study_report(result: StudyResult, found: Findings, out_dir: str | os.PathLike[str], *, plots: bool = True,
-                       force: bool = False, protect: Iterable[str | os.PathLike[str]] = ()) -> Path:
+def write_study_report(
+    result: StudyResult,
+    found: Findings,
+    out_dir: str | os.PathLike[str],
+    *,
+    plots: bool = True,
+    force: bool = False,
+    protect: Iterable[str | os.PathLike[str]] = (),
+) -> Path:
     """Write a study's report folder atomically (the same rules as :func:`write_report`).
 
     Tables, each as CSV and Markdown where people read them (:mod:`numerics.report.study_tables`):
@@ -147,11 +166,24 @@ def write_study_report(result: StudyResult, found: Findings, out_dir: str | os.P
 # --------------------------------------------------------------------------- one function per command
 
 
-def analyze_report(source: str, *, out: str | os.PathLike[str] | None = None, force: bool = False, plots: bool = True,
-                   heads: int | None = None, settings: BoundSettings = BoundSettings(), model: ModelSettings = ModelSettings(),
-                   scheduler: str | None = None, workers: int | None = None, progress: Progress | None = None,
-                   leading_k: int | None = None, processes: int | None = None, spectra: bool = False,
-                   spectrum: str = "auto", covers: Sequence[str] | None = None) -> analysis.Analysis:
+def analyze_report(
+    source: str,
+    *,
+    out: str | os.PathLike[str] | None = None,
+    force: bool = False,
+    plots: bool = True,
+    heads: int | None = None,
+    settings: BoundSettings = BoundSettings(),
+    model: ModelSettings = ModelSettings(),
+    scheduler: str | None = None,
+    workers: int | None = None,
+    progress: Progress | None = None,
+    leading_k: int | None = None,
+    processes: int | None = None,
+    spectra: bool = False,
+    spectrum: str = "auto",
+    covers: Sequence[str] | None = None,
+) -> analysis.Analysis:
     """``specbound analyze``: analyse ``source`` and, given ``out``, write its report folder (with ``spectra``,
     every matrix's singular values in its JSON and CSV).
 
@@ -168,17 +200,34 @@ def analyze_report(source: str, *, out: str | os.PathLike[str] | None = None, fo
     if out is not None:
         check_output_folder(out, force=force, protect=protect)
     with make_executor(scheduler=scheduler, workers=workers) as executor:
-        result = analysis.analyze(source, heads=heads, settings=settings, model=model, executor=executor, progress=progress,
-                                  leading_k=leading_k, processes=processes, spectrum=spectrum, covers=covers)
+        result = analysis.analyze(
+            source,
+            heads=heads,
+            settings=settings,
+            model=model,
+            executor=executor,
+            progress=progress,
+            leading_k=leading_k,
+            processes=processes,
+            spectrum=spectrum,
+            covers=covers,
+        )
     if out is not None:
         write_report(result, out, plots=plots, force=force, protect=protect, spectra=spectra)
     return result
 
 
-def demo_report(out: str | os.PathLike[str] | None = None, *, force: bool = False, heads: int | None = None,
-                settings: BoundSettings = BoundSettings(), model: ModelSettings = ModelSettings(),
-                scheduler: str | None = None, workers: int | None = None,
-                progress: Progress | None = None) -> tuple[analysis.Analysis, Path]:
+def demo_report(
+    out: str | os.PathLike[str] | None = None,
+    *,
+    force: bool = False,
+    heads: int | None = None,
+    settings: BoundSettings = BoundSettings(),
+    model: ModelSettings = ModelSettings(),
+    scheduler: str | None = None,
+    workers: int | None = None,
+    progress: Progress | None = None,
+) -> tuple[analysis.Analysis, Path]:
     """``specbound demo``: fetch :data:`DEMO_CHECKPOINT` if needed, analyse it, write the report folder.
 
     Returns:
@@ -193,15 +242,25 @@ def demo_report(out: str | os.PathLike[str] | None = None, *, force: bool = Fals
     check_output_folder(folder_out, force=force, protect=protect)
     checkpoint = registry.fetch(DEMO_CHECKPOINT)
     with make_executor(scheduler=scheduler, workers=workers) as executor:
-        result = analysis.analyze(str(checkpoint), heads=heads, settings=settings, model=model, executor=executor,
-                                  progress=progress)
+        result = analysis.analyze(
+            str(checkpoint), heads=heads, settings=settings, model=model, executor=executor, progress=progress
+        )
     write_report(result, folder_out, force=force, protect=(checkpoint, *protect))
     return result, folder_out
 
 
-def sweep_report(sources: Sequence[str], *, grid: str | None = None, out: str | os.PathLike[str] | None = None,
-                 force: bool = False, settings: BoundSettings = BoundSettings(), model: ModelSettings = ModelSettings(),
-                 scheduler: str | None = None, workers: int | None = None, progress: Progress | None = None) -> SweepResult:
+def sweep_report(
+    sources: Sequence[str],
+    *,
+    grid: str | None = None,
+    out: str | os.PathLike[str] | None = None,
+    force: bool = False,
+    settings: BoundSettings = BoundSettings(),
+    model: ModelSettings = ModelSettings(),
+    scheduler: str | None = None,
+    workers: int | None = None,
+    progress: Progress | None = None,
+) -> SweepResult:
     """``specbound sweep``: the proxies across ``sources`` (plus a named ``grid``), and given ``out``
     its folder (``sweep.json``, ``sweep.png``); ``out`` is checked before the sweep starts and every
     checkpoint is protected. See :func:`numerics.experiments.scaling.sweep`."""
@@ -227,11 +286,23 @@ def mc_report(*, plot: str | os.PathLike[str] | None = None, **options: Any) -> 
     return result
 
 
-def study_report(preset: str, *, task: str = "modadd", axes: dict[str, tuple[Any, ...]] | None = None,
-                 out: str | os.PathLike[str] = STUDY_FOLDER, force: bool = False, plots: bool = True,
-                 jobs: int = DEFAULT_JOBS, scheduler: str | None = None, root: str | os.PathLike[str] | None = None,
-                 progress: Progress | None = None, reached_only: bool = True, resamples: int = 1000,
-                 seed: int = 0, covers: Sequence[str] | None = None) -> tuple[StudyResult, Findings]:
+def study_report(
+    preset: str,
+    *,
+    task: str = "modadd",
+    axes: dict[str, tuple[Any, ...]] | None = None,
+    out: str | os.PathLike[str] = STUDY_FOLDER,
+    force: bool = False,
+    plots: bool = True,
+    jobs: int = DEFAULT_JOBS,
+    scheduler: str | None = None,
+    root: str | os.PathLike[str] | None = None,
+    progress: Progress | None = None,
+    reached_only: bool = True,
+    resamples: int = 1000,
+    seed: int = 0,
+    covers: Sequence[str] | None = None,
+) -> tuple[StudyResult, Findings]:
     """``specbound study``: check everything, train or reuse the family, analyse it, compute the
     statistics, write the report folder ``out`` (:func:`write_study_report`).
 

@@ -25,8 +25,16 @@ from theory.scaling import score_scale
 if TYPE_CHECKING:
     from numerics.io.checkpoint import Checkpoint, LayerWeights, MatrixSource
 
-__all__ = ["MatrixJob", "head_factors", "feedforward_matrices", "plan_layer_jobs", "layer_matrices", "PROCESS_THRESHOLD",
-           "whole_matrix_work", "auto_processes"]
+__all__ = [
+    "MatrixJob",
+    "head_factors",
+    "feedforward_matrices",
+    "plan_layer_jobs",
+    "layer_matrices",
+    "PROCESS_THRESHOLD",
+    "whole_matrix_work",
+    "auto_processes",
+]
 
 
 class MatrixJob(NamedTuple):
@@ -86,8 +94,9 @@ def _fold(w_rows: np.ndarray, bias: np.ndarray | None, *, bias_on: bool) -> np.n
     return np.concatenate([w_rows, b[None, :]], axis=0)
 
 
-def head_factors(layer: LayerWeights, *, num_heads: int, num_kv_heads: int, head_dim: int,
-                 bias: bool = True) -> dict[str, list[tuple[np.ndarray, np.ndarray]]]:
+def head_factors(
+    layer: LayerWeights, *, num_heads: int, num_kv_heads: int, head_dim: int, bias: bool = True
+) -> dict[str, list[tuple[np.ndarray, np.ndarray]]]:
     """Per head, the factors ``(A, B)`` of the matrix the bound covers, ``W = A @ B.T`` (row convention).
 
     ``"qk"``: ``A = [W_q^h; b_q^h] scale``, ``B = [W_k^g; b_k^g]``: ``W~ = fold_qk`` of
@@ -125,8 +134,10 @@ def feedforward_matrices(layer: LayerWeights, *, bias: bool = True) -> dict[str,
     """
     if not layer.feedforward_loaded:
         raise ValueError(f"layer {layer.index} was loaded without its feedforward matrices")
-    return {kind: [(name, _fold(w, layer.biases.get(name), bias_on=bias)) for name, w in mats]
-            for kind, mats in (("ff1", layer.ff1), ("ff2", layer.ff2))}
+    return {
+        kind: [(name, _fold(w, layer.biases.get(name), bias_on=bias)) for name, w in mats]
+        for kind, mats in (("ff1", layer.ff1), ("ff2", layer.ff2))
+    }
 
 
 def plan_layer_jobs(
@@ -176,7 +187,9 @@ def plan_layer_jobs(
             source = replace(source, bias=bias_source, zero_row=bias_source is None)
         if from_sources:
             if source is None:
-                raise ValueError(f"layer {layer.index}: no source recorded for {key!r}; load it with Checkpoint.load_layer")
+                raise ValueError(
+                    f"layer {layer.index}: no source recorded for {key!r}; load it with Checkpoint.load_layer"
+                )
             w, shape = None, source.shape
         else:
             assert w is not None
@@ -193,8 +206,11 @@ def plan_layer_jobs(
         eye = np.eye(head_dim)
         for part, index in (("rq", 0), ("rk", 1)):
             for h, pair in enumerate(factors["qk"]):
-                jobs.append(MatrixJob(product_stats, (f"layer{i}.head{h}.{part}", pair[index], eye),
-                                      {"kind": part, "head": h, **opts}))
+                jobs.append(
+                    MatrixJob(
+                        product_stats, (f"layer{i}.head{h}.{part}", pair[index], eye), {"kind": part, "head": h, **opts}
+                    )
+                )
     for kind in ("vo",) if rotary else ("qk", "vo"):
         for h, (a, b) in enumerate(factors[kind]):
             jobs.append(MatrixJob(product_stats, (f"layer{i}.head{h}.{kind}", a, b), {"kind": kind, "head": h, **opts}))
@@ -202,8 +218,13 @@ def plan_layer_jobs(
         # the attention output bias: the 1 x N map from the homogeneous coordinate (exactly 1 after the
         # softmax mixing) to the translation b_o (theory.affine: a trained b_o is one more parameter)
         # (as the product [[1]] b_o^T: a per-layer job like the per-head ones, never sent to a worker process)
-        jobs.append(MatrixJob(product_stats, (f"{layer.names['o'][: -len('weight')]}bias", np.ones((1, 1)),
-                                              layer.biases["o"][:, None]), {"kind": "bo", "head": None, **opts}))
+        jobs.append(
+            MatrixJob(
+                product_stats,
+                (f"{layer.names['o'][: -len('weight')]}bias", np.ones((1, 1)), layer.biases["o"][:, None]),
+                {"kind": "bo", "head": None, **opts},
+            )
+        )
     if layer.feedforward_loaded:
         for kind, mats in feedforward_matrices(layer, bias=bias).items():
             for name, w in mats:
@@ -271,8 +292,13 @@ def whole_matrix_work(checkpoint: Checkpoint, *, leading_k: int | None = None) -
 
     With ``leading_k``, matrices with ``min(a, b) > leading_k + 1`` count ``a b (leading_k + 1)``.
     """
-    N, H, Hkv, d, F = (checkpoint.hidden_size, checkpoint.num_heads, checkpoint.num_kv_heads,
-                       checkpoint.head_dim, checkpoint.intermediate_size)
+    N, H, Hkv, d, F = (
+        checkpoint.hidden_size,
+        checkpoint.num_heads,
+        checkpoint.num_kv_heads,
+        checkpoint.head_dim,
+        checkpoint.intermediate_size,
+    )
     shapes = [(N, H * d), (N, Hkv * d), (N, Hkv * d), (H * d, N)]
     shapes += [(N, F)] * (checkpoint.num_ff1 + checkpoint.num_ff2)
 

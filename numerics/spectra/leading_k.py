@@ -346,5 +346,15 @@ def _leading_spectrum(a: np.ndarray, v: np.ndarray, k: int, fro2: float, rtol: f
         return _Spectrum(lead, s1, tol, "leading-k", k, lead, int(np.count_nonzero(lead > tol)), 0, energy, 0.0)
     tail_count = min(a.shape) - k
     level = math.sqrt(energy / tail_count)
-    return _Spectrum(lead, s1, tol, "leading-k", k, np.concatenate([lead, np.full(tail_count, level)]), min(a.shape),
-                     tail_count, energy, level)
+    return _Spectrum(
+        lead,
+        s1,
+        tol,
+        "leading-k",
+        k,
+        np.concatenate([lead, np.full(tail_count, level)]),
+        min(a.shape),
+        tail_count,
+        energy,
+        level,
+    )

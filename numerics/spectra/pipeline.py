@@ -103,24 +103,32 @@ def checkpoint_spectra(
     if own and processes is None:
         processes = auto_processes(checkpoint, leading_k=leading_k)
     whole_pool = workers.WholeMatrixPool(processes, preload=_worker_modules(leading_k)) if processes else None
-    run = _Run(checkpoint, pool, whole_pool, progress, heads_jobs=3 if rotary else 2,
-               extra=int(bias and checkpoint.has_output_bias))
+    run = _Run(
+        checkpoint,
+        pool,
+        whole_pool,
+        progress,
+        heads_jobs=3 if rotary else 2,
+        extra=int(bias and checkpoint.has_output_bias),
+    )
     try:
         with blas.single_threaded_blas(single_threaded_blas):
             for layer in checkpoint.iter_layers(feedforward=whole_pool is None):
-                run.submit(plan_layer_jobs(
-                    layer,
-                    num_heads=checkpoint.num_heads,
-                    num_kv_heads=checkpoint.num_kv_heads,
-                    head_dim=checkpoint.head_dim,
-                    dtype_eps=None,
-                    rank_rtol=rank_rtol,
-                    leading_k=leading_k,
-                    from_sources=whole_pool is not None,
-                    bias=bias,
-                    rotary=rotary,
-                    spectrum=spectrum,
-                ))
+                run.submit(
+                    plan_layer_jobs(
+                        layer,
+                        num_heads=checkpoint.num_heads,
+                        num_kv_heads=checkpoint.num_kv_heads,
+                        head_dim=checkpoint.head_dim,
+                        dtype_eps=None,
+                        rank_rtol=rank_rtol,
+                        leading_k=leading_k,
+                        from_sources=whole_pool is not None,
+                        bias=bias,
+                        rotary=rotary,
+                        spectrum=spectrum,
+                    )
+                )
                 if on_layer is not None:
                     on_layer(layer)
                 del layer  # the jobs hold what they need; the rest of the layer may go
@@ -162,8 +170,15 @@ def _quietly(fn: Callable[..., MatrixStats], *args: Any, **kwargs: Any) -> Matri
 class _Run:
     """The jobs of one :func:`checkpoint_spectra` call: submitted layer by layer, drained in order."""
 
-    def __init__(self, checkpoint: Checkpoint, pool: Any, whole_pool: workers.WholeMatrixPool | None,
-                 progress: Callable[[int, int, str], None] | None, heads_jobs: int = 2, extra: int = 0) -> None:
+    def __init__(
+        self,
+        checkpoint: Checkpoint,
+        pool: Any,
+        whole_pool: workers.WholeMatrixPool | None,
+        progress: Callable[[int, int, str], None] | None,
+        heads_jobs: int = 2,
+        extra: int = 0,
+    ) -> None:
         self.checkpoint = checkpoint
         self.pool = pool
         self.whole_pool = whole_pool
@@ -194,14 +209,21 @@ class _Run:
             except MemoryError:
                 where = job.source.path if job.source is not None else self.checkpoint.source
                 shape = job.source.shape if job.source is not None else None
-                raise CheckpointError(where, f"out of memory while computing the singular values of {job.args[0]}"
-                                      + (f" (shape {list(shape)})" if shape else "")) from None
+                raise CheckpointError(
+                    where,
+                    f"out of memory while computing the singular values of {job.args[0]}"
+                    + (f" (shape {list(shape)})" if shape else ""),
+                ) from None
             except CheckpointError:
                 raise
             except ValueError as exc:  # e.g. a product whose entries overflow float64: no finite singular values
                 where = job.source.path if job.source is not None else self.checkpoint.source
-                raise CheckpointError(where, f"has singular values that cannot be computed in float64 ({exc}); the weights "
-                                      "are too large or not finite", tensor=str(job.args[0])) from None
+                raise CheckpointError(
+                    where,
+                    f"has singular values that cannot be computed in float64 ({exc}); the weights "
+                    "are too large or not finite",
+                    tensor=str(job.args[0]),
+                ) from None
             self.results.append(result)
             if self.progress is not None:
                 self.progress(len(self.results), self.total, result.name)

@@ -417,8 +417,9 @@ def numerical_rank(singular_values: Any, *, shape: tuple[int, ...], eps: float) 
     return int(np.count_nonzero(sv > float(sv.max()) * relative_rank_tolerance(shape, dtype_eps=eps)))
 
 
-def schatten_power(singular_values: Any, p: float | Iterable[float] | np.ndarray, *, rank_tol: float = 0.0,
-                   max_p: float = 2.0) -> np.ndarray:
+def schatten_power(
+    singular_values: Any, p: float | Iterable[float] | np.ndarray, *, rank_tol: float = 0.0, max_p: float = 2.0
+) -> np.ndarray:
     r"""``S_p = sum_i s_i^p`` over the singular values above ``rank_tol`` (the last axis), for each ``p``.
 
     .. math:: S_p(W) = \sum_{s_i > \text{rank\_tol}} s_i(W)^p, \qquad S_0 = \#\{i : s_i > \text{rank\_tol}\}
@@ -442,7 +443,9 @@ def schatten_power(singular_values: Any, p: float | Iterable[float] | np.ndarray
     """
     ps = np.asarray(p, dtype=np.float64)
     if not (np.isfinite(ps).all() and (ps >= 0).all() and (ps <= max_p).all()):
-        raise ValueError(f"p={p!r} must lie in [0, {max_p:g}]." if math.isfinite(max_p) else f"p={p!r} must be finite and >= 0")
+        raise ValueError(
+            f"p={p!r} must lie in [0, {max_p:g}]." if math.isfinite(max_p) else f"p={p!r} must be finite and >= 0"
+        )
     sv = np.asarray(singular_values, dtype=np.float64)
     powers = np.power(sv[np.newaxis], ps.reshape((-1,) + (1,) * sv.ndim))
     out = np.where(sv > rank_tol, powers, 0.0).sum(axis=-1)

@@ -28,17 +28,35 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from .batched import train_batch
+    from .batches import plan_batches
+    from .cache import StoredModel, load_stored, model_folder, store
     from .family import axis_groups, gap_spread
-    from .findings import Findings, MeasureFindings, SlopePair, Trajectory, TrajectoryPoint, compute_findings, measure_rows
+    from .findings import (
+        Findings,
+        MeasureFindings,
+        SlopePair,
+        Trajectory,
+        TrajectoryPoint,
+        compute_findings,
+        measure_rows,
+    )
     from .margins import MARGIN_QUANTILE, margin_at_quantile, training_margins
     from .presets import PRESET_NAMES, PRESETS, Preset, get_preset, parse_axis
     from .records import MARGIN_LEVELS, TrainedModel
-    from .run import (DEFAULT_JOBS, CheckpointAnalysis, StudyModel, StudyResult, bound_inputs, bound_settings, check_jobs,
-                      prepare_preset, run_study, train_family)
-    from .batched import train_batch
-    from .batches import plan_batches
+    from .run import (
+        DEFAULT_JOBS,
+        CheckpointAnalysis,
+        StudyModel,
+        StudyResult,
+        bound_inputs,
+        bound_settings,
+        check_jobs,
+        prepare_preset,
+        run_study,
+        train_family,
+    )
     from .settings import AXES, CODE_VERSION, TrainSettings
-    from .cache import StoredModel, load_stored, model_folder, store
     from .table import COLUMNS, model_rows
     from .tasks import TASKS, TaskData, make_task
     from .worker import StudyCancelled, TrainingError, train_isolated
@@ -47,13 +65,36 @@ if TYPE_CHECKING:
 #: (:mod:`.worker`) then never loads the analysis stack (SciPy: 1 s per process).
 _HOMES: dict[str, str] = {
     **dict.fromkeys(("axis_groups", "gap_spread"), "family"),
-    **dict.fromkeys(("Findings", "MeasureFindings", "SlopePair", "Trajectory", "TrajectoryPoint", "compute_findings",
-                     "measure_rows"), "findings"),
+    **dict.fromkeys(
+        (
+            "Findings",
+            "MeasureFindings",
+            "SlopePair",
+            "Trajectory",
+            "TrajectoryPoint",
+            "compute_findings",
+            "measure_rows",
+        ),
+        "findings",
+    ),
     **dict.fromkeys(("MARGIN_QUANTILE", "margin_at_quantile", "training_margins"), "margins"),
     **dict.fromkeys(("PRESET_NAMES", "PRESETS", "Preset", "get_preset", "parse_axis"), "presets"),
     **dict.fromkeys(("MARGIN_LEVELS", "TrainedModel"), "records"),
-    **dict.fromkeys(("DEFAULT_JOBS", "CheckpointAnalysis", "StudyModel", "StudyResult", "bound_inputs", "bound_settings",
-                     "check_jobs", "prepare_preset", "run_study", "train_family"), "run"),
+    **dict.fromkeys(
+        (
+            "DEFAULT_JOBS",
+            "CheckpointAnalysis",
+            "StudyModel",
+            "StudyResult",
+            "bound_inputs",
+            "bound_settings",
+            "check_jobs",
+            "prepare_preset",
+            "run_study",
+            "train_family",
+        ),
+        "run",
+    ),
     **dict.fromkeys(("train_batch",), "batched"),
     **dict.fromkeys(("plan_batches",), "batches"),
     **dict.fromkeys(("AXES", "CODE_VERSION", "TrainSettings"), "settings"),

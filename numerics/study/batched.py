@@ -57,7 +57,7 @@ from .model import StudyEncoder, encoder_config
 from .records import TrainedModel
 from .settings import CODE_VERSION, TrainSettings
 from .tasks import TaskData
-from .train import deterministic, folder_files, study_record, build_model, evaluate, task_data, train
+from .train import build_model, deterministic, evaluate, folder_files, study_record, task_data, train
 
 __all__ = ["BATCHED_AXES", "MAX_BATCH", "batch_key", "batchable", "environment", "plan_batches", "train_batch"]
 
@@ -78,14 +78,18 @@ def _layer_norm(x: torch.Tensor, gain: torch.Tensor, shift: torch.Tensor, eps: f
     return F.layer_norm(x, (x.shape[-1],), eps=eps) * gain.view(view) + shift.view(view)
 
 
-def _forward(p: dict[str, torch.Tensor], inputs: torch.Tensor, *, depth: int, heads: int, eps: float,
-             patches: bool) -> torch.Tensor:
+def _forward(
+    p: dict[str, torch.Tensor], inputs: torch.Tensor, *, depth: int, heads: int, eps: float, patches: bool
+) -> torch.Tensor:
     """Logits ``[M, n, C]`` of the ``M`` stacked models ``p`` (the names of :class:`~.model.StudyEncoder`)."""
     words = p["embeddings.word_embeddings.weight"]
     m = words.shape[0]
     if patches:  # inputs [n, T - 1, p^2]; position 0 is the CLS token (id 0)
-        x = _linear(inputs.unsqueeze(0).expand(m, *inputs.shape), p["embeddings.patch_embeddings.weight"],
-                    p["embeddings.patch_embeddings.bias"])
+        x = _linear(
+            inputs.unsqueeze(0).expand(m, *inputs.shape),
+            p["embeddings.patch_embeddings.weight"],
+            p["embeddings.patch_embeddings.bias"],
+        )
         cls = words[:, 0].unsqueeze(1).unsqueeze(1).expand(m, inputs.shape[0], 1, words.shape[-1])
         x = torch.cat([cls, x], dim=2)
     else:  # token ids [n, T]
@@ -110,7 +114,9 @@ def _forward(p: dict[str, torch.Tensor], inputs: torch.Tensor, *, depth: int, he
         a = (torch.softmax(scores, dim=-1) @ v).transpose(2, 3).reshape(m, n, rows, width)
         x = x[:, :, :rows]
         a = _linear(a, p[f"{pre}attention.output.dense.weight"], p[f"{pre}attention.output.dense.bias"])
-        x = _layer_norm(x + a, p[f"{pre}attention.output.LayerNorm.weight"], p[f"{pre}attention.output.LayerNorm.bias"], eps)
+        x = _layer_norm(
+            x + a, p[f"{pre}attention.output.LayerNorm.weight"], p[f"{pre}attention.output.LayerNorm.bias"], eps
+        )
         h = F.gelu(_linear(x, p[f"{pre}intermediate.dense.weight"], p[f"{pre}intermediate.dense.bias"]))
         h = _linear(h, p[f"{pre}output.dense.weight"], p[f"{pre}output.dense.bias"])
         x = _layer_norm(x + h, p[f"{pre}output.LayerNorm.weight"], p[f"{pre}output.LayerNorm.bias"], eps)
@@ -150,7 +156,7 @@ class _Batch:
     def step(self, t: int, beta1: float, beta2: float, eps: float = 1e-8) -> None:
         """One AdamW step of every model (the arithmetic of :class:`.train.AdamW`, per model ``lr`` and decay)."""
         bias1, bias2 = 1 - beta1 ** float(t), 1 - beta2 ** float(t)
-        bias2_sqrt = bias2 ** 0.5
+        bias2_sqrt = bias2**0.5
         for k in self.names:
             p, g = self.params[k], self.params[k].grad
             assert g is not None  # every parameter reaches the loss
@@ -163,9 +169,14 @@ class _Batch:
             p.grad = None
 
 
-def _loop(models: list[StudyEncoder], settings: list[TrainSettings], inputs: torch.Tensor, labels: torch.Tensor,
-          *, snapshots: Sequence[Sequence[int]] | None = None
-          ) -> tuple[list[int], list[str], list[dict[str, torch.Tensor]], list[dict[int, dict[str, torch.Tensor]]]]:
+def _loop(
+    models: list[StudyEncoder],
+    settings: list[TrainSettings],
+    inputs: torch.Tensor,
+    labels: torch.Tensor,
+    *,
+    snapshots: Sequence[Sequence[int]] | None = None,
+) -> tuple[list[int], list[str], list[dict[str, torch.Tensor]], list[dict[int, dict[str, torch.Tensor]]]]:
     """Train the batch until every model stops; returns per model ``(steps, reason, final state, {step: state})``.
 
     With ``snapshots`` (a replay), the state of model ``i`` is copied before each step listed in
@@ -187,15 +198,28 @@ def _loop(models: list[StudyEncoder], settings: list[TrainSettings], inputs: tor
                     taken[i][step] = batch.state(row)
             if all(len(taken[i]) == len(wanted[i]) for i in range(count)):
                 break
-        logits = _forward(batch.params, inputs, depth=base.depth, heads=base.heads, eps=base.layer_norm_eps,
-                          patches=inputs.dtype.is_floating_point)
+        logits = _forward(
+            batch.params,
+            inputs,
+            depth=base.depth,
+            heads=base.heads,
+            eps=base.layer_norm_eps,
+            patches=inputs.dtype.is_floating_point,
+        )
         per_model = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1), reduction="none")
         per_model = per_model.view(y.shape).mean(dim=1)
         values = per_model.detach().tolist()
         stop_rows, keep_rows = [], []
         for row, (i, value) in enumerate(zip(batch.active, values)):
-            reason = ("diverged" if not np.isfinite(value) else "loss_target" if value < base.loss_target
-                      else "step_cap" if step >= base.max_steps else "")
+            reason = (
+                "diverged"
+                if not np.isfinite(value)
+                else "loss_target"
+                if value < base.loss_target
+                else "step_cap"
+                if step >= base.max_steps
+                else ""
+            )
             if reason:
                 steps[i], reasons[i] = step, reason
                 finals[i] = batch.state(row)
@@ -219,7 +243,10 @@ def environment() -> dict[str, Any]:
     """Where the bits came from: torch's version, its BLAS and LAPACK, the CPU vector path it uses, the
     CPU model, the machine and Python (the weights of a seed differ across these)."""
     config = torch.__config__.show()
-    found = {key: (m.group(1) if (m := re.search(rf"{key}=([^,\s]+)", config)) else None) for key in ("BLAS_INFO", "LAPACK_INFO")}
+    found = {
+        key: (m.group(1) if (m := re.search(rf"{key}=([^,\s]+)", config)) else None)
+        for key in ("BLAS_INFO", "LAPACK_INFO")
+    }
     cpu = None
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
@@ -227,9 +254,15 @@ def environment() -> dict[str, Any]:
     except OSError:
         pass
     capability = getattr(torch.backends.cpu, "get_cpu_capability", lambda: None)()
-    return {"torch": torch.__version__, "blas": found["BLAS_INFO"], "lapack": found["LAPACK_INFO"],
-            "cpu_capability": capability, "cpu": cpu or platform.processor() or None, "machine": platform.machine(),
-            "python": platform.python_version()}
+    return {
+        "torch": torch.__version__,
+        "blas": found["BLAS_INFO"],
+        "lapack": found["LAPACK_INFO"],
+        "cpu_capability": capability,
+        "cpu": cpu or platform.processor() or None,
+        "machine": platform.machine(),
+        "python": platform.python_version(),
+    }
 
 
 def train_batch(settings: Sequence[TrainSettings]) -> list[TrainedModel]:
@@ -247,8 +280,10 @@ def train_batch(settings: Sequence[TrainSettings]) -> list[TrainedModel]:
         return [train(chosen[0])]
     keys = {batch_key(s) for s in chosen}
     if len(keys) != 1 or not all(batchable(s) for s in chosen):
-        raise ValueError(f"a batch must share every setting but {', '.join(BATCHED_AXES)} and train full-batch; "
-                         f"got {len(keys)} different shapes")
+        raise ValueError(
+            f"a batch must share every setting but {', '.join(BATCHED_AXES)} and train full-batch; "
+            f"got {len(keys)} different shapes"
+        )
     if len({s.hash() for s in chosen}) != len(chosen):
         raise ValueError("a batch lists one model twice")
     datas = [task_data(s) for s in chosen]
@@ -268,14 +303,24 @@ def train_batch(settings: Sequence[TrainSettings]) -> list[TrainedModel]:
             _, _, _, taken = _loop(replay, chosen, inputs, labels, snapshots=wanted)
         out = []
         for i, (s, data) in enumerate(zip(chosen, datas)):
-            out.append(_finish(s, data, models[i], finals[i], steps[i], reasons[i], wanted[i], taken[i], seconds,
-                               hashes))
+            out.append(
+                _finish(s, data, models[i], finals[i], steps[i], reasons[i], wanted[i], taken[i], seconds, hashes)
+            )
     return out
 
 
-def _finish(settings: TrainSettings, data: TaskData, model: StudyEncoder, final: dict[str, torch.Tensor], steps: int,
-            reason: str, wanted: list[int], taken: dict[int, dict[str, torch.Tensor]], seconds: float,
-            batch: list[str]) -> TrainedModel:
+def _finish(
+    settings: TrainSettings,
+    data: TaskData,
+    model: StudyEncoder,
+    final: dict[str, torch.Tensor],
+    steps: int,
+    reason: str,
+    wanted: list[int],
+    taken: dict[int, dict[str, torch.Tensor]],
+    seconds: float,
+    batch: list[str],
+) -> TrainedModel:
     digest = settings.hash()
     study = {"settings": settings.as_dict(), "settings_hash": digest, "code_version": CODE_VERSION}
     config = encoder_config(model, extra={"specbound_study": study})
@@ -289,8 +334,16 @@ def _finish(settings: TrainSettings, data: TaskData, model: StudyEncoder, final:
         files.update(folder_files(prefix, taken[step], {**config, "specbound_study": {**study, "step": step}}))
         trajectory.append({"step": step, "path": prefix.rstrip("/"), **evaluate(model, data)})
     model.load_state_dict(final)
-    record = study_record(study, data, record_final, steps=steps, reason=reason, seconds=seconds / len(batch),
-                          model=model, trajectory=trajectory,
-                          trainer={"kind": "batched", "batch": batch, "batch_seconds": seconds, "threads": settings.threads},
-                          environment=environment())
+    record = study_record(
+        study,
+        data,
+        record_final,
+        steps=steps,
+        reason=reason,
+        seconds=seconds / len(batch),
+        model=model,
+        trajectory=trajectory,
+        trainer={"kind": "batched", "batch": batch, "batch_seconds": seconds, "threads": settings.threads},
+        environment=environment(),
+    )
     return TrainedModel(files=files, record=finite_json(record))

@@ -46,5 +46,5 @@ def plan_batches(settings: Sequence[TrainSettings], *, max_batch: int = MAX_BATC
     for members in groups.values():
         parts = -(-len(members) // max_batch)
         size = -(-len(members) // parts)
-        out.extend(members[j:j + size] for j in range(0, len(members), size))
+        out.extend(members[j : j + size] for j in range(0, len(members), size))
     return out

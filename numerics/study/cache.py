@@ -36,8 +36,8 @@ from numerics._util.cache import cache_root, make_private_dirs, sha256_file
 from numerics._util.workdirs import work_folder
 from numerics.errors import CheckpointError
 
-from .settings import CODE_VERSION, TrainSettings
 from .records import TrainedModel
+from .settings import CODE_VERSION, TrainSettings
 
 __all__ = ["MANIFEST", "RECORD", "WORK_PREFIX", "StoredModel", "study_root", "model_folder", "load_stored", "store"]
 
@@ -214,9 +214,17 @@ def store(settings: TrainSettings, trained: TrainedModel, root: str | os.PathLik
         files = {name: _write(out, name, data) for name, data in sorted(trained.files.items())}
         record_bytes = (json.dumps(trained.record, indent=2, sort_keys=True, allow_nan=False) + "\n").encode("utf-8")
         files[RECORD] = _write(out, RECORD, record_bytes)
-        manifest = {"written_by": WRITTEN_BY, "code_version": CODE_VERSION, "settings_hash": settings.hash(),
-                    "settings": settings.as_dict(), "files": files, "record": trained.record}
-        (out / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True, allow_nan=False) + "\n", encoding="utf-8")
+        manifest = {
+            "written_by": WRITTEN_BY,
+            "code_version": CODE_VERSION,
+            "settings_hash": settings.hash(),
+            "settings": settings.as_dict(),
+            "files": files,
+            "record": trained.record,
+        }
+        (out / MANIFEST).write_text(
+            json.dumps(manifest, indent=2, sort_keys=True, allow_nan=False) + "\n", encoding="utf-8"
+        )
         if os.path.lexists(dest):
             existing = _intact(settings, root)
             if existing is not None:

@@ -35,7 +35,9 @@ def axis_groups(settings: Sequence[TrainSettings], axis: str) -> list[list[int]]
     groups: dict[tuple[Any, ...], list[int]] = {}
     for i, s in enumerate(settings):
         groups.setdefault(_key(s, axis), []).append(i)
-    return [sorted(members, key=lambda i: getattr(settings[i], axis)) for members in groups.values() if len(members) >= 2]
+    return [
+        sorted(members, key=lambda i: getattr(settings[i], axis)) for members in groups.values() if len(members) >= 2
+    ]
 
 
 def gap_spread(settings: Sequence[TrainSettings], gaps: Sequence[float | None]) -> dict[str, dict[str, Any]]:
@@ -55,4 +57,3 @@ def gap_spread(settings: Sequence[TrainSettings], gaps: Sequence[float | None]) 
             ranges.append([min(values), max(values)] if values else None)
         out[axis] = {"groups": len(groups), "sizes": [len(m) for m in groups], "ranges": ranges}
     return out
-

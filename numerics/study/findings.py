@@ -46,8 +46,19 @@ from numerics._util.jsonsafe import FiniteDict
 from . import measures as measures_module
 from .measures import REGISTRY, Measure
 from .settings import AXES
-from .statistics import (Bootstrap, GranulatedTau, PairedDifference, RandomLabelCheck, Slope, bootstrap, granulated_tau,
-                         loglog_slopes, paired_bootstrap, random_label_check, rank_correlation)
+from .statistics import (
+    Bootstrap,
+    GranulatedTau,
+    PairedDifference,
+    RandomLabelCheck,
+    Slope,
+    bootstrap,
+    granulated_tau,
+    loglog_slopes,
+    paired_bootstrap,
+    random_label_check,
+    rank_correlation,
+)
 
 if TYPE_CHECKING:
     from .run import StudyModel, StudyResult
@@ -260,9 +271,15 @@ class Findings(FiniteDict):
 
 def _row(model: StudyModel, registry: Mapping[str, Measure]) -> dict[str, Any]:
     r, s = model.record, model.settings
-    row: dict[str, Any] = {"model": r["settings_hash"], **{axis: getattr(s, axis) for axis in AXES},
-                           "reached": bool(r["reached"]), "train_error": r["train_error"],
-                           "test_error": r["test_error"], "gap": r["gap"], "margin": r["margin"]}
+    row: dict[str, Any] = {
+        "model": r["settings_hash"],
+        **{axis: getattr(s, axis) for axis in AXES},
+        "reached": bool(r["reached"]),
+        "train_error": r["train_error"],
+        "test_error": r["test_error"],
+        "gap": r["gap"],
+        "margin": r["margin"],
+    }
     row.update(measures_module.evaluate(model.analysis, r, registry=registry))
     row.update({column: model.analysis.proxies[key] for column, key in PROXY_COLUMNS.items()})
     for name in DECOMPOSED:
@@ -273,8 +290,9 @@ def _row(model: StudyModel, registry: Mapping[str, Measure]) -> dict[str, Any]:
     return row
 
 
-def measure_rows(result: StudyResult, *, registry: Mapping[str, Measure] | None = None
-                 ) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
+def measure_rows(
+    result: StudyResult, *, registry: Mapping[str, Measure] | None = None
+) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
     """``(rows, excluded)``: one row per analysed model with a gap, and ``[{model, why}]`` for the others.
 
     A row holds ``model`` (the settings hash), every axis, ``reached``, ``train_error``,
@@ -305,9 +323,19 @@ def _point(step: int, final: bool, record: Mapping[str, Any], analysis: Any, err
         over_margin = REGISTRY["spectrum_adaptive"](analysis, record)
         p_by_group = {k: float(v) for k, v in analysis.bounds["spectrum_adaptive"]["p_by_group"].items()}
         ranks = {row["name"]: int(row["rank"]) for row in analysis.matrices if row["kind"] in ("qk", "vo")}
-    return TrajectoryPoint(step=step, final=final, train_error=record.get("train_error"), test_error=record.get("test_error"),
-                           gap=record.get("gap"), margin=record.get("margin"), log_bound=log_bound,
-                           log_bound_over_margin=over_margin, p_by_group=p_by_group, head_ranks=ranks, analysis_error=error)
+    return TrajectoryPoint(
+        step=step,
+        final=final,
+        train_error=record.get("train_error"),
+        test_error=record.get("test_error"),
+        gap=record.get("gap"),
+        margin=record.get("margin"),
+        log_bound=log_bound,
+        log_bound_over_margin=over_margin,
+        p_by_group=p_by_group,
+        head_ranks=ranks,
+        analysis_error=error,
+    )
 
 
 def trajectories(result: StudyResult) -> tuple[Trajectory, ...]:
@@ -319,8 +347,14 @@ def trajectories(result: StudyResult) -> tuple[Trajectory, ...]:
         points = [_point(c.step, False, c.record, c.analysis, c.analysis_error) for c in m.checkpoints]
         points.append(_point(int(m.record["steps"]), True, m.record, m.analysis, m.analysis_error))
         head_dim = m.settings.width // m.settings.heads
-        out.append(Trajectory(model=m.record["settings_hash"], settings={a: getattr(m.settings, a) for a in AXES},
-                              head_dim=head_dim, points=tuple(points)))
+        out.append(
+            Trajectory(
+                model=m.record["settings_hash"],
+                settings={a: getattr(m.settings, a) for a in AXES},
+                head_dim=head_dim,
+                points=tuple(points),
+            )
+        )
     return tuple(out)
 
 
@@ -336,8 +370,16 @@ def _c8(slopes: Sequence[Slope]) -> tuple[SlopePair, ...]:
         sa, ed = fits.get("log_phi_sa"), fits.get("log_phi_edelman")
         if sa is None or ed is None or sa.slope is None or ed.slope is None:
             continue
-        pairs.append(SlopePair(axis=axis, fixed=sa.fixed, slope_sa=sa.slope, slope_edelman=ed.slope,
-                               num_points=min(sa.num_points, ed.num_points), holds=sa.slope < ed.slope))
+        pairs.append(
+            SlopePair(
+                axis=axis,
+                fixed=sa.fixed,
+                slope_sa=sa.slope,
+                slope_edelman=ed.slope,
+                num_points=min(sa.num_points, ed.num_points),
+                holds=sa.slope < ed.slope,
+            )
+        )
     return tuple(pairs)
 
 
@@ -358,10 +400,14 @@ def _seed_variation(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         return {"settings": len(groups), "replicated_settings": len(replicated)}
     within = float(np.mean([np.var(g, ddof=1) for g in replicated]))
     total = float(np.var(gaps, ddof=1))
-    return {"settings": len(groups), "replicated_settings": len(replicated),
-            "seeds_per_setting": sorted({len(g) for g in replicated}),
-            "mean_sd_within_setting": float(np.mean([np.std(g, ddof=1) for g in replicated])),
-            "sd_over_family": math.sqrt(total), "within_share_of_variance": within / total if total > 0 else None}
+    return {
+        "settings": len(groups),
+        "replicated_settings": len(replicated),
+        "seeds_per_setting": sorted({len(g) for g in replicated}),
+        "mean_sd_within_setting": float(np.mean([np.std(g, ddof=1) for g in replicated])),
+        "sd_over_family": math.sqrt(total),
+        "within_share_of_variance": within / total if total > 0 else None,
+    }
 
 
 def _clean_test_error(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -371,8 +417,15 @@ def _clean_test_error(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     return {"models": len(clean), "min": min(clean), "median": float(np.median(clean)), "max": max(clean)}
 
 
-def compute_findings(result: StudyResult, *, reached_only: bool = True, resamples: int = 1000, confidence: float = 0.95,
-                     seed: int = 0, registry: Mapping[str, Measure] | None = None) -> Findings:
+def compute_findings(
+    result: StudyResult,
+    *,
+    reached_only: bool = True,
+    resamples: int = 1000,
+    confidence: float = 0.95,
+    seed: int = 0,
+    registry: Mapping[str, Measure] | None = None,
+) -> Findings:
     """The statistics of a trained and analysed family (see the module docstring).
 
     Args:
@@ -395,36 +448,76 @@ def compute_findings(result: StudyResult, *, reached_only: bool = True, resample
     for name, m in chosen.items():
         against = {t: bootstrap(rows, name, t, axes=axes, psi_axes=psi_axes, **boot) for t in TARGETS}
         granulated = {t: granulated_tau(rows, name, t, axes, psi_axes=psi_axes) for t in TARGETS}
-        per_measure.append(MeasureFindings(name=name, description=m.description, margin_normalised=m.margin_normalised,
-                                           log=m.log, against=against, granulated=granulated,
-                                           random_labels=random_label_check(rows, name, axes)))
-    paired = tuple(paired_bootstrap(rows, OURS, b, "gap", axes=axes, psi_axes=psi_axes, **boot)
-                   for b in BASELINES if OURS in chosen and b in chosen)
+        per_measure.append(
+            MeasureFindings(
+                name=name,
+                description=m.description,
+                margin_normalised=m.margin_normalised,
+                log=m.log,
+                against=against,
+                granulated=granulated,
+                random_labels=random_label_check(rows, name, axes),
+            )
+        )
+    paired = tuple(
+        paired_bootstrap(rows, OURS, b, "gap", axes=axes, psi_axes=psi_axes, **boot)
+        for b in BASELINES
+        if OURS in chosen and b in chosen
+    )
     decomposition = []
     for name in DECOMPOSED:
         if name in chosen and chosen[name].margin_normalised and rows:
-            parts = {part: bootstrap(rows, f"{name}.{part}", "gap", axes=axes, psi_axes=psi_axes, **boot)
-                     for part in ("complexity", "margin")}
-            decomposition.append(Decomposition(
-                measure=name, complexity=parts["complexity"], margin=parts["margin"],
-                whole=next(f.against["gap"] for f in per_measure if f.name == name),
-                complexity_spread=_spread([r[f"{name}.complexity"] for r in rows]),
-                margin_spread=_spread([r[f"{name}.margin"] for r in rows])))
+            parts = {
+                part: bootstrap(rows, f"{name}.{part}", "gap", axes=axes, psi_axes=psi_axes, **boot)
+                for part in ("complexity", "margin")
+            }
+            decomposition.append(
+                Decomposition(
+                    measure=name,
+                    complexity=parts["complexity"],
+                    margin=parts["margin"],
+                    whole=next(f.against["gap"] for f in per_measure if f.name == name),
+                    complexity_spread=_spread([r[f"{name}.complexity"] for r in rows]),
+                    margin_spread=_spread([r[f"{name}.margin"] for r in rows]),
+                )
+            )
     other = [r for r in all_rows if r["reached"]] if not reached_only else all_rows
     sensitivity: dict[str, Any] = {"reached_only": not reached_only, "num_models": len(other), "measures": {}}
     for name in (OURS, *BASELINES):
         if name in chosen and other:
             g = granulated_tau(other, name, "gap", axes, psi_axes=psi_axes)
-            sensitivity["measures"][name] = {"tau": rank_correlation([r[name] for r in other],
-                                                                     [r["gap"] for r in other]).tau, "Psi": g.Psi}
-    slopes = tuple(fit for axis in SLOPE_AXES for column in PROXY_COLUMNS
-                   for fit in loglog_slopes(rows, column, axis, [a for a in axes if a != axis], values_are_logs=True))
+            sensitivity["measures"][name] = {
+                "tau": rank_correlation([r[name] for r in other], [r["gap"] for r in other]).tau,
+                "Psi": g.Psi,
+            }
+    slopes = tuple(
+        fit
+        for axis in SLOPE_AXES
+        for column in PROXY_COLUMNS
+        for fit in loglog_slopes(rows, column, axis, [a for a in axes if a != axis], values_are_logs=True)
+    )
     quantiles = {m.record.get("margin_quantile") for m in result.models}
     varied = tuple(a for a in axes if len({r[a] for r in rows}) > 1)
-    return Findings(measures=tuple(per_measure), axes=tuple(axes), axes_varied=varied, num_models=len(rows),
-                    num_not_reached=sum(not r["reached"] for r in all_rows), reached_only=reached_only,
-                    excluded=tuple(excluded), margin_quantile=quantiles.pop() if len(quantiles) == 1 else None,
-                    resamples=resamples, confidence=confidence, seed=seed, slopes=slopes, c8=_c8(slopes),
-                    trajectories=trajectories(result), rows=tuple(rows), psi_axes=tuple(psi_axes), paired=paired,
-                    decomposition=tuple(decomposition), sensitivity=sensitivity, seed_variation=_seed_variation(rows),
-                    clean_test_error=_clean_test_error(rows))
+    return Findings(
+        measures=tuple(per_measure),
+        axes=tuple(axes),
+        axes_varied=varied,
+        num_models=len(rows),
+        num_not_reached=sum(not r["reached"] for r in all_rows),
+        reached_only=reached_only,
+        excluded=tuple(excluded),
+        margin_quantile=quantiles.pop() if len(quantiles) == 1 else None,
+        resamples=resamples,
+        confidence=confidence,
+        seed=seed,
+        slopes=slopes,
+        c8=_c8(slopes),
+        trajectories=trajectories(result),
+        rows=tuple(rows),
+        psi_axes=tuple(psi_axes),
+        paired=paired,
+        decomposition=tuple(decomposition),
+        sensitivity=sensitivity,
+        seed_variation=_seed_variation(rows),
+        clean_test_error=_clean_test_error(rows),
+    )

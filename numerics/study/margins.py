@@ -38,8 +38,14 @@ def training_margins(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
     y = np.asarray(labels)
     if out.ndim != 2 or out.shape[1] < 2:
         raise ValueError(f"logits must have shape [n, classes >= 2]; got {out.shape}.")
-    if y.shape != (out.shape[0],) or not np.issubdtype(y.dtype, np.integer) or (y.size and (y.min() < 0 or y.max() >= out.shape[1])):
-        raise ValueError(f"labels must be {out.shape[0]} integers in [0, {out.shape[1]}); got shape {y.shape}, dtype {y.dtype}.")
+    if (
+        y.shape != (out.shape[0],)
+        or not np.issubdtype(y.dtype, np.integer)
+        or (y.size and (y.min() < 0 or y.max() >= out.shape[1]))
+    ):
+        raise ValueError(
+            f"labels must be {out.shape[0]} integers in [0, {out.shape[1]}); got shape {y.shape}, dtype {y.dtype}."
+        )
     rows = np.arange(out.shape[0])
     true = out[rows, y]
     others = out.copy()

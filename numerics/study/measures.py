@@ -135,8 +135,10 @@ def _margin(record: Mapping[str, Any]) -> float:
     if value is None or (_number(value) and math.isnan(value)):
         return math.nan
     if not (_number(value) and 0 < value < math.inf):
-        raise ValueError(f"record['margin']={value!r} must be a positive finite number "
-                         "(the margin quantile over correctly classified points), or None when there is none.")
+        raise ValueError(
+            f"record['margin']={value!r} must be a positive finite number "
+            "(the margin quantile over correctly classified points), or None when there is none."
+        )
     return float(value)
 
 
@@ -144,8 +146,10 @@ def _sample_and_head(analysis: Analysis, record: Mapping[str, Any]) -> float:
     """``-1/2 log n + log L_head``: the record's ``n`` (checked against the analysis') and ``head_lipschitz``."""
     for key in ("n", "head_lipschitz"):
         if key not in record:
-            raise ValueError(f"record has no {key!r} (keys: {sorted(record)}); a margin-normalised measure needs the n "
-                             "its bound was evaluated at and the classifier head's Lipschitz constant.")
+            raise ValueError(
+                f"record has no {key!r} (keys: {sorted(record)}); a margin-normalised measure needs the n "
+                "its bound was evaluated at and the classifier head's Lipschitz constant."
+            )
     n, head = record["n"], record["head_lipschitz"]
     if not (_number(n) and n >= 1 and math.isfinite(n)):
         raise ValueError(f"record['n']={n!r} must be a finite number >= 1 (the training sequences the bound covers).")
@@ -153,8 +157,10 @@ def _sample_and_head(analysis: Analysis, record: Mapping[str, Any]) -> float:
         raise ValueError(f"record['head_lipschitz']={head!r} must be a positive finite number.")
     analysed = (analysis.settings or {}).get("n")
     if analysed is not None and float(analysed) != float(n):
-        raise ValueError(f"record['n']={n!r} but the analysis evaluated the bound at n={analysed!r}: "
-                         "analyse each model at its own n.")
+        raise ValueError(
+            f"record['n']={n!r} but the analysis evaluated the bound at n={analysed!r}: "
+            "analyse each model at its own n."
+        )
     return -0.5 * math.log(n) + math.log(head)
 
 
@@ -208,16 +214,26 @@ class Measure:
 
     def as_dict(self) -> dict[str, Any]:
         """Name, flags and description (for reports)."""
-        return {"name": self.name, "margin_normalised": self.margin_normalised, "log": self.log,
-                "description": self.description}
+        return {
+            "name": self.name,
+            "margin_normalised": self.margin_normalised,
+            "log": self.log,
+            "description": self.description,
+        }
 
 
 #: The built-in measures and those added with :func:`measure`, by name.
 REGISTRY: dict[str, Measure] = {}
 
 
-def measure(name: str, *, margin_normalised: bool, description: str, log: bool = False,
-            registry: dict[str, Measure] | None = None) -> Callable[[F], F]:
+def measure(
+    name: str,
+    *,
+    margin_normalised: bool,
+    description: str,
+    log: bool = False,
+    registry: dict[str, Measure] | None = None,
+) -> Callable[[F], F]:
     """Register ``(analysis, record) -> float`` under ``name``; returns the function unchanged.
 
     Args:
@@ -242,15 +258,21 @@ def measure(name: str, *, margin_normalised: bool, description: str, log: bool =
     def register(function: F) -> F:
         if name in target:
             raise ValueError(f"measure {name!r} is already registered; choose another name.")
-        target[name] = Measure(name=name, function=function, margin_normalised=margin_normalised, log=log,
-                               description=description)
+        target[name] = Measure(
+            name=name, function=function, margin_normalised=margin_normalised, log=log, description=description
+        )
         return function
 
     return register
 
 
-def evaluate(analysis: Analysis, record: Mapping[str, Any], *, names: Iterable[str] | None = None,
-             registry: Mapping[str, Measure] | None = None) -> dict[str, float]:
+def evaluate(
+    analysis: Analysis,
+    record: Mapping[str, Any],
+    *,
+    names: Iterable[str] | None = None,
+    registry: Mapping[str, Measure] | None = None,
+) -> dict[str, float]:
     """``{name: value}`` of the registered measures (all, or ``names``) for one model."""
     source = REGISTRY if registry is None else registry
     chosen = list(source) if names is None else list(names)
@@ -282,11 +304,20 @@ def cover_measures(names: Sequence[str], *, registry: Mapping[str, Measure] | No
 
     for raw in names:
         name = ALIASES.get(raw, raw)
-        measure(f"cover:{name}", margin_normalised=True, log=True, registry=out,
-                description=f"the bound with only the cover {name!r} enabled: log(sqrt(n) Rad / 12) over the margin")(reader(name))
-    measure("covers", margin_normalised=True, log=True, registry=out,
-            description="the bound with one of the enabled covers chosen per tie group: log(sqrt(n) Rad / 12) over the margin"
-            )(reader(None))
+        measure(
+            f"cover:{name}",
+            margin_normalised=True,
+            log=True,
+            registry=out,
+            description=f"the bound with only the cover {name!r} enabled: log(sqrt(n) Rad / 12) over the margin",
+        )(reader(name))
+    measure(
+        "covers",
+        margin_normalised=True,
+        log=True,
+        registry=out,
+        description="the bound with one of the enabled covers chosen per tie group: log(sqrt(n) Rad / 12) over the margin",
+    )(reader(None))
     return out
 
 
@@ -303,8 +334,12 @@ def bound_matrices(analysis: Analysis) -> list[dict[str, Any]]:
 # --------------------------------------------------------------------------- built-in measures
 
 
-@measure("spectrum_adaptive", margin_normalised=True, log=True,
-         description="specbound's post hoc bound: log(sqrt(n) Rad / 12) over the margin")
+@measure(
+    "spectrum_adaptive",
+    margin_normalised=True,
+    log=True,
+    description="specbound's post hoc bound: log(sqrt(n) Rad / 12) over the margin",
+)
 def _spectrum_adaptive(analysis: Analysis, record: Mapping[str, Any]) -> float:
     return float(analysis.bounds["spectrum_adaptive"]["log_complexity"])
 
@@ -315,8 +350,10 @@ def _common_p(p: float) -> MeasureFunction:
     def at_p(analysis: Analysis, record: Mapping[str, Any]) -> float:
         by_p = analysis.proxies["log_phi_sa_by_common_p"]
         if key not in by_p:
-            raise ValueError(f"the analysis has no common p={float(p):g} (p_grid={[float(q) for q in by_p]}); "
-                             "analyse with that grid or register the measures of its grid (register_common_p_measures).")
+            raise ValueError(
+                f"the analysis has no common p={float(p):g} (p_grid={[float(q) for q in by_p]}); "
+                "analyse with that grid or register the measures of its grid (register_common_p_measures)."
+            )
         return float(by_p[key])
 
     return at_p
@@ -327,9 +364,13 @@ def register_common_p_measures(p_grid: Sequence[float], *, registry: dict[str, M
     names = []
     for p in p_grid:
         name = f"phi_sa@p={float(p):g}"
-        measure(name, margin_normalised=True, log=True, registry=registry,
-                description=f"log phi_sa at the common p = {float(p):g}: 1/2 log C(p) without log factors, over the margin",
-                )(_common_p(p))
+        measure(
+            name,
+            margin_normalised=True,
+            log=True,
+            registry=registry,
+            description=f"log phi_sa at the common p = {float(p):g}: 1/2 log C(p) without log factors, over the margin",
+        )(_common_p(p))
         names.append(name)
     return names
 
@@ -337,25 +378,39 @@ def register_common_p_measures(p_grid: Sequence[float], *, registry: dict[str, M
 register_common_p_measures(DEFAULT_P_GRID)
 
 
-@measure("phi_sa", margin_normalised=True, log=True,
-         description="log phi_sa: min over the common p of 1/2 log C(p) without log factors, over the margin")
+@measure(
+    "phi_sa",
+    margin_normalised=True,
+    log=True,
+    description="log phi_sa: min over the common p of 1/2 log C(p) without log factors, over the margin",
+)
 def _phi_sa(analysis: Analysis, record: Mapping[str, Any]) -> float:
     return float(analysis.proxies["log_phi_sa"])
 
 
-@measure("edelman2022", margin_normalised=True, log=True,
-         description="Edelman et al. 2022 (reconstructed): log sqrt(C) over the margin")
+@measure(
+    "edelman2022",
+    margin_normalised=True,
+    log=True,
+    description="Edelman et al. 2022 (reconstructed): log sqrt(C) over the margin",
+)
 def _edelman(analysis: Analysis, record: Mapping[str, Any]) -> float:
     return float(analysis.bounds["edelman2022"]["log_complexity"])
 
 
-@measure("bartlett2017", margin_normalised=True, log=True,
-         description="Bartlett et al. 2017 with specbound's propagation factors: log sqrt(C) over the margin")
+@measure(
+    "bartlett2017",
+    margin_normalised=True,
+    log=True,
+    description="Bartlett et al. 2017 with specbound's propagation factors: log sqrt(C) over the margin",
+)
 def _bartlett(analysis: Analysis, record: Mapping[str, Any]) -> float:
     return float(analysis.bounds["bartlett2017"]["log_complexity"])
 
 
-@measure("num_parameters", margin_normalised=False, description="number of trained parameters (record['num_parameters'])")
+@measure(
+    "num_parameters", margin_normalised=False, description="number of trained parameters (record['num_parameters'])"
+)
 def _num_parameters(analysis: Analysis, record: Mapping[str, Any]) -> float:
     if "num_parameters" not in record:
         raise ValueError(f"record has no 'num_parameters' (keys: {sorted(record)}).")
@@ -365,32 +420,47 @@ def _num_parameters(analysis: Analysis, record: Mapping[str, Any]) -> float:
     return float(value)
 
 
-@measure("sum_spectral", margin_normalised=False, description="sum of spectral norms over per-head QK, VO and feedforward")
+@measure(
+    "sum_spectral", margin_normalised=False, description="sum of spectral norms over per-head QK, VO and feedforward"
+)
 def _sum_spectral(analysis: Analysis, record: Mapping[str, Any]) -> float:
     return float(sum(row["spectral_norm"] for row in bound_matrices(analysis)))
 
 
-@measure("log_prod_spectral", margin_normalised=False, log=True,
-         description="log of the product of spectral norms over per-head QK, VO and feedforward")
+@measure(
+    "log_prod_spectral",
+    margin_normalised=False,
+    log=True,
+    description="log of the product of spectral norms over per-head QK, VO and feedforward",
+)
 def _log_prod_spectral(analysis: Analysis, record: Mapping[str, Any]) -> float:
     norms = np.array([row["spectral_norm"] for row in bound_matrices(analysis)], dtype=np.float64)
     with np.errstate(divide="ignore"):  # a zero matrix: log 0 = -inf, ordered below every model
         return float(np.sum(np.log(norms)))
 
 
-@measure("sum_frobenius", margin_normalised=False, description="sum of Frobenius norms over per-head QK, VO and feedforward")
+@measure(
+    "sum_frobenius", margin_normalised=False, description="sum of Frobenius norms over per-head QK, VO and feedforward"
+)
 def _sum_frobenius(analysis: Analysis, record: Mapping[str, Any]) -> float:
     return float(sum(row["frobenius_norm"] for row in bound_matrices(analysis)))
 
 
-@measure("sum_stable_rank", margin_normalised=False,
-         description="sum of stable ranks ||W||_F^2/||W||_2^2 over per-head QK, VO and feedforward")
+@measure(
+    "sum_stable_rank",
+    margin_normalised=False,
+    description="sum of stable ranks ||W||_F^2/||W||_2^2 over per-head QK, VO and feedforward",
+)
 def _sum_stable_rank(analysis: Analysis, record: Mapping[str, Any]) -> float:
     return float(sum(row["stable_rank"] for row in bound_matrices(analysis)))
 
 
-@measure("log_lipschitz", margin_normalised=False, log=True,
-         description="log of the network's Lipschitz bound: product over layers of (1 + attention) (1 + feedforward)")
+@measure(
+    "log_lipschitz",
+    margin_normalised=False,
+    log=True,
+    description="log of the network's Lipschitz bound: product over layers of (1 + attention) (1 + feedforward)",
+)
 def _log_lipschitz(analysis: Analysis, record: Mapping[str, Any]) -> float:
     s = analysis.settings
     return float(sum(s["log_lipschitz_attention"]) + sum(s["log_lipschitz_feedforward"]))

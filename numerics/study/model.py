@@ -152,21 +152,40 @@ class StudyEncoder(nn.Module):
     global generator.
     """
 
-    def __init__(self, *, depth: int, width: int, heads: int, intermediate_size: int, num_classes: int, seq_len: int,
-                 vocab_size: int, patch_dim: int, layer_norm_eps: float, init_std: float) -> None:
+    def __init__(
+        self,
+        *,
+        depth: int,
+        width: int,
+        heads: int,
+        intermediate_size: int,
+        num_classes: int,
+        seq_len: int,
+        vocab_size: int,
+        patch_dim: int,
+        layer_norm_eps: float,
+        init_std: float,
+    ) -> None:
         super().__init__()
         if width % heads:
             raise ValueError(f"heads={heads!r} must divide width={width!r}")
-        self.embeddings = _Embeddings(vocab_size=vocab_size, seq_len=seq_len, width=width, patch_dim=patch_dim,
-                                      eps=layer_norm_eps)
+        self.embeddings = _Embeddings(
+            vocab_size=vocab_size, seq_len=seq_len, width=width, patch_dim=patch_dim, eps=layer_norm_eps
+        )
         self.encoder = _Encoder(depth, width, heads, intermediate_size, layer_norm_eps)
         self.classifier = nn.Linear(width, num_classes)
         self.init_std = init_std
         #: the shape, as HuggingFace BERT's config.json names it
         self.shape: dict[str, Any] = {
-            "hidden_size": width, "num_attention_heads": heads, "num_hidden_layers": depth,
-            "intermediate_size": intermediate_size, "layer_norm_eps": layer_norm_eps, "max_position_embeddings": seq_len,
-            "vocab_size": vocab_size, "num_labels": num_classes, "initializer_range": init_std,
+            "hidden_size": width,
+            "num_attention_heads": heads,
+            "num_hidden_layers": depth,
+            "intermediate_size": intermediate_size,
+            "layer_norm_eps": layer_norm_eps,
+            "max_position_embeddings": seq_len,
+            "vocab_size": vocab_size,
+            "num_labels": num_classes,
+            "initializer_range": init_std,
         }
         self.apply(self._init)
 
@@ -189,7 +208,9 @@ class StudyEncoder(nn.Module):
         return self.classifier(self.encoder(self.embeddings(inputs))[:, 0])
 
 
-def encoder_config(model: StudyEncoder, *, hidden_act: str = "gelu", extra: dict[str, Any] | None = None) -> dict[str, Any]:
+def encoder_config(
+    model: StudyEncoder, *, hidden_act: str = "gelu", extra: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """The ``config.json`` of a saved model: HuggingFace BERT's keys, plus ``extra``."""
     config: dict[str, Any] = {
         "model_type": "bert",

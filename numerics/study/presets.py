@@ -131,14 +131,34 @@ def _presets() -> dict[tuple[str, str], Preset]:
     # smoke: four tiny models, every stage of the pipeline runs (a trajectory, and a depth pair for C8's slope)
     presets[("smoke", "modadd")] = Preset(
         name="smoke",
-        base=TrainSettings(task="modadd", modulus=13, depth=1, width=16, heads=2, train_fraction=0.5, weight_decay=0.1,
-                           learning_rate=1e-2, max_steps=100, loss_target=SMOKE_LOSS_TARGET),
+        base=TrainSettings(
+            task="modadd",
+            modulus=13,
+            depth=1,
+            width=16,
+            heads=2,
+            train_fraction=0.5,
+            weight_decay=0.1,
+            learning_rate=1e-2,
+            max_steps=100,
+            loss_target=SMOKE_LOSS_TARGET,
+        ),
         axes={"label_noise": (0.0, 1.0), "train_fraction": (0.5, 0.8), "depth": (1, 2)},
     )
     presets[("smoke", "digits")] = Preset(
         name="smoke",
-        base=TrainSettings(task="digits", patch=4, depth=1, width=16, heads=2, train_fraction=0.1, weight_decay=0.1,
-                           learning_rate=1e-2, max_steps=100, loss_target=SMOKE_LOSS_TARGET),
+        base=TrainSettings(
+            task="digits",
+            patch=4,
+            depth=1,
+            width=16,
+            heads=2,
+            train_fraction=0.1,
+            weight_decay=0.1,
+            learning_rate=1e-2,
+            max_steps=100,
+            loss_target=SMOKE_LOSS_TARGET,
+        ),
         axes={"label_noise": (0.0, 1.0), "train_fraction": (0.1, 0.2)},
     )
     # default: a star around the base plus two small factorial blocks on the axes that move the gap most
@@ -146,35 +166,88 @@ def _presets() -> dict[tuple[str, str], Preset]:
     # modadd mod 23 with weight decay 1 generalises within a few hundred steps (its regularised loss stays
     # above 0.01, hence the loss target 0.05); weight decay 0.1 memorises, so the family spans both regimes,
     # and label noise fits (reaches the target) at the smaller decays.
-    modadd = TrainSettings(task="modadd", modulus=23, depth=1, width=32, heads=4, train_fraction=0.6, weight_decay=1.0,
-                           learning_rate=1e-2, max_steps=1000, loss_target=0.05)
+    modadd = TrainSettings(
+        task="modadd",
+        modulus=23,
+        depth=1,
+        width=32,
+        heads=4,
+        train_fraction=0.6,
+        weight_decay=1.0,
+        learning_rate=1e-2,
+        max_steps=1000,
+        loss_target=0.05,
+    )
     presets[("default", "modadd")] = Preset(
-        name="default", base=modadd,
-        axes={"depth": (1, 2, 3), "width": (16, 32, 64), "heads": (1, 2, 4), "train_fraction": (0.3, 0.45, 0.6, 0.8),
-              "weight_decay": (0.1, 0.3, 1.0), "learning_rate": (3e-3, 1e-2, 2e-2), "label_noise": (0.0, 0.25, 0.5, 1.0),
-              "seed": (0, 1, 2, 3, 4, 5)},
-        crosses=(("train_fraction", "weight_decay"), ("label_noise", "weight_decay")))
-    digits = TrainSettings(task="digits", patch=4, depth=1, width=32, heads=4, train_fraction=0.5, weight_decay=0.1,
-                           learning_rate=3e-3, max_steps=1000)
+        name="default",
+        base=modadd,
+        axes={
+            "depth": (1, 2, 3),
+            "width": (16, 32, 64),
+            "heads": (1, 2, 4),
+            "train_fraction": (0.3, 0.45, 0.6, 0.8),
+            "weight_decay": (0.1, 0.3, 1.0),
+            "learning_rate": (3e-3, 1e-2, 2e-2),
+            "label_noise": (0.0, 0.25, 0.5, 1.0),
+            "seed": (0, 1, 2, 3, 4, 5),
+        },
+        crosses=(("train_fraction", "weight_decay"), ("label_noise", "weight_decay")),
+    )
+    digits = TrainSettings(
+        task="digits",
+        patch=4,
+        depth=1,
+        width=32,
+        heads=4,
+        train_fraction=0.5,
+        weight_decay=0.1,
+        learning_rate=3e-3,
+        max_steps=1000,
+    )
     presets[("default", "digits")] = Preset(
-        name="default", base=digits,
-        axes={"depth": (1, 2, 3), "width": (16, 32, 64), "heads": (1, 2, 4), "train_fraction": (0.1, 0.25, 0.5, 1.0),
-              "weight_decay": (0.0, 0.1, 1.0), "learning_rate": (1e-3, 3e-3, 1e-2), "label_noise": (0.0, 0.25, 0.5, 1.0),
-              "seed": (0, 1, 2, 3, 4, 5)},
-        crosses=(("train_fraction", "weight_decay"), ("label_noise", "weight_decay")))
+        name="default",
+        base=digits,
+        axes={
+            "depth": (1, 2, 3),
+            "width": (16, 32, 64),
+            "heads": (1, 2, 4),
+            "train_fraction": (0.1, 0.25, 0.5, 1.0),
+            "weight_decay": (0.0, 0.1, 1.0),
+            "learning_rate": (1e-3, 3e-3, 1e-2),
+            "label_noise": (0.0, 0.25, 0.5, 1.0),
+            "seed": (0, 1, 2, 3, 4, 5),
+        },
+        crosses=(("train_fraction", "weight_decay"), ("label_noise", "weight_decay")),
+    )
     # full: five values per axis, five seeds, and crosses of the axes that move the gap most
     presets[("full", "modadd")] = Preset(
-        name="full", base=modadd.replace(max_steps=3000),
-        axes={"depth": (1, 2, 3, 4), "width": (16, 32, 48, 64, 96), "heads": (1, 2, 4, 8),
-              "train_fraction": (0.2, 0.3, 0.4, 0.5, 0.6, 0.8, 0.9), "weight_decay": (0.0, 0.03, 0.1, 0.3, 1.0),
-              "learning_rate": (5e-4, 1e-3, 3e-3, 1e-2), "label_noise": (0.0, 0.25, 0.5, 1.0), "seed": (0, 1, 2, 3, 4)},
+        name="full",
+        base=modadd.replace(max_steps=3000),
+        axes={
+            "depth": (1, 2, 3, 4),
+            "width": (16, 32, 48, 64, 96),
+            "heads": (1, 2, 4, 8),
+            "train_fraction": (0.2, 0.3, 0.4, 0.5, 0.6, 0.8, 0.9),
+            "weight_decay": (0.0, 0.03, 0.1, 0.3, 1.0),
+            "learning_rate": (5e-4, 1e-3, 3e-3, 1e-2),
+            "label_noise": (0.0, 0.25, 0.5, 1.0),
+            "seed": (0, 1, 2, 3, 4),
+        },
         crosses=(("train_fraction", "weight_decay"), ("label_noise", "width")),
     )
     presets[("full", "digits")] = Preset(
-        name="full", base=digits.replace(max_steps=4000),
-        axes={"depth": (1, 2, 3, 4), "width": (16, 32, 48, 64, 96), "heads": (1, 2, 4, 8),
-              "train_fraction": (0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 1.0), "weight_decay": (0.0, 0.03, 0.1, 0.3, 1.0),
-              "learning_rate": (5e-4, 1e-3, 3e-3, 1e-2), "label_noise": (0.0, 0.25, 0.5, 1.0), "seed": (0, 1, 2, 3, 4)},
+        name="full",
+        base=digits.replace(max_steps=4000),
+        axes={
+            "depth": (1, 2, 3, 4),
+            "width": (16, 32, 48, 64, 96),
+            "heads": (1, 2, 4, 8),
+            "train_fraction": (0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 1.0),
+            "weight_decay": (0.0, 0.03, 0.1, 0.3, 1.0),
+            "learning_rate": (5e-4, 1e-3, 3e-3, 1e-2),
+            "label_noise": (0.0, 0.25, 0.5, 1.0),
+            "seed": (0, 1, 2, 3, 4),
+        },
         crosses=(("train_fraction", "label_noise"), ("weight_decay", "width")),
     )
     return presets

@@ -24,4 +24,3 @@ class TrainedModel:
 
     files: dict[str, bytes]
     record: dict[str, Any]
-

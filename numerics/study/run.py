@@ -32,15 +32,25 @@ from numerics.analysis import analyze
 from numerics.bounds.theorem31 import BoundSettings
 from numerics.parallel.executors import make_executor
 
+from .batches import plan_batches
 from .cache import WORK_PREFIX, StoredModel, load_stored, store, study_root
 from .presets import Preset, get_preset
 from .records import TrainedModel
 from .settings import TrainSettings
-from .batches import plan_batches
 from .worker import Children, train_batch_isolated
 
-__all__ = ["CheckpointAnalysis", "StudyModel", "StudyResult", "train_family", "run_study", "prepare_preset", "check_jobs",
-           "DEFAULT_JOBS", "bound_inputs", "bound_settings"]
+__all__ = [
+    "CheckpointAnalysis",
+    "StudyModel",
+    "StudyResult",
+    "train_family",
+    "run_study",
+    "prepare_preset",
+    "check_jobs",
+    "DEFAULT_JOBS",
+    "bound_inputs",
+    "bound_settings",
+]
 
 #: Models trained at once by default (one per core of the 2-core machines this was tuned on).
 DEFAULT_JOBS = 2
@@ -121,9 +131,15 @@ def check_jobs(jobs: int) -> None:
         raise ValueError(f"jobs={jobs!r} must be a positive int")
 
 
-def train_family(settings: Sequence[TrainSettings], *, root: str | os.PathLike[str] | None = None,
-                 jobs: int = DEFAULT_JOBS, scheduler: str | None = None, progress: Progress | None = None,
-                 on_stored: Callable[[int, StoredModel, bool], None] | None = None) -> list[tuple[StoredModel, bool]]:
+def train_family(
+    settings: Sequence[TrainSettings],
+    *,
+    root: str | os.PathLike[str] | None = None,
+    jobs: int = DEFAULT_JOBS,
+    scheduler: str | None = None,
+    progress: Progress | None = None,
+    on_stored: Callable[[int, StoredModel, bool], None] | None = None,
+) -> list[tuple[StoredModel, bool]]:
     """Make sure every model of ``settings`` is in the cache; return ``(stored model, reused)`` per setting.
 
     Args:
@@ -141,13 +157,21 @@ def train_family(settings: Sequence[TrainSettings], *, root: str | os.PathLike[s
       ImportError: training here and torch (or, for digits, scikit-learn) is not installed.
     """
     check_jobs(jobs)
-    with make_executor(scheduler=scheduler) as remote:  # an unreachable scheduler fails here, before the cache is touched
+    with make_executor(
+        scheduler=scheduler
+    ) as remote:  # an unreachable scheduler fails here, before the cache is touched
         return _train_family(settings, root=root, jobs=jobs, remote=remote, progress=progress, on_stored=on_stored)
 
 
-def _train_family(settings: Sequence[TrainSettings], *, root: str | os.PathLike[str] | None, jobs: int, remote: Any,
-                  progress: Progress | None,
-                  on_stored: Callable[[int, StoredModel, bool], None] | None) -> list[tuple[StoredModel, bool]]:
+def _train_family(
+    settings: Sequence[TrainSettings],
+    *,
+    root: str | os.PathLike[str] | None,
+    jobs: int,
+    remote: Any,
+    progress: Progress | None,
+    on_stored: Callable[[int, StoredModel, bool], None] | None,
+) -> list[tuple[StoredModel, bool]]:
     for task in sorted({s.task for s in settings}):  # left by runs killed while storing, even if nothing is trained now
         remove_abandoned(study_root(root) / task, WORK_PREFIX)
     total = len(settings)
@@ -175,13 +199,18 @@ def _train_family(settings: Sequence[TrainSettings], *, root: str | os.PathLike[
         # batches planned over the whole family (not only the missing models): a model's bits do not
         # depend on what the cache already held (numerics.study.batched)
         batches = [b for b in plan_batches(settings) if wanted.intersection(b)]
-        pool = remote if remote is not None else ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="specbound-train")
+        pool = (
+            remote if remote is not None else ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="specbound-train")
+        )
         futures: dict[Future[list[TrainedModel]], list[int]] = {}
         try:
             for batch in sorted(batches, key=lambda b: -_cost(settings, b)):  # the longest first
                 payload = [settings[i].as_dict() for i in batch]
-                future = pool.submit(train_batch_isolated, payload) if remote is not None else \
-                    pool.submit(train_batch_isolated, payload, children)
+                future = (
+                    pool.submit(train_batch_isolated, payload)
+                    if remote is not None
+                    else pool.submit(train_batch_isolated, payload, children)
+                )
                 futures[future] = batch
             for future in as_completed(futures):
                 batch = futures[future]
@@ -230,10 +259,13 @@ def bound_inputs(folder: Path, record: Mapping[str, Any]) -> dict[str, Any]:
     shift = tensors[f"{last}.bias"].astype(np.float64)
     head = tensors["classifier.weight"].astype(np.float64)
     diffs = head[:, None, :] - head[None, :, :]
-    lipschitz = float(np.sqrt((diffs ** 2).sum(axis=-1)).max())
-    return {"n": int(record["task"]["num_train"]), "T": int(record["task"]["seq_len"]),
-            "B_out": float(np.abs(gain).max() * math.sqrt(gain.size) + np.linalg.norm(shift)),
-            "head_lipschitz": lipschitz}
+    lipschitz = float(np.sqrt((diffs**2).sum(axis=-1)).max())
+    return {
+        "n": int(record["task"]["num_train"]),
+        "T": int(record["task"]["seq_len"]),
+        "B_out": float(np.abs(gain).max() * math.sqrt(gain.size) + np.linalg.norm(shift)),
+        "head_lipschitz": lipschitz,
+    }
 
 
 def bound_settings(inputs: Mapping[str, Any]) -> BoundSettings:
@@ -248,8 +280,9 @@ def _cost(settings: Sequence[TrainSettings], batch: Sequence[int]) -> float:
     return s.max_steps * s.depth * s.width * (1 + 0.05 * len(batch))
 
 
-def _analyse(folder: Path, record: Mapping[str, Any], covers: Sequence[str] | None = None, *,
-             label: str | None = None) -> tuple[Any, str | None, dict[str, Any] | None]:
+def _analyse(
+    folder: Path, record: Mapping[str, Any], covers: Sequence[str] | None = None, *, label: str | None = None
+) -> tuple[Any, str | None, dict[str, Any] | None]:
     """Analyse one stored model (or trajectory checkpoint); a refusal becomes its one-line reason, naming the
     model by ``label`` (default: its folder's name) rather than by a path of this machine's cache, which
     ends up in shareable reports and the committed digest."""
@@ -267,14 +300,28 @@ def _checkpoints(model: StoredModel, covers: Sequence[str] | None = None) -> tup
     for point in model.record.get("trajectory") or ():
         folder = model.folder / point["path"]
         analysis, error, inputs = _analyse(folder, model.record, covers, label=f"{model.folder.name}/{point['path']}")
-        out.append(CheckpointAnalysis(step=int(point["step"]), folder=folder, record={**point, **(inputs or {})},
-                                      analysis=analysis, analysis_error=error))
+        out.append(
+            CheckpointAnalysis(
+                step=int(point["step"]),
+                folder=folder,
+                record={**point, **(inputs or {})},
+                analysis=analysis,
+                analysis_error=error,
+            )
+        )
     return tuple(out)
 
 
-def run_study(preset: Preset, *, root: str | os.PathLike[str] | None = None, jobs: int = DEFAULT_JOBS,
-              scheduler: str | None = None, progress: Progress | None = None, analyse: bool = True,
-              covers: Sequence[str] | None = None) -> StudyResult:
+def run_study(
+    preset: Preset,
+    *,
+    root: str | os.PathLike[str] | None = None,
+    jobs: int = DEFAULT_JOBS,
+    scheduler: str | None = None,
+    progress: Progress | None = None,
+    analyse: bool = True,
+    covers: Sequence[str] | None = None,
+) -> StudyResult:
     """Train or reuse every model of ``preset`` and analyse each with :func:`numerics.analysis.analyze`.
 
     Each model (and each of its trajectory checkpoints) is analysed as soon as it is available,
@@ -294,14 +341,28 @@ def run_study(preset: Preset, *, root: str | os.PathLike[str] | None = None, job
     for i, (s, (m, reused)) in enumerate(zip(settings, stored)):
         analysis, error, inputs, checkpoints = analysed.get(i, (None, None, None, ()))
         record = {**m.record, **(inputs or {})}
-        models.append(StudyModel(settings=s, folder=m.folder, record=record, reused=reused, analysis=analysis,
-                                 analysis_error=error, checkpoints=checkpoints))
-    return StudyResult(preset=preset, models=tuple(models), seconds=time.perf_counter() - start,
-                       trained=sum(not m.reused for m in models))
+        models.append(
+            StudyModel(
+                settings=s,
+                folder=m.folder,
+                record=record,
+                reused=reused,
+                analysis=analysis,
+                analysis_error=error,
+                checkpoints=checkpoints,
+            )
+        )
+    return StudyResult(
+        preset=preset,
+        models=tuple(models),
+        seconds=time.perf_counter() - start,
+        trained=sum(not m.reused for m in models),
+    )
 
 
-def prepare_preset(preset: str, *, task: str = "modadd", axes: Mapping[str, tuple[Any, ...]] | None = None,
-                   jobs: int = DEFAULT_JOBS) -> Preset:
+def prepare_preset(
+    preset: str, *, task: str = "modadd", axes: Mapping[str, tuple[Any, ...]] | None = None, jobs: int = DEFAULT_JOBS
+) -> Preset:
     """The preset ``preset`` of ``task`` with ``axes`` replaced, and ``jobs`` checked: everything a
     study checks before it trains (``ValueError``, one line: an unknown preset, task or axis, an
     empty axis, a value out of range, a bad ``jobs``)."""

@@ -24,7 +24,16 @@ from .tasks import TASKS
 __all__ = ["AXES", "CODE_VERSION", "TrainSettings"]
 
 #: The hyperparameter axes a study varies (Jiang et al. 2020's axes for a Transformer).
-AXES: tuple[str, ...] = ("depth", "width", "heads", "train_fraction", "weight_decay", "learning_rate", "label_noise", "seed")
+AXES: tuple[str, ...] = (
+    "depth",
+    "width",
+    "heads",
+    "train_fraction",
+    "weight_decay",
+    "learning_rate",
+    "label_noise",
+    "seed",
+)
 
 #: Bumped whenever training or saving changes what a given setting produces; part of the hash,
 #: so models cached by an older version are never taken for the new ones.
@@ -119,9 +128,11 @@ class TrainSettings:
             raise ValueError(f"heads={self.heads!r} must divide width={self.width!r}")
         parameters = self.depth * (4 + 2 * self.ff_ratio) * self.width**2  # Q, K, V, O and the two feedforward maps
         if parameters > MAX_PARAMETERS:
-            raise ValueError(f"width={self.width!r}, depth={self.depth!r}, ff_ratio={self.ff_ratio!r} give about "
-                             f"{parameters:.2g} parameters, beyond the {MAX_PARAMETERS:.0e} a study model may have "
-                             "(training would run out of memory)")
+            raise ValueError(
+                f"width={self.width!r}, depth={self.depth!r}, ff_ratio={self.ff_ratio!r} give about "
+                f"{parameters:.2g} parameters, beyond the {MAX_PARAMETERS:.0e} a study model may have "
+                "(training would run out of memory)"
+            )
         if self.modulus < 2:
             raise ValueError(f"modulus={self.modulus!r} must be at least 2")
         if self.patch not in (1, 2, 4, 8):
@@ -143,8 +154,11 @@ class TrainSettings:
             if not (_is_real(value) and ok(value)):
                 raise ValueError(f"{name}={value!r} must be a finite number {what}")
             object.__setattr__(self, name, float(value))  # 1 and 1.0 are one setting, with one hash
-        if not (isinstance(self.trajectory, tuple) and all(_is_real(f) and 0 <= f < 1 for f in self.trajectory)
-                and list(self.trajectory) == sorted(set(self.trajectory))):
+        if not (
+            isinstance(self.trajectory, tuple)
+            and all(_is_real(f) and 0 <= f < 1 for f in self.trajectory)
+            and list(self.trajectory) == sorted(set(self.trajectory))
+        ):
             raise ValueError(f"trajectory={self.trajectory!r} must be an increasing tuple of fractions in [0, 1)")
         object.__setattr__(self, "trajectory", tuple(float(f) for f in self.trajectory))
 

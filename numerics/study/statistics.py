@@ -124,7 +124,9 @@ def _column(table: Table, name: str) -> np.ndarray:
             raise ValueError(f"table row {i} has no column {name!r} (columns: {sorted(row)}).")
     values = [row[name] for row in table]
     for i, v in enumerate(values):
-        if v is not None and (isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer, np.floating))):
+        if v is not None and (
+            isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer, np.floating))
+        ):
             raise TypeError(f"table row {i}: {name}={v!r} must be a number or None.")
     return np.array([math.nan if v is None else float(v) for v in values], dtype=np.float64)
 
@@ -145,8 +147,10 @@ def _axis_values(table: Table, axes: Sequence[str], *, distinct: bool) -> list[t
         except TypeError as exc:
             raise TypeError(f"table row {i}: axis values {dict(zip(axes, key))!r} must be hashable.") from exc
         if distinct and seen != i:
-            raise ValueError(f"table rows {seen} and {i} agree on every axis {list(axes)} "
-                             f"({dict(zip(axes, key))!r}): add the axis that tells them apart (e.g. seed).")
+            raise ValueError(
+                f"table rows {seen} and {i} agree on every axis {list(axes)} "
+                f"({dict(zip(axes, key))!r}): add the axis that tells them apart (e.g. seed)."
+            )
         keys.append(key)
     return keys
 
@@ -226,10 +230,17 @@ def _tau(x: np.ndarray, y: np.ndarray) -> Tau:
     pairs = _Pairs(x, y)
     tau, tau_b = pairs.taus(np.ones(x.size))
     k = int(x.size)
-    return Tau(tau=float(tau[0]), tau_b=float(tau_b[0]), num_models=k, num_excluded=int((~keep).sum()),
-               num_pairs=k * (k - 1) // 2, concordant=int((pairs.s > 0).sum()) // 2,
-               discordant=int((pairs.s < 0).sum()) // 2, ties_x=int(pairs.tx.sum()) // 2,
-               ties_y=int(pairs.ty.sum()) // 2)
+    return Tau(
+        tau=float(tau[0]),
+        tau_b=float(tau_b[0]),
+        num_models=k,
+        num_excluded=int((~keep).sum()),
+        num_pairs=k * (k - 1) // 2,
+        concordant=int((pairs.s > 0).sum()) // 2,
+        discordant=int((pairs.s < 0).sum()) // 2,
+        ties_x=int(pairs.tx.sum()) // 2,
+        ties_y=int(pairs.ty.sum()) // 2,
+    )
 
 
 def rank_correlation(x: Sequence[float | None] | np.ndarray, y: Sequence[float | None] | np.ndarray) -> Tau:
@@ -331,7 +342,7 @@ def _groups(keys: Sequence[tuple[Hashable, ...]], usable: np.ndarray, k: int) ->
     out: dict[tuple[Hashable, ...], list[int]] = {}
     for i, key in enumerate(keys):
         if usable[i]:
-            out.setdefault(key[:k] + key[k + 1:], []).append(i)
+            out.setdefault(key[:k] + key[k + 1 :], []).append(i)
     return out
 
 
@@ -356,8 +367,15 @@ def _mean_defined(values: np.ndarray, axis: int) -> np.ndarray:
     return out
 
 
-def granulated_tau(table: Table, measure: str, target: str, axes: Sequence[str], *, variant: Variant = "a",
-                   psi_axes: Sequence[str] | None = None) -> GranulatedTau:
+def granulated_tau(
+    table: Table,
+    measure: str,
+    target: str,
+    axes: Sequence[str],
+    *,
+    variant: Variant = "a",
+    psi_axes: Sequence[str] | None = None,
+) -> GranulatedTau:
     r"""``psi_k`` for each axis and ``Psi`` (Jiang et al. 2020, eq. (4)).
 
     .. math::
@@ -401,14 +419,30 @@ def granulated_tau(table: Table, measure: str, target: str, axes: Sequence[str],
             members.update(idx)
         psi = float(np.mean([g.tau for g in groups])) if groups else None
         axis_members[axis] = members
-        per_axis.append(AxisTau(axis=axis, psi=psi, num_groups=len(groups), num_models=len(members),
-                                num_undefined=undefined, groups=tuple(groups)))
+        per_axis.append(
+            AxisTau(
+                axis=axis,
+                psi=psi,
+                num_groups=len(groups),
+                num_models=len(members),
+                num_undefined=undefined,
+                groups=tuple(groups),
+            )
+        )
     entering = [a for a in per_axis if a.psi is not None and a.axis in in_Psi]
     used = tuple(a.axis for a in entering)
     Psi = float(np.mean([a.psi for a in entering])) if used else None
     in_psi = set().union(*(axis_members[a.axis] for a in entering))
-    return GranulatedTau(measure=measure, target=target, variant=variant, axes=tuple(per_axis), Psi=Psi,
-                         axes_used=used, num_models=len(in_psi), num_excluded=int((~usable).sum()))
+    return GranulatedTau(
+        measure=measure,
+        target=target,
+        variant=variant,
+        axes=tuple(per_axis),
+        Psi=Psi,
+        axes_used=used,
+        num_models=len(in_psi),
+        num_excluded=int((~usable).sum()),
+    )
 
 
 # --------------------------------------------------------------------------- bootstrap
@@ -467,13 +501,23 @@ def _interval(estimate: float, draws: np.ndarray, confidence: float, num_models:
         low, high = np.quantile(defined, [(1 - confidence) / 2, (1 + confidence) / 2])
     else:
         low = high = math.nan
-    return Interval(estimate=float(estimate), low=float(low), high=float(high), num_models=num_models,
-                    num_defined=int(defined.size))
+    return Interval(
+        estimate=float(estimate), low=float(low), high=float(high), num_models=num_models, num_defined=int(defined.size)
+    )
 
 
-def bootstrap(table: Table, measure: str, target: str, *, axes: Sequence[str] | None = None, resamples: int = 1000,
-              confidence: float = 0.95, seed: int = 0, variant: Variant = "a",
-              psi_axes: Sequence[str] | None = None) -> Bootstrap:
+def bootstrap(
+    table: Table,
+    measure: str,
+    target: str,
+    *,
+    axes: Sequence[str] | None = None,
+    resamples: int = 1000,
+    confidence: float = 0.95,
+    seed: int = 0,
+    variant: Variant = "a",
+    psi_axes: Sequence[str] | None = None,
+) -> Bootstrap:
     """Percentile intervals for tau, tau-b and (with ``axes``) ``psi_k`` and ``Psi``.
 
     The models with a measure and a target (not NaN) are resampled with replacement ``resamples``
@@ -531,11 +575,23 @@ def bootstrap(table: Table, measure: str, target: str, *, axes: Sequence[str] | 
             if axis in family.axes_used:
                 psi_draws.append(draws)
         if family.Psi is not None:
-            Psi = _interval(family.Psi, _mean_defined(np.stack(psi_draws, axis=1), axis=1), confidence,
-                            family.num_models)
-    return Bootstrap(measure=measure, target=target, resamples=int(resamples), confidence=float(confidence),
-                     seed=int(seed), variant=variant, num_models=n, num_excluded=int((~usable).sum()),
-                     tau=tau, tau_b=tau_b, psi=psi, Psi=Psi)
+            Psi = _interval(
+                family.Psi, _mean_defined(np.stack(psi_draws, axis=1), axis=1), confidence, family.num_models
+            )
+    return Bootstrap(
+        measure=measure,
+        target=target,
+        resamples=int(resamples),
+        confidence=float(confidence),
+        seed=int(seed),
+        variant=variant,
+        num_models=n,
+        num_excluded=int((~usable).sum()),
+        tau=tau,
+        tau_b=tau_b,
+        psi=psi,
+        Psi=Psi,
+    )
 
 
 @dataclass(frozen=True)
@@ -561,8 +617,14 @@ class PairedDifference(FiniteDict):
     Psi: Interval | None
 
 
-def _Psi_draws(keys: Sequence[tuple[Hashable, ...]], x: np.ndarray, y: np.ndarray, axes: Sequence[str],
-               psi_axes: set[str], counts: np.ndarray) -> np.ndarray:
+def _Psi_draws(
+    keys: Sequence[tuple[Hashable, ...]],
+    x: np.ndarray,
+    y: np.ndarray,
+    axes: Sequence[str],
+    psi_axes: set[str],
+    counts: np.ndarray,
+) -> np.ndarray:
     """``Psi`` in each resample (rows of ``counts`` over all rows of ``x``), tau-a, the axes of ``psi_axes``."""
     everyone = np.ones(len(keys), dtype=bool)
     per_axis = []
@@ -577,9 +639,18 @@ def _Psi_draws(keys: Sequence[tuple[Hashable, ...]], x: np.ndarray, y: np.ndarra
     return _mean_defined(np.stack(per_axis, axis=1), axis=1)
 
 
-def paired_bootstrap(table: Table, measure: str, baseline: str, target: str, *, axes: Sequence[str] | None = None,
-                     psi_axes: Sequence[str] | None = None, resamples: int = 1000, confidence: float = 0.95,
-                     seed: int = 0) -> PairedDifference:
+def paired_bootstrap(
+    table: Table,
+    measure: str,
+    baseline: str,
+    target: str,
+    *,
+    axes: Sequence[str] | None = None,
+    psi_axes: Sequence[str] | None = None,
+    resamples: int = 1000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> PairedDifference:
     """Percentile intervals of ``tau(measure, target) - tau(baseline, target)`` and of the ``Psi`` difference.
 
     Both measures are ranked on the *same* resamples of the models that have both and the target
@@ -612,8 +683,17 @@ def paired_bootstrap(table: Table, measure: str, baseline: str, target: str, *, 
         if ga.Psi is not None and gb.Psi is not None:
             diff = _Psi_draws(keys, a, y, axes, chosen, counts) - _Psi_draws(keys, b, y, axes, chosen, counts)
             Psi = _interval(ga.Psi - gb.Psi, diff, confidence, n)
-    return PairedDifference(measure=measure, baseline=baseline, target=target, resamples=int(resamples),
-                            confidence=float(confidence), seed=int(seed), num_models=n, tau=tau, Psi=Psi)
+    return PairedDifference(
+        measure=measure,
+        baseline=baseline,
+        target=target,
+        resamples=int(resamples),
+        confidence=float(confidence),
+        seed=int(seed),
+        num_models=n,
+        tau=tau,
+        Psi=Psi,
+    )
 
 
 # --------------------------------------------------------------------------- random labels
@@ -666,7 +746,9 @@ class RandomLabelCheck(FiniteDict):
     num_excluded: int
 
 
-def random_label_check(table: Table, measure: str, axes: Sequence[str], *, noise_axis: str = "label_noise") -> RandomLabelCheck:
+def random_label_check(
+    table: Table, measure: str, axes: Sequence[str], *, noise_axis: str = "label_noise"
+) -> RandomLabelCheck:
     """At fixed everything else, does ``measure`` increase with the label-noise fraction?
 
     The models that agree on every axis of ``axes`` except ``noise_axis`` (added to the axes if
@@ -681,7 +763,11 @@ def random_label_check(table: Table, measure: str, axes: Sequence[str], *, noise
     k = all_axes.index(noise_axis)
     for i, key in enumerate(keys):
         q = key[k]
-        if isinstance(q, (bool, np.bool_)) or not isinstance(q, (int, float, np.integer, np.floating)) or not math.isfinite(q):
+        if (
+            isinstance(q, (bool, np.bool_))
+            or not isinstance(q, (int, float, np.integer, np.floating))
+            or not math.isfinite(q)
+        ):
             raise TypeError(f"table row {i}: {noise_axis}={q!r} must be a finite number (a fraction of labels).")
     noise = _column(table, noise_axis)
     mu = _column(table, measure)
@@ -697,14 +783,29 @@ def random_label_check(table: Table, measure: str, axes: Sequence[str], *, noise
         values = tuple(float(mu[i]) for i in kept)
         increasing = all(b > a for a, b in zip(values, values[1:]))
         tau = _tau(mu[kept], np.asarray(q)).tau
-        sequences.append(NoiseSequence(fixed=dict(zip(others, fixed_key)), noise=q, values=values,
-                                       increasing=increasing, tau=tau, num_excluded=len(idx) - len(kept)))
+        sequences.append(
+            NoiseSequence(
+                fixed=dict(zip(others, fixed_key)),
+                noise=q,
+                values=values,
+                increasing=increasing,
+                tau=tau,
+                num_excluded=len(idx) - len(kept),
+            )
+        )
     count = len(sequences)
     up = sum(s.increasing for s in sequences)
-    return RandomLabelCheck(measure=measure, noise_axis=noise_axis, groups=tuple(sequences), num_groups=count,
-                            num_increasing=up, fraction_increasing=up / count if count else None,
-                            tau=float(np.mean([s.tau for s in sequences])) if count else None,
-                            num_models=sum(len(s.noise) for s in sequences), num_excluded=int((~usable).sum()))
+    return RandomLabelCheck(
+        measure=measure,
+        noise_axis=noise_axis,
+        groups=tuple(sequences),
+        num_groups=count,
+        num_increasing=up,
+        fraction_increasing=up / count if count else None,
+        tau=float(np.mean([s.tau for s in sequences])) if count else None,
+        num_models=sum(len(s.noise) for s in sequences),
+        num_excluded=int((~usable).sum()),
+    )
 
 
 # --------------------------------------------------------------------------- slopes
@@ -741,8 +842,9 @@ class Slope(FiniteDict):
     note: str = ""
 
 
-def loglog_slopes(table: Table, measure: str, axis: str, fixed: Sequence[str], *,
-                  values_are_logs: bool = False) -> tuple[Slope, ...]:
+def loglog_slopes(
+    table: Table, measure: str, axis: str, fixed: Sequence[str], *, values_are_logs: bool = False
+) -> tuple[Slope, ...]:
     r"""Least-squares slopes of ``log mu`` against ``log x`` in each group of rows sharing ``fixed``.
 
     .. math::
@@ -778,11 +880,23 @@ def loglog_slopes(table: Table, measure: str, axis: str, fixed: Sequence[str], *
         xs, ys = np.log(x[good]), y[good]
         distinct = len(set(x[good].tolist()))
         left_out = len(idx) - len(good)
-        extra = f"{left_out} left out (measure NaN, infinite{'' if values_are_logs else ' or <= 0'})" if left_out else ""
-        base = dict(measure=measure, axis=axis, fixed=dict(zip(fixed, key)), num_points=len(good),
-                    num_distinct=distinct, num_left_out=left_out, xs=tuple(xs.tolist()), ys=tuple(ys.tolist()))
+        extra = (
+            f"{left_out} left out (measure NaN, infinite{'' if values_are_logs else ' or <= 0'})" if left_out else ""
+        )
+        base = dict(
+            measure=measure,
+            axis=axis,
+            fixed=dict(zip(fixed, key)),
+            num_points=len(good),
+            num_distinct=distinct,
+            num_left_out=left_out,
+            xs=tuple(xs.tolist()),
+            ys=tuple(ys.tolist()),
+        )
         if distinct < 2:
-            note = f"not enough points: {distinct} distinct {axis}; a slope needs >= 2" + (f"; {extra}" if extra else "")
+            note = f"not enough points: {distinct} distinct {axis}; a slope needs >= 2" + (
+                f"; {extra}" if extra else ""
+            )
             fits.append(Slope(slope=None, intercept=None, rms_residual=None, note=note, **base))  # type: ignore[arg-type]
             continue
         b, a, rms = least_squares(xs, ys)
@@ -792,5 +906,9 @@ def loglog_slopes(table: Table, measure: str, axis: str, fixed: Sequence[str], *
 
 def _sort_key(key: tuple[Hashable, ...]) -> tuple[tuple[int, Any], ...]:
     """Sort mixed keys: numbers by value, then everything else by its text."""
-    return tuple((0, float(v)) if isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
-                 else (1, str(v)) for v in key)
+    return tuple(
+        (0, float(v))
+        if isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
+        else (1, str(v))
+        for v in key
+    )

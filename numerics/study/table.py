@@ -31,11 +31,33 @@ _MARGIN_COLUMNS = tuple(f"margin_q{round(100 * level):02d}" for level in MARGIN_
 
 #: The columns of ``models.csv``, in order.
 COLUMNS: tuple[str, ...] = (
-    "model", "task", *AXES, "intermediate_size", "num_train", "num_test", "labels_changed", "n", "T", "B_out",
+    "model",
+    "task",
+    *AXES,
+    "intermediate_size",
+    "num_train",
+    "num_test",
+    "labels_changed",
+    "n",
+    "T",
+    "B_out",
     "head_lipschitz",
-    "train_error", "train_error_clean", "test_error", "gap", "train_loss", "test_loss",
-    "margin", *_MARGIN_COLUMNS,
-    "steps", "reached", "stop", "train_seconds", "num_parameters", "reused", "analysis_error", "path",
+    "train_error",
+    "train_error_clean",
+    "test_error",
+    "gap",
+    "train_loss",
+    "test_loss",
+    "margin",
+    *_MARGIN_COLUMNS,
+    "steps",
+    "reached",
+    "stop",
+    "train_seconds",
+    "num_parameters",
+    "reused",
+    "analysis_error",
+    "path",
 )
 
 
@@ -46,15 +68,23 @@ def model_rows(result: StudyResult) -> list[dict[str, Any]]:
         r, s = m.record, m.settings
         margins = dict(zip(_MARGIN_COLUMNS, r["margins"]["quantiles"]))
         row: dict[str, Any] = {
-            "model": r["settings_hash"], "task": s.task, **{axis: getattr(s, axis) for axis in AXES},
-            "intermediate_size": s.intermediate_size, "num_train": r["task"]["num_train"], "num_test": r["task"]["num_test"],
+            "model": r["settings_hash"],
+            "task": s.task,
+            **{axis: getattr(s, axis) for axis in AXES},
+            "intermediate_size": s.intermediate_size,
+            "num_train": r["task"]["num_train"],
+            "num_test": r["task"]["num_test"],
             "labels_changed": r["task"]["labels_changed"],
             **{k: r.get(k) for k in ("n", "T", "B_out", "head_lipschitz")},
-            **{k: r[k] for k in ("train_error", "train_error_clean", "test_error", "gap", "train_loss", "test_loss",
-                                 "margin")},
+            **{
+                k: r[k]
+                for k in ("train_error", "train_error_clean", "test_error", "gap", "train_loss", "test_loss", "margin")
+            },
             **margins,
             **{k: r[k] for k in ("steps", "reached", "stop", "train_seconds", "num_parameters")},
-            "reused": m.reused, "analysis_error": m.analysis_error, "path": str(m.folder),
+            "reused": m.reused,
+            "analysis_error": m.analysis_error,
+            "path": str(m.folder),
         }
         rows.append(row)
     return rows

@@ -98,7 +98,9 @@ def _count(fraction: float, n: int, *, keep_one: bool) -> int:
     return k
 
 
-def modadd_split(modulus: int, train_fraction: float, *, split_seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def modadd_split(
+    modulus: int, train_fraction: float, *, split_seed: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``(train_inputs, train_labels, test_inputs, test_labels)`` of ``(a + b) mod modulus``.
 
     Inputs are ``[CLS, a, b]`` with ``CLS = modulus``; see the module docstring.
@@ -154,8 +156,9 @@ def _patches(images: np.ndarray, patch: int) -> np.ndarray:
     return images.reshape(n, g, patch, g, patch).transpose(0, 1, 3, 2, 4).reshape(n, g * g, patch * patch)
 
 
-def digits_split(train_fraction: float, *, patch: int, test_fraction: float, split_seed: int
-                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def digits_split(
+    train_fraction: float, *, patch: int, test_fraction: float, split_seed: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``(train_inputs, train_labels, test_inputs, test_labels)`` of the digits as patch sequences.
 
     Inputs are float32 ``[n, (8/patch)^2, patch^2]``, pixels divided by 16.
@@ -197,8 +200,17 @@ def add_label_noise(labels: np.ndarray, fraction: float, *, num_classes: int, se
     return noisy
 
 
-def make_task(task: str, *, train_fraction: float, label_noise: float, seed: int, split_seed: int,
-              modulus: int = 59, patch: int = 2, test_fraction: float = 0.4) -> TaskData:
+def make_task(
+    task: str,
+    *,
+    train_fraction: float,
+    label_noise: float,
+    seed: int,
+    split_seed: int,
+    modulus: int = 59,
+    patch: int = 2,
+    test_fraction: float = 0.4,
+) -> TaskData:
     """The arrays of one task (see the module docstring).
 
     Args:
@@ -212,15 +224,29 @@ def make_task(task: str, *, train_fraction: float, label_noise: float, seed: int
       patch: patch side ``p`` (digits).
       test_fraction: held-out fraction of each class (digits).
     """
+    kind: Literal["tokens", "patches"]
     if task == "modadd":
         x_tr, y_tr, x_te, y_te = modadd_split(modulus, train_fraction, split_seed=split_seed)
         classes, seq_len, vocab, patch_dim, kind = modulus, 3, modulus + 1, 0, "tokens"
     elif task == "digits":
-        x_tr, y_tr, x_te, y_te = digits_split(train_fraction, patch=patch, test_fraction=test_fraction, split_seed=split_seed)
+        x_tr, y_tr, x_te, y_te = digits_split(
+            train_fraction, patch=patch, test_fraction=test_fraction, split_seed=split_seed
+        )
         classes, seq_len, vocab, patch_dim, kind = 10, x_tr.shape[1] + 1, 1, patch * patch, "patches"
     else:
         raise ValueError(f"task={task!r} must be one of {', '.join(TASKS)}")
     noisy = add_label_noise(y_tr, label_noise, num_classes=classes, seed=seed)
-    return TaskData(task=task, kind=kind, train_inputs=x_tr, train_labels=noisy, train_labels_clean=y_tr,  # type: ignore[arg-type]
-                    test_inputs=x_te, test_labels=y_te, num_classes=classes, seq_len=seq_len, vocab_size=vocab,
-                    patch_dim=patch_dim, labels_changed=int(np.sum(noisy != y_tr)))
+    return TaskData(
+        task=task,
+        kind=kind,
+        train_inputs=x_tr,
+        train_labels=noisy,
+        train_labels_clean=y_tr,
+        test_inputs=x_te,
+        test_labels=y_te,
+        num_classes=classes,
+        seq_len=seq_len,
+        vocab_size=vocab,
+        patch_dim=patch_dim,
+        labels_changed=int(np.sum(noisy != y_tr)),
+    )

@@ -71,18 +71,33 @@ _BATCH_STREAM = 0x6261746368  # "batch"
 
 def task_data(settings: TrainSettings) -> TaskData:
     """The arrays ``settings`` train and test on."""
-    return make_task(settings.task, train_fraction=settings.train_fraction, label_noise=settings.label_noise,
-                     seed=settings.seed, split_seed=settings.split_seed, modulus=settings.modulus,
-                     patch=settings.patch, test_fraction=settings.test_fraction)
+    return make_task(
+        settings.task,
+        train_fraction=settings.train_fraction,
+        label_noise=settings.label_noise,
+        seed=settings.seed,
+        split_seed=settings.split_seed,
+        modulus=settings.modulus,
+        patch=settings.patch,
+        test_fraction=settings.test_fraction,
+    )
 
 
 def build_model(settings: TrainSettings, data: TaskData) -> StudyEncoder:
     """The initial model: ``torch.manual_seed(seed)``, then the encoder's initialisation."""
     torch.manual_seed(settings.seed)
-    return StudyEncoder(depth=settings.depth, width=settings.width, heads=settings.heads,
-                        intermediate_size=settings.intermediate_size, num_classes=data.num_classes,
-                        seq_len=data.seq_len, vocab_size=data.vocab_size, patch_dim=data.patch_dim,
-                        layer_norm_eps=settings.layer_norm_eps, init_std=settings.init_std)
+    return StudyEncoder(
+        depth=settings.depth,
+        width=settings.width,
+        heads=settings.heads,
+        intermediate_size=settings.intermediate_size,
+        num_classes=data.num_classes,
+        seq_len=data.seq_len,
+        vocab_size=data.vocab_size,
+        patch_dim=data.patch_dim,
+        layer_norm_eps=settings.layer_norm_eps,
+        init_std=settings.init_std,
+    )
 
 
 def _set_deterministic(mode: bool, *, warn_only: bool = False) -> None:
@@ -126,7 +141,10 @@ def evaluate(model: StudyEncoder, data: TaskData) -> dict[str, Any]:
     """Errors, losses and training margins of ``model`` on ``data`` (see the module docstring)."""
     model.eval()
     out: dict[str, Any] = {}
-    for split, inputs, labels in (("train", data.train_inputs, data.train_labels), ("test", data.test_inputs, data.test_labels)):
+    for split, inputs, labels in (
+        ("train", data.train_inputs, data.train_labels),
+        ("test", data.test_inputs, data.test_labels),
+    ):
         logits = _logits(model, torch.from_numpy(inputs))
         target = torch.from_numpy(labels)
         out[f"{split}_loss"] = float(F.cross_entropy(logits.double(), target))
@@ -135,8 +153,10 @@ def evaluate(model: StudyEncoder, data: TaskData) -> dict[str, Any]:
         if split == "train":
             out["train_error_clean"] = float(np.mean(predicted != data.train_labels_clean))
             margins = training_margins(logits.double().numpy(), labels)
-            out["margins"] = {"levels": list(MARGIN_LEVELS),
-                              "quantiles": [float(q) for q in np.quantile(margins, MARGIN_LEVELS)]}
+            out["margins"] = {
+                "levels": list(MARGIN_LEVELS),
+                "quantiles": [float(q) for q in np.quantile(margins, MARGIN_LEVELS)],
+            }
             out["margin"] = margin_at_quantile(margins, quantile=MARGIN_QUANTILE)
             out["margin_quantile"] = MARGIN_QUANTILE
     out["gap"] = out["test_error"] - out["train_error"]
@@ -158,7 +178,9 @@ class AdamW:
        \theta \leftarrow \theta - \frac{\eta}{1 - \beta_1^t} \frac{m}{\sqrt{v} / \sqrt{1 - \beta_2^t} + \epsilon}
     """
 
-    def __init__(self, groups: list[dict[str, Any]], *, lr: float, betas: tuple[float, float], eps: float = 1e-8) -> None:
+    def __init__(
+        self, groups: list[dict[str, Any]], *, lr: float, betas: tuple[float, float], eps: float = 1e-8
+    ) -> None:
         self.groups = groups
         self.lr, self.betas, self.eps = lr, betas, eps
         self.t = 0
@@ -174,7 +196,7 @@ class AdamW:
         self.t += 1
         beta1, beta2 = self.betas
         bias1, bias2 = 1 - beta1 ** float(self.t), 1 - beta2 ** float(self.t)
-        step_size, bias2_sqrt = self.lr / bias1, bias2 ** 0.5
+        step_size, bias2_sqrt = self.lr / bias1, bias2**0.5
         for group in self.groups:
             decay = group["weight_decay"]
             for p in group["params"]:
@@ -199,8 +221,9 @@ def _state(model: StudyEncoder) -> dict[str, torch.Tensor]:
     return {name: value.detach().clone().contiguous() for name, value in model.state_dict().items()}
 
 
-def _run(model: StudyEncoder, settings: TrainSettings, data: TaskData, *, stop: bool, snapshots: tuple[int, ...] = ()
-         ) -> tuple[int, str, dict[int, dict[str, torch.Tensor]]]:
+def _run(
+    model: StudyEncoder, settings: TrainSettings, data: TaskData, *, stop: bool, snapshots: tuple[int, ...] = ()
+) -> tuple[int, str, dict[int, dict[str, torch.Tensor]]]:
     """Train from the current weights; returns ``(steps, stop reason, {step: state})``.
 
     With ``stop``, the stopping rule applies; without it, training runs to the last of
@@ -251,8 +274,10 @@ def _whole_loss(model: StudyEncoder, x: torch.Tensor, y: torch.Tensor) -> float:
 
 
 def folder_files(prefix: str, state: dict[str, torch.Tensor], config: dict[str, Any]) -> dict[str, bytes]:
-    return {f"{prefix}config.json": (json.dumps(config, indent=2, sort_keys=True) + "\n").encode("utf-8"),
-            f"{prefix}model.safetensors": save_safetensors(state, metadata={"format": "pt"})}
+    return {
+        f"{prefix}config.json": (json.dumps(config, indent=2, sort_keys=True) + "\n").encode("utf-8"),
+        f"{prefix}model.safetensors": save_safetensors(state, metadata={"format": "pt"}),
+    }
 
 
 def train(settings: TrainSettings, *, data: TaskData | None = None) -> TrainedModel:
@@ -284,20 +309,37 @@ def train(settings: TrainSettings, *, data: TaskData | None = None) -> TrainedMo
                 step_config = {**config, "specbound_study": {**study, "step": step}}
                 files.update(folder_files(prefix, states[step], step_config))
                 trajectory.append({"step": step, "path": prefix.rstrip("/"), **evaluate(replay, data)})
-    record = study_record(study, data, final, steps=steps, reason=reason, seconds=seconds, model=model,
-                          trajectory=trajectory)
+    record = study_record(
+        study, data, final, steps=steps, reason=reason, seconds=seconds, model=model, trajectory=trajectory
+    )
     return TrainedModel(files=files, record=finite_json(record))
 
 
-def study_record(study: dict[str, Any], data: TaskData, final: dict[str, Any], *, steps: int, reason: str, seconds: float,
-                 model: torch.nn.Module, trajectory: list[dict[str, Any]], trainer: dict[str, Any] | None = None,
-                 environment: dict[str, Any] | None = None) -> dict[str, Any]:
+def study_record(
+    study: dict[str, Any],
+    data: TaskData,
+    final: dict[str, Any],
+    *,
+    steps: int,
+    reason: str,
+    seconds: float,
+    model: torch.nn.Module,
+    trajectory: list[dict[str, Any]],
+    trainer: dict[str, Any] | None = None,
+    environment: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """A trained model's ``record.json`` (before :func:`finite_json`), the same keys in the same order for the
     one-model loop and batched training (:mod:`numerics.study.batched` adds ``trainer`` and ``environment``)."""
     record = {
         **study,
-        "task": {"name": data.task, "num_train": data.num_train, "num_test": data.num_test, "num_classes": data.num_classes,
-                 "seq_len": data.seq_len, "labels_changed": data.labels_changed},
+        "task": {
+            "name": data.task,
+            "num_train": data.num_train,
+            "num_test": data.num_test,
+            "num_classes": data.num_classes,
+            "seq_len": data.seq_len,
+            "labels_changed": data.labels_changed,
+        },
         **final,
         "steps": steps,
         "reached": reason == "loss_target",

@@ -167,8 +167,10 @@ def _run_child(settings: list[dict[str, Any]], children: Children | None, *, bat
         raise TrainingError(f"training {parsed[0].task} model{'s' if len(parsed) > 1 else ''} {names} failed: {why}")
     docs = json.loads(out.decode("utf-8"))
     docs = docs if isinstance(docs, list) else [docs]
-    return [TrainedModel(files={name: base64.b64decode(data) for name, data in doc["files"].items()}, record=doc["record"])
-            for doc in docs]
+    return [
+        TrainedModel(files={name: base64.b64decode(data) for name, data in doc["files"].items()}, record=doc["record"])
+        for doc in docs
+    ]
 
 
 # --------------------------------------------------------------------------- child side
@@ -200,8 +202,13 @@ def child_main() -> None:
             from .train import train  # optional: torch (the study extra), imported in the child only
 
             models = [train(TrainSettings.from_dict(payload))]
-        docs = [{"files": {name: base64.b64encode(data).decode("ascii") for name, data in trained.files.items()},
-                 "record": trained.record} for trained in models]
+        docs = [
+            {
+                "files": {name: base64.b64encode(data).decode("ascii") for name, data in trained.files.items()},
+                "record": trained.record,
+            }
+            for trained in models
+        ]
         text = json.dumps(docs if isinstance(payload, list) else docs[0], allow_nan=False)
     except Exception as exc:  # one line for the caller's error message
         sys.stderr.write(f"{type(exc).__name__}: {' '.join(str(exc).split())}\n")

@@ -11,6 +11,11 @@ s, a, b, B, eps = (V[k].symbol for k in ("spectral_norm", "rows", "cols", "row_b
 
 def linear(name: str = "user_linear", c: float = 1.0) -> registry.Cover:
     c_ = sp.nsimplify(c)
-    return registry.Cover(name=name, status="user", kinds=("bilinear", "vector"), statistics=("spectral_norm", "rows", "cols"),
-                          forms={"bilinear": c_ * (a + b) * s * B**2 / eps, "vector": c_ * (a + b) * s * B / eps},
-                          summary="a c eps^-1 cover for the composition tests")
+    return registry.Cover(
+        name=name,
+        status="user",
+        kinds=("bilinear", "vector"),
+        statistics=("spectral_norm", "rows", "cols"),
+        forms={"bilinear": c_ * (a + b) * s * B**2 / eps, "vector": c_ * (a + b) * s * B / eps},
+        summary="a c eps^-1 cover for the composition tests",
+    )
