@@ -17,6 +17,12 @@ Two parts, each measured in the same run (ratios: these machines are shared and 
   gaps per axis. ``SPECBOUND_BENCH_STUDY`` is ``smoke`` or a comma-separated list of
   ``preset/task`` such as ``default/modadd``.
 
+Every part also reports its CPU seconds (user + system of this process and its worker processes,
+:func:`numerics.study.run.cpu_seconds`) and the load average at its start and end: on a shared machine
+the wall clock measures the other jobs as much as this one, the CPU seconds do not. From them,
+``idle_wall_estimate_seconds`` = CPU seconds / cores used is an *estimate* of the wall clock on an
+idle machine (it assumes the cores stay busy, so the real idle wall clock is at least this).
+
 Run: ``./run bench --only bench_study`` (results in ``benchmarks/results.json``); nothing here
 asserts a time.
 """
@@ -50,7 +56,7 @@ def _one(preset_name: str, task: str, jobs: int) -> dict[str, Any]:
     preset = get_preset(preset_name, task)
     # removed afterwards; one a killed bench left behind is removed by the next (numerics._util.workdirs)
     with work_folder(tempfile.gettempdir(), "specbound-bench-study-") as cache:
-        result = run_study(preset, root=cache, jobs=jobs)
+        result = run_study(preset, root=cache, jobs=jobs)  # result.timing: wall, CPU, load, idle estimate
         start = time.perf_counter()
         found = compute_findings(result)
         statistics_seconds = time.perf_counter() - start
@@ -90,6 +96,7 @@ def _one(preset_name: str, task: str, jobs: int) -> dict[str, Any]:
         "jobs": jobs,
         "seconds": round(result.seconds, 1),
         "seconds_per_model": round(result.seconds / len(models), 2),
+        "timing": dict(result.timing),
         "statistics_seconds": round(statistics_seconds, 1),
         "report_seconds": round(report_seconds, 1),
         "total_seconds": round(result.seconds + statistics_seconds + report_seconds, 1),
@@ -109,6 +116,7 @@ def batched_vs_loop(jobs: int = 2, models: int | None = None, steps: int | None 
     """One batch of the default family trained both ways (see the module docstring)."""
     from numerics.study import get_preset
     from numerics.study.batched import batch_key
+    from numerics.study.run import cpu_seconds, run_timing
     from numerics.study.worker import Children, train_batch_isolated, train_isolated
 
     count = models if models is not None else int(os.environ.get("SPECBOUND_BENCH_STUDY_MODELS", "12"))
@@ -121,17 +129,18 @@ def batched_vs_loop(jobs: int = 2, models: int | None = None, steps: int | None 
     payloads = [s.as_dict() for s in chosen]
     children = Children()
     try:
-        start = time.perf_counter()
+        load_start, start, cpu = _load(), time.perf_counter(), cpu_seconds()
         with ThreadPoolExecutor(max_workers=jobs) as pool:
             loop = list(pool.map(lambda p: train_isolated(p, children), payloads))
-        loop_seconds = time.perf_counter() - start
+        loop_seconds, loop_cpu, load_middle = time.perf_counter() - start, cpu_seconds() - cpu, _load()
         parts = [payloads[i::jobs] for i in range(jobs) if payloads[i::jobs]]
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), cpu_seconds()
         with ThreadPoolExecutor(max_workers=jobs) as pool:
             done = list(pool.map(lambda p: train_batch_isolated(p, children), parts))
-        batched_seconds = time.perf_counter() - start
+        batched_seconds, batched_cpu, load_end = time.perf_counter() - start, cpu_seconds() - cpu, _load()
     finally:
         children.stop()
+    threads = chosen[0].threads
     by_hash = {m.record["settings_hash"]: m.record for part in done for m in part}
     diffs = [abs(by_hash[m.record["settings_hash"]]["test_error"] - m.record["test_error"]) for m in loop]
     return {
@@ -141,11 +150,26 @@ def batched_vs_loop(jobs: int = 2, models: int | None = None, steps: int | None 
         "loop_seconds": round(loop_seconds, 2),
         "batched_seconds": round(batched_seconds, 2),
         "speedup": round(loop_seconds / batched_seconds, 2),
+        "loop_cpu_seconds": round(loop_cpu, 2),
+        "batched_cpu_seconds": round(batched_cpu, 2),
+        "speedup_cpu": round(loop_cpu / batched_cpu, 2) if batched_cpu > 0 else None,
+        "loop_timing": run_timing(
+            loop_seconds, loop_cpu, load_start=load_start, load_end=load_middle, jobs=jobs, threads=threads
+        ),
+        "batched_timing": run_timing(
+            batched_seconds, batched_cpu, load_start=load_middle, load_end=load_end, jobs=jobs, threads=threads
+        ),
         "loop_seconds_per_model": round(loop_seconds / len(chosen), 3),
         "batched_seconds_per_model": round(batched_seconds / len(chosen), 3),
         "test_error_difference": {"max": round(max(diffs), 4), "median": round(statistics.median(diffs), 4)},
-        "load_average": os.getloadavg(),
     }
+
+
+def _load() -> list[float] | None:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None
 
 
 def _chosen() -> list[tuple[str, str]]:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
+import sys
 from itertools import combinations
 from pathlib import Path
 
@@ -33,7 +35,8 @@ from numerics.study import (
     model_folder,
     run_study,
 )
-from numerics.study.run import bound_inputs, bound_settings
+from numerics.study import run as study_run
+from numerics.study.run import bound_inputs, bound_settings, cpu_seconds, run_timing
 
 #: Every file of a report folder, figures included (the smoke preset keeps one trajectory: its base model).
 TABLE_FILES = (
@@ -350,6 +353,44 @@ def test_the_committed_default_results_are_current():
     assert list(digest["measures"]) == list(measures.REGISTRY)
     for claim in ("C10", "C11"):
         assert digest[claim]["verdict"] in ("holds", "fails", "unsettled")
+
+
+def test_run_timing_states_the_cost_apart_from_the_load(monkeypatch):
+    monkeypatch.setattr(study_run, "_cores", lambda: 2)
+    t = run_timing(90.0, 60.0, load_start=[9.5, 8.0, 7.0], load_end=[5.0, 6.0, 7.0], jobs=2, threads=1)
+    # two workers of one thread keep both cores busy: 60 CPU s is 30 s on an idle machine, an estimate
+    assert (t["cores_used"], t["idle_wall_estimate_seconds"], t["wall_seconds"], t["cpu_seconds"]) == (2, 30.0, 90, 60)
+    assert t["load_average_start"] == [9.5, 8.0, 7.0] and "estimate" in t["idle_wall_estimate_is"]
+    # more workers than cores: still two cores; one worker: one core
+    assert run_timing(90.0, 60.0, load_start=None, load_end=None, jobs=4, threads=2)["cores_used"] == 2
+    assert run_timing(90.0, 60.0, load_start=None, load_end=None, jobs=1, threads=1)["idle_wall_estimate_seconds"] == 60
+    # trained on a cluster: its workers' CPU is not here, so no estimate
+    assert (
+        run_timing(9.0, 6.0, load_start=None, load_end=None, jobs=2, threads=1, remote=True)[
+            "idle_wall_estimate_seconds"
+        ]
+        is None
+    )
+
+
+def test_cpu_seconds_count_the_worker_processes():
+    # training runs in child processes: their CPU must be counted once they have finished
+    burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.4: pass\n"
+    before = cpu_seconds()
+    subprocess.run([sys.executable, "-c", burn], check=True, timeout=120)
+    assert cpu_seconds() - before >= 0.35
+
+
+def test_the_report_states_the_runs_cpu_time(smoke):
+    out, _ = smoke
+    summary = json.loads((out / "study.json").read_text())["summary"]
+    timing = summary["timing"]
+    assert timing["trained"] == 4 and timing["reused"] == 0 and timing["jobs"] == 2
+    assert timing["wall_seconds"] == pytest.approx(summary["seconds"], abs=0.01)
+    # four models trained in worker processes: their CPU is in, and the idle estimate is CPU / cores used
+    assert timing["cpu_seconds"] > 0
+    assert timing["idle_wall_estimate_seconds"] == round(timing["cpu_seconds"] / timing["cores_used"], 1)
+    assert timing["cores_used"] == min(2, timing["cores_available"])
 
 
 @pytest.mark.claim("C10")

@@ -679,6 +679,7 @@ def _run_block(label: str, result: StudyResult, found: Findings) -> dict[str, An
         "axes_varied": list(found.axes_varied),
         "C10": c10_run(found),
         "C11": c11_run(found),
+        "timing": dict(result.timing),
         "decomposition": [
             {
                 "measure": d.measure,

@@ -51,7 +51,15 @@ __all__ = [
 
 #: What differs between two runs of the same family on one machine: timings, where the cache is,
 #: whether a model was reused (``models.csv`` columns and ``study.json`` keys).
-RUN_DEPENDENT: tuple[str, ...] = ("train_seconds", "batch_seconds", "path", "reused", "seconds", "trained")
+RUN_DEPENDENT: tuple[str, ...] = (
+    "train_seconds",
+    "batch_seconds",
+    "path",
+    "reused",
+    "seconds",
+    "trained",
+    "timing",
+)
 
 
 # --------------------------------------------------------------------------- rendering
@@ -282,6 +290,7 @@ def _summary(result: StudyResult, found: Findings) -> dict[str, Any]:
         "gap_min": min(known) if known else None,
         "gap_max": max(known) if known else None,
         "seconds": result.seconds,
+        "timing": dict(result.timing),
         "groups_by_axis": gap_spread([m.settings for m in result.models], gaps),
     }
 
@@ -490,7 +499,16 @@ def study_table(result: StudyResult) -> str:
 def study_summary(result: StudyResult, out: Any) -> str:
     """The one line ``specbound study`` prints on stderr at the end."""
     reached = sum(bool(m.record["reached"]) for m in result.models)
+    t = result.timing
+    cost = ""
+    if t.get("cpu_seconds") is not None:
+        cost = f" ({t['cpu_seconds']:.0f} CPU s"
+        if t.get("idle_wall_estimate_seconds") is not None:
+            cost += f"; about {t['idle_wall_estimate_seconds']:.0f} s on {t['cores_used']} idle cores, an estimate"
+        if t.get("load_average_start") and t.get("load_average_end"):
+            cost += f"; load average {t['load_average_start'][0]:.1f} -> {t['load_average_end'][0]:.1f}"
+        cost += ")"
     return (
         f"specbound: {len(result.models)} models ({result.trained} trained, {len(result.models) - result.trained} "
-        f"reused; {reached} reached the loss target) in {result.seconds:.0f} s; report written to {out}"
+        f"reused; {reached} reached the loss target) in {result.seconds:.0f} s{cost}; report written to {out}"
     )

@@ -50,6 +50,8 @@ __all__ = [
     "DEFAULT_JOBS",
     "bound_inputs",
     "bound_settings",
+    "cpu_seconds",
+    "run_timing",
 ]
 
 #: Models trained at once by default (one per core of the 2-core machines this was tuned on).
@@ -109,12 +111,15 @@ class StudyResult:
       models: one per setting, in the preset's order.
       seconds: wall-clock time of the whole run (training, storing, analysis).
       trained: models trained in this run (the others were reused).
+      timing: what the run cost, independently of the machine's load (:func:`run_timing`): wall and CPU
+        seconds, load averages at start and end, the cores it could use and the idle-machine estimate.
     """
 
     preset: Preset
     models: tuple[StudyModel, ...]
     seconds: float = 0.0
     trained: int = field(default=0)
+    timing: Mapping[str, Any] = field(default_factory=dict)
 
 
 def _require(tasks: set[str]) -> None:
@@ -274,6 +279,65 @@ def bound_settings(inputs: Mapping[str, Any]) -> BoundSettings:
     return BoundSettings(n=inputs["n"], T=inputs["T"], B_out=inputs["B_out"])
 
 
+def cpu_seconds() -> float:
+    """User plus system CPU seconds of this process and of its finished (waited-for) child processes
+    (:func:`os.times`): training runs in worker processes (:mod:`.worker`), the analysis in this one."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
+def _load() -> list[float] | None:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:  # not every platform has a load average
+        return None
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on every platform
+        return os.cpu_count() or 1
+
+
+def run_timing(
+    wall: float,
+    cpu: float,
+    *,
+    load_start: list[float] | None,
+    load_end: list[float] | None,
+    jobs: int,
+    threads: int,
+    remote: bool = False,
+) -> dict[str, Any]:
+    """A run's cost stated so that it means something on a shared machine.
+
+    The wall clock of a run on a loaded machine says more about the other jobs than about the run;
+    the CPU seconds (user + system, this process and its workers, :func:`cpu_seconds`) do not depend on
+    the load (up to cache and frequency effects). ``idle_wall_estimate_seconds`` is an *estimate* of the
+    wall clock on an idle machine: CPU seconds over the cores the run can keep busy (``jobs`` workers
+    of ``threads`` threads each, at most the cores this process may use); it assumes those cores stay
+    busy throughout (it ignores the tail where the last batch runs alone), so the true idle wall clock
+    is at least this. ``remote`` (a dask cluster trained the models): the workers' CPU is not counted
+    here, and no estimate is given.
+    """
+    cores = _cores()
+    used = max(1, min(cores, jobs * threads))
+    return {
+        "wall_seconds": round(wall, 2),
+        "cpu_seconds": round(cpu, 2),
+        "cpu_counts": "this process only (training ran on a cluster)" if remote else "this process and its workers",
+        "load_average_start": load_start,
+        "load_average_end": load_end,
+        "cores_available": cores,
+        "jobs": jobs,
+        "threads_per_job": threads,
+        "cores_used": used,
+        "idle_wall_estimate_seconds": None if remote else round(cpu / used, 1),
+        "idle_wall_estimate_is": "an estimate: CPU seconds / cores used, assuming they stay busy (a lower bound)",
+    }
+
+
 def _cost(settings: Sequence[TrainSettings], batch: Sequence[int]) -> float:
     """A rough cost of a batch, to start the longest first: step cap times the model's size."""
     s = settings[batch[0]]
@@ -328,7 +392,7 @@ def run_study(
     while the others train. ``analyse=False`` only trains. ``covers``: registered covers every analysis composes
     (:func:`numerics.analysis.analyze`'s ``covers``).
     """
-    start = time.perf_counter()
+    start, cpu_start, load_start = time.perf_counter(), cpu_seconds(), _load()
     settings = preset.settings()
     analysed: dict[int, tuple[Any, str | None, dict[str, Any] | None, tuple[CheckpointAnalysis, ...]]] = {}
 
@@ -352,11 +416,23 @@ def run_study(
                 checkpoints=checkpoints,
             )
         )
+    wall = time.perf_counter() - start
+    timing = run_timing(
+        wall,
+        cpu_seconds() - cpu_start,
+        load_start=load_start,
+        load_end=_load(),
+        jobs=jobs,
+        threads=max(s.threads for s in settings) if settings else 1,
+        remote=scheduler is not None,
+    )
+    trained = sum(not m.reused for m in models)
     return StudyResult(
         preset=preset,
         models=tuple(models),
-        seconds=time.perf_counter() - start,
-        trained=sum(not m.reused for m in models),
+        seconds=wall,
+        trained=trained,
+        timing={**timing, "trained": trained, "reused": len(models) - trained},
     )
 
 
