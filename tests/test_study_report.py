@@ -336,23 +336,29 @@ def test_c11_rules():
 
 @pytest.mark.claim("C10")
 @pytest.mark.claim("C11")
-def test_the_committed_default_results_are_current():
-    # benchmarks/study_default.json must be the digest of today's default family and its reruns: same preset,
-    # same code version, the same models (settings hashes) and measures, verdicts recorded. Rewrite it with
-    # `./run claims --update-study`.
-    digest = claims.read_study_digest()
-    assert digest is not None, "no committed results: run `./run claims --update-study`"
-    name, task = claims.STUDY_PRESET
-    assert digest["preset"] == {"name": name, "task": task}
+@pytest.mark.parametrize("task", sorted(claims.TASK_STUDIES))
+def test_the_committed_default_results_are_current(task):
+    # benchmarks/study_default.json (modadd) and study_digits.json must be the digests of today's default
+    # families and their reruns: same preset, same code version, the same models (settings hashes) and
+    # measures, verdicts recorded. Rewrite them with `./run claims --update-study [digits]`.
+    runs_spec, path = claims.TASK_STUDIES[task]
+    digest = claims.read_study_digest(path)
+    assert digest is not None, f"no committed results in {path.name}: run `./run claims --update-study {task}`"
+    assert digest["preset"] == {"name": claims.STUDY_PRESET[0], "task": task}
     assert digest["code_version"] == CODE_VERSION
-    runs = claims.run_presets()
-    assert [r["label"] for r in digest["runs"]] == [label for label, _ in runs][: len(digest["runs"])]
+    runs = claims.run_presets(task=task)
+    assert [r["label"] for r in digest["runs"]] == [label for label, _ in runs] == [r[0] for r in runs_spec]
     for block, (_, preset) in zip(digest["runs"], runs):
         assert [m["model"] for m in block["models"]] == [s.hash() for s in preset.settings()]
         assert block["num_models"] + len(block["excluded"]) == len(block["models"])
+        assert block["seeds"] == list(preset.seeds) and block["threads"] == preset.base.threads
+        timing = block.get("timing")  # what the run cost, apart from the load (digests written since it exists)
+        if timing is not None:
+            assert timing["cpu_seconds"] >= 0 and timing["trained"] + timing["reused"] == len(block["models"])
     assert list(digest["measures"]) == list(measures.REGISTRY)
     for claim in ("C10", "C11"):
-        assert digest[claim]["verdict"] in ("holds", "fails", "unsettled")
+        per_run = [r[claim]["verdict"] for r in digest["runs"]]
+        assert digest[claim]["verdict"] == claims.combine(per_run)
 
 
 def test_run_timing_states_the_cost_apart_from_the_load(monkeypatch):
@@ -391,6 +397,12 @@ def test_the_report_states_the_runs_cpu_time(smoke):
     assert timing["cpu_seconds"] > 0
     assert timing["idle_wall_estimate_seconds"] == round(timing["cpu_seconds"] / timing["cores_used"], 1)
     assert timing["cores_used"] == min(2, timing["cores_available"])
+
+
+def test_update_study_refuses_an_unknown_task(tmp_path):
+    with pytest.raises(ValueError, match="task='mnist' must be one of modadd, digits"):
+        claims.update_study_results(tmp_path / "x.json", task="mnist", root=tmp_path / "cache")
+    assert not (tmp_path / "x.json").exists() and not (tmp_path / "cache").exists()
 
 
 @pytest.mark.claim("C10")

@@ -7,6 +7,8 @@
 
 from numerics.experiments import claims, scaling
 from numerics.experiments.claims import CLAIMS as CLAIMS
+from numerics.experiments.claims import DIGITS_RESULTS as DIGITS_RESULTS
+from numerics.experiments.claims import DIGITS_RUNS as DIGITS_RUNS
 from numerics.experiments.claims import NORM_BASELINES as NORM_BASELINES
 from numerics.experiments.claims import README_BEGIN as README_BEGIN
 from numerics.experiments.claims import README_END as README_END
@@ -15,6 +17,7 @@ from numerics.experiments.claims import SPECTRUM_ADAPTIVE as SPECTRUM_ADAPTIVE
 from numerics.experiments.claims import STUDY_PRESET as STUDY_PRESET
 from numerics.experiments.claims import STUDY_RESULTS as STUDY_RESULTS
 from numerics.experiments.claims import STUDY_RUNS as STUDY_RUNS
+from numerics.experiments.claims import TASK_STUDIES as TASK_STUDIES
 from numerics.experiments.claims import Claim as Claim
 from numerics.experiments.claims import ClaimsReport as ClaimsReport
 from numerics.experiments.claims import Measurement as Measurement
