@@ -183,8 +183,8 @@ def _dudley_forms() -> list[Form]:
     ]
 
 
-def _steps() -> list[Form]:
-    """The forms around Theorem 4.1: Lipschitz model, Theorem 3.1's steps, Dudley, margin, baselines."""
+def _dudley_and_thm31_steps() -> list[Form]:
+    """The rest of the Dudley step (``alpha*`` at ``p = 2``, the objective, the trivial bound) and Theorem 3.1's scales."""
     forms = [
         Form(
             "dudley.eq2.alpha_star",
@@ -250,6 +250,13 @@ def _steps() -> list[Form]:
             "numerics.bounds.codegen.log_form(theory.thm31.composed_coefficient())",
             lambda: log_form(thm31.composed_coefficient(), ("a_j", "rho")),
         ),
+    ]
+    return forms
+
+
+def _merge_and_lipschitz_forms() -> list[Form]:
+    """The allocation's merge exponents, the Lipschitz constants, local factors and input scales."""
+    forms = [
         Form(
             "merge.inner",
             "merge_inner_exponent",
@@ -311,7 +318,12 @@ def _steps() -> list[Form]:
                 partial(lipschitz.input_scale, kind),
             ),
         ]
-    forms += [
+    return forms
+
+
+def _folded_and_norm_forms() -> list[Form]:
+    """Folded biases (rows ``[x; 1]``) and the norm layers' radii and parameter coefficients."""
+    forms: list[Form] = [
         Form(
             "affine.head.log",
             "log_head_lipschitz_folded",
@@ -373,7 +385,12 @@ def _steps() -> list[Form]:
                 partial(affine.input_scale, kind, bias=True),
             ),
         ]
-    forms += [
+    return forms
+
+
+def _rope_forms() -> list[Form]:
+    """Rotary attention: the offset-free bounds and the query and key maps' local factors."""
+    forms: list[Form] = [
         Form(
             "rope.operator_norm",
             "rope_operator_norm",
@@ -414,6 +431,13 @@ def _steps() -> list[Form]:
                 partial(rope.local_factor, "k", row_bound=row),
             ),
         ]
+    return forms
+
+
+def _gated_forms() -> list[Form]:
+    """Gated feedforward blocks, on rows of norm ``<= B`` and folded."""
+    forms: list[Form] = []
+    homogeneous = affine.homogeneous_row_bound()
     for folded, suffix in ((False, ""), (True, ".folded")):
         row = homogeneous if folded else SYMBOLS["B"]
         where = "rows ``[x; 1]``" if folded else "rows of norm ``<= B``"
@@ -454,6 +478,12 @@ def _steps() -> list[Form]:
                     partial(_gated_scale, kind, folded),
                 ),
             ]
+    return forms
+
+
+def _class_and_margin_forms() -> list[Form]:
+    """Each class's metric points and radius, and the margin bound with its union and peeling costs."""
+    forms: list[Form] = []
     for kind in ("bilinear", "vector"):
         forms += [
             Form(
@@ -515,6 +545,13 @@ def _steps() -> list[Form]:
             "theory.margin.peeling_cost()",
             margin.peeling_cost,
         ),
+    ]
+    return forms
+
+
+def _baseline_forms() -> list[Form]:
+    """The baselines' per-matrix and per-layer factors (Bartlett et al., Edelman et al.)."""
+    forms = [
         Form(
             "bartlett.log_matrix_coefficient",
             "bartlett_log_matrix_coefficient",
@@ -565,6 +602,19 @@ def _steps() -> list[Form]:
         ),
     ]
     return forms
+
+
+def _steps() -> list[Form]:
+    """The forms around Theorem 4.1: Lipschitz model, Theorem 3.1's steps, Dudley, margin, baselines."""
+    return [
+        *_dudley_and_thm31_steps(),
+        *_merge_and_lipschitz_forms(),
+        *_folded_and_norm_forms(),
+        *_rope_forms(),
+        *_gated_forms(),
+        *_class_and_margin_forms(),
+        *_baseline_forms(),
+    ]
 
 
 def _log_gated(row: sp.Expr) -> sp.Expr:
