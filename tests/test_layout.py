@@ -322,7 +322,6 @@ LONG_MODULES: dict[str, str] = {
     "table (890 lines before formatting); to split along those three once the study branch's C10-C11 edits land",
     "numerics/study/statistics.py": "the rank statistics of Jiang et al. 2020 (796 lines before formatting); not yet split",
     "numerics/bounds/theorem31.py": "Theorem 3.1's complexity, bound and post hoc indices (712 before); not yet split",
-    "numerics/montecarlo/experiment.py": "claim C9's Monte-Carlo experiment (621 before); not yet split",
     "numerics/cli.py": "one parser and one handler per subcommand (558 before; grew with formatting); not yet split",
     "theory/registry.py": "the cover registry and its checks (584 before; grew with formatting); not yet split",
     "numerics/_util/outputs.py": "every safe write specbound makes, in one place (668 before); not yet split",
