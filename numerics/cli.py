@@ -191,13 +191,13 @@ def _covers(args: argparse.Namespace) -> list[str] | None:
     return names
 
 
-def _cover_choice(args: argparse.Namespace) -> dict[str, str]:
-    """``--cover-choice`` as the keyword of :func:`numerics.analysis.analyze` (refused without ``--covers``)."""
+def _cover_choice(args: argparse.Namespace) -> str:
+    """``--cover-choice`` (default ``"group"``; refused without ``--covers``)."""
     if args.cover_choice is None:
-        return {}
+        return "group"
     if args.covers is None:
         raise CliError("--cover-choice only applies with --covers")
-    return {"cover_choice": args.cover_choice}
+    return str(args.cover_choice)
 
 
 def _cmd_analyze(args: argparse.Namespace) -> int:
@@ -213,7 +213,7 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
         spectra=args.spectra,
         **_given(args, "leading_k", "processes", "spectrum"),
         covers=_covers(args),
-        **_cover_choice(args),
+        cover_choice=_cover_choice(args),
     )
     if args.format == "json":
         print(json.dumps(analysis.to_json(spectra=args.spectra), indent=2))

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from numerics.analysis import analyze
 from numerics.bounds import compiled, covers31
 from numerics.bounds.terms import MatrixTerm, ModelSettings, build_terms
-from numerics.bounds.theorem31 import BoundSettings, class_settings, grid_values, posthoc
+from numerics.bounds.theorem31 import BoundSettings, class_settings, grid_values, metric_points, posthoc
 from tests.covers_user.linear_cover import linear
 from tests.synthetic import bert_config, bert_state, stats_from_analysis, write_checkpoint
 from theory import registry
@@ -333,3 +333,35 @@ def test_cli_cover_choice(bert_folder):
     assert matrices == 16 and cov["choice_cost"] == pytest.approx(16 * math.log(2))
     code, out, err = run([*base, "--cover-choice", "matrix"])
     assert code == 2 and out == "" and err.count("\n") == 1 and "--cover-choice only applies with --covers" in err
+
+
+def test_effective_rank_is_evaluated_from_the_generated_code(monkeypatch):
+    # the built-in effective-rank cover never goes through lambdify at analysis time (like Theorem 4.1): with the
+    # in-process path disabled its tables are still there, and equal to the registered form lambdified in process
+    from numerics.bounds.compiled import compile_cover
+
+    t = _term(0, "qk", [2.0, 0.3, 0.1, 0.01, 0.0, 0.0], 1.0, "g0/qk")
+    settings = class_settings(BoundSettings(p_grid=(0.0, 1.0, 2.0), grid_points=48, n=10**9))
+    log_eps = np.log(np.geomspace(1e-4, 1.0, 7))
+
+    def refuse(*args, **kw):
+        raise AssertionError("lambdified in process")
+
+    cover = registry.get("effective_rank")
+    reference = compile_cover(cover, "bilinear")
+    monkeypatch.setattr(covers31, "_compiled_form", refuse)
+    options = covers31._registered_options(cover, t, log_eps, settings)
+    assert [o.r_head for o in options] == [1, 2, 3, 4, 6]
+    for o in options:
+        tail = float(np.sqrt(np.sum(np.sort(t.singular_values)[::-1][o.r_head :] ** 2)))
+        values = {
+            "spectral_norm": float(grid_values([2.0])[0]),
+            "truncation_rank": o.r_head,
+            "tail_norm": float(grid_values([tail])[0]) if tail > 0 else 0.0,
+            "rows": 6,
+            "cols": 6,
+            "row_bound": 1.5,
+            "points": float(metric_points(t, settings)),
+        }
+        want = [max(reference(values, e / 2), 0.0) for e in np.exp(log_eps)]  # internal cover: the form at eps_j / 2
+        assert o.table.tolist() == want

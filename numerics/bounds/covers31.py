@@ -248,7 +248,6 @@ def _truncation_candidates(limit: int) -> list[int]:
 def _registered_options(cover: Any, t: MatrixTerm, log_eps: np.ndarray, settings: BoundSettings) -> list[_Option]:
     """The options of a registered (non-thm41) cover for one matrix: one per tried ``r_head`` (one if it has none)."""
     kind = t.cover_kind
-    words, main, limits = _compiled_form(cover, kind)
     a, b = int(t.shape[0]), int(t.shape[1])
     sv = np.sort(np.asarray(t.singular_values, dtype=np.float64))[::-1]
     from theory.vocabulary import entry  # slow: sympy (theory.vocabulary)
@@ -279,16 +278,35 @@ def _registered_options(cover: Any, t: MatrixTerm, log_eps: np.ndarray, settings
             values["tail_norm"] = tail_class
             if "tail_norm" in peeled and tail > 0:
                 cost += peeling_cost([tail])
-        with np.errstate(all="ignore"):
-            fn = main
-            for word, point, limit_fn in limits:
-                if word in values and values[word] == point:
-                    fn = limit_fn
-            table = np.asarray(fn(*[values[w] for w in words], eps), dtype=np.float64)
+        table = _form_values(cover, kind, values, eps)
         table = np.broadcast_to(table, eps.shape).copy()
         table = np.where(np.isnan(table), np.inf, np.maximum(table, 0.0))
         out.append(_Option(cover.name, r, table, cost))
     return out
+
+
+def _form_values(cover: Any, kind: str, values: dict[str, float], eps: np.ndarray) -> np.ndarray:
+    """A registered cover's ``log N(eps)`` over ``eps``: the built-in effective-rank cover from the generated code
+    (:func:`numerics.bounds.compiled.effective_rank_form_values`), any other through its SymPy form, here."""
+    if cover.name == "effective_rank":  # built in: the name cannot be registered by anyone else
+        return compiled.effective_rank_form_values(
+            kind,
+            eps=eps,
+            s=values["spectral_norm"],
+            r_head=values["truncation_rank"],
+            t_tail=values["tail_norm"],
+            a=values["rows"],
+            b=values["cols"],
+            B=values["row_bound"],
+            m=values["points"],
+        )
+    words, main, limits = _compiled_form(cover, kind)
+    with np.errstate(all="ignore"):
+        fn = main
+        for word, point, limit_fn in limits:
+            if word in values and values[word] == point:
+                fn = limit_fn
+        return np.asarray(fn(*[values[w] for w in words], eps), dtype=np.float64)
 
 
 # --------------------------------------------------------------------------- the allocation
@@ -503,8 +521,8 @@ def compose(
             alone[c]["exact_allocation"] = exact_row
     if k > 1:  # per matrix, every assignment of one cover per group is one of the assignments too: both are scored
         for lam in reps:
-            for per_matrix in (False, True) if choice == "matrix" else (False,):
-                assign, picks = lagrange_assignment(lam, names, per_matrix)
+            for each in (False, True) if choice == "matrix" else (False,):
+                assign, picks = lagrange_assignment(lam, names, each)
                 lr, cost, tg = evaluate(assign, picks)
                 candidates.append((lr, cost, tg, assign, picks, "feasible allocation (Lagrangian on a grid of shares)"))
     choices = len(groups) if choice == "group" else int(np.count_nonzero(is_matrix))
