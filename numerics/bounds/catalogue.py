@@ -16,7 +16,20 @@ from functools import partial
 import sympy as sp
 
 from numerics.bounds.logspace import log_form, log_space
-from theory import affine, baselines, composition, dudley, gated, lipschitz, margin, normlayers, rope, thm31, thm41
+from theory import (
+    affine,
+    baselines,
+    composition,
+    dudley,
+    effective_rank,
+    gated,
+    lipschitz,
+    margin,
+    normlayers,
+    rope,
+    thm31,
+    thm41,
+)
 from theory.symbols import SYMBOLS
 
 __all__ = ["FORMS", "Form"]
@@ -145,6 +158,36 @@ def _dudley_forms() -> list[Form]:
             lambda: dudley.derive("p=2").value,
         ),
     ]
+
+
+#: The effective-rank cover's arguments: its registered words' symbols in the order of the registry
+#: (statistics, then ``row_bound``, ``points``, ``eps``; :func:`numerics.bounds.compiled.compile_cover`).
+_EFFECTIVE_RANK = ("s", "r_head", "t_tail", "a", "b", "B", "m", "eps")
+
+
+def _effective_rank_forms() -> list[Form]:
+    """The built-in effective-rank cover (:mod:`theory.effective_rank`), both kinds, and its ``t_tail -> 0+`` limit."""
+    forms = []
+    for kind in ("bilinear", "vector"):
+        forms += [
+            Form(
+                f"effective_rank.{kind}",
+                f"effective_rank_{kind}",
+                _EFFECTIVE_RANK,
+                f"The effective-rank cover's ``log N(eps)`` ({kind}): the head at ``eps/2`` plus the tail at ``eps/2``.",
+                f'theory.effective_rank.derive("{kind}")',
+                partial(effective_rank.derive, kind),  # type: ignore[arg-type]
+            ),
+            Form(
+                f"effective_rank.{kind}.t0",
+                f"effective_rank_{kind}_t0",
+                _EFFECTIVE_RANK,
+                f"The effective-rank cover ({kind}) at ``t_tail -> 0+``: the head alone (``t_tail`` unused).",
+                f'theory.effective_rank.head("{kind}")',
+                partial(effective_rank.head, kind),  # type: ignore[arg-type]
+            ),
+        ]
+    return forms
 
 
 def _dudley_and_thm31_steps() -> list[Form]:
@@ -620,6 +663,7 @@ def _catalogue() -> tuple[Form, ...]:
         forms += _thm41_forms(kind, what)
     forms += _dudley_forms()
     forms += _steps()
+    forms += _effective_rank_forms()
     return tuple(forms)
 
 

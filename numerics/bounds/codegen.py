@@ -43,6 +43,7 @@ from numerics.bounds.logspace import LOG_EPS_MIN
 from numerics.bounds.logspace import log_form as log_form
 from numerics.bounds.logspace import log_space as log_space
 from theory.symbols import MEANINGS, SYMBOLS
+from theory.vocabulary import BY_SYMBOL
 
 __all__ = [
     "FORMS",
@@ -85,6 +86,8 @@ def _argument(name: str) -> sp.Symbol:
         return LOG_EPS_MIN
     if name.startswith("log_") and name[4:] in SYMBOLS:
         return sp.Symbol(name, real=True)
+    if name not in SYMBOLS and name in BY_SYMBOL:  # the cover vocabulary's own (r_head, t_tail)
+        return BY_SYMBOL[name].symbol
     return SYMBOLS[name]
 
 
@@ -101,6 +104,7 @@ def lambdify_form(form: Form) -> Callable[..., Any]:
 _HELPERS = {
     "_LogAddExp": "from numpy import logaddexp as _LogAddExp",
     "_XLogY": "from scipy.special import xlogy as _XLogY",
+    "reduce": "from functools import reduce",  # lambdify's Min/Max of several terms: reduce(minimum, [...])
 }
 
 
@@ -130,6 +134,7 @@ def fingerprint() -> str:
 def _legend(forms: Sequence[Form]) -> list[str]:
     used = list(dict.fromkeys(n for form in forms for n in form.args))
     meaning = {**MEANINGS, **{n: f"log({n[4:]})" for n in used if n.startswith("log_") and n[4:] in MEANINGS}}
+    meaning.update({n: BY_SYMBOL[n].meaning for n in used if n not in meaning and n in BY_SYMBOL})
     return [f"- ``{n}``: {meaning[n]}" for n in used]
 
 
