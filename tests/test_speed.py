@@ -1,0 +1,49 @@
+"""What the analysis does to be fast, checked for what it computes (never for how long it takes: the
+timings are in benchmarks/): the per-terms cache of the coefficient table, the load-aware choice of
+worker processes, the record of each whole matrix's spectrum method, the streaming benchmark's cleanup."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from numerics.bounds import BoundSettings
+from numerics.bounds import theorem31 as t31
+from numerics.bounds.terms import MatrixTerm
+
+
+def _terms(seed: int, scale: float = 1.0) -> list[MatrixTerm]:
+    rng = np.random.default_rng(seed)
+    out = []
+    for j, (kind, shape, rank) in enumerate([("qk", (33, 33), 8), ("vo", (33, 32), 8), ("ff1", (33, 64), 32)]):
+        sv = scale * np.sort(rng.uniform(0.05, 3.0, rank))[::-1]
+        out.append(MatrixTerm(f"m{j}", kind, shape, rank, sv, rank, 0.1 * j, 1.0 + j, f"layer0/{kind}"))
+    return out
+
+
+def _fresh(terms: list[MatrixTerm]) -> list[MatrixTerm]:
+    """Equal terms that are other objects (so nothing cached for ``terms`` applies to them)."""
+    return [dataclasses.replace(t, singular_values=t.singular_values.copy()) for t in terms]
+
+
+def test_coefficient_table_cache_follows_the_settings_and_the_terms():
+    terms = _terms(0)
+    p, q = np.array([0.5, 1.0, 2.0]), np.array([1.5, 0.1, 0.0])
+    settings = [BoundSettings(n=n) for n in (10**6, 10**3, 10**9)]
+    # the first call fills the cache; the others on the same term objects reuse it (other settings, other indices)
+    cached = [t31.coefficients(terms, p, s) for s in settings]
+    cached_q = t31.coefficients(terms, q, settings[0])
+    uncached = [t31.coefficients(_fresh(terms), p, s) for s in settings]
+    for a, b in zip(cached, uncached, strict=True):
+        assert np.array_equal(a, b)
+    assert np.array_equal(cached_q, t31.coefficients(_fresh(terms), q, settings[0]))
+    # the settings and the indices do change the table (eps_min and the metric point counts depend on n; the
+    # radii on p), so these comparisons can fail
+    assert not np.array_equal(cached[0], cached[1])
+    assert not np.array_equal(cached_q, cached[0])
+    # other terms of the same length and kinds: their own numbers, not the cached ones (ten times larger,
+    # so that they differ after the peeling grid rounds the norms up)
+    other = _terms(1, scale=10.0)
+    assert np.array_equal(t31.coefficients(other, p, settings[0]), t31.coefficients(_fresh(other), p, settings[0]))
+    assert not np.array_equal(t31.coefficients(other, p, settings[0]), cached[0])
