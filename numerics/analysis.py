@@ -445,7 +445,7 @@ def analyze(
     matrices, compute only the ``k`` leading singular values of each whole matrix plus a
     certified tail (see :mod:`numerics.spectra.leading_k`; recorded per matrix in ``approximation``).
     ``processes``: worker processes for the whole-matrix SVDs (default: one per CPU for
-    checkpoints large enough, none with an ``executor``; ``0``: none; always none in memory,
+    checkpoints large enough when a core is idle, none with an ``executor``; ``0``: none; always none in memory,
     where no other process can read the tensors); see
     :func:`numerics.spectra.pipeline.checkpoint_spectra`. ``spectrum``: ``"auto"`` (certified Gram
     eigenvalues for the whole matrices where certified, else the SVD) or ``"svd"`` (always the SVD, the

@@ -11,6 +11,8 @@ import numpy as np
 from numerics.bounds import BoundSettings
 from numerics.bounds import theorem31 as t31
 from numerics.bounds.terms import MatrixTerm
+from numerics.parallel import workers
+from numerics.spectra import jobs
 
 
 def _terms(seed: int, scale: float = 1.0) -> list[MatrixTerm]:
@@ -47,3 +49,56 @@ def test_coefficient_table_cache_follows_the_settings_and_the_terms():
     other = _terms(1, scale=10.0)
     assert np.array_equal(t31.coefficients(other, p, settings[0]), t31.coefficients(_fresh(other), p, settings[0]))
     assert not np.array_equal(t31.coefficients(other, p, settings[0]), cached[0])
+
+
+# --------------------------------------------------------------------------- worker processes and the load
+
+
+def test_worker_processes_only_with_an_idle_core(monkeypatch):
+    big = 2 * jobs.PROCESS_THRESHOLD
+    # an idle core (this process alone on 2 CPUs: load about 1): one worker per CPU
+    assert jobs.choose_processes(cpus=2, work=big, load=1.0) == 2
+    assert jobs.choose_processes(cpus=2, work=big, load=2.0 - jobs.IDLE_CORES) == 2
+    assert jobs.choose_processes(cpus=2, work=big, load=None) == 2  # no load average on this OS: as before
+    # no idle core: threads only (measured: the pool was 1.6 times slower at load 18)
+    assert jobs.choose_processes(cpus=2, work=big, load=2.0 - jobs.IDLE_CORES + 0.01) == 0
+    assert jobs.choose_processes(cpus=2, work=big, load=18.0) == 0
+    assert jobs.choose_processes(cpus=8, work=big, load=4.0) == 8
+    # the other rules hold whatever the load
+    assert jobs.choose_processes(cpus=1, work=big, load=0.0) == 0
+    assert jobs.choose_processes(cpus=2, work=jobs.PROCESS_THRESHOLD / 2, load=0.0) == 0
+    # auto_processes reads the load through workers.load_average
+    ckpt = _shape_only_minilm()
+    monkeypatch.setattr(workers, "available_cpus", lambda: 2)
+    monkeypatch.setattr(workers, "load_average", lambda: 0.5)
+    assert jobs.auto_processes(ckpt) == 2
+    monkeypatch.setattr(workers, "load_average", lambda: 3.0)
+    assert jobs.auto_processes(ckpt) == 0
+
+
+def _shape_only_minilm():
+    from types import SimpleNamespace
+
+    return SimpleNamespace(
+        num_layers=6,
+        hidden_size=384,
+        num_heads=12,
+        num_kv_heads=12,
+        head_dim=32,
+        intermediate_size=1536,
+        num_ff1=1,
+        num_ff2=1,
+    )
+
+
+def test_load_average_is_the_os_one_minute_value(monkeypatch):
+    import os
+
+    monkeypatch.setattr(os, "getloadavg", lambda: (3.5, 2.0, 1.0))
+    assert workers.load_average() == 3.5
+
+    def unavailable() -> tuple[float, float, float]:
+        raise OSError("no load average here")
+
+    monkeypatch.setattr(os, "getloadavg", unavailable)
+    assert workers.load_average() is None
