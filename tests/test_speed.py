@@ -102,3 +102,50 @@ def test_load_average_is_the_os_one_minute_value(monkeypatch):
 
     monkeypatch.setattr(os, "getloadavg", unavailable)
     assert workers.load_average() is None
+
+
+# --------------------------------------------------------------------------- the streaming benchmark's folder
+
+_STREAMING_CHILD = r"""
+import sys, time
+import benchmarks.bench_streaming as bench
+bench.LAYERS, bench.HIDDEN, bench.HEADS, bench.FF, bench.SHARDS = 1, 16, 2, 32, 1  # a few kB
+def analyse(folder, layers_in_flight, processes):
+    print("analysing", flush=True)  # the folder exists and holds the checkpoint: now the test sends SIGTERM
+    time.sleep(60)
+bench._analyse = analyse
+bench.run(where=sys.argv[1])
+"""
+
+
+def test_streaming_benchmark_deletes_its_folder_on_sigterm(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "PYTHONPATH": str(root) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    with subprocess.Popen(
+        [sys.executable, "-c", _STREAMING_CHILD, str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+    ) as proc:
+        try:
+            assert proc.stdout is not None
+            line = proc.stdout.readline().strip()
+            written = [p.name for p in tmp_path.iterdir()]
+            assert line == "analysing" and len(written) == 1, written
+            assert written[0].startswith("specbound-bench-streaming-")  # the folder was there
+            proc.send_signal(signal.SIGTERM)
+            _, err = proc.communicate(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+    assert proc.returncode != 0 and "Terminated" in err  # interrupted, not finished
+    assert list(tmp_path.iterdir()) == []

@@ -7,9 +7,11 @@
 """
 
 from numerics.spectra import jobs, leading_k, pipeline, stats
+from numerics.spectra.jobs import IDLE_CORES as IDLE_CORES
 from numerics.spectra.jobs import PROCESS_THRESHOLD as PROCESS_THRESHOLD
 from numerics.spectra.jobs import MatrixJob as MatrixJob
 from numerics.spectra.jobs import auto_processes as auto_processes
+from numerics.spectra.jobs import choose_processes as choose_processes
 from numerics.spectra.jobs import feedforward_matrices as feedforward_matrices
 from numerics.spectra.jobs import head_factors as head_factors
 from numerics.spectra.jobs import layer_matrices as layer_matrices
