@@ -42,6 +42,7 @@ from numerics.spectra.stats import singular_values as singular_values
 from numerics.spectra.stats import stable_rank as stable_rank
 from numerics.spectra.stats import weight_stats as weight_stats
 from numerics.spectra.stats import whole_singular_values as whole_singular_values
+from numerics.spectra.stats import whole_spectrum as whole_spectrum
 
 #: The public names of the modules above, in their order.
 __all__ = [*stats.__all__, *leading_k.__all__, *jobs.__all__, *pipeline.__all__]
