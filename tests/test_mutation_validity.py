@@ -1,0 +1,61 @@
+"""Tests written for mutants that survived the mutation run over issue 19's code (benchmarks/mutation.md, fourth
+run): ``theory/composition.py``, ``theory/margin.py``, ``theory/normlayers.py``, ``numerics/bounds/peeling.py``.
+
+Each test pins a behaviour the rest of the suite reached but did not check; the mutant it kills is named in its
+comment, and each reference value states its source.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import sympy as sp
+
+from numerics.bounds.peeling import grid_values, peeling_levels
+from theory import composition, normlayers
+
+
+def test_a_refused_peeled_value_is_the_offending_one():
+    # Kills `v[~((v > 0) & isfinite(v))][0]` -> `v[~((v > 1) & ...)][0]` in the message of peeling_levels: the error
+    # must name the first value that is not positive and finite (here -2.0), not the first one below 1 (0.5).
+    with pytest.raises(ValueError, match=r"got -2\.0\.$"):
+        peeling_levels([0.5, 3.0, -2.0])
+    with pytest.raises(ValueError, match=r"got inf\.$"):
+        peeling_levels([0.25, float("inf")])
+
+
+@pytest.mark.parametrize("n", [2, 3, 4])
+def test_the_explicit_layernorm_identity_has_n_inputs(n: int):
+    # Kills `sp.symbols(f"x_1:{n + 1}")` -> `f"x_1:{n - 1}"`: the identity sum_i z_i^2 = N v/(v + eps) holds for any
+    # number of symbols once mu and v are written with the same count, so the check must be on the inputs
+    # themselves: exactly x_1..x_n and eps_ln (the docstring's statement).
+    lhs, rhs = normlayers.normalised_norm_squared_explicit(n)
+    names = sorted(str(s) for s in lhs.free_symbols)
+    assert names == sorted([*(f"x_{i}" for i in range(1, n + 1)), "eps_ln"])
+    assert sp.simplify(lhs - rhs) == 0
+
+
+@pytest.mark.parametrize("upward", [True, False])
+def test_every_power_of_two_is_its_own_grid_value(upward: bool):
+    # Kills `np.where(v <= value(k - 1), k - 1, k)` -> `k - 0` (and its downward twin): the logarithm's estimate of
+    # the level of v = 2^k rounds across k for k = 29, 31, 39, ... (np.log(2.0**29) / log 2 > 29, found by hand), so
+    # only the correction makes 2^k its own level. Reference: 2^k is exactly the grid value v_k = 1 * 2^k
+    # (peeling.py's docstring: "a grid value is its own level's value"), whichever way the cell is taken.
+    k = np.arange(-80, 80)
+    values = np.ldexp(1.0, k)
+    assert np.array_equal(peeling_levels(values, upward=upward), k)
+    assert np.array_equal(grid_values(values, upward=upward), values)
+    # and one ulp beyond a grid point moves to the next cell in the direction the bound needs
+    beyond = np.nextafter(values, np.inf if upward else -np.inf)
+    assert np.array_equal(peeling_levels(beyond, upward=upward), k + (1 if upward else -1))
+
+
+def test_the_allocation_coefficients_are_positive():
+    # Kills `sp.IndexedBase("c", positive=True)` -> `positive=False` in derive_common_p_allocation: the coefficients
+    # c_j = a_j rho_j^p (1 - theta)^-p are positive (theory.composition's docstring, MATH.md section 3), and with that
+    # domain SymPy knows the optimal shares w_j^* and the minimum (sum_j c_j^(1/(1+p)))^(1+p) are positive, which
+    # the numeric side's log-space evaluation of them relies on.
+    alloc = composition.derive_common_p_allocation()
+    assert alloc.c[alloc.j].is_positive is True
+    assert alloc.weight.is_positive is True
+    assert alloc.minimum.is_positive is True
