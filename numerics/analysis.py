@@ -141,6 +141,7 @@ def evaluate_bounds(
     settings: BoundSettings = BoundSettings(),
     model: ModelSettings = ModelSettings(),
     covers: Sequence[Any] | None = None,
+    cover_choice: str = "group",
 ) -> Analysis:
     """Bounds and proxies from already computed :class:`numerics.spectra.stats.MatrixStats`.
 
@@ -153,6 +154,8 @@ def evaluate_bounds(
       covers: registered covers (names or :class:`theory.registry.Cover`) to compose through Theorem 3.1, one chosen
         per tie group post hoc (:mod:`numerics.bounds.covers31`); reported in ``covers`` and per matrix (``cover``).
         ``None`` (the default): Theorem 4.1 only, and nothing of this is computed.
+      cover_choice: ``"group"`` (one cover per tie group, ``log k`` per group) or ``"matrix"`` (one per matrix,
+        ``log k`` per matrix); :func:`numerics.bounds.covers31.compose`.
 
     Raises:
       ValueError: no attention or feedforward matrix to bound; an unknown or unusable cover.
@@ -161,6 +164,8 @@ def evaluate_bounds(
     chosen = None
     if covers is not None:  # checked before any work
         chosen = covers31.resolve([c if isinstance(c, str) else c.name for c in covers])
+    if cover_choice not in covers31.CHOICES:
+        raise ValueError(f"cover_choice={cover_choice!r} must be one of {list(covers31.CHOICES)}.")
     _check_representable(stats, model_info)
     try:
         # An overflow or an invalid operation (inf - inf) anywhere in the evaluation is an error, never a
@@ -173,7 +178,9 @@ def evaluate_bounds(
             post = posthoc(terms, settings, input_radii=info["peeled_radii"])
             composed = None
             if chosen is not None:
-                composed = covers31.compose(terms, post, chosen, settings, input_radii=info["peeled_radii"])
+                composed = covers31.compose(
+                    terms, post, chosen, settings, input_radii=info["peeled_radii"], choice=cover_choice
+                )
             # the baselines and proxies are evaluated as published, at the realised norms (not this bound's classes)
             inputs.pop("norms", None)
             realised_terms, realised_info = build_terms(
@@ -432,6 +439,7 @@ def analyze(
     config: Mapping[str, Any] | None = None,
     spectrum: str = "auto",
     covers: Sequence[Any] | None = None,
+    cover_choice: str = "group",
 ) -> Analysis:
     """Open ``source`` and evaluate the bounds.
 
@@ -450,7 +458,8 @@ def analyze(
     :func:`numerics.spectra.pipeline.checkpoint_spectra`. ``spectrum``: ``"auto"`` (certified Gram
     eigenvalues for the whole matrices where certified, else the SVD) or ``"svd"`` (always the SVD, the
     reference; :func:`numerics.spectra.stats.whole_singular_values`). ``covers``: registered covers to choose
-    among per tie group (:func:`evaluate_bounds`; ``None``: Theorem 4.1 only).
+    among per tie group (:func:`evaluate_bounds`; ``None``: Theorem 4.1 only); ``cover_choice``: ``"group"`` or
+    ``"matrix"`` (one cover per matrix instead, ``log k`` per matrix).
 
     Raises:
       TypeError: ``source`` is none of these.
@@ -459,6 +468,8 @@ def analyze(
     """
     if covers is not None:  # a bad cover name ends here, before any spectrum is computed
         covers31.resolve([c if isinstance(c, str) else c.name for c in covers])
+    if cover_choice not in covers31.CHOICES:
+        raise ValueError(f"cover_choice={cover_choice!r} must be one of {list(covers31.CHOICES)}.")
     if is_in_memory(source):
         if processes:
             raise ValueError(
@@ -495,7 +506,15 @@ def analyze(
     skipped = list(ckpt.skipped)
     if not fold:
         skipped = sorted([*skipped, *((name, "bias vector (not folded: --no-bias)") for name in ckpt.bias_tensors)])
-    return evaluate_bounds(stats, model_info=info, skipped=skipped, settings=settings, model=model, covers=covers)
+    return evaluate_bounds(
+        stats,
+        model_info=info,
+        skipped=skipped,
+        settings=settings,
+        model=model,
+        covers=covers,
+        cover_choice=cover_choice,
+    )
 
 
 #: What the report says about a model's position scheme.

@@ -191,6 +191,15 @@ def _covers(args: argparse.Namespace) -> list[str] | None:
     return names
 
 
+def _cover_choice(args: argparse.Namespace) -> str:
+    """``--cover-choice`` (default ``"group"``; refused without ``--covers``)."""
+    if args.cover_choice is None:
+        return "group"
+    if args.covers is None:
+        raise CliError("--cover-choice only applies with --covers")
+    return str(args.cover_choice)
+
+
 def _cmd_analyze(args: argparse.Namespace) -> int:
     from numerics.report import tables, writers
 
@@ -204,6 +213,7 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
         spectra=args.spectra,
         **_given(args, "leading_k", "processes", "spectrum"),
         covers=_covers(args),
+        cover_choice=_cover_choice(args),
     )
     if args.format == "json":
         print(json.dumps(analysis.to_json(spectra=args.spectra), indent=2))
@@ -516,6 +526,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="A,B,...",
         help="registered covers to compose through Theorem 3.1, one chosen per tie group post hoc "
         "(theorem41, effective_rank, user covers; default: Theorem 4.1 only)",
+    )
+    a.add_argument(
+        "--cover-choice",
+        choices=["group", "matrix"],
+        default=None,
+        help="with --covers: one cover per tie group (default; log k nats per group) or per matrix (log k per matrix)",
     )
     _add_entry_points_option(a)
     _add_bound_options(a)

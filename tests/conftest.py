@@ -100,3 +100,22 @@ def executed_notebooks(tmp_path_factory, minilm_l6_folder):
             errors[path.name] = str(exc).strip().splitlines()[-1]
         nbformat.write(nb, out / path.name)
     return out, errors
+
+
+@pytest.fixture(autouse=True)
+def _records_stay_out_of_the_users_cache(tmp_path_factory, monkeypatch):
+    """Plots written by in-process tests are recorded under a temporary cache, not the user's.
+
+    specbound records every figure it writes outside a report folder in ``<cache>/written`` (so
+    it may replace it later). Tests that fetch real checkpoints use the user's cache and cannot
+    point ``SPECBOUND_CACHE`` elsewhere; the records alone go to a per-session folder, unless a test
+    sets ``SPECBOUND_CACHE`` itself (then they follow it, as in the program).
+    """
+    from numerics._util import cache, outputs
+
+    records = tmp_path_factory.getbasetemp() / "records-cache"
+
+    def root():
+        return cache.cache_root() if "SPECBOUND_CACHE" in os.environ else records
+
+    monkeypatch.setattr(outputs, "cache_root", root)

@@ -9,6 +9,7 @@ import json
 import math
 import textwrap
 
+import numpy as np
 import pytest
 import sympy as sp
 from cliutil import run
@@ -380,6 +381,57 @@ def test_thm41_through_the_registry_gives_the_shipped_numbers(kind):
             got,
             shipped,
         )  # the same expression through the same lambdify printer: identical floats
+
+
+@pytest.mark.parametrize("kind", ["bilinear", "vector"])
+def test_effective_rank_from_the_generated_code_is_the_registered_form(kind):
+    # analyze --covers evaluates the built-in effective-rank cover from numerics.bounds._derived_forms (generated from
+    # theory.effective_rank, checked byte for byte against a fresh derivation); compile_cover lambdifies the registered
+    # SymPy form in process. The same expression through the same printer: identical floats, on both sides of each
+    # Piecewise (head or tail covered by one point) and of the tail's Min (Maurey or volume), and at t_tail = 0.
+    from numerics.bounds.compiled import compile_cover, effective_rank_form_values
+
+    f = compile_cover(registry.get("effective_rank"), kind)
+    eps = np.geomspace(1e-6, 50.0, 40)
+    seen = set()
+    for s_, r_, t_, a_, b_, B_, m_ in (
+        (2.0, 3, 0.3, 20, 30, 1.5, 500),
+        (0.7, 1, 1e-4, 384, 384, 20.0, 10**6),
+        (5.0, 12, 4.0, 64, 256, 0.8, 3),
+        (1.0, 2, 0.0, 10, 12, 1.0, 100),
+    ):
+        got = effective_rank_form_values(kind, eps=eps, s=s_, r_head=r_, t_tail=t_, a=a_, b=b_, B=B_, m=m_)
+        for e, g in zip(eps, got):
+            values = {
+                "spectral_norm": s_,
+                "truncation_rank": r_,
+                "tail_norm": t_,
+                "rows": a_,
+                "cols": b_,
+                "row_bound": B_,
+                "points": m_,
+            }
+            assert g == f(values, e), (s_, r_, t_, e)
+            X = B_**2 if kind == "bilinear" else B_
+            seen.add((X * s_ <= e / 2, X * t_ <= e / 2))
+    assert seen == {(True, True), (False, True), (False, False)}  # the head never drops before the tail here (s > t)
+    # both sides of the tail's Min are reached in the generated code: the volume cover far below the tail's radius,
+    # Maurey's (Zhang's bound written out in _zhang) just below it, for a tall matrix (a = 4096, b = 16)
+    t_, a_, b_, B_, m_ = 1e-4, 4096, 16, 20.0, 10**6
+    X = B_**2 if kind == "bilinear" else B_
+    sides = []
+    for e in (1e-3 * X * t_, 1.9 * X * t_):
+        got = float(
+            effective_rank_form_values(kind, eps=np.asarray(e), s=1e-9, r_head=1, t_tail=t_, a=a_, b=b_, B=B_, m=m_)
+        )
+        volume = a_ * b_ * math.log(1 + 4 * t_ * X / e)
+        if kind == "bilinear":
+            maurey = _zhang(t_, X, e / 2, m_)
+        else:  # per output coordinate: l_inf at eps / (2 sqrt(b)) over m b points
+            maurey = _zhang(t_, X, e / (2 * math.sqrt(b_)), m_ * b_)
+        assert got == pytest.approx(min(volume, maurey), rel=1e-12)  # the head (s X <= eps/2) is dropped here
+        sides.append(volume < maurey)
+    assert sides == [True, False]
 
 
 def test_derive_cover_effective_rank_shows_limits_choices_and_checks():

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from numerics.analysis import analyze
 from numerics.bounds import compiled, covers31
 from numerics.bounds.terms import MatrixTerm, ModelSettings, build_terms
-from numerics.bounds.theorem31 import BoundSettings, class_settings, grid_values, posthoc
+from numerics.bounds.theorem31 import BoundSettings, class_settings, grid_values, metric_points, posthoc
 from tests.covers_user.linear_cover import linear
 from tests.synthetic import bert_config, bert_state, stats_from_analysis, write_checkpoint
 from theory import registry
@@ -262,3 +262,106 @@ def test_study_measures_one_column_per_cover(bert_folder):
         chosen["covers"](plain, record)
     with pytest.raises(ValueError, match="not enabled"):
         cover_measures(["user_other"])["cover:user_other"](result, record)
+
+
+def test_one_cover_per_matrix_mixes_covers_inside_a_group_and_pays_log_k_per_matrix():
+    # One tie group of two score matrices: m0 is rank one up to 1e-9 (Theorem 4.1 at p = 0 counts its exact rank 16;
+    # the effective-rank cover its head, r_head = 1), m1 a flat 64 x 64 spectrum. Per group both take one cover; per
+    # matrix each its own (the assignments below were found by the search; the checks hold for any assignment).
+    def term(j, sv, shape):
+        sv = np.asarray(sv, dtype=np.float64)
+        return MatrixTerm(
+            name=f"m{j}",
+            kind="qk",
+            shape=shape,
+            rank_bound=min(shape),
+            singular_values=sv,
+            rank=int(np.sum(sv > 0)),
+            log_rho=0.5,
+            input_scale=1.5,
+            group="g0/qk",
+        )
+
+    terms = [term(0, [2.0] + [1e-9] * 15, (16, 16)), term(1, [0.01] * 64, (64, 64))]
+    settings = BoundSettings(p_grid=(0.0, 1.0, 2.0), grid_points=48, n=10**9)
+    post = posthoc(terms, settings)
+    covers = covers31.resolve(["theorem41", "effective_rank"])
+    group = covers31.compose(terms, post, covers, settings)
+    matrix = covers31.compose(terms, post, covers, settings, choice="matrix")
+    assert len(set(row["cover"] for row in group.per_matrix.values())) == 1
+    assert matrix.per_matrix == {"m0": {"cover": "effective_rank", "r_head": 1}, "m1": {"cover": "thm41", "p": 0.0}}
+    assert matrix.by_group == {"g0/qk": "mixed"}
+    assert matrix.as_dict()["choice"] == "one cover per matrix, chosen post hoc (log k per matrix)"
+    # per matrix every per-group assignment is scored too: never a larger complexity
+    assert matrix.log_rademacher <= group.log_rademacher
+    assert group.choice_cost == pytest.approx(math.log(2)) and matrix.choice_cost == pytest.approx(2 * math.log(2))
+
+    # the union, independently, from the reported assignment: Theorem 4.1 pays its matrix's radius S_p peeled and
+    # log |P| = log 3 once for the group if any of its matrices uses it; the effective-rank cover pays log min(a, b)
+    # for r_head and its tail ||W - W_r||_F peeled. Peeling at level k = ceil(log2 v) costs
+    # log(1.5 (|k|+1)(|k|+2)) (MATH.md section 10). What is left (spectral norms, B_out, gamma) is the same for both.
+    def peel(v):
+        k = math.ceil(math.log2(v))
+        return math.log(1.5 * (abs(k) + 1) * (abs(k) + 2))
+
+    def own(result):
+        total, thm = result.choice_cost, False
+        for t, (name, row) in zip(terms, result.per_matrix.items()):
+            assert name == t.name
+            if row["cover"] == "thm41":
+                sv = np.sort(t.singular_values)[::-1]
+                radius = float(np.sum(sv > 0)) if row["p"] == 0 else float(np.sum(sv ** row["p"]))
+                total, thm = total + peel(radius), True
+            else:
+                tail = float(np.sqrt(np.sum(np.sort(t.singular_values)[::-1][row["r_head"] :] ** 2)))
+                total += math.log(min(t.shape)) + (peel(tail) if tail > 0 else 0.0)
+        return total + (math.log(3) if thm else 0.0)
+
+    assert matrix.log_union - own(matrix) == pytest.approx(group.log_union - own(group), rel=1e-12)
+    with pytest.raises(ValueError, match="cover_choice='tensor'"):
+        covers31.compose(terms, post, covers, settings, choice="tensor")
+
+
+def test_cli_cover_choice(bert_folder):
+    from tests.cliutil import run
+
+    base = ["analyze", str(bert_folder), "--no-bias", "--input-norm", "4.9", "--p-grid", "0,1,2", "--format", "json"]
+    code, out, err = run([*base, "--covers", "theorem41,effective_rank", "--cover-choice", "matrix"])
+    assert code == 0, err
+    cov = json.loads(out)["covers"]
+    matrices = sum(cov["matrices_by_cover"].values())
+    assert matrices == 16 and cov["choice_cost"] == pytest.approx(16 * math.log(2))
+    code, out, err = run([*base, "--cover-choice", "matrix"])
+    assert code == 2 and out == "" and err.count("\n") == 1 and "--cover-choice only applies with --covers" in err
+
+
+def test_effective_rank_is_evaluated_from_the_generated_code(monkeypatch):
+    # the built-in effective-rank cover never goes through lambdify at analysis time (like Theorem 4.1): with the
+    # in-process path disabled its tables are still there, and equal to the registered form lambdified in process
+    from numerics.bounds.compiled import compile_cover
+
+    t = _term(0, "qk", [2.0, 0.3, 0.1, 0.01, 0.0, 0.0], 1.0, "g0/qk")
+    settings = class_settings(BoundSettings(p_grid=(0.0, 1.0, 2.0), grid_points=48, n=10**9))
+    log_eps = np.log(np.geomspace(1e-4, 1.0, 7))
+
+    def refuse(*args, **kw):
+        raise AssertionError("lambdified in process")
+
+    cover = registry.get("effective_rank")
+    reference = compile_cover(cover, "bilinear")
+    monkeypatch.setattr(covers31, "_compiled_form", refuse)
+    options = covers31._registered_options(cover, t, log_eps, settings)
+    assert [o.r_head for o in options] == [1, 2, 3, 4, 6]
+    for o in options:
+        tail = float(np.sqrt(np.sum(np.sort(t.singular_values)[::-1][o.r_head :] ** 2)))
+        values = {
+            "spectral_norm": float(grid_values([2.0])[0]),
+            "truncation_rank": o.r_head,
+            "tail_norm": float(grid_values([tail])[0]) if tail > 0 else 0.0,
+            "rows": 6,
+            "cols": 6,
+            "row_bound": 1.5,
+            "points": float(metric_points(t, settings)),
+        }
+        want = [max(reference(values, e / 2), 0.0) for e in np.exp(log_eps)]  # internal cover: the form at eps_j / 2
+        assert o.table.tolist() == want

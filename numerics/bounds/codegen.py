@@ -38,8 +38,22 @@ import scipy.special
 import sympy as sp
 
 from numerics._util.outputs import edit_text_file, safe_output_file
-from theory import affine, baselines, composition, dudley, gated, lipschitz, margin, normlayers, rope, thm31, thm41
+from theory import (
+    affine,
+    baselines,
+    composition,
+    dudley,
+    effective_rank,
+    gated,
+    lipschitz,
+    margin,
+    normlayers,
+    rope,
+    thm31,
+    thm41,
+)
 from theory.symbols import MEANINGS, SYMBOLS
+from theory.vocabulary import BY_SYMBOL
 
 __all__ = [
     "FORMS",
@@ -181,6 +195,36 @@ def _dudley_forms() -> list[Form]:
             lambda: dudley.derive("p=2").value,
         ),
     ]
+
+
+#: The effective-rank cover's arguments: its registered words' symbols in the order of the registry
+#: (statistics, then ``row_bound``, ``points``, ``eps``; :func:`numerics.bounds.compiled.compile_cover`).
+_EFFECTIVE_RANK = ("s", "r_head", "t_tail", "a", "b", "B", "m", "eps")
+
+
+def _effective_rank_forms() -> list[Form]:
+    """The built-in effective-rank cover (:mod:`theory.effective_rank`), both kinds, and its ``t_tail -> 0+`` limit."""
+    forms = []
+    for kind in ("bilinear", "vector"):
+        forms += [
+            Form(
+                f"effective_rank.{kind}",
+                f"effective_rank_{kind}",
+                _EFFECTIVE_RANK,
+                f"The effective-rank cover's ``log N(eps)`` ({kind}): the head at ``eps/2`` plus the tail at ``eps/2``.",
+                f'theory.effective_rank.derive("{kind}")',
+                partial(effective_rank.derive, kind),  # type: ignore[arg-type]
+            ),
+            Form(
+                f"effective_rank.{kind}.t0",
+                f"effective_rank_{kind}_t0",
+                _EFFECTIVE_RANK,
+                f"The effective-rank cover ({kind}) at ``t_tail -> 0+``: the head alone (``t_tail`` unused).",
+                f'theory.effective_rank.head("{kind}")',
+                partial(effective_rank.head, kind),  # type: ignore[arg-type]
+            ),
+        ]
+    return forms
 
 
 def _steps() -> list[Form]:
@@ -606,6 +650,7 @@ def _catalogue() -> tuple[Form, ...]:
         forms += _thm41_forms(kind, what)
     forms += _dudley_forms()
     forms += _steps()
+    forms += _effective_rank_forms()
     return tuple(forms)
 
 
@@ -726,6 +771,8 @@ def _argument(name: str) -> sp.Symbol:
         return _LOG_EPS_MIN
     if name.startswith("log_") and name[4:] in SYMBOLS:
         return sp.Symbol(name, real=True)
+    if name not in SYMBOLS and name in BY_SYMBOL:  # the cover vocabulary's own (r_head, t_tail)
+        return BY_SYMBOL[name].symbol
     return SYMBOLS[name]
 
 
@@ -742,6 +789,7 @@ def lambdify_form(form: Form) -> Callable[..., Any]:
 _HELPERS = {
     "_LogAddExp": "from numpy import logaddexp as _LogAddExp",
     "_XLogY": "from scipy.special import xlogy as _XLogY",
+    "reduce": "from functools import reduce",  # lambdify's Min/Max of several terms: reduce(minimum, [...])
 }
 
 
@@ -771,6 +819,7 @@ def fingerprint() -> str:
 def _legend(forms: Sequence[Form]) -> list[str]:
     used = list(dict.fromkeys(n for form in forms for n in form.args))
     meaning = {**MEANINGS, **{n: f"log({n[4:]})" for n in used if n.startswith("log_") and n[4:] in MEANINGS}}
+    meaning.update({n: BY_SYMBOL[n].meaning for n in used if n not in meaning and n in BY_SYMBOL})
     return [f"- ``{n}``: {meaning[n]}" for n in used]
 
 

@@ -34,6 +34,7 @@ __all__ = [
     "compile_cover",
     "thm41_log_cover",
     "thm41_form_values",
+    "effective_rank_form_values",
     "thm41_coefficient",
     "thm41_log_coefficient",
     "thm41_coefficient_without_logs",
@@ -189,6 +190,20 @@ def thm41_form_values(
     form = "p0" if p == 0 else "p2" if p == 2 else "expr"
     with np.errstate(all="ignore"):
         return np.asarray(_function(f"thm41.{kind}.{form}")(p, eps, s, R, B, a, b, r, m), dtype=np.float64)
+
+
+def effective_rank_form_values(
+    kind: str, *, eps: np.ndarray, s: float, r_head: float, t_tail: float, a: float, b: float, B: float, m: float
+) -> np.ndarray:
+    """The built-in effective-rank cover's form (:func:`theory.effective_rank.derive`, external cover at ``eps``),
+    vectorised over ``eps``, from the generated code; at ``t_tail = 0`` its declared limit ``t_tail -> 0+`` (the head,
+    :func:`theory.effective_rank.head`), as :func:`compile_cover` takes it."""
+    if kind not in ("bilinear", "vector"):
+        raise ValueError(f"kind={kind!r} must be 'bilinear' or 'vector'.")
+    key = f"effective_rank.{kind}.t0" if t_tail == 0 else f"effective_rank.{kind}"
+    with np.errstate(all="ignore"):
+        value = _function(key)(s, r_head, t_tail, a, b, B, m, eps)
+    return np.asarray(value, dtype=np.float64)
 
 
 def rank_cover(kind: str, *, eps: float, s: float, B: float, a: int, b: int, r: int) -> float:

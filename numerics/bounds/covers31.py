@@ -9,7 +9,12 @@ by one of the enabled covers (:mod:`theory.registry`) evaluated at ``eps_j / 2``
 
 *What is chosen post hoc, and what it costs* (counted in ``delta`` like the Schatten grid, MATH.md section 10):
 
-* the cover of each tie group (``settings.tie``), one of ``k`` enabled: ``log k`` per group (when ``k > 1``);
+* the cover of each tie group (``settings.tie``), one of ``k`` enabled: ``log k`` per group (when ``k > 1``); or,
+  with ``choice="matrix"``, the cover of each matrix: ``log k`` per matrix (a uniform prior over the ``k^J``
+  assignments). Either is a valid union; per matrix the complexity can only go down (every per-group assignment is
+  one of its assignments, and both are scored) while the union grows from ``G log k`` to ``J log k``. A group whose
+  matrices mix covers still has one Schatten index for its Theorem 4.1 matrices: its ``log |P|`` is paid once if any
+  of them uses Theorem 4.1;
 * for a group covered by Theorem 4.1: its Schatten index on the grid ``P`` (``log |P|``) and each matrix's radius
   ``R_j`` peeled, exactly as :func:`numerics.bounds.theorem31.posthoc` counts them;
 * for a matrix covered by another cover: that cover's declared choices (:attr:`theory.registry.Cover.posthoc`):
@@ -68,10 +73,12 @@ from numerics.bounds.theorem31 import (
     theorem41_coefficients,
 )
 
-__all__ = ["ALIASES", "resolve", "CoverChoice", "compose", "SUPPORTED"]
+__all__ = ["ALIASES", "CHOICES", "resolve", "CoverChoice", "compose", "SUPPORTED"]
 
 #: Other names accepted on the command line.
 ALIASES = {"theorem41": "thm41"}
+#: How the cover is chosen: one per tie group (``log k`` per group) or one per matrix (``log k`` per matrix).
+CHOICES = ("group", "matrix")
 #: The statistics a registered cover may use here (measured from a spectrum).
 SUPPORTED = ("spectral_norm", "rank", "truncation_rank", "tail_norm", "rows", "cols", "width")
 _SHARES = 240  # budget shares u_e per matrix
@@ -123,11 +130,18 @@ class _Option:
     cost: float  # nats of this matrix's own post hoc choices under this cover (not the spectral norm)
 
 
+_CHOICE_TEXT = {
+    "group": "one cover per tie group, chosen post hoc (log k per group)",
+    "matrix": "one cover per matrix, chosen post hoc (log k per matrix)",
+}
+
+
 @dataclass
 class CoverChoice:
     """The composed bound with the chosen covers (:func:`compose`)."""
 
     enabled: list[str]
+    choice: str
     rademacher: float
     log_rademacher: float
     generalization_gap: float
@@ -146,7 +160,7 @@ class CoverChoice:
             counts[row["cover"]] = counts.get(row["cover"], 0) + 1
         return {
             "enabled": self.enabled,
-            "choice": "one cover per tie group, chosen post hoc (log k per group)",
+            "choice": _CHOICE_TEXT[self.choice],
             "rademacher": self.rademacher,
             "log_rademacher": self.log_rademacher,
             "generalization_gap": self.generalization_gap,
@@ -234,7 +248,6 @@ def _truncation_candidates(limit: int) -> list[int]:
 def _registered_options(cover: Any, t: MatrixTerm, log_eps: np.ndarray, settings: BoundSettings) -> list[_Option]:
     """The options of a registered (non-thm41) cover for one matrix: one per tried ``r_head`` (one if it has none)."""
     kind = t.cover_kind
-    words, main, limits = _compiled_form(cover, kind)
     a, b = int(t.shape[0]), int(t.shape[1])
     sv = np.sort(np.asarray(t.singular_values, dtype=np.float64))[::-1]
     from theory.vocabulary import entry  # slow: sympy (theory.vocabulary)
@@ -265,16 +278,35 @@ def _registered_options(cover: Any, t: MatrixTerm, log_eps: np.ndarray, settings
             values["tail_norm"] = tail_class
             if "tail_norm" in peeled and tail > 0:
                 cost += peeling_cost([tail])
-        with np.errstate(all="ignore"):
-            fn = main
-            for word, point, limit_fn in limits:
-                if word in values and values[word] == point:
-                    fn = limit_fn
-            table = np.asarray(fn(*[values[w] for w in words], eps), dtype=np.float64)
+        table = _form_values(cover, kind, values, eps)
         table = np.broadcast_to(table, eps.shape).copy()
         table = np.where(np.isnan(table), np.inf, np.maximum(table, 0.0))
         out.append(_Option(cover.name, r, table, cost))
     return out
+
+
+def _form_values(cover: Any, kind: str, values: dict[str, float], eps: np.ndarray) -> np.ndarray:
+    """A registered cover's ``log N(eps)`` over ``eps``: the built-in effective-rank cover from the generated code
+    (:func:`numerics.bounds.compiled.effective_rank_form_values`), any other through its SymPy form, here."""
+    if cover.name == "effective_rank":  # built in: the name cannot be registered by anyone else
+        return compiled.effective_rank_form_values(
+            kind,
+            eps=eps,
+            s=values["spectral_norm"],
+            r_head=values["truncation_rank"],
+            t_tail=values["tail_norm"],
+            a=values["rows"],
+            b=values["cols"],
+            B=values["row_bound"],
+            m=values["points"],
+        )
+    words, main, limits = _compiled_form(cover, kind)
+    with np.errstate(all="ignore"):
+        fn = main
+        for word, point, limit_fn in limits:
+            if word in values and values[word] == point:
+                fn = limit_fn
+        return np.asarray(fn(*[values[w] for w in words], eps), dtype=np.float64)
 
 
 # --------------------------------------------------------------------------- the allocation
@@ -336,12 +368,16 @@ def compose(
     settings: BoundSettings,
     *,
     input_radii: Sequence[float] = (),
+    choice: str = "group",
 ) -> CoverChoice:
-    """Theorem 3.1 with one of ``covers`` per tie group, chosen post hoc (module docs).
+    """Theorem 3.1 with one of ``covers`` per tie group (``choice="group"``) or per matrix (``"matrix"``), chosen post
+    hoc (module docs).
 
     ``post``: the Theorem 4.1 post hoc result on the same ``terms`` and ``settings`` (its indices are the ones a group
     covered by Theorem 4.1 uses, and, when every group chose Theorem 4.1, its bound is the exact one).
     """
+    if choice not in CHOICES:
+        raise ValueError(f"cover_choice={choice!r} must be one of {list(CHOICES)}.")
     settings = class_settings(settings)
     names = [c.name for c in covers]
     k = len(covers)
@@ -393,10 +429,15 @@ def compose(
             tables[j] = picks[j].table
             cost += picks[j].cost
         lr, _ = _log_rad(tables, u, settings)
-        thm_groups = sum(1 for g in groups if assign[g] == "thm41")
+        if choice == "group":
+            thm_groups = sum(1 for g in groups if assign[g] == "thm41")
+        else:  # a Schatten index is chosen for each group in which some matrix is covered by Theorem 4.1
+            thm_groups = len({labels[j] for j, o in picks.items() if o.cover == "thm41"})
         return lr, cost, thm_groups
 
-    def lagrange_assignment(lam: float, allowed: Sequence[str]) -> tuple[dict[str, str], dict[int, _Option]]:
+    def lagrange_assignment(
+        lam: float, allowed: Sequence[str], per_matrix: bool = False
+    ) -> tuple[dict[str, str], dict[int, _Option]]:
         best_opt: dict[tuple[str, int], _Option] = {}
         score = {(c, g): 0.0 for c in allowed for g in range(len(groups))}
         for c in allowed:
@@ -406,9 +447,25 @@ def compose(
                 v, i = min(vals)
                 best_opt[(c, j)] = options[c][j][i]
                 score[(c, int(index[j]))] += v
+        if per_matrix:  # each matrix its own cover: the smallest Lagrangian over every option
+            picks = {}
+            for jj in np.flatnonzero(is_matrix):
+                j = int(jj)
+                picks[j] = min(
+                    (best_opt[(c, j)] for c in allowed),
+                    key=lambda o: (_lagrangian(o.table, u, lam), names.index(o.cover)),
+                )
+            return _by_group(picks), picks
         assign = {g: min(allowed, key=lambda c: score[(c, gi)]) for gi, g in enumerate(groups)}
         picks = {int(j): best_opt[(assign[labels[int(j)]], int(j))] for j in np.flatnonzero(is_matrix)}
         return assign, picks
+
+    def _by_group(picks: dict[int, _Option]) -> dict[str, str]:
+        """Per group, the cover its matrices took (``"mixed"`` when they differ)."""
+        taken: dict[str, set[str]] = {g: set() for g in groups}
+        for j, o in picks.items():
+            taken[labels[j]].add(o.cover)
+        return {g: (next(iter(c)) if len(c) == 1 else "mixed") if c else names[0] for g, c in taken.items()}
 
     # representative multipliers: those optimal at a spread of Dudley scales, with every matrix on its cheapest option
     free = fixed.copy()
@@ -462,12 +519,14 @@ def compose(
             if best_c[0] == thm41_exact:
                 alone[c].update(exact_row)
             alone[c]["exact_allocation"] = exact_row
-    if k > 1:
+    if k > 1:  # per matrix, every assignment of one cover per group is one of the assignments too: both are scored
         for lam in reps:
-            assign, picks = lagrange_assignment(lam, names)
-            lr, cost, tg = evaluate(assign, picks)
-            candidates.append((lr, cost, tg, assign, picks, "feasible allocation (Lagrangian on a grid of shares)"))
-    choice_cost = len(groups) * math.log(k) if k > 1 else 0.0
+            for each in (False, True) if choice == "matrix" else (False,):
+                assign, picks = lagrange_assignment(lam, names, each)
+                lr, cost, tg = evaluate(assign, picks)
+                candidates.append((lr, cost, tg, assign, picks, "feasible allocation (Lagrangian on a grid of shares)"))
+    choices = len(groups) if choice == "group" else int(np.count_nonzero(is_matrix))
+    choice_cost = choices * math.log(k) if k > 1 else 0.0
     best = min(candidates, key=lambda c_: _gap(c_, settings, base_peel, grid_size, choice_cost, capped=False))
     summary = _summary(best, settings, base_peel, grid_size, choice_cost=choice_cost)
     per_matrix = {}
@@ -481,6 +540,7 @@ def compose(
             }
     return CoverChoice(
         enabled=names,
+        choice=choice,
         rademacher=summary["rademacher"],
         log_rademacher=summary["log_rademacher"],
         generalization_gap=summary["generalization_gap"],

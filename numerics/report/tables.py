@@ -129,8 +129,9 @@ def cover_lines(covers: Mapping[str, Any] | None) -> list[str]:
     """``analyze --covers``: the composed bound, the cover each tie group chose, and each cover alone."""
     if not covers:
         return []
+    per = "matrix" if "per matrix" in covers["choice"] else "tie group"
     lines = [
-        f"{'covers':>18}: {','.join(covers['enabled'])} (one per tie group, post hoc; choice cost "
+        f"{'covers':>18}: {','.join(covers['enabled'])} (one per {per}, post hoc; choice cost "
         f"{_fmt(covers['choice_cost'])} nats)  rademacher={_fmt(covers['rademacher'])}  "
         f"log={_fmt(covers['log_rademacher'])}  gap={_fmt(covers['generalization_gap'])}  "
         f"union={_fmt(covers['log_union'])} nats  [{covers['method']}]"

@@ -183,6 +183,7 @@ def analyze_report(
     spectra: bool = False,
     spectrum: str = "auto",
     covers: Sequence[str] | None = None,
+    cover_choice: str = "group",
 ) -> analysis.Analysis:
     """``specbound analyze``: analyse ``source`` and, given ``out``, write its report folder (with ``spectra``,
     every matrix's singular values in its JSON and CSV).
@@ -211,6 +212,7 @@ def analyze_report(
             processes=processes,
             spectrum=spectrum,
             covers=covers,
+            cover_choice=cover_choice,
         )
     if out is not None:
         write_report(result, out, plots=plots, force=force, protect=protect, spectra=spectra)
