@@ -7,11 +7,18 @@ comment, and each reference value states its source.
 
 from __future__ import annotations
 
+import math
+from pathlib import Path
+
 import numpy as np
 import pytest
+import safetensors.numpy
 import sympy as sp
+from hf_reference import build
 
+from numerics.analysis import describe_network
 from numerics.bounds.peeling import grid_values, peeling_levels
+from numerics.io.checkpoint import open_checkpoint
 from theory import composition, normlayers
 
 
@@ -59,3 +66,29 @@ def test_the_allocation_coefficients_are_positive():
     assert alloc.c[alloc.j].is_positive is True
     assert alloc.weight.is_positive is True
     assert alloc.minimum.is_positive is True
+
+
+# --------------------------------------------------------------------------- a hand audit of where radii are read
+
+
+@pytest.mark.parametrize(
+    "name, stem", [("bert", "encoder.layer.0.output.LayerNorm"), ("llama", "layers.1.input_layernorm")]
+)
+def test_a_negative_gain_counts_by_its_absolute_value(tmp_path: Path, name: str, stem: str):
+    # Kills `float(np.abs(gain).max())` -> `float(gain.max())` in numerics/io/checkpoint.py (the radius and the gain
+    # term's class read from the signed gain): tests/hf_reference.py draws every gain from U[0.5, 2], so no other test
+    # has a negative one. Here one entry is -3, the largest in absolute value. Reference: MATH.md section 9,
+    # ||y|| <= ||gamma||_inf sqrt(N) + ||beta||_2 with ||gamma||_inf = max_i |gamma_i|, computed from the saved tensors.
+    b = build(name, tmp_path / name)
+    state = safetensors.numpy.load_file(str(b.folder / "model.safetensors"))
+    gain = state[stem + ".weight"].copy()
+    gain[1] = -3.0
+    state[stem + ".weight"] = gain
+    safetensors.numpy.save_file(state, str(b.folder / "model.safetensors"))
+    rows = describe_network(open_checkpoint(b.folder))["network"]["input_norms"]
+    fed = [row[k] for row in rows for k in row if row[k]["source"] == stem]
+    assert fed, stem
+    beta = np.linalg.norm(state[stem + ".bias"].astype(np.float64)) if name == "bert" else 0.0
+    for got in fed:
+        assert got["g_inf"] == 3.0
+        assert got["radius"] == pytest.approx(3.0 * math.sqrt(gain.size) + beta, rel=1e-13)
