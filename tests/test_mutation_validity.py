@@ -17,9 +17,11 @@ import sympy as sp
 from hf_reference import build
 
 from numerics.analysis import describe_network
+from numerics.bounds import compiled
 from numerics.bounds.peeling import grid_values, peeling_levels
 from numerics.io.checkpoint import open_checkpoint
-from theory import composition, normlayers
+from theory import composition, margin, normlayers
+from theory.symbols import SYMBOLS
 
 
 def test_a_refused_peeled_value_is_the_offending_one():
@@ -92,3 +94,33 @@ def test_a_negative_gain_counts_by_its_absolute_value(tmp_path: Path, name: str,
     for got in fed:
         assert got["g_inf"] == 3.0
         assert got["radius"] == pytest.approx(3.0 * math.sqrt(gain.size) + beta, rel=1e-13)
+
+
+@pytest.mark.parametrize("kind", ["layernorm", "rmsnorm"])
+def test_the_jacobian_identity_needs_two_inputs(kind: str):
+    # Kills `if n < 2` -> `if n < 1` in theory.normlayers.jacobian_identity: like normalised_norm_squared_explicit it
+    # refuses fewer than two inputs (a LayerNorm of one input is the constant beta; its docstring's n >= 2), and the
+    # identity holds at the smallest accepted n (the zero matrix, SymPy's differentiation of the definition).
+    with pytest.raises(ValueError, match=r"n=1 must be at least 2"):
+        normlayers.jacobian_identity(kind, 1)
+    assert normlayers.jacobian_identity(kind, 2) == sp.zeros(2, 2)
+
+
+def test_the_excess_over_the_trivial_bound_is_the_difference_of_the_two_margin_bounds():
+    # Kills `margin_bound(rademacher) - trivial` -> `+ trivial` in theory.margin.excess_over_trivial (what
+    # n_nonvacuous searches the sign of). Reference: its docstring, (2/gamma)(Rad - 4 B_out) + union cost, the margin
+    # bound with Rad and delta' minus the one with the trivial Rad <= 4 B_out (Bartlett et al. 2017, Lemma A.5) and
+    # delta; then the compiled form against that written out by hand at one point.
+    S = SYMBOLS
+    expected = 2 / S["gamma"] * (S["Rad"] - 4 * S["B_out"]) + margin.union_cost()
+    assert sp.simplify(margin.excess_over_trivial() - expected) == 0
+    Rad, B_out, gamma, n, delta, groups, grid_size, peel = 0.5, 1.0, 1.0, 1e4, 0.01, 3, 21, 7.0
+    log_d_prime = math.log(delta) - groups * math.log(grid_size) - peel
+    by_hand = 2 / gamma * (Rad - 4 * B_out) + 3 * (
+        math.sqrt((math.log(2) - log_d_prime) / (2 * n)) - math.sqrt(math.log(2 / delta) / (2 * n))
+    )
+    got = compiled.excess_over_trivial(
+        Rad=Rad, B_out=B_out, gamma=gamma, n=n, delta=delta, groups=groups, grid_size=grid_size, peel=peel
+    )
+    assert got == pytest.approx(by_hand, rel=1e-12)
+    assert got < 0
