@@ -124,3 +124,23 @@ def test_the_excess_over_the_trivial_bound_is_the_difference_of_the_two_margin_b
     )
     assert got == pytest.approx(by_hand, rel=1e-12)
     assert got < 0
+
+
+def test_the_explicit_layernorm_identity_at_a_point():
+    # Kills `mu = sp.Add(*xs) / n` -> `* n` in normalised_norm_squared_explicit: the identity holds for any centre
+    # once the variance uses the same one, so it is checked at a point. Reference (by hand): x = (1, 2, 3),
+    # eps_ln = 1: mean 2, biased variance 2/3, sum_i z_i^2 = 2 / (2/3 + 1) = 6/5.
+    lhs, rhs = normlayers.normalised_norm_squared_explicit(3)
+    point = {sp.Symbol(f"x_{i}", real=True): i for i in (1, 2, 3)} | {SYMBOLS["eps_ln"]: 1}
+    assert sp.nsimplify(lhs.subs(point)) == sp.Rational(6, 5)
+    assert sp.nsimplify(rhs.subs(point)) == sp.Rational(6, 5)
+
+
+def test_the_gain_cover_is_the_grids_log_size():
+    # Kills `per_coordinate = 1 + g_inf / t` -> `0 + g_inf / t` in gain_cover: the bound's numbers sit where
+    # G sqrt(N) / eps is about 1e15, so log(1 + x) and log(x) agree to 1e-15 there and no reported value sees it.
+    # Reference: theory.normlayers' docstring, ceil(G/t) <= 1 + G/t points per coordinate at t = eps / sqrt(N):
+    # N log(1 + G sqrt(N) / eps); at N = 4, G = 1, eps = 2 that is 4 log 2.
+    S = SYMBOLS
+    assert sp.simplify(normlayers.gain_cover() - S["N"] * sp.log(1 + S["g_inf"] * sp.sqrt(S["N"]) / S["eps"])) == 0
+    assert normlayers.gain_cover().subs({S["N"]: 4, S["g_inf"]: 1, S["eps"]: 2}) == 4 * sp.log(2)
