@@ -18,12 +18,20 @@ process (interpreter start, imports and all, as a user waits for it) is timed fr
 (``*_process_seconds``): specbound's is a process that only imports and runs ``analyze``. In the same
 specbound process ``analyze(..., spectrum="svd")`` (every whole matrix through the SVD, the reference
 path the certified Gram spectra are checked against) is timed too.
+
+CPU time (user + system, worker processes included) is reported beside each wall time (``*_cpu_seconds``,
+``cpu_ratio_*``): on a shared machine it depends far less on the other jobs than the wall time does. The
+load average before and after the run is recorded, and how many worker processes specbound's default
+chose (:func:`numerics.spectra.jobs.auto_processes`, which starts none when no core is idle).
+``SPECBOUND_BENCH_WEIGHTWATCHER=0`` skips WeightWatcher (its environment needs torch, a large download).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -32,10 +40,13 @@ from pathlib import Path
 from typing import Any
 
 FLOOR = r"""
-import json, sys, time
+import json, os, sys, time
 import numpy as np, scipy.linalg
 from safetensors.numpy import load_file
-t0 = time.perf_counter()
+def cpu():
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+t0 = time.perf_counter(); c0 = cpu()
 folder = sys.argv[1]
 cfg = json.load(open(folder + "/config.json"))
 H = cfg["num_attention_heads"]; N = cfg["hidden_size"]; d = N // H
@@ -54,23 +65,27 @@ for i in range(cfg["num_hidden_layers"]):
         for a, b in ((q[:, s], k[:, s]), (v[:, s], o[s, :].T)):
             ra = scipy.linalg.qr(a, mode="r")[0][:d]; rb = scipy.linalg.qr(b, mode="r")[0][:d]
             scipy.linalg.svdvals(ra @ rb.T); count += 1
-print(json.dumps({"seconds": time.perf_counter() - t0, "matrices": count}))
+print(json.dumps({"seconds": time.perf_counter() - t0, "cpu_seconds": cpu() - c0, "matrices": count}))
 """
 
 SPECBOUND = r"""
-import json, sys, time
+import json, os, sys, time
+def cpu():
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
 ti = time.perf_counter()
 from numerics.analysis import analyze
 from numerics.io.checkpoint import open_checkpoint
-from numerics.spectra import checkpoint_spectra
+from numerics.spectra import checkpoint_spectra, auto_processes
 import numerics.parallel.workers, numerics.io.resolve
-t0 = time.perf_counter()
+t0 = time.perf_counter(); c0 = cpu()
+processes = auto_processes(open_checkpoint(sys.argv[1]))
 a = analyze(sys.argv[1])
-t1 = time.perf_counter()
+t1 = time.perf_counter(); c1 = cpu()
 t2 = time.perf_counter(); stats = checkpoint_spectra(open_checkpoint(sys.argv[1])); t3 = time.perf_counter()
 stats = checkpoint_spectra(open_checkpoint(sys.argv[1]), processes=0); t4 = time.perf_counter()
 analyze(sys.argv[1], spectrum="svd"); t5 = time.perf_counter()
-print(json.dumps({"seconds": t1 - t0, "import_seconds": t0 - ti, "spectra_seconds": t3 - t2,
+print(json.dumps({"seconds": t1 - t0, "cpu_seconds": c1 - c0, "processes": processes, "import_seconds": t0 - ti, "spectra_seconds": t3 - t2,
                   "threads_only_spectra_seconds": t4 - t3, "svd_path_seconds": t5 - t4, "matrices": len(a.matrices)}))
 """
 
@@ -99,17 +114,25 @@ print(json.dumps({"seconds": t2 - t1, "import_seconds": t1 - t0, "matrices": int
 SINGLE_THREAD = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
+def _children_cpu() -> float:
+    """User + system CPU seconds of this process's finished children (and theirs, once waited for)."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
 def _timed(code: str, folder: str, python: str = sys.executable, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Run ``code`` in a fresh process: its own JSON line, plus its wall time and CPU time seen from outside
+    (``process_seconds``, ``process_cpu_seconds``: interpreter start, imports, worker processes and all)."""
     import os
 
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), _children_cpu()
     proc = subprocess.run(
         [python, "-c", code, folder], capture_output=True, text=True, timeout=900, env={**os.environ, **(env or {})}
     )
-    wall = time.perf_counter() - start
+    wall, cpu = time.perf_counter() - start, _children_cpu() - cpu
     if proc.returncode != 0:
         raise RuntimeError(proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else "failed")
-    return {**json.loads(proc.stdout.strip().splitlines()[-1]), "process_seconds": wall}
+    return {**json.loads(proc.stdout.strip().splitlines()[-1]), "process_seconds": wall, "process_cpu_seconds": cpu}
 
 
 WW_VENV = Path(__file__).resolve().parent / ".venv-weightwatcher"
@@ -133,6 +156,7 @@ def run(repeats: int = 3) -> dict[str, Any]:
     from numerics.io.registry import fetch
 
     folder = str(fetch("minilm-l6"))
+    load_before = os.getloadavg()
     _timed(SPECBOUND, folder)  # warm the derivation cache and the page cache
     floor, ours, whole = [], [], []
     for _ in range(repeats):  # interleaved, so that a burst of load elsewhere hits all three alike
@@ -152,6 +176,12 @@ def run(repeats: int = 3) -> dict[str, Any]:
         "specbound_matrices": ours[0]["matrices"],
         "floor_process_seconds": statistics.median(r["process_seconds"] for r in floor),
         "specbound_process_seconds": statistics.median(r["process_seconds"] for r in whole),
+        # CPU time (user + system, worker processes included): much less sensitive to other jobs than wall time
+        "floor_cpu_seconds": statistics.median(r["cpu_seconds"] for r in floor),
+        "specbound_cpu_seconds": statistics.median(r["cpu_seconds"] for r in ours),
+        "floor_process_cpu_seconds": statistics.median(r["process_cpu_seconds"] for r in floor),
+        "specbound_process_cpu_seconds": statistics.median(r["process_cpu_seconds"] for r in whole),
+        "specbound_default_processes": [r["processes"] for r in ours],
         "floor_runs": [r["seconds"] for r in floor],
         "specbound_runs": [r["seconds"] for r in ours],
         "specbound_process_runs": [r["process_seconds"] for r in whole],
@@ -161,7 +191,12 @@ def run(repeats: int = 3) -> dict[str, Any]:
     result["ratio_svd_path_to_floor"] = result["specbound_svd_path_seconds"] / result["floor_seconds"]
     result["ratio_process_to_floor"] = result["specbound_process_seconds"] / result["floor_seconds"]
     result["ratio_process_to_floor_process"] = result["specbound_process_seconds"] / result["floor_process_seconds"]
-    ww_python = _weightwatcher_python()
+    result["cpu_ratio_specbound_to_floor"] = result["specbound_cpu_seconds"] / result["floor_cpu_seconds"]
+    result["cpu_ratio_process_to_floor_process"] = (
+        result["specbound_process_cpu_seconds"] / result["floor_process_cpu_seconds"]
+    )
+    skip_ww = os.environ.get("SPECBOUND_BENCH_WEIGHTWATCHER", "1") == "0"
+    ww_python = None if skip_ww else _weightwatcher_python()
     if ww_python is not None:
         try:
             wws = [_timed(WEIGHTWATCHER, folder, ww_python) for _ in range(repeats)]
@@ -174,10 +209,18 @@ def run(repeats: int = 3) -> dict[str, Any]:
             result["ratio_process_to_weightwatcher_process"] = (
                 result["specbound_process_seconds"] / result["weightwatcher_process_seconds"]
             )
+            result["weightwatcher_process_cpu_seconds"] = statistics.median(r["process_cpu_seconds"] for r in wws)
+            result["cpu_ratio_process_to_weightwatcher_process"] = (
+                result["specbound_process_cpu_seconds"] / result["weightwatcher_process_cpu_seconds"]
+            )
         except RuntimeError as exc:
             result["weightwatcher_error"] = str(exc)
+    elif skip_ww:
+        result["weightwatcher_error"] = "skipped (SPECBOUND_BENCH_WEIGHTWATCHER=0)"
     else:
         result["weightwatcher_error"] = "weightwatcher could not be installed"
+    result["load_average_before"] = list(load_before)
+    result["load_average_after"] = list(os.getloadavg())
     result["targets"] = {
         "at_most_0.5x_floor": result["ratio_specbound_to_floor"] <= 0.5,
         "at_most_0.2x_weightwatcher": result.get("ratio_to_weightwatcher", math.inf) <= 0.2,

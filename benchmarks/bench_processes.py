@@ -3,7 +3,7 @@
 Writes a synthetic checkpoint with BERT-base's layer shape (``N = 768``, 12 heads,
 ``F = 3072``, 4 layers, float32, about 110 MB) into a temporary folder, then times
 ``checkpoint_spectra`` in fresh processes with ``processes=0`` (threads only) and with the
-automatic worker processes (:mod:`numerics.parallel.workers`), ``repeats`` times each, alternating, and
+worker processes (one per CPU) (:mod:`numerics.parallel.workers`), ``repeats`` times each, alternating, and
 reports the medians, their ratio, and whether the statistics were bit-identical. The folder
 is deleted afterwards.
 
@@ -27,9 +27,9 @@ LAYERS, HIDDEN, HEADS, FF = 4, 768, 12, 3072
 CHILD = r"""
 import hashlib, json, sys, time
 from numerics.io.checkpoint import open_checkpoint
-from numerics.spectra import checkpoint_spectra, auto_processes
+from numerics.spectra import checkpoint_spectra
 ckpt = open_checkpoint(sys.argv[1])
-processes = None if sys.argv[2] == "auto" else int(sys.argv[2])
+processes = int(sys.argv[2])
 t0 = time.perf_counter()
 stats = checkpoint_spectra(ckpt, processes=processes)
 seconds = time.perf_counter() - t0
@@ -38,7 +38,7 @@ for s in stats:
     digest.update(s.name.encode()); digest.update(s.singular_values.tobytes())
     digest.update(repr((s.rank, s.norm_2_1, s.norm_1_1)).encode())
 print(json.dumps({"seconds": seconds, "matrices": len(stats), "sha256": digest.hexdigest(),
-                  "processes": auto_processes(ckpt) if processes is None else processes}))
+                  "processes": processes}))
 """
 
 
@@ -67,7 +67,13 @@ def run(repeats: int = 3) -> dict[str, Any]:
         threads, workers = [], []
         for _ in range(repeats):
             threads.append(_child(folder, "0"))
-            workers.append(_child(folder, "auto"))
+            # one worker per CPU, whatever the load (the default would choose threads only on a busy machine)
+            workers.append(
+                _child(
+                    folder,
+                    str(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1),
+                )
+            )
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     result = {

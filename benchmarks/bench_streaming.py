@@ -24,22 +24,26 @@ previous one is decomposed, with the automatic worker processes for the whole-ma
 the same on threads only, and ``layers_in_flight = 1`` on threads only. With worker processes
 the peak counts the workers' whole resident high-water marks too (``VmHWM`` of each, read just
 before they stop: their imports plus the one matrix each decomposes at a time). The folder is deleted afterwards, also on failure or
-interruption.
+interruption (Ctrl-C, or SIGTERM, which :func:`run` turns into an exception while it runs).
 
 Run: ``python -m benchmarks.bench_streaming`` (about 5 minutes on the 2-core machines).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import shutil
+import signal
 import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -226,6 +230,28 @@ def _analyse(folder: Path, layers_in_flight: int, processes: str) -> dict[str, A
 SETTINGS: tuple[tuple[int, str], ...] = ((2, "auto"), (2, "0"), (1, "0"))
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised so that the ``finally`` deleting the temporary folder runs (and the child is killed)."""
+
+
+def _terminate(signum: int, frame: Any) -> None:
+    raise Terminated()
+
+
+@contextlib.contextmanager
+def _sigterm_raises() -> Iterator[None]:
+    """While inside: SIGTERM raises :class:`Terminated` in the main thread (Python's default ends the
+    process at once, leaving the multi-GB folder behind). Elsewhere than the main thread: nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def run(
     *, settings: tuple[tuple[int, str], ...] = SETTINGS, keep: bool = False, where: str | None = None
 ) -> dict[str, Any]:
@@ -238,15 +264,16 @@ def run(
     """
     if sys.platform != "linux":
         return {"skipped": "needs Linux (/proc/self/status)"}
-    folder = Path(tempfile.mkdtemp(prefix="specbound-bench-streaming-", dir=where))
-    try:
-        start = time.perf_counter()
-        sizes = write_checkpoint(folder)
-        write_seconds = time.perf_counter() - start
-        children = [(n, procs, _analyse(folder, n, procs)) for n, procs in settings]
-    finally:
-        if not keep:
-            shutil.rmtree(folder, ignore_errors=True)
+    with _sigterm_raises():
+        folder = Path(tempfile.mkdtemp(prefix="specbound-bench-streaming-", dir=where))
+        try:
+            start = time.perf_counter()
+            sizes = write_checkpoint(folder)
+            write_seconds = time.perf_counter() - start
+            children = [(n, procs, _analyse(folder, n, procs)) for n, procs in settings]
+        finally:
+            if not keep:
+                shutil.rmtree(folder, ignore_errors=True)
     size = sizes["checkpoint_bytes"]
     runs = []
     for n, procs, child in children:

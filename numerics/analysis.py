@@ -79,7 +79,8 @@ class Analysis:
         model: ``{source, architecture, num_layers, hidden_size, num_heads, num_key_value_heads, head_dim,
             intermediate_size, network}`` (``network``: :func:`describe_network`).
         matrices: one dict per matrix: the fields of
-            :meth:`numerics.spectra.stats.MatrixStats.as_dict` with ``shape = [rows, cols]``, plus
+            :meth:`numerics.spectra.stats.MatrixStats.as_dict` (``spectrum``: ``"gram"`` or ``"svd"``, how the
+            singular values were computed) with ``shape = [rows, cols]``, plus
             ``approximation``, ``p_star``, ``schatten_p_at_p_star`` and ``theorem_inputs`` (see the
             module docstring; ``None`` for matrices not in the bound).
         bounds: ``{spectrum_adaptive, edelman2022, bartlett2017}`` each with ``complexity`` and more.
@@ -453,7 +454,7 @@ def analyze(
     matrices, compute only the ``k`` leading singular values of each whole matrix plus a
     certified tail (see :mod:`numerics.spectra.leading_k`; recorded per matrix in ``approximation``).
     ``processes``: worker processes for the whole-matrix SVDs (default: one per CPU for
-    checkpoints large enough, none with an ``executor``; ``0``: none; always none in memory,
+    checkpoints large enough when a core is idle, none with an ``executor``; ``0``: none; always none in memory,
     where no other process can read the tensors); see
     :func:`numerics.spectra.pipeline.checkpoint_spectra`. ``spectrum``: ``"auto"`` (certified Gram
     eigenvalues for the whole matrices where certified, else the SVD) or ``"svd"`` (always the SVD, the

@@ -511,7 +511,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         metavar="N",
         help="worker processes for the whole-matrix SVDs (default: one per core when the model is large "
-        "enough and neither --workers nor --scheduler is given; 0: none)",
+        "enough, a core is idle (load average) and neither --workers nor --scheduler is given; 0: none)",
     )
     a.add_argument(
         "--spectrum",

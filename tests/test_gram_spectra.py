@@ -177,10 +177,11 @@ def test_schatten_table_equals_each_terms_schatten():
 
 
 def _compare(auto: object, svd: object, rtol: float, where: str = "") -> int:
-    """Every number of two analysis JSON documents within ``rtol`` (ints, strings and ``None`` equal); the count compared."""
+    """Every number of two analysis JSON documents within ``rtol`` (ints, strings and ``None`` equal, except
+    each matrix's ``spectrum``, the method, which :func:`_methods` checks); the count compared."""
     if isinstance(auto, dict):
         assert isinstance(svd, dict) and auto.keys() == svd.keys(), where
-        return sum(_compare(auto[k], svd[k], rtol, f"{where}/{k}") for k in auto)
+        return sum(_compare(auto[k], svd[k], rtol, f"{where}/{k}") for k in auto if k != "spectrum")
     if isinstance(auto, list):
         assert isinstance(svd, list) and len(auto) == len(svd), where
         return sum(_compare(a, b, rtol, f"{where}[{i}]") for i, (a, b) in enumerate(zip(auto, svd)))
@@ -189,6 +190,19 @@ def _compare(auto: object, svd: object, rtol: float, where: str = "") -> int:
         return 1
     assert auto == svd and type(auto) is type(svd), (where, auto, svd)
     return int(isinstance(auto, int))
+
+
+def _methods(auto_doc: dict, svd_doc: dict) -> list[dict]:
+    """The matrices whose recorded ``spectrum`` is ``"gram"`` in ``auto_doc``, after checking the record: exactly
+    those whose singular values differ from the SVD path's, and ``"svd"`` everywhere in ``svd_doc``."""
+    assert {r["spectrum"] for r in svd_doc["matrices"]} == {"svd"}
+    gram = []
+    for r, s in zip(auto_doc["matrices"], svd_doc["matrices"], strict=True):
+        assert r["spectrum"] in ("gram", "svd"), r["name"]
+        assert (r["spectrum"] == "gram") == (r["singular_values"] != s["singular_values"]), r["name"]
+        if r["spectrum"] == "gram":
+            gram.append(r)
+    return gram
 
 
 #: Each kept singular value within GRAM_RTOL: each S_p (p <= 2) within (1 + GRAM_RTOL)^2 - 1, s_1 within
@@ -200,12 +214,9 @@ DOC_RTOL = 10 * GRAM_RTOL
 def test_minilm_l6_every_number_matches_the_svd_path(minilm_l6_folder, minilm_l6_analysis):
     svd = analyze(str(minilm_l6_folder), spectrum="svd")
     auto_doc, svd_doc = minilm_l6_analysis.to_json(spectra=True), svd.to_json(spectra=True)
-    gram_used = [
-        r["name"]
-        for r, s in zip(auto_doc["matrices"], svd_doc["matrices"])
-        if r["singular_values"] != s["singular_values"]
-    ]
-    assert len(gram_used) == 12  # the 12 feedforward matrices take the certified Gram path (the others the SVD)
+    gram_used = _methods(auto_doc, svd_doc)
+    # the 12 feedforward matrices take the certified Gram path (the others the SVD)
+    assert len(gram_used) == 12 and {r["kind"] for r in gram_used} == {"ff1", "ff2"}
     assert _compare(auto_doc, svd_doc, DOC_RTOL) > 10_000
 
 
@@ -236,11 +247,7 @@ def test_every_architecture_matches_the_svd_path(tmp_path, arch):
     svd = analyze(str(folder), heads=heads, settings=FAST, processes=0, spectrum="svd")
     auto_doc, svd_doc = auto.to_json(spectra=True), svd.to_json(spectra=True)
     assert auto_doc["model"]["architecture"] == arch
-    differ = [
-        r["kind"]
-        for r, s in zip(auto_doc["matrices"], svd_doc["matrices"])
-        if r["singular_values"] != s["singular_values"]
-    ]
+    differ = [r["kind"] for r in _methods(auto_doc, svd_doc)]
     assert differ and set(differ) <= {"ff1", "ff2"}  # the Gram path was taken, on the tall feedforward matrices only
     assert _compare(auto_doc, svd_doc, DOC_RTOL) > 100
 
@@ -256,6 +263,7 @@ def test_gram_path_bit_identical_between_threads_and_processes(tmp_path):
     assert [a.name for a in threads] == [b.name for b in procs]
     for a, b in zip(threads, procs):
         assert a.rank == b.rank and np.array_equal(a.singular_values, b.singular_values), a.name
+        assert a.spectrum == b.spectrum, a.name  # the method is recorded the same way in a worker process
     assert any(not np.array_equal(a.singular_values, c.singular_values) for a, c in zip(threads, svd))
 
 

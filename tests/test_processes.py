@@ -353,6 +353,7 @@ def test_auto_processes_needs_two_cpus_and_enough_work(monkeypatch):
     assert whole_matrix_work(minilm) == 6 * (4 * 384**3 + 2 * 384**2 * 1536)
     assert whole_matrix_work(minilm, leading_k=9) == 6 * (4 * 384**2 * 10 + 2 * 384 * 1536 * 10)
     monkeypatch.setattr(workers, "available_cpus", lambda: 2)
+    monkeypatch.setattr(workers, "load_average", lambda: 0.2)  # an idle machine (the load rule: tests/test_speed.py)
     assert auto_processes(minilm) == 2 and auto_processes(small) == 0
     assert auto_processes(minilm, leading_k=9) == 0
     monkeypatch.setattr(workers, "available_cpus", lambda: 1)

@@ -1,7 +1,8 @@
 """Stage 4: spectra -> the terms of Theorem 3.1 -> the bound, its post hoc indices, the baselines, the proxies.
 
 * :mod:`~numerics.bounds.compiled`: the closed forms derived in :mod:`theory`, as numeric functions
-  (generated into :mod:`numerics.bounds._derived_forms` by :mod:`~numerics.bounds.codegen`);
+  (generated into :mod:`numerics.bounds._derived_forms` by :mod:`~numerics.bounds.codegen` from the
+  catalogue :mod:`~numerics.bounds.catalogue`, log-space rewrites in :mod:`~numerics.bounds.logspace`);
 * :mod:`~numerics.bounds.terms`: per-matrix statistics -> :class:`MatrixTerm` with propagation factors;
 * :mod:`~numerics.bounds.theorem31`: coefficients, the Dudley bound, the post hoc choice of indices;
 * :mod:`~numerics.bounds.baselines`: Edelman et al. 2022 and Bartlett et al. 2017 on the same spectra;

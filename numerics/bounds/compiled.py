@@ -15,6 +15,7 @@ cached or executed from disk at run time, and this module never imports SymPy, e
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 from collections.abc import Callable, Mapping
@@ -481,11 +482,16 @@ def norm_parameter_log_coefficient(
     raise ValueError(f"which={which!r} must be 'gain' or 'bias'.")
 
 
+@functools.cache
+def _parameters(key: str) -> tuple[str, ...]:
+    """The argument names of the generated function ``key``, in order (``inspect.signature`` once per form)."""
+    return tuple(inspect.signature(FORMS[key]).parameters)
+
+
 def _evaluate(key: str, values: dict[str, float]) -> float:
     if key not in FORMS:
         raise ValueError(f"no derived form {key!r}.")
-    function = FORMS[key]
-    return float(function(*(values[name] for name in inspect.signature(function).parameters)))
+    return float(FORMS[key](*(values[name] for name in _parameters(key))))
 
 
 # --------------------------------------------------------------------------- the Dudley step and the margin bound

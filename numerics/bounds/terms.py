@@ -88,6 +88,9 @@ class ModelSettings:
                 )
 
 
+_COVER_KINDS = {"qk": "bilinear", "gain": "gain", "beta": "translation"}
+
+
 @dataclass(frozen=True)
 class MatrixTerm:
     """One matrix as Theorem 3.1 sees it.
@@ -116,11 +119,11 @@ class MatrixTerm:
     group: str
     input_scale_realised: float | None = None
 
-    @property
+    @cached_property
     def cover_kind(self) -> str:
         """``bilinear`` for a per-head ``W_QK``; ``gain`` / ``translation`` for a norm layer's trained gain / bias
         (:mod:`theory.normlayers`); ``vector`` otherwise (rotary query/key maps ``rq``/``rk`` included)."""
-        return {"qk": "bilinear", "gain": "gain", "beta": "translation"}.get(self.kind, "vector")
+        return _COVER_KINDS.get(self.kind, "vector")
 
     @cached_property
     def spectral_norm(self) -> float:

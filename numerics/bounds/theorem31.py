@@ -177,6 +177,53 @@ def log_eps_min(terms: Sequence[MatrixTerm], settings: BoundSettings) -> np.ndar
     )
 
 
+@dataclass(frozen=True)
+class _TermArrays:
+    """What :func:`_log_coefficient_table` reads from the terms that does not depend on ``p`` or the settings.
+
+    Computed once per sequence of terms (:func:`_term_arrays`): the search for the smallest useful sample
+    size (:func:`n_nonvacuous`) and the post hoc search evaluate the table dozens of times on the same terms.
+    """
+
+    terms: tuple[MatrixTerm, ...]
+    spectral: np.ndarray  # grid value at or above each s_1 (0 for a zero matrix)
+    log_rho: np.ndarray
+    log_radius: np.ndarray  # log of the class radius (bilinear and vector covers), else -inf
+    kinds: tuple[str, ...]  # cover kind per term
+    cols: dict[str, np.ndarray]  # per cover kind, the terms of that kind with s_1 > 0
+    radii: dict[bytes, np.ndarray]  # grid values of S_p per p table already asked for (a few at most)
+
+
+_TERM_ARRAYS: list[_TermArrays] = []  # the last few, most recent last
+_TERM_ARRAYS_KEPT = 2  # the terms of the analysis under way (and one more); older ones may be freed
+
+
+def _term_arrays(terms: Sequence[MatrixTerm]) -> _TermArrays:
+    """The :class:`_TermArrays` of ``terms``, from the cache when the same term objects were seen last."""
+    for entry in _TERM_ARRAYS:
+        if len(entry.terms) == len(terms) and all(a is b for a, b in zip(entry.terms, terms, strict=True)):
+            return entry
+    kinds = tuple(t.cover_kind for t in terms)
+    spectral = np.array([t.spectral_norm for t in terms])
+    spectral = np.where(spectral > 0, grid_values(np.maximum(spectral, 1e-300)), 0.0)
+    log_radius = np.array(
+        [
+            float(compiled.log_class_radius(kind, log_s=math.log(spectral[j]), log_B=math.log(t.input_scale)))
+            if spectral[j] > 0 and kind in ("bilinear", "vector")
+            else -math.inf
+            for j, (kind, t) in enumerate(zip(kinds, terms, strict=True))
+        ]
+    )
+    cols = {
+        kind: np.array([j for j, k in enumerate(kinds) if k == kind and spectral[j] > 0], dtype=np.intp)
+        for kind in ("gain", "translation", "bilinear", "vector")
+    }
+    entry = _TermArrays(tuple(terms), spectral, np.array([t.log_rho for t in terms]), log_radius, kinds, cols, radii={})
+    _TERM_ARRAYS.append(entry)
+    del _TERM_ARRAYS[:-_TERM_ARRAYS_KEPT]
+    return entry
+
+
 def _log_coefficient_table(
     terms: Sequence[MatrixTerm],
     p: np.ndarray,
@@ -193,27 +240,23 @@ def _log_coefficient_table(
     J = len(terms)
     p = np.broadcast_to(np.asarray(p, dtype=np.float64), np.broadcast_shapes(np.shape(p), (J,)))
     p2 = np.atleast_2d(p)
-    R = schatten_table(terms, p2) if radii is None else radii
+    static = _term_arrays(terms)
     out = np.full(p2.shape, -np.inf)
     # Post hoc radii at the cell's upper end (theory.margin): the class of each matrix is ||W||_2 <= s_k,
     # S_p(W) <= R_k with s_k, R_k the grid values at or above the realised ones.
-    R = np.where(R > 0, grid_values(np.maximum(R, 1e-300).ravel()).reshape(R.shape), 0.0)
+    key = p2.tobytes() + repr(p2.shape).encode()
+    R = static.radii.get(key) if radii is None else None
+    if R is None:
+        R = schatten_table(terms, p2) if radii is None else radii
+        R = np.where(R > 0, grid_values(np.maximum(R, 1e-300).ravel()).reshape(R.shape), 0.0)
+        if radii is None and len(static.radii) < 8:
+            static.radii[key] = R
     log_eps = log_eps_min(terms, settings)
-    spectral = np.array([t.spectral_norm for t in terms])
-    spectral = np.where(spectral > 0, grid_values(np.maximum(spectral, 1e-300)), 0.0)
-    log_rho = np.array([t.log_rho for t in terms])
-    log_radius = np.array(
-        [
-            float(compiled.log_class_radius(t.cover_kind, log_s=math.log(spectral[j]), log_B=math.log(t.input_scale)))
-            if spectral[j] > 0 and t.cover_kind in ("bilinear", "vector")
-            else -math.inf
-            for j, t in enumerate(terms)
-        ]
-    )
+    spectral, log_rho, log_radius = static.spectral, static.log_rho, static.log_radius
     # Trained norm gains and biases (theory.normlayers, MATH.md section 10 rule 3): K_j(eps) <= K_j(eps_min), so
     # a_j(p) = K_j(eps_min / 2) eps_max^p with eps_max = B_out / rho_j, the largest scale the term is covered at.
     for kind, which in (("gain", "gain"), ("translation", "bias")):
-        cols = np.array([j for j, t in enumerate(terms) if t.cover_kind == kind and spectral[j] > 0], dtype=np.intp)
+        cols = static.cols[kind]
         if cols.size == 0:
             continue
         log_a = np.asarray(
@@ -237,11 +280,9 @@ def _log_coefficient_table(
     for kind in ("bilinear", "vector"):
         # A matrix covered at scales at or above the radius of its class (s B^2 for scores, s B
         # for vectors; e.g. rho_j ~ 0 behind a zero matrix) needs a single ball: K_j = 0 there,
-        # so a_j = 0 (see numerics.bounds.compiled.thm41_log_cover).
-        cols = np.array(
-            [j for j, t in enumerate(terms) if t.cover_kind == kind and spectral[j] > 0 and log_eps[j] < log_radius[j]],
-            dtype=np.intp,
-        )
+        # so a_j = 0 (see numerics.bounds.compiled.thm41_log_coefficient).
+        cols = static.cols[kind]
+        cols = cols[log_eps[cols] < log_radius[cols]]
         if cols.size == 0:
             continue
         sub = [terms[j] for j in cols]
@@ -255,7 +296,7 @@ def _log_coefficient_table(
             a=np.array([t.shape[0] for t in sub], dtype=np.float64),
             b=np.array([t.shape[1] for t in sub], dtype=np.float64),
             r=np.array([t.rank_bound for t in sub], dtype=np.float64),
-            m=np.array([metric_points(t, settings) for t in sub], dtype=np.float64),
+            m=np.full(cols.size, float(metric_points(sub[0], settings))),
         )
         if not allocated:
             out[:, cols] = log_a

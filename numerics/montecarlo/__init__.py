@@ -3,6 +3,7 @@
 * :mod:`~numerics.montecarlo.sampling`: members of the class ``F(s, R, p)`` and the rows they act on;
 * :mod:`~numerics.montecarlo.packing`: greedy packings and covers of a finite set, with BLAS distances;
 * :mod:`~numerics.montecarlo.volumetric`: certified volumetric lower bounds on covering numbers of the class;
+* :mod:`~numerics.montecarlo.cells`: one cell of the check: Theorem 4.1's side, the packing's side, the records;
 * :mod:`~numerics.montecarlo.experiment`: packings of sampled classes against Theorem 4.1, and C9's verdict;
 * :mod:`~numerics.montecarlo.covers`: the same lower bounds against any registered cover (:mod:`theory.registry`).
 """

@@ -13,6 +13,7 @@ from numerics.parallel.executors import make_executor as make_executor
 from numerics.parallel.workers import Job as Job
 from numerics.parallel.workers import WholeMatrixPool as WholeMatrixPool
 from numerics.parallel.workers import available_cpus as available_cpus
+from numerics.parallel.workers import load_average as load_average
 from numerics.parallel.workers import stats_from_source as stats_from_source
 from numerics.parallel.workers import supported as supported
 from numerics.parallel.workers import worker_main as worker_main

@@ -59,7 +59,7 @@ from numerics._util.subprocesses import isolated_python_command
 if TYPE_CHECKING:
     from numerics.io.checkpoint import MatrixSource
 
-__all__ = ["Job", "WholeMatrixPool", "available_cpus", "supported", "stats_from_source", "worker_main"]
+__all__ = ["Job", "WholeMatrixPool", "available_cpus", "load_average", "supported", "stats_from_source", "worker_main"]
 
 #: A whole-matrix job: ``(fn, args, kwargs)``, run as ``fn(*args, **kwargs)``; ``args[0]`` is the
 #: matrix's name and ``args[1]`` the matrix, or ``None`` when it is to be loaded from its source.
@@ -87,6 +87,14 @@ def available_cpus() -> int:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         return os.cpu_count() or 1
+
+
+def load_average() -> float | None:
+    """The one-minute load average (runnable processes, this one included), or ``None`` where the OS has none."""
+    try:
+        return float(os.getloadavg()[0])
+    except (AttributeError, OSError):
+        return None
 
 
 def supported() -> bool:

@@ -7,9 +7,11 @@
 """
 
 from numerics.spectra import jobs, leading_k, pipeline, stats
+from numerics.spectra.jobs import IDLE_CORES as IDLE_CORES
 from numerics.spectra.jobs import PROCESS_THRESHOLD as PROCESS_THRESHOLD
 from numerics.spectra.jobs import MatrixJob as MatrixJob
 from numerics.spectra.jobs import auto_processes as auto_processes
+from numerics.spectra.jobs import choose_processes as choose_processes
 from numerics.spectra.jobs import feedforward_matrices as feedforward_matrices
 from numerics.spectra.jobs import head_factors as head_factors
 from numerics.spectra.jobs import layer_matrices as layer_matrices
@@ -40,6 +42,7 @@ from numerics.spectra.stats import singular_values as singular_values
 from numerics.spectra.stats import stable_rank as stable_rank
 from numerics.spectra.stats import weight_stats as weight_stats
 from numerics.spectra.stats import whole_singular_values as whole_singular_values
+from numerics.spectra.stats import whole_spectrum as whole_spectrum
 
 #: The public names of the modules above, in their order.
 __all__ = [*stats.__all__, *leading_k.__all__, *jobs.__all__, *pipeline.__all__]

@@ -66,7 +66,6 @@ from typing import Any, Literal, NamedTuple
 
 import numpy as np
 import scipy.linalg
-import scipy.sparse.linalg
 
 from numerics._util.checks import check_count
 from numerics.spectra.stats import (
@@ -103,6 +102,8 @@ def spectral_norm(W: Any, *, solver: Literal["arpack", "lobpcg"] = "arpack", see
         return 0.0
     if min(a.shape) == 1:
         return float(np.linalg.norm(a))
+    import scipy.sparse.linalg  # slow: scipy.sparse (about 0.05 s CPU at every analysis's start; huge matrices only)
+
     s = scipy.sparse.linalg.svds(a, k=1, return_singular_vectors=False, solver=solver, rng=np.random.default_rng(seed))
     return float(np.max(s))
 
@@ -208,6 +209,8 @@ def _entry_norms(a: np.ndarray) -> tuple[float, float, float]:
 
 def _leading_subspace(a: np.ndarray, k: int, seed: int) -> tuple[np.ndarray | None, str]:
     """``k`` leading right singular vectors (``N x k``, orthonormalised), or ``None`` if every solver failed."""
+    import scipy.sparse.linalg  # slow: scipy.sparse (about 0.05 s CPU at every analysis's start; huge matrices only)
+
     for solver in ("arpack", "propack"):
         try:
             _, _, vh = scipy.sparse.linalg.svds(

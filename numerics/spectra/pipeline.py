@@ -78,7 +78,8 @@ def checkpoint_spectra(
         (:class:`numerics.parallel.workers.WholeMatrixPool`: each worker reads its matrices from the
         checkpoint file itself; results bit-identical to the in-process ones). ``None``
         (default): without an ``executor``, one per CPU when the whole matrices are large
-        enough to repay the pool's start (about 0.3 s; :func:`numerics.spectra.jobs.auto_processes`), else none;
+        enough to repay the pool's start (about 0.3 s) and a core is idle (the load average;
+        :func:`numerics.spectra.jobs.auto_processes`), else none;
         with an ``executor``, none. ``0``: none. A positive count is used even with an
         ``executor``, which then runs the per-head work only. Per-head work never goes to
         the processes (it scales on threads).

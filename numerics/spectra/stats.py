@@ -50,7 +50,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal, get_args
 
@@ -75,6 +75,7 @@ __all__ = [
     "GRAM_RTOL",
     "gram_singular_values",
     "whole_singular_values",
+    "whole_spectrum",
     "product_singular_values",
     "matrix_stats",
     "weight_stats",
@@ -228,8 +229,8 @@ _GRAM_MIN_ASPECT = 2.0
 _GRAM_MIN_SIDE = 32
 
 
-def whole_singular_values(w: np.ndarray, *, relative_tolerance: float, method: str = "auto") -> np.ndarray:
-    """The singular values of a whole matrix: certified Gram eigenvalues where possible, else the SVD.
+def whole_spectrum(w: np.ndarray, *, relative_tolerance: float, method: str = "auto") -> tuple[np.ndarray, str]:
+    """The singular values of a whole matrix and how they were computed (``"gram"`` or ``"svd"``).
 
     ``method``: ``"auto"`` tries :func:`gram_singular_values` on matrices at least twice as tall as
     wide (or wide as tall) and takes the SVD (:func:`singular_values`) where it is not certified or not
@@ -241,10 +242,16 @@ def whole_singular_values(w: np.ndarray, *, relative_tolerance: float, method: s
     if method == "auto" and min(a, b) >= _GRAM_MIN_SIDE and max(a, b) >= _GRAM_MIN_ASPECT * min(a, b):
         s = gram_singular_values(w, relative_tolerance=relative_tolerance)
         if s is not None:
-            return s
+            return s, "gram"
     if w.size == 0:
-        return np.zeros(0)
-    return np.asarray(scipy.linalg.svdvals(w, check_finite=False), dtype=np.float64)
+        return np.zeros(0), "svd"
+    return np.asarray(scipy.linalg.svdvals(w, check_finite=False), dtype=np.float64), "svd"
+
+
+def whole_singular_values(w: np.ndarray, *, relative_tolerance: float, method: str = "auto") -> np.ndarray:
+    """The singular values of a whole matrix: certified Gram eigenvalues where possible, else the SVD
+    (:func:`whole_spectrum`, without saying which)."""
+    return whole_spectrum(w, relative_tolerance=relative_tolerance, method=method)[0]
 
 
 def _qr_r(a: np.ndarray) -> np.ndarray:
@@ -300,6 +307,9 @@ class MatrixStats:
       norm_2_1: ``||W||_{2,1}``, sum of column (output-unit) l2 norms; ``None`` if not computed.
       norm_1_1: entrywise ``||W||_{1,1}``; ``None`` if not computed.
       stable_rank: ``||W||_F^2 / ||W||_2^2`` (``0`` for a zero matrix).
+      spectrum: how the singular values were computed: ``"gram"`` (a whole matrix's certified Gram
+        eigenvalues, :func:`gram_singular_values`) or ``"svd"`` (``scipy.linalg.svdvals``; of the
+        ``d_h x d_h`` core for a per-head product).
     """
 
     name: str
@@ -318,6 +328,7 @@ class MatrixStats:
     norm_2_1: float | None
     norm_1_1: float | None
     stable_rank: float
+    spectrum: str = field(default="svd", kw_only=True)
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         # Unpickling (process pools, dask workers) bypasses __init__, and pickle protocols < 5
@@ -373,6 +384,7 @@ class MatrixStats:
             "norm_2_1": self.norm_2_1,
             "norm_1_1": self.norm_1_1,
             "stable_rank": self.stable_rank,
+            "spectrum": self.spectrum,
         }
 
 
@@ -493,6 +505,7 @@ def matrix_stats(
     rank_bound: int | None = None,
     rank_rtol: float | None = None,
     dtype_eps: float = _F64_EPS,
+    spectrum: str = "svd",
 ) -> MatrixStats:
     """Build :class:`MatrixStats` from singular values (and optionally the matrix itself).
 
@@ -509,6 +522,7 @@ def matrix_stats(
       rank_bound: algebraic rank bound (default ``min(a, b)``).
       rank_rtol: relative rank tolerance; default ``max(a, b) * dtype_eps``.
       dtype_eps: machine epsilon of the stored dtype (:data:`DTYPE_EPS`); default float64's.
+      spectrum: how ``sv`` was computed, ``"gram"`` or ``"svd"`` (:attr:`MatrixStats.spectrum`).
 
     Returns:
       The frozen :class:`MatrixStats`.
@@ -552,6 +566,7 @@ def matrix_stats(
         norm_2_1=None if norm_2_1 is None else float(norm_2_1),
         norm_1_1=None if norm_1_1 is None else float(norm_1_1),
         stable_rank=sr,
+        spectrum=spectrum,
     )
 
 
@@ -574,9 +589,10 @@ def weight_stats(
     w = as_matrix(name, W)
     check_stats_options(kind=kind, dtype_eps=dtype_eps, rank_rtol=rank_rtol)
     t = relative_rank_tolerance(w.shape, dtype_eps=dtype_eps, rank_rtol=rank_rtol)
+    sv, how = whole_spectrum(w, relative_tolerance=t, method=method)
     return matrix_stats(
         name,
-        whole_singular_values(w, relative_tolerance=t, method=method),
+        sv,
         shape=w.shape,
         kind=kind,
         layer=layer,
@@ -584,6 +600,7 @@ def weight_stats(
         weight=w,
         rank_rtol=rank_rtol,
         dtype_eps=dtype_eps,
+        spectrum=how,
     )
 
 
