@@ -36,7 +36,9 @@ How it runs, so that one mutant never costs a whole suite run:
 
 Options: ``--paths`` (files or globs, default :data:`DEFAULT_TARGETS`), ``--sample N --seed S``
 (a seeded uniform sample of the mutants; the report gives the score's 95% Wilson interval),
-``--jobs J`` (parallel mutant runs, each in its own copy), ``--out`` (default
+``--jobs J`` (parallel mutant runs, each in its own copy), ``--tests T ...`` (run these test files or node
+ids on every mutant instead of the coverage map's selection: no whole-suite coverage run, for a loaded machine or an
+audit of a few files; a narrower selection can only lower the score, and the report records it), ``--out`` (default
 ``benchmarks/results-mutation.json``, not committed; the recorded score is in
 ``benchmarks/mutation.md``).
 """
@@ -277,6 +279,7 @@ def equivalence_reason(mutant: Mutant, table: list[dict[str, str]]) -> str:
             and entry.get("operator", "").removeprefix("core/") == mutant.operator.removeprefix("core/")
             and entry.get("before", "").strip() == mutant.before
             and entry.get("after", "").strip() == mutant.after
+            and ("line" not in entry or int(entry["line"]) == mutant.line)  # a line that occurs twice in the file
         ):
             return entry.get("reason", "") or "(no reason given)"
     return ""
@@ -481,7 +484,15 @@ def feeds_forms() -> set[str]:
     return seen
 
 
-def run_mutant(mutant: Mutant, copy: Path, cmap: dict[str, Any], forms_original: str, feeds: set[str]) -> Result:
+def run_mutant(
+    mutant: Mutant,
+    copy: Path,
+    cmap: dict[str, Any],
+    forms_original: str,
+    feeds: set[str],
+    fixed: list[str] | None = None,
+    fixed_timeout: float = 600.0,
+) -> Result:
     t0 = time.perf_counter()
     target = copy / mutant.path
     original = (ROOT / mutant.path).read_text(encoding="utf-8")
@@ -490,7 +501,7 @@ def run_mutant(mutant: Mutant, copy: Path, cmap: dict[str, Any], forms_original:
     try:
         mutated = mutated_source(mutant)
         target.write_text(mutated, encoding="utf-8")
-        tests = tests_for_lines(cmap, mutant.path, statement_lines(original, mutant.line))
+        tests = tests_for_lines(cmap, mutant.path, statement_lines(original, mutant.line)) if fixed is None else set()
         if mutant.path in feeds:
             rc, text = run_group(
                 [sys.executable, "-m", "numerics.bounds.codegen"], cwd=copy, env=child_env(copy), timeout=300
@@ -509,15 +520,21 @@ def run_mutant(mutant: Mutant, copy: Path, cmap: dict[str, Any], forms_original:
                     if tag != "equal":
                         changed.update(range(i1 + 1, max(i2, i1 + 1) + 1))
                 tests |= tests_for_lines(cmap, FORMS_FILE, changed)
-        wider = new_test_files(cmap, mutant.path)
-        if "lru_cache" in original or "@cache" in original:  # coverage under-reports cached code (tests_for_file)
+        if fixed is not None:  # --tests: the same selection for every mutant, no second stage
+            tests, wider = set(fixed), set()
+        else:
+            wider = new_test_files(cmap, mutant.path)
+        if fixed is None and ("lru_cache" in original or "@cache" in original):  # coverage under-reports cached code
             wider |= tests_for_file(cmap, mutant.path)
         for stage, selection in ((1, tests), (2, wider)):
             if not selection:
                 continue
             result.tests += len(selection)
             result.extra["stage"] = stage
-            if stage == 1:
+            if fixed is not None:
+                budget = fixed_timeout
+                ordered = [*fixed, *(a for t in DESELECT for a in ("--deselect", t))]
+            elif stage == 1:
                 budget = 30.0 + 3.0 * sum(cmap["durations"].get(t, 1.0) for t in selection)
                 ordered = sorted(selection, key=lambda t: cmap["durations"].get(t, 1.0))  # fast first: -x stops sooner
             else:  # whole files, less the tests that fail on the unmutated tree
@@ -578,6 +595,7 @@ def summarize(results: list[Result], total: int, args: argparse.Namespace, secon
         "mutants_total": total,
         "sample": args.sample,
         "seed": args.seed,
+        "tests": getattr(args, "tests", None) or "coverage map (the tests that run each mutated line)",
         "run": len(results),
         "score": killed / len(judged) if judged else None,
         "score_definition": "(killed + timeout) / (run - judged equivalent - errors); the staleness test "
@@ -622,6 +640,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=str(DEFAULT_OUT))
     parser.add_argument("--list", action="store_true", help="only list the mutants (no test run)")
     parser.add_argument("--rebuild-map", action="store_true", help="redo the coverage map even if cached")
+    parser.add_argument(
+        "--tests",
+        nargs="+",
+        default=None,
+        help="run these test files or node ids on every mutant (no coverage map; a narrower selection can only "
+        "lower the score)",
+    )
+    parser.add_argument(
+        "--test-timeout", type=float, default=600.0, help="with --tests: seconds before a mutant's run is a timeout"
+    )
     parser.add_argument(
         "--max-minutes",
         type=float,
@@ -678,7 +706,10 @@ def main(argv: list[str] | None = None) -> int:
         for j in range(args.jobs):
             (folder / f"job{j}").mkdir()
             copies.append(make_copy(folder / f"job{j}", files))
-        cmap = coverage_map(copies[0], files, targets, rebuild=args.rebuild_map)
+        if args.tests is not None:
+            cmap: dict[str, Any] = {"lines": {}, "durations": {}, "failing": []}
+        else:
+            cmap = coverage_map(copies[0], files, targets, rebuild=args.rebuild_map)
         free = list(copies)
 
         def work(mutant: Mutant) -> Result | None:
@@ -702,7 +733,7 @@ def main(argv: list[str] | None = None) -> int:
                 with lock:
                     copy = free.pop()
                 try:
-                    result = run_mutant(mutant, copy, cmap, forms_original, feeds)
+                    result = run_mutant(mutant, copy, cmap, forms_original, feeds, args.tests, args.test_timeout)
                     result.equivalent = reason
                 finally:
                     with lock:

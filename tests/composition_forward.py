@@ -20,8 +20,17 @@ What is here
   same casts at the same places, and takes the rotary ``cos``/``sin`` from the model's own rotary module.)
 * :func:`attack`: scipy's L-BFGS-B over the raw perturbations, maximising output change / budget.
 
+Norm gains and betas (MATH.md section 10, rule 3; :mod:`theory.normlayers`) are terms of the bound like the
+matrices: every gain and beta the bound counts (``norm_parameters`` of the analysis, each with its ``theorem_inputs``)
+is perturbed by the adversary too (:attr:`Network.params`). The norm layers of the forward are computed from their
+parts, ``y = g * z + beta`` with ``z`` the normalised row (LayerNorm: ``(x - mean) / sqrt(var + eps)``; RMSNorm:
+``x / sqrt(mean(x^2) + eps)``, in float32 as transformers does), so a gain is a diagonal map on the rows ``z`` and a
+beta a ``1 x N`` map on the constant 1, and both are sized in the same metric as the matrices (below). BERT's
+embeddings LayerNorm is part of the forward: the forward starts from the embeddings sum before it
+(:attr:`Built.embeddings`).
+
 The size of ``Delta_j`` (the bound's metric, on the rows that enter matrix ``j`` *in the perturbed network*):
-vector kinds ``max_i ||Delta_j^T x_i||_2``; the bilinear ``qk`` ``max_{t,u allowed} |x_t^T Delta_j x_u|``. The cover
+vector kinds ``max_i ||Delta_j^T x_i||_2`` (a gain: ``max_i ||Delta_j * z_i||_2``); the bilinear ``qk`` ``max_{t,u allowed} |x_t^T Delta_j x_u|``. The cover
 behind ``eps_j`` is Theorem 4.1's on a sample whose rows have norm at most ``B_j``, the input scale the bound
 assigns. When earlier perturbed matrices leave their class the rows entering ``j`` can be longer (``M_j > B_j``);
 the cover then only gives ``eps_j M_j / B_j`` on them (scale the sample by ``B_j / M_j``), so the size used is
@@ -29,7 +38,8 @@ the cover then only gives ``eps_j M_j / B_j`` on them (scale the sample by ``B_j
 the ball, as they must when every centre is in the class, this is the plain metric.
 
 Centres: ``theorem_inputs["centres"] == "class"`` (the bound evaluates ``K_j`` at ``eps_j / 2``, so its centres lie
-in the class) constrains ``||W_j + Delta_j||_2 <= s_j``; a missing field means ``"free"`` (what the bound on main
+in the class) constrains ``||W_j + Delta_j||_2 <= s_j`` (a gain ``||g_j + Delta_j||_inf <= s_j``, a beta
+``||beta_j + Delta_j||_2 <= s_j``: the class radii the bound's input radii are computed from); a missing field means ``"free"`` (what the bound on main
 implicitly claims: Theorem 4.1's centres anywhere), no constraint.
 
 The output is the residual stream after the last block, before any final norm (the last ``ff2``'s ``rho`` is 1:
@@ -58,7 +68,7 @@ from numerics.bounds import BoundSettings
 from numerics.io.checkpoint import open_checkpoint
 from numerics.spectra.jobs import feedforward_matrices, head_factors
 
-__all__ = ["FAMILIES", "Built", "Network", "build", "network", "attack", "Attack"]
+__all__ = ["FAMILIES", "Built", "Network", "build", "build_thin_layernorm", "network", "attack", "Attack"]
 
 #: The families the fuzzer runs: name -> (norm layout, causal, rotary, gated, activation).
 FAMILIES = ("bert", "gpt2", "llama", "torch-encoder")
@@ -66,16 +76,14 @@ FAMILIES = ("bert", "gpt2", "llama", "torch-encoder")
 #: Tokens in the sequence the network is run on.
 TOKENS = 6
 
-#: Kinds of terms the forward holds fixed (not perturbed): norm gains and betas, when the bound covers them.
-FIXED_KINDS = ("gain", "beta")
-
 SETTINGS = BoundSettings(p_grid=(0.0, 1.0, 2.0), grid_points=16)
 
 
 @dataclass(frozen=True, eq=False)
 class Built:
     """A built network: the float64 model, its checkpoint folder, layer 0's input rows ``x`` ``[T, N]`` and the
-    model's own last hidden state ``[T, N]`` (after its final norm, if it has one)."""
+    model's own last hidden state ``[T, N]`` (after its final norm, if it has one); ``embeddings``: the rows before
+    the embeddings LayerNorm, where the model has one (BERT), else ``None``."""
 
     name: str
     model: nn.Module
@@ -83,6 +91,7 @@ class Built:
     x: torch.Tensor
     reference: torch.Tensor
     rope: tuple[torch.Tensor, torch.Tensor] | None = None
+    embeddings: torch.Tensor | None = None
 
 
 def _hf(name: str) -> nn.Module:
@@ -184,7 +193,60 @@ def build(name: str, folder: Path, *, seed: int = 0) -> Built:
         with torch.no_grad():
             cos, sin = model.rotary_emb(x0, torch.arange(TOKENS)[None])
         rope = (cos[0], sin[0])
-    return Built(name, model, folder, out.hidden_states[0][0], out.last_hidden_state[0], rope)
+    embeddings = None
+    if name == "bert":  # transformers' BertEmbeddings: word + token type (0) + absolute position, then LayerNorm
+        e = model.embeddings
+        with torch.no_grad():
+            embeddings = (
+                e.word_embeddings(ids) + e.token_type_embeddings(torch.zeros_like(ids))
+            ) + e.position_embeddings(torch.arange(TOKENS)[None])
+        embeddings = embeddings[0]
+    return Built(name, model, folder, out.hidden_states[0][0], out.last_hidden_state[0], rope, embeddings)
+
+
+def build_thin_layernorm(folder: Path) -> Built:
+    """A post-LN ``torch.nn.TransformerEncoder`` (ReLU, one layer, ``N = 8``) whose attention-output LayerNorm sees
+    rows of small variance: every token is the same row ``x``, ``W_v = I`` and ``W_o = -I`` cancel it
+    (``x + attn(x) = b_o``), and ``b_o`` is a zero-mean vector of norm about ``0.06``; the feedforward weights are
+    scaled by ``10^-3``. The LayerNorm then amplifies a change of ``b_o`` by up to ``g_inf / std(b_o)``
+    (:func:`theory.normlayers.layernorm_lipschitz`), far above the 1 of the projection idealisation the bound's
+    Lipschitz model keeps (:mod:`theory.normlayers`, README "The network evaluated")."""
+    folder.mkdir(parents=True, exist_ok=True)
+    N, F = 8, 16
+    cfg = dict(
+        d_model=N,
+        nhead=2,
+        dim_feedforward=F,
+        num_layers=1,
+        layer_norm_eps=1e-5,
+        batch_first=True,
+        norm_first=False,
+        activation="relu",
+    )
+    layer = nn.TransformerEncoderLayer(
+        N, 2, F, dropout=0.0, activation="relu", layer_norm_eps=1e-5, batch_first=True, norm_first=False
+    )
+    model = nn.TransformerEncoder(layer, 1, enable_nested_tensor=False)
+    _randomize(model, 0, zero_biases=True)
+    with torch.no_grad():
+        attention = model.layers[0].self_attn
+        attention.in_proj_weight[2 * N :].copy_(torch.eye(N))
+        attention.out_proj.weight.copy_(-torch.eye(N))
+        attention.out_proj.bias.copy_(0.02 * torch.tensor([1.0, -1.0] * (N // 2)))
+        model.layers[0].linear1.weight.mul_(1e-3)
+        model.layers[0].linear2.weight.mul_(1e-3)
+    safetensors.torch.save_file(
+        {k: v.detach().contiguous() for k, v in model.state_dict().items()},
+        str(folder / "model.safetensors"),
+        metadata={"format": "pt"},
+    )
+    (folder / "config.json").write_text(json.dumps(cfg))
+    model = model.double().eval()
+    row = torch.randn(N, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    x = (0.95 * math.sqrt(N) * row / row.norm()).expand(1, TOKENS, N).contiguous()
+    with torch.no_grad():
+        ref = model(x)[0]
+    return Built("torch-encoder", model, folder, x[0], ref)
 
 
 # --------------------------------------------------------------------------- the bound's matrices
@@ -192,9 +254,10 @@ def build(name: str, folder: Path, *, seed: int = 0) -> Built:
 
 @dataclass(frozen=True)
 class Matrix:
-    """One matrix the bound covers: its name and kind in the analysis, layer, head (or ``None``), role in the
-    forward (``qk``, ``rq``, ``rk``, ``vo``, ``bo``, ``ff1``, ``gate``, ``up``, ``ff2``), the matrix (float64,
-    row convention, biases folded) and its ``theorem_inputs``."""
+    """One term the bound covers: its name in the analysis, layer, head (or ``None``), role in the forward (``qk``,
+    ``rq``, ``rk``, ``vo``, ``bo``, ``ff1``, ``gate``, ``up``, ``ff2``; a norm layer's ``gain`` or ``beta``), the
+    matrix (float64, row convention, biases folded; a gain is its ``[N]`` vector, a beta its ``[1, N]`` row) and its
+    ``theorem_inputs``; ``stem``: the norm layer of a gain or beta (its tensor name without ``.weight``/``.bias``)."""
 
     name: str
     layer: int
@@ -202,6 +265,7 @@ class Matrix:
     role: str
     w: torch.Tensor
     inputs: Mapping[str, Any]
+    stem: str | None = None
 
     @property
     def rho(self) -> float:
@@ -214,20 +278,34 @@ class Matrix:
 
 @dataclass(frozen=True, eq=False)
 class Network:
-    """The bound's matrices of one checkpoint and everything else its forward needs (norms, activation, layout)."""
+    """The bound's terms of one checkpoint and everything else its forward needs (norms, activation, layout)."""
 
     built: Built
     analysis: Analysis
     matrices: tuple[Matrix, ...]
-    fixed: tuple[str, ...]  # terms of the bound held at their trained values (norm gains and betas)
-    norms: tuple[tuple[Any, Any], ...]  # per layer (attention norm, feedforward norm): (gain, beta or None)
-    final_norm: tuple[Any, Any] | None
+    params: tuple[Matrix, ...]  # the norm gains and betas the bound counts (roles "gain", "beta")
+    norm_tensors: Mapping[str, tuple[torch.Tensor, torch.Tensor | None]]  # stem -> trained (gain, beta or None)
+    norm_stems: tuple[tuple[str, str], ...]  # per layer (attention norm, feedforward norm)
+    final_stem: str | None
+    embed_stem: str | None  # the embeddings LayerNorm the forward starts with (BERT), else None
     layout: str
     causal: bool
     activation: Callable[[torch.Tensor], torch.Tensor]
     eps: float
     rmsnorm: bool
     num_layers: int
+
+    @property
+    def terms(self) -> tuple[Matrix, ...]:
+        """Every term the adversary perturbs: the matrices, then the norm parameters (the index of ``ws``)."""
+        return self.matrices + self.params
+
+    def param_index(self, stem: str, role: str) -> int | None:
+        """The index in :attr:`terms` of ``stem``'s ``role`` (``"gain"`` or ``"beta"``), ``None`` if not counted."""
+        for k, m in enumerate(self.params):
+            if m.stem == stem and m.role == role:
+                return len(self.matrices) + k
+        return None
 
     def by_layer(self) -> list[dict[str, list[int]]]:
         """Per layer, role -> indices into :attr:`matrices` (head order)."""
@@ -238,33 +316,59 @@ class Network:
 
     # ------------------------------------------------------------------ the forward
 
-    def _norm(self, x: torch.Tensor, gb: tuple[Any, Any]) -> torch.Tensor:
-        g, b = gb
+    def _norm(
+        self,
+        x: torch.Tensor,
+        stem: str,
+        ws: Sequence[torch.Tensor] | None = None,
+        use: Callable[[int, torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
+        record: dict[str, torch.Tensor] | None = None,
+    ) -> torch.Tensor:
+        """The norm layer ``stem`` on ``x``, ``g * z + beta``, its counted gain and beta taken from ``ws`` (through
+        ``use``, on the rows ``z`` and ``1``); ``record[stem]`` gets ``x``."""
+        if record is not None:
+            record[stem] = x.detach()
+        g, b = self.norm_tensors[stem]
         if self.rmsnorm:  # transformers' LlamaRMSNorm: normalised in float32, then widened back
             x32 = x.to(torch.float32)
-            x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
-            return g * x32.to(x.dtype)
-        return nn.functional.layer_norm(x, (x.shape[-1],), g, b, self.eps)
+            z = (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)).to(x.dtype)
+        else:  # torch's layer_norm: biased variance
+            centred = x - x.mean(-1, keepdim=True)
+            z = centred / torch.sqrt(centred.pow(2).mean(-1, keepdim=True) + self.eps)
+        jg, jb = self.param_index(stem, "gain"), self.param_index(stem, "beta")
+        if ws is not None and jg is not None:
+            g = (use or _same)(jg, ws[jg], z)
+        y = g * z
+        if b is not None:
+            one = torch.ones(x.shape[0], 1, dtype=x.dtype)
+            row = b[None, :] if ws is None or jb is None else (use or _same)(jb, ws[jb], one)
+            y = y + one @ row
+        return y
 
     def forward(
         self,
         ws: Sequence[torch.Tensor],
         *,
         sizes: Callable[[int, torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
+        record: dict[str, torch.Tensor] | None = None,
     ) -> torch.Tensor:
-        """The residual stream after the last block (before any final norm), ``[T, N]``, with matrix ``j`` replaced
-        by ``ws[j]``. ``sizes(j, w, rows)``, if given, is called with the rows entering matrix ``j`` and returns the
-        matrix to use (the adversary scales its perturbation there, on the rows of the perturbed network)."""
-        use = sizes or (lambda j, w, rows: w)
+        """The residual stream after the last block (before any final norm), ``[T, N]``, with term ``j`` of
+        :attr:`terms` replaced by ``ws[j]``. ``sizes(j, w, rows)``, if given, is called with the rows entering term
+        ``j`` and returns the term to use (the adversary scales its perturbation there, on the rows of the perturbed
+        network). ``record``, if given, gets the rows entering every norm layer, by stem."""
+        use = sizes or _same
         x = self.built.x
+        if self.embed_stem is not None:
+            assert self.built.embeddings is not None
+            x = self._norm(self.built.embeddings, self.embed_stem, ws, use, record)
         T = x.shape[0]
         one = torch.ones(T, 1, dtype=x.dtype)
         mask = torch.triu(torch.ones(T, T, dtype=torch.bool), 1) if self.causal else None
         layers = self.by_layer()
         out = x
         for i, roles in enumerate(layers):
-            att_norm, ff_norm = self.norms[i]
-            z = self._norm(x, att_norm) if self.layout == "pre" else x
+            att_norm, ff_norm = self.norm_stems[i]
+            z = self._norm(x, att_norm, ws, use, record) if self.layout == "pre" else x
             zt = torch.cat([z, one], dim=1)
             attn = torch.zeros_like(x)
             heads = len(roles["vo"])
@@ -290,11 +394,11 @@ class Network:
                 j = roles["bo"][0]
                 attn = attn + one @ use(j, ws[j], one)
             if self.layout == "post":
-                x = self._norm(x + attn, att_norm)
+                x = self._norm(x + attn, att_norm, ws, use, record)
                 z = x
             else:
                 x = x + attn
-                z = self._norm(x, ff_norm)
+                z = self._norm(x, ff_norm, ws, use, record)
             zt = torch.cat([z, one], dim=1)
             if "gate" in roles:
                 jg, ju = roles["gate"][0], roles["up"][0]
@@ -306,14 +410,18 @@ class Network:
             j = roles["ff2"][0]
             ff = ht @ use(j, ws[j], ht)
             out = x + ff
-            x = self._norm(out, ff_norm) if self.layout == "post" else out
+            x = self._norm(out, ff_norm, ws, use, record) if self.layout == "post" else out
         return out
 
     def final(self, out: torch.Tensor) -> torch.Tensor:
         """The model's last hidden state from :meth:`forward`'s output (its final norm applied, if any)."""
         if self.layout == "post":
-            return self._norm(out, self.norms[-1][1])
-        return self._norm(out, self.final_norm) if self.final_norm is not None else out
+            return self._norm(out, self.norm_stems[-1][1])
+        return self._norm(out, self.final_stem) if self.final_stem is not None else out
+
+
+def _same(j: int, w: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    return w
 
 
 def _rotate(q: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
@@ -329,11 +437,17 @@ _ACT = {
     "relu": nn.functional.relu,
 }
 
-_NORMS = {  # (attention norm, feedforward norm) stems of layer i, final norm, epsilon
-    "bert": ("encoder.layer.{i}.attention.output.LayerNorm", "encoder.layer.{i}.output.LayerNorm", None, 1e-12),
-    "gpt2": ("h.{i}.ln_1", "h.{i}.ln_2", "ln_f", 1e-5),
-    "llama": ("layers.{i}.input_layernorm", "layers.{i}.post_attention_layernorm", "norm", 1e-6),
-    "torch-encoder": ("layers.{i}.norm1", "layers.{i}.norm2", None, 1e-5),
+_NORMS = {  # (attention norm, feedforward norm) stems of layer i, final norm, embeddings norm, epsilon
+    "bert": (
+        "encoder.layer.{i}.attention.output.LayerNorm",
+        "encoder.layer.{i}.output.LayerNorm",
+        None,
+        "embeddings.LayerNorm",
+        1e-12,
+    ),
+    "gpt2": ("h.{i}.ln_1", "h.{i}.ln_2", "ln_f", None, 1e-5),
+    "llama": ("layers.{i}.input_layernorm", "layers.{i}.post_attention_layernorm", "norm", None, 1e-6),
+    "torch-encoder": ("layers.{i}.norm1", "layers.{i}.norm2", None, None, 1e-5),
 }
 
 
@@ -379,31 +493,36 @@ def network(built: Built) -> Network:
             add(name, i, None, role, w)
         for name, w in ff["ff2"]:
             add(name, i, None, "ff2", w)
-    # norm gains and betas covered as terms (issue 19 rule 3) are held at their trained values here: their
-    # perturbations are 0, so they add nothing to the budget; any other term the forward does not use is an error
-    unknown = sorted(
-        n
-        for n, r in rows.items()
-        if r["kind"] not in FIXED_KINDS and r["theorem_inputs"].get("kind") not in ("gain", "translation")
-    )
-    assert not unknown, f"terms in the bound the forward does not use: {unknown}"
+    # any term of the bound the forward does not use is an error (norm gains and betas are read below)
+    assert not rows, f"terms in the bound the forward does not use: {sorted(rows)}"
     tensors = {
         k: v.to(torch.float64) for k, v in safetensors.torch.load_file(str(built.folder / "model.safetensors")).items()
     }
-    att, ffn, final, eps = _NORMS[built.name]
+    att, ffn, final, embed, eps = _NORMS[built.name]
     kind = net["norm"]["kind"]
-
-    def gb(stem: str) -> tuple[Any, Any]:
-        return tensors[stem + ".weight"], tensors.get(stem + ".bias") if kind == "layernorm" else None
-
-    norms = tuple((gb(att.format(i=i)), gb(ffn.format(i=i))) for i in range(ckpt.num_layers))
+    stems = tuple((att.format(i=i), ffn.format(i=i)) for i in range(ckpt.num_layers))
+    every = {s for pair in stems for s in pair} | {s for s in (final, embed) if s}
+    norm_tensors = {
+        s: (tensors[s + ".weight"], tensors.get(s + ".bias") if kind == "layernorm" else None) for s in sorted(every)
+    }
+    # the norm gains and betas the bound counts (issue 19 rule 3), perturbed like the matrices
+    params = []
+    for x in a.bounds["spectrum_adaptive"]["norm_parameters"]:
+        stem, part = x["name"].rsplit(".", 1)
+        assert stem in every and part in ("weight", "bias"), f"a norm term the forward does not use: {x['name']}"
+        role = {"gain": "gain", "beta": "beta"}[x["kind"]]
+        w = tensors[x["name"]] if role == "gain" else tensors[x["name"]][None, :]
+        layer = int(x["theorem_inputs"]["group"].split("/")[0].removeprefix("layer"))
+        params.append(Matrix(x["name"], layer, None, role, w, x["theorem_inputs"], stem))
     return Network(
         built=built,
         analysis=a,
         matrices=tuple(mats),
-        fixed=tuple(sorted(rows)),
-        norms=norms,
-        final_norm=gb(final) if final else None,
+        params=tuple(params),
+        norm_tensors=norm_tensors,
+        norm_stems=stems,
+        final_stem=final,
+        embed_stem=embed,
         layout=net["norm"]["layout"],
         causal=built.name in ("gpt2", "llama"),
         activation=_ACT[net["activation"]["name"]],
@@ -435,6 +554,8 @@ def _raw_size(
     """``(size in the bound's metric, M_j / B_j)`` of ``d`` on ``rows`` (see the module docstring)."""
     B = m.inputs["B"]
     excess = torch.clamp(rows.norm(dim=1).max() / B, min=1.0)
+    if m.role == "gain":  # a diagonal map on the normalised rows
+        return (rows * d).norm(dim=1).max() / excess, excess
     if m.role == "qk":
         forms = (rows @ d @ rows.T).abs()
         if allowed is not None:
@@ -444,6 +565,9 @@ def _raw_size(
 
 
 def _clip(w: torch.Tensor, s: float) -> torch.Tensor:
+    """The nearest point of the class ``||w||_2 <= s`` in spectral norm (a gain ``[N]``: ``||w||_inf <= s``)."""
+    if w.ndim == 1:
+        return torch.clamp(w, -s, s)
     u, sv, vh = torch.linalg.svd(w, full_matrices=False)
     return u @ torch.diag(torch.clamp(sv, max=s)) @ vh
 
@@ -457,27 +581,29 @@ def attack(
     iterations: int = 60,
     seed: int = 0,
 ) -> Attack:
-    """Maximise ``max_t ||Y'_t - Y_t|| / sum_j rho_j size_j`` over the perturbations, each scaled to size ``eps[j]`` on
-    the rows entering it in the perturbed network (and, for centres in the class, kept in ``||W_j'||_2 <= s_j``).
+    """Maximise ``max_t ||Y'_t - Y_t|| / sum_j rho_j size_j`` over the perturbations of every term of :attr:`Network.terms`
+    (matrices, norm gains and betas), each scaled to size ``eps[j]`` on the rows entering it in the perturbed network
+    (and, for centres in the class, kept in ``||W_j'||_2 <= s_j``).
 
     ``centres``: override every matrix's ``centres`` (``None``: each row's own, missing = ``"free"``). Restarts
     from seeded Gaussian directions; L-BFGS-B with torch gradients.
     """
-    base = [m.w for m in net.matrices]
+    terms = net.terms
+    base = [m.w for m in terms]
     with torch.no_grad():
         y0 = net.forward(base)
     T = y0.shape[0]
     allowed = ~torch.triu(torch.ones(T, T, dtype=torch.bool), 1) if net.causal else None
-    shapes = [m.w.shape for m in net.matrices]
+    shapes = [m.w.shape for m in terms]
     cuts = np.cumsum([0] + [int(np.prod(s)) for s in shapes])
-    rho = torch.tensor([m.rho for m in net.matrices], dtype=torch.float64)
+    rho = torch.tensor([m.rho for m in terms], dtype=torch.float64)
 
     def evaluate(theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, float]:
         sizes = torch.zeros(len(base), dtype=torch.float64)
         worst = [1.0]
 
         def use(j: int, w: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
-            m = net.matrices[j]
+            m = terms[j]
             if eps[j] == 0:
                 return w
             d = theta[cuts[j] : cuts[j + 1]].reshape(shapes[j])

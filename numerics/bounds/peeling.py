@@ -36,7 +36,7 @@ def peeling_levels(
     v = np.asarray(list(values), dtype=np.float64)
     if v.size and not np.all((v > 0) & np.isfinite(v)):
         raise ValueError(
-            f"peeled values must be positive and finite; got {short_repr(v[~((v > 0) & np.isfinite(v))][0])}."
+            f"peeled values must be positive and finite; got {short_repr(float(v[~((v > 0) & np.isfinite(v))][0]))}."
         )
     x = np.log(v / base) / math.log(ratio)
     k = np.ceil(x) if upward else np.floor(x)
