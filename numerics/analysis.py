@@ -583,8 +583,9 @@ def describe_network(ckpt: Any, model: ModelSettings = ModelSettings()) -> dict[
             if ckpt.map.gate is not None
             else {"gated": False, "model": "sigma(x W_1) W_2"}
         ),
-        "lipschitz_model": "norm layers as projections onto the ball of radius B (Edelman et al. 2022); "
-        "a true LayerNorm is g_inf/std_min-Lipschitz (theory.normlayers)",
+        "lipschitz_model": "norm layers as projections onto the ball of radius B (Edelman et al. 2022), "
+        "an idealisation: the bound is proven for that network; a real LayerNorm is g_inf/std_min-Lipschitz "
+        "and can move the output by more (theory.normlayers; README, the composition fuzzer)",
     }
     return info
 

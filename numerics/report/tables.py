@@ -189,6 +189,8 @@ def network_lines(network: Mapping[str, Any] | None) -> list[str]:
         f"         positions {network.get('positions')}",
         f"         score scale {scale_text}  B per layer (attention/feedforward) {radius_text}",
     ]
+    if network.get("lipschitz_model"):  # the idealisation the bound is proven for, said beside its numbers
+        lines.append(f"         Lipschitz model: {network['lipschitz_model']}")
     if assumed:  # a radius the weights do not bound: said where the numbers are read, not only in the JSON
         where = ", ".join(f"L{i} {block}" for i, block, _ in assumed)
         lines.append(f"         * assumed, not read from the weights ({where}): {assumed[0][2]['source']}")
