@@ -437,3 +437,20 @@ def test_update_study_results_never_replaces_a_foreign_file(tmp_path):
     with pytest.raises(OutputError, match="specbound did not write"):
         claims.update_study_results(foreign, root=tmp_path / "cache")
     assert foreign.read_text() == '{"mine": true}\n' and not (tmp_path / "cache").exists()
+
+
+def test_study_json_states_this_runs_verdicts(smoke_run):
+    # The check from outside: each run's study.json records C10 and C11 with a verdict string and
+    # the numbers it rests on. Reference: the rules applied to the same findings (numerics.study.verdicts).
+    base, _ = smoke_run
+    doc = json.loads((base / "out" / "study.json").read_text())
+    for claim in ("C10", "C11"):
+        assert doc[claim]["verdict"] in {"holds", "fails", "unsettled"}
+        assert doc[claim]["over"].startswith("this run alone")
+    c10 = doc["C10"]
+    if "paired_tau" in c10:  # a verdict resting on numbers: they are the paired bootstrap's, recomputed by the rule
+        diffs = {b: (t["estimate"], t["low"], t["high"]) for b, t in c10["paired_tau"].items()}
+        assert claims.c10_rule(diffs)[0] == c10["verdict"]
+    c11 = doc["C11"]
+    if c11.get("groups"):
+        assert claims.c11_rule(c11["increasing"], c11["groups"], c11["tau"]) == c11["verdict"]

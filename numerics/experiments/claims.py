@@ -51,10 +51,20 @@ from numerics.experiments.scaling import AXES, SlopeFit, SweepResult, sweep
 from numerics.io.registry import fetch
 from numerics.montecarlo.experiment import c9_verdict, headroom, mc_experiment, power_against_wrong_forms
 from numerics.spectra.stats import energy_rank
-from numerics.study.findings import BASELINES, OURS, Findings, compute_findings
+from numerics.study.findings import Findings, compute_findings
 from numerics.study.presets import Preset
 from numerics.study.run import DEFAULT_JOBS, StudyResult, prepare_preset, run_study
 from numerics.study.settings import CODE_VERSION
+from numerics.study.verdicts import (
+    NORM_BASELINES,
+    SPECTRUM_ADAPTIVE,
+    c10_rule,
+    c10_run,
+    c11_rule,
+    c11_run,
+    combine,
+    estimate_dict,
+)
 
 __all__ = [
     "README_BEGIN",
@@ -509,12 +519,6 @@ STUDY_RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "study_defa
 #: Who wrote a results file: :func:`update_study_results` replaces only a file that says so.
 STUDY_WRITTEN_BY = "specbound claims --update-study"
 
-#: The measure C10 and C11 are about: specbound's post hoc bound over the training margin.
-SPECTRUM_ADAPTIVE = OURS
-
-#: The norm-based measures C10 ranks it against (numerics.study.measures).
-NORM_BASELINES: tuple[str, ...] = BASELINES
-
 #: The runs a verdict must hold on: the default family, and the same family retrained with fresh seeds
 #: on another thread count (``(label, seeds or None for the preset's, threads)``). A verdict that is not
 #: the same on every run is "unsettled" and the digest shows the spread.
@@ -554,10 +558,6 @@ PROBE_PRESET: tuple[str, str] = ("smoke", "modadd")
 _DIGEST_MAX_BYTES = 1 << 24
 
 
-def _estimate(interval: Any) -> dict[str, Any] | None:
-    return None if interval is None else interval.as_dict()
-
-
 def run_presets(name: str = STUDY_PRESET[0], task: str = STUDY_PRESET[1]) -> list[tuple[str, Preset]]:
     """The families of ``task``'s runs (:data:`TASK_STUDIES`; :data:`STUDY_RUNS` for modadd): the preset, and
     its reruns with other seeds and thread counts."""
@@ -571,94 +571,6 @@ def run_presets(name: str = STUDY_PRESET[0], task: str = STUDY_PRESET[1]) -> lis
     return out
 
 
-def _tau_interval(found: Findings, name: str) -> dict[str, Any] | None:
-    try:
-        return _estimate(found.measure(name).against["gap"].tau)
-    except KeyError:
-        return None
-
-
-def c10_rule(diffs: dict[str, tuple[float, float, float]]) -> tuple[str, list[str], list[str]]:
-    """``(verdict, baselines better beyond doubt, baselines ahead by estimate)`` from each baseline's
-    ``(estimate, low, high)`` of ``tau(ours) - tau(baseline)`` (see :func:`c10_run`)."""
-    worse = sorted(b for b, (_, _, high) in diffs.items() if high < 0)
-    behind = sorted(b for b, (estimate, _, _) in diffs.items() if estimate < 0)
-    return ("fails" if worse else "holds" if not behind else "unsettled"), worse, behind
-
-
-def c11_rule(increasing: int, groups: int, tau: float | None) -> str:
-    """C11's verdict on one family from its random-label check (see :func:`c11_run`)."""
-    if not groups:
-        return "unsettled"
-    return "holds" if increasing == groups else "fails" if (tau or 0.0) <= 0 else "unsettled"
-
-
-def c10_run(found: Findings) -> dict[str, Any]:
-    """C10 on one family, from the paired bootstrap of ``tau(ours) - tau(b)`` against the gap for every baseline:
-
-    * ``fails``: some baseline ranks better beyond doubt (the difference's interval lies below 0);
-    * ``holds``: no baseline does, and every difference's estimate is at least 0;
-    * ``unsettled``: neither (some estimate below 0, no interval below 0).
-    """
-    diffs = {d.baseline: d for d in found.paired}
-    if not diffs:
-        return {"verdict": "unsettled", "why": "no paired comparison (no models?)"}
-    verdict, worse, behind = c10_rule({b: (d.tau.estimate, d.tau.low, d.tau.high) for b, d in diffs.items()})
-    best = max(
-        NORM_BASELINES,
-        key=lambda b: (
-            found.measure(b).against["gap"].tau.estimate if b in {m.name for m in found.measures} else -math.inf
-        ),
-    )
-    return {
-        "verdict": verdict,
-        "baselines_better": worse,
-        "baselines_ahead_by_estimate": behind,
-        "tau_ours": _tau_interval(found, SPECTRUM_ADAPTIVE),
-        "Psi_ours": _estimate(found.measure(SPECTRUM_ADAPTIVE).against["gap"].Psi),
-        "best_baseline": best,
-        "tau_best_baseline": _tau_interval(found, best),
-        "paired_tau": {b: _estimate(d.tau) for b, d in diffs.items()},
-        "paired_Psi": {b: _estimate(d.Psi) for b, d in diffs.items()},
-        "num_models": found.num_models,
-    }
-
-
-def c11_run(found: Findings) -> dict[str, Any]:
-    """C11 on one family: the measure against the label-noise fraction in every group that varies it alone.
-
-    * ``holds``: it strictly increases in every group;
-    * ``fails``: its mean tau against ``q`` over the groups is at most 0;
-    * ``unsettled``: in between (it increases on average, not in every group); also without groups.
-    """
-    rl = found.measure(SPECTRUM_ADAPTIVE).random_labels
-    if not rl.num_groups:
-        return {"verdict": "unsettled", "why": "no group of models varies the label noise alone", "groups": 0}
-    verdict = c11_rule(rl.num_increasing, rl.num_groups, rl.tau)
-    others = {
-        n: {
-            "increasing": found.measure(n).random_labels.num_increasing,
-            "groups": found.measure(n).random_labels.num_groups,
-            "tau": found.measure(n).random_labels.tau,
-        }
-        for n in NORM_BASELINES
-        if n in {m.name for m in found.measures}
-    }
-    return {
-        "verdict": verdict,
-        "groups": rl.num_groups,
-        "increasing": rl.num_increasing,
-        "tau": rl.tau,
-        "levels": sorted({q for g in rl.groups for q in g.noise}),
-        "baselines": others,
-    }
-
-
-def combine(verdicts: list[str]) -> str:
-    """The verdict over runs: the same on every run, else ``unsettled`` (also with fewer than two runs)."""
-    return verdicts[0] if len(verdicts) >= 2 and len(set(verdicts)) == 1 else "unsettled"
-
-
 def _measures_block(found: Findings) -> dict[str, Any]:
     measures = {}
     for m in found.measures:
@@ -668,12 +580,12 @@ def _measures_block(found: Findings) -> dict[str, Any]:
             "margin_normalised": m.margin_normalised,
             "log": m.log,
             "models": gap.num_models,
-            "tau_gap": _estimate(gap.tau),
+            "tau_gap": estimate_dict(gap.tau),
             "tau_b_gap": gap.tau_b.estimate,
-            "Psi_gap": _estimate(gap.Psi),
+            "Psi_gap": estimate_dict(gap.Psi),
             "psi_gap": {axis: i.estimate for axis, i in gap.psi.items()},
-            "tau_test_error": _estimate(test.tau),
-            "Psi_test_error": _estimate(test.Psi),
+            "tau_test_error": estimate_dict(test.tau),
+            "Psi_test_error": estimate_dict(test.Psi),
             "random_labels": {
                 "groups": rl.num_groups,
                 "increasing": rl.num_increasing,
@@ -706,11 +618,11 @@ def _run_block(label: str, result: StudyResult, found: Findings) -> dict[str, An
         "decomposition": [
             {
                 "measure": d.measure,
-                "tau_whole": _estimate(d.whole.tau),
-                "tau_complexity": _estimate(d.complexity.tau),
-                "tau_margin": _estimate(d.margin.tau),
-                "Psi_complexity": _estimate(d.complexity.Psi),
-                "Psi_margin": _estimate(d.margin.Psi),
+                "tau_whole": estimate_dict(d.whole.tau),
+                "tau_complexity": estimate_dict(d.complexity.tau),
+                "tau_margin": estimate_dict(d.margin.tau),
+                "Psi_complexity": estimate_dict(d.complexity.Psi),
+                "Psi_margin": estimate_dict(d.margin.Psi),
                 "range_complexity": d.complexity_spread,
                 "range_margin": d.margin_spread,
             }
@@ -775,7 +687,7 @@ def study_digest(
             "per_run": {b["label"]: b[claim] for b in blocks},
             "rule": (
                 "the same verdict on every run (fresh seeds and another thread count), else "
-                "unsettled; each run's rule in numerics.experiments.claims.c10_run / c11_run"
+                "unsettled; each run's rule in numerics.study.verdicts.c10_run / c11_run"
             ),
         }
     best = [b["C10"].get("best_baseline") for b in blocks]

@@ -32,6 +32,7 @@ from numerics.study.run import StudyResult
 from numerics.study.settings import AXES
 from numerics.study.statistics import Interval
 from numerics.study.table import COLUMNS, model_rows
+from numerics.study.verdicts import c10_run, c11_run
 
 __all__ = [
     "RUN_DEPENDENT",
@@ -295,9 +296,12 @@ def _summary(result: StudyResult, found: Findings) -> dict[str, Any]:
     }
 
 
+_THIS_RUN = "this run alone; a verdict over reruns with fresh seeds and thread counts: ./run claims --update-study"
+
+
 def study_document(result: StudyResult, found: Findings) -> dict[str, Any]:
     """``study.json``: the preset, a summary, the measures' definitions, every finding (with the table the
-    statistics ran on), and every model (its ``models.csv`` row, its measures and its whole record)."""
+    statistics ran on), this run's verdicts of C10 and C11, and every model (its ``models.csv`` row, its measures and its whole record)."""
     preset = result.preset
     values = {r["model"]: r for r in found.rows}
     names = [m.name for m in found.measures]
@@ -314,6 +318,9 @@ def study_document(result: StudyResult, found: Findings) -> dict[str, Any]:
             "summary": _summary(result, found),
             "measures": [REGISTRY[n].as_dict() if n in REGISTRY else {"name": n} for n in names],
             "findings": found.as_dict(),
+            # This run's own verdicts (numerics.study.verdicts); a verdict over reruns is the digests' (claims).
+            "C10": {**c10_run(found), "over": _THIS_RUN},
+            "C11": {**c11_run(found), "over": _THIS_RUN},
             "columns": list(COLUMNS),
             "models": [
                 {

@@ -15,7 +15,8 @@ complexity measure against the measured gaps. The pipeline, one module per stage
 * :mod:`.margins`: the training margins and ``gamma``, the same on the training and measuring sides;
 * :mod:`.measures`: the registry of complexity measures; :mod:`.statistics`: Kendall's tau,
   granulated tau, the bootstrap, the random-label check and log-log slopes;
-* :mod:`.findings`: all of it over a trained family (what the report and claims C10/C11 show).
+* :mod:`.findings`: all of it over a trained family (what the report and claims C10/C11 show);
+  :mod:`.verdicts`: one family's verdicts of C10 and C11 (in its ``study.json``).
 
 The report folder is presentation: :func:`numerics.report.writers.study_report`. Only
 :mod:`.model`, :mod:`.train`, :mod:`.batched` and the worker processes import torch; importing this package
