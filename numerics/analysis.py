@@ -79,8 +79,9 @@ class Analysis:
         model: ``{source, architecture, num_layers, hidden_size, num_heads, num_key_value_heads, head_dim,
             intermediate_size, network}`` (``network``: :func:`describe_network`).
         matrices: one dict per matrix: the fields of
-            :meth:`numerics.spectra.stats.MatrixStats.as_dict` (``spectrum``: ``"gram"`` or ``"svd"``, how the
-            singular values were computed) with ``shape = [rows, cols]``, plus
+            :meth:`numerics.spectra.stats.MatrixStats.as_dict` (``spectrum``: ``"gram"``, ``"gram-norms"`` or
+            ``"svd"``, how the singular values were computed, :func:`numerics.spectra.stats.whole_spectrum`) with
+            ``shape = [rows, cols]``, plus
             ``approximation``, ``p_star``, ``schatten_p_at_p_star`` and ``theorem_inputs`` (see the
             module docstring; ``None`` for matrices not in the bound).
         bounds: ``{spectrum_adaptive, edelman2022, bartlett2017}`` each with ``complexity`` and more.
@@ -104,7 +105,9 @@ class Analysis:
     def to_json(self, *, spectra: bool = False) -> dict[str, Any]:
         """The JSON document (finite floats only; ``null`` where a value overflowed).
 
-        With ``spectra`` every matrix row also holds its ``singular_values`` (descending, float64).
+        With ``spectra`` every matrix row also holds its ``singular_values`` (descending, float64); in a row whose
+        ``spectrum`` is ``"gram-norms"`` they are certified only absolutely (``analyze(spectra=True)`` certifies
+        each one).
         """
         matrices = self.matrices
         if spectra:
@@ -441,6 +444,7 @@ def analyze(
     spectrum: str = "auto",
     covers: Sequence[Any] | None = None,
     cover_choice: str = "group",
+    spectra: bool = False,
 ) -> Analysis:
     """Open ``source`` and evaluate the bounds.
 
@@ -460,7 +464,9 @@ def analyze(
     eigenvalues for the whole matrices where certified, else the SVD) or ``"svd"`` (always the SVD, the
     reference; :func:`numerics.spectra.stats.whole_singular_values`). ``covers``: registered covers to choose
     among per tie group (:func:`evaluate_bounds`; ``None``: Theorem 4.1 only); ``cover_choice``: ``"group"`` or
-    ``"matrix"`` (one cover per matrix instead, ``log k`` per matrix).
+    ``"matrix"`` (one cover per matrix instead, ``log k`` per matrix). ``spectra``: every singular value will
+    be reported (``to_json(spectra=True)``): each whole matrix's values certified one by one, not only the rank and
+    norms of the attention matrices the bound never uses (``spectrum`` ``"gram-norms"`` in their rows otherwise).
 
     Raises:
       TypeError: ``source`` is none of these.
@@ -501,6 +507,7 @@ def analyze(
         rotary=rotary,
         spectrum=spectrum,
         on_layer=diagnostic.add_layer if diagnostic is not None else None,
+        report_values=spectra,
     )
     if diagnostic is not None:
         info["network"]["rotary_diagnostic"] = diagnostic.out

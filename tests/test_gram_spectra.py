@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import scipy.linalg
 
-from numerics.analysis import analyze
+from numerics.analysis import Analysis, analyze
 from numerics.bounds import BoundSettings
 from numerics.bounds.terms import MatrixTerm, schatten_table
 from numerics.errors import CheckpointError
@@ -20,10 +20,12 @@ from numerics.spectra import checkpoint_spectra
 from numerics.spectra.stats import (
     DTYPE_EPS,
     GRAM_RTOL,
+    SPECTRUM_METHODS,
     gram_singular_values,
     relative_rank_tolerance,
     weight_stats,
     whole_singular_values,
+    whole_spectrum,
 )
 from tests import synthetic
 
@@ -131,6 +133,55 @@ def test_square_matrices_take_the_svd():
     w = _with_spectrum(np.linspace(1, 0.5, 64), 64, seed=6)
     got = weight_stats("w", w, kind="q", layer=0, dtype_eps=DTYPE_EPS["F32"])
     assert np.array_equal(got.singular_values, scipy.linalg.svdvals(w))
+    assert got.spectrum == "svd"
+
+
+def _attention_like(seed: int, size: int = 96) -> np.ndarray:
+    """A square matrix graded over 1e-4..1, stored in float32: like a trained attention matrix, whose smallest
+    kept values (1e-4 s_1, above the float32 rank tolerance ~1e-5 s_1) the Gram path cannot certify one by one."""
+    return _with_spectrum(np.geomspace(1.0, 1e-4, size), size, seed=seed)
+
+
+def test_square_matrix_only_reported_has_its_rank_and_norms_certified():
+    w = _attention_like(8)
+    t = _tolerance(w, "F32")
+    ref = scipy.linalg.svdvals(w)
+    assert gram_singular_values(w, relative_tolerance=t) is None  # its values one by one: not certified
+    values, how = whole_spectrum(w, relative_tolerance=t)
+    assert how == "svd" and np.array_equal(values, ref)  # each_value (the default) takes the SVD
+    values, how = whole_spectrum(w, relative_tolerance=t, each_value=False)
+    assert how == "gram-norms"
+    assert np.array_equal(values, gram_singular_values(w, relative_tolerance=t, each_value=False))
+    got = weight_stats("w", w, kind="q", layer=0, dtype_eps=DTYPE_EPS["F32"], each_value=False)
+    svd = weight_stats("w", w, kind="q", layer=0, dtype_eps=DTYPE_EPS["F32"], method="svd")
+    assert got.spectrum == "gram-norms" and got.rank == svd.rank == 96
+    for field in ("spectral_norm", "rank_tolerance", "frobenius_norm_squared", "frobenius_norm"):
+        assert abs(getattr(got, field) / getattr(svd, field) - 1) <= GRAM_RTOL, field
+    assert abs(got.stable_rank / svd.stable_rank - 1) <= 3.1 * GRAM_RTOL  # the bound the docstring proves
+    # the small values really are uncertain: the certificate would have to allow more than GRAM_RTOL for them
+    # (measured differences are far smaller; the worst case delta / (2 sigma^2) is what it must assume)
+    assert np.max(np.abs(values[:8] / ref[:8] - 1)) < 1e-12
+
+
+def test_square_matrix_with_a_value_at_the_rank_tolerance_takes_the_svd_even_when_only_reported():
+    m = 48
+    t = relative_rank_tolerance((m, m), dtype_eps=DTYPE_EPS["F64"] * 2**20)
+    s = np.linspace(1.0, 0.5, m)
+    s[-1] = t * (1 + 1e-6)  # the rank decision cannot be certified through the Gram matrix
+    rng = np.random.default_rng(9)
+    w = _orthonormal(rng, m, m) @ np.diag(s) @ _orthonormal(rng, m, m).T
+    assert gram_singular_values(w, relative_tolerance=t, each_value=False) is None
+    values, how = whole_spectrum(w, relative_tolerance=t, each_value=False)
+    assert how == "svd" and np.array_equal(values, scipy.linalg.svdvals(w))
+
+
+@pytest.mark.parametrize("dtype", ["F16", "BF16"])
+def test_square_half_precision_matrix_only_reported(dtype):
+    w = _stored(np.random.default_rng(10).standard_normal((64, 64)) / 8, dtype)
+    got = weight_stats("w", w, kind="o", layer=0, dtype_eps=DTYPE_EPS[dtype], each_value=False)
+    svd = weight_stats("w", w, kind="o", layer=0, dtype_eps=DTYPE_EPS[dtype], method="svd")
+    assert got.spectrum in ("gram", "gram-norms") and got.rank == svd.rank
+    assert abs(got.spectral_norm / svd.spectral_norm - 1) <= GRAM_RTOL
 
 
 def test_zero_and_empty_matrices():
@@ -192,32 +243,41 @@ def _compare(auto: object, svd: object, rtol: float, where: str = "") -> int:
     return int(isinstance(auto, int))
 
 
-def _methods(auto_doc: dict, svd_doc: dict) -> list[dict]:
-    """The matrices whose recorded ``spectrum`` is ``"gram"`` in ``auto_doc``, after checking the record: exactly
-    those whose singular values differ from the SVD path's, and ``"svd"`` everywhere in ``svd_doc``."""
-    assert {r["spectrum"] for r in svd_doc["matrices"]} == {"svd"}
-    gram = []
-    for r, s in zip(auto_doc["matrices"], svd_doc["matrices"], strict=True):
-        assert r["spectrum"] in ("gram", "svd"), r["name"]
-        assert (r["spectrum"] == "gram") == (r["singular_values"] != s["singular_values"]), r["name"]
-        if r["spectrum"] == "gram":
-            gram.append(r)
-    return gram
+def _methods(auto: Analysis, svd: Analysis) -> dict[str, set[str]]:
+    """The kinds of the matrices each method computed in ``auto``, after checking the record: ``"svd"`` everywhere
+    in ``svd``, and exactly the matrices whose singular values differ from the SVD path's recorded as Gram."""
+    assert {r["spectrum"] for r in svd.matrices} == {"svd"}
+    kinds: dict[str, set[str]] = {}
+    for r, s in zip(auto.matrices, svd.matrices, strict=True):
+        assert r["spectrum"] in SPECTRUM_METHODS, r["name"]
+        differ = not np.array_equal(auto.singular_values[r["name"]], svd.singular_values[s["name"]])
+        assert (r["spectrum"] != "svd") == differ, r["name"]
+        kinds.setdefault(r["spectrum"], set()).add(r["kind"])
+    return kinds
 
 
 #: Each kept singular value within GRAM_RTOL: each S_p (p <= 2) within (1 + GRAM_RTOL)^2 - 1, s_1 within
 #: GRAM_RTOL; the bounds are sums, products and powers of these with exponents at most 2 (1/p for p >= 1/2
-#: in the index search), so the documents must agree to within 10 GRAM_RTOL.
+#: in the index search), so the documents must agree to within 10 GRAM_RTOL. A matrix only reported
+#: ("gram-norms") has its rank, s_1 and ||W||_F within GRAM_RTOL, its stable rank within 3.1 GRAM_RTOL.
 DOC_RTOL = 10 * GRAM_RTOL
 
 
 def test_minilm_l6_every_number_matches_the_svd_path(minilm_l6_folder, minilm_l6_analysis):
     svd = analyze(str(minilm_l6_folder), spectrum="svd")
-    auto_doc, svd_doc = minilm_l6_analysis.to_json(spectra=True), svd.to_json(spectra=True)
-    gram_used = _methods(auto_doc, svd_doc)
-    # the 12 feedforward matrices take the certified Gram path (the others the SVD)
-    assert len(gram_used) == 12 and {r["kind"] for r in gram_used} == {"ff1", "ff2"}
-    assert _compare(auto_doc, svd_doc, DOC_RTOL) > 10_000
+    # by default: the 12 feedforward matrices take the Gram path with every value certified, the 24 attention
+    # matrices (reported, never in the bound) with their rank and norms certified; the heads the SVD of their core
+    assert _methods(minilm_l6_analysis, svd) == {
+        "gram": {"ff1", "ff2"},
+        "gram-norms": {"q", "k", "v", "o"},
+        "svd": {"qk", "vo", "bo"},
+    }
+    assert sum(r["spectrum"] == "gram-norms" for r in minilm_l6_analysis.matrices) == 24
+    assert _compare(minilm_l6_analysis.to_json(), svd.to_json(), DOC_RTOL) > 5_000
+    # asked for every singular value (--spectra): each is certified, so the attention matrices take the SVD
+    every = analyze(str(minilm_l6_folder), spectra=True)
+    assert _methods(every, svd) == {"gram": {"ff1", "ff2"}, "svd": {"q", "k", "v", "o", "qk", "vo", "bo"}}
+    assert _compare(every.to_json(spectra=True), svd.to_json(spectra=True), DOC_RTOL) > 10_000
 
 
 ARCHITECTURE_CASES = {
@@ -244,12 +304,17 @@ def test_every_architecture_matches_the_svd_path(tmp_path, arch):
     make, config, heads = ARCHITECTURE_CASES[arch]
     folder = synthetic.write_checkpoint(tmp_path / arch, make(), config)
     auto = analyze(str(folder), heads=heads, settings=FAST, processes=0)
+    every = analyze(str(folder), heads=heads, settings=FAST, processes=0, spectra=True)
     svd = analyze(str(folder), heads=heads, settings=FAST, processes=0, spectrum="svd")
-    auto_doc, svd_doc = auto.to_json(spectra=True), svd.to_json(spectra=True)
-    assert auto_doc["model"]["architecture"] == arch
-    differ = [r["kind"] for r in _methods(auto_doc, svd_doc)]
-    assert differ and set(differ) <= {"ff1", "ff2"}  # the Gram path was taken, on the tall feedforward matrices only
-    assert _compare(auto_doc, svd_doc, DOC_RTOL) > 100
+    assert auto.model["architecture"] == arch
+    methods = _methods(auto, svd)
+    assert methods.get("gram")  # the Gram path was taken, every value certified only on the feedforward matrices
+    assert methods["gram"] <= {"ff1", "ff2", "q", "k", "v", "o"}
+    assert methods.get("gram-norms", set()) <= {"q", "k", "v", "o"}
+    assert _compare(auto.to_json(), svd.to_json(), DOC_RTOL) > 100
+    every_methods = _methods(every, svd)
+    assert every_methods["gram"] and "gram-norms" not in every_methods
+    assert _compare(every.to_json(spectra=True), svd.to_json(spectra=True), DOC_RTOL) > 100
 
 
 def test_gram_path_bit_identical_between_threads_and_processes(tmp_path):

@@ -79,7 +79,7 @@ from typing import Any
 
 from numpy import abs, greater_equal, log, minimum, nan, select, sqrt
 from numpy import logaddexp as _LogAddExp
-from scipy.special import xlogy as _XLogY
+from numerics._util.logmath import xlogy as _XLogY
 from functools import reduce
 
 __all__ = ["FORMS"]

@@ -21,8 +21,8 @@ from dataclasses import replace
 from typing import Any
 
 import numpy as np
-from scipy.special import logsumexp
 
+from numerics._util.logmath import logsumexp
 from numerics.bounds import compiled
 from numerics.bounds.proxies import edelman_layers, log_phi_edelman
 from numerics.bounds.terms import MatrixTerm

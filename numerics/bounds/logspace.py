@@ -3,7 +3,8 @@
 :func:`log_space` writes ``log`` of a Theorem 4.1 coefficient as a function of ``log(eps_min)`` that never
 forms ``eps_min``; :func:`log_form` writes ``log`` of any catalogue expression in terms of ``log_x = log(x)``
 for chosen arguments ``x``. Both rewrite exactly (every factor is positive) and leave two functions
-unevaluated, which the generated code computes with numpy and scipy: ``logaddexp`` and ``xlogy``.
+unevaluated, which the generated code computes with numpy: ``logaddexp`` and ``xlogy``
+(:func:`numerics._util.logmath.xlogy`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ class _LogAddExp(sp.Function):
 
 
 class _XLogY(sp.Function):
-    """``x log(y)`` with ``0 log 0 = 0``, left unevaluated by SymPy; the generated code calls ``scipy.special.xlogy``."""
+    """``x log(y)`` with ``0 log 0 = 0``, left unevaluated by SymPy; the generated code calls :func:`numerics._util.logmath.xlogy`."""
 
 
 #: ``log(eps_min)``, the argument of the log-space forms.

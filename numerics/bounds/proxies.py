@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from scipy.special import logsumexp
 
+from numerics._util.logmath import logsumexp
 from numerics.bounds import compiled
 from numerics.bounds.terms import MatrixTerm, log_after
 from numerics.bounds.theorem31 import BoundSettings

@@ -17,12 +17,14 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-import scipy.linalg
 
+from numerics._util import lapack
 from numerics.bounds import compiled
 from numerics.spectra.stats import schatten_power
 
 __all__ = ["rotation_matrix", "rotary_diagnostic"]
+
+_CHUNK = 256  # offsets per stacked SVD call: bounded memory (256 d_h^2 floats) whatever the context
 
 
 def rotation_matrix(head_dim: int, offset: float, *, base: float = 10000.0) -> np.ndarray:
@@ -37,10 +39,6 @@ def rotation_matrix(head_dim: int, offset: float, *, base: float = 10000.0) -> n
     R[first, first], R[first, first + half] = c, -s
     R[first + half, first], R[first + half, first + half] = s, c
     return R
-
-
-def _core(m: np.ndarray) -> np.ndarray:
-    return scipy.linalg.qr(m, mode="r", check_finite=False)[0][: m.shape[1]]
 
 
 def rotary_diagnostic(
@@ -66,13 +64,13 @@ def rotary_diagnostic(
     p = np.asarray(p_values, dtype=np.float64)
     out = []
     for h, (a, b) in enumerate(factors):
-        ra, rb = _core(np.asarray(a)), _core(np.asarray(b))
-        sv = np.array(
-            [scipy.linalg.svdvals(ra @ rot @ rb.T, check_finite=False) for rot in rotations]
-        )  # (offsets, d_h)
+        ra, rb = lapack.qr_r(np.asarray(a, dtype=np.float64)), lapack.qr_r(np.asarray(b, dtype=np.float64))
+        sv = np.concatenate(  # (offsets, d_h): stacked LAPACK calls, _CHUNK offsets at a time
+            [lapack.svdvals(ra @ np.stack(rotations[i : i + _CHUNK]) @ rb.T) for i in range(0, len(rotations), _CHUNK)]
+        )
         s1 = sv[:, 0]
         powers = np.stack([schatten_power(row, p) for row in sv])  # (offsets, len(p))
-        sa, sb = scipy.linalg.svdvals(ra), scipy.linalg.svdvals(rb)
+        sa, sb = lapack.svdvals(ra), lapack.svdvals(rb)
         cert_s1, cert_sp = compiled.rope_certified(
             s_q=float(sa[0]), s_k=float(sb[0]), S_q2p=schatten_power(sa, 2 * p), S_k2p=schatten_power(sb, 2 * p)
         )

@@ -32,8 +32,8 @@ from functools import cached_property
 from typing import Any
 
 import numpy as np
-from scipy.special import logsumexp
 
+from numerics._util.logmath import logsumexp
 from numerics.bounds import compiled
 from numerics.bounds.peeling import grid_values
 from numerics.spectra.stats import schatten_power

@@ -213,6 +213,7 @@ def analyze_report(
             spectrum=spectrum,
             covers=covers,
             cover_choice=cover_choice,
+            spectra=spectra,
         )
     if out is not None:
         write_report(result, out, plots=plots, force=force, protect=protect, spectra=spectra)

@@ -24,6 +24,7 @@ from numerics.spectra.pipeline import checkpoint_spectra as checkpoint_spectra
 from numerics.spectra.stats import DTYPE_EPS as DTYPE_EPS
 from numerics.spectra.stats import GRAM_RTOL as GRAM_RTOL
 from numerics.spectra.stats import KINDS as KINDS
+from numerics.spectra.stats import SPECTRUM_METHODS as SPECTRUM_METHODS
 from numerics.spectra.stats import MatrixKind as MatrixKind
 from numerics.spectra.stats import MatrixStats as MatrixStats
 from numerics.spectra.stats import as_matrix as as_matrix

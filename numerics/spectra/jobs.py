@@ -142,68 +142,19 @@ def feedforward_matrices(layer: LayerWeights, *, bias: bool = True) -> dict[str,
     }
 
 
-def plan_layer_jobs(
+def _product_jobs(
     layer: LayerWeights,
+    factors: dict[str, list[tuple[np.ndarray, np.ndarray]]],
     *,
-    num_heads: int,
-    num_kv_heads: int,
     head_dim: int,
-    dtype_eps: float | None,
-    rank_rtol: float | None,
-    leading_k: int | None = None,
-    from_sources: bool = False,
-    bias: bool = True,
-    rotary: bool = False,
-    spectrum: str = "auto",
+    bias: bool,
+    rotary: bool,
+    opts: dict[str, Any],
 ) -> list[MatrixJob]:
-    """The independent computations of one layer, with the file source of each whole matrix.
-
-    With ``from_sources`` the whole-matrix jobs carry ``None`` instead of the matrix (and the
-    layer may have been loaded with ``feedforward=False``): they must be run through
-    :func:`numerics.parallel.workers.stats_from_source`, which loads the matrix from its source.
-    With ``bias`` (default) the per-head products and the feedforward matrices have their biases
-    folded in (:func:`head_factors`, :func:`feedforward_matrices`); the whole ``q, k, v, o`` are
-    reported as stored. With ``rotary`` (RoPE) a head's scores are ``(A^T x~)^T R(Delta) (B^T y~)``, no
-    single matrix: instead of the product ``A B^T`` its two factors are analysed, the query map
-    (kind ``rq``, ``A``, score scale included) and the key map (``rk``, ``B``), each ``(N+1) x d_h``, to
-    be covered as vector-valued maps and composed (:mod:`theory.rope`). With ``bias`` and an attention
-    output bias ``b_o``, one more job: ``b_o`` as the ``1 x N`` matrix on the homogeneous coordinate
-    (kind ``bo``), covered like a VO product (:func:`theory.affine.output_bias_cover`'s parameter).
-    ``spectrum``: how the exact whole matrices get their singular values (``"auto"``: certified Gram
-    eigenvalues where certified, else the SVD; ``"svd"``: always the SVD;
-    :func:`numerics.spectra.stats.whole_singular_values`).
-    """
-    _check_heads(layer, num_heads, num_kv_heads, head_dim)
-    if spectrum not in ("auto", "svd"):
-        raise ValueError(f"spectrum={spectrum!r} must be 'auto' or 'svd'")
-    eps = DTYPE_EPS[layer.dtype] if dtype_eps is None else dtype_eps
-    opts = {"layer": layer.index, "dtype_eps": eps, "rank_rtol": rank_rtol}
+    """The layer's jobs on products of factors (:func:`plan_layer_jobs`): per head ``qk`` (or ``rq``, ``rk``) and
+    ``vo``, and the attention output bias ``bo``."""
     i = layer.index
     jobs: list[MatrixJob] = []
-
-    def whole(name: str, w: np.ndarray | None, kind: str, key: str, fold: bool = False) -> MatrixJob:
-        # from_sources: the matrix is not passed (w is None); whoever runs the job loads it
-        source = layer.sources.get(key)
-        if source is not None and fold:  # no bias tensor: a zero row, as _fold does
-            bias_source = layer.bias_sources.get(key)
-            source = replace(source, bias=bias_source, zero_row=bias_source is None)
-        if from_sources:
-            if source is None:
-                raise ValueError(
-                    f"layer {layer.index}: no source recorded for {key!r}; load it with Checkpoint.load_layer"
-                )
-            w, shape = None, source.shape
-        else:
-            assert w is not None
-            shape = w.shape
-        if leading_k is not None and min(shape) > leading_k + 1:
-            return MatrixJob(leading_k_stats, (name, w), {"kind": kind, "k": leading_k, **opts}, source)
-        return MatrixJob(weight_stats, (name, w), {"kind": kind, "method": spectrum, **opts}, source)
-
-    for role in ("q", "k", "v", "o"):
-        name = layer.names[role] + (f"[{role}]" if layer.packed_qkv and role != "o" else "")
-        jobs.append(whole(name, getattr(layer, role), role, role))
-    factors = head_factors(layer, num_heads=num_heads, num_kv_heads=num_kv_heads, head_dim=head_dim, bias=bias)
     if rotary:
         eye = np.eye(head_dim)
         for part, index in (("rq", 0), ("rk", 1)):
@@ -227,6 +178,78 @@ def plan_layer_jobs(
                 {"kind": "bo", "head": None, **opts},
             )
         )
+    return jobs
+
+
+def plan_layer_jobs(
+    layer: LayerWeights,
+    *,
+    num_heads: int,
+    num_kv_heads: int,
+    head_dim: int,
+    dtype_eps: float | None,
+    rank_rtol: float | None,
+    leading_k: int | None = None,
+    from_sources: bool = False,
+    bias: bool = True,
+    rotary: bool = False,
+    spectrum: str = "auto",
+    report_values: bool = False,
+) -> list[MatrixJob]:
+    """The independent computations of one layer, with the file source of each whole matrix.
+
+    With ``from_sources`` the whole-matrix jobs carry ``None`` instead of the matrix (and the
+    layer may have been loaded with ``feedforward=False``): they must be run through
+    :func:`numerics.parallel.workers.stats_from_source`, which loads the matrix from its source.
+    With ``bias`` (default) the per-head products and the feedforward matrices have their biases
+    folded in (:func:`head_factors`, :func:`feedforward_matrices`); the whole ``q, k, v, o`` are
+    reported as stored. With ``rotary`` (RoPE) a head's scores are ``(A^T x~)^T R(Delta) (B^T y~)``, no
+    single matrix: instead of the product ``A B^T`` its two factors are analysed, the query map
+    (kind ``rq``, ``A``, score scale included) and the key map (``rk``, ``B``), each ``(N+1) x d_h``, to
+    be covered as vector-valued maps and composed (:mod:`theory.rope`). With ``bias`` and an attention
+    output bias ``b_o``, one more job: ``b_o`` as the ``1 x N`` matrix on the homogeneous coordinate
+    (kind ``bo``), covered like a VO product (:func:`theory.affine.output_bias_cover`'s parameter).
+    ``spectrum``: how the exact whole matrices get their singular values (``"auto"``: certified Gram
+    eigenvalues where certified, else the SVD; ``"svd"``: always the SVD;
+    :func:`numerics.spectra.stats.whole_spectrum`). ``report_values``: every whole matrix's singular values
+    are reported one by one (``--spectra``), so each is certified; by default the attention ``q, k, v, o``
+    (reported, never in a bound) need only their rank and norms certified (``each_value=False``), the
+    feedforward matrices (in the bound, through every ``S_p``) always each value.
+    """
+    _check_heads(layer, num_heads, num_kv_heads, head_dim)
+    if spectrum not in ("auto", "svd"):
+        raise ValueError(f"spectrum={spectrum!r} must be 'auto' or 'svd'")
+    eps = DTYPE_EPS[layer.dtype] if dtype_eps is None else dtype_eps
+    opts = {"layer": layer.index, "dtype_eps": eps, "rank_rtol": rank_rtol}
+    jobs: list[MatrixJob] = []
+
+    def whole(name: str, w: np.ndarray | None, kind: str, key: str, fold: bool = False) -> MatrixJob:
+        # from_sources: the matrix is not passed (w is None); whoever runs the job loads it
+        source = layer.sources.get(key)
+        if source is not None and fold:  # no bias tensor: a zero row, as _fold does
+            bias_source = layer.bias_sources.get(key)
+            source = replace(source, bias=bias_source, zero_row=bias_source is None)
+        if from_sources:
+            if source is None:
+                raise ValueError(
+                    f"layer {layer.index}: no source recorded for {key!r}; load it with Checkpoint.load_layer"
+                )
+            w, shape = None, source.shape
+        else:
+            assert w is not None
+            shape = w.shape
+        if leading_k is not None and min(shape) > leading_k + 1:
+            return MatrixJob(leading_k_stats, (name, w), {"kind": kind, "k": leading_k, **opts}, source)
+        values = report_values or kind not in ("q", "k", "v", "o")
+        return MatrixJob(
+            weight_stats, (name, w), {"kind": kind, "method": spectrum, "each_value": values, **opts}, source
+        )
+
+    for role in ("q", "k", "v", "o"):
+        name = layer.names[role] + (f"[{role}]" if layer.packed_qkv and role != "o" else "")
+        jobs.append(whole(name, getattr(layer, role), role, role))
+    factors = head_factors(layer, num_heads=num_heads, num_kv_heads=num_kv_heads, head_dim=head_dim, bias=bias)
+    jobs += _product_jobs(layer, factors, head_dim=head_dim, bias=bias, rotary=rotary, opts=opts)
     if layer.feedforward_loaded:
         for kind, mats in feedforward_matrices(layer, bias=bias).items():
             for name, w in mats:

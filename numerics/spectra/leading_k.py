@@ -65,8 +65,8 @@ from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
 import numpy as np
-import scipy.linalg
 
+from numerics._util import lapack
 from numerics._util.checks import check_count
 from numerics.spectra.stats import (
     DTYPE_EPS,
@@ -331,7 +331,7 @@ class _Spectrum(NamedTuple):
 
 def _full_spectrum(a: np.ndarray, fro2: float, rtol: float) -> _Spectrum:
     """Every singular value, by a full SVD (a zero matrix has none): every field exact."""
-    lead = np.asarray(scipy.linalg.svdvals(a, check_finite=False), dtype=np.float64) if fro2 > 0 else np.zeros(0)
+    lead = lapack.svdvals(a) if fro2 > 0 else np.zeros(0)
     s1 = float(lead[0]) if lead.size else 0.0
     tol = s1 * rtol
     return _Spectrum(lead, s1, tol, "none", int(lead.size), lead, int(np.count_nonzero(lead > tol)), 0, 0.0, 0.0)
@@ -339,7 +339,7 @@ def _full_spectrum(a: np.ndarray, fro2: float, rtol: float) -> _Spectrum:
 
 def _leading_spectrum(a: np.ndarray, v: np.ndarray, k: int, fro2: float, rtol: float) -> _Spectrum:
     """The singular values of ``a V`` and the certified tail of ``R = a (I - V V^T)`` (module docs)."""
-    lead = np.asarray(scipy.linalg.svdvals(a @ v, check_finite=False), dtype=np.float64)
+    lead = lapack.svdvals(a @ v)
     s1 = float(lead[0])
     tol = s1 * rtol
     residual = _residual_norm(a, v) + math.sqrt(k + 2) * _F64_EPS * math.sqrt(fro2)

@@ -43,6 +43,7 @@ def checkpoint_spectra(
     rotary: bool = False,
     spectrum: str = "auto",
     on_layer: Callable[[Any], None] | None = None,
+    report_values: bool = False,
 ) -> list[MatrixStats]:
     """Statistics of every analysed matrix of a checkpoint, computed in parallel.
 
@@ -92,6 +93,9 @@ def checkpoint_spectra(
       on_layer: called with each loaded layer (:class:`~numerics.io.checkpoint.LayerWeights`) in the
         calling thread, after its jobs are submitted: whatever else needs the layer's attention matrices
         reads them here instead of reading the checkpoint again (the rotary diagnostic).
+      report_values: every singular value will be reported (``--spectra``): each whole matrix's values are
+        certified one by one; by default the attention ``q, k, v, o``, never in a bound, need only their rank
+        and norms certified (:func:`numerics.spectra.jobs.plan_layer_jobs`).
 
     Returns:
       One :class:`~numerics.spectra.stats.MatrixStats` per matrix:
@@ -128,6 +132,7 @@ def checkpoint_spectra(
                         bias=bias,
                         rotary=rotary,
                         spectrum=spectrum,
+                        report_values=report_values,
                     )
                 )
                 if on_layer is not None:

@@ -34,10 +34,12 @@ with ``W_Q^h = q[:, h d_h:(h+1) d_h]`` and ``W_O^h = o[h d_h:(h+1) d_h, :]``. Bo
 ``N x N`` of rank ``<= d_h``. Their singular values come from a ``d_h x d_h`` core, never from
 an ``N x N`` SVD (:func:`product_singular_values`).
 
-Only singular values are ever computed (never U and V): ``scipy.linalg.svdvals``, or for a whole matrix
-at least twice as tall as wide, the float64 eigenvalues of its smaller Gram matrix where an error bound
+Only singular values are ever computed (never U and V): LAPACK's ``gesdd`` (:func:`numerics._util.lapack.svdvals`),
+or for a whole matrix at least twice as tall as wide, the float64 eigenvalues of its smaller Gram matrix where an error bound
 certifies them (:func:`gram_singular_values`: the rank identical to the SVD's, every singular value above
-the rank tolerance within relative :data:`GRAM_RTOL`; the SVD everywhere else).
+the rank tolerance within relative :data:`GRAM_RTOL`; the SVD everywhere else). A whole matrix that is only
+reported, never in a bound (the attention ``q, k, v, o`` of :mod:`numerics.spectra.jobs`), takes the Gram path
+square or not where its rank and norms are certified (``"gram-norms"``, :func:`whole_spectrum`).
 
 .. warning::
    With rotary position embeddings (LLaMA, Mistral) the score between tokens ``t`` and ``u``
@@ -55,7 +57,8 @@ from types import MappingProxyType
 from typing import Any, Literal, get_args
 
 import numpy as np
-import scipy.linalg
+
+from numerics._util import lapack
 
 __all__ = [
     "DTYPE_EPS",
@@ -73,6 +76,7 @@ __all__ = [
     "energy_rank",
     "singular_values",
     "GRAM_RTOL",
+    "SPECTRUM_METHODS",
     "gram_singular_values",
     "whole_singular_values",
     "whole_spectrum",
@@ -124,7 +128,7 @@ def as_matrix(name: str, w: Any) -> np.ndarray:
 
 
 def singular_values(W: Any) -> np.ndarray:
-    """All singular values of ``W``, descending, float64 (``scipy.linalg.svdvals``).
+    """All singular values of ``W``, descending, float64 (LAPACK ``gesdd``, :func:`numerics._util.lapack.svdvals`).
 
     Args:
       W: a finite 2-D array ``[a, b]``.
@@ -135,7 +139,7 @@ def singular_values(W: Any) -> np.ndarray:
     a = as_matrix("W", W)
     if a.size == 0:
         return np.zeros(0)
-    return np.asarray(scipy.linalg.svdvals(a, check_finite=False), dtype=np.float64)
+    return lapack.svdvals(a)
 
 
 def _gram(x: np.ndarray) -> np.ndarray:
@@ -149,7 +153,9 @@ def _gram(x: np.ndarray) -> np.ndarray:
     return copy.T @ copy
 
 
-def gram_singular_values(w: np.ndarray, *, relative_tolerance: float, rtol: float = GRAM_RTOL) -> np.ndarray | None:
+def gram_singular_values(
+    w: np.ndarray, *, relative_tolerance: float, rtol: float = GRAM_RTOL, each_value: bool = True
+) -> np.ndarray | None:
     r"""The singular values of ``w`` from the float64 eigenvalues of its smaller Gram matrix, when certified; else ``None``.
 
     ``w`` is ``a x b``, finite float64; ``m = min(a, b)``, ``n = max(a, b)``; ``G`` is the ``m x m`` Gram
@@ -170,33 +176,47 @@ def gram_singular_values(w: np.ndarray, *, relative_tolerance: float, rtol: floa
     4. *The SVD path* (:func:`singular_values`, the reference) is within ``e = 4 m u hi_1`` of every ``sigma_i``
        (the same LAPACK backward error, singular values being perfectly conditioned).
 
-    The result is returned only when both of these hold, else ``None`` (the caller falls back to the SVD):
+    The result is returned only when all of these hold, else ``None`` (the caller falls back to the SVD):
 
     * *the rank decision is certified*: with ``t = relative_tolerance`` (``max(a, b) eps_dtype`` or
       ``rank_rtol``, :func:`relative_rank_tolerance`) and ``r = #{s_i > s_1 t}``, ``lo_r - e > (hi_1 + e) t``
       and ``hi_{r+1} + e <= (lo_1 - e) t``: the exact matrix, this result and the SVD path all have rank ``r``;
-    * *every value that counts is certified to* ``rtol``: ``(max(hi_i - s_i, s_i - lo_i) + e) <= rtol (lo_i - e)``
-      for every ``i <= r``, and ``m delta + m e (2 hi_1 + e) <= rtol sum_i s_i^2`` for ``||w||_F^2 = sum_i s_i^2``.
+    * *the norms are certified to* ``rtol``: ``(max(hi_1 - s_1, s_1 - lo_1) + e) <= rtol (lo_1 - e)`` for ``s_1``, and
+      ``m delta + m e (2 hi_1 + e) <= rtol sum_i s_i^2`` for ``||w||_F^2 = sum_i s_i^2``;
+    * with ``each_value`` (default), *every value that counts is certified to* ``rtol``:
+      ``(max(hi_i - s_i, s_i - lo_i) + e) <= rtol (lo_i - e)`` for every ``i <= r``.
 
-    Then every ``S_p = sum_{i <= r} s_i^p`` (``p <= 2``) is within relative ``(1 + rtol)^2 - 1`` of the
-    SVD path's (each term is, ``p`` small or not: small singular values are certified as tightly, relatively,
-    as large ones), ``S_0 = r`` is identical, ``s_1`` and the rank tolerance within ``rtol``, ``||w||_F^2``
-    within ``rtol``, the stable rank within ``3.1 rtol``. The values at or below the rank tolerance are only
-    certified absolutely (within ``sqrt(delta) + e``); nothing but ``||w||_F^2`` uses them.
+    Then ``S_0 = r`` is identical to the SVD path's, ``s_1`` and the rank tolerance are within ``rtol``,
+    ``||w||_F^2`` within ``rtol``, the stable rank within ``3.1 rtol``; with ``each_value`` also every
+    ``S_p = sum_{i <= r} s_i^p`` (``p <= 2``) within relative ``(1 + rtol)^2 - 1`` (each term is, ``p`` small or
+    not: small singular values are certified as tightly, relatively, as large ones). Without ``each_value``
+    (:func:`whole_spectrum`'s ``"gram-norms"``, for matrices only reported, never in a bound) each kept value is
+    certified only absolutely, within ``max(hi_i - s_i, s_i - lo_i) + e <= delta / (2 lo_i) + e``. The values
+    at or below the rank tolerance are only certified absolutely (within ``sqrt(delta) + e``); nothing but
+    ``||w||_F^2`` uses them.
 
     The bound is worst-case: the measured differences from the SVD are 4 to 6 orders of magnitude smaller,
-    but what is not certified is not used. It certifies tall matrices with moderately graded spectra
-    (MiniLM-L6's feedforward matrices: relative error at most 1.2e-8); the small singular values of its
-    square attention matrices (``1e-4 s_1``) are only certified to ``1e-3`` and go to the SVD.
+    but what is not certified is not used. It certifies every value of tall matrices with moderately graded
+    spectra (MiniLM-L6's feedforward matrices: relative error at most 1.2e-8); the small singular values of
+    its square attention matrices (``1e-4 s_1``) are only certified to ``1e-3``, their rank and norms to ``1e-7``.
     """
+    certified = _gram_certificate(w, relative_tolerance=relative_tolerance, rtol=rtol)
+    if certified is None or (each_value and not certified[1]):
+        return None
+    return certified[0]
+
+
+def _gram_certificate(w: np.ndarray, *, relative_tolerance: float, rtol: float) -> tuple[np.ndarray, bool] | None:
+    """``(values, every value certified)`` when the rank decision and the norms are certified, else ``None``
+    (:func:`gram_singular_values` states and proves the conditions)."""
     a, b = w.shape
     m, n = min(a, b), max(a, b)
     if m == 0:
-        return np.zeros(0)
+        return np.zeros(0), True
     if n * _UNIT_ROUNDOFF > 0.01:
         return None
     g = _gram(w if a >= b else w.T)
-    lam = scipy.linalg.eigvalsh(g, check_finite=False, driver="evd")[::-1]
+    lam = lapack.eigvalsh(g)[::-1]
     F = float(np.trace(g)) * (1.0 + 4.0 * (n + m) * _UNIT_ROUNDOFF)
     if not (math.isfinite(F) and F > 0.0):
         return None  # a zero, underflowing or overflowing Gram matrix: leave it to the SVD
@@ -215,49 +235,59 @@ def gram_singular_values(w: np.ndarray, *, relative_tolerance: float, rtol: floa
     kept_lo = lo[:r] - e
     if r and not (kept_lo > 0).all():
         return None
-    if r and not (np.maximum(hi[:r] - s[:r], s[:r] - lo[:r]) + e <= rtol * kept_lo).all():
+    error = np.maximum(hi[:r] - s[:r], s[:r] - lo[:r]) + e
+    if r and not error[0] <= rtol * kept_lo[0]:
         return None
     if not m * delta + m * e * (2.0 * float(hi[0]) + e) <= rtol * float(np.sum(s * s)):
         return None
-    return np.ascontiguousarray(s)
+    return np.ascontiguousarray(s), bool((error <= rtol * kept_lo).all())
 
 
-#: The Gram path is tried on whole matrices at least this many times taller than wide (or wider than
-#: tall), where it costs about a quarter of the SVD (so an uncertified try costs little) and with at least
-#: :data:`_GRAM_MIN_SIDE` columns (rows) (below that the SVD is cheap anyway).
+#: With ``each_value``, the Gram path is tried on whole matrices at least this many times taller than wide (or
+#: wider than tall), where it costs about a quarter of the SVD (so an uncertified try costs little), and always
+#: with at least :data:`_GRAM_MIN_SIDE` columns (rows) (below that the SVD is cheap anyway). Without
+#: ``each_value`` it is tried on square matrices too: their rank and norms are certified where their small
+#: values are not (MiniLM-L6's attention matrices).
 _GRAM_MIN_ASPECT = 2.0
 _GRAM_MIN_SIDE = 32
 
+#: How :func:`whole_spectrum` computed a spectrum: ``"gram"`` (every kept value certified), ``"gram-norms"``
+#: (the rank, ``s_1`` and ``||W||_F`` certified; each value only absolutely) or ``"svd"``.
+SPECTRUM_METHODS = ("gram", "gram-norms", "svd")
 
-def whole_spectrum(w: np.ndarray, *, relative_tolerance: float, method: str = "auto") -> tuple[np.ndarray, str]:
-    """The singular values of a whole matrix and how they were computed (``"gram"`` or ``"svd"``).
 
-    ``method``: ``"auto"`` tries :func:`gram_singular_values` on matrices at least twice as tall as
-    wide (or wide as tall) and takes the SVD (:func:`singular_values`) where it is not certified or not
-    tried; ``"svd"`` always takes the SVD (the reference the Gram path is certified against).
+def whole_spectrum(
+    w: np.ndarray, *, relative_tolerance: float, method: str = "auto", each_value: bool = True
+) -> tuple[np.ndarray, str]:
+    """The singular values of a whole matrix and how they were computed (one of :data:`SPECTRUM_METHODS`).
+
+    ``method``: ``"auto"`` tries :func:`gram_singular_values` and takes the SVD (:func:`singular_values`) where it
+    is not certified or not tried; ``"svd"`` always takes the SVD (the reference the Gram path is certified
+    against). ``each_value`` (default): every kept value must be certified to :data:`GRAM_RTOL` (``"gram"``), as
+    the bound's ``S_p`` need; the Gram path is tried on matrices at least twice as tall as wide (or wide as tall).
+    ``each_value=False``, for a matrix that is only reported (its rank, ``s_1``, ``||W||_F``, stable rank; never
+    in a bound): the rank and norms must be certified; the result is ``"gram"`` where every value is certified
+    too, else ``"gram-norms"``; tried on square matrices too.
     """
     if method not in ("auto", "svd"):
         raise ValueError(f"method={method!r} must be 'auto' or 'svd'")
     a, b = w.shape
-    if method == "auto" and min(a, b) >= _GRAM_MIN_SIDE and max(a, b) >= _GRAM_MIN_ASPECT * min(a, b):
-        s = gram_singular_values(w, relative_tolerance=relative_tolerance)
-        if s is not None:
-            return s, "gram"
+    wide_enough = max(a, b) >= _GRAM_MIN_ASPECT * min(a, b) or not each_value
+    if method == "auto" and min(a, b) >= _GRAM_MIN_SIDE and wide_enough:
+        certified = _gram_certificate(w, relative_tolerance=relative_tolerance, rtol=GRAM_RTOL)
+        if certified is not None and (certified[1] or not each_value):
+            return certified[0], "gram" if certified[1] else "gram-norms"
     if w.size == 0:
         return np.zeros(0), "svd"
-    return np.asarray(scipy.linalg.svdvals(w, check_finite=False), dtype=np.float64), "svd"
+    return lapack.svdvals(w), "svd"
 
 
-def whole_singular_values(w: np.ndarray, *, relative_tolerance: float, method: str = "auto") -> np.ndarray:
+def whole_singular_values(
+    w: np.ndarray, *, relative_tolerance: float, method: str = "auto", each_value: bool = True
+) -> np.ndarray:
     """The singular values of a whole matrix: certified Gram eigenvalues where possible, else the SVD
     (:func:`whole_spectrum`, without saying which)."""
-    return whole_spectrum(w, relative_tolerance=relative_tolerance, method=method)[0]
-
-
-def _qr_r(a: np.ndarray) -> np.ndarray:
-    """The ``min(m, d) x d`` upper-triangular factor of ``a = Q R`` (``a`` is ``m x d``)."""
-    (r,) = scipy.linalg.qr(a, mode="r", check_finite=False)
-    return np.asarray(r[: min(a.shape)])
+    return whole_spectrum(w, relative_tolerance=relative_tolerance, method=method, each_value=each_value)[0]
 
 
 def product_singular_values(A: Any, B: Any) -> np.ndarray:
@@ -281,8 +311,8 @@ def product_singular_values(A: Any, B: Any) -> np.ndarray:
         raise ValueError(f"A and B must have the same number of columns, got shapes {a.shape} and {b.shape}")
     if a.size == 0 or b.size == 0:
         return np.zeros(0)
-    core = _qr_r(a) @ _qr_r(b).T
-    return np.asarray(scipy.linalg.svdvals(core, check_finite=False), dtype=np.float64)
+    core = lapack.qr_r(a) @ lapack.qr_r(b).T
+    return lapack.svdvals(core)
 
 
 @dataclass(frozen=True, eq=False)
@@ -308,8 +338,9 @@ class MatrixStats:
       norm_1_1: entrywise ``||W||_{1,1}``; ``None`` if not computed.
       stable_rank: ``||W||_F^2 / ||W||_2^2`` (``0`` for a zero matrix).
       spectrum: how the singular values were computed: ``"gram"`` (a whole matrix's certified Gram
-        eigenvalues, :func:`gram_singular_values`) or ``"svd"`` (``scipy.linalg.svdvals``; of the
-        ``d_h x d_h`` core for a per-head product).
+        eigenvalues, :func:`gram_singular_values`), ``"gram-norms"`` (the same, with only the rank, ``s_1``,
+        ``||W||_F`` and the stable rank certified: a matrix only reported, never in a bound; :func:`whole_spectrum`)
+        or ``"svd"`` (:func:`numerics._util.lapack.svdvals`; of the ``d_h x d_h`` core for a per-head product).
     """
 
     name: str
@@ -522,7 +553,7 @@ def matrix_stats(
       rank_bound: algebraic rank bound (default ``min(a, b)``).
       rank_rtol: relative rank tolerance; default ``max(a, b) * dtype_eps``.
       dtype_eps: machine epsilon of the stored dtype (:data:`DTYPE_EPS`); default float64's.
-      spectrum: how ``sv`` was computed, ``"gram"`` or ``"svd"`` (:attr:`MatrixStats.spectrum`).
+      spectrum: how ``sv`` was computed, one of :data:`SPECTRUM_METHODS` (:attr:`MatrixStats.spectrum`).
 
     Returns:
       The frozen :class:`MatrixStats`.
@@ -579,17 +610,19 @@ def weight_stats(
     dtype_eps: float = _F64_EPS,
     rank_rtol: float | None = None,
     method: str = "auto",
+    each_value: bool = True,
 ) -> MatrixStats:
     """:class:`MatrixStats` of a whole matrix ``W`` ``[in, out]``: all singular values and norms.
 
     ``method``: ``"auto"``, certified Gram eigenvalues where they are certified, else the SVD
-    (:func:`whole_singular_values`; every reported number within :data:`GRAM_RTOL` of the SVD path's,
-    the rank identical); ``"svd"``: always the SVD.
+    (:func:`whole_spectrum`; every reported number within :data:`GRAM_RTOL` of the SVD path's,
+    the rank identical); ``"svd"``: always the SVD. ``each_value=False``: a matrix only reported, never in a
+    bound: its rank and norms certified, its individual singular values not (:func:`whole_spectrum`).
     """
     w = as_matrix(name, W)
     check_stats_options(kind=kind, dtype_eps=dtype_eps, rank_rtol=rank_rtol)
     t = relative_rank_tolerance(w.shape, dtype_eps=dtype_eps, rank_rtol=rank_rtol)
-    sv, how = whole_spectrum(w, relative_tolerance=t, method=method)
+    sv, how = whole_spectrum(w, relative_tolerance=t, method=method, each_value=each_value)
     return matrix_stats(
         name,
         sv,
@@ -628,9 +661,8 @@ def product_stats(
     a, b = as_matrix(f"{name} A", A), as_matrix(f"{name} B", B)
     if a.shape[1] != b.shape[1]:
         raise ValueError(f"{name}: A and B must have the same number of columns, got {a.shape} and {b.shape}")
-    r_a = _qr_r(a) if a.size else np.zeros((0, a.shape[1]))
-    r_b = _qr_r(b) if b.size else np.zeros((0, b.shape[1]))
-    sv = scipy.linalg.svdvals(r_a @ r_b.T, check_finite=False) if r_a.size and r_b.size else np.zeros(0)
+    r_a, r_b = lapack.qr_r(a), lapack.qr_r(b)
+    sv = lapack.svdvals(r_a @ r_b.T) if r_a.size and r_b.size else np.zeros(0)
     norm_2_1 = float(np.linalg.norm(b @ r_a.T, axis=1).sum())
     norm_1_1 = 0.0
     for start in range(0, a.shape[0], _NORM_BLOCK_ROWS):
