@@ -89,6 +89,36 @@ print(json.dumps({"seconds": t1 - t0, "cpu_seconds": c1 - c0, "processes": proce
                   "threads_only_spectra_seconds": t4 - t3, "svd_path_seconds": t5 - t4, "matrices": len(a.matrices)}))
 """
 
+# LAPACK on two threads: numpy.linalg against the same drivers through ctypes (numerics._util.lapack), and the
+# imports the analysis path avoids (scipy.linalg) against numpy.linalg's, each in a fresh interpreter.
+LAPACK_THREADS = r"""
+import json, threading, time
+import numpy as np
+from numerics._util import blas, lapack
+rng = np.random.default_rng(0)
+grams = [(lambda a: a.T @ a)(rng.standard_normal((800, 384))) for _ in range(24)]
+def timed(fn):
+    t = time.perf_counter(); [fn(g) for g in grams]; serial = time.perf_counter() - t
+    threads = [threading.Thread(target=lambda part: [fn(g) for g in part], args=(grams[i::2],)) for i in range(2)]
+    t = time.perf_counter(); [x.start() for x in threads]; [x.join() for x in threads]
+    return {"one_thread": serial, "two_threads": time.perf_counter() - t}
+out = {"native": lapack.native() is not None}
+with blas.single_threaded_blas(True):
+    for name, fn in (("numpy_syevd", np.linalg.eigvalsh), ("native_syevd", lapack.eigvalsh),
+                     ("numpy_gesdd", lambda g: np.linalg.svd(g, compute_uv=False)), ("native_gesdd", lapack.svdvals)):
+        runs = [timed(fn) for _ in range(3)]
+        out[name] = {k: min(r[k] for r in runs) for k in runs[0]}
+        out[name]["speedup"] = out[name]["one_thread"] / out[name]["two_threads"]
+print(json.dumps(out))
+"""
+
+IMPORT = r"""
+import json, sys, time
+t = time.perf_counter()
+__import__(sys.argv[1])
+print(json.dumps({"seconds": time.perf_counter() - t}))
+"""
+
 # What a user waits for: start, import, analyze, exit (timed from outside the process).
 SPECBOUND_PROCESS = r"""
 import sys
@@ -219,6 +249,11 @@ def run(repeats: int = 3) -> dict[str, Any]:
         result["weightwatcher_error"] = "skipped (SPECBOUND_BENCH_WEIGHTWATCHER=0)"
     else:
         result["weightwatcher_error"] = "weightwatcher could not be installed"
+    result["lapack_threads"] = _timed(LAPACK_THREADS, folder)
+    result["import_seconds"] = {
+        module: min(_timed(IMPORT, module)["process_seconds"] for _ in range(repeats))
+        for module in ("numpy.linalg", "scipy.linalg", "numerics.analysis")
+    }
     result["load_average_before"] = list(load_before)
     result["load_average_after"] = list(os.getloadavg())
     result["targets"] = {

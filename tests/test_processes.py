@@ -17,6 +17,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from numerics._util import lapack
 from numerics.errors import CheckpointError
 from numerics.io.checkpoint import open_checkpoint
 from numerics.parallel import workers
@@ -354,6 +355,7 @@ def test_auto_processes_needs_two_cpus_and_enough_work(monkeypatch):
     assert whole_matrix_work(minilm, leading_k=9) == 6 * (4 * 384**2 * 10 + 2 * 384 * 1536 * 10)
     monkeypatch.setattr(workers, "available_cpus", lambda: 2)
     monkeypatch.setattr(workers, "load_average", lambda: 0.2)  # an idle machine (the load rule: tests/test_speed.py)
+    monkeypatch.setattr(lapack, "native", lambda: None)  # LAPACK that keeps the GIL (threads_scale: test_speed.py)
     assert auto_processes(minilm) == 2 and auto_processes(small) == 0
     assert auto_processes(minilm, leading_k=9) == 0
     monkeypatch.setattr(workers, "available_cpus", lambda: 1)

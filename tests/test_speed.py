@@ -67,8 +67,11 @@ def test_worker_processes_only_with_an_idle_core(monkeypatch):
     # the other rules hold whatever the load
     assert jobs.choose_processes(cpus=1, work=big, load=0.0) == 0
     assert jobs.choose_processes(cpus=2, work=jobs.PROCESS_THRESHOLD / 2, load=0.0) == 0
-    # auto_processes reads the load through workers.load_average
+    # LAPACK calls that run in parallel on threads: no process is worth starting, whatever the load
+    assert jobs.choose_processes(cpus=8, work=big, load=0.0, threads_scale=True) == 0
+    # auto_processes reads the load through workers.load_average (on a numpy without the native LAPACK path)
     ckpt = _shape_only_minilm()
+    monkeypatch.setattr(jobs.lapack, "native", lambda: None)
     monkeypatch.setattr(workers, "available_cpus", lambda: 2)
     monkeypatch.setattr(workers, "load_average", lambda: 0.5)
     assert jobs.auto_processes(ckpt) == 2

@@ -1,20 +1,161 @@
-"""The three LAPACK calls of the spectra, through ``numpy.linalg``: singular values, symmetric eigenvalues, QR's R.
+"""The three LAPACK calls of the spectra: singular values, symmetric eigenvalues, QR's R; on threads that run in parallel.
 
 ``numpy.linalg`` calls the same LAPACK drivers as ``scipy.linalg`` does for these (``gesdd`` without vectors,
-``syevd`` for the eigenvalues, ``geqrf``), from the OpenBLAS numpy ships. Going through numpy spares every
-analysis, and every worker process it starts, the import of ``scipy.linalg``: measured on this project's 2-core
-machine, ``import scipy.linalg`` took 0.70 s against 0.27 s for ``import numpy.linalg`` (best of five fresh
-interpreters each), a large part of ``specbound analyze minilm-l6``'s whole run. scipy stays a dependency
-(the Monte-Carlo experiments, the sparse leading-``k`` path) and is the reference the tests compare against.
+``syevd`` for the eigenvalues, ``geqrf``), from the OpenBLAS numpy ships, and going through numpy spares every
+analysis, and every worker process it starts, the import of ``scipy.linalg`` (measured on this project's 2-core
+machine: 0.70 s against 0.27 s for ``numpy.linalg``, best of five fresh interpreters each).
 
-Every function takes a finite 2-D float64 array (the callers check) and returns float64.
+But ``numpy.linalg`` (like ``scipy.linalg``) does not run these drivers in parallel on threads, though it lets
+other Python code run meanwhile: measured on this project's 2-core machine with one BLAS thread, 24 ``syevd`` of
+``384 x 384`` took 0.26 s on one thread and 0.26 s split over two, 24 ``gesdd`` 0.48 s and 0.53 s. The same
+drivers of the same library called through ``ctypes`` took 0.25 s and 0.13 s, 0.50 s and 0.26 s
+(``benchmarks/bench_analyze.py`` measures it again in each run). So where the OpenBLAS numpy loaded exports the
+LAPACKE interface (the ``scipy-openblas`` wheels numpy ships on Linux do), each function here calls it through
+``ctypes`` (:func:`native`), with the matrix in the same layout and the same driver numpy uses: the results are
+bit-identical to ``numpy.linalg``'s (checked once per process on a small matrix before the path is used;
+``tests/test_lapack.py`` checks it on larger ones). Elsewhere (another BLAS, no LAPACKE symbols, a stack of
+matrices) each falls back to ``numpy.linalg``. With the LAPACK calls parallel on threads, the analysis needs no
+worker processes (:func:`numerics.spectra.jobs.auto_processes`).
+
+scipy stays a dependency (the Monte-Carlo experiments, the sparse leading-``k`` path) and is the reference the
+tests compare against. Every function takes a finite float64 array (the callers check) and returns float64.
 """
 
 from __future__ import annotations
 
+import ctypes
+import functools
+import os
+from typing import Any, NamedTuple
+
 import numpy as np
 
-__all__ = ["svdvals", "eigvalsh", "qr_r"]
+__all__ = ["svdvals", "eigvalsh", "qr_r", "native"]
+
+_ROW_MAJOR = 101  # LAPACKE's matrix_layout for C-ordered arrays (it transposes to LAPACK's column order itself)
+
+#: LAPACKE symbol names and their integer type: the scipy-openblas builds numpy's wheels carry (64-bit integers,
+#: ``scipy_`` prefix), then plain OpenBLAS builds (ILP64, then LP64).
+_NAMINGS: tuple[tuple[str, Any], ...] = (
+    ("scipy_LAPACKE_{}64_", ctypes.c_int64),
+    ("LAPACKE_{}64_", ctypes.c_int64),
+    ("scipy_LAPACKE_{}", ctypes.c_int32),
+    ("LAPACKE_{}", ctypes.c_int32),
+)
+
+
+class Native(NamedTuple):
+    """The LAPACKE functions found (:func:`native`), and the library they are in."""
+
+    path: str
+    gesdd: Any
+    syevd: Any
+    geqrf: Any
+
+
+def _candidate_libraries() -> list[str]:
+    """The OpenBLAS libraries mapped into this process, those under numpy's own folder first."""
+    try:
+        with open("/proc/self/maps", encoding="utf-8") as fh:
+            paths = {line.split()[-1] for line in fh if line.count(" ") >= 5}
+    except OSError:
+        return []
+    found = sorted(p for p in paths if p.startswith("/") and "openblas" in os.path.basename(p).lower() and ".so" in p)
+    numpy_root = os.path.dirname(os.path.dirname(os.path.abspath(np.__file__)))
+    return sorted(found, key=lambda p: not p.startswith(os.path.join(numpy_root, "numpy")))
+
+
+def _bind(lib: Any, naming: str, integer: Any) -> Native | None:
+    try:
+        gesdd, syevd, geqrf = (getattr(lib, naming.format(name)) for name in ("dgesdd", "dsyevd", "dgeqrf"))
+    except AttributeError:
+        return None
+    pointer, char = ctypes.c_void_p, ctypes.c_char
+    gesdd.argtypes = [
+        ctypes.c_int,
+        char,
+        integer,
+        integer,
+        pointer,
+        integer,
+        pointer,
+        pointer,
+        integer,
+        pointer,
+        integer,
+    ]
+    syevd.argtypes = [ctypes.c_int, char, char, integer, pointer, integer, pointer]
+    geqrf.argtypes = [ctypes.c_int, integer, integer, pointer, integer, pointer]
+    for fn in (gesdd, syevd, geqrf):
+        fn.restype = integer
+    return Native("", gesdd, syevd, geqrf)
+
+
+@functools.cache
+def native() -> Native | None:
+    """The LAPACKE ``dgesdd``, ``dsyevd`` and ``dgeqrf`` of the OpenBLAS numpy loaded, or ``None``.
+
+    Found among the libraries mapped into the process (Linux's ``/proc/self/maps``; ``None`` elsewhere), bound with
+    ``ctypes`` and used only once each agrees bit for bit with ``numpy.linalg`` on a small matrix.
+    ``SPECBOUND_NATIVE_LAPACK=0`` turns the path off.
+    """
+    if os.environ.get("SPECBOUND_NATIVE_LAPACK", "1") == "0":
+        return None
+    np.linalg.eigvalsh(np.eye(2))  # numpy's LAPACK is mapped once numpy.linalg has run
+    for path in _candidate_libraries():
+        try:
+            lib = ctypes.CDLL(path, mode=getattr(os, "RTLD_NOLOAD", 0) | ctypes.RTLD_LOCAL)
+        except OSError:
+            continue
+        for naming, integer in _NAMINGS:
+            bound = _bind(lib, naming, integer)
+            if bound is not None and _agrees(bound):
+                return bound._replace(path=path)
+    return None
+
+
+def _agrees(bound: Native) -> bool:
+    """Whether the bound functions give numpy.linalg's results, bit for bit, on a fixed small matrix."""
+    a = np.array([[4.0, -2.0, 1.0], [3.0, 6.0, -4.0], [2.0, 1.0, 8.0], [1.0, -1.0, 0.5]])
+    g = a.T @ a
+    try:
+        return bool(
+            np.array_equal(_svdvals(bound, a), np.linalg.svd(a, compute_uv=False))
+            and np.array_equal(_eigvalsh(bound, g), np.linalg.eigvalsh(g))
+            and np.array_equal(_qr_r(bound, a), np.linalg.qr(a, mode="r"))
+        )
+    except (ValueError, np.linalg.LinAlgError, OSError):
+        return False
+
+
+def _svdvals(bound: Native, a: np.ndarray) -> np.ndarray:
+    work = np.array(a, dtype=np.float64, order="C", copy=True)
+    m, n = work.shape
+    s = np.empty(min(m, n))
+    info = bound.gesdd(_ROW_MAJOR, b"N", m, n, work.ctypes.data, n, s.ctypes.data, None, 1, None, 1)
+    if info != 0:
+        raise np.linalg.LinAlgError(f"LAPACK dgesdd failed (info={info})")
+    return s
+
+
+def _eigvalsh(bound: Native, g: np.ndarray) -> np.ndarray:
+    work = np.array(g, dtype=np.float64, order="C", copy=True)
+    n = work.shape[0]
+    w = np.empty(n)
+    info = bound.syevd(_ROW_MAJOR, b"N", b"L", n, work.ctypes.data, n, w.ctypes.data)
+    if info != 0:
+        raise np.linalg.LinAlgError(f"LAPACK dsyevd failed (info={info})")
+    return w
+
+
+def _qr_r(bound: Native, a: np.ndarray) -> np.ndarray:
+    work = np.array(a, dtype=np.float64, order="C", copy=True)
+    m, n = work.shape
+    tau = np.empty(min(m, n))
+    info = bound.geqrf(_ROW_MAJOR, m, n, work.ctypes.data, n, tau.ctypes.data)
+    if info != 0:
+        raise np.linalg.LinAlgError(f"LAPACK dgeqrf failed (info={info})")
+    return np.triu(work[: min(m, n)])
 
 
 def svdvals(a: np.ndarray) -> np.ndarray:
@@ -22,11 +163,17 @@ def svdvals(a: np.ndarray) -> np.ndarray:
     ``gesdd``, no singular vectors)."""
     if a.size == 0:
         return np.zeros(a.shape[:-2] + (min(a.shape[-2:]),))
+    bound = native() if a.ndim == 2 else None
+    if bound is not None:
+        return _svdvals(bound, a)
     return np.asarray(np.linalg.svd(a, compute_uv=False), dtype=np.float64)
 
 
 def eigvalsh(g: np.ndarray) -> np.ndarray:
     """The eigenvalues of the symmetric ``g`` (its lower triangle is read), ascending (LAPACK ``syevd``)."""
+    bound = native() if g.ndim == 2 and g.size else None
+    if bound is not None:
+        return _eigvalsh(bound, g)
     return np.asarray(np.linalg.eigvalsh(g), dtype=np.float64)
 
 
@@ -34,4 +181,7 @@ def qr_r(a: np.ndarray) -> np.ndarray:
     """The ``min(m, d) x d`` upper-triangular factor of ``a = Q R`` (``a`` is ``m x d``; LAPACK ``geqrf``)."""
     if a.size == 0:
         return np.zeros((0, a.shape[1]))
+    bound = native()
+    if bound is not None:
+        return _qr_r(bound, a)
     return np.asarray(np.linalg.qr(a, mode="r"))

@@ -666,7 +666,9 @@ def product_stats(
     norm_2_1 = float(np.linalg.norm(b @ r_a.T, axis=1).sum())
     norm_1_1 = 0.0
     for start in range(0, a.shape[0], _NORM_BLOCK_ROWS):
-        norm_1_1 += float(np.abs(a[start : start + _NORM_BLOCK_ROWS] @ b.T).sum())
+        block = a[start : start + _NORM_BLOCK_ROWS] @ b.T
+        # in place: a second temporary of the block's size cost about 2 ms per 385 x 385 head here (page faults)
+        norm_1_1 += float(np.abs(block, out=block).sum())
     return matrix_stats(
         name,
         sv,
