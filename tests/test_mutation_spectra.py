@@ -1,0 +1,172 @@
+"""Tests written for mutants of the spectra and the log-space helpers that survived ``./run mutate`` (issue 23;
+benchmarks/mutation.md).
+
+The Gram certificate (:func:`numerics.spectra.stats.gram_singular_values`) is a decision made from the
+eigensolver's output, the computed trace of the Gram matrix, the shape, the rank tolerance ``t`` and ``rtol``.
+No real matrix puts its computed eigenvalues within ``1e-13`` of a chosen value, so the boundary tests below
+hand the certificate eigenvalues an eigensolver could return (``lapack.eigvalsh`` and the Gram product replaced
+for the test) and compare its decision with the docstring's conditions evaluated in 50-digit arithmetic
+(:func:`_reference`), on both sides of each condition's boundary, closer to it than any of the mutants moves it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import mpmath
+import numpy as np
+import pytest
+
+from numerics._util import lapack
+from numerics.spectra import stats
+from numerics.spectra.stats import GRAM_RTOL, gram_singular_values
+
+Decision = tuple[int, bool] | None  # (rank, every kept value certified), or None: not certified
+
+_MP = mpmath.MPContext()  # a private context: never the global mpmath.mp
+_MP.dps = 50
+
+
+def _reference(lam_desc: list[float], trace: float, n: int, m: int, t: float, rtol: float) -> Decision:
+    """The certificate's decision by the conditions of ``gram_singular_values``' docstring (points 1-4 and the
+    three bullets), evaluated on the given (float) inputs in 50-digit arithmetic (each distinct eigenvalue's
+    bounds computed once)."""
+    mp = _MP
+    u, tiny = mp.mpf(2) ** -53, mp.mpf(2) ** -1074
+    F = mp.mpf(trace) * (1 + 4 * (n + m) * u)
+    delta = 2 * (n + 4 * m) * u * F + 2 * n * m * tiny
+    bounds = {}  # eigenvalue -> (s, lo, hi)
+    for x in set(lam_desc):
+        v = mp.mpf(x)
+        bounds[x] = (mp.sqrt(max(v, 0)), mp.sqrt(max(v - delta, 0)), mp.sqrt(v + delta))
+    s, lo, hi = ([bounds[x][k] for x in lam_desc] for k in range(3))
+    e = 4 * m * u * hi[0]
+    r = sum(1 for x in s if x > s[0] * mp.mpf(t))
+    if r and not lo[r - 1] - e > (hi[0] + e) * t:
+        return None
+    if r < m and not hi[r] + e <= (lo[0] - e) * t:
+        return None
+    if any(lo[i] - e <= 0 for i in range(r)):
+        return None
+    error = [max(hi[i] - s[i], s[i] - lo[i]) + e for i in range(r)]
+    if r and not error[0] <= rtol * (lo[0] - e):
+        return None
+    if not m * delta + m * e * (2 * hi[0] + e) <= rtol * sum(bounds[x][0] ** 2 for x in lam_desc):
+        return None
+    return r, all(error[i] <= rtol * (lo[i] - e) for i in range(r))
+
+
+class _Fake:
+    """``gram_singular_values`` on an ``n x m`` matrix whose Gram matrix has trace ``trace`` and whose eigensolver
+    returns ``lam_desc`` (descending; the solver's order is ascending)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, lam_desc: list[float], *, n: int, m: int, trace: float):
+        self.lam_desc, self.n, self.m, self.trace = lam_desc, n, m, trace
+        g = np.zeros((m, m))
+        g[0, 0] = trace
+        monkeypatch.setattr(stats, "_gram", lambda x: g)
+        # the returned array is read only (a fresh one each call: the caller may not write into it anyway)
+        monkeypatch.setattr(lapack, "eigvalsh", lambda gram: np.array(lam_desc[::-1], dtype=np.float64))
+        # only the shape of w is read once the Gram product is replaced: a broadcast view costs no memory
+        self.w = np.broadcast_to(np.zeros(1), (n, m))
+
+    def decision(self, t: float, rtol: float) -> Decision:
+        s = gram_singular_values(self.w, relative_tolerance=t, rtol=rtol, each_value=False)
+        if s is None:
+            return None
+        every = gram_singular_values(self.w, relative_tolerance=t, rtol=rtol, each_value=True)
+        assert every is None or np.array_equal(every, s)
+        return int(np.count_nonzero(s > s[0] * t)), every is not None
+
+    def reference(self, t: float, rtol: float) -> Decision:
+        return _reference(self.lam_desc, self.trace, self.n, self.m, t, rtol)
+
+
+def _flip(decide: Callable[[Any], Decision], low: Any, high: Any) -> Any:
+    """The parameter where ``decide`` changes, by bisection between ``low`` and ``high`` (on which it differs)."""
+    a, b = _MP.mpf(low), _MP.mpf(high)
+    at_a = decide(a)
+    assert at_a != decide(b)
+    for _ in range(80):  # the bracket's relative width 0.1 halved 80 times: 1e-25
+        mid = (a + b) / 2
+        if decide(mid) == at_a:
+            a = mid
+        else:
+            b = mid
+    return a
+
+
+#: The relative distance of the probes from each boundary: above float64 rounding of the certificate's own
+#: arithmetic (a few units of 1.1e-16), below the shift of every mutant these tests kill (the smallest, an
+#: ``e`` changing sign next to ``hi_1``, moves the boundary by ``2 e / hi_1 = 8 m u``, 8.9e-13 for m = 1000).
+#: The per-value errors ``hi_i - s_i`` are differences of nearby floats (7e-9 from two values near 1e-4: a
+#: rounding of about 2e-12 relative), so their boundary is probed at :data:`PROBE_EACH`; the mutants there
+#: move it by at least ``2 e / lo_3`` = 8.9e-9.
+PROBE = 1e-13
+PROBE_EACH = 1e-10
+
+#: Eigenvalues (descending) of the 1000 x 1000 Gram matrix of a 1500 x 1000 matrix (not square, so that no
+#: mutant swapping n and m goes unseen): two large, one at 1e-8 (singular value 1e-4), the rest at 1e-18
+#: (below the Gram path's resolution sqrt(delta), with delta = 2 (n + 4 m) u F = 1.5e-12, so their upper
+#: bounds hi_i are about 1.2e-6).
+N, M = 1500, 1000
+LAM = [1.0, 0.25, 1e-8] + [1e-18] * (M - 3)
+TRACE = 1.25 + 1e-8 + 1e-18 * (M - 3)
+
+
+def _probe(fake: _Fake, x_star: Any, call: Callable[[float], tuple[float, float]], probe: float) -> None:
+    """The certificate decides as the reference just below and just above the boundary ``x_star`` (where the
+    reference's decision changes)."""
+    below, above = float(x_star * (1 - probe)), float(x_star * (1 + probe))
+    want_below, want_above = fake.reference(*call(below)), fake.reference(*call(above))
+    assert want_below != want_above  # the probes straddle the boundary, so this test can fail
+    assert fake.decision(*call(below)) == want_below
+    assert fake.decision(*call(above)) == want_above
+
+
+@pytest.mark.parametrize(
+    ("condition", "low", "high", "call", "probe"),
+    [
+        # the rank decision's lower side lo_r - e > (hi_1 + e) t, r = 3: t just below s_3 / s_1 = 1e-4
+        ("rank kept", 0.9e-4, 0.99999e-4, lambda x: (x, GRAM_RTOL), PROBE),
+        # its upper side hi_{r+1} + e <= (lo_1 - e) t: t near hi_4 / lo_1 ~ 1.2e-6
+        ("rank dropped", 1e-6, 1.5e-6, lambda x: (x, GRAM_RTOL), PROBE),
+        # ||w||_F^2 certified: m delta + m e (2 hi_1 + e) <= rtol sum s_i^2, rtol near 2e-9
+        ("Frobenius", 1e-9, 1e-8, lambda x: (1e-5, x), PROBE),
+        # every kept value certified (the each_value flag): rtol near error_3 / (lo_3 - e) ~ 7e-5
+        ("each value", 1e-5, 1e-4, lambda x: (1e-5, x), PROBE_EACH),
+    ],
+)
+def test_gram_certificate_decides_each_condition_at_its_boundary(monkeypatch, condition, low, high, call, probe):
+    fake = _Fake(monkeypatch, LAM, n=N, m=M, trace=TRACE)
+    x_star = _flip(lambda x: fake.reference(*call(float(x))), low, high)
+    _probe(fake, x_star, call, probe)
+
+
+def test_gram_certificate_counts_underflowed_products(monkeypatch):
+    # the same spectrum scaled by 2^-1013: delta's underflow term 2 n m 2^-1074 (products of entries that
+    # underflow) is then about 40% of delta, and decides where the values at 1e-18 (now underflowed to 0, so
+    # hi_i = sqrt(delta)) stop being certified as below the rank tolerance. delta is subnormal here (its last
+    # unit is 2e-7 of it), so the boundary is probed 1e-4 away; dropping or doubling that term moves it by 10%.
+    c = 2.0**-1013
+    fake = _Fake(monkeypatch, [x * c for x in LAM], n=N, m=M, trace=TRACE * c)
+    x_star = _flip(lambda x: fake.reference(float(x), GRAM_RTOL), 1e-6, 2e-6)
+    _probe(fake, x_star, lambda x: (x, GRAM_RTOL), 1e-4)
+
+
+def test_native_lapack_serves_every_two_dimensional_call(monkeypatch):
+    # numerics._util.lapack's point is that the LAPACK calls run through ctypes (in parallel on threads);
+    # falling back to numpy.linalg gives the same bits, so only the path taken shows the difference
+    if lapack.native() is None:
+        pytest.skip("no native LAPACK here")
+
+    def refused(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("numpy.linalg called although the native path exists")
+
+    for name in ("svd", "eigvalsh", "qr"):
+        monkeypatch.setattr(np.linalg, name, refused)
+    a = np.random.default_rng(0).standard_normal((12, 5))
+    assert lapack.svdvals(a).shape == (5,)
+    assert lapack.eigvalsh(a.T @ a).shape == (5,)
+    assert lapack.qr_r(a).shape == (5, 5)
