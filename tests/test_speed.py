@@ -63,6 +63,8 @@ def test_worker_processes_only_with_an_idle_core(monkeypatch):
     # no idle core: threads only (measured: the pool was 1.6 times slower at load 18)
     assert jobs.choose_processes(cpus=2, work=big, load=2.0 - jobs.IDLE_CORES + 0.01) == 0
     assert jobs.choose_processes(cpus=2, work=big, load=18.0) == 0
+    # a load above the CPU count leaves no idle core at all, whatever the margin IDLE_CORES (at least 0) says
+    assert jobs.choose_processes(cpus=2, work=big, load=2.25) == 0
     assert jobs.choose_processes(cpus=8, work=big, load=4.0) == 8
     # the other rules hold whatever the load
     assert jobs.choose_processes(cpus=1, work=big, load=0.0) == 0
