@@ -19,8 +19,9 @@ import numpy as np
 import pytest
 
 from numerics._util import lapack
-from numerics.spectra import stats
-from numerics.spectra.stats import GRAM_RTOL, gram_singular_values
+from numerics.io.checkpoint import LayerWeights
+from numerics.spectra import jobs, stats
+from numerics.spectra.stats import DTYPE_EPS, GRAM_RTOL, gram_singular_values, relative_rank_tolerance, whole_spectrum
 
 Decision = tuple[int, bool] | None  # (rank, every kept value certified), or None: not certified
 
@@ -170,3 +171,81 @@ def test_native_lapack_serves_every_two_dimensional_call(monkeypatch):
     assert lapack.svdvals(a).shape == (5,)
     assert lapack.eigvalsh(a.T @ a).shape == (5,)
     assert lapack.qr_r(a).shape == (5, 5)
+
+
+@pytest.mark.skipif(lapack.native() is None, reason="no native LAPACK here")
+def test_native_lapack_candidates_are_openblas_shared_objects():
+    # _candidate_libraries' rule (its docstring): the OpenBLAS libraries mapped into the process; any other
+    # mapped library (libc, libpython, numpy's own extension modules) is never opened
+    found = lapack._candidate_libraries()
+    assert found
+    for path in found:
+        name = path.rsplit("/", 1)[-1].lower()
+        assert path.startswith("/") and "openblas" in name and ".so" in path, path
+
+
+def test_a_matrix_of_small_norm_takes_the_gram_path():
+    # the certificate is scale-free (every condition is homogeneous in w, but for the underflow term), so a
+    # matrix with ||w||_F^2 = 0.0136 (singular values 0.1 .. 0.01, tall 256 x 64, float64) is certified as
+    # its multiples are; only a zero or non-finite trace of the Gram matrix sends it to the SVD
+    rng = np.random.default_rng(11)
+    u, _ = np.linalg.qr(rng.standard_normal((256, 64)))
+    v, _ = np.linalg.qr(rng.standard_normal((64, 64)))
+    w = u @ np.diag(np.geomspace(0.1, 0.01, 64)) @ v.T
+    t = relative_rank_tolerance(w.shape, dtype_eps=DTYPE_EPS["F64"])
+    values, how = whole_spectrum(w, relative_tolerance=t)
+    assert how == "gram"
+    ref = np.linalg.svd(w, compute_uv=False)
+    assert np.all(np.abs(values - ref) <= GRAM_RTOL * ref)
+
+
+def _layer(n: int = 12, heads: int = 3, d: int = 4, f: int = 20) -> LayerWeights:
+    rng = np.random.default_rng(12)
+    return LayerWeights(
+        index=0,
+        q=rng.standard_normal((n, heads * d)),
+        k=rng.standard_normal((n, heads * d)),
+        v=rng.standard_normal((n, heads * d)),
+        o=rng.standard_normal((heads * d, n)),
+        ff1=(("ff1", rng.standard_normal((n, f))),),
+        ff2=(("ff2", rng.standard_normal((f, n))),),
+        names={r: r for r in "qkvo"},
+        dtype="F64",
+        score_scale=0.5,
+    )
+
+
+def test_only_the_feedforward_matrices_need_each_value_certified_by_default():
+    # plan_layer_jobs' docstring: by default the attention q, k, v, o (reported, never in a bound) need only
+    # their rank and norms certified (each_value=False); the feedforward matrices (in the bound through every
+    # S_p) always each value; with report_values (--spectra) every whole matrix each value
+    layer = _layer()
+    for report, want in ((None, False), (False, False), (True, True)):
+        extra = {} if report is None else {"report_values": report}
+        planned = jobs.plan_layer_jobs(
+            layer, num_heads=3, num_kv_heads=3, head_dim=4, dtype_eps=None, rank_rtol=None, **extra
+        )
+        each = {job.kwargs["kind"]: job.kwargs["each_value"] for job in planned if job.fn is stats.weight_stats}
+        assert each == {"q": want, "k": want, "v": want, "o": want, "ff1": True, "ff2": True}, report
+
+
+def test_whole_matrix_work_caps_at_leading_k_plus_one():
+    # whole_matrix_work's docstring: with leading_k, a matrix with min(a, b) > leading_k + 1 counts
+    # a b (leading_k + 1), others a b min(a, b). MiniLM-L6's shapes (6 layers; q, k, v, o 384 x 384; one ff1
+    # 384 x 1536 and one ff2): with leading_k = 382 every min side (384) is leading_k + 2, so each counts
+    # a b 383; with leading_k = 383 it is leading_k + 1 and counts a b 384, as without leading_k
+    from types import SimpleNamespace
+
+    ckpt = SimpleNamespace(
+        num_layers=6,
+        hidden_size=384,
+        num_heads=12,
+        num_kv_heads=12,
+        head_dim=32,
+        intermediate_size=1536,
+        num_ff1=1,
+        num_ff2=1,
+    )
+    area = 6 * (4 * 384 * 384 + 2 * 384 * 1536)
+    assert jobs.whole_matrix_work(ckpt, leading_k=382) == area * 383
+    assert jobs.whole_matrix_work(ckpt, leading_k=383) == area * 384 == jobs.whole_matrix_work(ckpt)
