@@ -21,7 +21,15 @@ import pytest
 from numerics._util import lapack
 from numerics.io.checkpoint import LayerWeights
 from numerics.spectra import jobs, stats
-from numerics.spectra.stats import DTYPE_EPS, GRAM_RTOL, gram_singular_values, relative_rank_tolerance, whole_spectrum
+from numerics.spectra.stats import (
+    DTYPE_EPS,
+    GRAM_RTOL,
+    energy_rank,
+    gram_singular_values,
+    matrix_stats,
+    relative_rank_tolerance,
+    whole_spectrum,
+)
 
 Decision = tuple[int, bool] | None  # (rank, every kept value certified), or None: not certified
 
@@ -249,3 +257,25 @@ def test_whole_matrix_work_caps_at_leading_k_plus_one():
     area = 6 * (4 * 384 * 384 + 2 * 384 * 1536)
     assert jobs.whole_matrix_work(ckpt, leading_k=382) == area * 383
     assert jobs.whole_matrix_work(ckpt, leading_k=383) == area * 384 == jobs.whole_matrix_work(ckpt)
+
+
+@pytest.mark.parametrize("sv", [[np.nan, 1.0], [np.inf, 1.0], [1.0, -0.5]], ids=["nan", "inf", "negative"])
+def test_matrix_stats_refuses_non_finite_or_negative_singular_values(sv):
+    # matrix_stats' check (its error message): at most min(shape) finite non-negative values. Each case breaks
+    # one half of the condition only: a NaN or infinity with a non-negative smallest value, or a finite
+    # negative one
+    with pytest.raises(ValueError, match="finite non-negative"):
+        matrix_stats("w", sv, shape=(4, 3), kind="q", layer=0, head=None)
+
+
+def test_normalized_stable_rank_of_a_matrix_with_no_direction_is_zero():
+    # MatrixStats.normalized_stable_rank's docstring: in [0, 1]; a 0 x 5 matrix has rank bound min(0, 5) = 0
+    st = matrix_stats("w", [], shape=(0, 5), kind="q", layer=0, head=None)
+    assert st.rank_bound == 0 and st.normalized_stable_rank == 0.0
+
+
+@pytest.mark.parametrize("fraction", [1.5, 2.0, 0.0, -0.5])
+def test_energy_rank_refuses_a_fraction_outside_the_unit_interval(fraction):
+    # energy_rank's docstring: the smallest k holding a fraction in (0, 1] of the energy
+    with pytest.raises(ValueError, match=r"\(0, 1\]"):
+        energy_rank([1.0, 0.5], fraction=fraction)
