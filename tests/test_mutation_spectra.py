@@ -109,19 +109,19 @@ def _flip(decide: Callable[[Any], Decision], low: Any, high: Any) -> Any:
 #: The relative distance of the probes from each boundary: above float64 rounding of the certificate's own
 #: arithmetic (a few units of 1.1e-16), below the shift of every mutant these tests kill (the smallest, an
 #: ``e`` changing sign next to ``hi_1``, moves the boundary by ``2 e / hi_1 = 8 m u``, 8.9e-13 for m = 1000).
-#: The per-value errors ``hi_i - s_i`` are differences of nearby floats (7e-9 from two values near 1e-4: a
+#: The per-value errors ``hi_i - s_i`` are differences of nearby floats (1.5e-8 from two values near 2e-4: a
 #: rounding of about 2e-12 relative), so their boundary is probed at :data:`PROBE_EACH`; the mutants there
 #: move it by at least ``2 e / lo_3`` = 8.9e-9.
 PROBE = 1e-13
 PROBE_EACH = 1e-10
 
 #: Eigenvalues (descending) of the 1000 x 1000 Gram matrix of a 1500 x 1000 matrix (not square, so that no
-#: mutant swapping n and m goes unseen): two large, one at 1e-8 (singular value 1e-4), the rest at 1e-18
-#: (below the Gram path's resolution sqrt(delta), with delta = 2 (n + 4 m) u F = 1.5e-12, so their upper
-#: bounds hi_i are about 1.2e-6).
+#: mutant swapping n and m goes unseen; s_1 = 2, not 1, so that none multiplying by s_1 instead of dividing
+#: does): two large, one at 4e-8 (singular value 2e-4), the rest at 4e-18 (below the Gram path's resolution
+#: sqrt(delta), with delta = 2 (n + 4 m) u F = 6.1e-12, so their upper bounds hi_i are about 2.5e-6).
 N, M = 1500, 1000
-LAM = [1.0, 0.25, 1e-8] + [1e-18] * (M - 3)
-TRACE = 1.25 + 1e-8 + 1e-18 * (M - 3)
+LAM = [4.0, 1.0, 4e-8] + [4e-18] * (M - 3)
+TRACE = 5.0 + 4e-8 + 4e-18 * (M - 3)
 
 
 def _probe(fake: _Fake, x_star: Any, call: Callable[[float], tuple[float, float]], probe: float) -> None:
@@ -139,11 +139,11 @@ def _probe(fake: _Fake, x_star: Any, call: Callable[[float], tuple[float, float]
     [
         # the rank decision's lower side lo_r - e > (hi_1 + e) t, r = 3: t just below s_3 / s_1 = 1e-4
         ("rank kept", 0.9e-4, 0.99999e-4, lambda x: (x, GRAM_RTOL), PROBE),
-        # its upper side hi_{r+1} + e <= (lo_1 - e) t: t near hi_4 / lo_1 ~ 1.2e-6
+        # its upper side hi_{r+1} + e <= (lo_1 - e) t: t near hi_4 / lo_1 ~ 1.24e-6
         ("rank dropped", 1e-6, 1.5e-6, lambda x: (x, GRAM_RTOL), PROBE),
         # ||w||_F^2 certified: m delta + m e (2 hi_1 + e) <= rtol sum s_i^2, rtol near 2e-9
         ("Frobenius", 1e-9, 1e-8, lambda x: (1e-5, x), PROBE),
-        # every kept value certified (the each_value flag): rtol near error_3 / (lo_3 - e) ~ 7e-5
+        # every kept value certified (the each_value flag): rtol near error_3 / (lo_3 - e) ~ 7.6e-5
         ("each value", 1e-5, 1e-4, lambda x: (1e-5, x), PROBE_EACH),
     ],
 )
@@ -154,11 +154,12 @@ def test_gram_certificate_decides_each_condition_at_its_boundary(monkeypatch, co
 
 
 def test_gram_certificate_counts_underflowed_products(monkeypatch):
-    # the same spectrum scaled by 2^-1013: delta's underflow term 2 n m 2^-1074 (products of entries that
-    # underflow) is then about 40% of delta, and decides where the values at 1e-18 (now underflowed to 0, so
-    # hi_i = sqrt(delta)) stop being certified as below the rank tolerance. delta is subnormal here (its last
-    # unit is 2e-7 of it), so the boundary is probed 1e-4 away; dropping or doubling that term moves it by 10%.
-    c = 2.0**-1013
+    # the same spectrum scaled by 2^-1015: delta's underflow term 2 n m 2^-1074 (products of entries that
+    # underflow) is then about 45% of delta (1.5e-317 of 3.2e-317), and decides where the values at 4e-18 (now two
+    # subnormal units, so hi_i is sqrt(delta) to 1e-6) stop being certified as below the rank tolerance. delta is
+    # subnormal here (its last unit is 2e-7 of it), so the boundary is probed 1e-4 away; dropping that term or
+    # making it 1.5 times larger moves the boundary by 10% or more.
+    c = 2.0**-1015
     fake = _Fake(monkeypatch, [x * c for x in LAM], n=N, m=M, trace=TRACE * c)
     x_star = _flip(lambda x: fake.reference(float(x), GRAM_RTOL), 1e-6, 2e-6)
     _probe(fake, x_star, lambda x: (x, GRAM_RTOL), 1e-4)
@@ -268,10 +269,12 @@ def test_matrix_stats_refuses_non_finite_or_negative_singular_values(sv):
         matrix_stats("w", sv, shape=(4, 3), kind="q", layer=0, head=None)
 
 
-def test_normalized_stable_rank_of_a_matrix_with_no_direction_is_zero():
+def test_a_matrix_with_no_direction_has_zero_norms():
     # MatrixStats.normalized_stable_rank's docstring: in [0, 1]; a 0 x 5 matrix has rank bound min(0, 5) = 0
+    # (and its spectral norm, rank tolerance and Frobenius norm are those of the zero matrix: 0)
     st = matrix_stats("w", [], shape=(0, 5), kind="q", layer=0, head=None)
     assert st.rank_bound == 0 and st.normalized_stable_rank == 0.0
+    assert st.spectral_norm == st.rank_tolerance == st.frobenius_norm == 0.0 and st.rank == 0
 
 
 @pytest.mark.parametrize("fraction", [1.5, 2.0, 0.0, -0.5])
