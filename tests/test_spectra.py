@@ -295,8 +295,13 @@ def test_layer_matrices_checks_head_arguments(tmp_path) -> None:
         layer_matrices(layer, num_heads=4, num_kv_heads=4, head_dim=8)
     with pytest.raises(ValueError, match="num_heads=3 must be a multiple of num_kv_heads=2"):
         layer_matrices(layer, num_heads=3, num_kv_heads=2, head_dim=8)
-    with pytest.raises(ValueError, match="head_dim=0"):
-        layer_matrices(layer, num_heads=3, num_kv_heads=3, head_dim=0)
+    # each count checked before it is used (a zero head_dim would also give a shape mismatch, a zero
+    # num_kv_heads a division by zero): the message names the argument and says what it must be
+    for bad in ({"head_dim": 0}, {"num_kv_heads": 0}, {"num_heads": -3}):
+        args = {"num_heads": 3, "num_kv_heads": 3, "head_dim": 8} | bad
+        ((label, value),) = bad.items()
+        with pytest.raises(ValueError, match=rf"^{label}={value} must be a positive int$"):
+            layer_matrices(layer, **args)
 
 
 # =========================================================================== whole checkpoint
