@@ -282,3 +282,12 @@ def test_energy_rank_refuses_a_fraction_outside_the_unit_interval(fraction):
     # energy_rank's docstring: the smallest k holding a fraction in (0, 1] of the energy
     with pytest.raises(ValueError, match=r"\(0, 1\]"):
         energy_rank([1.0, 0.5], fraction=fraction)
+
+
+def test_normalized_stable_rank_is_stable_rank_over_the_rank_bound():
+    # MatrixStats.normalized_stable_rank's docstring: stable_rank / rank_bound, 1 for a flat spectrum filling
+    # every direction. By hand: s = (2, 1) in a 4 x 3 matrix: stable rank (4 + 1) / 4 = 1.25, rank bound 3
+    flat = matrix_stats("w", [1.0, 1.0, 1.0], shape=(3, 3), kind="q", layer=0, head=None)
+    assert flat.normalized_stable_rank == 1.0
+    graded = matrix_stats("w", [2.0, 1.0], shape=(4, 3), kind="q", layer=0, head=None)
+    assert graded.stable_rank == 1.25 and graded.normalized_stable_rank == pytest.approx(1.25 / 3, rel=1e-15)
