@@ -21,6 +21,7 @@ import pytest
 from numerics._util import lapack
 from numerics.io.checkpoint import LayerWeights
 from numerics.spectra import jobs, stats
+from numerics.spectra.leading_k import leading_k_stats
 from numerics.spectra.stats import (
     DTYPE_EPS,
     GRAM_RTOL,
@@ -291,3 +292,34 @@ def test_normalized_stable_rank_is_stable_rank_over_the_rank_bound():
     assert flat.normalized_stable_rank == 1.0
     graded = matrix_stats("w", [2.0, 1.0], shape=(4, 3), kind="q", layer=0, head=None)
     assert graded.stable_rank == 1.25 and graded.normalized_stable_rank == pytest.approx(1.25 / 3, rel=1e-15)
+
+
+def test_leading_k_takes_every_whole_matrix_with_more_than_k_plus_one_directions():
+    # checkpoint_spectra's leading_k (numerics.spectra.pipeline): every whole matrix with min(a, b) > k + 1
+    # gets only its k leading values (leading_k_stats), the others all of them; whole_matrix_work counts the
+    # same threshold. Every whole matrix of this layer has min(a, b) = 12 (bias=False: no folded bias row)
+    layer = _layer()
+    for k, want in ((10, leading_k_stats), (11, stats.weight_stats)):
+        planned = jobs.plan_layer_jobs(
+            layer, num_heads=3, num_kv_heads=3, head_dim=4, dtype_eps=None, rank_rtol=None, leading_k=k, bias=False
+        )
+        whole = [job for job in planned if job.kwargs["kind"] in ("q", "k", "v", "o", "ff1", "ff2")]
+        assert len(whole) == 6 and all(job.fn is want for job in whole), k
+
+
+def test_rotary_heads_analyse_the_query_map_and_the_key_map():
+    # plan_layer_jobs' docstring: with rotary, kind rq is head h's query map A = W_q^h times the score scale,
+    # kind rk its key map B = W_k^h (bias=False: no folded row); their singular values computed here from the
+    # layer's own q and k columns h d_h .. (h+1) d_h, scale 0.5 (the layer's score_scale)
+    layer = _layer()
+    planned = jobs.plan_layer_jobs(
+        layer, num_heads=3, num_kv_heads=3, head_dim=4, dtype_eps=None, rank_rtol=None, rotary=True, bias=False
+    )
+    got = {(job.kwargs["kind"], job.kwargs.get("head")): job.fn(*job.args, **job.kwargs) for job in planned}
+    for h in range(3):
+        cols = slice(4 * h, 4 * h + 4)
+        want_q = np.linalg.svd(0.5 * layer.q[:, cols], compute_uv=False)
+        want_k = np.linalg.svd(layer.k[:, cols], compute_uv=False)
+        assert not np.allclose(want_q, want_k)  # the two maps differ, so a swap is seen
+        np.testing.assert_allclose(got[("rq", h)].singular_values, want_q, rtol=1e-12)
+        np.testing.assert_allclose(got[("rk", h)].singular_values, want_k, rtol=1e-12)
