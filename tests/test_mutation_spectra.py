@@ -323,3 +323,21 @@ def test_rotary_heads_analyse_the_query_map_and_the_key_map():
         assert not np.allclose(want_q, want_k)  # the two maps differ, so a swap is seen
         np.testing.assert_allclose(got[("rq", h)].singular_values, want_q, rtol=1e-12)
         np.testing.assert_allclose(got[("rk", h)].singular_values, want_k, rtol=1e-12)
+
+
+def test_numerical_rank_is_numpys_matrix_rank_rule():
+    # reference: numpy.linalg.matrix_rank on the float32 diagonal matrix (its rule S.max() * max(M, N) * eps
+    # with float32's eps), an independent implementation of the same rule
+    s = np.array([1.0, 0.5, 1e-3, 1e-9], dtype=np.float32)
+    want = int(np.linalg.matrix_rank(np.diag(s)))
+    assert want == 3
+    assert stats.numerical_rank(s, shape=(4, 4), eps=float(np.finfo(np.float32).eps)) == want
+
+
+@pytest.mark.parametrize(("rows_a", "rows_b", "inner"), [(2, 6, 5), (6, 2, 5), (6, 7, 3)])
+def test_product_rank_bound_is_the_smallest_of_its_three_sides(rows_a, rows_b, inner):
+    # rank(A B^T) <= min(rows of A, rows of B, their common columns): the rank bound product_stats records
+    rng = np.random.default_rng(13)
+    a, b = rng.standard_normal((rows_a, inner)), rng.standard_normal((rows_b, inner))
+    st = stats.product_stats("p", a, b, kind="vo", layer=0, head=0)
+    assert st.rank_bound == min(rows_a, rows_b, inner) == st.rank  # random factors: the bound is attained
