@@ -196,8 +196,8 @@ def evaluate_bounds(
                 **{k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(settings).items()},
                 **info,
             }
-            inputs = theorem_inputs(terms, post.p, settings, realised_terms)  # once, for the rows and the norms
-            rows = _matrix_rows(stats, terms, post, inputs)
+            term_inputs = theorem_inputs(terms, post.p, settings, realised_terms)  # once, for the rows and norms
+            rows = _matrix_rows(stats, terms, post, term_inputs)
             if composed is not None:
                 for row in rows:
                     if row["name"] in composed.per_matrix:
@@ -206,7 +206,7 @@ def evaluate_bounds(
                 model=dict(model_info),
                 matrices=rows,
                 bounds={
-                    "spectrum_adaptive": _spectrum_adaptive(terms, post, settings, info["peeled_radii"], inputs),
+                    "spectrum_adaptive": _spectrum_adaptive(terms, post, settings, info["peeled_radii"], term_inputs),
                     "edelman2022": edel,
                     "bartlett2017": bart,
                 },

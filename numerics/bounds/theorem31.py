@@ -800,7 +800,7 @@ def smallest_sample_size(
             lo, hi = math.floor(lo), math.ceil(hi)
             if hi - lo <= 1:
                 return float(hi)
-            width = hi - lo
+            width: float = hi - lo
             if hi <= 4 * lo and slow < 2 and math.isfinite(f_lo) and math.isfinite(f_hi) and f_lo >= 0 > f_hi:
                 # the line through the ends in y = 1 / sqrt(n), where the bound's excess (its Dudley weight
                 # 12 / sqrt(n)) is nearly linear
