@@ -39,7 +39,7 @@ from numerics.bounds import compiled, covers31
 from numerics.bounds.baselines import bartlett2017, edelman2022
 from numerics.bounds.proxies import log_phi_sa_by_common_p, phi_sa
 from numerics.bounds.rotary import rotary_diagnostic
-from numerics.bounds.terms import MatrixTerm, ModelSettings, build_terms
+from numerics.bounds.terms import MatrixTerm, ModelSettings, build_terms, schatten_table
 from numerics.bounds.theorem31 import (
     PEEL_BASE,
     PEEL_RATIO,
@@ -196,7 +196,8 @@ def evaluate_bounds(
                 **{k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(settings).items()},
                 **info,
             }
-            rows = _matrix_rows(stats, terms, post, settings, realised_terms)
+            term_inputs = theorem_inputs(terms, post.p, settings, realised_terms)  # once, for the rows and norms
+            rows = _matrix_rows(stats, terms, post, term_inputs)
             if composed is not None:
                 for row in rows:
                     if row["name"] in composed.per_matrix:
@@ -205,7 +206,7 @@ def evaluate_bounds(
                 model=dict(model_info),
                 matrices=rows,
                 bounds={
-                    "spectrum_adaptive": _spectrum_adaptive(terms, post, settings, info["peeled_radii"]),
+                    "spectrum_adaptive": _spectrum_adaptive(terms, post, settings, info["peeled_radii"], term_inputs),
                     "edelman2022": edel,
                     "bartlett2017": bart,
                 },
@@ -279,15 +280,12 @@ def _norm_input(row: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def _matrix_rows(
-    stats: Sequence[Any],
-    terms: Sequence[MatrixTerm],
-    post: PosthocResult,
-    settings: BoundSettings,
-    realised: Sequence[MatrixTerm] | None = None,
+    stats: Sequence[Any], terms: Sequence[MatrixTerm], post: PosthocResult, inputs: Sequence[dict[str, Any]]
 ) -> list[dict[str, Any]]:
-    """One row per matrix: its statistics, and for the matrices in the bound ``p*``, ``S_{p*}`` and ``theorem_inputs``."""
+    """One row per matrix: its statistics, and for the matrices in the bound ``p*``, ``S_{p*}`` and ``theorem_inputs``
+    (``inputs``: :func:`theorem_inputs` of ``terms``, in their order)."""
     p_of = dict(zip((t.name for t in terms), post.p))
-    inputs = dict(zip((t.name for t in terms), theorem_inputs(terms, post.p, settings, realised)))
+    by_name = dict(zip((t.name for t in terms), inputs))
     rows = []
     for st in stats:
         row = st.as_dict()
@@ -295,7 +293,7 @@ def _matrix_rows(
         row.setdefault("approximation", getattr(st, "approximation", "none"))
         row["p_star"] = float(p_of[st.name]) if st.name in p_of else None
         row["schatten_p_at_p_star"] = float(st.schatten_p(p_of[st.name])) if st.name in p_of else None
-        row["theorem_inputs"] = inputs.get(st.name)
+        row["theorem_inputs"] = by_name.get(st.name)
         rows.append(row)
     return rows
 
@@ -316,19 +314,22 @@ def theorem_inputs(
     log_a = theorem41_coefficients(terms, p, settings)
     log_c = coefficients(terms, p, settings)
     grid = sorted(set(float(q) for q in settings.p_grid))
+    # every term's S_p on the whole grid and at its own p_j, and the grid values, each in one vectorised pass
+    by_p = schatten_table(terms, np.array(grid)[:, np.newaxis]) if terms else np.zeros((len(grid), 0))
+    R_realised = schatten_table(terms, p)[0] if terms else np.zeros(0)
+    s_realised = np.array([t.spectral_norm for t in terms], dtype=np.float64)
+    s_grid, R_grid = (np.where(v > 0, grid_values(np.where(v > 0, v, 1.0)), 0.0) for v in (s_realised, R_realised))
     out = []
     for j, t in enumerate(terms):
-        by_p = t.schatten(np.asarray(grid))
-        R_realised = float(t.schatten(np.asarray([p[j]]))[0])
         out.append(
             {
                 "kind": t.cover_kind,
                 "group": t.group,
                 "p": float(p[j]),
-                "s": float(grid_values([t.spectral_norm])[0]) if t.spectral_norm > 0 else 0.0,
+                "s": float(s_grid[j]),
                 "s_realised": t.spectral_norm,
-                "R": float(grid_values([R_realised])[0]) if R_realised > 0 else 0.0,
-                "R_realised": R_realised,
+                "R": float(R_grid[j]),
+                "R_realised": float(R_realised[j]),
                 "B": t.input_scale,
                 "B_realised": t.input_scale if t.input_scale_realised is None else t.input_scale_realised,
                 "centres": CENTRES,
@@ -341,7 +342,7 @@ def theorem_inputs(
                 "eps_min": math.exp(float(log_eps[j])),
                 "log_eps_min": float(log_eps[j]),
                 "log_rho": t.log_rho,
-                "schatten_by_p": {str(q): float(v) for q, v in zip(grid, by_p)},
+                "schatten_by_p": {str(q): float(v) for q, v in zip(grid, by_p[:, j])},
                 "log_coefficient": float(log_a[j]),
                 "log_allocated_coefficient": float(log_c[j]),
             }
@@ -350,9 +351,15 @@ def theorem_inputs(
 
 
 def _spectrum_adaptive(
-    terms: Sequence[MatrixTerm], post: PosthocResult, settings: BoundSettings, peeled_radii: Sequence[float] = ()
+    terms: Sequence[MatrixTerm],
+    post: PosthocResult,
+    settings: BoundSettings,
+    peeled_radii: Sequence[float],
+    inputs: Sequence[dict[str, Any]],
 ) -> dict[str, Any]:
-    """Theorem 3.1 at the post hoc indices, as reported, with everything needed to recompute it.
+    """Theorem 3.1 at the post hoc indices, as reported, with everything needed to recompute it (``inputs``:
+    :func:`theorem_inputs` of ``terms``; those of the norm parameters are reported here, without the realised
+    ``log_rho`` the baselines use).
 
     ``B_out`` and ``gamma`` are reported at their grid values (``B_out_realised``, ``gamma_realised`` as given);
     ``peeling`` states the grid, the prior and what was peeled (:mod:`theory.margin`).
@@ -406,8 +413,12 @@ def _spectrum_adaptive(
             "alpha": "the grid points below B_out",
         },
         "norm_parameters": [
-            {"name": t.name, "kind": t.kind, "theorem_inputs": row}
-            for t, row in zip(terms, theorem_inputs(terms, post.p, realised))
+            {
+                "name": t.name,
+                "kind": t.kind,
+                "theorem_inputs": {k: v for k, v in row.items() if k != "log_rho_realised"},
+            }
+            for t, row in zip(terms, inputs)
             if t.cover_kind in ("gain", "translation")
         ],
         "p_by_group": post.p_by_group,

@@ -511,8 +511,9 @@ def build_parser() -> argparse.ArgumentParser:
         type=_parallelism,
         default=None,
         metavar="N",
-        help="worker processes for the whole-matrix SVDs (default: one per core when the model is large "
-        "enough, a core is idle (load average) and neither --workers nor --scheduler is given; 0: none)",
+        help="worker processes for the whole-matrix spectra (default: none where LAPACK runs in parallel on "
+        "threads, as with numpy's own OpenBLAS; else one per core when the model is large enough, a core is idle "
+        "(load average) and neither --workers nor --scheduler is given; 0: none)",
     )
     a.add_argument(
         "--spectrum",

@@ -3,6 +3,7 @@ threads is a speed fact, measured by benchmarks/bench_analyze.py, not asserted h
 
 from __future__ import annotations
 
+import ctypes
 import sys
 
 import numpy as np
@@ -69,3 +70,16 @@ def test_a_library_that_disagrees_is_not_used(monkeypatch):
     real = lapack._svdvals
     monkeypatch.setattr(lapack, "_svdvals", lambda b, a: 2 * real(b, a))
     assert not lapack._agrees(bound)
+
+
+def test_a_build_whose_integers_differ_is_not_bound():
+    # the integer width is read from the build's configuration string (OpenBLAS's openblas_get_config)
+    class Library:
+        @staticmethod
+        def openblas_get_config() -> bytes:
+            return b"OpenBLAS 0.3.31 USE64BITINT DYNAMIC_ARCH NO_AFFINITY Haswell MAX_THREADS=64"
+
+    lib = Library()
+    assert lapack._integer_width_agrees(lib, "openblas_get_config", ctypes.c_int64)
+    assert not lapack._integer_width_agrees(lib, "openblas_get_config", ctypes.c_int32)
+    assert not lapack._integer_width_agrees(lib, "no_such_function", ctypes.c_int64)

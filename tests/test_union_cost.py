@@ -92,3 +92,44 @@ def test_smallest_sample_size_bisects_a_monotone_predicate():
     assert smallest_sample_size(lambda n: False, T=128) is None
     got = smallest_sample_size(lambda n: n >= 3.5e100, T=128)
     assert got is not None and 3.5e100 <= got <= 3.5e100 * (1 + 2e-9)
+
+
+def _margin(threshold: float):
+    """A margin shaped like the bound's excess over the trivial bound, ``a / sqrt(n) - b``, negative from
+    ``threshold`` on (``b = a / sqrt(threshold)``); ``calls`` counts the evaluations."""
+    calls = []
+
+    def margin(n: float) -> float:
+        calls.append(n)
+        return 1.0 / math.sqrt(n) - 1.0 / math.sqrt(threshold)
+
+    return margin, calls
+
+
+@pytest.mark.parametrize("threshold", [2.0, 17.5, 12345.0, 9.87654321e8, 3.3e14])
+def test_a_float_margin_gives_the_same_answer_as_bisection(threshold):
+    margin, _ = _margin(threshold)
+    expected = math.ceil(threshold)  # the smallest integer at which the margin, as computed, is negative
+    while not margin(expected) < 0:
+        expected += 1
+    assert smallest_sample_size(margin, T=128) == smallest_sample_size(lambda n: margin(n) < 0, T=128) == expected
+
+
+def test_regula_falsi_is_exact_on_a_margin_of_the_wrong_shape():
+    # a margin whose linear interpolation misleads (a step, then flat): the answer is still the exact threshold
+    for threshold in (5, 1000, 123457):
+        assert smallest_sample_size(lambda n, t=threshold: -1e-9 if n >= t else 1e9, T=128) == threshold
+        assert smallest_sample_size(lambda n, t=threshold: -1e9 if n >= t else 1e-9, T=128) == threshold
+        # NaN means "not shown to say something", like False
+        assert smallest_sample_size(lambda n, t=threshold: -1.0 if n >= t else math.nan, T=128) == threshold
+
+
+def test_a_smooth_margin_takes_few_evaluations():
+    # a threshold near 1e9, as MiniLM-L6's n_nonvacuous: bisection needs about 45 evaluations (the range
+    # [1, 1e300 / T^2] in log n, then the last factor of 4 integer by integer); regula falsi needs about 15
+    margin, calls = _margin(9.87654321e8)
+    smallest_sample_size(margin, T=128)
+    float_count = len(calls)
+    calls.clear()
+    smallest_sample_size(lambda n: margin(n) < 0, T=128)
+    assert float_count <= 20 < len(calls)

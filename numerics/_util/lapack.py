@@ -34,14 +34,27 @@ __all__ = ["svdvals", "eigvalsh", "qr_r", "native"]
 
 _ROW_MAJOR = 101  # LAPACKE's matrix_layout for C-ordered arrays (it transposes to LAPACK's column order itself)
 
-#: LAPACKE symbol names and their integer type: the scipy-openblas builds numpy's wheels carry (64-bit integers,
-#: ``scipy_`` prefix), then plain OpenBLAS builds (ILP64, then LP64).
-_NAMINGS: tuple[tuple[str, Any], ...] = (
-    ("scipy_LAPACKE_{}64_", ctypes.c_int64),
-    ("LAPACKE_{}64_", ctypes.c_int64),
-    ("scipy_LAPACKE_{}", ctypes.c_int32),
-    ("LAPACKE_{}", ctypes.c_int32),
+#: LAPACKE symbol names, the ``openblas_get_config`` of the same build, and the integer type: the scipy-openblas
+#: builds numpy's wheels carry (64-bit integers, ``scipy_`` prefix), then plain OpenBLAS builds (ILP64, then LP64).
+#: The integer width is also checked against the build's own configuration string (``USE64BITINT``), so that a
+#: call never passes 32-bit integers where the library reads 64-bit ones (or the reverse).
+_NAMINGS: tuple[tuple[str, str, Any], ...] = (
+    ("scipy_LAPACKE_{}64_", "scipy_openblas_get_config64_", ctypes.c_int64),
+    ("LAPACKE_{}64_", "openblas_get_config64_", ctypes.c_int64),
+    ("scipy_LAPACKE_{}", "scipy_openblas_get_config", ctypes.c_int32),
+    ("LAPACKE_{}", "openblas_get_config", ctypes.c_int32),
 )
+
+
+def _integer_width_agrees(lib: Any, config: str, integer: Any) -> bool:
+    """Whether the build's configuration string says its integers are as wide as ``integer``."""
+    try:
+        get = getattr(lib, config)
+    except AttributeError:
+        return False
+    get.restype, get.argtypes = ctypes.c_char_p, []
+    text = (get() or b"").decode(errors="replace")
+    return ("USE64BITINT" in text.split()) == (integer is ctypes.c_int64)
 
 
 class Native(NamedTuple):
@@ -107,7 +120,9 @@ def native() -> Native | None:
             lib = ctypes.CDLL(path, mode=getattr(os, "RTLD_NOLOAD", 0) | ctypes.RTLD_LOCAL)
         except OSError:
             continue
-        for naming, integer in _NAMINGS:
+        for naming, config, integer in _NAMINGS:
+            if not _integer_width_agrees(lib, config, integer):
+                continue
             bound = _bind(lib, naming, integer)
             if bound is not None and _agrees(bound):
                 return bound._replace(path=path)

@@ -314,20 +314,24 @@ def thm41_log_coefficient(
     )
 
 
-def thm41_coefficient_without_logs(kind: str, *, p: ArrayLike, R: ArrayLike, B: float, a: int, b: int) -> Any:
+def thm41_coefficient_without_logs(
+    kind: str, *, p: ArrayLike, R: ArrayLike, B: ArrayLike, a: ArrayLike, b: ArrayLike
+) -> Any:
     """The leading factor of ``a_j(p)`` with the log factors set to 1 (for the proxies).
 
     At ``p = 0`` this is the derived limit ``R (a+b+1)`` for both kinds (``kappa(0) = 1``; not ``0**0``).
-    ``p`` and ``R`` may be arrays of one shape (one coefficient per pair): a float for
-    scalars, else an array.
+    ``p``, ``R``, ``B``, ``a`` and ``b`` may be arrays, broadcast together (one coefficient per element, e.g.
+    every matrix of one kind at every grid index at once): a float for scalars, else an array.
     """
-    p_arr, R_arr = np.broadcast_arrays(np.asarray(p, dtype=np.float64), np.asarray(R, dtype=np.float64))
+    p_arr, R_arr, B_arr, a_arr, b_arr = np.broadcast_arrays(*(np.asarray(v, dtype=np.float64) for v in (p, R, B, a, b)))
     out = np.asarray(
-        np.broadcast_to(_function(f"coef_nolog.{kind}.p0")(R_arr, a, b), R_arr.shape), dtype=np.float64
+        np.broadcast_to(_function(f"coef_nolog.{kind}.p0")(R_arr, a_arr, b_arr), R_arr.shape), dtype=np.float64
     ).copy()
     positive = p_arr != 0
     if positive.any():
-        out[positive] = _function(f"coef_nolog.{kind}")(p_arr[positive], R_arr[positive], B, a, b)
+        out[positive] = _function(f"coef_nolog.{kind}")(
+            p_arr[positive], R_arr[positive], B_arr[positive], a_arr[positive], b_arr[positive]
+        )
     return float(out) if out.ndim == 0 else out
 
 

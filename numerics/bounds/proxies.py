@@ -21,7 +21,7 @@ import numpy as np
 
 from numerics._util.logmath import logsumexp
 from numerics.bounds import compiled
-from numerics.bounds.terms import MatrixTerm, log_after
+from numerics.bounds.terms import MatrixTerm, log_after, schatten_table
 from numerics.bounds.theorem31 import BoundSettings
 
 __all__ = ["log_phi_sa_by_common_p", "phi_sa", "edelman_layers", "log_phi_edelman"]
@@ -31,20 +31,40 @@ def log_phi_sa_by_common_p(terms: Sequence[MatrixTerm], settings: BoundSettings)
     """``log phi_sa(p)`` at every common ``p`` of the grid (log factors set to 1).
 
     ``phi_sa(p) = (sum_j (a_j(p) rho_j^p)^(1/(1+p)))^((1+p)/2)`` with ``a_j`` the Theorem 4.1
-    coefficient without its log factors. All grid points are evaluated at once per matrix
-    (one ``S_p`` and one coefficient call per matrix, not per matrix and ``p``). Matrices
+    coefficient without its log factors. Every matrix of one cover kind is evaluated at every grid point at
+    once (:func:`numerics.bounds.terms.schatten_table`, one coefficient call per kind). Matrices
     with ``S_p = 0`` contribute nothing; ``-inf`` when none contributes.
     """
     qs = np.asarray(settings.p_grid, dtype=np.float64)
     logs = np.full((len(terms), qs.size), -np.inf)
+    R_all = schatten_table(terms, qs[:, np.newaxis]).T if terms else np.zeros((0, qs.size))  # (matrices, grid)
+    kinds: dict[str, list[int]] = {}
     for i, t in enumerate(terms):
-        R = np.asarray(t.schatten(qs), dtype=np.float64)
+        kinds.setdefault(t.cover_kind, []).append(i)
+    for kind, rows in kinds.items():  # one vectorised call per cover kind, every matrix at every grid index
+        R = R_all[rows]
         ok = R > 0
-        if ok.any():
-            coef = compiled.thm41_coefficient_without_logs(
-                t.cover_kind, p=qs[ok], R=R[ok], B=t.input_scale, a=t.shape[0], b=t.shape[1]
-            )
-            logs[i, ok] = compiled.log_composed_coefficient(p=qs[ok], log_a_j=np.log(coef), log_rho=t.log_rho)
+        if not ok.any():
+            continue
+
+        def spread(values: list[float], R: np.ndarray = R, ok: np.ndarray = ok) -> np.ndarray:
+            """Per matrix values, spread over its grid indices and masked like ``R[ok]``."""
+            return np.broadcast_to(np.asarray(values, dtype=np.float64)[:, np.newaxis], R.shape)[ok]
+
+        p = np.broadcast_to(qs, R.shape)[ok]
+        coef = compiled.thm41_coefficient_without_logs(
+            kind,
+            p=p,
+            R=R[ok],
+            B=spread([terms[i].input_scale for i in rows]),
+            a=spread([terms[i].shape[0] for i in rows]),
+            b=spread([terms[i].shape[1] for i in rows]),
+        )
+        block = np.full(R.shape, -np.inf)
+        block[ok] = compiled.log_composed_coefficient(
+            p=p, log_a_j=np.log(coef), log_rho=spread([terms[i].log_rho for i in rows])
+        )
+        logs[rows] = block
     out = {}
     inner, outer = compiled.merge_exponents(qs)
     inner, outer = np.broadcast_to(inner, qs.shape), np.broadcast_to(outer, qs.shape)

@@ -759,36 +759,76 @@ def posthoc(
 # --------------------------------------------------------------------------- how much data the bound needs
 
 
-def smallest_sample_size(says_something: Callable[[float], bool], *, T: float, rtol: float = 1e-9) -> float | None:
-    """The smallest ``n`` in ``[1, n_max]`` with ``says_something(n)``, by bisection in ``log n``.
+def smallest_sample_size(
+    says_something: Callable[[float], bool | float], *, T: float, rtol: float = 1e-9
+) -> float | None:
+    """The smallest ``n`` in ``[1, n_max]`` with ``says_something(n)``, by a bracketing search in ``log n``.
 
     ``n_max = MAX_SAMPLE_POINTS / T^2`` is the largest sample :class:`BoundSettings` accepts.
-    ``says_something`` must be monotone (false, then true, as ``n`` grows); the bisection keeps
-    ``says_something(lo)`` false and ``says_something(hi)`` true and returns ``hi`` once the
-    bracket holds one integer (``hi <= 2^53``) or ``hi / lo - 1 <= rtol`` above. ``None`` when
-    the predicate fails at ``n_max``; ``1.0`` when it holds at ``n = 1``.
+    ``says_something`` must be monotone (false, then true, as ``n`` grows). It returns a bool, or a float whose
+    sign says it (negative: says something; NaN: not shown to), which also guides the search. The search keeps
+    ``says_something(lo)`` false and ``says_something(hi)`` true and returns ``hi`` once the bracket holds one
+    integer (``hi <= 2^53``) or ``hi / lo - 1 <= rtol`` above: the answer depends only on where the predicate
+    turns, not on the path. While ``hi > 4 lo`` the next point is the geometric midpoint (bisection in
+    ``log n``); within a factor 4, with float values at both ends, it is where the line through them in ``log n``
+    crosses zero (regula falsi, Illinois-modified: the end kept twice in a row has its value halved), rounded to
+    an integer strictly inside; else the midpoint. About 15 evaluations instead of about 45 for a threshold near
+    ``10^9``. ``None`` when the predicate fails at ``n_max``; ``1.0`` when it holds at ``n = 1``.
     """
+
+    def value(n: float) -> float:
+        got = says_something(n)
+        if isinstance(got, (bool, np.bool_)):
+            return -1.0 if got else 1.0
+        v = float(got)
+        return math.inf if math.isnan(v) else v
+
     n_max = MAX_SAMPLE_POINTS / float(T) ** 2
-    if says_something(1.0):
+    if value(1.0) < 0:
         return 1.0
-    if n_max < 1 or not says_something(n_max):
+    if n_max < 1:
         return None
-    lo, hi = 1.0, n_max
+    f_hi = value(n_max)
+    if not f_hi < 0:
+        return None
+    lo, hi, f_lo = 1.0, n_max, math.inf
+    w_lo = w_hi = 1.0  # Illinois weights of the ends' values: halved for an end kept twice in a row by interpolation
+    kept, slow = 0, 0  # kept: +1 (-1) when the last interpolated step kept lo (hi); slow: such steps not halving
     while True:
+        interpolated = False
         if hi <= 2.0**53:
             lo, hi = math.floor(lo), math.ceil(hi)
             if hi - lo <= 1:
                 return float(hi)
-            mid = float(math.floor(math.sqrt(lo) * math.sqrt(hi))) if hi > 4 * lo else float((lo + hi) // 2)
+            width: float = hi - lo
+            if hi <= 4 * lo and slow < 2 and math.isfinite(f_lo) and math.isfinite(f_hi) and f_lo >= 0 > f_hi:
+                # the line through the ends in y = 1 / sqrt(n), where the bound's excess (its Dudley weight
+                # 12 / sqrt(n)) is nearly linear
+                a, b = w_lo * f_lo, w_hi * f_hi
+                y_lo, y_hi = 1.0 / math.sqrt(lo), 1.0 / math.sqrt(hi)
+                y = y_lo + (y_hi - y_lo) * a / (a - b)
+                mid, interpolated = float(round(1.0 / (y * y))), True
+            elif hi > 4 * lo:
+                mid = float(math.floor(math.sqrt(lo) * math.sqrt(hi)))
+            else:
+                mid = float((lo + hi) // 2)
             mid = min(max(mid, lo + 1), hi - 1)
         else:
             if hi / lo - 1 <= rtol:
                 return hi
-            mid = math.sqrt(lo) * math.sqrt(hi)  # the product overflows
-        if says_something(mid):
-            hi = mid
+            width, mid = math.inf, math.sqrt(lo) * math.sqrt(hi)  # the product overflows
+        f_mid = value(mid)
+        side = 1 if f_mid < 0 else -1  # +1: hi replaced, lo kept
+        if side == 1:
+            hi, f_hi, w_hi = mid, f_mid, 1.0
         else:
-            lo = mid
+            lo, f_lo, w_lo = mid, f_mid, 1.0
+        if interpolated:
+            if kept == side:  # the same end kept twice in a row: halve its weight (Illinois)
+                w_lo, w_hi = (w_lo / 2, w_hi) if side == 1 else (w_lo, w_hi / 2)
+            kept, slow = side, (slow + 1 if hi - lo > width / 2 else 0)
+        else:
+            kept, slow = 0, 0
 
 
 def n_nonvacuous(
@@ -820,7 +860,7 @@ def n_nonvacuous(
     """
     p_arr = np.broadcast_to(np.asarray(p, dtype=np.float64), (len(terms),)).copy()
 
-    def says_something(n: float) -> bool:
+    def says_something(n: float) -> float:
         # The search visits n far from the reported one. At n = 1 the Dudley grid [B_out / n, B_out] is a
         # single point (inf - inf in its log objective), and far out the logs may overflow: a value that is
         # not a finite number there shows nothing, so it counts as vacuous. That can only make the
@@ -831,7 +871,7 @@ def n_nonvacuous(
             # Rad >= 4 B_out cannot beat the trivial bound (the union cost is never negative); within
             # rounding of it (n = 1, where the Dudley grid is the one point B_out) it shows nothing either
             if not math.isfinite(rad) or rad >= compiled.trivial_bound(settings.B_out) * (1 - 1e-12):
-                return False
+                return math.inf  # vacuous; no value to guide the search by
             excess = compiled.excess_over_trivial(
                 Rad=rad,
                 B_out=settings.B_out,
@@ -842,6 +882,6 @@ def n_nonvacuous(
                 grid_size=grid_size,
                 peel=peel,
             )
-        return bool(excess < 0)  # NaN < 0 is False: not shown to say something
+        return float(excess)  # negative: says something; NaN: not shown to (smallest_sample_size)
 
     return smallest_sample_size(says_something, T=settings.T)
