@@ -388,3 +388,11 @@ def test_cli_spectrum_option(tmp_path):
     assert kinds and set(kinds) <= {"ff1", "ff2"}
     code, _, err = run(["analyze", str(folder), "--spectrum", "eig"])
     assert code == 2 and "--spectrum" in err
+
+
+def test_a_matrix_whose_gram_product_overflows_takes_the_svd_without_a_warning():
+    # entries of 1e160: every Gram entry overflows float64 (1e320), the matrix itself does not; pytest runs with
+    # warnings as errors, so numpy's "overflow encountered in matmul" would fail this test
+    w = np.random.default_rng(11).standard_normal((80, 32)) * 1e160
+    values, how = whole_spectrum(w, relative_tolerance=_tolerance(w, "F64"))
+    assert how == "svd" and np.array_equal(values, scipy.linalg.svdvals(w))

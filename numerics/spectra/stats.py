@@ -215,11 +215,12 @@ def _gram_certificate(w: np.ndarray, *, relative_tolerance: float, rtol: float) 
         return np.zeros(0), True
     if n * _UNIT_ROUNDOFF > 0.01:
         return None
-    g = _gram(w if a >= b else w.T)
-    lam = lapack.eigvalsh(g)[::-1]
-    F = float(np.trace(g)) * (1.0 + 4.0 * (n + m) * _UNIT_ROUNDOFF)
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflowing product is refused just below
+        g = _gram(w if a >= b else w.T)
+        F = float(np.trace(g)) * (1.0 + 4.0 * (n + m) * _UNIT_ROUNDOFF)
     if not (math.isfinite(F) and F > 0.0):
         return None  # a zero, underflowing or overflowing Gram matrix: leave it to the SVD
+    lam = lapack.eigvalsh(g)[::-1]
     u = _UNIT_ROUNDOFF
     delta = 2.0 * (n + _LAPACK_GROWTH * m) * u * F + 2.0 * n * m * _TINY
     s = np.sqrt(np.maximum(lam, 0.0))
