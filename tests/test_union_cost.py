@@ -133,3 +133,20 @@ def test_a_smooth_margin_takes_few_evaluations():
     calls.clear()
     smallest_sample_size(lambda n: margin(n) < 0, T=128)
     assert float_count <= 20 < len(calls)
+
+
+def test_illinois_weights_keep_a_curved_margin_from_creeping():
+    # A margin curved in y = 1/sqrt(n) (a log factor, like the bound's): plain regula falsi keeps one end and
+    # creeps. Counted with this search: 32 evaluations; with the Illinois halving removed, 45; the same
+    # predicate as a bool (bisection), 62. The answer is the same exact threshold either way.
+    threshold, calls = 3.3e14, []
+
+    def margin(n: float) -> float:
+        calls.append(n)
+        return math.log(1 + 1e6 / n) / math.sqrt(n) - math.log(1 + 1e6 / threshold) / math.sqrt(threshold)
+
+    got = smallest_sample_size(margin, T=128)
+    guided = len(calls)
+    assert got == smallest_sample_size(lambda n: margin(n) < 0, T=128)
+    assert got is not None and abs(got - threshold) <= 1
+    assert guided <= 36 < len(calls) - guided
