@@ -16,6 +16,7 @@ import json
 import math
 from collections.abc import Mapping
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import safetensors.numpy
@@ -228,6 +229,22 @@ def bert_config(*, layers: int = 2, hidden: int = 24, heads: int = 3, ff: int = 
 
 
 # --------------------------------------------------------------------------- writers
+
+
+def shape_only(layers: int, hidden: int, ff: int, heads: int = 12) -> object:
+    """A stand-in checkpoint holding only its shapes (what ``whole_matrix_work`` and ``auto_processes`` read):
+    ``layers`` layers of width ``hidden``, ``heads`` heads of ``hidden // heads``, one ``ff1`` and one ``ff2``
+    of width ``ff``. ``shape_only(6, 384, 1536)`` is MiniLM-L6."""
+    return SimpleNamespace(
+        num_layers=layers,
+        hidden_size=hidden,
+        num_heads=heads,
+        num_kv_heads=heads,
+        head_dim=hidden // heads,
+        intermediate_size=ff,
+        num_ff1=1,
+        num_ff2=1,
+    )
 
 
 def bf16_bits(a: np.ndarray) -> np.ndarray:

@@ -31,6 +31,7 @@ from numerics.spectra.stats import (
     relative_rank_tolerance,
     whole_spectrum,
 )
+from tests import synthetic
 
 Decision = tuple[int, bool] | None  # (rank, every kept value certified), or None: not certified
 
@@ -244,18 +245,7 @@ def test_whole_matrix_work_caps_at_leading_k_plus_one():
     # a b (leading_k + 1), others a b min(a, b). MiniLM-L6's shapes (6 layers; q, k, v, o 384 x 384; one ff1
     # 384 x 1536 and one ff2): with leading_k = 382 every min side (384) is leading_k + 2, so each counts
     # a b 383; with leading_k = 383 it is leading_k + 1 and counts a b 384, as without leading_k
-    from types import SimpleNamespace
-
-    ckpt = SimpleNamespace(
-        num_layers=6,
-        hidden_size=384,
-        num_heads=12,
-        num_kv_heads=12,
-        head_dim=32,
-        intermediate_size=1536,
-        num_ff1=1,
-        num_ff2=1,
-    )
+    ckpt = synthetic.shape_only(6, 384, 1536)
     area = 6 * (4 * 384 * 384 + 2 * 384 * 1536)
     assert jobs.whole_matrix_work(ckpt, leading_k=382) == area * 383
     assert jobs.whole_matrix_work(ckpt, leading_k=383) == area * 384 == jobs.whole_matrix_work(ckpt)

@@ -12,7 +12,6 @@ import sys
 import textwrap
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -333,23 +332,9 @@ def _worker_processes() -> list[int]:
     return found
 
 
-def _shape_only(layers, hidden, ff, heads=12):
-    """What whole_matrix_work reads of a checkpoint: its shapes."""
-    return SimpleNamespace(
-        num_layers=layers,
-        hidden_size=hidden,
-        num_heads=heads,
-        num_kv_heads=heads,
-        head_dim=hidden // heads,
-        intermediate_size=ff,
-        num_ff1=1,
-        num_ff2=1,
-    )
-
-
 def test_auto_processes_needs_two_cpus_and_enough_work(monkeypatch):
-    small = _shape_only(2, 24, 48, heads=3)  # the synthetic BERT of most tests
-    minilm = _shape_only(6, 384, 1536)  # MiniLM-L6: 6 layers, N=384, F=1536
+    small = synthetic.shape_only(2, 24, 48, heads=3)  # the synthetic BERT of most tests
+    minilm = synthetic.shape_only(6, 384, 1536)  # MiniLM-L6: 6 layers, N=384, F=1536
     # sum of a*b*min(a,b): 4 attention matrices 384^3 and 2 FF matrices 384^2*1536, per layer
     assert whole_matrix_work(minilm) == 6 * (4 * 384**3 + 2 * 384**2 * 1536)
     assert whole_matrix_work(minilm, leading_k=9) == 6 * (4 * 384**2 * 10 + 2 * 384 * 1536 * 10)

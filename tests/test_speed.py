@@ -13,6 +13,7 @@ from numerics.bounds import theorem31 as t31
 from numerics.bounds.terms import MatrixTerm
 from numerics.parallel import workers
 from numerics.spectra import jobs
+from tests import synthetic
 
 
 def _terms(seed: int, scale: float = 1.0) -> list[MatrixTerm]:
@@ -72,28 +73,13 @@ def test_worker_processes_only_with_an_idle_core(monkeypatch):
     # LAPACK calls that run in parallel on threads: no process is worth starting, whatever the load
     assert jobs.choose_processes(cpus=8, work=big, load=0.0, threads_scale=True) == 0
     # auto_processes reads the load through workers.load_average (on a numpy without the native LAPACK path)
-    ckpt = _shape_only_minilm()
+    ckpt = synthetic.shape_only(6, 384, 1536)  # MiniLM-L6's shapes
     monkeypatch.setattr(jobs.lapack, "native", lambda: None)
     monkeypatch.setattr(workers, "available_cpus", lambda: 2)
     monkeypatch.setattr(workers, "load_average", lambda: 0.5)
     assert jobs.auto_processes(ckpt) == 2
     monkeypatch.setattr(workers, "load_average", lambda: 3.0)
     assert jobs.auto_processes(ckpt) == 0
-
-
-def _shape_only_minilm():
-    from types import SimpleNamespace
-
-    return SimpleNamespace(
-        num_layers=6,
-        hidden_size=384,
-        num_heads=12,
-        num_kv_heads=12,
-        head_dim=32,
-        intermediate_size=1536,
-        num_ff1=1,
-        num_ff2=1,
-    )
 
 
 def test_load_average_is_the_os_one_minute_value(monkeypatch):
