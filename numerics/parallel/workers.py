@@ -1,11 +1,12 @@
 """Whole-matrix SVDs on worker processes that read their matrices from the checkpoint file.
 
-Why processes: ``scipy.linalg.svdvals`` (and ``numpy.linalg.svd``) keep the GIL for most of
-an SVD, so threads run whole-matrix SVDs one after another. Measured on this project's 2-core
-machine: 12 SVDs of ``1536 x 384`` take 0.47 s serially and 0.47 s on two threads, while two
-processes each run at full speed; a Python loop keeps 30% of its speed while another thread
-runs ``svdvals``, but 98% while it runs a QR. The per-head work (QRs, small products) scales
-on threads and stays in the calling process.
+Why processes: ``scipy.linalg.svdvals`` and ``numpy.linalg.svd`` do not run in parallel on threads, so
+threads run whole-matrix SVDs one after another. Measured on this project's 2-core machine: 12 SVDs of
+``1536 x 384`` take 0.47 s serially and 0.47 s on two threads, while two processes each run at full speed.
+Where :func:`numerics._util.lapack.native` finds numpy's LAPACK, the same drivers called through ``ctypes``
+do run in parallel on threads, and :func:`numerics.spectra.jobs.auto_processes` starts no worker process;
+the pool remains for the other cases and for ``--processes N``. The per-head work (QRs, small products)
+stays in the calling process.
 
 How: :class:`WholeMatrixPool` takes whole-matrix jobs, each with the
 :class:`numerics.io.checkpoint.MatrixSource` it was loaded from. A worker receives only the source
@@ -209,7 +210,7 @@ def worker_main(pairs: list[list[int]], preload: list[str]) -> None:
         with contextlib.suppress(ChildProcessError):
             os.waitpid(pid, 0)
     # Every answer is sent and every pipe closed: end at once, without the interpreter's teardown (about 0.1 s
-    # of unloading numpy and scipy, which the caller would wait for in WholeMatrixPool.close).
+    # of unloading numpy and the modules imported, which the caller would wait for in WholeMatrixPool.close).
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()

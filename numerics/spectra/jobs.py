@@ -361,9 +361,8 @@ def auto_processes(checkpoint: Checkpoint, *, leading_k: int | None = None) -> i
     """Worker processes :func:`numerics.spectra.pipeline.checkpoint_spectra` uses by default: one per CPU, or 0.
 
     0 on a single CPU, when :func:`whole_matrix_work` is below :data:`PROCESS_THRESHOLD`, when the machine has no
-    idle core (:func:`choose_processes`, :func:`numerics.parallel.workers.load_average`), or when the LAPACK calls
-    release the GIL (:func:`numerics._util.lapack.native`: threads then run them in parallel, with no process to
-    start; measured on MiniLM-L6 here, spectra in 0.61 to 0.64 s on threads against 0.79 to 0.91 s with two
+    idle core (:func:`choose_processes`, :func:`numerics.parallel.workers.load_average`), or when threads run the
+    LAPACK calls in parallel (:func:`numerics._util.lapack.native`: no process to start then; measured on MiniLM-L6 here, spectra in 0.61 to 0.64 s on threads against 0.79 to 0.91 s with two
     worker processes; on MPNet-base 5.7 to 6.1 s against 6.0 to 6.4 s).
     """
     return choose_processes(
