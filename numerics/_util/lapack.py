@@ -32,7 +32,11 @@ import numpy as np
 
 __all__ = ["svdvals", "eigvalsh", "qr_r", "native"]
 
-_ROW_MAJOR = 101  # LAPACKE's matrix_layout for C-ordered arrays (it transposes to LAPACK's column order itself)
+#: LAPACKE's matrix_layout for Fortran-ordered arrays. Each call hands LAPACK a Fortran-ordered copy, as numpy does:
+#: LAPACKE's row-major layout would transpose the copy into column order and back itself, and measured on this
+#: project's 2-core machine (one BLAS thread) that made ``syevd`` of a ``384 x 384`` Gram matrix take 12.9 ms
+#: against 9.4 ms, ``geqrf`` of ``385 x 1536`` 56 ms against 40 ms, ``gesdd`` of ``384 x 384`` 27 ms against 24 ms.
+_COL_MAJOR = 102
 
 #: LAPACKE symbol names, the ``openblas_get_config`` of the same build, and the integer type: the scipy-openblas
 #: builds numpy's wheels carry (64-bit integers, ``scipy_`` prefix), then plain OpenBLAS builds (ILP64, then LP64).
@@ -144,33 +148,33 @@ def _agrees(bound: Native) -> bool:
 
 
 def _svdvals(bound: Native, a: np.ndarray) -> np.ndarray:
-    work = np.array(a, dtype=np.float64, order="C", copy=True)
+    work = np.array(a, dtype=np.float64, order="F", copy=True)
     m, n = work.shape
     s = np.empty(min(m, n))
-    info = bound.gesdd(_ROW_MAJOR, b"N", m, n, work.ctypes.data, n, s.ctypes.data, None, 1, None, 1)
+    info = bound.gesdd(_COL_MAJOR, b"N", m, n, work.ctypes.data, max(m, 1), s.ctypes.data, None, 1, None, 1)
     if info != 0:
         raise np.linalg.LinAlgError(f"LAPACK dgesdd failed (info={info})")
     return s
 
 
 def _eigvalsh(bound: Native, g: np.ndarray) -> np.ndarray:
-    work = np.array(g, dtype=np.float64, order="C", copy=True)
+    work = np.array(g, dtype=np.float64, order="F", copy=True)
     n = work.shape[0]
     w = np.empty(n)
-    info = bound.syevd(_ROW_MAJOR, b"N", b"L", n, work.ctypes.data, n, w.ctypes.data)
+    info = bound.syevd(_COL_MAJOR, b"N", b"L", n, work.ctypes.data, max(n, 1), w.ctypes.data)
     if info != 0:
         raise np.linalg.LinAlgError(f"LAPACK dsyevd failed (info={info})")
     return w
 
 
 def _qr_r(bound: Native, a: np.ndarray) -> np.ndarray:
-    work = np.array(a, dtype=np.float64, order="C", copy=True)
+    work = np.array(a, dtype=np.float64, order="F", copy=True)
     m, n = work.shape
     tau = np.empty(min(m, n))
-    info = bound.geqrf(_ROW_MAJOR, m, n, work.ctypes.data, n, tau.ctypes.data)
+    info = bound.geqrf(_COL_MAJOR, m, n, work.ctypes.data, max(m, 1), tau.ctypes.data)
     if info != 0:
         raise np.linalg.LinAlgError(f"LAPACK dgeqrf failed (info={info})")
-    return np.triu(work[: min(m, n)])
+    return np.ascontiguousarray(np.triu(work[: min(m, n)]))
 
 
 def svdvals(a: np.ndarray) -> np.ndarray:
