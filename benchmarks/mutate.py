@@ -34,7 +34,11 @@ How it runs, so that one mutant never costs a whole suite run:
    it compares printed digits with the committed README, which ``./run claims --update-readme``
    would simply rewrite, so no mutant may count as killed by it.
 
-Options: ``--paths`` (files or globs, default :data:`DEFAULT_TARGETS`), ``--sample N --seed S``
+Options: ``--paths`` (files or globs, default :data:`DEFAULT_TARGETS`), ``--functions path::name ...``
+(only the mutants whose line lies in one of these functions of ``path``, decorators and nested functions
+included; ``name`` is ``f`` or ``Class.f``; the files named are added to ``--paths``, which then defaults to
+none, and any other ``--paths`` file is still mutated whole; the count and the sample are of the mutants
+kept), ``--sample N --seed S``
 (a seeded uniform sample of the mutants; the report gives the score's 95% Wilson interval),
 ``--jobs J`` (parallel mutant runs, each in its own copy), ``--tests T ...`` (run these test files or node
 ids on every mutant instead of the coverage map's selection: no whole-suite coverage run, for a loaded machine or an
@@ -232,6 +236,34 @@ def enumerate_mutants(files: list[str]) -> list[Mutant]:
                     )
                 )
     return mutants
+
+
+def function_lines(rel: str, name: str) -> range:
+    """The lines of the function ``name`` of ``rel`` (``"f"`` at module level, ``"C.f"`` a method of class ``C``),
+    from its first decorator to its last line, nested functions included."""
+    if not (ROOT / rel).is_file():
+        raise ValueError(f"{rel} is not a file of the project")
+    body: list[ast.stmt] = ast.parse((ROOT / rel).read_text(encoding="utf-8")).body
+    *outer, last = name.split(".")
+    for part in outer:
+        body = next((n.body for n in body if isinstance(n, ast.ClassDef) and n.name == part), [])
+    for node in body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == last:
+            start = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+            return range(start, (node.end_lineno or node.lineno) + 1)
+    raise ValueError(f"{rel} has no function {name!r}")
+
+
+def in_functions(mutants: list[Mutant], functions: list[str]) -> list[Mutant]:
+    """The mutants of ``--functions``: each ``path::name`` keeps the mutants of ``path`` whose line lies in that
+    function (:func:`function_lines`); the mutants of files no entry names are all kept."""
+    spans: dict[str, list[range]] = {}
+    for spec in functions:
+        rel, sep, name = spec.partition("::")
+        if not sep or not name:
+            raise ValueError(f"{spec!r} is not path::function")
+        spans.setdefault(Path(rel).as_posix(), []).append(function_lines(rel, name))
+    return [m for m in mutants if m.path not in spans or any(m.line in span for span in spans[m.path])]
 
 
 def complete(mutant: Mutant) -> Mutant | None:
@@ -595,6 +627,7 @@ def summarize(results: list[Result], total: int, args: argparse.Namespace, secon
         "mutants_total": total,
         "sample": args.sample,
         "seed": args.seed,
+        "functions": getattr(args, "functions", []),
         "tests": getattr(args, "tests", None) or "coverage map (the tests that run each mutated line)",
         "run": len(results),
         "score": killed / len(judged) if judged else None,
@@ -633,7 +666,19 @@ def _row(r: Result) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="./run mutate", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--paths", nargs="+", default=list(DEFAULT_TARGETS), help="files or globs to mutate")
+    parser.add_argument(
+        "--paths",
+        nargs="+",
+        default=None,
+        help="files or globs to mutate (default: DEFAULT_TARGETS, or none with --functions)",
+    )
+    parser.add_argument(
+        "--functions",
+        nargs="+",
+        default=[],
+        help="path::name (name: f or Class.f): mutate only these functions of their files (those files are added to "
+        "--paths); other --paths files are mutated whole",
+    )
     parser.add_argument("--sample", type=int, default=None, help="run a seeded uniform sample of N mutants")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--jobs", type=int, default=1, help="mutants run in parallel (each in its own copy)")
@@ -668,8 +713,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.sample is not None and args.sample < 1:
         parser.error(f"--sample={args.sample} must be at least 1")
 
-    targets = target_files(args.paths)
-    mutants = enumerate_mutants(targets)
+    paths = args.paths if args.paths is not None else ([] if args.functions else list(DEFAULT_TARGETS))
+    paths += [f.partition("::")[0] for f in args.functions if f.partition("::")[0] not in paths]
+    targets = target_files(paths)
+    try:
+        mutants = in_functions(enumerate_mutants(targets), args.functions)
+    except ValueError as exc:
+        parser.error(f"--functions: {exc}")
     total = len(mutants)
     chosen = (
         sorted(random.Random(args.seed).sample(range(total), args.sample))
