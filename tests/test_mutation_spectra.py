@@ -11,6 +11,7 @@ for the test) and compare its decision with the docstring's conditions evaluated
 
 from __future__ import annotations
 
+import ctypes
 from collections.abc import Callable
 from typing import Any
 
@@ -331,3 +332,47 @@ def test_product_rank_bound_is_the_smallest_of_its_three_sides(rows_a, rows_b, i
     a, b = rng.standard_normal((rows_a, inner)), rng.standard_normal((rows_b, inner))
     st = stats.product_stats("p", a, b, kind="vo", layer=0, head=0)
     assert st.rank_bound == min(rows_a, rows_b, inner) == st.rank  # random factors: the bound is attained
+
+
+# --------------------------------------------------------------------------- lapack.py (the second run, issue 23)
+
+
+@pytest.mark.skipif(lapack.native() is None, reason="no native LAPACK here")
+def test_a_naming_the_library_lacks_is_passed_over(monkeypatch):
+    # native() tries each LAPACKE naming in turn (_NAMINGS): one the library does not export is skipped and the
+    # next is tried (the `continue`; a `break` there would give up on the library). Reference: the same library
+    # is found with an unknown naming put first.
+    real = lapack.native()
+    assert real is not None
+    with monkeypatch.context() as patch:
+        patch.setattr(
+            lapack, "_NAMINGS", (("absent_LAPACKE_{}", "absent_get_config", ctypes.c_int64), *lapack._NAMINGS)
+        )
+        lapack.native.cache_clear()
+        try:
+            found = lapack.native()
+        finally:
+            lapack.native.cache_clear()
+    assert found is not None and found.path == real.path
+
+
+@pytest.mark.skipif(lapack.native() is None, reason="no native LAPACK here")
+def test_a_binding_whose_driver_fails_is_refused():
+    # _agrees' one-off check: a driver that reports an error (LAPACK's info < 0, an illegal argument) makes the
+    # binding unusable, not trusted (`return False` in its except clause).
+    bound = lapack.native()
+    assert bound is not None
+    failing = bound._replace(gesdd=lambda *args: -1)
+    with pytest.raises(np.linalg.LinAlgError, match=r"LAPACK dgesdd failed \(info=-1\)"):
+        lapack._svdvals(failing, np.eye(2))
+    assert not lapack._agrees(failing)
+    assert lapack._agrees(bound)
+
+
+def test_eigenvalues_of_a_stack_are_numpys():
+    # eigvalsh sends only a non-empty 2-D matrix to the native syevd; a stack of symmetric matrices goes to
+    # numpy.linalg.eigvalsh, which is the reference (the native call would read the stack as one matrix).
+    a = np.random.default_rng(3).standard_normal((3, 5, 5))
+    g = a @ a.transpose(0, 2, 1)
+    assert np.array_equal(lapack.eigvalsh(g), np.linalg.eigvalsh(g))
+    assert lapack.eigvalsh(np.zeros((0, 0))).shape == (0,)
