@@ -376,3 +376,62 @@ def test_eigenvalues_of_a_stack_are_numpys():
     g = a @ a.transpose(0, 2, 1)
     assert np.array_equal(lapack.eigvalsh(g), np.linalg.eigvalsh(g))
     assert lapack.eigvalsh(np.zeros((0, 0))).shape == (0,)
+
+
+@pytest.mark.skipif(lapack.native() is None, reason="no native LAPACK here")
+def test_a_library_that_disagrees_is_not_bound(monkeypatch):
+    # native() binds a library only once _agrees accepts it (`bound is not None and _agrees(bound)`): with the
+    # drivers giving other numbers (scaled here), no library is used and every call goes to numpy.linalg.
+    real = lapack._svdvals
+    with monkeypatch.context() as patch:
+        patch.setattr(lapack, "_svdvals", lambda b, a: 2 * real(b, a))
+        lapack.native.cache_clear()
+        try:
+            found = lapack.native()
+        finally:
+            lapack.native.cache_clear()
+    assert found is None
+
+
+@pytest.mark.skipif(lapack.native() is None, reason="no native LAPACK here")
+def test_a_candidate_that_does_not_load_is_passed_over(monkeypatch):
+    # a candidate ctypes cannot open (here: a path not mapped, refused under RTLD_NOLOAD) is skipped and the next
+    # one is tried (the `continue` after OSError). Reference: the same library is found behind it.
+    real = lapack.native()
+    assert real is not None
+    missing = "/nonexistent/libopenblas_missing.so"
+    with monkeypatch.context() as patch:
+        patch.setattr(lapack, "_candidate_libraries", lambda: [missing, real.path])
+        lapack.native.cache_clear()
+        try:
+            found = lapack.native()
+        finally:
+            lapack.native.cache_clear()
+    assert found is not None and found.path == real.path
+
+
+@pytest.mark.skipif(lapack.native() is None, reason="no native LAPACK here")
+def test_numpys_own_openblas_is_the_first_candidate():
+    # _candidate_libraries' order (its docstring): the OpenBLAS under numpy's own folder first. scipy maps its own
+    # OpenBLAS too, so with scipy.linalg imported there are two candidates, and numpy's must come first (the
+    # results are then numpy.linalg's own library's, whatever scipy ships).
+    import os
+
+    import scipy.linalg  # noqa: F401  (maps scipy's OpenBLAS into the process)
+
+    found = lapack._candidate_libraries()
+    numpy_folder = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(np.__file__))), "numpy")
+    ours = [p for p in found if p.startswith(numpy_folder)]
+    if not ours or len(ours) == len(found):
+        pytest.skip("needs numpy's OpenBLAS and another one mapped")
+    assert found[0] in ours
+
+
+def test_one_by_one_and_empty_stacks_are_numpys():
+    # svdvals and qr_r return early only for a matrix with no entries: a 1 x 1 matrix is computed (|a| and
+    # numpy's R, the reference), and a stack of no matrices keeps each matrix's min(m, n) (numpy's shape).
+    a = np.array([[-3.0]])
+    assert np.array_equal(lapack.svdvals(a), np.linalg.svd(a, compute_uv=False)) and lapack.svdvals(a)[0] == 3.0
+    assert np.array_equal(lapack.qr_r(a), np.linalg.qr(a, mode="r"))
+    empty = np.zeros((0, 3, 4))
+    assert lapack.svdvals(empty).shape == np.linalg.svd(empty, compute_uv=False).shape == (0, 3)
