@@ -142,3 +142,19 @@ def test_coefficient_without_logs_of_scalars_is_a_float():
     for p, want in ((1.0, 66.0), (0.0, 22.0)):
         got = compiled.thm41_coefficient_without_logs("vector", p=p, R=2.0, B=1.5, a=6, b=4)
         assert type(got) is float and got == pytest.approx(want, rel=1e-15)
+
+
+def test_theorem_inputs_record_the_realised_input_scale_when_there_is_one():
+    # Kills `t.input_scale if t.input_scale_realised is None else t.input_scale_realised` negated (`is not None`,
+    # `not ... is None`) in analysis.theorem_inputs. Reference: its docstring and MatrixTerm's: B is the input scale
+    # at its grid value, B_realised the realised one, which is B itself when the term records none (None).
+    import dataclasses
+
+    import numpy as np
+
+    from numerics.analysis import theorem_inputs
+
+    moved = dataclasses.replace(_term("ff2", "ff2", (6, 4), [1.5, 0.5], scale=2.0), input_scale_realised=1.25)
+    fixed = _term("vo", "vo", (6, 4), [1.0, 0.25], scale=3.0)
+    rows = theorem_inputs([moved, fixed], np.array([1.0, 2.0]), FAST)
+    assert [(r["B"], r["B_realised"]) for r in rows] == [(2.0, 1.25), (3.0, 3.0)]
