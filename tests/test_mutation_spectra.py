@@ -435,3 +435,34 @@ def test_one_by_one_and_empty_stacks_are_numpys():
     assert np.array_equal(lapack.qr_r(a), np.linalg.qr(a, mode="r"))
     empty = np.zeros((0, 3, 4))
     assert lapack.svdvals(empty).shape == np.linalg.svd(empty, compute_uv=False).shape == (0, 3)
+
+
+@pytest.mark.skipif(lapack.native() is None, reason="no native LAPACK here")
+@pytest.mark.parametrize("shape", [(1, 7), (7, 1), (1, 1), (4, 3)])
+def test_lapack_is_told_the_column_stride_of_the_copy_it_is_handed(shape):
+    # Each call hands LAPACK a contiguous Fortran-ordered copy of the m x n matrix, whose columns lie m doubles
+    # apart: the leading dimension passed must be that m (n for the square syevd), LAPACK's definition of LDA. A
+    # larger one is legal for LAPACK but makes it (and LAPACKE's NaN check) step past the copy; for one row, geqrf
+    # touches only A(1, 1), so only the argument itself shows it. The results are still numpy.linalg's.
+    bound = lapack.native()
+    assert bound is not None
+    seen: dict[str, int] = {}
+
+    def record(name: str, fn: Any, position: int) -> Any:
+        def call(*args: Any) -> Any:
+            seen[name] = args[position]
+            return fn(*args)
+
+        return call
+
+    spy = bound._replace(
+        gesdd=record("gesdd", bound.gesdd, 5),
+        syevd=record("syevd", bound.syevd, 5),
+        geqrf=record("geqrf", bound.geqrf, 4),
+    )
+    a = np.random.default_rng(4).standard_normal(shape)
+    g = a.T @ a
+    assert np.array_equal(lapack._svdvals(spy, a), np.linalg.svd(a, compute_uv=False))
+    assert np.array_equal(lapack._qr_r(spy, a), np.linalg.qr(a, mode="r"))
+    assert np.array_equal(lapack._eigvalsh(spy, g), np.linalg.eigvalsh(g))
+    assert seen == {"gesdd": shape[0], "geqrf": shape[0], "syevd": shape[1]}
