@@ -9,7 +9,6 @@ user (:func:`make_private_dirs`).
 
 from __future__ import annotations
 
-import hashlib
 import os
 from pathlib import Path
 
@@ -55,6 +54,8 @@ def make_private_dirs(path: str | os.PathLike[str]) -> Path:
 
 def sha256_file(path: Path) -> str:
     """Hex sha256 of a file, read in 1 MiB chunks."""
+    import hashlib  # slow: OpenSSL's _hashlib (about 5 ms; only where a file is hashed)
+
     digest = hashlib.sha256()
     with open(path, "rb") as fh:
         for chunk in iter(lambda: fh.read(CHUNK_BYTES), b""):

@@ -13,61 +13,130 @@
 * :mod:`~numerics.io.hub`: the HuggingFace hub (optional).
 """
 
-from numerics.io import architectures, checkpoint, hub, memory, onnx, registry, resolve, safetensors_reader
-from numerics.io.architectures import ARCHITECTURES as ARCHITECTURES
-from numerics.io.architectures import CONFIG_KEYS as CONFIG_KEYS
-from numerics.io.architectures import NORM_PARAMETER_NAMES as NORM_PARAMETER_NAMES
-from numerics.io.architectures import SKIP_RULES as SKIP_RULES
-from numerics.io.architectures import ArchitectureMap as ArchitectureMap
-from numerics.io.architectures import KeyMatch as KeyMatch
-from numerics.io.architectures import MatrixSpec as MatrixSpec
-from numerics.io.architectures import NormSpec as NormSpec
-from numerics.io.architectures import match_architecture as match_architecture
-from numerics.io.architectures import skip_reason as skip_reason
-from numerics.io.checkpoint import BlockInput as BlockInput
-from numerics.io.checkpoint import Checkpoint as Checkpoint
-from numerics.io.checkpoint import LayerWeights as LayerWeights
-from numerics.io.checkpoint import MatrixSource as MatrixSource
-from numerics.io.checkpoint import NormLayer as NormLayer
-from numerics.io.checkpoint import SafetensorsFiles as SafetensorsFiles
-from numerics.io.checkpoint import TensorStore as TensorStore
-from numerics.io.checkpoint import VectorSource as VectorSource
-from numerics.io.checkpoint import checkpoint_from_store as checkpoint_from_store
-from numerics.io.checkpoint import open_checkpoint as open_checkpoint
-from numerics.io.hub import available as available
-from numerics.io.hub import snapshot as snapshot
-from numerics.io.memory import ArrayTensors as ArrayTensors
-from numerics.io.memory import is_in_memory as is_in_memory
-from numerics.io.memory import open_in_memory as open_in_memory
-from numerics.io.onnx import MANIFEST as MANIFEST
-from numerics.io.onnx import find_onnx_file as find_onnx_file
-from numerics.io.onnx import onnx_to_safetensors as onnx_to_safetensors
-from numerics.io.onnx import open_onnx as open_onnx
-from numerics.io.registry import REGISTRY as REGISTRY
-from numerics.io.registry import ArchivePart as ArchivePart
-from numerics.io.registry import RegisteredCheckpoint as RegisteredCheckpoint
-from numerics.io.registry import RegisteredFile as RegisteredFile
-from numerics.io.registry import SplitArchive as SplitArchive
-from numerics.io.registry import fetch as fetch
-from numerics.io.resolve import resolve_source as resolve_source
-from numerics.io.resolve import source_paths as source_paths
-from numerics.io.safetensors_reader import DTYPES as DTYPES
-from numerics.io.safetensors_reader import FLOAT_DTYPES as FLOAT_DTYPES
-from numerics.io.safetensors_reader import MAX_DIMS as MAX_DIMS
-from numerics.io.safetensors_reader import MAX_HEADER_BYTES as MAX_HEADER_BYTES
-from numerics.io.safetensors_reader import TensorInfo as TensorInfo
-from numerics.io.safetensors_reader import load_tensor as load_tensor
-from numerics.io.safetensors_reader import read_header as read_header
-from numerics.io.safetensors_reader import require_finite as require_finite
+from __future__ import annotations
 
-#: The public names of the modules above, in their order.
-__all__ = [
-    *safetensors_reader.__all__,
-    *architectures.__all__,
-    *checkpoint.__all__,
-    *memory.__all__,
-    *resolve.__all__,
-    *registry.__all__,
-    *onnx.__all__,
-    *hub.__all__,
-]
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from numerics.io.architectures import ARCHITECTURES as ARCHITECTURES
+    from numerics.io.architectures import CONFIG_KEYS as CONFIG_KEYS
+    from numerics.io.architectures import NORM_PARAMETER_NAMES as NORM_PARAMETER_NAMES
+    from numerics.io.architectures import SKIP_RULES as SKIP_RULES
+    from numerics.io.architectures import ArchitectureMap as ArchitectureMap
+    from numerics.io.architectures import KeyMatch as KeyMatch
+    from numerics.io.architectures import MatrixSpec as MatrixSpec
+    from numerics.io.architectures import NormSpec as NormSpec
+    from numerics.io.architectures import match_architecture as match_architecture
+    from numerics.io.architectures import skip_reason as skip_reason
+    from numerics.io.checkpoint import BlockInput as BlockInput
+    from numerics.io.checkpoint import Checkpoint as Checkpoint
+    from numerics.io.checkpoint import LayerWeights as LayerWeights
+    from numerics.io.checkpoint import MatrixSource as MatrixSource
+    from numerics.io.checkpoint import NormLayer as NormLayer
+    from numerics.io.checkpoint import SafetensorsFiles as SafetensorsFiles
+    from numerics.io.checkpoint import TensorStore as TensorStore
+    from numerics.io.checkpoint import VectorSource as VectorSource
+    from numerics.io.checkpoint import checkpoint_from_store as checkpoint_from_store
+    from numerics.io.checkpoint import open_checkpoint as open_checkpoint
+    from numerics.io.hub import available as available
+    from numerics.io.hub import snapshot as snapshot
+    from numerics.io.memory import ArrayTensors as ArrayTensors
+    from numerics.io.memory import is_in_memory as is_in_memory
+    from numerics.io.memory import open_in_memory as open_in_memory
+    from numerics.io.onnx import MANIFEST as MANIFEST
+    from numerics.io.onnx import find_onnx_file as find_onnx_file
+    from numerics.io.onnx import onnx_to_safetensors as onnx_to_safetensors
+    from numerics.io.onnx import open_onnx as open_onnx
+    from numerics.io.registry import REGISTRY as REGISTRY
+    from numerics.io.registry import ArchivePart as ArchivePart
+    from numerics.io.registry import RegisteredCheckpoint as RegisteredCheckpoint
+    from numerics.io.registry import RegisteredFile as RegisteredFile
+    from numerics.io.registry import SplitArchive as SplitArchive
+    from numerics.io.registry import fetch as fetch
+    from numerics.io.resolve import resolve_source as resolve_source
+    from numerics.io.resolve import source_paths as source_paths
+    from numerics.io.safetensors_reader import DTYPES as DTYPES
+    from numerics.io.safetensors_reader import FLOAT_DTYPES as FLOAT_DTYPES
+    from numerics.io.safetensors_reader import MAX_DIMS as MAX_DIMS
+    from numerics.io.safetensors_reader import MAX_HEADER_BYTES as MAX_HEADER_BYTES
+    from numerics.io.safetensors_reader import TensorInfo as TensorInfo
+    from numerics.io.safetensors_reader import load_tensor as load_tensor
+    from numerics.io.safetensors_reader import read_header as read_header
+    from numerics.io.safetensors_reader import require_finite as require_finite
+
+#: The submodules, in the order of the list above (each an attribute of this package once imported).
+_SUBMODULES = ("safetensors_reader", "architectures", "checkpoint", "memory", "resolve", "registry", "onnx", "hub")
+
+#: Where each public name lives. Imported on first use: opening a safetensors checkpoint (``specbound analyze``
+#: on a folder, every worker process) never loads the registry's archive and hashing code nor the ONNX converter.
+_HOMES: dict[str, str] = {
+    **dict.fromkeys(
+        (
+            "DTYPES",
+            "FLOAT_DTYPES",
+            "MAX_DIMS",
+            "MAX_HEADER_BYTES",
+            "TensorInfo",
+            "load_tensor",
+            "read_header",
+            "require_finite",
+        ),
+        "safetensors_reader",
+    ),
+    **dict.fromkeys(
+        (
+            "ARCHITECTURES",
+            "CONFIG_KEYS",
+            "NORM_PARAMETER_NAMES",
+            "SKIP_RULES",
+            "ArchitectureMap",
+            "KeyMatch",
+            "MatrixSpec",
+            "NormSpec",
+            "match_architecture",
+            "skip_reason",
+        ),
+        "architectures",
+    ),
+    **dict.fromkeys(
+        (
+            "BlockInput",
+            "Checkpoint",
+            "LayerWeights",
+            "MatrixSource",
+            "NormLayer",
+            "SafetensorsFiles",
+            "TensorStore",
+            "VectorSource",
+            "checkpoint_from_store",
+            "open_checkpoint",
+        ),
+        "checkpoint",
+    ),
+    **dict.fromkeys(("ArrayTensors", "is_in_memory", "open_in_memory"), "memory"),
+    **dict.fromkeys(("resolve_source", "source_paths"), "resolve"),
+    **dict.fromkeys(
+        ("REGISTRY", "ArchivePart", "RegisteredCheckpoint", "RegisteredFile", "SplitArchive", "fetch"), "registry"
+    ),
+    **dict.fromkeys(("MANIFEST", "find_onnx_file", "onnx_to_safetensors", "open_onnx"), "onnx"),
+    **dict.fromkeys(("available", "snapshot"), "hub"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _SUBMODULES:
+        return importlib.import_module(f".{name}", __name__)
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{home}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_HOMES) | set(_SUBMODULES))
+
+
+__all__ = list(_HOMES)

@@ -11,8 +11,6 @@ from pathlib import Path
 
 from numerics._util.cache import cache_root
 from numerics.errors import CheckpointError
-from numerics.io import registry
-from numerics.io.onnx import open_onnx
 
 __all__ = ["resolve_source", "source_paths"]
 
@@ -33,23 +31,32 @@ def resolve_source(source: str | os.PathLike[str]) -> str:
     except OSError as exc:  # e.g. a name longer than the file system allows
         raise CheckpointError(text, f"cannot be used as a path ({exc.strerror or exc})") from None
     if path.is_file() and path.suffix.lower() == ".onnx":
-        return os.fspath(open_onnx(path))
+        return os.fspath(_open_onnx(path))
     if path.is_dir():
         if (
             not any(path.glob("*.safetensors"))
             and not (path / "model.safetensors.index.json").is_file()
             and any(path.glob("*.onnx"))
         ):
-            return os.fspath(open_onnx(path))
+            return os.fspath(_open_onnx(path))
         return text
     if path.exists():
         return text
+    from numerics.io import registry  # slow: zipfile, hashlib (a registry name only; a path never needs them)
+
     if text in registry.REGISTRY:
         folder = registry.fetch(text, progress=None)
         if registry.REGISTRY[text].format == "onnx":
-            return os.fspath(open_onnx(folder))
+            return os.fspath(_open_onnx(folder))
         return os.fspath(folder)
     return text
+
+
+def _open_onnx(path: str | os.PathLike[str]) -> Path:
+    """:func:`numerics.io.onnx.open_onnx`, imported when an ONNX export is met."""
+    from numerics.io import onnx  # slow: safetensors.numpy and the converter (ONNX inputs only)
+
+    return onnx.open_onnx(path)
 
 
 def source_paths(source: str | os.PathLike[str]) -> tuple[Path, ...]:
@@ -58,6 +65,8 @@ def source_paths(source: str | os.PathLike[str]) -> tuple[Path, ...]:
     conversions). Meant for ``protect=``; nothing is fetched or converted."""
     text = os.fspath(source)
     found = [Path(text)] if os.path.lexists(text) else []
+    from numerics.io import registry  # slow: zipfile, hashlib (the registry's names)
+
     if not found and text in registry.REGISTRY:
         entry = registry.REGISTRY[text]
         found.append(cache_root() / f"{entry.name}-{entry.version}")

@@ -44,9 +44,7 @@ import os
 import pickle
 import signal
 import struct
-import subprocess
 import sys
-import tempfile
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -58,6 +56,8 @@ from numerics._util.checks import check_count
 from numerics._util.subprocesses import isolated_python_command
 
 if TYPE_CHECKING:
+    import subprocess
+
     from numerics.io.checkpoint import MatrixSource
 
 __all__ = ["Job", "WholeMatrixPool", "available_cpus", "load_average", "supported", "stats_from_source", "worker_main"]
@@ -516,6 +516,9 @@ class _Interpreters:
           OSError (or any error of ``subprocess``): the workers could not start; every pipe is
             closed again.
         """
+        import subprocess  # slow: subprocess, tempfile (with shutil: about 20 ms; only when workers start)
+        import tempfile  # slow: see above
+
         pairs: list[list[int]] = []  # the workers' ends: [read_fd, write_fd]
         mine: list[tuple[int, int]] = []  # ours: (write_fd, read_fd)
         try:
@@ -563,6 +566,8 @@ class _Interpreters:
 
     def stop(self, pids: list[int]) -> None:
         """Wait for the interpreters (their pipes are closed: they are ending); kill them after 10 s."""
+        import subprocess  # slow: imported by start() already (there is a process to wait for)
+
         for proc in self.procs:
             try:
                 proc.wait(timeout=10)

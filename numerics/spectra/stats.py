@@ -617,6 +617,8 @@ def weight_stats(
     check_stats_options(kind=kind, dtype_eps=dtype_eps, rank_rtol=rank_rtol)
     t = relative_rank_tolerance(w.shape, dtype_eps=dtype_eps, rank_rtol=rank_rtol)
     sv, how = whole_spectrum(w, relative_tolerance=t, method=method, each_value=each_value)
+    with np.errstate(over="ignore", invalid="ignore"):  # as matrix_stats(weight=w) would, without checking w again
+        norm_2_1, norm_1_1 = _weight_norms(w)
     return matrix_stats(
         name,
         sv,
@@ -624,7 +626,8 @@ def weight_stats(
         kind=kind,
         layer=layer,
         head=None,
-        weight=w,
+        norm_2_1=norm_2_1,
+        norm_1_1=norm_1_1,
         rank_rtol=rank_rtol,
         dtype_eps=dtype_eps,
         spectrum=how,
