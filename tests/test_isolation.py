@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 import numerics
-from numerics._util import subprocesses
+from numerics._util import lapack, subprocesses
 from numerics.io.checkpoint import open_checkpoint
 from numerics.parallel import workers
 from numerics.spectra import weight_stats
@@ -187,9 +187,11 @@ def test_the_numeric_path_imports_no_sympy(tmp_path):
     # bounds, proxies) runs with an empty cache and never loads SymPy. Nor scipy (numerics._util.lapack and
     # logmath stand in for it; its import cost every analysis about 0.4 s), nor matplotlib. And a folder
     # needs neither the registry's fetching and hashing code, nor the ONNX converter, nor what starting
-    # worker processes needs (no workers start here): together about 50 ms of every analysis's start.
+    # worker processes needs (no workers start here): together about 50 ms of every analysis's start. Nor
+    # threadpoolctl where numpy's BLAS is the OpenBLAS numerics._util.lapack binds (numerics._util.blas: 7 ms).
     folder = _checkpoint(tmp_path / "ck")
     unneeded = ("numerics.io.registry", "numerics.io.onnx", "hashlib", "zipfile", "subprocess", "tempfile")
+    unneeded += ("threadpoolctl",) if lapack.native() is not None else ()
     code = (
         "import sys; from numerics.analysis import analyze; "
         f"analyze({str(folder)!r}, processes=0); "
