@@ -12,7 +12,8 @@
   (installed on demand with ``pip install weightwatcher==0.7.7``; skipped with a note if that
   fails). It computes whole-matrix spectra only (no heads).
 
-Each timing is the median of ``repeats`` runs; ratios are against the floor measured in the
+Each timing is the median of ``repeats`` runs (5: with 3, two quiet runs of the whole process differed by 0.04 in
+their ratio to the floor); ratios are against the floor measured in the
 same run, since the machines are shared and noisy. Besides the in-process times, each run's whole
 process (interpreter start, imports and all, as a user waits for it) is timed from outside
 (``*_process_seconds``): specbound's is a process that only imports and runs ``analyze``. In the same
@@ -182,7 +183,7 @@ def _weightwatcher_python() -> str | None:
     return str(python) if subprocess.run(check, capture_output=True).returncode == 0 else None
 
 
-def run(repeats: int = 3) -> dict[str, Any]:
+def run(repeats: int = 5) -> dict[str, Any]:
     from numerics.io.registry import fetch
 
     folder = str(fetch("minilm-l6"))
