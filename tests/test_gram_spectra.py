@@ -23,6 +23,7 @@ from numerics.spectra.stats import (
     SPECTRUM_METHODS,
     gram_singular_values,
     relative_rank_tolerance,
+    schatten_power,
     weight_stats,
     whole_singular_values,
     whole_spectrum,
@@ -222,6 +223,39 @@ def test_schatten_table_equals_each_terms_schatten():
     assert list(table[0]) == [3, 5, 0, 3, 2]  # S_0 = rank
     with pytest.raises(ValueError, match=r"\[0, 2\]"):
         schatten_table(terms, 2.5)
+
+
+def test_schatten_table_reuses_a_column_only_for_the_same_read_only_spectrum_and_rank():
+    # The cache (numerics.bounds.terms._COLUMNS) serves term objects sharing the spectra's read-only arrays;
+    # reference: schatten_power on each term's retained values, as the test above.
+    rng = np.random.default_rng(11)
+    sv = np.sort(rng.uniform(0.1, 2.0, 6))[::-1].copy()
+    sv.setflags(write=False)
+
+    def term(values: np.ndarray, rank: int) -> MatrixTerm:
+        return MatrixTerm(
+            name="m",
+            kind="vo",
+            shape=(8, 8),
+            rank_bound=8,
+            singular_values=values,
+            rank=rank,
+            log_rho=0.0,
+            input_scale=1.0,
+            group="g",
+        )
+
+    p = np.array([[0.0], [0.5], [1.3], [2.0]])
+    for rank in (6, 4, 6, 2):  # the same array at another rank is another column
+        got = schatten_table([term(sv, rank)], p)[:, 0]
+        assert np.array_equal(got, schatten_power(sv[:rank], p[:, 0]))
+    writable = sv.copy()
+    assert np.array_equal(schatten_table([term(writable, 6)], p)[:, 0], schatten_power(sv, p[:, 0]))
+    writable *= 2.0  # changed in place: a writable spectrum is never taken from the cache
+    assert np.array_equal(schatten_table([term(writable, 6)], p)[:, 0], schatten_power(2.0 * sv, p[:, 0]))
+    same = sv.copy()
+    same.setflags(write=False)  # equal values in another array: computed again, the same numbers
+    assert np.array_equal(schatten_table([term(same, 5)], p)[:, 0], schatten_power(sv[:5], p[:, 0]))
 
 
 # --------------------------------------------------------------------------- whole analyses, both paths
