@@ -258,6 +258,48 @@ def test_schatten_table_reuses_a_column_only_for_the_same_read_only_spectrum_and
     assert np.array_equal(schatten_table([term(same, 5)], p)[:, 0], schatten_power(sv[:5], p[:, 0]))
 
 
+def test_schatten_table_edges_and_its_cache_is_used(monkeypatch):
+    # References: schatten_power, whose S_p leaves exact zeros out (so S_0 counts only non-zero values).
+    def term(values: np.ndarray, rank: int) -> MatrixTerm:
+        return MatrixTerm(
+            name="m",
+            kind="vo",
+            shape=(8, 8),
+            rank_bound=8,
+            singular_values=values,
+            rank=rank,
+            log_rho=0.0,
+            input_scale=1.0,
+            group="g",
+        )
+
+    p = np.array([[0.0], [0.7], [2.0]])
+    with_zero = np.array([2.0, 0.5, 0.0])  # a rank that counts an exact zero
+    single = np.array([3.0])  # rank 1, as the attention output bias's 1 x N matrix
+    table = schatten_table([term(with_zero, 3), term(single, 1)], p)
+    assert np.array_equal(table[:, 0], schatten_power(with_zero, p[:, 0])) and table[0, 0] == 2
+    assert np.array_equal(table[:, 1], schatten_power(single, p[:, 0]))
+    with pytest.raises(ValueError, match=r"\[0, 2\]"):
+        schatten_table([term(single, 1)], -0.5)
+    # Term objects sharing a read-only spectrum (the peeled and the realised terms of one analysis): only the
+    # first of three calls computes a power
+    shared = np.array([1.5, 0.25, 0.125])
+    shared.setflags(write=False)
+    powers = []
+    real_power = np.power
+
+    def counted(*args, **kwargs):
+        powers.append(1)
+        return real_power(*args, **kwargs)
+
+    monkeypatch.setattr(np, "power", counted)
+    first = schatten_table([term(shared, 3)], p)
+    computed = len(powers)
+    again = [schatten_table([term(shared, 3)], p) for _ in range(2)]
+    assert computed >= 1 and len(powers) == computed
+    assert all(np.array_equal(a, first) for a in again)
+
+
 # --------------------------------------------------------------------------- whole analyses, both paths
 
 
