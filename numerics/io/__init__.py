@@ -15,8 +15,9 @@
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from numerics._util.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from numerics.io.architectures import ARCHITECTURES as ARCHITECTURES
@@ -124,19 +125,7 @@ _HOMES: dict[str, str] = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name in _SUBMODULES:
-        return importlib.import_module(f".{name}", __name__)
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{home}", __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_HOMES) | set(_SUBMODULES))
+__getattr__, __dir__ = lazy_exports(__name__, _HOMES, submodules=_SUBMODULES)
 
 
 __all__ = list(_HOMES)
