@@ -197,24 +197,26 @@ def test_zero_and_empty_matrices():
 # --------------------------------------------------------------------------- the Schatten table
 
 
+def _term(values: np.ndarray, rank: int, name: str = "m") -> MatrixTerm:
+    """A ``VO`` term of an ``8 x 8`` matrix with these singular values and rank (the Schatten table's tests)."""
+    return MatrixTerm(
+        name=name,
+        kind="vo",
+        shape=(8, 8),
+        rank_bound=8,
+        singular_values=values,
+        rank=rank,
+        log_rho=0.0,
+        input_scale=1.0,
+        group="g",
+    )
+
+
 def test_schatten_table_equals_each_terms_schatten():
     rng = np.random.default_rng(7)
     terms = []
     for j, (r, size) in enumerate([(3, 5), (5, 5), (0, 4), (3, 3), (2, 6)]):
-        sv = np.sort(rng.uniform(0.1, 2.0, size))
-        terms.append(
-            MatrixTerm(
-                name=f"m{j}",
-                kind="vo",
-                shape=(8, 8),
-                rank_bound=8,
-                singular_values=sv,
-                rank=r,
-                log_rho=0.0,
-                input_scale=1.0,
-                group="g",
-            )
-        )
+        terms.append(_term(np.sort(rng.uniform(0.1, 2.0, size)), r, name=f"m{j}"))
     p = rng.uniform(0, 2, (4, len(terms)))
     p[0] = 0.0
     table = schatten_table(terms, p)
@@ -232,55 +234,29 @@ def test_schatten_table_reuses_a_column_only_for_the_same_read_only_spectrum_and
     sv = np.sort(rng.uniform(0.1, 2.0, 6))[::-1].copy()
     sv.setflags(write=False)
 
-    def term(values: np.ndarray, rank: int) -> MatrixTerm:
-        return MatrixTerm(
-            name="m",
-            kind="vo",
-            shape=(8, 8),
-            rank_bound=8,
-            singular_values=values,
-            rank=rank,
-            log_rho=0.0,
-            input_scale=1.0,
-            group="g",
-        )
-
     p = np.array([[0.0], [0.5], [1.3], [2.0]])
     for rank in (6, 4, 6, 2):  # the same array at another rank is another column
-        got = schatten_table([term(sv, rank)], p)[:, 0]
+        got = schatten_table([_term(sv, rank)], p)[:, 0]
         assert np.array_equal(got, schatten_power(sv[:rank], p[:, 0]))
     writable = sv.copy()
-    assert np.array_equal(schatten_table([term(writable, 6)], p)[:, 0], schatten_power(sv, p[:, 0]))
+    assert np.array_equal(schatten_table([_term(writable, 6)], p)[:, 0], schatten_power(sv, p[:, 0]))
     writable *= 2.0  # changed in place: a writable spectrum is never taken from the cache
-    assert np.array_equal(schatten_table([term(writable, 6)], p)[:, 0], schatten_power(2.0 * sv, p[:, 0]))
+    assert np.array_equal(schatten_table([_term(writable, 6)], p)[:, 0], schatten_power(2.0 * sv, p[:, 0]))
     same = sv.copy()
     same.setflags(write=False)  # equal values in another array: computed again, the same numbers
-    assert np.array_equal(schatten_table([term(same, 5)], p)[:, 0], schatten_power(sv[:5], p[:, 0]))
+    assert np.array_equal(schatten_table([_term(same, 5)], p)[:, 0], schatten_power(sv[:5], p[:, 0]))
 
 
 def test_schatten_table_edges_and_its_cache_is_used(monkeypatch):
     # References: schatten_power, whose S_p leaves exact zeros out (so S_0 counts only non-zero values).
-    def term(values: np.ndarray, rank: int) -> MatrixTerm:
-        return MatrixTerm(
-            name="m",
-            kind="vo",
-            shape=(8, 8),
-            rank_bound=8,
-            singular_values=values,
-            rank=rank,
-            log_rho=0.0,
-            input_scale=1.0,
-            group="g",
-        )
-
     p = np.array([[0.0], [0.7], [2.0]])
     with_zero = np.array([2.0, 0.5, 0.0])  # a rank that counts an exact zero
     single = np.array([3.0])  # rank 1, as the attention output bias's 1 x N matrix
-    table = schatten_table([term(with_zero, 3), term(single, 1)], p)
+    table = schatten_table([_term(with_zero, 3), _term(single, 1)], p)
     assert np.array_equal(table[:, 0], schatten_power(with_zero, p[:, 0])) and table[0, 0] == 2
     assert np.array_equal(table[:, 1], schatten_power(single, p[:, 0]))
     with pytest.raises(ValueError, match=r"\[0, 2\]"):
-        schatten_table([term(single, 1)], -0.5)
+        schatten_table([_term(single, 1)], -0.5)
     # Term objects sharing a read-only spectrum (the peeled and the realised terms of one analysis): only the
     # first of three calls computes a power
     shared = np.array([1.5, 0.25, 0.125])
@@ -293,9 +269,9 @@ def test_schatten_table_edges_and_its_cache_is_used(monkeypatch):
         return real_power(*args, **kwargs)
 
     monkeypatch.setattr(np, "power", counted)
-    first = schatten_table([term(shared, 3)], p)
+    first = schatten_table([_term(shared, 3)], p)
     computed = len(powers)
-    again = [schatten_table([term(shared, 3)], p) for _ in range(2)]
+    again = [schatten_table([_term(shared, 3)], p) for _ in range(2)]
     assert computed >= 1 and len(powers) == computed
     assert all(np.array_equal(a, first) for a in again)
 

@@ -337,6 +337,17 @@ def test_product_rank_bound_is_the_smallest_of_its_three_sides(rows_a, rows_b, i
 # --------------------------------------------------------------------------- lapack.py (the second run, issue 23)
 
 
+def _native_with(monkeypatch, name, value):
+    """``lapack.native()`` found afresh with ``lapack.<name>`` replaced by ``value`` (its cache cleared before and after)."""
+    with monkeypatch.context() as patch:
+        patch.setattr(lapack, name, value)
+        lapack.native.cache_clear()
+        try:
+            return lapack.native()
+        finally:
+            lapack.native.cache_clear()
+
+
 @pytest.mark.skipif(lapack.native() is None, reason="no native LAPACK here")
 def test_a_naming_the_library_lacks_is_passed_over(monkeypatch):
     # native() tries each LAPACKE naming in turn (_NAMINGS): one the library does not export is skipped and the
@@ -344,15 +355,8 @@ def test_a_naming_the_library_lacks_is_passed_over(monkeypatch):
     # is found with an unknown naming put first.
     real = lapack.native()
     assert real is not None
-    with monkeypatch.context() as patch:
-        patch.setattr(
-            lapack, "_NAMINGS", (("absent_LAPACKE_{}", "absent_get_config", ctypes.c_int64), *lapack._NAMINGS)
-        )
-        lapack.native.cache_clear()
-        try:
-            found = lapack.native()
-        finally:
-            lapack.native.cache_clear()
+    absent = ("absent_LAPACKE_{}", "absent_get_config", ctypes.c_int64)
+    found = _native_with(monkeypatch, "_NAMINGS", (absent, *lapack._NAMINGS))
     assert found is not None and found.path == real.path
 
 
@@ -383,14 +387,7 @@ def test_a_library_that_disagrees_is_not_bound(monkeypatch):
     # native() binds a library only once _agrees accepts it (`bound is not None and _agrees(bound)`): with the
     # drivers giving other numbers (scaled here), no library is used and every call goes to numpy.linalg.
     real = lapack._svdvals
-    with monkeypatch.context() as patch:
-        patch.setattr(lapack, "_svdvals", lambda b, a: 2 * real(b, a))
-        lapack.native.cache_clear()
-        try:
-            found = lapack.native()
-        finally:
-            lapack.native.cache_clear()
-    assert found is None
+    assert _native_with(monkeypatch, "_svdvals", lambda b, a: 2 * real(b, a)) is None
 
 
 @pytest.mark.skipif(lapack.native() is None, reason="no native LAPACK here")
@@ -400,13 +397,7 @@ def test_a_candidate_that_does_not_load_is_passed_over(monkeypatch):
     real = lapack.native()
     assert real is not None
     missing = "/nonexistent/libopenblas_missing.so"
-    with monkeypatch.context() as patch:
-        patch.setattr(lapack, "_candidate_libraries", lambda: [missing, real.path])
-        lapack.native.cache_clear()
-        try:
-            found = lapack.native()
-        finally:
-            lapack.native.cache_clear()
+    found = _native_with(monkeypatch, "_candidate_libraries", lambda: [missing, real.path])
     assert found is not None and found.path == real.path
 
 
