@@ -770,7 +770,7 @@ def smallest_sample_size(
     ``says_something(lo)`` false and ``says_something(hi)`` true and returns ``hi`` once the bracket holds one
     integer (``hi <= 2^53``) or ``hi / lo - 1 <= rtol`` above: the answer depends only on where the predicate
     turns, not on the path. While ``hi > 4 lo`` the next point is the geometric midpoint (bisection in
-    ``log n``); within a factor 4, with float values at both ends, it is where the line through them in ``log n``
+    ``log n``); within a factor 4, with float values at both ends, it is where the line through them in ``1/sqrt(n)``
     crosses zero (regula falsi, Illinois-modified: the end kept twice in a row has its value halved), rounded to
     an integer strictly inside; else the midpoint. About 15 evaluations instead of about 45 for a threshold near
     ``10^9``. ``None`` when the predicate fails at ``n_max``; ``1.0`` when it holds at ``n = 1``.
