@@ -47,9 +47,10 @@ Conventions (the same in every function):
   Counting copies as tied pairs instead would shrink tau-a towards 0 by about a factor
   ``1 - 1/K`` (a quarter in a group of four). Within a granulated group the resample keeps the
   group's drawn members; a group with fewer than two distinct drawn models, and an axis with no
-  such group, drop out of that resample's means. Resampling whole groups (a cluster bootstrap)
-  would be the alternative for one ``psi_k``, but groups differ from axis to axis, so it has no
-  joint resample for ``Psi``; it is not implemented.
+  such group, drop out of that resample's means. With ``cluster_axes`` the resample is two-stage
+  (:func:`~.inference.two_stage_counts`): the settings first, then the seeds inside each drawn
+  setting, since seeds of one setting are not independent draws of a model; the multiplicities it
+  gives enter the same formulas.
 
 References:
   Y. Jiang, B. Neyshabur, H. Mobahi, D. Krishnan, S. Bengio, "Fantastic Generalization
@@ -72,12 +73,15 @@ import numpy as np
 from numerics._util.fitting import least_squares
 from numerics._util.jsonsafe import FiniteDict
 
+from .inference import two_stage_counts
+
 __all__ = [
     "Table",
     "Tau",
     "rank_correlation",
     "kendall_tau",
     "kendall_tau_b",
+    "kendall_tau_within",
     "GroupTau",
     "AxisTau",
     "GranulatedTau",
@@ -177,18 +181,27 @@ class _Pairs:
     ``tau_b = c^T s c / sqrt((P - c^T t^x c)(P - c^T t^y c))``; ``c = 1`` gives the usual values.
     """
 
-    def __init__(self, x: np.ndarray, y: np.ndarray) -> None:
+    def __init__(self, x: np.ndarray, y: np.ndarray, strata: np.ndarray | None = None) -> None:
         sx, sy = _signs(x), _signs(y)
         self.s = sx * sy
         self.tx = (sx == 0).astype(np.float64)
         self.ty = (sy == 0).astype(np.float64)
         np.fill_diagonal(self.tx, 0.0)
         np.fill_diagonal(self.ty, 0.0)
+        # with strata, only the pairs inside one stratum count (``w_ij = 1`` when ``strata_i = strata_j``)
+        self.w: np.ndarray | None = None
+        if strata is not None:
+            self.w = (strata[:, None] == strata[None, :]).astype(np.float64)
+            np.fill_diagonal(self.w, 0.0)
+            self.s, self.tx, self.ty = self.s * self.w, self.tx * self.w, self.ty * self.w
 
     def taus(self, c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         c = np.atleast_2d(np.asarray(c, dtype=np.float64))
         num = np.einsum("bi,bi->b", c @ self.s, c)
-        pairs = c.sum(axis=1) ** 2 - np.einsum("bi,bi->b", c, c)
+        if self.w is None:
+            pairs = c.sum(axis=1) ** 2 - np.einsum("bi,bi->b", c, c)
+        else:
+            pairs = np.einsum("bi,bi->b", c @ self.w, c)
         free_x = pairs - np.einsum("bi,bi->b", c @ self.tx, c)
         free_y = pairs - np.einsum("bi,bi->b", c @ self.ty, c)
         tau = np.full(c.shape[0], math.nan)
@@ -264,6 +277,36 @@ def kendall_tau(x: Sequence[float | None] | np.ndarray, y: Sequence[float | None
 def kendall_tau_b(x: Sequence[float | None] | np.ndarray, y: Sequence[float | None] | np.ndarray) -> float:
     """Tie-corrected ``tau_b`` (as ``scipy.stats.kendalltau(variant="b")``); see :func:`rank_correlation`."""
     return rank_correlation(x, y).tau_b
+
+
+def kendall_tau_within(
+    x: Sequence[float | None] | np.ndarray, y: Sequence[float | None] | np.ndarray, strata: Sequence[Hashable]
+) -> float:
+    """Kendall's tau over the pairs inside one stratum only (the pairs of models with equal ``strata``):
+    ``sum_{i<j, strata_i = strata_j} s_ij / #such pairs``; NaN without such a pair. With ``strata`` the
+    training-set size ``n``, it ranks models at fixed ``n`` (a ``1/sqrt(n)`` factor gains nothing)."""
+    xv, yv = _vector(x, "x"), _vector(y, "y")
+    labels = np.asarray(_codes(strata))
+    if not (xv.shape == yv.shape == labels.shape):
+        raise ValueError(f"x, y and strata must have the same length; got {xv.size}, {yv.size}, {labels.size}.")
+    keep = ~(np.isnan(xv) | np.isnan(yv))
+    return float(_Pairs(xv[keep], yv[keep], labels[keep]).taus(np.ones(int(keep.sum())))[0][0])
+
+
+def _codes(values: Sequence[Hashable]) -> list[int]:
+    """Integer codes of hashable labels (equal labels, equal codes)."""
+    seen: dict[Hashable, int] = {}
+    return [seen.setdefault(v, len(seen)) for v in values]
+
+
+def _resample_counts(rows: Table, cluster_axes: Sequence[str] | None, n: int, resamples: int, seed: int) -> np.ndarray:
+    """The multiplicities of ``n`` models in each resample: the plain bootstrap over models, or with
+    ``cluster_axes`` the two-stage bootstrap (:func:`~.inference.two_stage_counts`: the settings these
+    axes name, then the models inside each)."""
+    rng = np.random.default_rng(seed)
+    if cluster_axes is not None:
+        return two_stage_counts([tuple(r[a] for a in cluster_axes) for r in rows], int(resamples), rng)
+    return rng.multinomial(n, np.full(n, 1.0 / n), size=int(resamples)) if n else np.zeros((int(resamples), 0))
 
 
 # --------------------------------------------------------------------------- granulated tau
@@ -493,6 +536,9 @@ class Bootstrap(FiniteDict):
     tau_b: Interval
     psi: dict[str, Interval]
     Psi: Interval | None
+    tau_strata: Interval | None = None
+    Psi_strata: Interval | None = None
+    scheme: str = "models"
 
 
 def _interval(estimate: float, draws: np.ndarray, confidence: float, num_models: int) -> Interval:
@@ -517,6 +563,9 @@ def bootstrap(
     seed: int = 0,
     variant: Variant = "a",
     psi_axes: Sequence[str] | None = None,
+    cluster_axes: Sequence[str] | None = None,
+    strata: str | None = None,
+    psi_axes_strata: Sequence[str] | None = None,
 ) -> Bootstrap:
     """Percentile intervals for tau, tau-b and (with ``axes``) ``psi_k`` and ``Psi``.
 
@@ -532,6 +581,13 @@ def bootstrap(
       confidence: the level of the intervals, in ``(0, 1)``.
       seed: seed of the generator.
       psi_axes: the axes entering ``Psi`` (:func:`granulated_tau`); every axis of ``axes`` still has its ``psi_k``.
+      cluster_axes: resample in two stages (:func:`~.inference.two_stage_counts`): the settings (the
+        models agreeing on these columns, e.g. every axis but the seed), then the models inside each.
+        Default: the models, independently.
+      strata: a column; adds ``tau_strata``, tau over the pairs of models with equal values of it
+        (:func:`kendall_tau_within`; the training-set size ``n`` for the comparison at fixed ``n``).
+      psi_axes_strata: adds ``Psi_strata``, the mean ``psi_k`` over these axes (e.g. all but the
+        training fraction, so that ``n`` stays fixed inside every group).
     """
     _check_variant(variant)
     if isinstance(resamples, bool) or not isinstance(resamples, (int, np.integer)) or resamples < 1:
@@ -543,22 +599,29 @@ def bootstrap(
     usable = ~(np.isnan(x) | np.isnan(y))
     idx = np.flatnonzero(usable)
     n = int(idx.size)
-    rng = np.random.default_rng(seed)
-    # multiplicities of each usable model in each resample: B draws of n models with replacement
-    counts = rng.multinomial(n, np.full(n, 1.0 / n), size=int(resamples)) if n else np.zeros((int(resamples), 0))
+    # multiplicities of each usable model in each resample
+    counts = _resample_counts([table[int(i)] for i in idx], cluster_axes, n, resamples, seed)
 
     pooled = _Pairs(x[idx], y[idx])
     point = _tau(x[idx], y[idx])
     draws_a, draws_b = pooled.taus(counts)
     tau = _interval(point.tau, draws_a, confidence, n)
     tau_b = _interval(point.tau_b, draws_b, confidence, n)
+    tau_strata = None
+    if strata is not None:
+        codes = np.asarray(_codes([table[int(i)][strata] for i in idx]))
+        within = _Pairs(x[idx], y[idx], codes)
+        tau_strata = _interval(within.taus(np.ones(n))[0][0], within.taus(counts)[0], confidence, n)
 
     psi: dict[str, Interval] = {}
     Psi: Interval | None = None
+    Psi_strata: Interval | None = None
     if axes is not None and keys is not None:
         family = granulated_tau(table, measure, target, axes, variant=variant, psi_axes=psi_axes)
         position = {int(i): j for j, i in enumerate(idx)}  # table row -> column of ``counts``
         psi_draws = []
+        strata_draws = []
+        strata_axes = _psi_axes(axes, psi_axes_strata) if psi_axes_strata is not None else set()
         for k, axis in enumerate(axes):
             result = family.axes[k]
             group_draws = []
@@ -574,10 +637,18 @@ def bootstrap(
             psi[axis] = _interval(result.psi, draws, confidence, result.num_models)
             if axis in family.axes_used:
                 psi_draws.append(draws)
+            if axis in strata_axes:
+                strata_draws.append(draws)
         if family.Psi is not None:
             Psi = _interval(
                 family.Psi, _mean_defined(np.stack(psi_draws, axis=1), axis=1), confidence, family.num_models
             )
+        if psi_axes_strata is not None:
+            sub = granulated_tau(table, measure, target, axes, variant=variant, psi_axes=psi_axes_strata)
+            if sub.Psi is not None:
+                Psi_strata = _interval(
+                    sub.Psi, _mean_defined(np.stack(strata_draws, axis=1), axis=1), confidence, sub.num_models
+                )
     return Bootstrap(
         measure=measure,
         target=target,
@@ -591,6 +662,9 @@ def bootstrap(
         tau_b=tau_b,
         psi=psi,
         Psi=Psi,
+        tau_strata=tau_strata,
+        Psi_strata=Psi_strata,
+        scheme="two-stage: settings, then seeds" if cluster_axes is not None else "models",
     )
 
 
@@ -615,6 +689,9 @@ class PairedDifference(FiniteDict):
     num_models: int
     tau: Interval
     Psi: Interval | None
+    tau_strata: Interval | None = None
+    Psi_strata: Interval | None = None
+    scheme: str = "models"
 
 
 def _Psi_draws(
@@ -650,6 +727,9 @@ def paired_bootstrap(
     resamples: int = 1000,
     confidence: float = 0.95,
     seed: int = 0,
+    cluster_axes: Sequence[str] | None = None,
+    strata: str | None = None,
+    psi_axes_strata: Sequence[str] | None = None,
 ) -> PairedDifference:
     """Percentile intervals of ``tau(measure, target) - tau(baseline, target)`` and of the ``Psi`` difference.
 
@@ -657,7 +737,7 @@ def paired_bootstrap(
     (Dziugaite et al. 2020 compare measures this way): the question "does one rank better than the
     other" is answered by the interval of the difference, not by two overlapping marginal intervals.
     The resampling is :func:`bootstrap`'s (same generator, so the same ``seed`` and models give the same
-    draws for every baseline); tau-a throughout.
+    draws for every baseline; ``cluster_axes``, ``strata`` and ``psi_axes_strata`` as there); tau-a throughout.
     """
     if isinstance(resamples, bool) or not isinstance(resamples, (int, np.integer)) or resamples < 1:
         raise ValueError(f"resamples={resamples!r} must be a positive integer.")
@@ -669,20 +749,34 @@ def paired_bootstrap(
     rows = [table[int(i)] for i in idx]
     a, b, y = a[idx], b[idx], y[idx]
     n = int(idx.size)
-    rng = np.random.default_rng(seed)
-    counts = rng.multinomial(n, np.full(n, 1.0 / n), size=int(resamples)) if n else np.zeros((int(resamples), 0))
+    counts = _resample_counts(rows, cluster_axes, n, resamples, seed)
     point = _tau(a, y).tau - _tau(b, y).tau
     draws = _Pairs(a, y).taus(counts)[0] - _Pairs(b, y).taus(counts)[0]
     tau = _interval(point, draws, confidence, n)
-    Psi = None
+    tau_strata = None
+    if strata is not None:
+        codes = np.asarray(_codes([r[strata] for r in rows]))
+        wa, wb = _Pairs(a, y, codes), _Pairs(b, y, codes)
+        ones = np.ones(n)
+        tau_strata = _interval(
+            wa.taus(ones)[0][0] - wb.taus(ones)[0][0], wa.taus(counts)[0] - wb.taus(counts)[0], confidence, n
+        )
+    Psi = Psi_strata = None
     if axes is not None:
         keys = _axis_values(rows, axes, distinct=True)
-        chosen = _psi_axes(axes, psi_axes)
-        ga = granulated_tau(rows, measure, target, axes, psi_axes=psi_axes)
-        gb = granulated_tau(rows, baseline, target, axes, psi_axes=psi_axes)
-        if ga.Psi is not None and gb.Psi is not None:
-            diff = _Psi_draws(keys, a, y, axes, chosen, counts) - _Psi_draws(keys, b, y, axes, chosen, counts)
-            Psi = _interval(ga.Psi - gb.Psi, diff, confidence, n)
+        for which, chosen_axes in (("all", psi_axes), ("strata", psi_axes_strata)):
+            if which == "strata" and psi_axes_strata is None:
+                continue
+            chosen = _psi_axes(axes, chosen_axes)
+            ga = granulated_tau(rows, measure, target, axes, psi_axes=chosen_axes)
+            gb = granulated_tau(rows, baseline, target, axes, psi_axes=chosen_axes)
+            if ga.Psi is not None and gb.Psi is not None:
+                diff = _Psi_draws(keys, a, y, axes, chosen, counts) - _Psi_draws(keys, b, y, axes, chosen, counts)
+                found = _interval(ga.Psi - gb.Psi, diff, confidence, n)
+                if which == "all":
+                    Psi = found
+                else:
+                    Psi_strata = found
     return PairedDifference(
         measure=measure,
         baseline=baseline,
@@ -693,6 +787,9 @@ def paired_bootstrap(
         num_models=n,
         tau=tau,
         Psi=Psi,
+        tau_strata=tau_strata,
+        Psi_strata=Psi_strata,
+        scheme="two-stage: settings, then seeds" if cluster_axes is not None else "models",
     )
 
 
