@@ -44,7 +44,8 @@ import numpy as np
 from numerics._util.jsonsafe import FiniteDict
 
 from . import measures as measures_module
-from .measures import REGISTRY, Measure
+from .inference import bonferroni_confidence
+from .measures import NORMALISED_BASELINES, REFERENCES, REGISTRY, Measure
 from .settings import AXES
 from .statistics import (
     Bootstrap,
@@ -72,13 +73,18 @@ __all__ = [
     "Trajectory",
     "Findings",
     "measure_rows",
+    "measure_row",
     "trajectories",
     "compute_findings",
+    "findings_from_rows",
     "PSI_AXES",
     "OURS",
     "BASELINES",
     "DECOMPOSED",
     "Decomposition",
+    "REFERENCES",
+    "FIXED_N_PSI_AXES",
+    "STRATA",
 ]
 
 #: What every measure is ranked against: the generalization gap and the test error.
@@ -97,11 +103,25 @@ PSI_AXES: tuple[str, ...] = tuple(a for a in AXES if a != "seed")
 #: specbound's measure, compared paired with each of :data:`BASELINES`.
 OURS = "spectrum_adaptive"
 
-#: The norm-based measures it is compared with (:mod:`.measures`).
-BASELINES: tuple[str, ...] = ("edelman2022", "bartlett2017", "sum_spectral", "log_prod_spectral", "sum_frobenius")
+#: The norm-based measures it is compared with (:mod:`.measures`): each plain norm baseline both as published
+#: and normalised like ours (``norm:<name>``: times ``B_out`` and ``L_head``, over ``gamma sqrt(n)``).
+BASELINES: tuple[str, ...] = (
+    "edelman2022",
+    "bartlett2017",
+    "sum_spectral",
+    "log_prod_spectral",
+    "sum_frobenius",
+    *NORMALISED_BASELINES,
+)
 
 #: The margin-normalised measures decomposed into their complexity part and their ``1/gamma`` part.
-DECOMPOSED: tuple[str, ...] = ("spectrum_adaptive", "edelman2022", "bartlett2017", "phi_sa")
+DECOMPOSED: tuple[str, ...] = ("spectrum_adaptive", "edelman2022", "bartlett2017", "phi_sa", *NORMALISED_BASELINES)
+
+#: The column whose equal values form the strata of the comparison at fixed ``n`` (tau within strata).
+STRATA = "n"
+
+#: The axes of ``Psi`` at fixed ``n``: every hyperparameter axis but the training fraction, which sets ``n``.
+FIXED_N_PSI_AXES: tuple[str, ...] = tuple(a for a in PSI_AXES if a != "train_fraction")
 
 
 @dataclass(frozen=True)
@@ -257,6 +277,8 @@ class Findings(FiniteDict):
     sensitivity: dict[str, Any] = field(default_factory=dict)
     seed_variation: dict[str, Any] = field(default_factory=dict)
     clean_test_error: dict[str, Any] = field(default_factory=dict)
+    paired_confidence: float | None = None
+    fixed_n_psi_axes: tuple[str, ...] = ()
 
     def measure(self, name: str) -> MeasureFindings:
         """The findings of measure ``name``."""
@@ -269,7 +291,8 @@ class Findings(FiniteDict):
 # --------------------------------------------------------------------------- the table of measures
 
 
-def _row(model: StudyModel, registry: Mapping[str, Measure]) -> dict[str, Any]:
+def measure_row(model: StudyModel, registry: Mapping[str, Measure]) -> dict[str, Any]:
+    """One analysed model's row of :func:`measure_rows`."""
     r, s = model.record, model.settings
     row: dict[str, Any] = {
         "model": r["settings_hash"],
@@ -287,6 +310,10 @@ def _row(model: StudyModel, registry: Mapping[str, Measure]) -> dict[str, Any]:
         if m is not None and m.margin_normalised:
             row[f"{name}.complexity"], row[f"{name}.margin"] = m.parts(model.analysis, r)
     row.update({"n": r.get("n"), "n_train": r["task"]["num_train"]})
+    # what the audit needs besides (numerics.study.audit): the inputs of every bound and p* per group
+    row.update({k: r.get(k) for k in ("T", "B_out", "head_lipschitz", "num_parameters", "steps", "stop")})
+    sa = model.analysis.bounds["spectrum_adaptive"]
+    row["p_star"] = {k: float(v) for k, v in sa["p_by_group"].items()}
     return row
 
 
@@ -307,7 +334,7 @@ def measure_rows(
         elif m.record.get("gap") is None:
             excluded.append({"model": m.record["settings_hash"], "why": "no gap (training diverged)"})
         else:
-            rows.append(_row(m, chosen))
+            rows.append(measure_row(m, chosen))
     return rows, excluded
 
 
@@ -437,41 +464,45 @@ def compute_findings(
     """
     chosen = REGISTRY if registry is None else registry
     all_rows, excluded = measure_rows(result, registry=chosen)
-    rows = all_rows
-    if reached_only:
-        excluded += [{"model": r["model"], "why": "did not reach the loss target"} for r in rows if not r["reached"]]
-        rows = [r for r in rows if r["reached"]]
-    axes = list(AXES)
-    psi_axes = list(PSI_AXES)
-    boot: dict[str, Any] = {"resamples": resamples, "confidence": confidence, "seed": seed}
-    per_measure = []
-    for name, m in chosen.items():
-        against = {t: bootstrap(rows, name, t, axes=axes, psi_axes=psi_axes, **boot) for t in TARGETS}
-        granulated = {t: granulated_tau(rows, name, t, axes, psi_axes=psi_axes) for t in TARGETS}
-        per_measure.append(
-            MeasureFindings(
-                name=name,
-                description=m.description,
-                margin_normalised=m.margin_normalised,
-                log=m.log,
-                against=against,
-                granulated=granulated,
-                random_labels=random_label_check(rows, name, axes),
-            )
-        )
-    paired = tuple(
-        paired_bootstrap(rows, OURS, b, "gap", axes=axes, psi_axes=psi_axes, **boot)
-        for b in BASELINES
-        if OURS in chosen and b in chosen
+    quantiles = {m.record.get("margin_quantile") for m in result.models}
+    return findings_from_rows(
+        all_rows,
+        excluded,
+        reached_only=reached_only,
+        resamples=resamples,
+        confidence=confidence,
+        seed=seed,
+        registry=chosen,
+        margin_quantile=quantiles.pop() if len(quantiles) == 1 else None,
+        trajectories=trajectories(result),
     )
-    decomposition = []
+
+
+def _boot(confidence: float, resamples: int, seed: int) -> dict[str, Any]:
+    """The options every bootstrap of the findings shares: two-stage over the settings, strata of equal ``n``."""
+    return {
+        "resamples": resamples,
+        "confidence": confidence,
+        "seed": seed,
+        "axes": list(AXES),
+        "psi_axes": list(PSI_AXES),
+        "cluster_axes": list(PSI_AXES),
+        "strata": STRATA,
+        "psi_axes_strata": list(FIXED_N_PSI_AXES),
+    }
+
+
+def _decompose(
+    rows: Sequence[Mapping[str, Any]],
+    chosen: Mapping[str, Measure],
+    per_measure: Sequence[MeasureFindings],
+    boot: dict[str, Any],
+) -> tuple[Decomposition, ...]:
+    out = []
     for name in DECOMPOSED:
         if name in chosen and chosen[name].margin_normalised and rows:
-            parts = {
-                part: bootstrap(rows, f"{name}.{part}", "gap", axes=axes, psi_axes=psi_axes, **boot)
-                for part in ("complexity", "margin")
-            }
-            decomposition.append(
+            parts = {part: bootstrap(rows, f"{name}.{part}", "gap", **boot) for part in ("complexity", "margin")}
+            out.append(
                 Decomposition(
                     measure=name,
                     complexity=parts["complexity"],
@@ -481,43 +512,91 @@ def compute_findings(
                     margin_spread=_spread([r[f"{name}.margin"] for r in rows]),
                 )
             )
-    other = [r for r in all_rows if r["reached"]] if not reached_only else all_rows
-    sensitivity: dict[str, Any] = {"reached_only": not reached_only, "num_models": len(other), "measures": {}}
+    return tuple(out)
+
+
+def _sensitivity(
+    other: Sequence[Mapping[str, Any]], reached_only: bool, chosen: Mapping[str, Measure]
+) -> dict[str, Any]:
+    out: dict[str, Any] = {"reached_only": not reached_only, "num_models": len(other), "measures": {}}
     for name in (OURS, *BASELINES):
         if name in chosen and other:
-            g = granulated_tau(other, name, "gap", axes, psi_axes=psi_axes)
-            sensitivity["measures"][name] = {
+            g = granulated_tau(other, name, "gap", list(AXES), psi_axes=list(PSI_AXES))
+            out["measures"][name] = {
                 "tau": rank_correlation([r[name] for r in other], [r["gap"] for r in other]).tau,
                 "Psi": g.Psi,
             }
+    return out
+
+
+def findings_from_rows(
+    all_rows: Sequence[dict[str, Any]],
+    excluded: Sequence[dict[str, str]] = (),
+    *,
+    reached_only: bool = True,
+    resamples: int = 1000,
+    confidence: float = 0.95,
+    seed: int = 0,
+    registry: Mapping[str, Measure] | None = None,
+    margin_quantile: float | None = None,
+    trajectories: tuple[Trajectory, ...] = (),
+) -> Findings:
+    """:func:`compute_findings` from the table alone (one row per analysed model, :func:`measure_rows`): what
+    the audit of a committed digest reruns (:mod:`.audit`). Every bootstrap is two-stage (the settings, then
+    the seeds in each); the paired differences are simultaneous over the baselines (Bonferroni)."""
+    chosen = REGISTRY if registry is None else registry
+    excluded = list(excluded)
+    rows = list(all_rows)
+    if reached_only:
+        excluded += [{"model": r["model"], "why": "did not reach the loss target"} for r in rows if not r["reached"]]
+        rows = [r for r in rows if r["reached"]]
+    axes = list(AXES)
+    boot = _boot(confidence, resamples, seed)
+    per_measure = []
+    for name, m in chosen.items():
+        per_measure.append(
+            MeasureFindings(
+                name=name,
+                description=m.description,
+                margin_normalised=m.margin_normalised,
+                log=m.log,
+                against={t: bootstrap(rows, name, t, **boot) for t in TARGETS},
+                granulated={t: granulated_tau(rows, name, t, axes, psi_axes=list(PSI_AXES)) for t in TARGETS},
+                random_labels=random_label_check(rows, name, axes),
+            )
+        )
+    compared = [b for b in BASELINES if OURS in chosen and b in chosen]
+    paired_boot = {**boot, "confidence": bonferroni_confidence(confidence, max(1, len(compared)))}
+    paired = tuple(paired_bootstrap(rows, OURS, b, "gap", **paired_boot) for b in compared)
+    other = [r for r in all_rows if r["reached"]] if not reached_only else list(all_rows)
     slopes = tuple(
         fit
         for axis in SLOPE_AXES
         for column in PROXY_COLUMNS
         for fit in loglog_slopes(rows, column, axis, [a for a in axes if a != axis], values_are_logs=True)
     )
-    quantiles = {m.record.get("margin_quantile") for m in result.models}
-    varied = tuple(a for a in axes if len({r[a] for r in rows}) > 1)
     return Findings(
         measures=tuple(per_measure),
         axes=tuple(axes),
-        axes_varied=varied,
+        axes_varied=tuple(a for a in axes if len({r[a] for r in rows}) > 1),
         num_models=len(rows),
         num_not_reached=sum(not r["reached"] for r in all_rows),
         reached_only=reached_only,
         excluded=tuple(excluded),
-        margin_quantile=quantiles.pop() if len(quantiles) == 1 else None,
+        margin_quantile=margin_quantile,
         resamples=resamples,
         confidence=confidence,
         seed=seed,
         slopes=slopes,
         c8=_c8(slopes),
-        trajectories=trajectories(result),
+        trajectories=trajectories,
         rows=tuple(rows),
-        psi_axes=tuple(psi_axes),
+        psi_axes=tuple(PSI_AXES),
         paired=paired,
-        decomposition=tuple(decomposition),
-        sensitivity=sensitivity,
+        decomposition=_decompose(rows, chosen, per_measure, boot) if rows else (),
+        sensitivity=_sensitivity(other, reached_only, chosen),
         seed_variation=_seed_variation(rows),
         clean_test_error=_clean_test_error(rows),
+        paired_confidence=paired_boot["confidence"],
+        fixed_n_psi_axes=tuple(FIXED_N_PSI_AXES),
     )

@@ -464,3 +464,109 @@ def _sum_stable_rank(analysis: Analysis, record: Mapping[str, Any]) -> float:
 def _log_lipschitz(analysis: Analysis, record: Mapping[str, Any]) -> float:
     s = analysis.settings
     return float(sum(s["log_lipschitz_attention"]) + sum(s["log_lipschitz_feedforward"]))
+
+
+# --------------------------------------------------------------------------- equal footing and references
+
+
+#: The plain norm baselines that :func:`register_normalised_baselines` also registers normalised like ours.
+NORMALISED_FROM: tuple[str, ...] = ("sum_spectral", "log_prod_spectral", "sum_frobenius")
+
+#: The hyperparameter axes registered as measures (``axis:<name>``): what a trivial measure achieves.
+AXIS_MEASURES: tuple[str, ...] = (
+    "depth",
+    "width",
+    "heads",
+    "train_fraction",
+    "weight_decay",
+    "learning_rate",
+    "label_noise",
+)
+
+
+def _b_out(record: Mapping[str, Any]) -> float:
+    value = record.get("B_out")
+    if not (_number(value) and 0 < value < math.inf):
+        raise ValueError(f"record['B_out']={value!r} must be a positive finite number (the output bound).")
+    return float(value)
+
+
+def _normalised(name: str) -> MeasureFunction:
+    base = REGISTRY[name]
+
+    def value(analysis: Analysis, record: Mapping[str, Any]) -> float:
+        raw = base.raw(analysis, record)
+        with np.errstate(divide="ignore"):
+            log_raw = raw if base.log else (float(np.log(raw)) if raw > 0 else -math.inf)
+        return log_raw + math.log(_b_out(record))
+
+    return value
+
+
+def register_normalised_baselines(
+    names: Sequence[str] = NORMALISED_FROM, *, registry: dict[str, Measure] | None = None
+) -> list[str]:
+    """Register ``norm:<name>`` for each plain baseline: its value times ``B_out`` (the output scale ours carries),
+    over ``sqrt(n)``, times ``L_head`` and over ``gamma`` (margin-normalised, :class:`Measure`), in logs:
+    ``log mu + log B_out - 1/2 log n + log L_head - log gamma``. Ours reads, at ``p* = 0``, about
+    ``sqrt(P) B_out L_head / (gamma sqrt(n))`` times log factors; the normalised baseline differs from it only in
+    the complexity it puts where ``sqrt(P)`` stands."""
+    out = []
+    for name in names:
+        new = f"norm:{name}"
+        measure(
+            new,
+            margin_normalised=True,
+            log=True,
+            registry=registry,
+            description=f"{name} normalised like ours: times B_out, over sqrt(n), times L_head, over the margin",
+        )(_normalised(name))
+        out.append(new)
+    return out
+
+
+NORMALISED_BASELINES: tuple[str, ...] = tuple(register_normalised_baselines())
+
+
+@measure(
+    "ref:1/sqrt(n)",
+    margin_normalised=False,
+    log=True,
+    description="reference: log(1/sqrt(n)), n the training sequences",
+)
+def _inv_sqrt_n(analysis: Analysis, record: Mapping[str, Any]) -> float:
+    n = record.get("n")
+    if not (_number(n) and n >= 1):
+        raise ValueError(f"record['n']={n!r} must be a number >= 1.")
+    return -0.5 * math.log(float(n))
+
+
+@measure(
+    "ref:sqrt(P/n)", margin_normalised=False, log=True, description="reference: log sqrt(P/n), P the trained parameters"
+)
+def _sqrt_p_over_n(analysis: Analysis, record: Mapping[str, Any]) -> float:
+    return 0.5 * math.log(_num_parameters(analysis, record)) + _inv_sqrt_n(analysis, record)
+
+
+def _axis(name: str) -> MeasureFunction:
+    def value(analysis: Analysis, record: Mapping[str, Any]) -> float:
+        found = (record.get("settings") or {}).get(name)
+        if not _number(found):
+            raise ValueError(f"record['settings'][{name!r}]={found!r} must be a number.")
+        return float(found)
+
+    return value
+
+
+for _name in AXIS_MEASURES:
+    measure(f"axis:{_name}", margin_normalised=False, description=f"reference: the hyperparameter {_name} itself")(
+        _axis(_name)
+    )
+
+#: The reference measures every table shows beside the bounds: what a trivial measure achieves.
+REFERENCES: tuple[str, ...] = (
+    "ref:1/sqrt(n)",
+    "ref:sqrt(P/n)",
+    "num_parameters",
+    *(f"axis:{a}" for a in AXIS_MEASURES),
+)
