@@ -435,6 +435,40 @@ def test_batched_training_is_deterministic_and_trains_each_model_like_the_loop()
     assert len({r.record["steps"] for r in first}) > 1  # not vacuous: the models stopped at different steps
 
 
+def test_each_model_of_a_batch_trains_on_its_own_labels_from_its_own_initialisation():
+    # Models that differ in seed (initialisation, label noise), label noise and learning rate: their training
+    # labels differ (so a batch that fed every model the first model's labels would be seen) and their
+    # initial weights differ (so a batch that initialised every model from the first seed would be seen).
+    settings = [
+        TINY.replace(trajectory=(0.0,), max_steps=1),
+        TINY.replace(seed=1, label_noise=0.5, trajectory=(0.0,), max_steps=1),
+        TINY.replace(seed=2, label_noise=1.0, learning_rate=1e-2, trajectory=(0.0,), max_steps=1),
+    ]
+    datas = [task_data(s) for s in settings]
+    assert all(not np.array_equal(datas[0].train_labels, d.train_labels) for d in datas[1:])
+    batch = train_batch(settings)
+    for s, data, trained in zip(settings, datas, batch):
+        assert trained.record["steps"] == 1 and trained.record["trainer"]["kind"] == "batched"
+        # the initial weights (the step-0 checkpoint) are the model's own seeded initialisation, bit for bit
+        initial = load_safetensors(trained.files["checkpoints/step-000000/model.safetensors"])
+        for name, value in build_model(s, data).state_dict().items():
+            np.testing.assert_array_equal(initial[name], value.numpy(), err_msg=f"{s.hash()} {name}")
+        # after the first step (its gradient on its own labels, its own AdamW step), the weights are those of
+        # the one-model loop up to summation order: AdamW's first step moves every weight by about lr (>= 3e-3)
+        # times the sign of its gradient, so another model's labels or initialisation would move many weights by
+        # ~1e-3 or more; the batched kernels' summation order moves them by < 1e-6 (6e-8 measured here).
+        alone = load_safetensors(train(s).files["model.safetensors"])
+        after = load_safetensors(trained.files["model.safetensors"])
+        for name, value in alone.items():
+            np.testing.assert_allclose(after[name], value, rtol=0, atol=1e-6, err_msg=f"{s.hash()} {name}")
+    # the models did move differently (the comparison above is not between identical models)
+    first = [load_safetensors(t.files["model.safetensors"])["classifier.weight"] for t in batch]
+    assert not np.allclose(first[0], first[1], atol=1e-4) and not np.allclose(first[1], first[2], atol=1e-4)
+    # a minibatch setting is never batched: it trains alone, its own data order from its own seed, bit for bit
+    mini = TINY.replace(batch_size=8, max_steps=3, seed=3)
+    assert train_batch([mini])[0].files["model.safetensors"] == train(mini).files["model.safetensors"]
+
+
 def test_batched_trajectory_checkpoints_retrace_the_batch():
     settings = [TINY.replace(trajectory=(0.0, 0.5)), TINY.replace(seed=1)]
     trained = train_batch(settings)
