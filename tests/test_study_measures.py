@@ -34,7 +34,16 @@ D = HIDDEN // HEADS
 GAMMA = 0.25
 N_BOUND = 10**6  # the analysis' n (BoundSettings' default, what the fixture analyses at)
 HEAD = 2.0
-RECORD = {"margin": GAMMA, "num_parameters": 12345, "n": N_BOUND, "head_lipschitz": HEAD}
+B_OUT = 3.0
+SETTINGS = {"depth": 1, "width": 8, "heads": 2, "train_fraction": 0.5, "weight_decay": 0.1, "learning_rate": 0.01}
+RECORD = {
+    "margin": GAMMA,
+    "num_parameters": 12345,
+    "n": N_BOUND,
+    "head_lipschitz": HEAD,
+    "B_out": B_OUT,
+    "settings": {**SETTINGS, "label_noise": 0.0},
+}
 #: what every margin-normalised log measure adds to its raw log complexity: -1/2 log n + log L_head - log gamma
 SHIFT = -0.5 * math.log(N_BOUND) + math.log(HEAD) - math.log(GAMMA)
 
@@ -179,6 +188,21 @@ def test_margin_normalisation(analysis):
             assert at_quarter[name] == at_one[name], name
     assert all(math.isfinite(v) for v in at_quarter.values())
     assert evaluate(analysis, RECORD, names=["num_parameters"]) == {"num_parameters": 12345.0}
+
+
+def test_baselines_normalised_like_ours_and_the_reference_measures(analysis):
+    # Reference: the margin bound's normalisation written out: log mu + log B_out - 1/2 log n + log L_head - log gamma
+    values = evaluate(analysis, RECORD)
+    for name in ("sum_spectral", "sum_frobenius"):
+        assert values[f"norm:{name}"] == pytest.approx(math.log(values[name]) + math.log(B_OUT) + SHIFT, rel=1e-12)
+    assert values["norm:log_prod_spectral"] == pytest.approx(
+        values["log_prod_spectral"] + math.log(B_OUT) + SHIFT, rel=1e-12
+    )
+    assert values["ref:1/sqrt(n)"] == pytest.approx(-0.5 * math.log(N_BOUND), rel=1e-15)
+    assert values["ref:sqrt(P/n)"] == pytest.approx(0.5 * math.log(12345 / N_BOUND), rel=1e-12)
+    assert {k: values[f"axis:{k}"] for k in SETTINGS} == SETTINGS and values["axis:label_noise"] == 0.0
+    with pytest.raises(ValueError, match="B_out"):
+        evaluate(analysis, {**RECORD, "B_out": None}, names=["norm:sum_spectral"])
 
 
 @pytest.mark.parametrize("margin", [None, math.nan])
