@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from numerics.report.study_tables import RUN_DEPENDENT
+from numerics.study.portability import PINNED
 
 SPECBOUND = Path(sys.executable).with_name("specbound")
 
@@ -30,8 +31,9 @@ TABLES = (
 
 
 def env(cache: Path) -> dict[str, str]:
-    """The environment of a study run: its own cache, warnings as errors."""
-    return {**os.environ, "SPECBOUND_CACHE": str(cache), "PYTHONWARNINGS": "error"}
+    """The environment of a study run: its own cache, warnings as errors, and the CPU code paths pinned as the
+    committed digests' probe was trained (numerics.study.portability.PINNED), so the two compare like for like."""
+    return {**os.environ, **PINNED, "SPECBOUND_CACHE": str(cache), "PYTHONWARNINGS": "error"}
 
 
 def study_cli(cwd: Path, out: Path, cache: Path, *extra: str) -> subprocess.CompletedProcess[str]:

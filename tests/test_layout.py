@@ -341,7 +341,6 @@ LONG_FUNCTIONS: dict[str, str] = {
     "numerics/report/study_tables.py:study_markdown": "the study's report, section by section (grew with formatting)",
     "numerics/study/presets.py:_presets": "the table of study presets: data (grew with formatting)",
     "numerics/spectra/pipeline.py:checkpoint_spectra": "the streaming loop over layers and jobs (107 before formatting)",
-    "numerics/study/findings.py:compute_findings": "every finding from one pass over the records (grew with formatting)",
     "numerics/montecarlo/covers.py:cover_mc": "one Monte-Carlo cover estimate, start to end (grew with formatting)",
 }
 

@@ -53,6 +53,7 @@ from numerics.montecarlo.experiment import c9_verdict, headroom, mc_experiment, 
 from numerics.spectra.stats import energy_rank
 from numerics.study.audit import digest_models, measures_block, vacuity
 from numerics.study.findings import Findings, compute_findings
+from numerics.study.portability import PINNED, pinned
 from numerics.study.presets import Preset
 from numerics.study.run import DEFAULT_JOBS, StudyResult, prepare_preset, run_study
 from numerics.study.settings import CODE_VERSION
@@ -621,6 +622,7 @@ def _probe_block(result: StudyResult, found: Findings) -> dict[str, Any]:
     values = {r["model"]: r for r in found.rows}
     return {
         "preset": {"name": result.preset.name, "task": result.preset.base.task},
+        "environment": dict(PINNED),
         "tolerance": dict(TOLERANCE),
         "models": [
             {
@@ -745,8 +747,11 @@ def update_study_results(
     for label, preset in chosen:
         result = run_study(preset, root=root, jobs=max(1, jobs // preset.base.threads), progress=progress)
         done.append((label, result, compute_findings(result)))
-    probe_result = run_study(prepare_preset(PROBE_PRESET[0], task=task), root=root, jobs=jobs)
-    digest = study_digest(done, (probe_result, compute_findings(probe_result)))
+    # the probe: trained afresh (never reused from a cache) with the CPU code paths pinned, as the tests retrain it
+    with tempfile.TemporaryDirectory() as fresh, pinned():
+        probe_result = run_study(prepare_preset(PROBE_PRESET[0], task=task), root=fresh, jobs=jobs)
+        probe_found = compute_findings(probe_result)
+    digest = study_digest(done, (probe_result, probe_found))
     with safe_output_file(path, ours=_is_study_results) as tmp:
         tmp.write_text(json.dumps(digest, indent=1, allow_nan=False) + "\n", encoding="utf-8")
     return digest

@@ -142,6 +142,7 @@ def correlation_rows(found: Findings) -> tuple[list[str], list[dict[str, Any]]]:
 
     Per target ``t`` (``gap``, ``test_error``): ``tau_t``, ``tau_t_low``, ``tau_t_high``
     (bootstrap percentile interval), ``tau_b_t``, ``Psi_t`` with its interval, and for the gap
+    ``tau_gap_fixed_n`` and ``Psi_gap_fixed_n`` with their intervals (the comparison at fixed ``n``) and
     ``psi_gap_<axis>`` for every axis the family varies; then the random-label check:
     ``noise_groups``, ``noise_increasing`` (groups where the measure strictly increases with
     ``q``) and ``noise_tau`` (mean tau of the measure against ``q``).
@@ -157,6 +158,8 @@ def correlation_rows(found: Findings) -> tuple[list[str], list[dict[str, Any]]]:
             f"Psi_{t}_low",
             f"Psi_{t}_high",
         ]
+    columns += ["tau_gap_fixed_n", "tau_gap_fixed_n_low", "tau_gap_fixed_n_high", "Psi_gap_fixed_n"]
+    columns += ["Psi_gap_fixed_n_low", "Psi_gap_fixed_n_high"]
     columns += [f"psi_gap_{a}" for a in found.axes_varied]
     columns += ["noise_groups", "noise_increasing", "noise_tau"]
     rows = []
@@ -179,6 +182,12 @@ def correlation_rows(found: Findings) -> tuple[list[str], list[dict[str, Any]]]:
             )
             if b.Psi is not None:
                 row.update({f"Psi_{t}": b.Psi.estimate, f"Psi_{t}_low": b.Psi.low, f"Psi_{t}_high": b.Psi.high})
+        for key, i in (
+            ("tau_gap_fixed_n", m.against["gap"].tau_strata),
+            ("Psi_gap_fixed_n", m.against["gap"].Psi_strata),
+        ):
+            if i is not None:
+                row.update({key: i.estimate, f"{key}_low": i.low, f"{key}_high": i.high})
         row.update({f"psi_gap_{a}": i.estimate for a, i in m.against["gap"].psi.items()})
         rl = m.random_labels
         row.update({"noise_groups": rl.num_groups, "noise_increasing": rl.num_increasing, "noise_tau": rl.tau})
@@ -352,8 +361,12 @@ def study_markdown(result: StudyResult, found: Findings) -> str:
         )
         + f". Gaps from {_md(s['gap_min'])} to {_md(s['gap_max'])}. Margin-normalised measures divide by the "
         f"{_md(found.margin_quantile)} quantile of the correctly classified training margins (Jiang et al. 2020). "
-        f"Intervals: {found.confidence:.0%} bootstrap percentile intervals over models ({found.resamples} resamples, "
-        f"seed {found.seed}).\n",
+        f"Intervals: {found.confidence:.0%} two-stage bootstrap percentile intervals (the settings, then the seeds "
+        f"inside each; {found.resamples} resamples, seed {found.seed}); the paired differences are simultaneous over "
+        f"the baselines (Bonferroni: each at {_md(found.paired_confidence)}). At fixed n: tau over the pairs of "
+        f"models with the same training-set size n, and Psi over {', '.join(found.fixed_n_psi_axes)} (not the "
+        "training fraction, which sets n). The reference measures (ref:, axis:, num_parameters) show what a "
+        "trivial measure achieves.\n",
     ]
     main = set(main_measures(found))
     corr = [
@@ -361,6 +374,8 @@ def study_markdown(result: StudyResult, found: Findings) -> str:
             "measure": m.name,
             "/margin": m.margin_normalised,
             "models": m.against["gap"].num_models,
+            "tau at fixed n (gap)": _interval(m.against["gap"].tau_strata),
+            "Psi at fixed n (gap)": _interval(m.against["gap"].Psi_strata),
             "tau (gap)": _interval(m.against["gap"].tau),
             "Psi (gap)": _interval(m.against["gap"].Psi),
             "tau (test error)": _interval(m.against["test_error"].tau),
@@ -409,14 +424,27 @@ def study_markdown(result: StudyResult, found: Findings) -> str:
             {
                 "baseline": d.baseline,
                 "models": d.num_models,
-                "tau(ours) - tau(baseline)": _interval(d.tau),
-                "Psi(ours) - Psi(baseline)": _interval(d.Psi),
+                "tau difference at fixed n": _interval(d.tau_strata),
+                "Psi difference at fixed n": _interval(d.Psi_strata),
+                "tau difference (pooled)": _interval(d.tau),
+                "Psi difference (pooled)": _interval(d.Psi),
             }
             for d in found.paired
         ]
+        c10 = c10_run(found)
         parts += [
             f"## {found.paired[0].measure} against each baseline: paired bootstrap on shared resamples (gap)\n",
+            f"Differences tau(ours) - tau(baseline), simultaneous over the {len(found.paired)} baselines. This run's "
+            f"C10: {c10['verdict']} at fixed n, {c10['pooled']['verdict']} pooled ({c10['rule']}).\n",
             markdown_table(list(pair[0]), pair),
+        ]
+    c11 = c11_run(found)
+    if c11.get("groups"):
+        parts += [
+            f"This run's C11: {c11['verdict']}: exact stratified permutation test of {c11['groups']} groups, S = "
+            f"{c11['S']} of at most {c11['S_max']}, P(increase) = {c11['p_increase']:.3g}, P(decrease) = "
+            f"{c11['p_decrease']:.3g}; {c11['groups_significant_after_holm']} group(s) significant alone after Holm "
+            f"({c11['rule']}).\n"
         ]
     sens = found.sensitivity
     if sens.get("measures"):

@@ -15,8 +15,12 @@ complexity measure against the measured gaps. The pipeline, one module per stage
 * :mod:`.margins`: the training margins and ``gamma``, the same on the training and measuring sides;
 * :mod:`.measures`: the registry of complexity measures; :mod:`.statistics`: Kendall's tau,
   granulated tau, the bootstrap, the random-label check and log-log slopes;
+* :mod:`.inference`: the two-stage (clustered) bootstrap, simultaneous levels, the non-inferiority margin
+  and the exact permutation trend test;
 * :mod:`.findings`: all of it over a trained family (what the report and claims C10/C11 show);
-  :mod:`.verdicts`: one family's verdicts of C10 and C11 (in its ``study.json``).
+  :mod:`.verdicts`: one family's verdicts of C10 and C11 (in its ``study.json``);
+* :mod:`.audit`: every per-model value in a digest, and every statistic recomputed from them alone;
+* :mod:`.portability`: the environment that pins the CPU code paths of training, and the probe's spread.
 
 The report folder is presentation: :func:`numerics.report.writers.study_report`. Only
 :mod:`.model`, :mod:`.train`, :mod:`.batched` and the worker processes import torch; importing this package

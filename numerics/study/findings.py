@@ -22,14 +22,12 @@ target, every registered measure (:mod:`.measures`) and the two raw proxies ``lo
   ``p*`` per group and the per-head ranks at every checkpoint and at the end;
 * how much of the gap is seed-to-seed, and the clean-label test-error range of the family.
 
-Which models count: every model with an analysis and a finite gap that reached the loss target
-(Jiang et al. 2020's stopping rule; they exclude the others). The others are counted
-(``num_not_reached``), and :attr:`Findings.sensitivity` gives the taus and ``Psi`` with them
-included; ``reached_only=False`` makes that the main statistics instead. A model without an
-analysis (a diverged one) is left out and listed with the reason.
+Which models count: every model with an analysis and a finite gap that reached the loss target (Jiang et
+al. 2020's stopping rule; they exclude the others). The others are counted (``num_not_reached``), and
+:attr:`Findings.sensitivity` gives the taus and ``Psi`` with them included; ``reached_only=False`` makes that
+the main statistics. A model without an analysis (a diverged one) is left out and listed with the reason.
 
-The axes are all of :data:`~.settings.AXES`; an axis the family does not vary has no group of
-two models and drops out of ``Psi``.
+The axes are all of :data:`~.settings.AXES`; an axis the family does not vary drops out of ``Psi``.
 """
 
 from __future__ import annotations
@@ -90,10 +88,8 @@ __all__ = [
 #: What every measure is ranked against: the generalization gap and the test error.
 TARGETS: tuple[str, ...] = ("gap", "test_error")
 
-#: The raw proxies of claim C8 (natural logs), from ``analysis.proxies``.
+#: The raw proxies of claim C8 (natural logs), from ``analysis.proxies``; the axes their slopes are fitted along.
 PROXY_COLUMNS: Mapping[str, str] = {"log_phi_sa": "log_phi_sa", "log_phi_edelman": "log_phi_edelman"}
-
-#: The axes along which C8's slopes are fitted.
 SLOPE_AXES: tuple[str, ...] = ("depth", "width")
 
 #: The axes ``Psi`` averages over: the hyperparameters, not the seed (Jiang et al. 2020). The seed
@@ -254,6 +250,8 @@ class Findings(FiniteDict):
       seed_variation: how much of the gap is seed-to-seed: per setting (all axes but the seed) the
         spread of the gap over seeds, against the spread over the family.
       clean_test_error: range of the test error of the models trained on clean labels.
+      paired_confidence: the level of each paired interval (simultaneous over the baselines by Bonferroni);
+      fixed_n_psi_axes: the axes of ``Psi`` at fixed ``n`` (every hyperparameter axis but the training fraction).
     """
 
     measures: tuple[MeasureFindings, ...]

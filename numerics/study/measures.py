@@ -53,6 +53,10 @@ log_prod_spectral    yes    no       ``sum_j log ||W_j||_2`` (log of the product
 sum_frobenius        no     no       ``sum_j ||W_j||_F``
 sum_stable_rank      no     no       ``sum_j ||W_j||_F^2 / ||W_j||_2^2``
 log_lipschitz        yes    no       log of the network's Lipschitz bound (the model's)
+norm:<baseline>      yes    yes      ``sum_spectral``, ``log_prod_spectral``, ``sum_frobenius`` normalised like ours: times ``B_out``
+ref:1/sqrt(n)        yes    no       reference: ``-1/2 log n``
+ref:sqrt(P/n)        yes    no       reference: ``1/2 log(P / n)``, ``P`` the trained parameters
+axis:<axis>          no     no       reference: the hyperparameter itself (depth, width, ..., label_noise)
 ===================  =====  =======  ===================================================
 
 The sums and the product run over the matrices that enter the bound

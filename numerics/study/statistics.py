@@ -552,6 +552,57 @@ def _interval(estimate: float, draws: np.ndarray, confidence: float, num_models:
     )
 
 
+def _psi_intervals(
+    table: Table,
+    measure: str,
+    target: str,
+    axes: Sequence[str],
+    keys: Sequence[tuple[Hashable, ...]],
+    usable: np.ndarray,
+    idx: np.ndarray,
+    counts: np.ndarray,
+    confidence: float,
+    variant: Variant,
+    psi_axes: Sequence[str] | None,
+    psi_axes_strata: Sequence[str] | None,
+) -> tuple[dict[str, Interval], Interval | None, Interval | None]:
+    """:func:`bootstrap`'s ``psi``, ``Psi`` and ``Psi_strata``: every group's tau on every resample ``counts``."""
+    x, y = _column(table, measure), _column(table, target)
+    psi: dict[str, Interval] = {}
+    Psi = Psi_strata = None
+    family = granulated_tau(table, measure, target, axes, variant=variant, psi_axes=psi_axes)
+    position = {int(i): j for j, i in enumerate(idx)}  # table row -> column of ``counts``
+    psi_draws = []
+    strata_draws = []
+    strata_axes = _psi_axes(axes, psi_axes_strata) if psi_axes_strata is not None else set()
+    for k, axis in enumerate(axes):
+        result = family.axes[k]
+        group_draws = []
+        for members in _groups(keys, usable, k).values():
+            if len(members) < 2:
+                continue
+            cols = [position[i] for i in members]
+            a, b = _Pairs(x[members], y[members]).taus(counts[:, cols])
+            group_draws.append(a if variant == "a" else b)
+        if result.psi is None:
+            continue
+        draws = _mean_defined(np.stack(group_draws, axis=1), axis=1)
+        psi[axis] = _interval(result.psi, draws, confidence, result.num_models)
+        if axis in family.axes_used:
+            psi_draws.append(draws)
+        if axis in strata_axes:
+            strata_draws.append(draws)
+    if family.Psi is not None:
+        Psi = _interval(family.Psi, _mean_defined(np.stack(psi_draws, axis=1), axis=1), confidence, family.num_models)
+    if psi_axes_strata is not None:
+        sub = granulated_tau(table, measure, target, axes, variant=variant, psi_axes=psi_axes_strata)
+        if sub.Psi is not None:
+            Psi_strata = _interval(
+                sub.Psi, _mean_defined(np.stack(strata_draws, axis=1), axis=1), confidence, sub.num_models
+            )
+    return psi, Psi, Psi_strata
+
+
 def bootstrap(
     table: Table,
     measure: str,
@@ -617,38 +668,9 @@ def bootstrap(
     Psi: Interval | None = None
     Psi_strata: Interval | None = None
     if axes is not None and keys is not None:
-        family = granulated_tau(table, measure, target, axes, variant=variant, psi_axes=psi_axes)
-        position = {int(i): j for j, i in enumerate(idx)}  # table row -> column of ``counts``
-        psi_draws = []
-        strata_draws = []
-        strata_axes = _psi_axes(axes, psi_axes_strata) if psi_axes_strata is not None else set()
-        for k, axis in enumerate(axes):
-            result = family.axes[k]
-            group_draws = []
-            for members in _groups(keys, usable, k).values():
-                if len(members) < 2:
-                    continue
-                cols = [position[i] for i in members]
-                a, b = _Pairs(x[members], y[members]).taus(counts[:, cols])
-                group_draws.append(a if variant == "a" else b)
-            if result.psi is None:
-                continue
-            draws = _mean_defined(np.stack(group_draws, axis=1), axis=1)
-            psi[axis] = _interval(result.psi, draws, confidence, result.num_models)
-            if axis in family.axes_used:
-                psi_draws.append(draws)
-            if axis in strata_axes:
-                strata_draws.append(draws)
-        if family.Psi is not None:
-            Psi = _interval(
-                family.Psi, _mean_defined(np.stack(psi_draws, axis=1), axis=1), confidence, family.num_models
-            )
-        if psi_axes_strata is not None:
-            sub = granulated_tau(table, measure, target, axes, variant=variant, psi_axes=psi_axes_strata)
-            if sub.Psi is not None:
-                Psi_strata = _interval(
-                    sub.Psi, _mean_defined(np.stack(strata_draws, axis=1), axis=1), confidence, sub.num_models
-                )
+        psi, Psi, Psi_strata = _psi_intervals(
+            table, measure, target, axes, keys, usable, idx, counts, confidence, variant, psi_axes, psi_axes_strata
+        )
     return Bootstrap(
         measure=measure,
         target=target,
