@@ -548,10 +548,15 @@ TASK_STUDIES: dict[str, tuple[tuple[tuple[str, tuple[int, ...] | None, int], ...
     "digits": (DIGITS_RUNS, DIGITS_RESULTS),
 }
 
-#: How far a retrained model's numbers may move and still count as the digest's (the probe, below):
-#: floating-point order differs between machines and BLAS builds, so a retraining elsewhere is not
-#: bit-identical; on one machine it is.
-TOLERANCE: dict[str, float] = {"train_error": 0.1, "test_error": 0.1, "margin_log": 0.5, "measure_log": 0.5}
+#: How far a retrained model's numbers may move and still count as the digest's (the probe, below): 1.5 times the
+#: largest spread of the probe family retrained under 19 configurations of CPU code paths and thread counts on
+#: this project's machine (``python -m benchmarks.probe_tolerance``, recorded in benchmarks/probe_tolerance.json:
+#: train error 0.012, test error 0, log margin and log measure 0.552), the errors at least 0.1. Floating-point order
+#: differs between machines, BLAS builds and vector paths; on one machine with one torch build it is bit-identical.
+TOLERANCE: dict[str, float] = {"train_error": 0.1, "test_error": 0.1, "margin_log": 0.85, "measure_log": 0.85}
+
+#: The factor between the tolerance and the spread it is derived from (tests/test_study_report.py checks it).
+TOLERANCE_FACTOR = 1.5
 
 #: The probe: a smoke-sized family retrained by the test suite and compared with the digest within
 #: :data:`TOLERANCE` (tests/test_study_report.py).

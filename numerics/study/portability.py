@@ -6,8 +6,10 @@ instruction set (``ATEN_CPU_CAPABILITY``: default, AVX2, AVX-512), MKL picks its
 smoke-sized margins are close to 0, those last-bit differences move a margin by up to about 40% (measured on
 this project's machine by varying the three, :data:`VARIED`). :data:`PINNED` fixes all three to the paths every
 x86-64 CPU has (torch's default kernels, MKL's conditional numerical reproducibility ``COMPATIBLE`` path,
-oneDNN at SSE4.1), so a model trained under it depends only on the torch build and the thread count, not on
-the CPU it ran on; the thread count did not change these models' bits here (full-batch steps of tiny matrices).
+oneDNN at SSE4.1), so a model trained under it should depend only on the torch build and the thread count,
+not on the CPU it ran on (what MKL's ``COMPATIBLE`` path and torch's default kernels are for; verified here only
+on one CPU, under every setting of the three variables). The thread count does change the bits under it (the
+probe's 1 and 2 threads differ in the fourth digit of a margin), so the probe keeps its preset's one thread.
 
 :func:`pinned` sets that environment for the worker processes that train (they read it when torch loads), and
 restores the caller's afterwards. The committed digest's probe is trained under it, and so is the test suite's
