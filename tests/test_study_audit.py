@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from itertools import combinations
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -182,3 +184,26 @@ def test_the_committed_digest_recomputes_from_its_own_file(task):
         f"the committed {task} digest has no per-model values: `./run claims --update-study {task}`"
     )
     assert audit(digest) == []
+
+
+def _study_section() -> str:
+    text = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    return " ".join(text[text.index("## Does the bound track generalization?") : text.index("## Claims")].split())
+
+
+def test_the_readme_quotes_the_recorded_timing_of_every_committed_run():
+    # Every committed run's recorded wall clock and CPU seconds appear in the README's study section, and every
+    # wall clock or CPU time the section quotes is one of them (no timing the digests do not record).
+    section = _study_section()
+    recorded_wall, recorded_cpu = set(), set()
+    for task in sorted(claims.TASK_STUDIES):
+        digest = claims.read_study_digest(claims.TASK_STUDIES[task][1])
+        for run in digest["runs"]:
+            t = run["timing"]
+            wall, cpu = f"{t['wall_seconds']:.0f}", f"{t['cpu_seconds']:.0f}"
+            assert f"{wall} s of wall clock" in section and f"{cpu} CPU s" in section, (task, run["label"])
+            recorded_wall.add(wall)
+            recorded_cpu.add(cpu)
+    quoted_wall = set(re.findall(r"(?<![\d.])(\d+) s of wall clock", section))
+    quoted_cpu = set(re.findall(r"(?<![\d.])(\d+) CPU s\b", section))
+    assert quoted_wall <= recorded_wall and quoted_cpu <= recorded_cpu, (quoted_wall, quoted_cpu)
