@@ -13,6 +13,7 @@ import pytest
 
 from numerics.study.inference import (
     bonferroni_confidence,
+    conditional_mutual_information,
     holm,
     kendall_s,
     permutation_distribution,
@@ -176,3 +177,38 @@ def test_holm_and_bonferroni_by_hand():
     assert bonferroni_confidence(0.95, 5) == pytest.approx(0.99)
     with pytest.raises(ValueError, match="m=0"):
         bonferroni_confidence(0.95, 0)
+
+
+def _naive_cmi(mu, g, settings, axes):
+    """I(V_mu; V_g | U_S) / H(V_g | U_S) over ordered pairs, by dictionaries (an independent implementation)."""
+    cells = {}
+    for i in range(len(mu)):
+        for j in range(len(mu)):
+            if i != j:
+                u = tuple(settings[i][a] for a in axes) + tuple(settings[j][a] for a in axes)
+                cells.setdefault(u, []).append((np.sign(mu[i] - mu[j]), np.sign(g[i] - g[j])))
+    total = sum(len(c) for c in cells.values())
+    info = entropy = 0.0
+    for pairs in cells.values():
+        w = len(pairs) / total
+        joint, pa, pb = Counter(pairs), Counter(a for a, _ in pairs), Counter(b for _, b in pairs)
+        k = len(pairs)
+        info += w * sum(c / k * math.log((c / k) / (pa[a] / k * pb[b] / k)) for (a, b), c in joint.items())
+        entropy -= w * sum(c / k * math.log(c / k) for c in pb.values())
+    return info / entropy if entropy > 0 else math.nan
+
+
+def test_the_conditional_mutual_information_score_against_a_naive_implementation():
+    rng = np.random.default_rng(4)
+    settings = [(int(a), int(b), int(c)) for a, b, c in rng.integers(0, 2, size=(9, 3))]
+    mu = rng.integers(0, 4, size=9).astype(float)  # ties on purpose
+    g = rng.normal(size=9).round(1)
+    found = conditional_mutual_information(mu, g, settings)
+    for key, value in found["per_set"].items():
+        axes = () if key == "-" else tuple(int(a) for a in key.split("+"))
+        expected = _naive_cmi(mu, g, settings, axes)
+        assert value == pytest.approx(expected, abs=1e-12, nan_ok=True), key
+    defined = [v for v in found["per_set"].values() if not math.isnan(v)]
+    assert found["score"] == min(defined) and len(found["per_set"]) == 1 + 3 + 3  # |S| <= 2 of 3 axes
+    # a measure ordered as the target is: every pair's sign is the target's, so the score is 1
+    assert conditional_mutual_information(g * 2 + 1, g, settings)["score"] == pytest.approx(1.0)

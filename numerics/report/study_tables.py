@@ -161,7 +161,7 @@ def correlation_rows(found: Findings) -> tuple[list[str], list[dict[str, Any]]]:
     columns += ["tau_gap_fixed_n", "tau_gap_fixed_n_low", "tau_gap_fixed_n_high", "Psi_gap_fixed_n"]
     columns += ["Psi_gap_fixed_n_low", "Psi_gap_fixed_n_high"]
     columns += [f"psi_gap_{a}" for a in found.axes_varied]
-    columns += ["noise_groups", "noise_increasing", "noise_tau"]
+    columns += ["cmi_gap", "noise_groups", "noise_increasing", "noise_tau"]
     rows = []
     for m in found.measures:
         row: dict[str, Any] = {
@@ -191,6 +191,7 @@ def correlation_rows(found: Findings) -> tuple[list[str], list[dict[str, Any]]]:
         row.update({f"psi_gap_{a}": i.estimate for a, i in m.against["gap"].psi.items()})
         rl = m.random_labels
         row.update({"noise_groups": rl.num_groups, "noise_increasing": rl.num_increasing, "noise_tau": rl.tau})
+        row["cmi_gap"] = m.cmi.get("score")
         rows.append(row)
     return columns, rows
 

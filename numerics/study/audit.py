@@ -62,6 +62,7 @@ def measures_block(found: Findings) -> dict[str, Any]:
             "psi_gap": {axis: i.estimate for axis, i in gap.psi.items()},
             "tau_test_error": estimate_dict(test.tau),
             "Psi_test_error": estimate_dict(test.Psi),
+            "cmi_gap": dict(m.cmi),
             "random_labels": {
                 "groups": rl.num_groups,
                 "increasing": rl.num_increasing,

@@ -20,7 +20,8 @@ target, every registered measure (:mod:`.measures`) and the two raw proxies ``lo
   ``L`` and width ``N`` at fixed other axes (:func:`~.statistics.loglog_slopes`);
 * the trajectories: for each model with checkpoints, the bound, its margin-normalised value,
   ``p*`` per group and the per-head ranks at every checkpoint and at the end;
-* how much of the gap is seed-to-seed, and the clean-label test-error range of the family.
+* how much of the gap is seed-to-seed, and the clean-label test-error range of the family; per measure
+  Jiang et al.'s conditional mutual information score (:func:`~.inference.conditional_mutual_information`).
 
 Which models count: every model with an analysis and a finite gap that reached the loss target (Jiang et
 al. 2020's stopping rule; they exclude the others). The others are counted (``num_not_reached``), and
@@ -42,7 +43,7 @@ import numpy as np
 from numerics._util.jsonsafe import FiniteDict
 
 from . import measures as measures_module
-from .inference import bonferroni_confidence
+from .inference import bonferroni_confidence, conditional_mutual_information
 from .measures import NORMALISED_BASELINES, REFERENCES, REGISTRY, Measure
 from .settings import AXES
 from .statistics import (
@@ -58,6 +59,7 @@ from .statistics import (
     random_label_check,
     rank_correlation,
 )
+from .trajectories import Trajectory, TrajectoryPoint, trajectories
 
 if TYPE_CHECKING:
     from .run import StudyModel, StudyResult
@@ -130,6 +132,8 @@ class MeasureFindings(FiniteDict):
         and ``Psi`` with their intervals (estimates on the family itself).
       granulated: ``{target: GranulatedTau}``: the groups behind each ``psi_k``.
       random_labels: the random-label check.
+      cmi: Jiang et al.'s conditional mutual information score against the gap (:func:`~.inference.conditional_mutual_information`
+        over the hyperparameter axes): ``{"score", "worst_given"}``, the axes of the minimising ``S``.
     """
 
     name: str
@@ -139,6 +143,7 @@ class MeasureFindings(FiniteDict):
     against: dict[str, Bootstrap]
     granulated: dict[str, GranulatedTau] = field(repr=False)
     random_labels: RandomLabelCheck = field(repr=False)
+    cmi: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)
@@ -179,48 +184,6 @@ class SlopePair(FiniteDict):
     slope_edelman: float
     num_points: int
     holds: bool
-
-
-@dataclass(frozen=True)
-class TrajectoryPoint(FiniteDict):
-    """One checkpoint of a training trajectory (or the final model).
-
-    Attributes:
-      step: the training step; final: whether it is the trained model.
-      train_error, test_error, gap, margin: from the training record at that step.
-      log_bound: ``log`` of specbound's post hoc complexity (``sqrt(n) Rad / 12``).
-      log_bound_over_margin: the ``spectrum_adaptive`` measure: ``log_bound - log margin``.
-      p_by_group: ``p*`` per group (``layer0/qk``, ...).
-      head_ranks: numerical rank of every per-head ``qk`` and ``vo`` product, by name.
-      analysis_error: why the checkpoint could not be analysed, if so.
-    """
-
-    step: int
-    final: bool
-    train_error: float | None
-    test_error: float | None
-    gap: float | None
-    margin: float | None
-    log_bound: float | None
-    log_bound_over_margin: float | None
-    p_by_group: dict[str, float]
-    head_ranks: dict[str, int]
-    analysis_error: str | None = None
-
-
-@dataclass(frozen=True)
-class Trajectory(FiniteDict):
-    """A model's checkpoints, in order of step, ending with the trained model.
-
-    Attributes:
-      model: the settings hash; settings: the axes' values; head_dim: ``d_h`` (rank ceiling).
-      points: the checkpoints.
-    """
-
-    model: str
-    settings: dict[str, Any]
-    head_dim: int | None
-    points: tuple[TrajectoryPoint, ...]
 
 
 @dataclass(frozen=True)
@@ -336,53 +299,6 @@ def measure_rows(
     return rows, excluded
 
 
-# --------------------------------------------------------------------------- trajectories
-
-
-def _point(step: int, final: bool, record: Mapping[str, Any], analysis: Any, error: str | None) -> TrajectoryPoint:
-    log_bound = over_margin = None
-    p_by_group: dict[str, float] = {}
-    ranks: dict[str, int] = {}
-    if analysis is not None:
-        log_bound = float(analysis.bounds["spectrum_adaptive"]["log_complexity"])
-        over_margin = REGISTRY["spectrum_adaptive"](analysis, record)
-        p_by_group = {k: float(v) for k, v in analysis.bounds["spectrum_adaptive"]["p_by_group"].items()}
-        ranks = {row["name"]: int(row["rank"]) for row in analysis.matrices if row["kind"] in ("qk", "vo")}
-    return TrajectoryPoint(
-        step=step,
-        final=final,
-        train_error=record.get("train_error"),
-        test_error=record.get("test_error"),
-        gap=record.get("gap"),
-        margin=record.get("margin"),
-        log_bound=log_bound,
-        log_bound_over_margin=over_margin,
-        p_by_group=p_by_group,
-        head_ranks=ranks,
-        analysis_error=error,
-    )
-
-
-def trajectories(result: StudyResult) -> tuple[Trajectory, ...]:
-    """One :class:`Trajectory` per model with checkpoints: each checkpoint, then the trained model."""
-    out = []
-    for m in result.models:
-        if not m.checkpoints:
-            continue
-        points = [_point(c.step, False, c.record, c.analysis, c.analysis_error) for c in m.checkpoints]
-        points.append(_point(int(m.record["steps"]), True, m.record, m.analysis, m.analysis_error))
-        head_dim = m.settings.width // m.settings.heads
-        out.append(
-            Trajectory(
-                model=m.record["settings_hash"],
-                settings={a: getattr(m.settings, a) for a in AXES},
-                head_dim=head_dim,
-                points=tuple(points),
-            )
-        )
-    return tuple(out)
-
-
 # --------------------------------------------------------------------------- the statistics
 
 
@@ -406,6 +322,17 @@ def _c8(slopes: Sequence[Slope]) -> tuple[SlopePair, ...]:
             )
         )
     return tuple(pairs)
+
+
+def _cmi(rows: Sequence[Mapping[str, Any]], name: str) -> dict[str, Any]:
+    found = conditional_mutual_information(
+        [math.nan if r[name] is None else r[name] for r in rows],
+        [r["gap"] for r in rows],
+        [[r[a] for a in PSI_AXES] for r in rows],
+    )
+    worst = found["worst_axes"]
+    given = [] if worst in (None, "-") else [PSI_AXES[int(k)] for k in str(worst).split("+")]
+    return {"score": found["score"], "worst_given": given}
 
 
 def _spread(values: Sequence[float]) -> float:
@@ -561,6 +488,7 @@ def findings_from_rows(
                 against={t: bootstrap(rows, name, t, **boot) for t in TARGETS},
                 granulated={t: granulated_tau(rows, name, t, axes, psi_axes=list(PSI_AXES)) for t in TARGETS},
                 random_labels=random_label_check(rows, name, axes),
+                cmi=_cmi(rows, name),
             )
         )
     compared = [b for b in BASELINES if OURS in chosen and b in chosen]

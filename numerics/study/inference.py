@@ -14,6 +14,9 @@ r"""Inference a reviewer accepts: the clustered bootstrap, simultaneous levels, 
   fraction ``q``, per group and stratified over the groups (Kendall's ``S`` summed over groups, each
   group's values permuted over its levels independently; the null distribution by exact enumeration and
   convolution), with Holm's step-down adjustment of the per-group p-values (Holm 1979).
+* :func:`conditional_mutual_information`: the conditional mutual information score of Jiang et al. 2020
+  (section 6), also the score of the PGDL competition: how much the sign of a measure's difference tells about
+  the sign of the gap's difference, given at most two hyperparameters, at worst.
 
 References:
   A. C. Davison, D. V. Hinkley, "Bootstrap Methods and their Application", Cambridge 1997, section 3.8.
@@ -45,6 +48,7 @@ __all__ = [
     "TrendTest",
     "trend_test",
     "holm",
+    "conditional_mutual_information",
 ]
 
 #: The non-inferiority margin ``delta`` of C10, in units of Kendall's tau: ours is "at least as good as"
@@ -210,3 +214,54 @@ def trend_test(groups: Sequence[tuple[Sequence[float], Sequence[float]]], *, lev
         level=level,
         rule=TREND_RULE.format(level=level),
     )
+
+
+def conditional_mutual_information(
+    measure: Sequence[float], target: Sequence[float], settings: Sequence[Sequence[Hashable]], *, max_axes: int = 2
+) -> dict[str, object]:
+    r"""The conditional mutual information score of a measure (Jiang et al. 2020, section 6; reconstructed).
+
+    Over the ordered pairs of distinct models ``(i, j)``: ``V_mu = sign(mu_i - mu_j)``, ``V_g = sign(g_i - g_j)``
+    and, for a set ``S`` of at most ``max_axes`` hyperparameter axes, ``U_S`` = both models' values on ``S``. With
+    the empirical distribution over the pairs,
+
+    .. math::
+
+        \hat I(V_\mu; V_g \mid U_S) = \frac{I(V_\mu; V_g \mid U_S)}{H(V_g \mid U_S)}, \qquad
+        K(\mu) = \min_{|S| \le 2} \hat I(V_\mu; V_g \mid U_S),
+
+    natural logs; ties are a third value of the signs. ``K`` is 1 for a measure that orders every pair as the
+    target does within every ``U_S``, 0 for one independent of the target given some ``U_S``. Models with a
+    NaN measure or target are left out. Returns ``{"score", "worst_axes", "per_set"}`` (``per_set``: the
+    normalised CMI of every ``S``, by its axes' indices joined with ``+``; ``"-"`` for ``S`` empty).
+    """
+    keep = [i for i in range(len(measure)) if not (math.isnan(float(measure[i])) or math.isnan(float(target[i])))]
+    if len(keep) < 2:
+        return {"score": math.nan, "worst_axes": None, "per_set": {}}
+    m = np.asarray([float(measure[i]) for i in keep])
+    g = np.asarray([float(target[i]) for i in keep])
+    off = ~np.eye(len(keep), dtype=bool)
+    vm = (np.sign(m[:, None] - m[None, :]) + 1).astype(np.int64)[off]  # 0, 1, 2 for -, tie, +
+    vg = (np.sign(g[:, None] - g[None, :]) + 1).astype(np.int64)[off]
+    num_axes = len(settings[keep[0]])
+    sets = [s for k in range(max_axes + 1) for s in itertools.combinations(range(num_axes), k)]
+    per_set: dict[str, float] = {}
+    for axes in sets:
+        labels: dict[tuple[Hashable, ...], int] = {}
+        code = np.asarray([labels.setdefault(tuple(settings[i][a] for a in axes), len(labels)) for i in keep])
+        u = (code[:, None] * len(labels) + code[None, :])[off]  # both models' values on S, as one cell number
+        _, cell = np.unique(u, return_inverse=True)
+        joint = np.zeros((int(cell.max()) + 1, 3, 3))
+        np.add.at(joint, (cell, vm, vg), 1.0)
+        size = joint.sum(axis=(1, 2))
+        p = joint / size[:, None, None]
+        pm, pg = p.sum(axis=2), p.sum(axis=1)
+        weight = size / size.sum()
+        with np.errstate(divide="ignore", invalid="ignore"):
+            terms = np.where(p > 0, p * np.log(p / (pm[:, :, None] * pg[:, None, :])), 0.0)
+            info = float(np.sum(weight * terms.sum(axis=(1, 2))))
+            entropy = float(-np.sum(weight * np.where(pg > 0, pg * np.log(pg), 0.0).sum(axis=1)))
+        per_set["+".join(map(str, axes)) or "-"] = info / entropy if entropy > 0 else math.nan
+    defined = {k: v for k, v in per_set.items() if not math.isnan(v)}
+    worst = min(defined, key=lambda k: defined[k]) if defined else None
+    return {"score": defined[worst] if worst is not None else math.nan, "worst_axes": worst, "per_set": per_set}
