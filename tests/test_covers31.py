@@ -76,7 +76,7 @@ def test_user_cover_from_its_own_file_runs_through_analyze(bert_folder, user_cov
         base["log_union"]
         - base["peel"]
         + sum(
-            math.log(1.5 * (abs(k) + 1) * (abs(k) + 2))
+            math.log(3 * (abs(k) + 1) * (abs(k) + 2))  # half the prior on the grid (theory.margin)
             for k in np.ceil(
                 np.log2([row["theorem_inputs"]["R_realised"] for row in doc["matrices"] if row.get("theorem_inputs")])
             )
@@ -138,7 +138,7 @@ def test_effective_rank_is_chosen_for_rank_one_heads_and_lowers_the_bound(tmp_pa
     # its own post hoc cost: log min(a, b) for r_head plus the tail's peeling cost at its level
     tail = float(np.sqrt(np.sum(np.sort(t.singular_values)[::-1][1:] ** 2)))
     k = math.ceil(math.log2(tail))
-    assert one.cost == pytest.approx(math.log(24) + math.log(1.5 * (abs(k) + 1) * (abs(k) + 2)))
+    assert one.cost == pytest.approx(math.log(24) + math.log(3 * (abs(k) + 1) * (abs(k) + 2)))
 
 
 def _term(j, kind, sv, log_rho, group):
@@ -299,10 +299,10 @@ def test_one_cover_per_matrix_mixes_covers_inside_a_group_and_pays_log_k_per_mat
     # the union, independently, from the reported assignment: Theorem 4.1 pays its matrix's radius S_p peeled and
     # log |P| = log 3 once for the group if any of its matrices uses it; the effective-rank cover pays log min(a, b)
     # for r_head and its tail ||W - W_r||_F peeled. Peeling at level k = ceil(log2 v) costs
-    # log(1.5 (|k|+1)(|k|+2)) (MATH.md section 10). What is left (spectral norms, B_out, gamma) is the same for both.
+    # log(3 (|k|+1)(|k|+2)) (theory.margin: half the prior on the grid). What is left (spectral norms, B_out, gamma) is the same for both.
     def peel(v):
         k = math.ceil(math.log2(v))
-        return math.log(1.5 * (abs(k) + 1) * (abs(k) + 2))
+        return math.log(3 * (abs(k) + 1) * (abs(k) + 2))
 
     def own(result):
         total, thm = result.choice_cost, False
@@ -314,7 +314,8 @@ def test_one_cover_per_matrix_mixes_covers_inside_a_group_and_pays_log_k_per_mat
                 total, thm = total + peel(radius), True
             else:
                 tail = float(np.sqrt(np.sum(np.sort(t.singular_values)[::-1][row["r_head"] :] ** 2)))
-                total += math.log(min(t.shape)) + (peel(tail) if tail > 0 else 0.0)
+                # a zero tail selects the zero class: log 2 (theory.margin)
+                total += math.log(min(t.shape)) + (peel(tail) if tail > 0 else math.log(2))
         return total + (math.log(3) if thm else 0.0)
 
     assert matrix.log_union - own(matrix) == pytest.approx(group.log_union - own(group), rel=1e-12)
