@@ -26,8 +26,8 @@ from typing import Any
 
 import mpmath
 import numpy as np
-import scipy.linalg
 import pytest
+import scipy.linalg
 import synthetic
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st

@@ -9,7 +9,6 @@ eigenpairs it computes, a posteriori: its upper bounds are checked against the d
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Callable
 from typing import Any
 
 import mpmath
