@@ -117,7 +117,14 @@ def test_effective_rank_is_chosen_for_rank_one_heads_and_lowers_the_bound(tmp_pa
     cov = result.covers
     assert cov["chosen_by_group"]["layer0/qk"] == cov["chosen_by_group"]["layer1/qk"] == "effective_rank"
     qk = [row for row in result.matrices if row.get("cover") and row["theorem_inputs"]["kind"] == "bilinear"]
-    assert qk and all(row["cover"] == {"cover": "effective_rank", "r_head": 1} for row in qk)
+    assert qk and all(
+        {k: v for k, v in row["cover"].items() if k != "tail_paid"} == {"cover": "effective_rank", "r_head": 1}
+        for row in qk
+    )
+    for row in qk:  # the tail left out and paid for: ||W - W_1||_F from the upper values the bound read
+        upper = np.sort(result.singular_values_upper[row["name"]])[::-1]
+        assert row["cover"]["tail_paid"] == pytest.approx(float(np.sqrt(np.sum(upper[1:] ** 2))), rel=1e-12)
+        assert 0 < row["cover"]["tail_paid"] < 1e-6
     assert cov["log_rademacher"] < cov["alone"]["thm41"]["log_rademacher"]
     assert cov["generalization_gap_uncapped"] < cov["alone"]["thm41"]["generalization_gap_uncapped"]
     # one head's table against the form written out (theory.effective_rank, docstring: the cover at eps is
@@ -289,7 +296,13 @@ def test_one_cover_per_matrix_mixes_covers_inside_a_group_and_pays_log_k_per_mat
     group = covers31.compose(terms, post, covers, settings)
     matrix = covers31.compose(terms, post, covers, settings, choice="matrix")
     assert len(set(row["cover"] for row in group.per_matrix.values())) == 1
-    assert matrix.per_matrix == {"m0": {"cover": "effective_rank", "r_head": 1}, "m1": {"cover": "thm41", "p": 0.0}}
+    tail_m0 = float(np.sqrt(15) * 1e-9)  # the 15 values 1e-9 left out of m0 at r_head = 1
+    assert matrix.per_matrix["m1"] == {"cover": "thm41", "p": 0.0, "tail_paid": 0.0}
+    assert {k: v for k, v in matrix.per_matrix["m0"].items() if k != "tail_paid"} == {
+        "cover": "effective_rank",
+        "r_head": 1,
+    }
+    assert matrix.per_matrix["m0"]["tail_paid"] == pytest.approx(tail_m0, rel=1e-12)
     assert matrix.by_group == {"g0/qk": "mixed"}
     assert matrix.as_dict()["choice"] == "one cover per matrix, chosen post hoc (log k per matrix)"
     # per matrix every per-group assignment is scored too: never a larger complexity
