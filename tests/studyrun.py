@@ -10,6 +10,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from numerics.experiments.claims import TASK_STUDIES
 from numerics.report.study_tables import RUN_DEPENDENT
 from numerics.study.portability import PINNED
 
@@ -73,3 +76,19 @@ def comparable_tables(folder: Path) -> dict[str, Any]:
         else:
             out[name] = path.read_text(encoding="utf-8")
     return out
+
+
+#: Committed digests written before the per-model values and the current statistics existed: their tests are
+#: expected to fail until the digest is regenerated (`./run claims --update-study TASK`); then remove the task
+#: here (the strict xfail turns into a failure once the digest is current).
+STALE_DIGESTS: frozenset[str] = frozenset({"digits"})
+
+
+def committed_tasks() -> list[Any]:
+    """The tasks with a committed digest, as pytest parameters (the stale ones marked as expected failures)."""
+    return [
+        pytest.param(t, marks=pytest.mark.xfail(strict=True, reason=f"the committed {t} digest predates this code"))
+        if t in STALE_DIGESTS
+        else t
+        for t in sorted(TASK_STUDIES)
+    ]
