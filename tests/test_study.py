@@ -469,6 +469,28 @@ def test_each_model_of_a_batch_trains_on_its_own_labels_from_its_own_initialisat
     assert train_batch([mini])[0].files["model.safetensors"] == train(mini).files["model.safetensors"]
 
 
+def test_distance_from_initialisation_is_measured_from_the_saved_initial_weights(tmp_path):
+    # Reference: the step-0 checkpoint training saved (the real initial weights, not rebuilt): the distance of the
+    # trained model from it, summed over the tensors weight decay acts on, and 0 for the checkpoint itself.
+    from numerics.study.initial import distance_from_init
+
+    s = TINY.replace(trajectory=(0.0,), max_steps=5, seed=4, label_noise=0.5)
+    trained = train_batch([s, s.replace(seed=5)])[0]
+    for name, data in trained.files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_bytes(data)
+    start = load_safetensors(trained.files["checkpoints/step-000000/model.safetensors"])
+    end = load_safetensors(trained.files["model.safetensors"])
+    expected = sum(
+        float(np.sum((end[k].astype(np.float64) - v.astype(np.float64)) ** 2)) for k, v in start.items() if v.ndim >= 2
+    )
+    assert expected > 0
+    assert distance_from_init(tmp_path, s) == pytest.approx(expected, rel=1e-12)
+    assert distance_from_init(tmp_path / "checkpoints" / "step-000000", s.as_dict()) == 0.0
+    # another seed's initialisation is far from this model's: the rebuild uses the model's own seed
+    assert distance_from_init(tmp_path / "checkpoints" / "step-000000", s.replace(seed=5)) > 1.0
+
+
 def test_batched_trajectory_checkpoints_retrace_the_batch():
     settings = [TINY.replace(trajectory=(0.0, 0.5)), TINY.replace(seed=1)]
     trained = train_batch(settings)

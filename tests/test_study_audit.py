@@ -93,7 +93,17 @@ def test_the_digest_holds_every_per_model_value(smoke_digest):
     assert [m["model"] for m in models] == [s.hash() for s in settings]
     for m, s in zip(models, settings):
         assert m["settings"] == json.loads(json.dumps(s.as_dict()))  # every hyperparameter, not only the axes
-        for key in ("n", "T", "B_out", "head_lipschitz", "margin", "steps", "num_parameters", "gap"):
+        for key in (
+            "n",
+            "T",
+            "B_out",
+            "head_lipschitz",
+            "margin",
+            "steps",
+            "num_parameters",
+            "gap",
+            "distance_from_init",
+        ):
             assert m[key] is not None, key
         assert set(m["measures"]) == set(REGISTRY) and m["p_star"]
         # the parts of each decomposed measure sum to it (complexity + 1/gamma part)

@@ -43,6 +43,7 @@ RECORD = {
     "head_lipschitz": HEAD,
     "B_out": B_OUT,
     "settings": {**SETTINGS, "label_noise": 0.0},
+    "distance_from_init": 2.5,
 }
 #: what every margin-normalised log measure adds to its raw log complexity: -1/2 log n + log L_head - log gamma
 SHIFT = -0.5 * math.log(N_BOUND) + math.log(HEAD) - math.log(GAMMA)

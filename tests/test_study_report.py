@@ -118,7 +118,10 @@ def test_the_measures_are_those_of_the_saved_models_reloaded_through_analyze(smo
         values = measures.evaluate(analysis, {**record, **inputs})
         for name, value in values.items():
             got = number(table[row["model"]][name])
-            assert got == pytest.approx(value, rel=1e-12, nan_ok=True), (row["model"], name)
+            # dist_init rebuilds the initial weights here, unpinned, where the run rebuilt them with the CPU code
+            # paths pinned (studyrun.env): torch's normal_ then differs in the last bits (5e-10 relative seen)
+            rel = 1e-7 if name == "dist_init" else 1e-12
+            assert got == pytest.approx(value, rel=rel, nan_ok=True), (row["model"], name)
         assert number(table[row["model"]]["margin"]) == pytest.approx(record["margin"], rel=1e-15)
 
 

@@ -32,6 +32,7 @@ RECORD_KEYS: tuple[str, ...] = (
     "B_out",
     "head_lipschitz",
     "num_parameters",
+    "distance_from_init",
     "reached",
     "stop",
     "steps",

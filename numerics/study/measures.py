@@ -57,6 +57,7 @@ norm:<baseline>      yes    yes      ``sum_spectral``, ``log_prod_spectral``, ``
 ref:1/sqrt(n)        yes    no       reference: ``-1/2 log n``
 ref:sqrt(P/n)        yes    no       reference: ``1/2 log(P / n)``, ``P`` the trained parameters
 axis:<axis>          no     no       reference: the hyperparameter itself (depth, width, ..., label_noise)
+dist_init            no     no       ``sum_j ||W_j - W_j^0||_F^2``, the distance from initialisation (:mod:`.initial`)
 ===================  =====  =======  ===================================================
 
 The sums and the product run over the matrices that enter the bound
@@ -566,6 +567,19 @@ for _name in AXIS_MEASURES:
     measure(f"axis:{_name}", margin_normalised=False, description=f"reference: the hyperparameter {_name} itself")(
         _axis(_name)
     )
+
+
+@measure(
+    "dist_init",
+    margin_normalised=False,
+    description="distance from initialisation: sum of ||W - W0||_F^2 over the weight matrices (Jiang et al. 2020)",
+)
+def _dist_init(analysis: Analysis, record: Mapping[str, Any]) -> float:
+    value = record.get("distance_from_init")
+    if not (_number(value) and value >= 0):
+        raise ValueError(f"record['distance_from_init']={value!r} must be a number >= 0 (numerics.study.initial).")
+    return float(value)
+
 
 #: The reference measures every table shows beside the bounds: what a trivial measure achieves.
 REFERENCES: tuple[str, ...] = (

@@ -34,6 +34,7 @@ from numerics.parallel.executors import make_executor
 
 from .batches import plan_batches
 from .cache import WORK_PREFIX, StoredModel, load_stored, store, study_root
+from .initial import distance_from_init
 from .presets import Preset, get_preset
 from .records import TrainedModel
 from .settings import TrainSettings
@@ -246,7 +247,8 @@ def bound_inputs(folder: Path, record: Mapping[str, Any]) -> dict[str, Any]:
       LayerNorm's gain ``g`` and shift ``beta``: ``||h||_2 <= ||g||_inf sqrt(N) + ||beta||_2``
       (MATH.md, norm layers: the normalised vector has norm at most ``sqrt(N)``);
     * ``head_lipschitz``: ``max_{i != j} ||w_i - w_j||_2`` over the rows of ``classifier.weight``, the
-      Lipschitz constant of every margin ``(w_y - w_j)^T h + b_y - b_j`` in ``h``.
+      Lipschitz constant of every margin ``(w_y - w_j)^T h + b_y - b_j`` in ``h``;
+    * ``distance_from_init`` (a record with ``settings``): :func:`.initial.distance_from_init`.
 
     Read from ``model.safetensors`` as data (numpy), nothing executed.
 
@@ -265,12 +267,15 @@ def bound_inputs(folder: Path, record: Mapping[str, Any]) -> dict[str, Any]:
     head = tensors["classifier.weight"].astype(np.float64)
     diffs = head[:, None, :] - head[None, :, :]
     lipschitz = float(np.sqrt((diffs**2).sum(axis=-1)).max())
-    return {
+    out: dict[str, Any] = {
         "n": int(record["task"]["num_train"]),
         "T": int(record["task"]["seq_len"]),
         "B_out": float(np.abs(gain).max() * math.sqrt(gain.size) + np.linalg.norm(shift)),
         "head_lipschitz": lipschitz,
     }
+    if "settings" in record:  # a study model: how far training moved it (numerics.study.initial)
+        out["distance_from_init"] = distance_from_init(folder, record["settings"])
+    return out
 
 
 def bound_settings(inputs: Mapping[str, Any]) -> BoundSettings:
