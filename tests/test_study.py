@@ -43,6 +43,7 @@ from numerics.study import (
     train_family,
 )
 from numerics.study.batched import MAX_BATCH, batch_key, plan_batches, train_batch
+from numerics.study.initial import distance_from_init
 from numerics.study.run import bound_inputs, bound_settings
 from numerics.study.tasks import load_digits_arrays
 from numerics.study.train import build_model, task_data, train
@@ -226,9 +227,12 @@ def test_the_record_holds_the_margin_and_parameter_count_the_measures_read(tmp_p
             "T": 3,
             "head_lipschitz": lipschitz,
             "B_out": np.max(np.abs(gain)) * math.sqrt(TINY.width) + np.linalg.norm(shift),
+            # from the seeded initial weights (tests/test_study.py pins it against the saved step-0 weights)
+            "distance_from_init": distance_from_init(folder, TINY),
         },
         rel=1e-12,
     )
+    assert inputs["distance_from_init"] > 0
     # the covered output is within B_out on every training input (the final CLS row, before the head)
     with torch.no_grad():
         hidden = module.encoder(module.embeddings(torch.from_numpy(data.train_inputs)))[:, 0].double().numpy()
@@ -472,8 +476,6 @@ def test_each_model_of_a_batch_trains_on_its_own_labels_from_its_own_initialisat
 def test_distance_from_initialisation_is_measured_from_the_saved_initial_weights(tmp_path):
     # Reference: the step-0 checkpoint training saved (the real initial weights, not rebuilt): the distance of the
     # trained model from it, summed over the tensors weight decay acts on, and 0 for the checkpoint itself.
-    from numerics.study.initial import distance_from_init
-
     s = TINY.replace(trajectory=(0.0,), max_steps=5, seed=4, label_noise=0.5)
     trained = train_batch([s, s.replace(seed=5)])[0]
     for name, data in trained.files.items():

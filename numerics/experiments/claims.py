@@ -776,7 +776,8 @@ def _family_text(digest: dict[str, Any]) -> str:
     sizes = ", ".join(f"{r['label']} {r['num_models']} of {r['num_trained_models']}" for r in runs)
     return (
         f"{preset['name']} preset ({preset['task']}), models in the statistics (reached the loss target): {sizes}; "
-        f"{b['confidence']:.0%} paired bootstrap intervals ({b['resamples']} resamples)"
+        f"{b['confidence']:.0%} two-stage bootstrap intervals ({b['resamples']} resamples), the paired differences "
+        f"simultaneous over the baselines (Bonferroni, each at {b.get('paired_confidence', b['confidence']):.4g})"
     )
 
 
