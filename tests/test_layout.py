@@ -307,6 +307,18 @@ def test_every_package_ships_in_the_wheel():
     assert present <= listed, f"packages missing from [tool.setuptools] packages: {sorted(present - listed)}"
 
 
+def test_the_console_script_is_the_launcher_and_it_ships():
+    # The `specbound` script imports a top-level launcher (issue 30, finding 4), which must ship in the
+    # wheel beside the packages and, importing only what no file on sys.path can replace, stay stdlib-light.
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    assert config["project"]["scripts"] == {"specbound": "_specbound_launch:main"}
+    assert config["tool"]["setuptools"]["py-modules"] == ["_specbound_launch"]
+    tree = ast.parse((ROOT / "_specbound_launch.py").read_text(encoding="utf-8"))
+    top = {a.name for n in tree.body if isinstance(n, ast.Import) for a in n.names}
+    top |= {n.module for n in tree.body if isinstance(n, ast.ImportFrom) and n.module}
+    assert top == {"__future__", "os", "sys", "importlib.machinery"}, top
+
+
 # --------------------------------------------------------------------------- sizes
 
 #: The tree's size rules, in lines as ruff formats them (docstrings and comments count).
