@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from numerics._util import journal
 from numerics._util.cache import cache_root, make_private_dirs
 from numerics._util.workdirs import remove_abandoned, work_folder
 from numerics.errors import OutputError
@@ -329,6 +330,7 @@ def _inspect_folder(
     """:func:`check_output_folder`, also giving what the existing folder holds (``None`` if missing)."""
     path = _absolute(dest)
     _check_parent(path)
+    remove_abandoned(path.parent, _TMP_PREFIX)  # a killed write into `path` is finished or undone first
     st = _lstat(path)
     if st is None:
         return path, None, None
@@ -464,52 +466,40 @@ def _write_into(
     old = work / "old"
     old.mkdir()
     listed = _marker_files(path) or {}
-    aside: list[tuple[Path, Path]] = []  # (original place, place in old)
-    moved_in: list[Path] = []
-    made: list[Path] = []
-    try:
-        for k, name in enumerate([*found.ours, MARKER] if os.path.lexists(path / MARKER) else found.ours):
-            place = old / str(k)
-            os.rename(path / name, place)
-            aside.append((path / name, place))
-            if name != MARKER and _file_digest(place) != listed.get(name):
-                raise OutputError(path, f"{name!r} changed while specbound was writing")
-        if os.lstat(path).st_ino != st.st_ino:
-            raise OutputError(path, "changed while specbound was writing")
-        _write_marker(work, files)
-        for name in [*sorted(files), MARKER]:
-            source = (work / MARKER) if name == MARKER else out / name
-            target = path / name
-            for folder in reversed(target.relative_to(path).parents[:-1] if "/" in name else []):
-                inside = path / folder
-                if not os.path.lexists(inside):
-                    inside.mkdir()
-                    made.append(inside)
-                elif not inside.is_dir() or inside.is_symlink() or os.lstat(inside).st_dev != st.st_dev:
-                    raise OutputError(path, f"{folder.as_posix()!r} changed while specbound was writing")
-            if os.path.lexists(target):
-                raise OutputError(path, f"{name!r} appeared while specbound was writing")
-            os.rename(source, target)
-            moved_in.append(target)
-    except BaseException:
-        for target in reversed(moved_in):
-            with contextlib.suppress(OSError):
-                os.unlink(target)
-        for folder in reversed(made):
-            with contextlib.suppress(OSError):
-                folder.rmdir()
-        for original, place in reversed(aside):
-            with contextlib.suppress(OSError):
-                if not os.path.lexists(original):
-                    os.rename(place, original)
-        raise
-    # folders of the old report that are now empty and that the new one does not use
+    _write_marker(work, files)
+    leaving = [*found.ours, MARKER] if os.path.lexists(path / MARKER) else list(found.ours)
+    aside = [(path / name, old / str(k)) for k, name in enumerate(leaving)]
+    entering: list[str] = []  # each new file, or the outermost new folder holding it, moved in whole
+    for name in sorted(files):
+        parts = name.split("/")
+        top = next(("/".join(parts[:k]) for k in range(1, len(parts)) if "/".join(parts[:k]) not in found.dirs), name)
+        if top not in entering:
+            entering.append(top)
+    moves = [*aside, *((out / rel, path / rel) for rel in entering), (work / MARKER, path / MARKER)]
+    # folders of the old report that the new one does not use: removed after the commit if empty
     wanted = {"/".join(n.split("/")[:k]) for n in files for k in range(1, n.count("/") + 1)}
-    for old_dir in sorted(found.dirs - wanted, key=lambda d: -d.count("/")):
-        if any(d == old_dir or d.startswith(old_dir + "/") for d in wanted):
-            continue
-        with contextlib.suppress(OSError):
-            (path / old_dir).rmdir()  # only if empty: a kept file keeps its folder
+    tidy = [d for d in found.dirs - wanted if not any(w == d or w.startswith(d + "/") for w in wanted)]
+    journal.begin(work, path, moves, tidy=tidy)  # the next run finishes or undoes these renames after a SIGKILL
+    try:
+        for k, (source, target) in enumerate(moves):
+            if k == len(aside) and os.lstat(path).st_ino != st.st_ino:
+                raise OutputError(path, "changed while specbound was writing")
+            if k >= len(aside):
+                rel = target.relative_to(path)
+                for folder in reversed(rel.parents[:-1]):  # the old report's folders it goes into
+                    inside = path / folder
+                    if not inside.is_dir() or inside.is_symlink() or os.lstat(inside).st_dev != st.st_dev:
+                        raise OutputError(path, f"{folder.as_posix()!r} changed while specbound was writing")
+                if os.path.lexists(target):
+                    raise OutputError(path, f"{rel.as_posix()!r} appeared while specbound was writing")
+            journal.rename(source, target)
+            name = leaving[k] if k < len(aside) else MARKER
+            if k < len(aside) and name != MARKER and _file_digest(target) != listed.get(name):
+                raise OutputError(path, f"{name!r} changed while specbound was writing")
+    except BaseException:
+        journal.recover(work)  # puts the old report back, from what is on disk
+        raise
+    journal.commit(work)
 
 
 def _work_prefix(path: Path) -> str:
