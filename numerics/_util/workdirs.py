@@ -43,13 +43,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from numerics._util import journal
+from numerics.errors import OutputError
 
 try:
     import fcntl
 except ImportError:  # pragma: no cover - not POSIX
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["LOCK_NAME", "work_folder", "remove_abandoned", "remove_tree", "mount_points"]
+__all__ = ["LOCK_NAME", "work_folder", "remove_abandoned", "remove_tree", "mount_points", "refuse_mount_points"]
 
 #: Name of the lock file inside every work folder.
 LOCK_NAME = ".specbound-lock"
@@ -282,14 +283,15 @@ def remove_tree(folder: str | os.PathLike[str], *, keep: str | None = None) -> l
         opened = _open_home(where)
     except FileNotFoundError:
         return []
-    except NotADirectoryError:
-        os.unlink(where)  # a file or a symbolic link: removed itself, nothing followed
-        return []
-    except OSError as exc:
-        if os.path.islink(where):
-            os.unlink(where)
-            return []
-        raise exc
+    except OSError:
+        if os.path.lexists(where) and not os.path.isdir(where) or os.path.islink(where):
+            try:
+                os.unlink(where)  # a file or a symbolic link: removed itself, nothing followed
+                journal.after_step()
+                return []
+            except OSError:
+                pass
+        return [where]
     if opened is None:
         return [where]
     fd, home = opened
@@ -325,6 +327,18 @@ def mount_points(folder: str | os.PathLike[str]) -> list[Path]:
     finally:
         os.close(fd)
     return found
+
+
+def refuse_mount_points(folder: str | os.PathLike[str], what: str) -> None:
+    """Raise :class:`~numerics.errors.OutputError` if ``folder``, which specbound is about to delete
+    to replace ``what``, is or holds a mount point (whose files it would otherwise reach)."""
+    found = mount_points(folder)
+    if found:
+        raise OutputError(
+            found[0],
+            f"is a mount point in {os.fspath(folder)}, {what} specbound would replace; it never deletes "
+            "across a mount (unmount it, or remove the folder yourself)",
+        )
 
 
 def glob_escape(text: str) -> str:
