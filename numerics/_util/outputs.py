@@ -49,7 +49,7 @@ from typing import Any
 
 from numerics._util import journal
 from numerics._util.cache import cache_root, make_private_dirs
-from numerics._util.workdirs import remove_abandoned, work_folder
+from numerics._util.workdirs import is_mount_point, remove_abandoned, work_folder
 from numerics.errors import OutputError
 
 __all__ = [
@@ -62,6 +62,7 @@ __all__ = [
     "is_specbound_png",
     "record_written_file",
     "save_figure",
+    "figure_format",
     "check_editable_file",
     "edit_text_file",
 ]
@@ -153,6 +154,14 @@ def _holds(folder: Path, folder_stat: os.stat_result, protected: PathLike) -> bo
             if (st.st_dev, st.st_ino) == identity:
                 return True
     return False
+
+
+def _check_outside_cache(path: Path) -> None:
+    """Refuse a destination inside specbound's cache (links resolved): the cache holds only what it keeps there."""
+    cache = Path(os.path.realpath(cache_root()))
+    real = Path(os.path.realpath(path))
+    if cache in real.parents:  # the cache itself, or a folder holding it: see _check_protected
+        raise OutputError(path, f"is inside specbound's cache {cache}, where only specbound's own data goes")
 
 
 def _check_protected(path: Path, st: os.stat_result, protect: Iterable[PathLike]) -> None:
@@ -273,7 +282,7 @@ def _survey(path: Path, root: os.stat_result, listed: dict[str, tuple[int, str]]
             if not rel and entry.name == MARKER:
                 continue
             st = entry.stat(follow_symlinks=False)
-            if st.st_dev != root.st_dev or (stat.S_ISDIR(st.st_mode) and os.path.ismount(entry.path)):
+            if st.st_dev != root.st_dev or is_mount_point(entry.path):  # bind mounts of the same file system too
                 found.blocking.append((name, "a mount point (another file system), which specbound never writes into"))
             elif stat.S_ISDIR(st.st_mode) and name in listed_dirs:
                 found.dirs.add(name)
@@ -330,6 +339,7 @@ def _inspect_folder(
     """:func:`check_output_folder`, also giving what the existing folder holds (``None`` if missing)."""
     path = _absolute(dest)
     _check_parent(path)
+    _check_outside_cache(path)
     remove_abandoned(path.parent, _TMP_PREFIX)  # a killed write into `path` is finished or undone first
     st = _lstat(path)
     if st is None:
@@ -338,7 +348,7 @@ def _inspect_folder(
         _check_protected(path, st, protect)
     if not stat.S_ISDIR(st.st_mode):
         raise OutputError(path, f"is {_kind(st.st_mode)}, not a folder specbound wrote")
-    if os.path.ismount(path):
+    if is_mount_point(path):
         raise OutputError(path, "is a mount point")
     with os.scandir(path) as entries:
         empty = next(entries, None) is None
@@ -566,6 +576,7 @@ def check_output_file(dest: PathLike, *, ours: Callable[[Path], bool] = is_specb
     """
     path = _absolute(dest)
     _check_parent(path)
+    _check_outside_cache(path)
     st = _lstat(path)
     if st is None:
         return path
@@ -621,11 +632,29 @@ def save_figure(fig: Any, path: PathLike, *, dpi: int) -> Path:
     The format follows the suffix (``png`` without one).
     """
     target = Path(os.fspath(path))
-    fmt = target.suffix[1:].lower() or "png"
+    fmt = figure_format(target)
     extra = {"metadata": {"Software": PNG_SOFTWARE}} if fmt == "png" else {}
     with safe_output_file(target) as tmp:
         fig.savefig(tmp, dpi=dpi, format=fmt, **extra)
     return target
+
+
+def figure_format(path: PathLike) -> str:
+    """The format of a figure saved to ``path``: its suffix (``png`` without one), if matplotlib writes it.
+
+    Raises:
+      OutputError: matplotlib writes no figure in that format (checked before any figure is drawn).
+    """
+    target = Path(os.fspath(path))
+    fmt = target.suffix[1:].lower() or "png"
+    from matplotlib.backend_bases import FigureCanvasBase  # slow: matplotlib (only where a figure is written)
+
+    supported = FigureCanvasBase.get_supported_filetypes()
+    if fmt not in supported:
+        raise OutputError(
+            _absolute(target), f"ends in {target.suffix!r}, not a figure format ({', '.join(sorted(supported))})"
+        )
+    return fmt
 
 
 def check_editable_file(path: PathLike) -> Path:

@@ -50,7 +50,15 @@ try:
 except ImportError:  # pragma: no cover - not POSIX
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["LOCK_NAME", "work_folder", "remove_abandoned", "remove_tree", "mount_points", "refuse_mount_points"]
+__all__ = [
+    "LOCK_NAME",
+    "work_folder",
+    "remove_abandoned",
+    "remove_tree",
+    "mount_points",
+    "refuse_mount_points",
+    "is_mount_point",
+]
 
 #: Name of the lock file inside every work folder.
 LOCK_NAME = ".specbound-lock"
@@ -327,6 +335,50 @@ def mount_points(folder: str | os.PathLike[str]) -> list[Path]:
     finally:
         os.close(fd)
     return found
+
+
+def _mountinfo_points() -> set[str]:
+    """The mount points of this process (Linux ``/proc/self/mountinfo``, field 5, octal escapes undone)."""
+    try:
+        with open("/proc/self/mountinfo", "rb") as fh:
+            lines = fh.read().splitlines()
+    except OSError:
+        return set()
+    points = set()
+    for line in lines:
+        fields = line.split(b" ")
+        if len(fields) > 4:
+            raw = re.sub(rb"\\([0-7]{3})", lambda m: bytes([int(m.group(1), 8)]), fields[4])
+            points.add(os.fsdecode(raw))
+    return points
+
+
+def is_mount_point(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` (not following a link at its end) is a mount point: another device than its
+    folder's, a bind mount of the same file system (its own mount id, or listed in
+    ``/proc/self/mountinfo``), a file bind-mounted over another included."""
+    where = os.path.abspath(path)
+    if os.path.islink(where):
+        return False
+    if os.path.ismount(where):
+        return True
+    real = os.path.join(os.path.realpath(os.path.dirname(where)), os.path.basename(where))
+    if real in _mountinfo_points():
+        return True
+    try:
+        fd = os.open(where, _DIR_FLAGS)
+    except OSError:
+        return False  # not a folder: the mountinfo list above was the test
+    try:
+        parent = os.open(os.path.dirname(where), _DIR_FLAGS)
+        try:
+            return _where(fd) != _where(parent)
+        finally:
+            os.close(parent)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
 
 
 def refuse_mount_points(folder: str | os.PathLike[str], what: str) -> None:
