@@ -337,7 +337,8 @@ LONG_MODULES: dict[str, str] = {
     "numerics/bounds/theorem31.py": "Theorem 3.1's complexity, bound and post hoc indices (712 before); not yet split",
     "numerics/cli.py": "one parser and one handler per subcommand (558 before; grew with formatting); not yet split",
     "theory/registry.py": "the cover registry and its checks (584 before; grew with formatting); not yet split",
-    "numerics/_util/outputs.py": "every safe write specbound makes, in one place (668 before); not yet split",
+    "numerics/_util/outputs.py": "every safe write specbound makes, in one place (668 before; the journaled renames "
+    "went to numerics/_util/journal.py, the mount checks to workdirs.py); not yet split",
     "numerics/analysis.py": "analyze and the Analysis record (508 before; grew with formatting); not yet split",
     "numerics/spectra/stats.py": "per-head and per-matrix spectra and norms (630 before); not yet split",
     "numerics/bounds/covers31.py": "Theorem 3.1 with any registered cover per group or per matrix (602 lines "

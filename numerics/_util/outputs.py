@@ -28,9 +28,13 @@ long analysis does not start for nothing) and again right before the result is m
 place. Results are built in a :func:`numerics._util.workdirs.work_folder` beside the destination, so
 an interrupted write (Ctrl-C, SIGTERM) leaves nothing (parent folders this write created
 included), and the folder a SIGKILL leaves is removed by the next write into the same parent
-folder. The final moves into an existing folder are a few renames; an interrupt among them puts
-the old files back. Folders and files are created with the ordinary ``os.mkdir`` / ``open``
-modes, so they follow the umask.
+folder. The final moves into an existing folder are a few renames, journaled first
+(:mod:`numerics._util.journal`): an error or interrupt among them puts the old files back, and
+after a SIGKILL the next look at the folder (:func:`check_output_folder`, which every write runs
+first) finishes or undoes them, so the folder is the old report or the new one, with its marker.
+A destination inside specbound's cache is refused, and so is a mount point in or at a destination
+(a bind mount of the same file system included: :func:`numerics._util.workdirs.is_mount_point`).
+Folders and files are created with the ordinary ``os.mkdir`` / ``open`` modes, so they follow the umask.
 """
 
 from __future__ import annotations
@@ -319,6 +323,9 @@ def _refuse_survey(path: Path, found: _Survey, force: bool) -> None:
 
 def check_output_folder(dest: PathLike, *, force: bool = False, protect: Iterable[PathLike] = ()) -> Path:
     """Check that :func:`safe_output_folder` may write ``dest``; returns it as an absolute path.
+
+    A write into ``dest`` that a killed run left unfinished is finished or undone first (the only
+    change this check makes), as are the other abandoned work folders beside ``dest``.
 
     Args:
       dest: the report folder.
