@@ -128,3 +128,21 @@ def test_a_work_folder_whose_lock_is_gone_and_holds_data_is_left_alone(tmp_path)
     (stray / "old" / "0").write_text("someone's")
     outputs.check_output_folder(dest)
     assert (stray / "old" / "0").read_text() == "someone's"
+
+
+def test_undoing_never_takes_away_a_file_put_in_a_new_folder_since(tmp_path):
+    # Killed after the new folder `newdir` moved in whole, before the marker: the next run undoes the
+    # write, but a file someone put into `newdir` meanwhile keeps its folder where it is.
+    for at in range(1, _steps(tmp_path) + 1):
+        dest = tmp_path / f"at{at}" / "report"
+        assert _write(dest, OLD).returncode == 0
+        assert _write(dest, NEW, at=at).returncode == -9
+        if (dest / "newdir").is_dir() and not (dest / outputs.MARKER).exists():
+            break
+    else:
+        pytest.fail("no step leaves newdir moved in and the marker not yet")
+    (dest / "newdir" / "mine.txt").write_text("keep\n")
+    with pytest.raises(outputs.OutputError, match="newdir"):  # the old report, and the user's folder beside it
+        outputs.check_output_folder(dest)
+    assert (dest / "newdir" / "mine.txt").read_text() == "keep\n"
+    assert {k: v for k, v in _contents(dest).items() if not k.startswith("newdir/")} == OLD

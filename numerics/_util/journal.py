@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import stat
 from collections.abc import Callable, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -79,9 +80,14 @@ def begin(work: Path, dest: Path, moves: Sequence[tuple[Path, Path]], *, tidy: S
     plan = []
     for source, target in moves:
         st = os.lstat(source)
-        plan.append(
-            {"from": _relative(source, work, dest), "to": _relative(target, work, dest), "id": [st.st_dev, st.st_ino]}
-        )
+        move = {
+            "from": _relative(source, work, dest),
+            "to": _relative(target, work, dest),
+            "id": [st.st_dev, st.st_ino],
+        }
+        if stat.S_ISDIR(st.st_mode):
+            move["inside"] = _inventory(source)
+        plan.append(move)
     doc = {"written_by": _WRITTEN_BY, "format": _FORMAT, "dest": dest.name, "moves": plan, "tidy": list(tidy)}
     tmp = work / f"{JOURNAL}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -93,6 +99,16 @@ def begin(work: Path, dest: Path, moves: Sequence[tuple[Path, Path]], *, tidy: S
     os.rename(tmp, work / JOURNAL)
     _sync_folder(work)
     after_step()
+
+
+def _inventory(folder: Path) -> list[list[Any]]:
+    """``[relative path, device, inode]`` of everything under ``folder`` (links not followed), sorted."""
+    found = []
+    for here, dirs, files in os.walk(folder):
+        for name in (*dirs, *files):
+            st = os.lstat(os.path.join(here, name))
+            found.append([Path(here, name).relative_to(folder).as_posix(), st.st_dev, st.st_ino])
+    return sorted(found)
 
 
 def rename(source: Path, target: Path) -> None:
@@ -150,6 +166,8 @@ def _read(work: Path) -> dict[str, Any] | None:
         ident = move.get("id") if isinstance(move, dict) else None
         if not (isinstance(ident, list) and len(ident) == 2 and all(type(x) is int for x in ident)):
             return None
+        if "inside" in move and not isinstance(move["inside"], list):
+            return None
     return doc
 
 
@@ -172,7 +190,7 @@ def recover(work: Path) -> bool:
         source, target = _absolute(move.get("from"), work, dest), _absolute(move.get("to"), work, dest)
         if source is None or target is None:
             return False
-        moves.append((source, target, move["id"]))
+        moves.append((source, target, move["id"], move.get("inside")))
     resolved = True
     if _stands(moves[-1][1], moves[-1][2]):  # committed: only the tidying is left
         for rel in sorted(doc["tidy"], key=lambda r: -r.count("/")):
@@ -181,12 +199,15 @@ def recover(work: Path) -> bool:
                 with contextlib.suppress(OSError):
                     folder.rmdir()  # only if empty: a file kept there keeps its folder
     else:
-        for source, target, ident in reversed(moves):
-            if _stands(target, ident) and not os.path.lexists(source):
-                with contextlib.suppress(OSError):
-                    rename(target, source)
+        for source, target, ident, inside in reversed(moves):
+            if not _stands(target, ident) or os.path.lexists(source):
+                continue
+            if inside is not None and _inventory(target) != inside:
+                continue  # a folder moved in, which someone has put files in since: it stays, with them
+            with contextlib.suppress(OSError):
+                rename(target, source)
         # whatever came out of the destination must be back in it before the work folder may go
-        resolved = all(not _stands(t, i) for s, t, i in moves if dest == s or dest in s.parents)
+        resolved = all(not _stands(t, i) for s, t, i, _ in moves if dest == s or dest in s.parents)
     if resolved:
         os.unlink(work / JOURNAL)
         _sync_folder(work)
