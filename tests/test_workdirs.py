@@ -265,3 +265,19 @@ def test_a_damaged_cached_model_holding_a_mount_is_refused_not_emptied(
         assert (dest / "model.safetensors").read_bytes() == b"damaged"  # refused: nothing changed
     assert (theirs / "precious.txt").read_text() == "keep\n"
     assert sorted(p.name for p in dest.parent.iterdir()) == [dest.name]  # no work folder left
+
+
+def test_every_removal_of_a_folder_goes_through_remove_tree() -> None:
+    # The audit of issue 30, finding 5, pinned: shutil.rmtree (and TemporaryDirectory, which uses it)
+    # walks into mount points, so no module of the package may call it; folders are removed by
+    # workdirs.remove_tree (or rmdir, which removes only an empty folder).
+    root = Path(__file__).resolve().parents[1]
+    banned = ("shutil.rmtree", "rmtree(", "TemporaryDirectory", "removedirs", "shutil.move")
+    found = [
+        f"{path.relative_to(root)}:{number}: {line.strip()}"
+        for package in ("numerics", "theory")
+        for path in sorted((root / package).rglob("*.py"))
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
+        if any(word in line for word in banned) and not line.lstrip().startswith("#")
+    ]
+    assert found == []
