@@ -48,14 +48,13 @@ _WRITER = textwrap.dedent(
             if how == "kill":
                 os.kill(os.getpid(), signal.SIGKILL)
             raise KeyboardInterrupt("interrupted at step %d" % step)
-    journal.STEP_HOOK = hook if at > 0 else None
     try:
         with outputs.safe_output_folder(dest) as out:
             for name, text in files.items():
                 (out / name).parent.mkdir(parents=True, exist_ok=True)
                 (out / name).write_text(text)
-            journal.STEP_HOOK = hook if at > 0 else None
             journal._steps[0] = 0  # count the steps of the final moves and of the cleanup only
+            journal.STEP_HOOK = hook if at > 0 else None
     except KeyboardInterrupt:
         sys.exit(130)
     print(journal._steps[0])
