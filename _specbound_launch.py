@@ -16,8 +16,9 @@ What stays out of reach, as for any Python program: what Python imports before t
 (``sitecustomize``/``usercustomize``, ``.pth`` files, and the standard library modules they and the
 generated script import, such as ``re``) is looked up along ``sys.path`` as the interpreter set it,
 ``PYTHONPATH`` included; so is this module's own name, chosen so that no user file shadows it by
-accident. This module itself uses only ``sys`` (built into the interpreter) and the frozen
-``os`` and ``importlib.machinery``, which no file on ``sys.path`` can replace.
+accident. This module itself uses only ``sys`` (built into the interpreter), ``os`` and
+``importlib.machinery`` (frozen into CPython 3.11 and later, and already imported by Python's own
+startup), which no file on ``sys.path`` replaces.
 """
 
 from __future__ import annotations
