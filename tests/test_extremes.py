@@ -26,8 +26,8 @@ from typing import Any
 
 import mpmath
 import numpy as np
-import scipy.linalg
 import pytest
+import scipy.linalg
 import synthetic
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
@@ -511,6 +511,31 @@ def test_leading_k_bounds_are_certified(m, n, rank_frac, tail, decay, k_frac, dt
     low = P_CHECK[P_CHECK <= 2]
     np.testing.assert_allclose(MatrixStats.schatten_p(huge, low), huge.schatten_p(low), rtol=1e-12)
     assert huge.as_dict()["approximation"] == huge.approximation and huge.as_dict()["k"] == huge.k
+
+
+@pytest.mark.parametrize("shrink", [1e-6, 1e-3])
+def test_leading_k_holds_when_its_subspace_is_not_orthonormal(monkeypatch, shrink) -> None:
+    # Issue 29, item 3: the residual's padding was a typical size (sqrt(k + 2) eps ||W||_F), and the head values
+    # those of W V, as if V were orthonormal. Here the solver's V is shrunk by (1 - shrink): then W - W V V^T
+    # looks small and the values of W V are (1 - shrink) too small, so the old bound reported S_2 below ||W||_F^2
+    # by about 2 shrink of it. Reference: the matrix's own S_p from its construction (exact singular values).
+    import numerics.spectra.leading_k as lk
+
+    rng = np.random.default_rng(31)
+    m, n, k = 120, 60, 10
+    s = np.concatenate([np.geomspace(5.0, 1.0, k), np.geomspace(1e-3, 1e-4, n - k)])
+    u, _ = np.linalg.qr(rng.standard_normal((m, n)))
+    v, _ = np.linalg.qr(rng.standard_normal((n, n)))
+    w = (u * s) @ v.T
+    solve = lk._leading_subspace
+    monkeypatch.setattr(
+        lk, "_leading_subspace", lambda a, kk, seed: (lambda q, how: (q * (1 - shrink), how))(*solve(a, kk, seed))
+    )
+    got = leading_k_stats("w", w, k=k, kind="ff1", layer=0)
+    assert got.approximation == "leading-k"
+    for p in (0.5, 1.0, 2.0):
+        assert got.schatten_p(p) >= float(np.sum(s**p)) * (1 - 1e-12), p
+    assert got.spectral_norm_upper >= 5.0 * (1 - 1e-13)
 
 
 def test_huge_stats_give_a_valid_bound() -> None:

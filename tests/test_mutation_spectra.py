@@ -9,7 +9,6 @@ eigenpairs it computes, a posteriori: its upper bounds are checked against the d
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Callable
 from typing import Any
 
 import mpmath
@@ -47,14 +46,14 @@ def _reference_delta(g: np.ndarray, mu: np.ndarray, v: np.ndarray, n: int) -> An
     gam = lambda k: k * u / (1 - k * u)  # noqa: E731
     # the code's own norms are computed in floating point: the reference uses the exact norms of the float
     # inputs, so it is slightly tighter; the allowance terms are the docstring's
-    G_fro, V_fro = fro(G), fro(V)
-    mu_max = max(abs(x) for x in M)
+    absolute = lambda a: a.apply(abs)  # noqa: E731
+    rounding = fro(absolute(G) * absolute(V) + absolute(V) * mp.diag([abs(x) for x in M]))
     summation = 1 + 2 * m * m * u
-    r = (fro(res) + gam(m + 1) * (G_fro * V_fro + V_fro * mu_max)) * summation
-    eta = (fro(orth) + gam(m) * V_fro**2) * summation
+    r = (fro(res) + gam(m + 1) * rounding * (1 + gam(m))) * summation
+    eta = (fro(orth) + gam(m) * fro(V) ** 2) * summation
     F = sum(G[i, i] for i in range(m)) * (1 + 4 * (n + m) * u)
     d1 = gam(n) * F + n * m * tiny
-    d2 = 2 * eta * mu_max / mp.sqrt(1 - eta) + mp.sqrt(1 + eta) * r / (1 - eta)
+    d2 = mp.sqrt(2) * r / mp.sqrt(1 - eta)  # Kahan's theorem, c = sqrt(2)
     return (d1 + d2) * (1 + 4 * u)
 
 

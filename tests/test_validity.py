@@ -11,8 +11,8 @@ import math
 from fractions import Fraction
 
 import numpy as np
-import sympy as sp
 import pytest
+import sympy as sp
 
 from numerics.bounds import compiled
 from numerics.bounds.terms import MatrixTerm

@@ -533,10 +533,17 @@ def compose(
     for j, t in enumerate(terms):
         if is_matrix[j]:
             o = best[4][j]
+            # what was left out of the matrix's spectrum and paid for (MATH.md section 11 rule 5): nothing for a cover
+            # of the whole spectrum; for a truncation at r_head, the tail ||W - W_r||_F (an upper bound, from the
+            # upper values) that the cover's scale pays
+            tail = (
+                0.0 if o.r_head is None else float(np.sqrt(np.sum(np.sort(t.singular_values)[::-1][o.r_head :] ** 2)))
+            )
             per_matrix[t.name] = {
                 "cover": o.cover,
                 **({"r_head": o.r_head} if o.r_head is not None else {}),
                 **({"p": float(post.p[j])} if o.cover == "thm41" else {}),
+                "tail_paid": tail,
             }
     return CoverChoice(
         enabled=names,

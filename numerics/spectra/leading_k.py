@@ -27,7 +27,8 @@ two matrices with orthogonal row spaces. Then, whatever the accuracy of ``V``:
 ``R = W - (W V) V^T`` and of ``V``'s departure from orthonormality (:func:`_residual_bound`: Higham's
 inner-product bounds, not a typical size). So the spectrum ``(t_1, ..., t_k, tau, ..., tau)`` with ``c``
 copies of ``tau = sqrt(E / c)`` has ``S_p`` equal to the bound for every ``p in [0, 2]``; each ``t_i`` is
-first raised by the SVD path's allowance (:func:`numerics.spectra.stats.svd_upper`) and the first value
+first raised by the SVD path's allowance (:func:`numerics.spectra.stats.svd_upper`) and divided by
+``sqrt(1 - eta)`` for ``V``'s departure ``eta`` from orthonormality (:func:`_residual_bound`), and the first value
 to the certified spectral norm bound ``sqrt(t_1^2 + E)``. This majorant is stored as
 ``singular_values_upper`` (and ``singular_values``) of the returned :class:`LeadingKStats`, a
 :class:`~numerics.spectra.MatrixStats`, so that code written for exact statistics
@@ -234,7 +235,7 @@ def _residual_norm(a: np.ndarray, v: np.ndarray) -> float:
     return math.sqrt(total)
 
 
-def _residual_bound(a: np.ndarray, v: np.ndarray, fro2: float) -> float:
+def _residual_bound(a: np.ndarray, v: np.ndarray, fro2: float) -> tuple[float, float]:
     r"""A worst-case upper bound on ``||R||_F``, ``R = A (I - P)``, with ``P`` the orthogonal projector onto ``V``'s
     column space, from the computed residual.
 
@@ -248,7 +249,9 @@ def _residual_bound(a: np.ndarray, v: np.ndarray, fro2: float) -> float:
       so ``||A (V V^T - P)||_F <= eta ||A||_F``.
     * the Frobenius norm's own summation: relative ``(1 + 2 a N u)``.
 
-    So ``||R||_F <= (||R^||_F + e_R + eta ||A||_F) (1 + 2 a N u)``: a bound, not a typical size.
+    So ``||R||_F <= (||R^||_F + e_R + eta ||A||_F) (1 + 2 a N u)``: a bound, not a typical size. Returned with
+    ``eta``: the singular values of ``A Q`` (``Q`` orthonormal, what Rotfel'd's split needs) are at most those of
+    ``A V`` divided by ``sigma_min(S) >= sqrt(1 - eta)`` (``A Q = A V S^-1``).
     """
     u = _F64_EPS / 2
     rows, N = a.shape
@@ -261,7 +264,7 @@ def _residual_bound(a: np.ndarray, v: np.ndarray, fro2: float) -> float:
     e1 = gam(N) * a_fro * v_fro
     x_fro = a_fro * math.sqrt(1.0 + eta) + e1
     e_r = e1 * math.sqrt(1.0 + eta) + gam(k) * x_fro * v_fro + u * (a_fro + x_fro * v_fro)
-    return (_residual_norm(a, v) + e_r + eta * a_fro) * (1.0 + 2.0 * rows * N * u)
+    return (_residual_norm(a, v) + e_r + eta * a_fro) * (1.0 + 2.0 * rows * N * u), eta
 
 
 def leading_k_stats(
@@ -377,11 +380,14 @@ def _leading_spectrum(a: np.ndarray, v: np.ndarray, k: int, fro2: float, rtol: f
     lead = lapack.svdvals(a @ v)
     s1 = float(lead[0])
     tol = s1 * rtol
-    residual = _residual_bound(a, v, fro2)
+    residual, eta = _residual_bound(a, v, fro2)
+    if not eta < 0.5:  # V far from orthonormal (it is orthonormalised by a QR): no certificate; the full SVD
+        return _full_spectrum(a, fro2, rtol)
     energy = residual * residual
     tail_count = min(a.shape) - k
     level = math.sqrt(energy / tail_count)
-    head = svd_upper(lead, (a.shape[0], k), math.sqrt(fro2))
+    # the values of A Q, Q the orthonormal polar factor of V: at most those of A V over sqrt(1 - eta)
+    head = svd_upper(lead, (a.shape[0], k), math.sqrt(fro2)) / math.sqrt(1.0 - eta)
     head[0] = math.sqrt(float(head[0]) ** 2 + energy)  # the spectral norm's upper bound (module docs)
     return _Spectrum(
         lead,

@@ -123,11 +123,8 @@ KINDS: tuple[str, ...] = get_args(MatrixKind)
 _F64_EPS = DTYPE_EPS["F64"]
 _UNIT_ROUNDOFF = 2.0**-53  # u: float64 rounding is relative error at most u
 _TINY = 2.0**-1074  # the smallest positive float64 (subnormal): the absolute error of an underflowed product
-#: The allowance padding each SVD-path singular value from above: ``SVD_ALLOWANCE * min(a, b) * u * s_1``. LAPACK
-#: states its backward error for the singular values as ``p(m, n) u ||A||_2`` with ``p`` "a modestly growing
-#: function" (Users' Guide, section 4.9) and no constant; this allowance is a stated assumption, recorded
-#: with the spectrum (``"svd"``), not a certificate (the ``"gram"`` path certifies its values).
-SVD_ALLOWANCE = 8.0
+#: The SVD path's allowance (:data:`numerics._util.lapack.SVD_ALLOWANCE`), re-exported.
+SVD_ALLOWANCE = lapack.SVD_ALLOWANCE
 
 #: The relative tolerance the Gram path certifies (:func:`gram_singular_values`): every singular value
 #: above the rank tolerance within this relative distance of the exact one and of the SVD path's.
@@ -183,16 +180,18 @@ def gram_singular_values(w: np.ndarray, *, rtol: float = GRAM_RTOL, each_value: 
        entry for underflowing products; by Cauchy-Schwarz ``||G^ - G||_2 <= d_1 = gamma_n F + n m 2^-1074`` with
        ``F = trace(G^) (1 + 4 (n + m) u) >= ||w||_F^2``.
     2. *The eigenpairs, a posteriori.* LAPACK returns ``mu`` (ascending) and ``V``. With ``Res = G^ V - V diag(mu)``
-       and ``Orth = V^T V - I`` computed in floating point, ``||Res||_2 <= r`` and ``||Orth||_2 <= eta`` where ``r``
-       and ``eta`` are their computed Frobenius norms plus the rounding of computing them (``gamma_{m+1}`` times
-       ``||G^||_F ||V||_F + ||V||_F max|mu|``, and ``gamma_m ||V||_F^2``, each enlarged by ``(1 + 2 m^2 u)`` for
-       the norm's own summation); ``eta < 1/2`` is required. Let ``V = Q S`` be the polar decomposition (``Q``
-       orthogonal, ``S`` symmetric positive definite); the singular values of ``V`` lie in ``[sqrt(1 - eta),
-       sqrt(1 + eta)]``, so ``||S - I||_2 <= eta``. Then ``Q^T G^ Q = S diag(mu) S^-1 + S^-1 V^T Res S^-1``, and
-       ``||Q^T G^ Q - diag(mu)||_2 <= d_2 = 2 eta max|mu| / sqrt(1 - eta) + sqrt(1 + eta) r / (1 - eta)``.
-    3. *Weyl.* ``Q^T G^ Q`` has the eigenvalues of ``G^``; both it and ``diag(mu)`` are symmetric, so the
-       ``i``-th largest eigenvalue of ``G`` is within ``delta = d_1 + d_2`` of the ``i``-th largest ``mu``:
-       ``sigma_i in [lo_i, hi_i] = [sqrt(max(mu_i - delta, 0)), sqrt(mu_i + delta)]``.
+       and ``Orth = V^T V - I`` computed in floating point, ``||Res||_2 <= r`` and ``||Orth||_2 <= eta``, where ``r``
+       is the computed ``||Res||_F`` plus the rounding of computing ``Res`` (entrywise at most
+       ``gamma_{m+1} (|G^| |V| + |V| |diag(mu)|)``, whose Frobenius norm is computed and enlarged by ``gamma_m``) and
+       ``eta`` the computed ``||Orth||_F`` plus ``gamma_m ||V||_F^2``, each enlarged by ``(1 + 2 m^2 u)`` for the
+       norm's own summation; ``eta < 1/2`` is required, so ``sigma_min(V) >= sqrt(1 - eta)``. Kahan's theorem
+       (W. Kahan, "Inclusion theorems for clusters of eigenvalues of Hermitian matrices", 1967; B. N. Parlett, *The
+       Symmetric Eigenvalue Problem*, 1998, section 11.5): for Hermitian ``H`` and ``V`` of full rank, the sorted
+       eigenvalues of ``diag(mu)`` and of ``H`` pair with ``|lambda_i - mu_i| <= c ||H V - V diag(mu)||_2 /
+       sigma_min(V)``, ``c <= sqrt(2)`` (Kahan; ``c = 1`` was proved later, the constant ``sqrt(2)`` is kept).
+       So ``d_2 = sqrt(2) r / sqrt(1 - eta)``.
+    3. *Weyl.* The ``i``-th largest eigenvalue of ``G`` is within ``d_1`` of ``G^``'s, so within ``delta = d_1 + d_2``
+       of the ``i``-th largest ``mu``: ``sigma_i in [lo_i, hi_i] = [sqrt(max(mu_i - delta, 0)), sqrt(mu_i + delta)]``.
 
     Returned: ``s_i = sqrt(max(mu_i, 0))`` and the certified upper bounds ``hi_i``, when the norms are certified to
     ``rtol`` (``(hi_1 - lo_1) <= rtol lo_1`` and ``m delta <= rtol sum_i s_i^2``) and, with ``each_value``
@@ -238,19 +237,20 @@ def _gram_certificate(w: np.ndarray, *, rtol: float) -> Spectrum | None:
     with np.errstate(over="ignore", invalid="ignore"):
         res = g @ v - v * mu
         orth = v.T @ v - np.eye(m)
-        mu_max = float(np.max(np.abs(mu)))
+        v_abs = np.abs(v)
+        # the rounding of Res, entrywise at most gamma_{m+1} (|G^| |V| + |V| |diag(mu)|): its Frobenius norm
+        rounding = float(np.linalg.norm(np.abs(g) @ v_abs + v_abs * np.abs(mu)))
         v_fro = float(np.linalg.norm(v))
-        g_fro = float(np.linalg.norm(g))
-    if not all(math.isfinite(x) for x in (mu_max, v_fro, g_fro)):
+    if not (math.isfinite(rounding) and math.isfinite(v_fro)):
         return None
     gam = lambda k: k * u / (1.0 - k * u)  # noqa: E731
     summation = 1.0 + 2.0 * m * m * u
-    r = (float(np.linalg.norm(res)) + gam(m + 1) * (g_fro * v_fro + v_fro * mu_max)) * summation
+    r = (float(np.linalg.norm(res)) + gam(m + 1) * rounding * (1.0 + gam(m))) * summation
     eta = (float(np.linalg.norm(orth)) + gam(m) * v_fro * v_fro) * summation
     if not eta < 0.5:
         return None
     d1 = gam(n) * F + n * m * _TINY
-    d2 = 2.0 * eta * mu_max / math.sqrt(1.0 - eta) + math.sqrt(1.0 + eta) * r / (1.0 - eta)
+    d2 = math.sqrt(2.0) * r / math.sqrt(1.0 - eta)
     delta = (d1 + d2) * (1.0 + 4.0 * u)  # the sum's own rounding
     lam = mu[::-1]
     s = np.sqrt(np.maximum(lam, 0.0))
@@ -279,13 +279,10 @@ SPECTRUM_METHODS = ("gram", "gram-norms", "svd")
 
 
 def svd_upper(values: np.ndarray, shape: tuple[int, ...], scale: float | None = None) -> np.ndarray:
-    """Upper values for SVD-path singular values: each padded by ``SVD_ALLOWANCE * min(shape) * u * scale``
-    (``scale`` defaults to the largest value; a product passes ``||A||_F ||B||_F``, its factors' scale)."""
-    v = np.asarray(values, dtype=np.float64)
-    top = float(v.max()) if v.size else 0.0
-    pad = SVD_ALLOWANCE * max(min(shape), 1) * _UNIT_ROUNDOFF * (top if scale is None else max(scale, top))
-    with np.errstate(over="ignore"):
-        return v + pad
+    """Upper values for SVD-path singular values (:func:`numerics._util.lapack.svd_upper`): each padded by
+    ``SVD_ALLOWANCE * min(shape) * u * scale`` (``scale`` defaults to the largest value; a product passes
+    ``||A||_F ||B||_F``, its factors' scale)."""
+    return lapack.svd_upper(values, shape, scale)
 
 
 def whole_spectrum(w: np.ndarray, *, method: str = "auto", each_value: bool = True) -> Spectrum:
