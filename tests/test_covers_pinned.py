@@ -53,9 +53,13 @@ def below(v: float) -> float:
 
 
 def peel(v: float, *, level_of=level) -> float:
-    """``log(1/pi(k)) = log(3/2 (|k|+1)(|k|+2))`` at ``v``'s level (theory.margin, MATH.md section 10)."""
+    """The prior's cost of ``v`` (theory.margin, MATH.md section 10): the zero class has half the mass, ``log 2``; the
+    grid the other half, ``pi(k) = 1/(2 Z (|k|+1)(|k|+2))`` with ``Z = 3/2``, so ``log(3 (|k|+1)(|k|+2))`` at ``v``'s
+    level."""
+    if v == 0:
+        return math.log(2)
     k = level_of(v)
-    return math.log(1.5 * (abs(k) + 1) * (abs(k) + 2))
+    return math.log(3 * (abs(k) + 1) * (abs(k) + 2))
 
 
 def schatten(sv: np.ndarray, p: float) -> float:
@@ -235,8 +239,8 @@ def test_effective_rank_tables_are_the_form_at_half_the_scale_with_grid_values_a
         # the head is covered by one ball only from eps_j / 2 >= 2 s X (theory.effective_rank: head and tail at
         # half the scale each): below it the table is positive
         assert np.all(o.table[eps_j < 4 * s * X] > 0)
-        # its own post hoc cost: log min(a, b) for r_head, the tail's level peeled (none for an exact rank-r_head head)
-        assert o.cost == pytest.approx(math.log(min(t.shape)) + (peel(tail) if tail > 0 else 0.0), rel=1e-12)
+        # its own post hoc cost: log min(a, b) for r_head, the tail peeled (an exact rank-r_head head: the zero class)
+        assert o.cost == pytest.approx(math.log(min(t.shape)) + peel(tail), rel=1e-12)
 
 
 # --------------------------------------------------------------------------- the union of a composed bound
@@ -262,7 +266,7 @@ def union_written_out(terms, result, input_radii, settings, *, grid_size: int, k
             total += peel(schatten(sv, row["p"]))
         else:
             tail = math.sqrt(float(np.sum(sv[row["r_head"] :] ** 2)))
-            total += math.log(min(t.shape)) + (peel(tail) if tail > 0 else 0.0)
+            total += math.log(min(t.shape)) + peel(tail)
     return total
 
 
@@ -336,14 +340,14 @@ def test_cli_covers_on_electra_pays_the_projections_radii(electra) -> None:
     groups = {r["theorem_inputs"]["group"] for r in rows}
     thm_groups = set()
     for r in rows:
-        sv = np.sort(np.asarray(r["singular_values"], dtype=np.float64))[::-1]
+        sv = np.sort(np.asarray(r["singular_values_upper"], dtype=np.float64))[::-1]  # what the bound reads
         if r["cover"]["cover"] == "thm41":
             thm_groups.add(r["theorem_inputs"]["group"])
             assert r["cover"]["p"] == r["theorem_inputs"]["p"]
             total += peel(r["theorem_inputs"]["R_realised"])
         else:
             tail = math.sqrt(float(np.sum(sv[r["cover"]["r_head"] :] ** 2)))
-            total += math.log(min(r["shape"])) + (peel(tail) if tail > 0 else 0.0)
+            total += math.log(min(r["shape"])) + peel(tail)
     total += len(thm_groups) * math.log(3) + len(groups) * math.log(2)
     assert cov["choice_cost"] == pytest.approx(len(groups) * math.log(2), rel=1e-12)
     assert cov["log_union"] == pytest.approx(total, rel=1e-9)
