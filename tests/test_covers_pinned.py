@@ -24,7 +24,7 @@ import sympy as sp
 
 from numerics.bounds import covers31
 from numerics.bounds.terms import MatrixTerm
-from numerics.bounds.theorem31 import BoundSettings, class_settings, posthoc
+from numerics.bounds.theorem31 import BoundSettings, class_settings, posthoc, theorem41_coefficients
 from theory import registry
 from theory.vocabulary import VOCABULARY
 
@@ -300,10 +300,45 @@ def test_the_union_of_the_composed_bound_counts_every_peeled_quantity(choice: st
             union_written_out(terms, single, radii, settings, grid_size=3, k=1, choice=choice), rel=1e-12
         )
         assert alone["log_union"] == pytest.approx(single.log_union, rel=1e-12)
+        # and its bound is that cover's alone: no other cover's allocation stands in for it
+        assert alone["log_rademacher"] == pytest.approx(single.log_rademacher, rel=1e-12)
     # and the input radii are paid: without them the union is smaller by exactly their peeling cost
     bare = covers31.compose(terms, posthoc(terms, settings), covers, settings, choice=choice)
     if bare.per_matrix == got.per_matrix:
         assert got.log_union - bare.log_union == pytest.approx(peel(0.37) + peel(3.1), rel=1e-12)
+
+
+def test_a_norm_layers_gain_is_counted_in_the_composed_bound() -> None:
+    # A trained gain is a term of the bound (theory.normlayers): with --covers it keeps its Theorem 3.1 cover,
+    # K_j = a_j(0) (log factors at eps_min) from the floor share on. Here it dominates a tiny matrix, so G(eps) >= a_j(0)
+    # on [alpha_min, B_out] and the Dudley bound is at least min over alpha of 4 alpha + 12 sqrt(a_j(0) / n) (B_out -
+    # alpha), the smaller of its ends (linear in alpha); a composition that left the gain out would be far below it.
+    terms = [
+        term("v0", "vo", [1e-4, 5e-5], (4, 4), rank_bound=2, input_scale=1.0, group="layer0/vo"),
+        MatrixTerm(
+            name="ln.weight",
+            kind="gain",
+            shape=(1, 32),
+            rank_bound=1,
+            singular_values=np.array([1.5]),
+            rank=1,
+            log_rho=0.0,
+            input_scale=math.sqrt(32),
+            group="layer0/vo",
+        ),
+    ]
+    settings = BoundSettings(p_grid=(0.0, 1.0, 2.0), grid_points=48, n=10**8)
+    s = class_settings(settings)
+    a0 = math.exp(float(theorem41_coefficients(terms, 0.0, s)[1]))
+    assert a0 > 100
+    slope_end = 4 * s.alpha_min + 12 * math.sqrt(a0 / s.n) * (s.B_out - s.alpha_min)
+    floor = math.log(min(4 * s.B_out, slope_end))
+    post = posthoc(terms, settings)
+    for names in (["effective_rank"], ["theorem41", "effective_rank"]):
+        got = covers31.compose(terms, post, covers31.resolve(names), settings)
+        assert got.log_rademacher >= floor, (names, got.log_rademacher, floor)
+        for alone in got.alone.values():
+            assert alone["log_rademacher"] >= floor
 
 
 # --------------------------------------------------------------------------- --covers on a model with peeled radii
