@@ -547,6 +547,7 @@ def test_describe_block(tmp_path: Path) -> None:
         "norm": {"kind": "layernorm", "layout": "post"},
         "positions": "absolute",
         "score_scales": [1 / math.sqrt(8)] * 2,  # theory.scaling's default rule 1/sqrt(d_h), d_h = 8
+        "config_keys": {"table": "bert", "ignored": []},  # bert_config() holds only keys BERT reads
     }
 
 

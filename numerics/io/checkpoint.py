@@ -58,6 +58,7 @@ from numerics.io.checkpoint_types import BlockInput as BlockInput
 from numerics.io.checkpoint_types import LayerWeights as LayerWeights
 from numerics.io.checkpoint_types import NormLayer as NormLayer
 from numerics.io.checkpoint_types import TensorStore as TensorStore
+from numerics.io.config_keys import split_config
 from numerics.io.safetensors_reader import TensorInfo, load_tensor
 
 __all__ = [
@@ -200,7 +201,9 @@ class Checkpoint:
       model_type: ``config.json``'s ``model_type``, if any.
       prefix: detected key prefix (``""``, ``"bert."``, ...).
       dtype: least precise stored dtype among the analysed matrices.
-      config: the parsed ``config.json`` (empty mapping if none).
+      config: the keys of ``config.json`` the architecture reads (:func:`numerics.io.config_keys.split_config`).
+      config_ignored, config_table: the keys it does not read (sorted), and the map whose key table applied
+        (``None``: a ``model_type`` the map does not list, every key kept).
       score_scales: per layer, the factor multiplying the scores (:func:`theory.scaling.score_scale`).
       hidden_act: ``(config key, activation name)`` of the feedforward activation (checked against
         :func:`theory.activations.activation`: an unknown name is refused), ``None`` if the config names none.
@@ -226,6 +229,8 @@ class Checkpoint:
     prefix: str = ""
     dtype: str = "F32"
     config: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}), repr=False)
+    config_ignored: tuple[str, ...] = ()
+    config_table: str | None = None
     score_scales: tuple[float, ...] = ()
     hidden_act: tuple[str, str] | None = None
     bias_tensors: tuple[str, ...] = ()
@@ -287,6 +292,7 @@ class Checkpoint:
             "norm": None if norms is None else {"kind": norms.kind, "layout": self.norm_layout},
             "positions": self.map.positions,
             "score_scales": list(self.score_scales),
+            "config_keys": {"table": self.config_table, "ignored": list(self.config_ignored)},
         }
 
     def block_inputs(self) -> list[BlockInput]:
@@ -549,6 +555,8 @@ def checkpoint_from_store(
     match = match_architecture(
         tensors, where=where, architecture=architecture, model_type=model_type if isinstance(model_type, str) else None
     )
+    read = split_config(match.architecture, config)
+    config = read.config  # from here on, only the keys the matched architecture reads
     plan = checks.plan_layers(match, tensors, config, places)
     widths = checks.check_shapes(match.architecture, plan, store)
     num_heads, num_kv_heads, head_dim = checks.head_counts(widths, config, heads, places)
@@ -580,6 +588,8 @@ def checkpoint_from_store(
         prefix=match.prefix,
         dtype=widths.dtype,
         config=MappingProxyType(dict(config)),
+        config_ignored=read.ignored,
+        config_table=read.table,
         score_scales=scales,
         hidden_act=hidden_act,
         bias_tensors=tuple(sorted(biases)),
