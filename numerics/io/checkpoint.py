@@ -563,7 +563,7 @@ def checkpoint_from_store(
     checks.check_config_widths(config, widths, config_where)
     analysed = {name for row in plan for _, name in row}
     biases = checks.check_biases(plan, store)
-    norms = checks.norm_tensors(match, len(plan), store)
+    norms = checks.norm_tensors(match, len(plan), store, widths.hidden)
     scales = checks.score_scales(config, len(plan), head_dim, config_where)
     hidden_act = checks.feedforward_activation(config, config_where, match.architecture)
     skipped = tuple(
