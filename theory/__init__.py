@@ -19,6 +19,7 @@ __all__ = [
     "affine",
     "baselines",
     "composition",
+    "cover_values",
     "covers",
     "derive",
     "dudley",

@@ -72,6 +72,7 @@ from numerics.bounds.theorem31 import (
     posthoc_peel,
     theorem41_coefficients,
 )
+from theory.cover_values import check_form_values, class_radius_value
 
 __all__ = ["ALIASES", "CHOICES", "resolve", "CoverChoice", "compose", "SUPPORTED"]
 
@@ -278,9 +279,11 @@ def _registered_options(cover: Any, t: MatrixTerm, log_eps: np.ndarray, settings
             values["tail_norm"] = tail_class
             if "tail_norm" in peeled and tail > 0:
                 cost += peeling_cost([tail])
-        table = _form_values(cover, kind, values, eps)
-        table = np.broadcast_to(table, eps.shape).copy()
-        table = np.where(np.isnan(table), np.inf, np.maximum(table, 0.0))
+        # finite, real, non-negative below the class radius, else refused naming the cover; 0 above it (N = 1)
+        radius = class_radius_value(cover.statistics, kind, values)
+        table = check_form_values(
+            cover.name, kind, _form_values(cover, kind, values, eps), eps, radius=radius, at=values
+        )
         out.append(_Option(cover.name, r, table, cost))
     return out
 
@@ -306,7 +309,12 @@ def _form_values(cover: Any, kind: str, values: dict[str, float], eps: np.ndarra
         for word, point, limit_fn in limits:
             if word in values and values[word] == point:
                 fn = limit_fn
-        return np.asarray(fn(*[values[w] for w in words], eps), dtype=np.float64)
+        try:
+            return np.asarray(fn(*[values[w] for w in words], eps))  # complex kept: refused by check_form_values
+        except Exception as exc:  # the user's SymPy form raising as numpy code: one line naming the cover
+            raise ValueError(
+                f"cover {cover.name!r} ({kind}): evaluating its form raised {type(exc).__name__}: {exc}"
+            ) from None
 
 
 # --------------------------------------------------------------------------- the allocation
