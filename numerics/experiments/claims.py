@@ -836,12 +836,19 @@ def c11_verdict(digest: dict[str, Any]) -> Measurement:
 
 def _study_claim(verdict: Callable[[dict[str, Any]], Measurement]) -> Callable[[], Measurement]:
     def measure_it() -> Measurement:
-        digest = read_study_digest()
+        digest = read_study_digest(STUDY_RESULTS)
         if digest is None:
             return Measurement(
                 "insufficient data", "no results of the default study: run `./run claims --update-study`"
             )
-        return verdict(digest)
+        try:
+            return verdict(digest)
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:  # a digest edited by hand
+            what = f"it has no key {exc.args[0]!r}" if isinstance(exc, KeyError) else " ".join(str(exc).split())[:200]
+            raise ValueError(
+                f"{STUDY_RESULTS}: is not a study digest as specbound writes it ({what}); "
+                "restore it, or write it again with `./run claims --update-study`"
+            ) from None
 
     return measure_it
 
