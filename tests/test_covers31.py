@@ -365,3 +365,61 @@ def test_effective_rank_is_evaluated_from_the_generated_code(monkeypatch):
         }
         want = [max(reference(values, e / 2), 0.0) for e in np.exp(log_eps)]  # internal cover: the form at eps_j / 2
         assert o.table.tolist() == want
+
+
+# --------------------------------------------------------------------------- a cover of one output kind
+
+
+@pytest.fixture
+def spectral_ball():
+    """The README's own example: a vector-only cover, ``log N = a b log(1 + 2 s B / eps)``."""
+    import sympy as sp
+
+    from theory.vocabulary import VOCABULARY as V
+
+    s, a, b, B, eps = (V[w].symbol for w in ("spectral_norm", "rows", "cols", "row_bound", "eps"))
+    cover = registry.register(
+        registry.Cover(
+            name="spectral_ball",
+            status="user",
+            kinds=("vector",),
+            statistics=("spectral_norm", "rows", "cols"),
+            forms={"vector": a * b * sp.log(1 + 2 * s * B / eps)},
+        ),
+        replace=True,
+    )
+    yield cover
+    registry.unregister("spectral_ball")
+
+
+@pytest.mark.parametrize("choice", ["group", "matrix"])
+def test_a_vector_only_cover_composes_with_theorem41(bert_folder, spectral_ball, choice):
+    # issue 30, finding 9: it was refused, asking to enable a cover already enabled
+    result = analyze(str(bert_folder), settings=FAST, covers=["thm41", "spectral_ball"], cover_choice=choice)
+    cov = result.covers
+    bilinear = sum(row["kind"] == "qk" for row in result.matrices)  # the per-head score matrices x^T W y
+    assert bilinear > 0 and cov["matrices_by_cover"].get("thm41", 0) >= bilinear
+    assert cov["alone"]["spectral_ball"] == {"applies": False, "why": "does not apply to bilinear outputs"}
+    assert "rademacher" in cov["alone"]["thm41"] and cov["enabled"] == ["thm41", "spectral_ball"]
+    # the choice is paid for: log 2 per group (or matrix), whichever cover the group could take
+    assert cov["choice_cost"] > 0 and math.isfinite(cov["generalization_gap"])
+
+
+def test_a_vector_only_cover_alone_names_the_kind_it_lacks(bert_folder, spectral_ball):
+    from cliutil import run
+
+    code, out, err = run(["analyze", str(bert_folder), "--covers", "spectral_ball", "--p-grid", "0,2"])
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, err
+    assert "none of the enabled covers (spectral_ball) applies to bilinear outputs" in err
+    code, out, err = run(["analyze", str(bert_folder), "--covers", "thm41,spectral_ball", "--p-grid", "0,2"])
+    assert code == 0 and "alone spectral_ball: does not apply to bilinear outputs; no bound alone" in out, err
+
+
+def test_study_refuses_covers_missing_a_kind_before_training(tmp_path, spectral_ball, monkeypatch):
+    from cliutil import run
+
+    monkeypatch.setenv("SPECBOUND_CACHE", str(tmp_path / "cache"))
+    out = tmp_path / "report"
+    code, stdout, err = run(["study", "--preset", "smoke", "--covers", "spectral_ball", "--out", str(out)])
+    assert code == 2 and stdout == "" and "applies to bilinear outputs" in err and len(err.strip().splitlines()) == 1
+    assert not out.exists() and not (tmp_path / "cache" / "study").exists()

@@ -145,6 +145,9 @@ def cover_lines(covers: Mapping[str, Any] | None) -> list[str]:
             + ", ".join(groups)
         )
     for name, row in covers["alone"].items():
+        if row.get("applies") is False:  # a cover of one output kind: no bound alone
+            lines.append(f"{'alone ' + name:>18}: {row['why']}; no bound alone")
+            continue
         lines.append(
             f"{'alone ' + name:>18}: rademacher={_fmt(row['rademacher'])}  log={_fmt(row['log_rademacher'])}  "
             f"gap={_fmt(row['generalization_gap'])}  union={_fmt(row['log_union'])} nats  [{row['method']}]"

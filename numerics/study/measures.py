@@ -297,6 +297,8 @@ def cover_measures(names: Sequence[str], *, registry: Mapping[str, Measure] | No
             row = block if name is None else block["alone"].get(name)
             if row is None:
                 raise ValueError(f"cover {name!r} was not enabled in this analysis (enabled: {block['enabled']}).")
+            if row.get("applies") is False:  # a cover of one output kind gives no bound alone
+                raise ValueError(f"cover {name!r} {row['why']}: it gives no bound alone.")
             n = float(analysis.bounds["spectrum_adaptive"]["n"])
             return float(row["log_rademacher"]) - float(compiled.dudley_log_integral_weight(n))
 
