@@ -187,7 +187,9 @@ def _covers(args: argparse.Namespace) -> list[str] | None:
         return None
     names = [n.strip() for n in args.covers.split(",")]
     if not all(names):
-        raise CliError(f"--covers {args.covers!r}: give comma-separated cover names, e.g. theorem41,effective_rank")
+        raise CliError(
+            f"--covers {_shown(args.covers)}: give comma-separated cover names, e.g. theorem41,effective_rank"
+        )
     return names
 
 

@@ -143,3 +143,25 @@ def test_mc_cover_refuses_it_the_same_way(planted, case: str) -> None:
     code, stdout, err = run(["mc", "--cover", f"planted_{case}", "--samples", "20"])
     lines = err.strip().splitlines()
     assert code == 2 and len(lines) == 1 and f"'planted_{case}'" in lines[0] and "refused" in lines[0], err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["analyze", "minilm-l6", "--covers", "thm41,{name}"],
+        ["mc", "--cover", "{name}"],
+        ["derive", "cover", "{name}"],
+        ["analyze", "minilm-l6", "--covers", "thm41,,{name}"],
+    ],
+)
+def test_a_100k_character_cover_name_is_not_echoed_in_full(argv: list[str]) -> None:
+    name = "a" * 100_000
+    code, out, err = run([part.format(name=name) for part in argv])
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, err[:300]
+    assert len(err) < 400 and "characters)" in err and ("100000" in err or "100007" in err), err[:400]
+
+
+def test_registering_a_cover_named_with_100k_characters_is_a_short_message() -> None:
+    with pytest.raises(ValueError) as info:
+        _cover("b" * 100_000, BALL)
+    assert len(str(info.value)) < 300 and "100000 characters" in str(info.value)

@@ -30,11 +30,12 @@ MAX_SHOWN = 60
 
 
 def short_name(name: object) -> str:
-    """``repr(name)``, cut to :data:`MAX_SHOWN` characters with the full length said (``'aaa...' (100000 chars)``)."""
-    text = repr(name)
+    """``repr(name)`` for a name up to :data:`MAX_SHOWN` characters; a longer one cut in the middle, its length
+    said (``'aaaa...aaaa' (100000 characters)``), so a message naming it stays one short line."""
+    text = name if isinstance(name, str) else repr(name)
     if len(text) <= MAX_SHOWN:
-        return text
-    return f"{text[: MAX_SHOWN - 3]}... ({len(str(name))} characters)"
+        return repr(name)
+    return repr(f"{text[: MAX_SHOWN - 16]}...{text[-12:]}") + f" ({len(text)} characters)"
 
 
 def class_radius_value(statistics: Iterable[str], kind: str, values: Mapping[str, float]) -> float | None:
