@@ -423,3 +423,29 @@ def test_study_refuses_covers_missing_a_kind_before_training(tmp_path, spectral_
     code, stdout, err = run(["study", "--preset", "smoke", "--covers", "spectral_ball", "--out", str(out)])
     assert code == 2 and stdout == "" and "applies to bilinear outputs" in err and len(err.strip().splitlines()) == 1
     assert not out.exists() and not (tmp_path / "cache" / "study").exists()
+
+
+def test_study_with_covers_that_analyse_no_model_fails_instead_of_exit_0(tmp_path, monkeypatch):
+    """Every model's analysis refused with the covers given (here: a form refused where it is evaluated): the study
+    ends in one line, exit 2, and writes no report, rather than exit 0 with 0 models analysed."""
+    from types import SimpleNamespace
+
+    from cliutil import run
+
+    from numerics.report import writers
+
+    def failing(preset, **_):
+        models = [
+            SimpleNamespace(analysis=None, analysis_error=f"cover 'x' (vector): refused ({s.hash()})")
+            for s in preset.settings()
+        ]
+        return SimpleNamespace(models=tuple(models))
+
+    monkeypatch.setenv("SPECBOUND_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(writers, "run_study", failing)
+    out = tmp_path / "report"
+    code, stdout, err = run(["study", "--preset", "smoke", "--covers", "thm41", "--out", str(out)])
+    lines = err.strip().splitlines()
+    assert code == 2 and stdout == "" and len(lines) == 1, err
+    assert "none of the" in lines[0] and "could be analysed (first: cover 'x' (vector): refused" in lines[0]
+    assert not out.exists()
