@@ -89,7 +89,7 @@ def compile_expr(expr: sp.Expr, names: tuple[str, ...]) -> Callable[..., np.ndar
     return sp.lambdify([SYMBOLS[n] for n in names], expr, modules="numpy")
 
 
-def compile_cover(cover: Any, kind: str) -> Callable[[Mapping[str, float], float], float]:
+def compile_cover(cover: Any, kind: str) -> Callable[[Mapping[str, float], float], float | complex]:
     """``(values, eps) -> log N(eps)`` for a registered cover (:class:`theory.registry.Cover`) and output kind.
 
     ``values`` maps the cover's vocabulary words (``"spectral_norm"``, ``"truncation_rank"``, ...) and the context
@@ -112,7 +112,7 @@ def compile_cover(cover: Any, kind: str) -> Callable[[Mapping[str, float], float
         for lim in cover.limits
     ]
 
-    def log_cover(values: Mapping[str, float], eps: float) -> float:
+    def log_cover(values: Mapping[str, float], eps: float) -> float | complex:
         missing = [w for w in words if w not in values]
         if missing:
             raise ValueError(f"values lacks {missing} for cover {cover.name!r} ({kind}).")
