@@ -43,11 +43,11 @@ from typing import Any
 
 import numpy as np
 
+from numerics._util import lapack
 from numerics._util.checks import check_count
 from numerics.io import checkpoint_checks as checks
 from numerics.io.architectures import (
     ARCHITECTURES,
-    NORM_PARAMETER_NAMES,
     ArchitectureMap,
     MatrixSpec,
     match_architecture,
@@ -322,7 +322,7 @@ class Checkpoint:
                     key = stem + norms.attention
                 else:
                     key = stem + norms.feedforward
-                gain = None if key is None else _norm_part(key, "gain", self._store.infos)
+                gain = None if key is None else checks.norm_part(key, "gain", self._store.infos)
                 missing = key + ".weight" if key is not None and gain is None else None
                 out.append(BlockInput(i, block, self._norm(key, norms.kind), projection, where, missing))
         return out
@@ -333,18 +333,24 @@ class Checkpoint:
     def _norm(self, key: str | None, kind: str) -> NormLayer | None:
         """The norm layer under stem ``key``, its gain and bias read under either name (``weight``/``gamma``,
         ``bias``/``beta``); ``None`` without a stem or a gain."""
-        gain_name = None if key is None else _norm_part(key, "gain", self._store.infos)
+        gain_name = None if key is None else checks.norm_part(key, "gain", self._store.infos)
         if key is None or gain_name is None:
             return None
         gain = self._load(gain_name)
-        bias_name = _norm_part(key, "bias", self._store.infos) if kind == "layernorm" else None
+        bias_name = checks.norm_part(key, "bias", self._store.infos) if kind == "layernorm" else None
         beta = self._load(bias_name) if bias_name is not None else np.zeros(1)
-        return NormLayer(key, kind, int(gain.size), float(np.abs(gain).max()), float(np.linalg.norm(beta)))
+        # ||beta||_2 enters a radius: bounded from above (a float64 norm of n terms is within (n + 2) u relative)
+        beta_norm = float(np.linalg.norm(beta)) * (1.0 + (beta.size + 2) * 2.0**-53)
+        return NormLayer(key, kind, int(gain.size), float(np.abs(gain).max()), beta_norm)
 
     def _projection(self, key: str) -> tuple[float, float]:
         w = self._load(key + ".weight")
         b = self._load(key + ".bias") if key + ".bias" in self._store.infos else np.zeros(1)
-        return float(np.linalg.norm(w, 2)), float(np.linalg.norm(b))
+        # both enter the radius of the block after the projection: bounded from above (the SVD's stated allowance,
+        # numerics._util.lapack.svd_upper; a float64 vector norm within (n + 2) u relative)
+        w64 = np.asarray(w, dtype=np.float64)
+        s = float(lapack.svd_upper(lapack.svdvals(w64), w64.shape)[0]) if w64.size else 0.0
+        return s, float(np.linalg.norm(b)) * (1.0 + (b.size + 2) * 2.0**-53)
 
     def load_layer(self, index: int, *, feedforward: bool = True) -> LayerWeights:
         """Load layer ``index`` (its matrices only) as :class:`LayerWeights`.
@@ -448,13 +454,6 @@ class Checkpoint:
             yield self.load_layer(index, feedforward=feedforward)
 
 
-def _norm_part(stem: str, part: str, tensors: Mapping[str, TensorInfo]) -> str | None:
-    """The tensor holding the ``part`` (``"gain"`` or ``"bias"``) of the norm layer ``stem``, under the first name of
-    :data:`~numerics.io.architectures.NORM_PARAMETER_NAMES` present; ``None`` if none is
-    (:func:`~numerics.io.checkpoint_checks.norm_tensors` has refused a norm holding two)."""
-    return next((f"{stem}.{n}" for n in NORM_PARAMETER_NAMES[part] if f"{stem}.{n}" in tensors), None)
-
-
 _POST_LN = {
     ("attention", True): "embeddings",
     ("attention", False): "previous_feedforward",
@@ -555,8 +554,7 @@ def checkpoint_from_store(
     match = match_architecture(
         tensors, where=where, architecture=architecture, model_type=model_type if isinstance(model_type, str) else None
     )
-    read = split_config(match.architecture, config)
-    config = read.config  # from here on, only the keys the matched architecture reads
+    config = (read := split_config(match.architecture, config)).config  # only the keys the architecture reads
     plan = checks.plan_layers(match, tensors, config, places)
     widths = checks.check_shapes(match.architecture, plan, store)
     num_heads, num_kv_heads, head_dim = checks.head_counts(widths, config, heads, places)

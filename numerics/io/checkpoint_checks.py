@@ -34,6 +34,7 @@ __all__ = [
     "head_counts",
     "check_biases",
     "norm_tensors",
+    "norm_part",
     "score_scales",
     "feedforward_activation",
     "check_config_widths",
@@ -284,6 +285,13 @@ def norm_tensors(match: KeyMatch, num_layers: int, store: TensorStore, hidden: i
                 _check_vector(store, name, width, f"a norm {part}")
             found.update(present)
     return found
+
+
+def norm_part(stem: str, part: str, tensors: Mapping[str, TensorInfo]) -> str | None:
+    """The tensor holding the ``part`` (``"gain"`` or ``"bias"``) of the norm layer ``stem``, under the first name of
+    :data:`~numerics.io.architectures.NORM_PARAMETER_NAMES` present; ``None`` if none is
+    (:func:`norm_tensors` has refused a norm holding two)."""
+    return next((f"{stem}.{n}" for n in NORM_PARAMETER_NAMES[part] if f"{stem}.{n}" in tensors), None)
 
 
 def _check_vector(store: TensorStore, name: str, width: int, what: str) -> None:
