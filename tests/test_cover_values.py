@@ -99,17 +99,24 @@ def test_plus_infinity_is_accepted_it_claims_no_bound() -> None:
 
 
 def test_class_radius_value_is_registrys_class_radius_at_numbers() -> None:
-    # theory.registry.class_radius: (s + t_tail) B (vector), times B again (bilinear)
+    """theory.registry.class_radius, (s + t_tail) B (vector) or times B^2 (bilinear), substituted by SymPy."""
+    t = V["tail_norm"].symbol
     values = {"spectral_norm": 2.0, "tail_norm": 0.5, "row_bound": 3.0}
-    for stats, kind in ((("spectral_norm", "rows"), "vector"), (("spectral_norm", "tail_norm"), "bilinear")):
-        cover = _cover("probe", BALL) if stats[1] == "rows" else None
-        radius = registry.class_radius(cover, kind) if cover is not None else None
-        got = class_radius_value(stats, kind, values)
-        if radius is not None:
-            want = float(radius.subs({s: 2.0, B: 3.0}))
-            assert got == want == 6.0
-        else:
-            assert got == (2.0 + 0.5) * 9.0
+    plain = _cover("probe_plain", BALL)
+    tailed = registry.Cover(
+        name="probe_tail",
+        status="user",
+        kinds=("vector", "bilinear"),
+        statistics=("spectral_norm", "tail_norm", "rows", "cols"),
+        forms={
+            "vector": a * b * sp.log(1 + 2 * (s + t) * B / eps),
+            "bilinear": a * b * sp.log(1 + 2 * (s + t) * B**2 / eps),
+        },
+    )
+    for cover in (plain, tailed):
+        for kind in ("vector", "bilinear"):
+            want = float(registry.class_radius(cover, kind).subs({s: 2.0, t: 0.5, B: 3.0}))
+            assert class_radius_value(cover.statistics, kind, values) == pytest.approx(want, rel=1e-15)
     assert class_radius_value(("rank",), "vector", values) is None
 
 
