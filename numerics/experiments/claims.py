@@ -359,7 +359,7 @@ def _c7_one(a: Any) -> Measurement:
     groups = a.bounds["spectrum_adaptive"]["p_by_group"]
     frac = {
         k: sum(v == 0 for g, v in groups.items() if g.endswith("/" + k)) / sum(g.endswith("/" + k) for g in groups)
-        for k in ("qk", "v", "ff")
+        for k in ("qk", "vo", "ff")
     }
     return Measurement(
         "holds" if frac["ff"] >= 0.5 else "fails",

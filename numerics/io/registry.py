@@ -59,6 +59,7 @@ from numerics._util.cache import CHUNK_BYTES, cache_root, make_private_dirs, sha
 from numerics._util.subprocesses import child_python_command
 from numerics._util.workdirs import remove_abandoned, work_folder
 from numerics.errors import FetchError
+from theory.names import did_you_mean
 
 __all__ = [
     "RegisteredFile",
@@ -315,7 +316,7 @@ def fetch(
       OSError: the cache folder cannot be created or written.
     """
     if name not in REGISTRY:
-        raise ValueError(f"name={name!r} must be one of {sorted(REGISTRY)}")
+        raise ValueError(f"name={name!r} must be one of {', '.join(sorted(REGISTRY))}{did_you_mean(name, REGISTRY)}")
     entry = REGISTRY[name]
     say = progress if progress is not None else (lambda message: None)
     root = Path(cache_dir).expanduser() if cache_dir is not None else cache_root()
