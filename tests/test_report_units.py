@@ -124,3 +124,15 @@ def test_the_smoke_preset_says_its_results_mean_nothing():
     assert "SMOKE TEST" in smoke_note(smoke) and "mean nothing" in smoke_note(smoke)
     assert f"{smoke.base.loss_target:g} nats" in smoke_note(smoke)
     assert smoke_note(PRESETS[("default", "modadd")]) == ""
+
+
+def test_a_column_with_one_value_everywhere_is_said_once_instead(result):
+    """Before: the p_star column printed 0 in each of MiniLM-L6's 162 rows in the bound."""
+    assert {r["p_star"] for r in result.matrices if r.get("p_star") is not None} == {0.0}
+    table = tables.format_table(result)
+    header = table.splitlines()[0].split()
+    assert "p_star" not in header and "spectral_norm" in header
+    omitted = next(line for line in table.splitlines() if line.startswith("omitted, the same in every row"))
+    assert "p_star = 0" in omitted.split(": ", 1)[1].split(", ")
+    assert "layer = 0" in omitted  # one layer: the layer column says nothing either
+    assert "p_star" in tables.to_csv(result).splitlines()[0].split(",")  # the CSV keeps every column

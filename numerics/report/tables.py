@@ -90,15 +90,32 @@ def _fmt(v: Any) -> str:
 
 
 def format_table(analysis: Any, *, max_name: int = 48) -> str:
-    """A readable fixed-width table of the matrices followed by the bounds and proxies."""
-    rows = [[_fmt(r.get(c)) for c in TABLE_COLUMNS] for r in analysis.matrices]
-    for r in rows:
+    """A readable fixed-width table of the matrices followed by the bounds and proxies.
+
+    A column showing one value in every row that has one (``p_star`` when every group's index is 0) carries
+    no information: it is left out and its value said once below the table (the CSV and JSON keep it).
+    """
+    full = [[_fmt(r.get(c)) for c in TABLE_COLUMNS] for r in analysis.matrices]
+    for r in full:
         if len(r[0]) > max_name:
             r[0] = "..." + r[0][-(max_name - 3) :]
-    widths = [max(len(c), *(len(r[i]) for r in rows)) if rows else len(c) for i, c in enumerate(TABLE_COLUMNS)]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(TABLE_COLUMNS, widths))]
+    constant = {
+        i: values.pop()
+        for i in range(1, len(TABLE_COLUMNS))
+        if len(full) > 1 and len(values := {r[i] for r in full if r[i] != "-"}) == 1
+    }
+    keep = [i for i in range(len(TABLE_COLUMNS)) if i not in constant]
+    columns = [TABLE_COLUMNS[i] for i in keep]
+    rows = [[r[i] for i in keep] for r in full]
+    widths = [max(len(c), *(len(r[i]) for r in rows)) if rows else len(c) for i, c in enumerate(columns)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths))]
     lines.append("  ".join("-" * w for w in widths))
     lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths)) for r in rows]
+    if constant:
+        lines.append(
+            "omitted, the same in every row that has a value: "
+            + ", ".join(f"{TABLE_COLUMNS[i]} = {value}" for i, value in constant.items())
+        )
     lines.append("")
     m = analysis.model
     lines.append(
