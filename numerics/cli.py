@@ -47,7 +47,12 @@ _APPLIES: dict[tuple[str, str], tuple[Any, str]] = {
     ("analyze", "no_plots"): (lambda a: a.out is not None, "with --out"),
     ("analyze", "force"): (lambda a: a.out is not None, "with --out"),
     ("sweep", "force"): (lambda a: a.out is not None, "with --out"),
+    ("analyze", "spectra"): (
+        lambda a: a.format != "table" or a.out is not None,
+        "with --format json or csv, or --out (the table shows no singular values)",
+    ),
     ("study", "preset"): (lambda a: not a.list, "without --list"),
+    ("claims", "readme"): (lambda a: a.update_readme, "with --update-readme"),
 }
 
 
@@ -263,6 +268,8 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
 
 
 def _cmd_fetch(args: argparse.Namespace) -> int:
+    if args.list and args.name is not None:
+        raise CliError(f"fetch --list lists the checkpoints; it takes no NAME (got {_shown(args.name)})")
     if args.list:
         from numerics.report.tables import registry_table
 
@@ -349,14 +356,17 @@ def _cmd_claims(args: argparse.Namespace) -> int:
             raise CliError(f"--only={_shown(args.only)} names no claim; give ids such as C1,C7")
     report = claims.claims_report(
         ids,
-        readme=args.readme if args.update_readme else None,
+        readme=(args.readme or "README.md") if args.update_readme else None,
         run_tests=not args.no_tests,
         update_study=args.update_study is not None,
         study_task=args.update_study or "modadd",
         progress=_Progress("models"),
     )
     if report.readme_changed is not None:
-        print(f"specbound: {'updated' if report.readme_changed else 'already current:'} {args.readme}", file=sys.stderr)
+        print(
+            f"specbound: {'updated' if report.readme_changed else 'already current:'} {args.readme or 'README.md'}",
+            file=sys.stderr,
+        )
     if args.json:
         print(json.dumps(claims.claims_json(report), indent=2))
     else:
@@ -736,7 +746,7 @@ def build_parser() -> argparse.ArgumentParser:
         "benchmarks/study_default.json, which C10 and C11 are measured from; `--update-study digits` "
         "rewrites the digits family's benchmarks/study_digits.json instead",
     )
-    c.add_argument("--readme", default="README.md", help="README to update (default ./README.md)")
+    c.add_argument("--readme", default=None, help="with --update-readme: the README to update (default ./README.md)")
     c.add_argument("--json", action="store_true", help="JSON instead of a markdown table")
     c.set_defaults(func=_cmd_claims)
     return parser

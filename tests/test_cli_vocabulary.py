@@ -164,6 +164,9 @@ def test_derive_and_mc_share_one_kind_default():
         (["analyze", "no-such-source", "--force"], "--force"),
         (["sweep", "no-such-source", "--force"], "--force"),
         (["study", "--list", "--preset", "smoke"], "--preset"),
+        # before: --spectra with the table (no --out) and --readme without --update-readme were ignored
+        (["analyze", "no-such-source", "--spectra"], "--spectra"),
+        (["claims", "--no-tests", "--readme", "OTHER.md"], "--readme"),
     ],
 )
 def test_an_option_the_command_does_not_use_is_refused_in_one_line(argv, option):
@@ -172,8 +175,10 @@ def test_an_option_the_command_does_not_use_is_refused_in_one_line(argv, option)
     assert code == 2 and out == "" and f"{option} only applies" in line, line
 
 
-def test_derive_cover_list_takes_no_name():
-    code, _, err = run(["derive", "cover", "thm41", "--list"])
+@pytest.mark.parametrize("argv", [["derive", "cover", "thm41", "--list"], ["fetch", "minilm-l6", "--list"]])
+def test_list_takes_no_name(argv):
+    """Before: ``fetch minilm-l6 --list`` listed and ignored the name."""
+    code, _, err = run(argv)
     assert code == 2 and "takes no NAME" in one_line(err)
 
 
