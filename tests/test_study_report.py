@@ -482,3 +482,6 @@ def test_the_smoke_preset_says_its_results_mean_nothing_everywhere(smoke, smoke_
     _, done = smoke_run
     for text in ((out / "summary.md").read_text(), done.stdout, done.stderr):
         assert "SMOKE TEST" in text and "mean nothing" in text
+    # and every logarithm says its base: the measures that are logs are named (measures.REGISTRY's log flag)
+    logs = [name for name, m in measures.REGISTRY.items() if m.log]
+    assert f"Natural logarithms (ln) of their quantity: {', '.join(logs)};" in (out / "summary.md").read_text()

@@ -346,7 +346,7 @@ def study_markdown(result: StudyResult, found: Findings) -> str:
         f"# specbound study: preset {preset.name}, task {preset.base.task}\n",
         *([f"**{smoke_note(preset)}**\n"] if smoke_note(preset) else []),
         f"{s['models']} models ({s['reached_loss_target']} reached the training loss target "
-        f"{preset.base.loss_target:g}); {found.num_models} enter the statistics"
+        f"{preset.base.loss_target:g} nats); {found.num_models} enter the statistics"
         + (f" ({found.num_not_reached} of them did not reach the target)" if found.num_not_reached else "")
         + (
             f"; left out: {', '.join(e['model'] + ' (' + e['why'] + ')' for e in found.excluded)}"
@@ -356,7 +356,8 @@ def study_markdown(result: StudyResult, found: Findings) -> str:
         + f". Gaps from {_md(s['gap_min'])} to {_md(s['gap_max'])}. Margin-normalised measures divide by the "
         f"{_md(found.margin_quantile)} quantile of the correctly classified training margins (Jiang et al. 2020). "
         f"Intervals: {found.confidence:.0%} bootstrap percentile intervals over models ({found.resamples} resamples, "
-        f"seed {found.seed}).\n",
+        f"seed {found.seed}). Natural logarithms (ln) of their quantity: "
+        f"{', '.join(m.name for m in found.measures if m.log) or 'none'}; the other measures are plain values.\n",
     ]
     main = set(main_measures(found))
     corr = [
