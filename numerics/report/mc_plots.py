@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -40,6 +40,30 @@ def _same_curves(curves: dict[float, np.ndarray]) -> list[list[float]]:
         else:
             groups.append([p])
     return [g for g in groups if len(g) > 1]
+
+
+#: The lower bounds' markers: (marker, face colour, legend text) per kind.
+_MARKERS = {
+    "packing": ("o", None, "packing lower bound"),
+    "saturated": ("o", "none", "packing, saturated"),
+    "volumetric": ("^", None, "volumetric lower bound"),
+}
+
+
+def _legend_panel(ax: Any, handles: list[Any], kinds: set[str], samples: bool) -> None:
+    """The panel holding the one legend of every panel: Theorem 4.1's curves (``handles``), the markers of the
+    lower-bound ``kinds`` drawn, and the ``log(samples)`` ceiling."""
+    from matplotlib.lines import Line2D  # slow: matplotlib (imported when a figure is drawn)
+
+    handles = handles + [
+        Line2D([], [], color="0.3", marker=m, mfc=fill, ls="none", label=label)
+        for kind, (m, fill, label) in _MARKERS.items()
+        if kind in kinds
+    ]
+    if samples:
+        handles.append(Line2D([], [], color="0.6", ls=":", label=r"$\log(\mathrm{samples})$"))
+    ax.set_axis_off()
+    ax.legend(handles=handles, loc="center", fontsize="small", title="every panel", frameon=False)
 
 
 @specbound_style
@@ -118,25 +142,11 @@ def mc_figure(result: MCResult) -> Figure:
         ax.grid(True, which="major", alpha=0.3)
     for row in grid:
         row[0].set_ylabel(r"$\log N(\varepsilon)$ (nats)")
-    legend_ax = axes[len(names)]
-    legend_ax.set_axis_off()
     handles = [
         Line2D([], [], color=colours[p], ls=styles[p], lw=widths[p], label=f"Theorem 4.1, $p = {p:g}$")
         for p in p_values
     ]
-    marker_of = {
-        "packing": ("o", None, "packing lower bound"),
-        "saturated": ("o", "none", "packing, saturated"),
-        "volumetric": ("^", None, "volumetric lower bound"),
-    }
-    handles += [
-        Line2D([], [], color="0.3", marker=m, mfc=fill, ls="none", label=label)
-        for kind, (m, fill, label) in marker_of.items()
-        if kind in kinds
-    ]
-    if samples:
-        handles.append(Line2D([], [], color="0.6", ls=":", label=r"$\log(\mathrm{samples})$"))
-    legend_ax.legend(handles=handles, loc="center", fontsize="small", title="every panel", frameon=False)
+    _legend_panel(axes[len(names)], handles, kinds, bool(samples))
     for ax in axes[len(names) + 1 :]:
         ax.set_visible(False)
     s = result.settings

@@ -28,6 +28,7 @@ from numerics._util.jsonsafe import finite_json
 from numerics.study.family import gap_spread
 from numerics.study.findings import PROXY_COLUMNS, TARGETS, Findings
 from numerics.study.measures import REGISTRY
+from numerics.study.presets import PRESETS
 from numerics.study.run import StudyResult
 from numerics.study.settings import AXES
 from numerics.study.statistics import Interval
@@ -499,8 +500,6 @@ def smoke_note(preset: Any) -> str:
 
 def preset_table() -> str:
     """``specbound study --list``: one line per (preset, task) with its model count and what it is for."""
-    from numerics.study.presets import PRESETS
-
     purpose = {
         "smoke": "a smoke test of the pipeline (seconds); its results mean nothing",
         "default": "the family claims C10 and C11 are measured from",
