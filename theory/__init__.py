@@ -27,6 +27,7 @@ __all__ = [
     "gated",
     "lipschitz",
     "margin",
+    "names",
     "normlayers",
     "regimes",
     "registry",

@@ -61,6 +61,7 @@ import sympy as sp
 
 from theory import baselines, effective_rank, thm41
 from theory.cover_values import check_form_values, class_radius_value, short_name
+from theory.names import did_you_mean
 from theory.vocabulary import BY_SYMBOL, CONTEXT, VOCABULARY, entry
 
 __all__ = [
@@ -400,8 +401,8 @@ def get(name: str) -> Cover:
     _ensure_builtin(name)
     if name not in _REGISTRY:
         raise ValueError(
-            f"cover={short_name(name)} is not registered; registered: {', '.join(names())} (covers of installed packages "
-            f"load with --entry-points, group {ENTRY_POINT_GROUP!r})."
+            f"cover={short_name(name)} is not registered; registered: {', '.join(names())} (covers of installed "
+            f"packages load with --entry-points, group {ENTRY_POINT_GROUP!r}){did_you_mean(name, names())}"
         )
     return _REGISTRY[name]
 

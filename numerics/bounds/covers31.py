@@ -74,10 +74,8 @@ from numerics.bounds.theorem31 import (
 )
 from theory.cover_values import check_form_values, class_radius_value, short_name
 
-__all__ = ["ALIASES", "CHOICES", "resolve", "CoverChoice", "compose", "SUPPORTED"]
+__all__ = ["CHOICES", "resolve", "CoverChoice", "compose", "SUPPORTED"]
 
-#: Other names accepted on the command line.
-ALIASES = {"theorem41": "thm41"}
 #: How the cover is chosen: one per tie group (``log k`` per group) or one per matrix (``log k`` per matrix).
 CHOICES = ("group", "matrix")
 #: The statistics a registered cover may use here (measured from a spectrum).
@@ -89,7 +87,7 @@ _SCALE = 0.5  # internal covers: K_j(eps_j) = log N_ext(eps_j / 2) (theory.compo
 
 
 def resolve(names: Sequence[str]) -> list[Any]:
-    """The registered covers called ``names`` (``theorem41`` is ``thm41``), checked for composition.
+    """The registered covers called ``names`` (:func:`theory.registry.names`), checked for composition.
 
     Raises:
       ValueError: an unknown or repeated name, a cover in another metric, or a statistic not measured here.
@@ -97,10 +95,10 @@ def resolve(names: Sequence[str]) -> list[Any]:
     from theory import registry  # slow: sympy
 
     if not names:
-        raise ValueError("covers=[]: name at least one registered cover (e.g. theorem41,effective_rank).")
+        raise ValueError("covers=[]: name at least one registered cover (e.g. thm41,effective_rank).")
     out: list[Any] = []
     for raw in names:
-        name = ALIASES.get(str(raw).strip(), str(raw).strip())
+        name = str(raw).strip()
         cover = registry.get(name)
         if any(c.name == cover.name for c in out):
             raise ValueError(f"covers: {short_name(name)} is named twice.")
@@ -429,7 +427,7 @@ def compose(
             t = terms[int(jj)]
             raise ValueError(
                 f"covers: none of the enabled covers ({', '.join(names)}) applies to {t.cover_kind} outputs "
-                f"(matrix {t.name}); enable a cover of that kind too (e.g. theorem41)."
+                f"(matrix {t.name}); enable a cover of that kind too (e.g. thm41)."
             )
     index = np.array([groups.index(g) for g in labels])
     base_peel = peeling_cost([t.spectral_norm for t in terms]) + peeling_cost(input_radii) + posthoc_peel(settings)
@@ -557,7 +555,7 @@ def compose(
     if not candidates:
         raise ValueError(
             f"covers: with one cover per tie group, no enabled cover ({', '.join(names)}) applies to every matrix "
-            "of some group; enable a cover of every kind (e.g. theorem41), or choose per matrix (--cover-choice "
+            "of some group; enable a cover of every kind (e.g. thm41), or choose per matrix (--cover-choice "
             "matrix)."
         )
     choices = len(groups) if choice == "group" else int(np.count_nonzero(is_matrix))

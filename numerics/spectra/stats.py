@@ -396,7 +396,7 @@ class MatrixStats:
     norm_1_1: float | None
     stable_rank: float
     spectrum: str = field(default="svd", kw_only=True)
-    singular_values_upper: np.ndarray = field(default=None, kw_only=True, repr=False)  # type: ignore[assignment]
+    singular_values_upper: np.ndarray = field(default=None, kw_only=True, repr=False)  # type: ignore[arg-type]
     rank_rule: str = field(default="structural", kw_only=True)
 
     def __post_init__(self) -> None:
