@@ -289,7 +289,7 @@ def test_the_union_of_the_composed_bound_counts_every_peeled_quantity(choice: st
     radii = [0.37, 3.1]  # a projection's s and b, say: peeled at the levels above them
     settings = BoundSettings(p_grid=(0.0, 1.0, 2.0), grid_points=48, n=10**9, B_out=1.3, gamma=0.7)
     post = posthoc(terms, settings, input_radii=radii)
-    covers = covers31.resolve(["theorem41", "effective_rank"])
+    covers = covers31.resolve(["thm41", "effective_rank"])
     got = covers31.compose(terms, post, covers, settings, input_radii=radii, choice=choice)
     want = union_written_out(terms, got, radii, settings, grid_size=3, k=2, choice=choice)
     assert got.log_union == pytest.approx(want, rel=1e-12)
@@ -334,7 +334,7 @@ def test_a_norm_layers_gain_is_counted_in_the_composed_bound() -> None:
     slope_end = 4 * s.alpha_min + 12 * math.sqrt(a0 / s.n) * (s.B_out - s.alpha_min)
     floor = math.log(min(4 * s.B_out, slope_end))
     post = posthoc(terms, settings)
-    for names in (["effective_rank"], ["theorem41", "effective_rank"]):
+    for names in (["effective_rank"], ["thm41", "effective_rank"]):
         got = covers31.compose(terms, post, covers31.resolve(names), settings)
         assert got.log_rademacher >= floor, (names, got.log_rademacher, floor)
         for alone in got.alone.values():
@@ -358,7 +358,7 @@ def test_cli_covers_on_electra_pays_the_projections_radii(electra) -> None:
     from tests.cliutil import run
 
     base = ["analyze", str(electra.folder), "--p-grid", "0,1,2", "--format", "json", "--spectra"]
-    code, out, err = run([*base, "--covers", "theorem41,effective_rank"])
+    code, out, err = run([*base, "--covers", "thm41,effective_rank"])
     assert code == 0, err
     doc = json.loads(out)
     cov, sa = doc["covers"], doc["bounds"]["spectrum_adaptive"]
@@ -387,7 +387,7 @@ def test_cli_covers_on_electra_pays_the_projections_radii(electra) -> None:
     assert cov["choice_cost"] == pytest.approx(len(groups) * math.log(2), rel=1e-12)
     assert cov["log_union"] == pytest.approx(total, rel=1e-9)
     # Theorem 4.1 alone through the registry pays exactly what the bound without covers pays (radii included)
-    code, out, err = run([*base, "--covers", "theorem41"])
+    code, out, err = run([*base, "--covers", "thm41"])
     assert code == 0, err
     alone = json.loads(out)
     assert alone["covers"]["log_union"] == pytest.approx(alone["bounds"]["spectrum_adaptive"]["log_union"], rel=1e-12)
