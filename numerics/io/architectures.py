@@ -41,6 +41,8 @@ from types import MappingProxyType
 from typing import Literal
 
 from numerics.errors import CheckpointError
+from numerics.io.config_keys import CONFIG_KEY_TABLES
+from theory.names import did_you_mean
 
 __all__ = [
     "MatrixSpec",
@@ -134,6 +136,10 @@ class ArchitectureMap:
         ``None``: a configuration must name it.
       gate: the key of the gate matrix of a gated feedforward block (``W_2 (sigma(W_1 x) * W_3 x)``),
         one of the ``ff1`` matrices; ``None`` for ``sigma(x W_1) W_2``.
+      config_keys: the ``config.json`` keys the implementation of these models reads (transformers' configuration
+        class and modeling file for every listed ``model_type``, aliases of its ``attribute_map`` included, with
+        :data:`COMMON_CONFIG_KEYS`); every other key of a configuration is ignored and reported as ignored
+        (:func:`numerics.io.config_keys.split_config`), so a key these models never read cannot change a number.
     """
 
     name: str
@@ -145,6 +151,7 @@ class ArchitectureMap:
     positions: Literal["absolute", "rotary", "relative-bias"] = "absolute"
     gate: str | None = None
     default_activation: str | None = None
+    config_keys: frozenset[str] = frozenset()
     _pattern: re.Pattern[str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -189,6 +196,7 @@ def _conv1d(role: Role, key: str, label: str) -> MatrixSpec:
 _MAPS: tuple[ArchitectureMap, ...] = (
     ArchitectureMap(
         name="bert",
+        config_keys=CONFIG_KEY_TABLES["bert"],
         default_activation="gelu",
         description="HuggingFace BERT-family encoders (BERT, RoBERTa, ELECTRA, ...)",
         layer_stem="encoder.layer.{i}.",
@@ -214,6 +222,7 @@ _MAPS: tuple[ArchitectureMap, ...] = (
         # transformers' MegatronBertLayer: x + attention(attention.ln(x)), then h + FF(ln(h)); the embeddings
         # have no LayerNorm (the first one was removed) and encoder.ln normalises the last layer's output
         name="megatron-bert",
+        config_keys=CONFIG_KEY_TABLES["megatron-bert"],
         default_activation="gelu",
         description="HuggingFace Megatron-BERT (BERT's matrices, pre-LayerNorm: attention.ln, ln; no embeddings LayerNorm)",
         layer_stem="encoder.layer.{i}.",
@@ -230,6 +239,7 @@ _MAPS: tuple[ArchitectureMap, ...] = (
     ),
     ArchitectureMap(
         name="mpnet",
+        config_keys=CONFIG_KEY_TABLES["mpnet"],
         default_activation="gelu",
         description="HuggingFace MPNet (post-LayerNorm like BERT; relative position bias added to the scores)",
         layer_stem="encoder.layer.{i}.",
@@ -249,6 +259,7 @@ _MAPS: tuple[ArchitectureMap, ...] = (
     ),
     ArchitectureMap(
         name="distilbert",
+        config_keys=CONFIG_KEY_TABLES["distilbert"],
         default_activation="gelu",
         description="HuggingFace DistilBERT",
         layer_stem="transformer.layer.{i}.",
@@ -265,6 +276,7 @@ _MAPS: tuple[ArchitectureMap, ...] = (
     ),
     ArchitectureMap(
         name="gpt2",
+        config_keys=CONFIG_KEY_TABLES["gpt2"],
         default_activation="gelu_new",
         description="HuggingFace GPT-2 (Conv1D weights stored [in, out], packed c_attn)",
         layer_stem="h.{i}.",
@@ -279,6 +291,7 @@ _MAPS: tuple[ArchitectureMap, ...] = (
     ),
     ArchitectureMap(
         name="llama",
+        config_keys=CONFIG_KEY_TABLES["llama"],
         default_activation="silu",
         description="HuggingFace LLaMA / Mistral (grouped-query attention, gated MLP)",
         layer_stem="layers.{i}.",
@@ -298,6 +311,7 @@ _MAPS: tuple[ArchitectureMap, ...] = (
     ),
     ArchitectureMap(
         name="torch-encoder",
+        config_keys=CONFIG_KEY_TABLES["torch-encoder"],
         default_activation="relu",
         description="torch.nn.TransformerEncoder state dict (packed in_proj_weight)",
         layer_stem="layers.{i}.",
@@ -326,6 +340,7 @@ CONFIG_KEYS: Mapping[str, tuple[str, ...]] = MappingProxyType(
         "model_type": ("model_type",),
     }
 )
+
 
 #: The names a norm layer's gain and bias are stored under after its stem: ``weight``/``bias`` (PyTorch), or
 #: ``gamma``/``beta`` (older BERT exports, which transformers renames on load). A norm holding both spellings of
@@ -437,7 +452,10 @@ def match_architecture(
     """
     keys = list(keys)
     if architecture is not None and architecture not in ARCHITECTURES:
-        raise ValueError(f"architecture={architecture!r} must be one of {sorted(ARCHITECTURES)}")
+        raise ValueError(
+            f"architecture={architecture!r} must be one of {', '.join(sorted(ARCHITECTURES))}"
+            f"{did_you_mean(architecture, ARCHITECTURES)}"
+        )
     maps = [ARCHITECTURES[architecture]] if architecture else list(ARCHITECTURES.values())
     candidates: list[tuple[int, ArchitectureMap, str, dict[tuple[int, str], str]]] = []
     for arch in maps:

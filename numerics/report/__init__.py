@@ -27,8 +27,10 @@ from numerics.report.study_tables import csv_text as csv_text
 from numerics.report.study_tables import main_measures as main_measures
 from numerics.report.study_tables import markdown_table as markdown_table
 from numerics.report.study_tables import measure_table as measure_table
+from numerics.report.study_tables import preset_table as preset_table
 from numerics.report.study_tables import random_label_rows as random_label_rows
 from numerics.report.study_tables import slope_rows as slope_rows
+from numerics.report.study_tables import smoke_note as smoke_note
 from numerics.report.study_tables import study_document as study_document
 from numerics.report.study_tables import study_markdown as study_markdown
 from numerics.report.study_tables import study_summary as study_summary
@@ -53,6 +55,7 @@ from numerics.report.writers import DEMO_CHECKPOINT as DEMO_CHECKPOINT
 from numerics.report.writers import DEMO_FOLDER as DEMO_FOLDER
 from numerics.report.writers import STUDY_FOLDER as STUDY_FOLDER
 from numerics.report.writers import analyze_report as analyze_report
+from numerics.report.writers import check_figure_file as check_figure_file
 from numerics.report.writers import demo_report as demo_report
 from numerics.report.writers import mc_report as mc_report
 from numerics.report.writers import study_report as study_report
