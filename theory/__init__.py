@@ -23,6 +23,7 @@ __all__ = [
     "derive",
     "dudley",
     "effective_rank",
+    "embeddings",
     "gated",
     "lipschitz",
     "margin",

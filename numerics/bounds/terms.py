@@ -35,6 +35,7 @@ import numpy as np
 
 from numerics._util.logmath import logsumexp
 from numerics.bounds import compiled
+from numerics.bounds.embeddings import EMBEDDING_GROUPS, LAYERNORM_MODELS, embedding_terms, norm_log_constants
 from numerics.bounds.peeling import grid_values
 from numerics.spectra.stats import schatten_power
 
@@ -50,7 +51,17 @@ __all__ = [
 
 #: The tie group type of each kind of matrix in the bound: per layer one Schatten index for the
 #: QK products, one for the VO products (``v``) and one for the feedforward matrices (``ff``).
-GROUP_OF_KIND = {"qk": "qk", "vo": "v", "ff1": "ff", "ff2": "ff", "rq": "qk", "rk": "qk", "bo": "v"}
+GROUP_OF_KIND = {
+    "qk": "qk",
+    "vo": "v",
+    "ff1": "ff",
+    "ff2": "ff",
+    "rq": "qk",
+    "rk": "qk",
+    "bo": "v",
+    "emb": "emb",
+    "proj": "proj",
+}
 
 #: Largest input norm B and activation constant accepted: B^4 and the like stay finite floats.
 MAX_MODEL_CONSTANT = 1e50
@@ -68,15 +79,30 @@ class ModelSettings:
             (:mod:`theory.activations` gives it otherwise).
         bias: fold each bias into its matrix by homogeneous coordinates (:mod:`theory.affine`);
             ``False`` keeps the bias-free idealisation (``specbound analyze --no-bias``).
+        embeddings: cover the trained input tables and a projection after their norm as terms
+            (:mod:`theory.embeddings`); ``False`` (``--fixed-embeddings``): the bound is conditional on their values.
+        layernorm: ``"projection"`` (default): every norm layer is the projection onto its ball, 1-Lipschitz
+            (Edelman et al.'s idealisation); ``"lipschitz"``: the real norm, ``g_inf / sqrt(eps_ln)``-Lipschitz
+            (:func:`theory.normlayers.layernorm_lipschitz_global`), in every propagation factor.
     """
 
     input_norm: float | None = None
     activation_lipschitz: float = 1.13
     bias: bool = True
+    embeddings: bool = True
+    layernorm: str = "projection"
 
     def __post_init__(self) -> None:
-        if not isinstance(self.bias, bool):
-            raise ValueError(f"bias={self.bias!r} must be True or False.")
+        for name in ("bias", "embeddings"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name}={getattr(self, name)!r} must be True or False.")
+        if self.layernorm not in LAYERNORM_MODELS:
+            raise ValueError(f"layernorm={self.layernorm!r} must be one of {list(LAYERNORM_MODELS)}.")
+        if self.layernorm == "lipschitz" and self.input_norm is not None:
+            raise ValueError(
+                f"layernorm='lipschitz' reads every norm layer's gain, which input_norm={self.input_norm!r} replaces: "
+                "give one or the other."
+            )
         for name in ("input_norm", "activation_lipschitz"):
             v = getattr(self, name)
             if v is None and name == "input_norm":
@@ -299,6 +325,7 @@ def _layer_lipschitz_logs(
     L_sigma: float,
     *,
     bias: bool = False,
+    log_norm: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """log Lipschitz constants of each layer's attention block and feedforward block.
 
@@ -306,7 +333,9 @@ def _layer_lipschitz_logs(
     of :mod:`theory.lipschitz` (with ``bias``: :mod:`theory.affine`, rows ``[x; 1]``; compiled, in log
     space: ``B`` and the norms may be huge); ``B[layer]`` bounds the rows entering the layer's
     attention block. The sum over a layer's heads is a log-sum-exp (pinned to
-    :func:`theory.lipschitz.attention_block_lipschitz` by ``tests/test_lipschitz.py``).
+    :func:`theory.lipschitz.attention_block_lipschitz` by ``tests/test_lipschitz.py``). ``log_norm`` (pre-LN with
+    real norm layers, :func:`theory.embeddings.block_constant`): per block, ``log L_k`` of the norm inside it,
+    multiplying the branch: ``1 + L_k branch``.
     """
     terms: list[list[float]] = [[] for _ in range(num_layers)]
     with np.errstate(divide="ignore"):
@@ -335,6 +364,8 @@ def _layer_lipschitz_logs(
                 for layer in range(num_layers)
             ]
         )
+    if log_norm is not None and log_norm.size:
+        log_heads, log_branch = log_heads + log_norm[0::2], log_branch + log_norm[1::2]
     return np.asarray(compiled.log_residual(log_heads), dtype=np.float64), np.asarray(
         compiled.log_residual(log_branch), dtype=np.float64
     )
@@ -370,6 +401,8 @@ def build_terms(
     gate: str | None = None,
     peel: bool = True,
     norms: Sequence[Sequence[dict[str, Any] | None]] | None = None,
+    norm_eps: float | None = None,
+    layout: str | None = None,
 ) -> tuple[list[MatrixTerm], dict[str, Any]]:
     """Turn per-matrix statistics into :class:`MatrixTerm` records with propagation factors.
 
@@ -406,6 +439,11 @@ def build_terms(
     the block they feed (propagation factor: that block's constant and every later one's, times the
     projection's spectral norm); the radius of such a block is the norm radius at the grid values of
     ``g_inf`` and ``beta_norm`` (only a projection's ``s`` and ``b`` are then peeled as radii).
+
+    Statistics of kinds ``emb`` and ``proj`` (the input tables, layer ``-1``) become terms too
+    (:func:`numerics.bounds.embeddings.embedding_terms`, :mod:`theory.embeddings`). With ``model.layernorm ==
+    "lipschitz"`` and ``norms`` given, each norm's constant ``g_inf / sqrt(norm_eps)`` enters the chain of blocks
+    (``layout`` ``"post"``: before the block it feeds; ``"pre"``: on the block's branch, ``1 + L branch``).
     """
     folded = _folded(stats, hidden_size)
     if bias is not None and bias != folded:
@@ -445,8 +483,18 @@ def build_terms(
         peeled = [v for r in realised_radii for v in r]
     Ls = model.activation_lipschitz if activation_lipschitz is None else activation_lipschitz
     gain = Ls if activation_gain is None else activation_gain
+    real_norms = model.layernorm == "lipschitz" and norms is not None
+    if real_norms and (norm_eps is None or layout not in ("post", "pre")):
+        raise ValueError(
+            f"layernorm='lipschitz' needs the norms' epsilon and layout (norm_eps={norm_eps!r}, layout={layout!r})."
+        )
+    log_norm = norm_log_constants(norms, norm_eps if real_norms else None, peel=peel) if norms is not None else None
+    inner = log_norm if (real_norms and layout == "pre") else None  # pre-LN: the norm is on the branch
+    between = log_norm if (real_norms and layout == "post") else np.zeros(2 * num_layers)  # post-LN: before the block
     head_norm, ff_norm = _norm_tables(stats, peel=peel)
-    log_attn, log_ff = _layer_lipschitz_logs(head_norm, ff_norm, num_layers, [r[0] for r in radii], Ls, bias=folded)
+    log_attn, log_ff = _layer_lipschitz_logs(
+        head_norm, ff_norm, num_layers, [r[0] for r in radii], Ls, bias=folded, log_norm=inner
+    )
     gated = _gated_norms(stats, gate, peel=peel) if gate is not None else {}
     if gate is not None:
         with np.errstate(divide="ignore"):
@@ -463,13 +511,16 @@ def build_terms(
                                 log_s_3=_log(gated[layer]["up"]),
                                 bias=folded,
                             )
+                            + (float(inner[2 * layer + 1]) if inner is not None else 0.0)
                         )
                     )
                     for layer in range(num_layers)
                 ]
             )
-    # log of the product of every block after (layer, block): block 0 = attention, 1 = feedforward
-    after = log_after(np.stack([log_attn, log_ff], axis=1).ravel())
+    # log of the product of every block after (layer, block): block 0 = attention, 1 = feedforward; with real norm
+    # layers in a post-LN network each block's constant is preceded by that of the norm feeding it
+    chain = np.stack([log_attn, log_ff], axis=1).ravel() + between
+    after = log_after(chain)
     realised_tables = (
         _norm_tables(stats, peel=False),
         _gated_norms(stats, gate, peel=False) if gate is not None else {},
@@ -516,7 +567,7 @@ def build_terms(
 
     terms = []
     for st in stats:
-        if st.kind not in GROUP_OF_KIND:
+        if st.kind not in GROUP_OF_KIND or st.kind in EMBEDDING_GROUPS:
             continue
         layer = st.layer
         local, scale = local_and_scale(st, radii, head_norm, ff_norm, gated)
@@ -540,6 +591,27 @@ def build_terms(
     if covered_norms:
         assert norms is not None
         terms += _norm_terms(norms, log_attn, log_ff, after)
+    # the rows ELECTRA's projection reads: the embeddings norm's radius (class and realised), before the projection
+    first = norms[0][0] if norms else None
+    proj_input = [radii[0][0], realised_radii[0][0]]  # an assumed radius (--input-norm, no norm read)
+    if first is not None:
+        g = _grid if covered_norms else float
+        for i, grid in enumerate((g, float)):
+            proj_input[i] = compiled.norm_radius(
+                first["kind"], N=first["N"], g_inf=grid(first["g_inf"]), beta_norm=grid(first["beta_norm"])
+            )
+    terms = [
+        *embedding_terms(
+            stats,
+            MatrixTerm,
+            log_chain=float(np.sum(chain) - between[0]),
+            log_first_norm=float(between[0]),
+            proj_input=(float(proj_input[0]), float(proj_input[1])),
+            folded=folded,
+            peel=peel,
+        ),
+        *terms,
+    ]
     largest = max(max(r) for r in realised_radii) if realised_radii else math.sqrt(hidden_size)
     # the baselines see the same (folded) matrices: their row bound is that of the rows entering them
     info = {
@@ -549,6 +621,8 @@ def build_terms(
         "input_norms_realised": [{"attention": r[0], "feedforward": r[1]} for r in realised_radii],
         "peeled_radii": peeled,
         "norm_parameters_covered": covered_norms,
+        "layernorm": "lipschitz" if real_norms else "projection",
+        "log_norm_lipschitz": (log_norm if real_norms and log_norm is not None else np.zeros(0)).tolist(),
         "activation_lipschitz": Ls,
         "activation_gain": gain,
         "bias_folded": folded,

@@ -321,6 +321,11 @@ class Checkpoint:
                 out.append(BlockInput(i, block, self._norm(key, norms.kind), projection, where, missing))
         return out
 
+    @property
+    def store(self) -> TensorStore:
+        """Every tensor of the checkpoint, by name (header entries and float64 reads)."""
+        return self._store
+
     def _load(self, name: str) -> np.ndarray:
         return self._store.read(name)
 

@@ -98,8 +98,8 @@ DTYPE_EPS: Mapping[str, float] = MappingProxyType(
 )
 
 #: The role of a matrix in its layer: per-head products ``qk``, ``vo``; whole matrices
-#: ``q k v o ff1 ff2``.
-MatrixKind = Literal["qk", "vo", "q", "k", "v", "o", "ff1", "ff2", "rq", "rk", "bo"]
+#: ``q k v o ff1 ff2``; before layer 0 (layer ``-1``): an embedding table ``emb`` and ELECTRA's projection ``proj``.
+MatrixKind = Literal["qk", "vo", "q", "k", "v", "o", "ff1", "ff2", "rq", "rk", "bo", "emb", "proj"]
 #: Every :data:`MatrixKind`, in report order.
 KINDS: tuple[str, ...] = get_args(MatrixKind)
 
