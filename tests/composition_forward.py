@@ -64,7 +64,7 @@ from hf_reference import _randomize
 from torch import nn
 
 from numerics.analysis import Analysis, analyze
-from numerics.bounds import BoundSettings
+from numerics.bounds import BoundSettings, ModelSettings
 from numerics.io.checkpoint import open_checkpoint
 from numerics.spectra.jobs import feedforward_matrices, head_factors
 
@@ -451,9 +451,14 @@ _NORMS = {  # (attention norm, feedforward norm) stems of layer i, final norm, e
 }
 
 
-def network(built: Built) -> Network:
+#: The forward starts from the embedding rows: the input tables are fixed here (``--fixed-embeddings``; their terms
+#: are pinned by ``tests/test_embedding_terms.py``).
+FORWARD_MODEL = ModelSettings(embeddings=False)
+
+
+def network(built: Built, model: ModelSettings = FORWARD_MODEL) -> Network:
     """Analyse ``built``'s checkpoint with specbound and collect the bound's matrices with their ``theorem_inputs``."""
-    a = analyze(str(built.folder), settings=SETTINGS)
+    a = analyze(str(built.folder), settings=SETTINGS, model=model)
     rows = {m["name"]: m for m in a.matrices if m["theorem_inputs"] is not None}
     ckpt = open_checkpoint(built.folder)
     net = a.model["network"]
