@@ -536,15 +536,7 @@ def analyze(
     )
     if diagnostic is not None:
         info["network"]["rotary_diagnostic"] = diagnostic.out
-    skipped = list(ckpt.skipped)
-    tables = embedding_tables(ckpt)
-    if model.embeddings:  # the input tables are terms: analysed, no longer skipped (theory.embeddings)
-        stats = [*embedding_spectra(ckpt, bias=fold, spectrum=spectrum), *stats]
-        covered = {*tables.names, *((tables.bias,) if fold and tables.bias else ())}
-        skipped = [(n, r) for n, r in skipped if n not in covered]
-    else:
-        fixed = "input table, fixed (--fixed-embeddings): the bound is conditional on its values"
-        skipped = [(n, fixed if n in tables.names else r) for n, r in skipped]
+    stats, skipped = _input_tables(ckpt, model, stats, fold=fold, spectrum=spectrum)
     if not fold:
         skipped = sorted([*skipped, *((name, "bias vector (not folded: --no-bias)") for name in ckpt.bias_tensors)])
     return evaluate_bounds(
@@ -556,6 +548,22 @@ def analyze(
         covers=covers,
         cover_choice=cover_choice,
     )
+
+
+def _input_tables(
+    ckpt: Any, model: ModelSettings, stats: list[Any], *, fold: bool, spectrum: str
+) -> tuple[list[Any], list[tuple[str, str]]]:
+    """The statistics with the input tables' first (``model.embeddings``: terms, no longer skipped;
+    :mod:`theory.embeddings`), and the skipped tensors (the tables named as fixed otherwise)."""
+    skipped = list(ckpt.skipped)
+    tables = embedding_tables(ckpt)
+    if not model.embeddings:
+        fixed = "input table, fixed (--fixed-embeddings): the bound is conditional on its values"
+        named = {*tables.names, *((tables.bias,) if tables.bias else ())}
+        return stats, [(n, fixed if n in named else r) for n, r in skipped]
+    covered = {*tables.names, *((tables.bias,) if fold and tables.bias else ())}
+    stats = [*embedding_spectra(ckpt, bias=fold, spectrum=spectrum), *stats]
+    return stats, [(n, r) for n, r in skipped if n not in covered]
 
 
 #: What the report says about a model's position scheme.

@@ -23,13 +23,37 @@ import numpy as np
 from numerics.bounds import compiled
 from numerics.bounds.peeling import grid_values
 
-__all__ = ["EMBEDDING_GROUPS", "LAYERNORM_MODELS", "embedding_terms", "norm_log_constants"]
+__all__ = [
+    "check_network_options",
+    "EMBEDDING_GROUPS",
+    "LAYERNORM_MODELS",
+    "embedding_terms",
+    "norm_chain",
+    "norm_log_constants",
+    "projection_rows",
+]
 
 #: The tie group of each input kind: the tables share one Schatten index, the projection has its own.
 EMBEDDING_GROUPS = {"emb": "embeddings/emb", "proj": "embeddings/proj"}
 
 #: ``--layernorm``: the projection idealisation (default) or the real norm's global Lipschitz constant.
 LAYERNORM_MODELS = ("projection", "lipschitz")
+
+
+def check_network_options(*, bias: Any, embeddings: Any, layernorm: Any, input_norm: Any) -> None:
+    """``ValueError`` naming the first of :class:`~numerics.bounds.terms.ModelSettings`' network options that is wrong:
+    ``bias`` and ``embeddings`` booleans, ``layernorm`` one of :data:`LAYERNORM_MODELS`, and no ``input_norm`` with
+    ``layernorm="lipschitz"`` (which reads every norm layer's gain, which an assumed radius replaces)."""
+    for name, value in (("bias", bias), ("embeddings", embeddings)):
+        if not isinstance(value, bool):
+            raise ValueError(f"{name}={value!r} must be True or False.")
+    if layernorm not in LAYERNORM_MODELS:
+        raise ValueError(f"layernorm={layernorm!r} must be one of {list(LAYERNORM_MODELS)}.")
+    if layernorm == "lipschitz" and input_norm is not None:
+        raise ValueError(
+            f"layernorm='lipschitz' reads every norm layer's gain, which input_norm={input_norm!r} replaces: "
+            "give one or the other."
+        )
 
 
 def _grid(v: float, peel: bool) -> float:
@@ -59,23 +83,61 @@ def norm_log_constants(
     return out
 
 
+def norm_chain(
+    norms: Sequence[Sequence[dict[str, Any] | None]] | None,
+    eps_ln: float | None,
+    layout: str | None,
+    num_layers: int,
+    *,
+    peel: bool = True,
+) -> tuple[np.ndarray | None, np.ndarray]:
+    """Where the real norms' constants enter the chain of blocks (:func:`theory.embeddings.block_constant`):
+    ``(inner, between)``, per block ``log L_k`` on the branch (pre-LN; ``None`` otherwise) and before the block
+    (post-LN; zeros otherwise). ``norms`` ``None``: the projection idealisation (``(None, zeros)``)."""
+    between = np.zeros(2 * num_layers)
+    if norms is None:
+        return None, between
+    if eps_ln is None or layout not in ("post", "pre"):
+        raise ValueError(
+            f"layernorm='lipschitz' needs the norms' epsilon and layout (norm_eps={eps_ln!r}, layout={layout!r})."
+        )
+    log_norm = norm_log_constants(norms, eps_ln, peel=peel)
+    return (log_norm, between) if layout == "pre" else (None, log_norm)
+
+
+def projection_rows(first: dict[str, Any] | None, radius: float, realised: float, peeled: bool) -> tuple[float, float]:
+    """The radius ``B_0`` of the rows a projection after the embeddings norm reads, ``(class, realised)``: that norm's
+    radius (:func:`numerics.bounds.compiled.norm_radius`; at the grid values of ``g_inf`` and ``beta_norm`` when
+    ``peeled``), before the projection; ``radius`` / ``realised`` (an assumed radius) where no norm is read."""
+    if first is None:
+        return float(radius), float(realised)
+    out = []
+    for grid in (peeled, False):
+        g, beta = (_grid(float(first[k]), grid) for k in ("g_inf", "beta_norm"))
+        out.append(float(compiled.norm_radius(first["kind"], N=first["N"], g_inf=g, beta_norm=beta)))
+    return out[0], out[1]
+
+
 def embedding_terms(
     stats: Sequence[Any],
     term: Any,
-    *,
-    log_chain: float,
-    log_first_norm: float,
+    chain: np.ndarray,
+    between: np.ndarray,
     proj_input: tuple[float, float],
+    *,
     folded: bool,
     peel: bool = True,
 ) -> list[Any]:
     """The terms of kinds ``emb`` and ``proj`` in ``stats`` (:mod:`theory.embeddings`; ``term`` builds one record).
 
-    ``log_chain``: ``log`` of the product of every block's constant, the norms between blocks included (what a
-    perturbation of layer 0's input is multiplied by); ``log_first_norm``: ``log L_0`` of the embeddings norm in
-    the chain (0 in the projection idealisation or without such a norm); ``proj_input``: the radius ``B_0`` of the
-    rows the projection reads, at its class value and realised.
+    ``chain``: per block, ``log`` of its constant in the chain, the norm before it included (``between``, post-LN with
+    real norms; its first entry is the embeddings norm's ``log L_0``); a perturbation of the embedding row is
+    multiplied by all of them (and by the projection's spectral norm), one of the projection's output by all but
+    ``L_0``. ``proj_input``: the radius ``B_0`` of the rows the projection reads, class and realised
+    (:func:`projection_rows`).
     """
+    log_first_norm = float(between[0]) if between.size else 0.0
+    log_chain = float(np.sum(chain)) - log_first_norm
     proj = [st for st in stats if st.kind == "proj"]
     log_s_proj = 0.0
     if proj:

@@ -35,7 +35,13 @@ import numpy as np
 
 from numerics._util.logmath import logsumexp
 from numerics.bounds import compiled
-from numerics.bounds.embeddings import EMBEDDING_GROUPS, LAYERNORM_MODELS, embedding_terms, norm_log_constants
+from numerics.bounds.embeddings import (
+    EMBEDDING_GROUPS,
+    check_network_options,
+    embedding_terms,
+    norm_chain,
+    projection_rows,
+)
 from numerics.bounds.peeling import grid_values
 from numerics.spectra.stats import schatten_power
 
@@ -51,17 +57,8 @@ __all__ = [
 
 #: The tie group type of each kind of matrix in the bound: per layer one Schatten index for the
 #: QK products, one for the VO products (``v``) and one for the feedforward matrices (``ff``).
-GROUP_OF_KIND = {
-    "qk": "qk",
-    "vo": "v",
-    "ff1": "ff",
-    "ff2": "ff",
-    "rq": "qk",
-    "rk": "qk",
-    "bo": "v",
-    "emb": "emb",
-    "proj": "proj",
-}
+_INPUT_KINDS = {kind: kind for kind in EMBEDDING_GROUPS}  # the input tables (emb) and a projection (proj), layer -1
+GROUP_OF_KIND = {"qk": "qk", "vo": "v", "ff1": "ff", "ff2": "ff", "rq": "qk", "rk": "qk", "bo": "v", **_INPUT_KINDS}
 
 #: Largest input norm B and activation constant accepted: B^4 and the like stay finite floats.
 MAX_MODEL_CONSTANT = 1e50
@@ -93,16 +90,9 @@ class ModelSettings:
     layernorm: str = "projection"
 
     def __post_init__(self) -> None:
-        for name in ("bias", "embeddings"):
-            if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"{name}={getattr(self, name)!r} must be True or False.")
-        if self.layernorm not in LAYERNORM_MODELS:
-            raise ValueError(f"layernorm={self.layernorm!r} must be one of {list(LAYERNORM_MODELS)}.")
-        if self.layernorm == "lipschitz" and self.input_norm is not None:
-            raise ValueError(
-                f"layernorm='lipschitz' reads every norm layer's gain, which input_norm={self.input_norm!r} replaces: "
-                "give one or the other."
-            )
+        check_network_options(
+            bias=self.bias, embeddings=self.embeddings, layernorm=self.layernorm, input_norm=self.input_norm
+        )
         for name in ("input_norm", "activation_lipschitz"):
             v = getattr(self, name)
             if v is None and name == "input_norm":
@@ -333,9 +323,8 @@ def _layer_lipschitz_logs(
     of :mod:`theory.lipschitz` (with ``bias``: :mod:`theory.affine`, rows ``[x; 1]``; compiled, in log
     space: ``B`` and the norms may be huge); ``B[layer]`` bounds the rows entering the layer's
     attention block. The sum over a layer's heads is a log-sum-exp (pinned to
-    :func:`theory.lipschitz.attention_block_lipschitz` by ``tests/test_lipschitz.py``). ``log_norm`` (pre-LN with
-    real norm layers, :func:`theory.embeddings.block_constant`): per block, ``log L_k`` of the norm inside it,
-    multiplying the branch: ``1 + L_k branch``.
+    :func:`theory.lipschitz.attention_block_lipschitz` by ``tests/test_lipschitz.py``). ``log_norm``: per block ``log L_k``
+    of a real norm on the branch, ``1 + L_k branch`` (pre-LN, :func:`theory.embeddings.block_constant`).
     """
     terms: list[list[float]] = [[] for _ in range(num_layers)]
     with np.errstate(divide="ignore"):
@@ -439,11 +428,8 @@ def build_terms(
     the block they feed (propagation factor: that block's constant and every later one's, times the
     projection's spectral norm); the radius of such a block is the norm radius at the grid values of
     ``g_inf`` and ``beta_norm`` (only a projection's ``s`` and ``b`` are then peeled as radii).
-
-    Statistics of kinds ``emb`` and ``proj`` (the input tables, layer ``-1``) become terms too
-    (:func:`numerics.bounds.embeddings.embedding_terms`, :mod:`theory.embeddings`). With ``model.layernorm ==
-    "lipschitz"`` and ``norms`` given, each norm's constant ``g_inf / sqrt(norm_eps)`` enters the chain of blocks
-    (``layout`` ``"post"``: before the block it feeds; ``"pre"``: on the block's branch, ``1 + L branch``).
+    Kinds ``emb``, ``proj`` (input tables, layer -1): :func:`numerics.bounds.embeddings.embedding_terms`. ``model.layernorm
+    == "lipschitz"`` with ``norms``: their ``g_inf / sqrt(norm_eps)`` in the chain (:func:`~numerics.bounds.embeddings.norm_chain`).
     """
     folded = _folded(stats, hidden_size)
     if bias is not None and bias != folded:
@@ -484,13 +470,7 @@ def build_terms(
     Ls = model.activation_lipschitz if activation_lipschitz is None else activation_lipschitz
     gain = Ls if activation_gain is None else activation_gain
     real_norms = model.layernorm == "lipschitz" and norms is not None
-    if real_norms and (norm_eps is None or layout not in ("post", "pre")):
-        raise ValueError(
-            f"layernorm='lipschitz' needs the norms' epsilon and layout (norm_eps={norm_eps!r}, layout={layout!r})."
-        )
-    log_norm = norm_log_constants(norms, norm_eps if real_norms else None, peel=peel) if norms is not None else None
-    inner = log_norm if (real_norms and layout == "pre") else None  # pre-LN: the norm is on the branch
-    between = log_norm if (real_norms and layout == "post") else np.zeros(2 * num_layers)  # post-LN: before the block
+    inner, between = norm_chain(norms if real_norms else None, norm_eps, layout, num_layers, peel=peel)
     head_norm, ff_norm = _norm_tables(stats, peel=peel)
     log_attn, log_ff = _layer_lipschitz_logs(
         head_norm, ff_norm, num_layers, [r[0] for r in radii], Ls, bias=folded, log_norm=inner
@@ -591,27 +571,8 @@ def build_terms(
     if covered_norms:
         assert norms is not None
         terms += _norm_terms(norms, log_attn, log_ff, after)
-    # the rows ELECTRA's projection reads: the embeddings norm's radius (class and realised), before the projection
-    first = norms[0][0] if norms else None
-    proj_input = [radii[0][0], realised_radii[0][0]]  # an assumed radius (--input-norm, no norm read)
-    if first is not None:
-        g = _grid if covered_norms else float
-        for i, grid in enumerate((g, float)):
-            proj_input[i] = compiled.norm_radius(
-                first["kind"], N=first["N"], g_inf=grid(first["g_inf"]), beta_norm=grid(first["beta_norm"])
-            )
-    terms = [
-        *embedding_terms(
-            stats,
-            MatrixTerm,
-            log_chain=float(np.sum(chain) - between[0]),
-            log_first_norm=float(between[0]),
-            proj_input=(float(proj_input[0]), float(proj_input[1])),
-            folded=folded,
-            peel=peel,
-        ),
-        *terms,
-    ]
+    rows0 = projection_rows(norms[0][0] if norms else None, radii[0][0], realised_radii[0][0], covered_norms)
+    terms = [*embedding_terms(stats, MatrixTerm, chain, between, rows0, folded=folded, peel=peel), *terms]
     largest = max(max(r) for r in realised_radii) if realised_radii else math.sqrt(hidden_size)
     # the baselines see the same (folded) matrices: their row bound is that of the rows entering them
     info = {
@@ -622,7 +583,7 @@ def build_terms(
         "peeled_radii": peeled,
         "norm_parameters_covered": covered_norms,
         "layernorm": "lipschitz" if real_norms else "projection",
-        "log_norm_lipschitz": (log_norm if real_norms and log_norm is not None else np.zeros(0)).tolist(),
+        "log_norm_lipschitz": (between if inner is None else inner).tolist() if real_norms else [],
         "activation_lipschitz": Ls,
         "activation_gain": gain,
         "bias_folded": folded,
