@@ -47,7 +47,7 @@ def test_json_document_has_the_documented_fields(result):
     }
     assert doc["model"]["num_layers"] == 2 and doc["model"]["num_heads"] == 3 and doc["model"]["head_dim"] == 8
     kinds = {m["kind"] for m in doc["matrices"]}
-    assert kinds == {"qk", "vo", "q", "k", "v", "o", "ff1", "ff2"}
+    assert kinds == {"qk", "vo", "q", "k", "v", "o", "ff1", "ff2", "emb"}  # emb: the input tables, terms too
     for m in doc["matrices"]:
         assert set(m) >= {
             "name",
@@ -81,7 +81,7 @@ def test_json_records_the_inputs_of_every_coefficient(result):
     bound = doc["bounds"]["spectrum_adaptive"]
     rows = [m for m in doc["matrices"] if m["p_star"] is not None]
     J = len(rows)
-    assert J == 2 * (3 + 3 + 2)  # per layer: 3 QK heads, 3 VO heads, FF1, FF2
+    assert J == 2 * (3 + 3 + 2) + 3  # per layer: 3 QK heads, 3 VO heads, FF1, FF2; the word, position and type tables
     for m in doc["matrices"]:
         assert (m["theorem_inputs"] is None) == (m["p_star"] is None)
     n, T, theta = FAST.n, FAST.T, FAST.floor_share
@@ -143,7 +143,7 @@ def test_json_records_the_inputs_of_every_coefficient(result):
         "n_nonvacuous",
         "dudley_grid",
     } <= set(bound)
-    assert bound["groups"] == 2 * 3 and bound["grid_size"] == 3 and bound["p_grid"] == [0.0, 1.0, 2.0]
+    assert bound["groups"] == 2 * 3 + 1 and bound["grid_size"] == 3  # (layer, type) groups and the input tables and bound["p_grid"] == [0.0, 1.0, 2.0]
     assert bound["dudley_grid"]["points"] == FAST.grid_points and bound["dudley_grid"]["alpha_min"] == 1.0 / n
     for name in ("spectrum_adaptive", "edelman2022", "bartlett2017"):
         assert "n_nonvacuous" in doc["bounds"][name] and doc["bounds"][name]["n"] == n

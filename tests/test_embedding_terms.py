@@ -14,6 +14,7 @@ import math
 import numpy as np
 import pytest
 import reference_thm31 as ref
+import sympy as sp
 from hf_reference import ARCHITECTURES, build
 
 from numerics.analysis import analyze, describe_network, evaluate_bounds
@@ -25,6 +26,7 @@ from numerics.io.architectures import ARCHITECTURES as MAPS
 from numerics.io.checkpoint import open_checkpoint
 from numerics.report.tables import format_table, summary_markdown
 from numerics.spectra.pipeline import checkpoint_spectra
+from theory import embeddings, lipschitz
 
 FIXED = ModelSettings(embeddings=False)
 
@@ -161,11 +163,13 @@ def test_the_margin_assumption_is_stated(minilm_l6_analysis):
     assert text in format_table(minilm_l6_analysis) and text in summary_markdown(minilm_l6_analysis)
 
 
-def test_build_terms_embedding_factor_is_the_whole_chain():
-    """A table's rho is every block's constant (pre-LN: no norm before layer 0); the projection multiplies it."""
+@pytest.mark.parametrize("projection", [False, True])
+def test_build_terms_embedding_factor_is_the_derived_propagation(projection):
+    """A table's rho is :func:`theory.embeddings.propagation` (every block's constant; a projection's spectral norm at
+    its grid value), evaluated by SymPy on the block constants build_terms reports."""
     from numerics.spectra.stats import matrix_stats
 
-    N = 4
+    N, E = 4, 3
     head = [
         matrix_stats(f"l{layer}.{k}", [1.0], shape=(N, N), kind=k, layer=layer, head=0, rank_bound=1)
         for layer in range(2)
@@ -176,8 +180,20 @@ def test_build_terms_embedding_factor_is_the_whole_chain():
         for layer in range(2)
         for k in ("ff1", "ff2")
     ]
-    table = matrix_stats("emb", [3.0, 1.0], shape=(10, N), kind="emb", layer=-1, head=None)
-    terms, info = build_terms([table, *head, *ff], num_layers=2, hidden_size=N, model=ModelSettings(input_norm=1.0))
-    chain = sum(info["log_lipschitz_attention"]) + sum(info["log_lipschitz_feedforward"])
+    width = E if projection else N
+    inputs = [matrix_stats("emb", [3.0, 1.0], shape=(10, width), kind="emb", layer=-1, head=None)]
+    if projection:
+        inputs.append(matrix_stats("proj", [5.0, 0.5], shape=(E, N), kind="proj", layer=-1, head=None))
+    terms, info = build_terms([*inputs, *head, *ff], num_layers=2, hidden_size=N, model=ModelSettings(input_norm=1.0))
+    blocks = [v for pair in zip(info["log_lipschitz_attention"], info["log_lipschitz_feedforward"]) for v in pair]
+    form = embeddings.propagation("post", projection=projection).subs(lipschitz.num_blocks, len(blocks)).doit()
+    values = {lipschitz.LIP[k + 1]: sp.exp(sp.Float(v, 30)) for k, v in enumerate(blocks)}
+    values[embeddings.s_P] = 8  # 5.0 at its grid value 2^3
     (emb,) = [t for t in terms if t.kind == "emb"]
-    assert emb.log_rho == pytest.approx(chain, rel=1e-15) and emb.input_scale == 1.0 and emb.group == "embeddings/emb"
+    assert emb.log_rho == pytest.approx(float(sp.log(form.subs(values))), rel=1e-14)
+    assert emb.input_scale == 1.0 and emb.group == "embeddings/emb" and emb.shape == (10, width)
+    if projection:  # the projection's own output is layer 0's input: every block, nothing more
+        (proj,) = [t for t in terms if t.kind == "proj"]
+        assert proj.log_rho == pytest.approx(sum(blocks), rel=1e-14) and proj.group == "embeddings/proj"
+        assert proj.input_scale == 1.0  # the assumed radius (input_norm 1); bias-free statistics: no [y; 1]
+    assert sp.simplify(embeddings.row_bound() - 1) == 0  # one-hot rows: B = 1

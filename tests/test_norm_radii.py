@@ -254,6 +254,6 @@ def test_the_norm_idealisation_is_stated_in_the_table_header(tmp_path: Path) -> 
     # fuzzer's strict xfail shows a real one exceeding the budget): the header says so, not only the JSON.
     b = build("bert", tmp_path / "bert")
     network = describe_network(open_checkpoint(b.folder))["network"]
-    assert network["lipschitz_model"].startswith("norm layers as projections")
-    assert "an idealisation: the bound is proven for that network" in network["lipschitz_model"]
+    assert network["lipschitz_model"].startswith("idealisation (--layernorm projection, the default): norm layers as")
+    assert "the bound is proven for that network, not the real one" in network["lipschitz_model"]
     assert f"         Lipschitz model: {network['lipschitz_model']}" in network_lines(network)
