@@ -143,7 +143,8 @@ def test_json_records_the_inputs_of_every_coefficient(result):
         "n_nonvacuous",
         "dudley_grid",
     } <= set(bound)
-    assert bound["groups"] == 2 * 3 + 1 and bound["grid_size"] == 3  # (layer, type) groups and the input tables and bound["p_grid"] == [0.0, 1.0, 2.0]
+    # (layer, type) groups and the input tables
+    assert bound["groups"] == 2 * 3 + 1 and bound["grid_size"] == 3 and bound["p_grid"] == [0.0, 1.0, 2.0]
     assert bound["dudley_grid"]["points"] == FAST.grid_points and bound["dudley_grid"]["alpha_min"] == 1.0 / n
     for name in ("spectrum_adaptive", "edelman2022", "bartlett2017"):
         assert "n_nonvacuous" in doc["bounds"][name] and doc["bounds"][name]["n"] == n
