@@ -327,8 +327,9 @@ def describe(registry: Mapping[str, Measure] | None = None) -> list[dict[str, An
 
 
 def bound_matrices(analysis: Analysis) -> list[dict[str, Any]]:
-    """The rows of ``analysis.matrices`` that enter the bound: per-head ``qk``, ``vo`` and ``ff1``/``ff2``."""
-    return [row for row in analysis.matrices if row["kind"] in GROUP_OF_KIND]
+    """The rows of ``analysis.matrices`` of the layers that enter the bound: per-head ``qk``, ``vo`` and ``ff1``/``ff2``
+    (not the input tables, kinds ``emb``/``proj``, which the baselines and proxies do not count either)."""
+    return [row for row in analysis.matrices if row["kind"] in GROUP_OF_KIND and row["kind"] not in ("emb", "proj")]
 
 
 # --------------------------------------------------------------------------- built-in measures
