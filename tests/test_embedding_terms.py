@@ -15,6 +15,8 @@ import numpy as np
 import pytest
 import reference_thm31 as ref
 import sympy as sp
+import synthetic
+from cliutil import run
 from hf_reference import ARCHITECTURES, build
 
 from numerics.analysis import analyze, describe_network, evaluate_bounds
@@ -197,3 +199,40 @@ def test_build_terms_embedding_factor_is_the_derived_propagation(projection):
         assert proj.log_rho == pytest.approx(sum(blocks), rel=1e-14) and proj.group == "embeddings/proj"
         assert proj.input_scale == 1.0  # the assumed radius (input_norm 1); bias-free statistics: no [y; 1]
     assert sp.simplify(embeddings.row_bound() - 1) == 0  # one-hot rows: B = 1
+
+
+@pytest.mark.parametrize(
+    ("tensor", "shape", "message"),
+    [
+        ("embeddings.word_embeddings.weight", (30, 23), "a table of rows of width 24"),
+        ("embeddings.position_embeddings.weight", (16, 24, 1), "a table of rows of width 24"),
+        ("embeddings_project.weight", (23, 16), "[24, embedding width] (nn.Linear)"),
+    ],
+)
+def test_a_table_of_the_wrong_shape_is_refused_naming_it(tmp_path, tensor, shape, message):
+    state = synthetic.bert_state()
+    rng = np.random.default_rng(0)
+    if tensor.startswith("embeddings_project"):  # ELECTRA: tables of width 16, projected to 24
+        for name in [k for k in state if k.startswith("embeddings.") and k.endswith("embeddings.weight")]:
+            state[name] = rng.normal(size=(state[name].shape[0], 16)).astype(np.float32)
+        state["embeddings.LayerNorm.weight"] = np.ones(16, np.float32)
+        state["embeddings.LayerNorm.bias"] = np.zeros(16, np.float32)
+    state[tensor] = rng.normal(size=shape).astype(np.float32)
+    folder = synthetic.write_checkpoint(tmp_path / "m", state, synthetic.bert_config())
+    code, out, err = run(["analyze", str(folder), "--p-grid", "0,2"])
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
+    assert repr(tensor) in err and message in err and str(list(shape)) in err
+    # the conditional statement reads no table: the same checkpoint analyses with --fixed-embeddings
+    if not tensor.startswith("embeddings_project"):
+        assert run(["analyze", str(folder), "--p-grid", "0,2", "--fixed-embeddings"])[0] == 0
+
+
+def test_tables_stored_in_bfloat16_are_their_stored_values(tmp_path):
+    state = synthetic.bert_state()
+    folder = synthetic.write_checkpoint(tmp_path / "bf16", state, synthetic.bert_config(), dtype="BF16")
+    a = analyze(str(folder), processes=0)
+    for row in (r for r in a.matrices if r["kind"] == "emb"):
+        stored = synthetic.stored_values(state[row["name"]], "BF16").astype(np.float64)
+        sv = np.linalg.svd(stored, compute_uv=False)
+        assert a.spectrum(row["name"]) == pytest.approx(sv.tolist(), rel=1e-7, abs=1e-12)
+        assert row["frobenius_norm_squared"] == pytest.approx(float(np.sum(stored**2)), rel=1e-12)
