@@ -134,7 +134,9 @@ def test_every_mapped_architecture_covers_its_tables_or_says_why_it_has_none(tmp
         assert t["theorem_inputs"]["B"] == 1.0 and t["shape"][1] == (16 if name == "electra" else b.hidden_size)
     if name == "electra":  # the projection after the embeddings norm: a vector term on that norm's rows, bias folded
         proj = covered["embeddings_project.weight"]
-        assert proj["shape"] == [17, b.hidden_size]
+        assert proj["shape"] == [17, b.hidden_size] and proj["layer"] == -1 and all(t["layer"] == -1 for t in tables)
+        unfolded = analyze(str(b.folder), processes=0, model=ModelSettings(bias=False))  # --no-bias: [P] alone
+        assert [r["shape"] for r in unfolded.matrices if r["kind"] == "proj"] == [[16, b.hidden_size]]
         ti = proj["theorem_inputs"]
         # rho of a table = the projection's (grid) spectral norm times the projection's rho
         assert tables[0]["theorem_inputs"]["log_rho"] == pytest.approx(ti["log_rho"] + math.log(ti["s"]), rel=1e-12)
@@ -236,3 +238,39 @@ def test_tables_stored_in_bfloat16_are_their_stored_values(tmp_path):
         sv = np.linalg.svd(stored, compute_uv=False)
         assert a.spectrum(row["name"]) == pytest.approx(sv.tolist(), rel=1e-7, abs=1e-12)
         assert row["frobenius_norm_squared"] == pytest.approx(float(np.sum(stored**2)), rel=1e-12)
+
+
+def test_the_propagation_forms_of_each_layout():
+    """theory.embeddings against the chain written out: pre-LN the tables feed layer 0 directly (no norm before it),
+    post-LN through the embeddings norm (1 in the idealisation, ``L_0`` real); the blocks' idealised constants."""
+    k, K = lipschitz.block_index, lipschitz.num_blocks
+    blocks = sp.Product(lipschitz.LIP[k], (k, 1, K))
+    assert embeddings.propagation("pre") == blocks and embeddings.propagation("pre", real_norm=True) == blocks
+    assert embeddings.propagation("post") == blocks
+    assert embeddings.propagation("post", real_norm=True) == embeddings.L_0 * blocks
+    assert embeddings.propagation("pre", projection=True) == embeddings.s_P * blocks
+    br = embeddings.branch
+    for layout in ("post", "pre"):
+        assert sp.simplify(embeddings.block_constant(layout, real_norm=False) - (1 + br)) == 0
+    with pytest.raises(ValueError, match="layout='mid'"):
+        embeddings.propagation("mid")
+
+
+def test_a_zero_projection_leaves_the_tables_out_of_the_bound():
+    """Behind a zero projection the tables do not reach layer 0: their factor is the 1e-300 floor, so every scale they
+    are covered at exceeds their class radius and their coefficient is zero (-inf in logs)."""
+    from numerics.bounds.theorem31 import coefficients
+    from numerics.spectra.stats import matrix_stats
+
+    N = 4
+    layer = [
+        matrix_stats("l0.qk", [1.0], shape=(N, N), kind="qk", layer=0, head=0, rank_bound=1),
+        matrix_stats("l0.vo", [1.0], shape=(N, N), kind="vo", layer=0, head=0, rank_bound=1),
+        matrix_stats("l0.ff1", [2.0], shape=(N, N), kind="ff1", layer=0, head=None),
+        matrix_stats("l0.ff2", [2.0], shape=(N, N), kind="ff2", layer=0, head=None),
+    ]
+    table = matrix_stats("emb", [3.0, 1.0], shape=(10, 3), kind="emb", layer=-1, head=None)
+    proj = matrix_stats("proj", [], shape=(3, N), kind="proj", layer=-1, head=None)
+    terms, _ = build_terms([table, proj, *layer], num_layers=1, hidden_size=N, model=ModelSettings(input_norm=1.0))
+    log_c = dict(zip((t.name for t in terms), coefficients(terms, 0.0, BoundSettings())))
+    assert log_c["emb"] == -math.inf and math.isfinite(log_c["l0.ff1"])

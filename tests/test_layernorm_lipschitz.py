@@ -82,7 +82,11 @@ def test_the_numeric_constants_are_the_sympy_form() -> None:
         got = norm_log_constants(norms, eps)
         want = [form(float(grid_values([0.3])[0]), eps), 0.0, 0.0, form(float(grid_values([5.0])[0]), eps)]
         assert got == pytest.approx(want, rel=1e-14)
-    assert (norm_log_constants(norms, None) == 0).all()
+    assert (norm_log_constants(norms, None) == 0).all() and norm_log_constants(None, 1e-5).size == 0
+    assert norm_log_constants([({"g_inf": 0.0}, None)], 1e-5)[0] == -math.inf  # a zero gain: the norm outputs beta
+    for bad in (0.0, -1e-5, math.inf, math.nan):
+        with pytest.raises(ValueError, match="eps_ln"):
+            norm_log_constants(norms, bad)
 
 
 def _blocks(network: dict) -> list[float]:
