@@ -2,7 +2,7 @@
 
 References: the Theorem 3.1 coefficient of each table is recomputed by ``tests/reference_thm31.py`` (50 digits,
 written from the mathematics) from the table's singular values by ``numpy.linalg.svd`` (not the Gram path the
-analysis takes); the union cost's change is recomputed from the prior ``pi(k) = (2/3)/((|k|+1)(|k|+2))`` on the
+analysis takes); the union cost's change is recomputed from the prior ``pi(k) = (1/3)/((|k|+1)(|k|+2))`` on the
 grid ``2^k`` (README, "Every quantity read after training is peeled"). The real architectures are the small random
 ``transformers`` models of ``tests/hf_reference.py``.
 """
@@ -39,9 +39,10 @@ def minilm_fixed(minilm_l6_folder):
 
 
 def _prior_cost(v: float) -> float:
-    """``log(1/pi(k))`` at the level ``k`` of ``v`` on the grid ``2^k`` (reference_thm31.grid_level)."""
+    """``log(1/pi(k))`` at the level ``k`` of ``v`` on the grid ``2^k`` (reference_thm31.grid_level; the grid carries
+    half the prior, the zero class the other half, theory.margin)."""
     k = ref.grid_level(v)
-    return math.log(1.5 * (abs(k) + 1) * (abs(k) + 2))
+    return math.log(3 * (abs(k) + 1) * (abs(k) + 2))
 
 
 def test_fixed_embeddings_restore_the_bound_of_the_layers_alone_and_say_so(minilm_l6_folder, minilm_fixed):

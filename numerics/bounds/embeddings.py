@@ -141,7 +141,7 @@ def embedding_terms(
     proj = [st for st in stats if st.kind == "proj"]
     log_s_proj = 0.0
     if proj:
-        s = _grid(float(proj[0].spectral_norm), peel)
+        s = _grid(float(proj[0].spectral_norm_bound), peel)  # an upper bound on ||P||_2 (numerics.spectra.stats)
         log_s_proj = math.log(s) if s > 0 else math.log(1e-300)
     out = []
     for st in stats:
@@ -158,7 +158,7 @@ def embedding_terms(
                 kind=st.kind,
                 shape=tuple(st.shape),
                 rank_bound=int(st.rank_bound),
-                singular_values=np.asarray(st.singular_values, dtype=np.float64),
+                singular_values=np.asarray(st.singular_values_upper, dtype=np.float64),  # S_p bounded from above
                 rank=int(st.rank),
                 log_rho=float(log_rho),
                 input_scale=max(scale, 1e-300),

@@ -35,13 +35,7 @@ import numpy as np
 
 from numerics._util.logmath import logsumexp
 from numerics.bounds import compiled
-from numerics.bounds.embeddings import (
-    EMBEDDING_GROUPS,
-    check_network_options,
-    embedding_terms,
-    norm_chain,
-    projection_rows,
-)
+from numerics.bounds import embeddings as input_terms
 from numerics.bounds.peeling import grid_values
 from numerics.spectra.stats import schatten_power
 
@@ -56,8 +50,9 @@ __all__ = [
 ]
 
 #: The tie group type of each kind of matrix in the bound: per layer one Schatten index for the
-#: QK products, one for the VO products (``v``) and one for the feedforward matrices (``ff``).
-_INPUT_KINDS = {kind: kind for kind in EMBEDDING_GROUPS}  # the input tables (emb) and a projection (proj), layer -1
+#: QK products, one for the VO products (``v``) and one for the feedforward matrices (``ff``); the input tables
+#: (``emb``) and a projection after their norm (``proj``), layer -1, have theirs.
+_INPUT_KINDS = {kind: kind for kind in input_terms.EMBEDDING_GROUPS}
 GROUP_OF_KIND = {"qk": "qk", "vo": "v", "ff1": "ff", "ff2": "ff", "rq": "qk", "rk": "qk", "bo": "v", **_INPUT_KINDS}
 
 #: Largest input norm B and activation constant accepted: B^4 and the like stay finite floats.
@@ -90,7 +85,7 @@ class ModelSettings:
     layernorm: str = "projection"
 
     def __post_init__(self) -> None:
-        check_network_options(
+        input_terms.check_network_options(
             bias=self.bias, embeddings=self.embeddings, layernorm=self.layernorm, input_norm=self.input_norm
         )
         for name in ("input_norm", "activation_lipschitz"):
@@ -115,8 +110,9 @@ class MatrixTerm:
         name: identifier (tensor name, with ``[head h]`` for per-head products).
         kind: ``qk`` (bilinear cover) or ``vo``/``ff1``/``ff2`` (vector cover).
         shape: ``(a, b)``; rank_bound: ``r`` (``d_h`` for per-head products).
-        singular_values: all singular values (float64).
-        rank: numerical rank (``S_0``).
+        singular_values: an upper bound of each singular value (float64; the statistics'
+            ``singular_values_upper``), so that ``S_p`` and the spectral norm are bounded from above.
+        rank: how many singular values count in ``S_0`` (those not certified zero).
         log_rho: log of the propagation factor ``rho_j``.
         input_scale: ``B_j``, the bound on the rows entering the matrix.
         group: the tie group (e.g. ``"layer3/qk"``); one index per group.
@@ -209,7 +205,10 @@ def _grid(v: float) -> float:
 
 
 def _norm(st: Any, peel: bool) -> float:
-    return _grid(st.spectral_norm) if peel else float(st.spectral_norm)
+    """``st``'s spectral radius: an upper bound on ``||W||_2`` (:attr:`numerics.spectra.MatrixStats.spectral_norm_bound`),
+    on the peeling grid with ``peel``."""
+    s = float(st.spectral_norm_bound)
+    return _grid(s) if peel else s
 
 
 def _norm_tables(
@@ -248,6 +247,8 @@ def _class_radius(norm: dict[str, Any] | None, realised: float, peeled: list[flo
     if norm is None:
         return realised
     beta = norm["beta_norm"]
+    if beta == 0 and norm["kind"] == "layernorm":
+        peeled.append(0.0)  # a zero trained bias selects the zero class (its own prior mass, theory.margin)
     radius = float(
         compiled.norm_radius(
             norm["kind"], N=norm["N"], g_inf=_grid(norm["g_inf"]), beta_norm=_grid(beta) if beta > 0 else 0.0
@@ -255,7 +256,7 @@ def _class_radius(norm: dict[str, Any] | None, realised: float, peeled: list[flo
     )
     if norm.get("projection") is not None:
         s, b = norm["projection"]
-        peeled += [v for v in (s, b) if v > 0]
+        peeled += [s, b]  # zeros included: the zero class has its own prior mass (theory.margin)
         radius = _grid(s) * radius + _grid(b)  # ||W y + c|| <= ||W||_2 ||y|| + ||c||
     return max(radius, 1e-300)
 
@@ -470,7 +471,7 @@ def build_terms(
     Ls = model.activation_lipschitz if activation_lipschitz is None else activation_lipschitz
     gain = Ls if activation_gain is None else activation_gain
     real_norms = model.layernorm == "lipschitz" and norms is not None
-    inner, between = norm_chain(norms if real_norms else None, norm_eps, layout, num_layers, peel=peel)
+    inner, between = input_terms.norm_chain(norms if real_norms else None, norm_eps, layout, num_layers, peel=peel)
     head_norm, ff_norm = _norm_tables(stats, peel=peel)
     log_attn, log_ff = _layer_lipschitz_logs(
         head_norm, ff_norm, num_layers, [r[0] for r in radii], Ls, bias=folded, log_norm=inner
@@ -497,10 +498,9 @@ def build_terms(
                     for layer in range(num_layers)
                 ]
             )
-    # log of the product of every block after (layer, block): block 0 = attention, 1 = feedforward; with real norm
-    # layers in a post-LN network each block's constant is preceded by that of the norm feeding it
-    chain = np.stack([log_attn, log_ff], axis=1).ravel() + between
-    after = log_after(chain)
+    # log of the product of every block after (layer, block): block 0 = attention, 1 = feedforward (post-LN real norms:
+    # each block preceded by the norm feeding it)
+    after = log_after(chain := np.stack([log_attn, log_ff], axis=1).ravel() + between)
     realised_tables = (
         _norm_tables(stats, peel=False),
         _gated_norms(stats, gate, peel=False) if gate is not None else {},
@@ -547,7 +547,7 @@ def build_terms(
 
     terms = []
     for st in stats:
-        if st.kind not in GROUP_OF_KIND or st.kind in EMBEDDING_GROUPS:
+        if st.kind not in GROUP_OF_KIND or st.kind in input_terms.EMBEDDING_GROUPS:
             continue
         layer = st.layer
         local, scale = local_and_scale(st, radii, head_norm, ff_norm, gated)
@@ -559,7 +559,8 @@ def build_terms(
                 kind=st.kind,
                 shape=tuple(st.shape),
                 rank_bound=int(st.rank_bound),
-                singular_values=np.asarray(st.singular_values, dtype=np.float64),
+                # upper bounds of the singular values (MATH.md section 11 rule 5): S_p and s_j bounded from above
+                singular_values=np.asarray(st.singular_values_upper, dtype=np.float64),
                 rank=int(st.rank),
                 log_rho=float(local + downstream),
                 input_scale=float(scale if scale > 0 else 1e-300),
@@ -571,8 +572,9 @@ def build_terms(
     if covered_norms:
         assert norms is not None
         terms += _norm_terms(norms, log_attn, log_ff, after)
-    rows0 = projection_rows(norms[0][0] if norms else None, radii[0][0], realised_radii[0][0], covered_norms)
-    terms = [*embedding_terms(stats, MatrixTerm, chain, between, rows0, folded=folded, peel=peel), *terms]
+    first = norms[0][0] if norms else None
+    rows0 = input_terms.projection_rows(first, radii[0][0], realised_radii[0][0], covered_norms)
+    terms[:0] = input_terms.embedding_terms(stats, MatrixTerm, chain, between, rows0, folded=folded, peel=peel)
     largest = max(max(r) for r in realised_radii) if realised_radii else math.sqrt(hidden_size)
     # the baselines see the same (folded) matrices: their row bound is that of the rows entering them
     info = {
