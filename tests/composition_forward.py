@@ -68,7 +68,7 @@ from numerics.bounds import BoundSettings, ModelSettings
 from numerics.io.checkpoint import open_checkpoint
 from numerics.spectra.jobs import feedforward_matrices, head_factors
 
-__all__ = ["FAMILIES", "Built", "Network", "build", "build_thin_layernorm", "network", "attack", "Attack"]
+__all__ = ["FAMILIES", "DEEP", "Built", "Network", "build", "build_thin_layernorm", "network", "attack", "Attack"]
 
 #: The families the fuzzer runs: name -> (norm layout, causal, rotary, gated, activation).
 FAMILIES = ("bert", "gpt2", "llama", "torch-encoder")
@@ -94,14 +94,16 @@ class Built:
     embeddings: torch.Tensor | None = None
 
 
-def _hf(name: str) -> nn.Module:
+def _hf(
+    name: str, layers: int = 2, heads: int | None = None, kv_heads: int | None = None, hidden: int | None = None
+) -> nn.Module:
     t = transformers
     common = dict(vocab_size=40, bos_token_id=2, eos_token_id=3, pad_token_id=0, attn_implementation="eager")
     if name == "bert":
         return t.BertModel(
             t.BertConfig(
                 hidden_size=8,
-                num_hidden_layers=2,
+                num_hidden_layers=layers,
                 num_attention_heads=2,
                 intermediate_size=16,
                 hidden_act="gelu",
@@ -116,7 +118,7 @@ def _hf(name: str) -> nn.Module:
         return t.GPT2Model(
             t.GPT2Config(
                 n_embd=8,
-                n_layer=2,
+                n_layer=layers,
                 n_head=2,
                 n_inner=16,
                 n_positions=16,
@@ -130,10 +132,10 @@ def _hf(name: str) -> nn.Module:
     if name == "llama":
         return t.LlamaModel(
             t.LlamaConfig(
-                hidden_size=16,
-                num_hidden_layers=2,
-                num_attention_heads=4,
-                num_key_value_heads=2,
+                hidden_size=hidden or 16,
+                num_hidden_layers=layers,
+                num_attention_heads=heads or 4,
+                num_key_value_heads=kv_heads or 2,
                 intermediate_size=12,
                 hidden_act="silu",
                 attention_bias=True,
@@ -147,8 +149,20 @@ def _hf(name: str) -> nn.Module:
     raise ValueError(f"name={name!r} must be one of {FAMILIES}")
 
 
+#: Deeper variants for the stronger search (issue 29, item 8): name -> (family, shape overrides). LLaMA with 8 query
+#: heads over 1 and 2 key-value heads (grouped-query attention at its extreme), 4-layer GPT-2, 3-layer BERT.
+DEEP: dict[str, tuple[str, dict[str, int]]] = {
+    "gpt2-4": ("gpt2", dict(layers=4)),
+    "llama-4-kv1": ("llama", dict(layers=4, heads=8, kv_heads=1, hidden=32)),
+    "llama-4-kv2": ("llama", dict(layers=4, heads=8, kv_heads=2, hidden=32)),
+    "bert-3": ("bert", dict(layers=3)),
+}
+
+
 def build(name: str, folder: Path, *, seed: int = 0) -> Built:
-    """Build, randomise (seeded), save and run the small network ``name`` (see the module docstring)."""
+    """Build, randomise (seeded), save and run the small network ``name`` (a family of :data:`FAMILIES`, or a deeper
+    variant of :data:`DEEP`; see the module docstring)."""
+    name, shape = DEEP.get(name, (name, {}))
     folder.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(seed)
     if name == "torch-encoder":
@@ -180,7 +194,7 @@ def build(name: str, folder: Path, *, seed: int = 0) -> Built:
         with torch.no_grad():
             ref = model(x)[0]
         return Built(name, model, folder, x[0], ref)
-    model = _hf(name)
+    model = _hf(name, **shape)
     _randomize(model, seed, zero_biases=False)
     model.save_pretrained(folder)
     model = model.double().eval()
@@ -296,6 +310,14 @@ class Network:
     num_layers: int
 
     @property
+    def start(self) -> torch.Tensor:
+        """The rows the forward starts from: the embeddings sum before the embeddings norm (BERT), else layer 0's input."""
+        if self.embed_stem is not None:
+            assert self.built.embeddings is not None
+            return self.built.embeddings
+        return self.built.x
+
+    @property
     def terms(self) -> tuple[Matrix, ...]:
         """Every term the adversary perturbs: the matrices, then the norm parameters (the index of ``ws``)."""
         return self.matrices + self.params
@@ -351,16 +373,18 @@ class Network:
         *,
         sizes: Callable[[int, torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
         record: dict[str, torch.Tensor] | None = None,
+        inputs: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """The residual stream after the last block (before any final norm), ``[T, N]``, with term ``j`` of
         :attr:`terms` replaced by ``ws[j]``. ``sizes(j, w, rows)``, if given, is called with the rows entering term
         ``j`` and returns the term to use (the adversary scales its perturbation there, on the rows of the perturbed
-        network). ``record``, if given, gets the rows entering every norm layer, by stem."""
+        network). ``record``, if given, gets the rows entering every norm layer, by stem. ``inputs``: the rows the
+        forward starts from instead of the built ones (:attr:`start`: layer 0's input, or the embeddings sum before
+        the embeddings norm)."""
         use = sizes or _same
-        x = self.built.x
+        x = self.start if inputs is None else inputs
         if self.embed_stem is not None:
-            assert self.built.embeddings is not None
-            x = self._norm(self.built.embeddings, self.embed_stem, ws, use, record)
+            x = self._norm(x, self.embed_stem, ws, use, record)
         T = x.shape[0]
         one = torch.ones(T, 1, dtype=x.dtype)
         mask = torch.triu(torch.ones(T, T, dtype=torch.bool), 1) if self.causal else None
@@ -570,11 +594,41 @@ def _raw_size(
 
 
 def _clip(w: torch.Tensor, s: float) -> torch.Tensor:
-    """The nearest point of the class ``||w||_2 <= s`` in spectral norm (a gain ``[N]``: ``||w||_inf <= s``)."""
+    """A point of the class ``||w||_2 <= s`` (a gain ``[N]``: ``||w||_inf <= s``): ``w`` itself inside it, else
+    ``w`` scaled onto its boundary. (Not the nearest point, ``U min(Sigma, s) V^T``: the backward of a full SVD is
+    ``nan`` where singular values repeat, as the zero ones of a folded low-rank product do, and a ``nan`` reaching the
+    input's gradient blinds the search there; ``||w||_2``'s gradient is ``u_1 v_1^T``. Either map reaches every
+    member of the class, which is all the adversary needs.)"""
     if w.ndim == 1:
         return torch.clamp(w, -s, s)
-    u, sv, vh = torch.linalg.svd(w, full_matrices=False)
-    return u @ torch.diag(torch.clamp(sv, max=s)) @ vh
+    norm = torch.linalg.matrix_norm(w, 2)
+    return w * torch.clamp(s / norm, max=1.0)
+
+
+def _outside(w: torch.Tensor, s: float) -> bool:
+    """Whether ``w`` lies outside the class ``||w||_2 <= s`` (a gain: ``||w||_inf <= s``)."""
+    with torch.no_grad():
+        return bool((w.abs().max() if w.ndim == 1 else torch.linalg.matrix_norm(w, 2)) > s)
+
+
+def _singular_start(m: Matrix, sign: float) -> np.ndarray:
+    """A start along the top singular pair of term ``m``: ``sign u_1 v_1^T`` (a gain: ``sign * sign(g)``, the
+    direction that grows its largest entries first)."""
+    w = m.w
+    if w.ndim == 1:
+        return (sign * torch.sign(w)).numpy().ravel()
+    u, _, vh = torch.linalg.svd(w, full_matrices=False)
+    return (sign * torch.outer(u[:, 0], vh[0])).numpy().ravel()
+
+
+def _bounded_inputs(net: Network, x: torch.Tensor) -> torch.Tensor:
+    """The rows an input may take: free where a norm layer comes first (every family but the post-LN torch encoder,
+    whose layer 0 reads the raw rows, assumed of norm at most ``sqrt(N)``: kept to ``0.95 sqrt(N)`` as built)."""
+    if net.embed_stem is not None or net.layout == "pre":
+        return x
+    limit = 0.95 * math.sqrt(x.shape[1])
+    norms = x.norm(dim=1, keepdim=True)
+    return x * torch.clamp(limit / norms, max=1.0)
 
 
 def attack(
@@ -585,27 +639,40 @@ def attack(
     restarts: int = 2,
     iterations: int = 60,
     seed: int = 0,
+    starts: Sequence[str] | None = None,
+    inputs: bool = False,
 ) -> Attack:
     """Maximise ``max_t ||Y'_t - Y_t|| / sum_j rho_j size_j`` over the perturbations of every term of :attr:`Network.terms`
     (matrices, norm gains and betas), each scaled to size ``eps[j]`` on the rows entering it in the perturbed network
     (and, for centres in the class, kept in ``||W_j'||_2 <= s_j``).
 
-    ``centres``: override every matrix's ``centres`` (``None``: each row's own, missing = ``"free"``). Restarts
-    from seeded Gaussian directions; L-BFGS-B with torch gradients.
+    ``centres``: override every matrix's ``centres`` (``None``: each row's own, missing = ``"free"``). ``starts``: one
+    entry per restart, ``"gaussian"`` (seeded Gaussian directions) or ``"singular+"`` / ``"singular-"`` (every
+    perturbation along its term's top singular pair, either sign); default ``restarts`` Gaussian ones. ``inputs``:
+    optimise the network's input jointly (the rows the forward starts from, :attr:`Network.start`; the same input
+    for the perturbed and the unperturbed network), from the built one. L-BFGS-B with torch gradients.
     """
     terms = net.terms
     base = [m.w for m in terms]
-    with torch.no_grad():
-        y0 = net.forward(base)
-    T = y0.shape[0]
+    x_built = net.start
+    T = x_built.shape[0]
     allowed = ~torch.triu(torch.ones(T, T, dtype=torch.bool), 1) if net.causal else None
     shapes = [m.w.shape for m in terms]
     cuts = np.cumsum([0] + [int(np.prod(s)) for s in shapes])
+    n_input = x_built.numel() if inputs else 0
     rho = torch.tensor([m.rho for m in terms], dtype=torch.float64)
+    with torch.no_grad():
+        fixed = net.forward(base)
+    # the input's coordinates in units of its longest row: a unit step moves it as far as it is long (the
+    # perturbations' coordinates are scale-free directions; on one scale the optimiser moves both)
+    row_scale = float(x_built.norm(dim=1).max())
 
     def evaluate(theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, float]:
         sizes = torch.zeros(len(base), dtype=torch.float64)
         worst = [1.0]
+        x = None
+        if inputs:
+            x = _bounded_inputs(net, x_built + row_scale * theta[int(cuts[-1]) :].reshape(x_built.shape))
 
         def use(j: int, w: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
             m = terms[j]
@@ -614,16 +681,20 @@ def attack(
             d = theta[cuts[j] : cuts[j + 1]].reshape(shapes[j])
             size, excess = _raw_size(m, d, rows, allowed)
             d = d * (eps[j] / size)
-            if (centres or m.centres) == "class":
+            if (centres or m.centres) == "class" and _outside(w + d, m.inputs["s"]):
+                # only where the class is left: inside it, w + d - w can round to 0 when eps_j is far below ||w||
+                # (a 0 size's gradient is nan, and nan_to_num would blind the search in every coordinate it reaches)
                 d = _clip(w + d, m.inputs["s"]) - w
                 size, excess = _raw_size(m, d, rows, allowed)
-                d = d * torch.clamp(eps[j] / size, max=1.0)
+                if float(size.detach()) > 0:
+                    d = d * torch.clamp(eps[j] / size, max=1.0)
             size, excess = _raw_size(m, d, rows, allowed)
             sizes[j] = size
             worst[0] = max(worst[0], float(excess.detach()))
             return w + d
 
-        y = net.forward(base, sizes=use)
+        y0 = net.forward(base, inputs=x) if inputs else fixed
+        y = net.forward(base, sizes=use, inputs=x)
         change = (y - y0).norm(dim=1).max()
         budget = (rho * sizes).sum()
         return change / budget, change, budget, worst[0]
@@ -631,8 +702,17 @@ def attack(
     rng = np.random.default_rng(seed)
     best: Attack | None = None
     found = []
-    for _ in range(restarts):
-        x0 = rng.standard_normal(int(cuts[-1]))
+    for start in starts if starts is not None else ("gaussian",) * restarts:
+        if start == "gaussian":
+            x0 = rng.standard_normal(int(cuts[-1]))
+        elif start in ("singular+", "singular-"):
+            sign = 1.0 if start == "singular+" else -1.0
+            with torch.no_grad():
+                x0 = np.concatenate([_singular_start(m, sign) for m in terms])
+            x0 = x0 + 1e-3 * rng.standard_normal(x0.size)  # off the exact pair: its gradient can be degenerate
+        else:
+            raise ValueError(f"start={start!r} must be 'gaussian', 'singular+' or 'singular-'.")
+        x0 = np.concatenate([x0, 0.3 * rng.standard_normal(n_input) if start == "gaussian" else np.zeros(n_input)])
 
         def objective(v: np.ndarray) -> tuple[float, np.ndarray]:
             theta = torch.tensor(v, dtype=torch.float64, requires_grad=True)

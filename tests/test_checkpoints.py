@@ -547,6 +547,7 @@ def test_describe_block(tmp_path: Path) -> None:
         "norm": {"kind": "layernorm", "layout": "post"},
         "positions": "absolute",
         "score_scales": [1 / math.sqrt(8)] * 2,  # theory.scaling's default rule 1/sqrt(d_h), d_h = 8
+        "config_keys": {"table": "bert", "ignored": []},  # bert_config() holds only keys BERT reads
     }
 
 
@@ -1035,7 +1036,7 @@ def test_make_private_dirs(tmp_path: Path, umask_022: None) -> None:
 
 
 def test_default_progress_prints_to_stderr(capsys: pytest.CaptureFixture[str]) -> None:
-    registry._print_to_stderr("hello")
+    registry.print_status("hello")
     captured = capsys.readouterr()
     assert captured.out == "" and captured.err == "[specbound] hello\n"
 

@@ -2,6 +2,8 @@
 
 from pathlib import Path
 
+import pytest
+
 from numerics.experiments import claims
 
 README = Path(__file__).resolve().parent.parent / "README.md"
@@ -33,3 +35,53 @@ def test_claim_tests_run_through_the_plugin():
     # loaded by module name; a plugin that cannot be found leaves no counts ({}), not an error.
     counts = claims.run_claim_tests(["C5"])
     assert set(counts) == {"C5"} and counts["C5"].endswith("passed") and "failed" not in counts["C5"]
+
+
+# --------------------------------------------------------------------------- a digest edited by hand
+
+
+def _edited_digest(tmp_path: Path, edit) -> Path:
+    import json
+
+    doc = json.loads(claims.STUDY_RESULTS.read_text(encoding="utf-8"))  # the committed digest, then one edit
+    edit(doc)
+    path = tmp_path / "study_default.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    return path
+
+
+def _drop_preset(doc: dict) -> None:
+    del doc["preset"]
+
+
+def _string_estimate(doc: dict) -> None:
+    for run in doc["C10"]["per_run"].values():
+        run["tau_ours"]["estimate"] = "-0.1"
+
+
+def _string_confidence(doc: dict) -> None:
+    doc["bootstrap"]["confidence"] = "0.95"
+
+
+def _no_per_run(doc: dict) -> None:
+    del doc["C11"]["per_run"]
+
+
+@pytest.mark.parametrize(
+    "edit, words",
+    [
+        (_drop_preset, "no key 'preset'"),
+        (_string_estimate, ""),
+        (_string_confidence, ""),
+        (_no_per_run, "no key 'per_run'"),
+    ],
+)
+def test_a_hand_edited_digest_is_one_line_naming_the_file(tmp_path, monkeypatch, edit, words) -> None:
+    from cliutil import run
+
+    path = _edited_digest(tmp_path, edit)
+    monkeypatch.setattr(claims, "STUDY_RESULTS", path)
+    code, out, err = run(["claims", "--only", "C10,C11", "--no-tests"])
+    lines = err.strip().splitlines()
+    assert code == 2 and out == "" and len(lines) == 1 and "internal error" not in err, err
+    assert str(path) in lines[0] and "is not a study digest" in lines[0] and words in lines[0], lines[0]

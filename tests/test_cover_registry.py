@@ -356,6 +356,45 @@ def test_a_broken_entry_point_is_one_line(tmp_path, monkeypatch):
     assert err.count("\n") == 1 and "broken" in err and "must give a Cover" in err
 
 
+BOOM_MODULE = """
+import sympy as sp
+from theory import registry
+from theory.vocabulary import VOCABULARY as V
+
+s, a, b, B, eps = (V[k].symbol for k in ("spectral_norm", "rows", "cols", "row_bound", "eps"))
+
+
+def factory():
+    raise RuntimeError("the plugin's own bug")
+
+
+class Boom(sp.Function):  # printed as a call numpy does not have: raises NameError when evaluated
+    pass
+
+
+BOOM = registry.Cover(name="boom_form", status="user", kinds=("vector",), statistics=("spectral_norm", "rows", "cols"),
+                      forms={"vector": a * b * sp.log(1 + 2 * s * B / eps) * Boom(s)})
+"""
+
+
+@pytest.mark.parametrize(
+    "value, words",
+    [
+        ("boom_covers:factory", "its factory raised RuntimeError: the plugin's own bug"),
+        ("boom_covers:BOOM", "cover 'boom_form' (vector): evaluating its form raised NameError"),
+    ],
+)
+def test_a_plugin_whose_code_raises_is_one_line(tmp_path, monkeypatch, clean_registry, value, words):
+    # issue 30, finding 8: a factory that raises, or a form that raises when evaluated, was an internal error
+    (tmp_path / "boom_covers.py").write_text(BOOM_MODULE, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    ep = importlib.metadata.EntryPoint(name="boom", value=value, group="specbound.covers")
+    monkeypatch.setattr(importlib.metadata, "entry_points", lambda **kw: importlib.metadata.EntryPoints([ep]))
+    code, out, err = run(["derive", "cover", "--entry-points"])
+    assert code == 2 and out == "" and err.count("\n") == 1 and "internal error" not in err, err
+    assert words in err, err
+
+
 def test_derive_cover_lists_the_registered_covers():
     code, out, err = run(["derive", "cover", "--json"])
     assert code == 0, err

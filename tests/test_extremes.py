@@ -645,3 +645,26 @@ def test_analyze_spectra_leading_k_option(tmp_path: Path) -> None:
         assert np.all(a.schatten_p(P_CHECK) >= e.schatten_p(P_CHECK) * (1 - SV_RTOL))
     with pytest.raises(ValueError, match="leading_k=0 must be a positive int"):
         checkpoint_spectra(ckpt, leading_k=0)
+
+
+def test_float64_weights_near_1e_minus_165_keep_their_norms() -> None:
+    """Squares of 1e-165 underflow to 0 in float64: the Frobenius and (2,1) norms must be scaled before squaring.
+    Reference: the same matrices at scale 1 (norms are absolutely homogeneous, so times 1e-165), and the chain
+    ||W^T||_{2,1} >= ||W||_F >= ||W||_2 (issue 30: both norms were 0.0, below the spectral norm)."""
+    from numerics.spectra.stats import product_stats, weight_stats
+
+    rng = np.random.default_rng(11)
+    w = rng.standard_normal((12, 8))
+    a, b = rng.standard_normal((10, 4)), rng.standard_normal((9, 4))
+    for tiny, unit in (
+        (weight_stats("w", w * 1e-165, kind="ff1", layer=0), weight_stats("w", w, kind="ff1", layer=0)),
+        (
+            product_stats("p", a * 1e-83, b * 1e-83, kind="vo", layer=0, head=0),  # product entries near 1e-166
+            product_stats("p", a, b, kind="vo", layer=0, head=0),
+        ),
+    ):
+        assert tiny.norm_2_1 >= tiny.frobenius_norm >= tiny.spectral_norm > 0
+        for field in ("spectral_norm", "frobenius_norm", "norm_2_1"):
+            assert getattr(tiny, field) == pytest.approx(
+                getattr(unit, field) * (1e-165 if tiny.name == "w" else 1e-166), rel=1e-12
+            ), field

@@ -83,3 +83,10 @@ def test_a_build_whose_integers_differ_is_not_bound():
     assert lapack._integer_width_agrees(lib, "openblas_get_config", ctypes.c_int64)
     assert not lapack._integer_width_agrees(lib, "openblas_get_config", ctypes.c_int32)
     assert not lapack._integer_width_agrees(lib, "no_such_function", ctypes.c_int64)
+
+
+@pytest.mark.parametrize("shape", [(3, 5), (5, 3), (4,), (2, 3, 4)])
+def test_eigvalsh_refuses_a_non_square_matrix(shape):
+    # LAPACK reads n x n entries of what it is given: a 3 x 5 array gave its left block's eigenvalues (issue 30)
+    with pytest.raises(ValueError, match=r"eigvalsh needs a square matrix"):
+        lapack.eigvalsh(np.ones(shape))

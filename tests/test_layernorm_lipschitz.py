@@ -101,7 +101,7 @@ def _blocks(network: dict) -> list[float]:
 
 def _block_of(group: str) -> int:
     layer, kind = group.split("/")
-    return 2 * int(layer.removeprefix("layer")) + (0 if kind in ("qk", "v") else 1)
+    return 2 * int(layer.removeprefix("layer")) + (0 if kind in ("qk", "vo") else 1)
 
 
 def test_post_ln_factors_gain_every_later_norm_exactly(minilm_l6_folder, minilm_l6_analysis) -> None:

@@ -26,8 +26,10 @@ from numerics.study.train import build_model, task_data, train
 
 
 def without_source(analysis) -> dict:
+    """The JSON report without what differs by origin alone: the source, and the config keys ignored (a study's
+    config.json carries its ``specbound_study`` provenance, which no model reads; module.config does not)."""
     doc = analysis.to_json()
-    doc["model"] = {k: v for k, v in doc["model"].items() if k != "source"}
+    doc["model"] = {k: v for k, v in doc["model"].items() if k not in ("source", "config_keys")}
     return doc
 
 

@@ -27,25 +27,67 @@ def _bert(tmp_path: Path, **extra: object) -> Path:
     return synthetic.write_checkpoint(tmp_path / "bert", synthetic.bert_state(), {**synthetic.bert_config(), **extra})
 
 
+def _gpt2(tmp_path: Path, **extra: object) -> Path:
+    config = {"model_type": "gpt2", "n_head": 2, "n_embd": 16, "n_layer": 2, **extra}  # d_h = 8
+    return synthetic.write_checkpoint(tmp_path / "gpt2", synthetic.gpt2_state(), config)
+
+
+def _llama(tmp_path: Path, model_type: str = "llama", **extra: object) -> Path:
+    config = {"model_type": model_type, "num_attention_heads": 4, "num_key_value_heads": 2, **extra}
+    return synthetic.write_checkpoint(tmp_path / "llama", synthetic.llama_state(), config)
+
+
 @pytest.mark.parametrize(
-    "key, value",
+    "build, key, value",
     [
-        ("attn_logit_softcapping", 50.0),
-        ("use_qk_norm", True),
-        ("position_embedding_type", "relative_key"),
-        ("hidden_act", "mish"),
-        ("hidden_act", "not-an-activation"),
-        ("scale_attn_weights", "yes"),
+        # each key is one the architecture reads (numerics.io.architectures' key tables)
+        (_bert, "position_embedding_type", "relative_key"),
+        (_bert, "hidden_act", "mish"),
+        (_bert, "hidden_act", "not-an-activation"),
+        (_gpt2, "scale_attn_weights", "yes"),
+        (_gpt2, "activation_function", "mish"),
+        (_llama, "rope_scaling", {"rope_type": "yarn", "factor": 2.0}),
     ],
 )
-def test_unmodelled_config_keys_are_refused_naming_the_key(tmp_path: Path, key: str, value: object) -> None:
-    folder = _bert(tmp_path, **{key: value})
+def test_unmodelled_config_keys_are_refused_naming_the_key(tmp_path: Path, build, key: str, value: object) -> None:
+    folder = build(tmp_path, **{key: value})
     out = tmp_path / "report"
     code, stdout, err = run(["analyze", str(folder), "--out", str(out)])
     lines = [line for line in err.splitlines() if line.strip()]
     assert code == 2 and len(lines) == 1 and lines[0].startswith("specbound: error:"), err
     assert key in lines[0] and "Traceback" not in err
     assert stdout == "" and not out.exists()
+
+
+@pytest.mark.parametrize("key, value", [("attn_logit_softcapping", 50.0), ("use_qk_norm", True)])
+def test_a_model_type_no_map_lists_keeps_every_key_and_its_refusals(tmp_path: Path, key: str, value: object) -> None:
+    """Gemma 2's weights carry LLaMA's tensor names; its configuration is not LLaMA's, so no key is dropped."""
+    folder = _llama(tmp_path, model_type="gemma2", **{key: value})
+    code, stdout, err = run(["analyze", str(folder)])
+    assert code == 2 and key in err and len(err.strip().splitlines()) == 1, err
+
+
+@pytest.mark.parametrize(
+    "build, extra",
+    [
+        # BERT reads neither (transformers' BertConfig and modeling_bert); Granite and GPT-2 do
+        (_bert, {"attention_multiplier": 1e-300}),
+        (_bert, {"scale_attn_by_inverse_layer_idx": True, "scale_attn_weights": False}),
+        (_bert, {"attn_logit_softcapping": 50.0, "use_qk_norm": True, "n_head": 1, "activation": "relu"}),
+        # GPT-2 reads activation_function, never hidden_act; nor num_key_value_heads or head_dim
+        (_gpt2, {"hidden_act": "relu", "num_key_value_heads": 1, "head_dim": 3}),
+        # LLaMA reads neither Granite's multiplier nor Gemma's scalar
+        (_llama, {"attention_multiplier": 1e-300, "query_pre_attn_scalar": 1e-9, "activation_function": "relu"}),
+    ],
+)
+def test_keys_the_architecture_never_reads_change_no_number_and_are_reported(tmp_path: Path, build, extra) -> None:
+    plain = analyze(str(build(tmp_path / "a")), settings=FAST)
+    stray = analyze(str(build(tmp_path / "b", **extra)), settings=FAST)
+    assert stray.bounds == plain.bounds and stray.model["network"] == plain.model["network"]
+    assert stray.model["config_keys"]["ignored"] == sorted(extra)
+    assert plain.model["config_keys"]["ignored"] == [] and plain.model["config_keys"]["table"] is not None
+    code, doc, err = run(["analyze", str(build(tmp_path / "c", **extra)), "--format", "json", "--p-grid", "0,2"])
+    assert code == 0 and err == "" and json.loads(doc)["model"]["config_keys"]["ignored"] == sorted(extra)
 
 
 @pytest.mark.parametrize(

@@ -150,3 +150,71 @@ def test_gated_feedforward_constant_is_theorys_and_bounds_the_model(model) -> No
             x[pairs[:, 0]] - x[pairs[:, 1]], axis=1
         )
         assert ratio.max() <= want - 1  # the branch's constant (the residual adds 1)
+
+
+# --------------------------------------------------------------------------- shapes checked before any number
+
+_LN = "encoder.layer.0.output.LayerNorm"  # synthetic.bert_state: hidden size 24
+
+
+@pytest.mark.parametrize(
+    "tensor, value",
+    [
+        (f"{_LN}.weight", np.ones(1, np.float32)),  # width 1: the radius would be sqrt(1), not sqrt(24)
+        (f"{_LN}.weight", np.ones(4, np.float32)),
+        (f"{_LN}.weight", np.ones((24, 24), np.float32)),  # 2-D
+        (f"{_LN}.weight", np.ones((1, 24), np.float32)),
+        (f"{_LN}.weight", np.ones(0, np.float32)),  # empty
+        (f"{_LN}.bias", np.zeros(25, np.float32)),
+        (f"{_LN}.bias", np.zeros((24, 1), np.float32)),
+        ("embeddings.LayerNorm.weight", np.ones(3, np.float32)),
+        ("encoder.layer.1.attention.output.LayerNorm.gamma", np.ones(23, np.float32)),
+        (f"{_LN}.weight", np.ones(24, np.int32)),
+        ("encoder.layer.0.attention.self.query.bias", np.zeros((1, 24), np.float32)),
+    ],
+)
+def test_a_norm_or_bias_of_the_wrong_shape_is_one_line_naming_it(tmp_path, tensor: str, value: np.ndarray) -> None:
+    import synthetic
+    from cliutil import run
+
+    state = synthetic.bert_state()
+    if tensor.endswith(".gamma"):
+        del state[tensor.replace(".gamma", ".weight")]
+    state[tensor] = value
+    folder = synthetic.write_checkpoint(tmp_path / "m", state, synthetic.bert_config())
+    code, out, err = run(["analyze", str(folder), "--p-grid", "0,2"])
+    lines = err.strip().splitlines()
+    assert code == 2 and out == "" and len(lines) == 1 and "Traceback" not in err, err
+    assert tensor in lines[0] and str(list(value.shape)) in lines[0] and "[24]" in lines[0], lines[0]
+
+
+def test_electras_projection_and_the_norm_before_it_are_checked_against_its_widths(tmp_path) -> None:
+    """ELECTRA's ``embeddings_project`` maps the embedding width E to the hidden size N: the embeddings norm in front
+    of it has width E, the projection is ``[N, E]`` with a bias of length N."""
+    import synthetic
+    from cliutil import run
+
+    def state(**replace: np.ndarray) -> dict:
+        s = synthetic.bert_state(prefix="electra.")  # N = 24
+        s["electra.embeddings.LayerNorm.weight"] = np.ones(8, np.float32)  # E = 8
+        s["electra.embeddings.LayerNorm.bias"] = np.zeros(8, np.float32)
+        s["electra.embeddings_project.weight"] = np.full((24, 8), 0.1, np.float32)
+        s["electra.embeddings_project.bias"] = np.zeros(24, np.float32)
+        s.update({f"electra.{k}": v for k, v in replace.items()})
+        return s
+
+    config = synthetic.bert_config(model_type="electra")
+    good = synthetic.write_checkpoint(tmp_path / "good", state(), config)
+    assert open_checkpoint(good).block_inputs()[0].norm.width == 8
+    for i, (tensor, value, want) in enumerate(
+        [
+            ("embeddings.LayerNorm.weight", np.ones(24, np.float32), "[8]"),
+            ("embeddings_project.weight", np.ones((8, 24), np.float32), "[24, E]"),
+            ("embeddings_project.weight", np.ones((24,), np.float32), "[24, E]"),
+            ("embeddings_project.bias", np.zeros(8, np.float32), "[24]"),
+        ]
+    ):
+        folder = synthetic.write_checkpoint(tmp_path / str(i), state(**{tensor: value}), config)
+        code, _, err = run(["analyze", str(folder), "--p-grid", "0,2"])
+        assert code == 2 and len(err.strip().splitlines()) == 1, err
+        assert f"electra.{tensor}" in err and str(list(value.shape)) in err and want in err, err

@@ -44,7 +44,7 @@ from numerics.study import (
 )
 from numerics.study.batched import MAX_BATCH, batch_key, plan_batches, train_batch
 from numerics.study.run import bound_inputs, bound_settings
-from numerics.study.tasks import load_digits_arrays
+from numerics.study.tasks import DIGITS_CLASS_SIZES, load_digits_arrays
 from numerics.study.train import build_model, task_data, train
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -673,3 +673,33 @@ def test_analyze_never_imports_torch(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == "NO TORCH"
+
+
+# --------------------------------------------------------------------------- settings refused before training
+
+
+@pytest.mark.parametrize(
+    "task, fraction, words",
+    [
+        ("modadd", 1e-9, "trains on 0 of n=121"),  # round(1e-9 * 11^2) = 0
+        ("modadd", 0.999, "trains on 121 of n=121"),  # round(0.999 * 121) = 121: no pair left to test on
+        ("digits", 1e-9, "trains on 0 of n=1078"),  # the pool: 1797 images less round(0.4 n_c) per class
+    ],
+)
+def test_a_train_fraction_that_leaves_no_split_is_refused_by_the_settings(task, fraction, words):
+    with pytest.raises(ValueError, match=words):
+        TrainSettings(task=task, modulus=11, train_fraction=fraction)
+
+
+@pytest.mark.parametrize("fraction", ["1e-9", "0.999"])
+def test_study_refuses_such_an_axis_before_training(tmp_path, fraction):
+    out = tmp_path / "report"
+    code, stdout, err = run(["study", "--preset", "smoke", "--axis", f"train_fraction={fraction}", "--out", str(out)])
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and "axis train_fraction" in lines[0] and "trains on" in lines[0], err
+    assert stdout == "" and not out.exists()
+
+
+def test_digits_class_sizes_are_the_files():
+    labels = load_digits_arrays()[1]
+    assert tuple(np.bincount(labels).tolist()) == DIGITS_CLASS_SIZES

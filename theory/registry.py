@@ -60,6 +60,8 @@ import numpy as np
 import sympy as sp
 
 from theory import baselines, effective_rank, thm41
+from theory.cover_values import check_form_values, class_radius_value, short_name
+from theory.names import did_you_mean
 from theory.vocabulary import BY_SYMBOL, CONTEXT, VOCABULARY, entry
 
 __all__ = [
@@ -76,6 +78,7 @@ __all__ = [
     "load_entry_points",
     "builtin_covers",
     "class_radius",
+    "check_forms",
     "sanity_checks",
     "describe",
 ]
@@ -166,6 +169,9 @@ class Cover:
         citation: where the lemma is stated (required for ``"verbatim"``).
         summary: one line.
         derivation: where the derivation lives (``"theory.effective_rank"``) or a short proof sketch.
+        monotone: the author declares each form non-increasing in ``eps`` below the class radius; checked where the
+            cover is registered and evaluated (:mod:`theory.cover_values`), like every form's being finite, real
+            and non-negative there.
     """
 
     name: str
@@ -180,11 +186,14 @@ class Cover:
     summary: str = ""
     derivation: str = ""
     limit_forms: Any = ()
+    monotone: bool = False
     source: str = field(default="python", compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _NAME.match(self.name):
-            raise ValueError(f"name={self.name!r} must be a lower-case identifier (letters, digits, _; at most 40).")
+            raise ValueError(
+                f"name={short_name(self.name)} must be a lower-case identifier (letters, digits, _; at most 40)."
+            )
         if self.status not in STATUSES:
             raise ValueError(f"status={self.status!r} must be one of {list(STATUSES)} (cover {self.name!r}).")
         if self.status == "verbatim" and not self.citation:
@@ -336,12 +345,15 @@ _REGISTRY: dict[str, Cover] = {}
 def register(cover: Cover, *, replace: bool = False) -> Cover:
     """Add ``cover`` to the registry (``replace=True`` to redefine a user cover of the same name).
 
-    A built-in cover (``thm41``, ``bartlett2017``, ``effective_rank``) is never replaced.
+    A built-in cover (``thm41``, ``bartlett2017``, ``effective_rank``) is never replaced. Each form is evaluated
+    first on a grid of parameter points and scales below the class radius (:func:`check_forms`): a value that is
+    not a finite, real, non-negative number there is refused, naming the cover.
     """
     if not isinstance(cover, Cover):
         raise TypeError(f"cover={type(cover).__name__} must be a theory.registry.Cover.")
     if cover.name in _BUILTIN_NAMES:
         raise ValueError(f"name={cover.name!r} is a built-in cover; choose another name.")
+    check_forms(cover)
     if cover.name in _REGISTRY:
         if not replace and _REGISTRY[cover.name] != cover:
             raise ValueError(
@@ -350,6 +362,31 @@ def register(cover: Cover, *, replace: bool = False) -> Cover:
             )
     _REGISTRY[cover.name] = cover
     return cover
+
+
+def check_forms(cover: Cover, *, points: int = 24, seed: int = 0) -> None:
+    """Evaluate each form of ``cover`` at ``points`` random parameter points (the ranges of :func:`sanity_checks`),
+    12 scales each below the class radius (``(0, 10^3]`` without one), and refuse it (``ValueError`` naming it) where
+    a value is not a finite, real, non-negative number, or, for a ``monotone`` cover, rises with ``eps``
+    (:func:`theory.cover_values.check_form_values`)."""
+    words = [*cover.statistics, "row_bound", "points"]
+    syms = cover.symbols()
+    for kind in cover.kinds:
+        try:
+            fn = sp.lambdify([syms[w] for w in words] + [_eps], cover.form(kind), modules="numpy")
+        except Exception as exc:  # a form SymPy cannot print as numpy code: one line naming the cover
+            raise ValueError(f"cover {cover.name!r} ({kind}): its form cannot be evaluated: {exc}") from None
+        for v in _grid_points(cover, points, seed):
+            radius = class_radius_value(cover.statistics, kind, v)
+            scales = (radius if radius is not None else 1e3) * np.geomspace(1e-4, 0.999, 12)
+            try:
+                with np.errstate(all="ignore"):
+                    values = fn(*[v[w] for w in words], scales)
+            except Exception as exc:  # third-party SymPy code raising while evaluated: one line naming the cover
+                raise ValueError(
+                    f"cover {cover.name!r} ({kind}): evaluating its form raised {type(exc).__name__}: {exc}"
+                ) from None
+            check_form_values(cover.name, kind, values, scales, radius=radius, at=v, monotone=cover.monotone)
 
 
 def unregister(name: str) -> None:
@@ -364,8 +401,8 @@ def get(name: str) -> Cover:
     _ensure_builtin(name)
     if name not in _REGISTRY:
         raise ValueError(
-            f"cover={name!r} is not registered; registered: {', '.join(names())} (covers of installed packages "
-            f"load with --entry-points, group {ENTRY_POINT_GROUP!r})."
+            f"cover={short_name(name)} is not registered; registered: {', '.join(names())} (covers of installed "
+            f"packages load with --entry-points, group {ENTRY_POINT_GROUP!r}){did_you_mean(name, names())}"
         )
     return _REGISTRY[name]
 
@@ -395,7 +432,12 @@ def load_entry_points(*, entry_points: Callable[..., Iterable[Any]] | None = Non
                 f"{where} of group {ENTRY_POINT_GROUP!r} failed to load: {type(exc).__name__}: {exc}"
             ) from exc
         if callable(obj) and not isinstance(obj, Cover):
-            obj = obj()
+            try:
+                obj = obj()
+            except Exception as exc:  # the package's factory failing is bad input too, one line
+                raise ValueError(
+                    f"{where} of group {ENTRY_POINT_GROUP!r}: its factory raised {type(exc).__name__}: {exc}"
+                ) from None
         found = [obj] if isinstance(obj, Cover) else list(obj) if isinstance(obj, (list, tuple)) else None
         if not found or not all(isinstance(c, Cover) for c in found):
             raise ValueError(

@@ -189,7 +189,14 @@ def svdvals(a: np.ndarray) -> np.ndarray:
 
 
 def eigvalsh(g: np.ndarray) -> np.ndarray:
-    """The eigenvalues of the symmetric ``g`` (its lower triangle is read), ascending (LAPACK ``syevd``)."""
+    """The eigenvalues of the symmetric ``g`` (its lower triangle is read), ascending (LAPACK ``syevd``).
+
+    ``g`` must be square (or a stack of square matrices): LAPACK reads ``n x n`` entries of whatever it is given,
+    so a ``3 x 5`` array would give the eigenvalues of its left block and a ``5 x 3`` one read past its end.
+    """
+    g = np.asarray(g)
+    if g.ndim < 2 or g.shape[-1] != g.shape[-2]:
+        raise ValueError(f"g has shape {list(g.shape)}; eigvalsh needs a square matrix (or a stack of them)")
     bound = native() if g.ndim == 2 and g.size else None
     if bound is not None:
         return _eigvalsh(bound, g)

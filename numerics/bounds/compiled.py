@@ -90,13 +90,15 @@ def compile_expr(expr: sp.Expr, names: tuple[str, ...]) -> Callable[..., np.ndar
     return sp.lambdify([SYMBOLS[n] for n in names], expr, modules="numpy")
 
 
-def compile_cover(cover: Any, kind: str) -> Callable[[Mapping[str, float], float], float]:
+def compile_cover(cover: Any, kind: str) -> Callable[[Mapping[str, float], float], float | complex]:
     """``(values, eps) -> log N(eps)`` for a registered cover (:class:`theory.registry.Cover`) and output kind.
 
     ``values`` maps the cover's vocabulary words (``"spectral_norm"``, ``"truncation_rank"``, ...) and the context
     ``"row_bound"`` and ``"points"`` to numbers. The cover's SymPy form is ``lambdify``-ed here, in this process:
     it is the expression the user registered, never text read back from disk. Where an index sits at a limit
-    the cover declares (``schatten_index = 0``), the declared limit's form is used.
+    the cover declares (``schatten_index = 0``), the declared limit's form is used. A complex value is returned as
+    such (:func:`theory.cover_values.check_form_values` refuses it); a form that raises is a ``ValueError`` naming
+    the cover.
     """
     # slow: sympy (a registered cover is a SymPy expression; the shipped forms never need this)
     import sympy as sp
@@ -111,7 +113,7 @@ def compile_cover(cover: Any, kind: str) -> Callable[[Mapping[str, float], float
         for lim in cover.limits
     ]
 
-    def log_cover(values: Mapping[str, float], eps: float) -> float:
+    def log_cover(values: Mapping[str, float], eps: float) -> float | complex:
         missing = [w for w in words if w not in values]
         if missing:
             raise ValueError(f"values lacks {missing} for cover {cover.name!r} ({kind}).")
@@ -120,7 +122,13 @@ def compile_cover(cover: Any, kind: str) -> Callable[[Mapping[str, float], float
             if values[word] == point:
                 fn = limit_fn
         with np.errstate(all="ignore"):
-            return float(fn(*[float(values[w]) for w in words], float(eps)))
+            try:
+                value = np.asarray(fn(*[float(values[w]) for w in words], float(eps)))
+            except Exception as exc:  # the user's SymPy form raising as numpy code: one line naming the cover
+                raise ValueError(
+                    f"cover {cover.name!r} ({kind}): evaluating its form raised {type(exc).__name__}: {exc}"
+                ) from None
+        return complex(value) if np.iscomplexobj(value) else float(value)  # complex: refused by the caller
 
     return log_cover
 

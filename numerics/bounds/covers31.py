@@ -72,11 +72,10 @@ from numerics.bounds.theorem31 import (
     posthoc_peel,
     theorem41_coefficients,
 )
+from theory.cover_values import check_form_values, class_radius_value, short_name
 
-__all__ = ["ALIASES", "CHOICES", "resolve", "CoverChoice", "compose", "SUPPORTED"]
+__all__ = ["CHOICES", "resolve", "CoverChoice", "compose", "SUPPORTED"]
 
-#: Other names accepted on the command line.
-ALIASES = {"theorem41": "thm41"}
 #: How the cover is chosen: one per tie group (``log k`` per group) or one per matrix (``log k`` per matrix).
 CHOICES = ("group", "matrix")
 #: The statistics a registered cover may use here (measured from a spectrum).
@@ -88,7 +87,7 @@ _SCALE = 0.5  # internal covers: K_j(eps_j) = log N_ext(eps_j / 2) (theory.compo
 
 
 def resolve(names: Sequence[str]) -> list[Any]:
-    """The registered covers called ``names`` (``theorem41`` is ``thm41``), checked for composition.
+    """The registered covers called ``names`` (:func:`theory.registry.names`), checked for composition.
 
     Raises:
       ValueError: an unknown or repeated name, a cover in another metric, or a statistic not measured here.
@@ -96,13 +95,13 @@ def resolve(names: Sequence[str]) -> list[Any]:
     from theory import registry  # slow: sympy
 
     if not names:
-        raise ValueError("covers=[]: name at least one registered cover (e.g. theorem41,effective_rank).")
+        raise ValueError("covers=[]: name at least one registered cover (e.g. thm41,effective_rank).")
     out: list[Any] = []
     for raw in names:
-        name = ALIASES.get(str(raw).strip(), str(raw).strip())
+        name = str(raw).strip()
         cover = registry.get(name)
         if any(c.name == cover.name for c in out):
-            raise ValueError(f"covers: {name!r} is named twice.")
+            raise ValueError(f"covers: {short_name(name)} is named twice.")
         for kind in cover.kinds:
             if cover.metric_of(kind) not in ("rowmax_l2", "max_abs"):
                 raise ValueError(
@@ -278,9 +277,11 @@ def _registered_options(cover: Any, t: MatrixTerm, log_eps: np.ndarray, settings
             values["tail_norm"] = tail_class
             if "tail_norm" in peeled:
                 cost += peeling_cost([tail])  # a zero tail selects the zero class: log 2 (theory.margin)
-        table = _form_values(cover, kind, values, eps)
-        table = np.broadcast_to(table, eps.shape).copy()
-        table = np.where(np.isnan(table), np.inf, np.maximum(table, 0.0))
+        # finite, real, non-negative below the class radius, else refused naming the cover; 0 above it (N = 1)
+        radius = class_radius_value(cover.statistics, kind, values)
+        table = check_form_values(
+            cover.name, kind, _form_values(cover, kind, values, eps), eps, radius=radius, at=values
+        )
         out.append(_Option(cover.name, r, table, cost))
     return out
 
@@ -306,7 +307,12 @@ def _form_values(cover: Any, kind: str, values: dict[str, float], eps: np.ndarra
         for word, point, limit_fn in limits:
             if word in values and values[word] == point:
                 fn = limit_fn
-        return np.asarray(fn(*[values[w] for w in words], eps), dtype=np.float64)
+        try:
+            return np.asarray(fn(*[values[w] for w in words], eps))  # complex kept: refused by check_form_values
+        except Exception as exc:  # the user's SymPy form raising as numpy code: one line naming the cover
+            raise ValueError(
+                f"cover {cover.name!r} ({kind}): evaluating its form raised {type(exc).__name__}: {exc}"
+            ) from None
 
 
 # --------------------------------------------------------------------------- the allocation
@@ -405,11 +411,9 @@ def compose(
             if not is_matrix[j]:
                 per.append([])
                 continue
-            if t.cover_kind not in c.kinds:
-                raise ValueError(
-                    f"covers: {c.name!r} does not apply to {t.cover_kind} outputs (matrix {t.name}); enable "
-                    "a cover of that kind too (e.g. theorem41)."
-                )
+            if t.cover_kind not in c.kinds:  # a vector-only cover: this matrix takes one of the others
+                per.append([])
+                continue
             log_eps = np.log(u) - log_rho[j]
             if c.name == "thm41":
                 R_real = float(t.schatten(np.asarray([post.p[j]]))[0])
@@ -418,6 +422,13 @@ def compose(
             else:
                 per.append(_registered_options(c, t, log_eps, settings))
         options[c.name] = per
+    for jj in np.flatnonzero(is_matrix):
+        if not any(options[c][int(jj)] for c in names):
+            t = terms[int(jj)]
+            raise ValueError(
+                f"covers: none of the enabled covers ({', '.join(names)}) applies to {t.cover_kind} outputs "
+                f"(matrix {t.name}); enable a cover of that kind too (e.g. thm41)."
+            )
     index = np.array([groups.index(g) for g in labels])
     base_peel = peeling_cost([t.spectral_norm for t in terms]) + peeling_cost(input_radii) + posthoc_peel(settings)
 
@@ -437,12 +448,17 @@ def compose(
 
     def lagrange_assignment(
         lam: float, allowed: Sequence[str], per_matrix: bool = False
-    ) -> tuple[dict[str, str], dict[int, _Option]]:
+    ) -> tuple[dict[str, str], dict[int, _Option]] | None:
+        """The assignment the multiplier ``lam`` picks; ``None`` when a group has no allowed cover that applies to
+        every one of its matrices."""
         best_opt: dict[tuple[str, int], _Option] = {}
         score = {(c, g): 0.0 for c in allowed for g in range(len(groups))}
         for c in allowed:
             for jj in np.flatnonzero(is_matrix):
                 j = int(jj)
+                if not options[c][j]:  # the cover does not apply to this matrix's kind
+                    score[(c, int(index[j]))] = math.inf
+                    continue
                 vals = [(_lagrangian(o.table, u, lam), i) for i, o in enumerate(options[c][j])]
                 v, i = min(vals)
                 best_opt[(c, j)] = options[c][j][i]
@@ -452,11 +468,13 @@ def compose(
             for jj in np.flatnonzero(is_matrix):
                 j = int(jj)
                 picks[j] = min(
-                    (best_opt[(c, j)] for c in allowed),
+                    (best_opt[(c, j)] for c in allowed if (c, j) in best_opt),
                     key=lambda o: (_lagrangian(o.table, u, lam), names.index(o.cover)),
                 )
             return _by_group(picks), picks
         assign = {g: min(allowed, key=lambda c: score[(c, gi)]) for gi, g in enumerate(groups)}
+        if any(score[(c, groups.index(g))] == math.inf for g, c in assign.items()):
+            return None
         picks = {int(j): best_opt[(assign[labels[int(j)]], int(j))] for j in np.flatnonzero(is_matrix)}
         return assign, picks
 
@@ -481,14 +499,20 @@ def compose(
     for c in names:
         best_c = None
         for lam in reps:
-            assign, picks = lagrange_assignment(lam, [c])
+            found = lagrange_assignment(lam, [c])
+            if found is None:  # the cover does not apply to every matrix: it is not a bound alone
+                break
+            assign, picks = found
             lr, cost, tg = evaluate(assign, picks)
             cand = (lr, cost, tg, assign, picks, "feasible allocation (Lagrangian on a grid of shares)")
             if best_c is None or _gap(cand, settings, base_peel, grid_size, 0.0, capped=False) < _gap(
                 best_c, settings, base_peel, grid_size, 0.0, capped=False
             ):
                 best_c = cand
-        assert best_c is not None
+        if best_c is None:
+            kinds = sorted({terms[int(j)].cover_kind for j in np.flatnonzero(is_matrix) if not options[c][int(j)]})
+            alone[c] = {"applies": False, "why": f"does not apply to {' or '.join(kinds)} outputs"}
+            continue
         if c == "thm41" and thm41_exact is not None and math.isfinite(thm41_exact):
             cost = sum(options["thm41"][j][0].cost for j in np.flatnonzero(is_matrix))
             exact = (
@@ -522,9 +546,18 @@ def compose(
     if k > 1:  # per matrix, every assignment of one cover per group is one of the assignments too: both are scored
         for lam in reps:
             for each in (False, True) if choice == "matrix" else (False,):
-                assign, picks = lagrange_assignment(lam, names, each)
+                found = lagrange_assignment(lam, names, each)
+                if found is None:
+                    continue
+                assign, picks = found
                 lr, cost, tg = evaluate(assign, picks)
                 candidates.append((lr, cost, tg, assign, picks, "feasible allocation (Lagrangian on a grid of shares)"))
+    if not candidates:
+        raise ValueError(
+            f"covers: with one cover per tie group, no enabled cover ({', '.join(names)}) applies to every matrix "
+            "of some group; enable a cover of every kind (e.g. thm41), or choose per matrix (--cover-choice "
+            "matrix)."
+        )
     choices = len(groups) if choice == "group" else int(np.count_nonzero(is_matrix))
     choice_cost = choices * math.log(k) if k > 1 else 0.0
     best = min(candidates, key=lambda c_: _gap(c_, settings, base_peel, grid_size, choice_cost, capped=False))

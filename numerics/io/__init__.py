@@ -2,6 +2,7 @@
 
 * :mod:`~numerics.io.safetensors_reader`: a strict, memory-mapped safetensors reader;
 * :mod:`~numerics.io.architectures`: where each matrix lives, per family of checkpoints (data);
+* :mod:`~numerics.io.config_keys`: the ``config.json`` keys each family reads (data); every other key is ignored;
 * :mod:`~numerics.io.checkpoint`: open a checkpoint, stream its layers;
 * :mod:`~numerics.io.checkpoint_files`: what the user named -> its safetensors files, headers and config;
 * :mod:`~numerics.io.checkpoint_checks`: the checks and the layer plan made before any weight is read;
@@ -40,6 +41,9 @@ if TYPE_CHECKING:
     from numerics.io.checkpoint import VectorSource as VectorSource
     from numerics.io.checkpoint import checkpoint_from_store as checkpoint_from_store
     from numerics.io.checkpoint import open_checkpoint as open_checkpoint
+    from numerics.io.config_keys import CONFIG_KEY_TABLES as CONFIG_KEY_TABLES
+    from numerics.io.config_keys import ConfigRead as ConfigRead
+    from numerics.io.config_keys import split_config as split_config
     from numerics.io.hub import available as available
     from numerics.io.hub import snapshot as snapshot
     from numerics.io.memory import ArrayTensors as ArrayTensors
@@ -67,7 +71,17 @@ if TYPE_CHECKING:
     from numerics.io.safetensors_reader import require_finite as require_finite
 
 #: The submodules, in the order of the list above (each an attribute of this package once imported).
-_SUBMODULES = ("safetensors_reader", "architectures", "checkpoint", "memory", "resolve", "registry", "onnx", "hub")
+_SUBMODULES = (
+    "safetensors_reader",
+    "architectures",
+    "config_keys",
+    "checkpoint",
+    "memory",
+    "resolve",
+    "registry",
+    "onnx",
+    "hub",
+)
 
 #: Where each public name lives. Imported on first use: opening a safetensors checkpoint (``specbound analyze``
 #: on a folder, every worker process) never loads the registry's archive and hashing code nor the ONNX converter.
@@ -100,6 +114,7 @@ _HOMES: dict[str, str] = {
         ),
         "architectures",
     ),
+    **dict.fromkeys(("CONFIG_KEY_TABLES", "ConfigRead", "split_config"), "config_keys"),
     **dict.fromkeys(
         (
             "BlockInput",

@@ -41,6 +41,8 @@ from types import MappingProxyType
 from typing import Literal
 
 from numerics.errors import CheckpointError
+from numerics.io.config_keys import CONFIG_KEY_TABLES
+from theory.names import did_you_mean
 
 __all__ = [
     "MatrixSpec",
@@ -144,6 +146,10 @@ class ArchitectureMap:
         unless ``--fixed-embeddings``; a checkpoint may lack some (a table the map names but the file does not
         hold is reported as absent).
       no_embeddings: why the map names no table (``embeddings`` empty), said in the report.
+      config_keys: the ``config.json`` keys the implementation of these models reads (transformers' configuration
+        class and modeling file for every listed ``model_type``, aliases of its ``attribute_map`` included, with
+        :data:`COMMON_CONFIG_KEYS`); every other key of a configuration is ignored and reported as ignored
+        (:func:`numerics.io.config_keys.split_config`), so a key these models never read cannot change a number.
     """
 
     name: str
@@ -157,6 +163,7 @@ class ArchitectureMap:
     default_activation: str | None = None
     embeddings: tuple[str, ...] = ()
     no_embeddings: str | None = None
+    config_keys: frozenset[str] = frozenset()
     _pattern: re.Pattern[str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -210,6 +217,7 @@ _BERT_TABLES = (
 _MAPS: tuple[ArchitectureMap, ...] = (
     ArchitectureMap(
         name="bert",
+        config_keys=CONFIG_KEY_TABLES["bert"],
         default_activation="gelu",
         description="HuggingFace BERT-family encoders (BERT, RoBERTa, ELECTRA, ...)",
         layer_stem="encoder.layer.{i}.",
@@ -236,6 +244,7 @@ _MAPS: tuple[ArchitectureMap, ...] = (
         # transformers' MegatronBertLayer: x + attention(attention.ln(x)), then h + FF(ln(h)); the embeddings
         # have no LayerNorm (the first one was removed) and encoder.ln normalises the last layer's output
         name="megatron-bert",
+        config_keys=CONFIG_KEY_TABLES["megatron-bert"],
         default_activation="gelu",
         description="HuggingFace Megatron-BERT (BERT's matrices, pre-LayerNorm: attention.ln, ln; no embeddings LayerNorm)",
         layer_stem="encoder.layer.{i}.",
@@ -253,6 +262,7 @@ _MAPS: tuple[ArchitectureMap, ...] = (
     ),
     ArchitectureMap(
         name="mpnet",
+        config_keys=CONFIG_KEY_TABLES["mpnet"],
         default_activation="gelu",
         description="HuggingFace MPNet (post-LayerNorm like BERT; relative position bias added to the scores)",
         layer_stem="encoder.layer.{i}.",
@@ -273,6 +283,7 @@ _MAPS: tuple[ArchitectureMap, ...] = (
     ),
     ArchitectureMap(
         name="distilbert",
+        config_keys=CONFIG_KEY_TABLES["distilbert"],
         default_activation="gelu",
         description="HuggingFace DistilBERT",
         layer_stem="transformer.layer.{i}.",
@@ -298,6 +309,7 @@ _MAPS: tuple[ArchitectureMap, ...] = (
     ),
     ArchitectureMap(
         name="gpt2",
+        config_keys=CONFIG_KEY_TABLES["gpt2"],
         default_activation="gelu_new",
         description="HuggingFace GPT-2 (Conv1D weights stored [in, out], packed c_attn)",
         layer_stem="h.{i}.",
@@ -313,6 +325,7 @@ _MAPS: tuple[ArchitectureMap, ...] = (
     ),
     ArchitectureMap(
         name="llama",
+        config_keys=CONFIG_KEY_TABLES["llama"],
         default_activation="silu",
         description="HuggingFace LLaMA / Mistral (grouped-query attention, gated MLP)",
         layer_stem="layers.{i}.",
@@ -333,6 +346,7 @@ _MAPS: tuple[ArchitectureMap, ...] = (
     ),
     ArchitectureMap(
         name="torch-encoder",
+        config_keys=CONFIG_KEY_TABLES["torch-encoder"],
         default_activation="relu",
         description="torch.nn.TransformerEncoder state dict (packed in_proj_weight)",
         layer_stem="layers.{i}.",
@@ -363,6 +377,7 @@ CONFIG_KEYS: Mapping[str, tuple[str, ...]] = MappingProxyType(
         "model_type": ("model_type",),
     }
 )
+
 
 #: The names a norm layer's gain and bias are stored under after its stem: ``weight``/``bias`` (PyTorch), or
 #: ``gamma``/``beta`` (older BERT exports, which transformers renames on load). A norm holding both spellings of
@@ -474,7 +489,10 @@ def match_architecture(
     """
     keys = list(keys)
     if architecture is not None and architecture not in ARCHITECTURES:
-        raise ValueError(f"architecture={architecture!r} must be one of {sorted(ARCHITECTURES)}")
+        raise ValueError(
+            f"architecture={architecture!r} must be one of {', '.join(sorted(ARCHITECTURES))}"
+            f"{did_you_mean(architecture, ARCHITECTURES)}"
+        )
     maps = [ARCHITECTURES[architecture]] if architecture else list(ARCHITECTURES.values())
     candidates: list[tuple[int, ArchitectureMap, str, dict[tuple[int, str], str]]] = []
     for arch in maps:

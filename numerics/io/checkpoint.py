@@ -48,7 +48,6 @@ from numerics._util.checks import check_count
 from numerics.io import checkpoint_checks as checks
 from numerics.io.architectures import (
     ARCHITECTURES,
-    NORM_PARAMETER_NAMES,
     ArchitectureMap,
     MatrixSpec,
     match_architecture,
@@ -59,6 +58,7 @@ from numerics.io.checkpoint_types import BlockInput as BlockInput
 from numerics.io.checkpoint_types import LayerWeights as LayerWeights
 from numerics.io.checkpoint_types import NormLayer as NormLayer
 from numerics.io.checkpoint_types import TensorStore as TensorStore
+from numerics.io.config_keys import split_config
 from numerics.io.safetensors_reader import TensorInfo, load_tensor
 
 __all__ = [
@@ -201,7 +201,9 @@ class Checkpoint:
       model_type: ``config.json``'s ``model_type``, if any.
       prefix: detected key prefix (``""``, ``"bert."``, ...).
       dtype: least precise stored dtype among the analysed matrices.
-      config: the parsed ``config.json`` (empty mapping if none).
+      config: the keys of ``config.json`` the architecture reads (:func:`numerics.io.config_keys.split_config`).
+      config_ignored, config_table: the keys it does not read (sorted), and the map whose key table applied
+        (``None``: a ``model_type`` the map does not list, every key kept).
       score_scales: per layer, the factor multiplying the scores (:func:`theory.scaling.score_scale`).
       hidden_act: ``(config key, activation name)`` of the feedforward activation (checked against
         :func:`theory.activations.activation`: an unknown name is refused), ``None`` if the config names none.
@@ -227,6 +229,8 @@ class Checkpoint:
     prefix: str = ""
     dtype: str = "F32"
     config: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}), repr=False)
+    config_ignored: tuple[str, ...] = ()
+    config_table: str | None = None
     score_scales: tuple[float, ...] = ()
     hidden_act: tuple[str, str] | None = None
     bias_tensors: tuple[str, ...] = ()
@@ -288,6 +292,7 @@ class Checkpoint:
             "norm": None if norms is None else {"kind": norms.kind, "layout": self.norm_layout},
             "positions": self.map.positions,
             "score_scales": list(self.score_scales),
+            "config_keys": {"table": self.config_table, "ignored": list(self.config_ignored)},
         }
 
     def block_inputs(self) -> list[BlockInput]:
@@ -317,7 +322,7 @@ class Checkpoint:
                     key = stem + norms.attention
                 else:
                     key = stem + norms.feedforward
-                gain = None if key is None else _norm_part(key, "gain", self._store.infos)
+                gain = None if key is None else checks.norm_part(key, "gain", self._store.infos)
                 missing = key + ".weight" if key is not None and gain is None else None
                 out.append(BlockInput(i, block, self._norm(key, norms.kind), projection, where, missing))
         return out
@@ -332,11 +337,11 @@ class Checkpoint:
     def _norm(self, key: str | None, kind: str) -> NormLayer | None:
         """The norm layer under stem ``key``, its gain and bias read under either name (``weight``/``gamma``,
         ``bias``/``beta``); ``None`` without a stem or a gain."""
-        gain_name = None if key is None else _norm_part(key, "gain", self._store.infos)
+        gain_name = None if key is None else checks.norm_part(key, "gain", self._store.infos)
         if key is None or gain_name is None:
             return None
         gain = self._load(gain_name)
-        bias_name = _norm_part(key, "bias", self._store.infos) if kind == "layernorm" else None
+        bias_name = checks.norm_part(key, "bias", self._store.infos) if kind == "layernorm" else None
         beta = self._load(bias_name) if bias_name is not None else np.zeros(1)
         # ||beta||_2 enters a radius: bounded from above (a float64 norm of n terms is within (n + 2) u relative)
         beta_norm = float(np.linalg.norm(beta)) * (1.0 + (beta.size + 2) * 2.0**-53)
@@ -453,13 +458,6 @@ class Checkpoint:
             yield self.load_layer(index, feedforward=feedforward)
 
 
-def _norm_part(stem: str, part: str, tensors: Mapping[str, TensorInfo]) -> str | None:
-    """The tensor holding the ``part`` (``"gain"`` or ``"bias"``) of the norm layer ``stem``, under the first name of
-    :data:`~numerics.io.architectures.NORM_PARAMETER_NAMES` present; ``None`` if none is
-    (:func:`~numerics.io.checkpoint_checks.norm_tensors` has refused a norm holding two)."""
-    return next((f"{stem}.{n}" for n in NORM_PARAMETER_NAMES[part] if f"{stem}.{n}" in tensors), None)
-
-
 _POST_LN = {
     ("attention", True): "embeddings",
     ("attention", False): "previous_feedforward",
@@ -560,13 +558,14 @@ def checkpoint_from_store(
     match = match_architecture(
         tensors, where=where, architecture=architecture, model_type=model_type if isinstance(model_type, str) else None
     )
+    config = (read := split_config(match.architecture, config)).config  # only the keys the architecture reads
     plan = checks.plan_layers(match, tensors, config, places)
     widths = checks.check_shapes(match.architecture, plan, store)
     num_heads, num_kv_heads, head_dim = checks.head_counts(widths, config, heads, places)
     checks.check_config_widths(config, widths, config_where)
     analysed = {name for row in plan for _, name in row}
     biases = checks.check_biases(plan, store)
-    norms = checks.norm_tensors(match, len(plan), store)
+    norms = checks.norm_tensors(match, len(plan), store, widths.hidden)
     scales = checks.score_scales(config, len(plan), head_dim, config_where)
     hidden_act = checks.feedforward_activation(config, config_where, match.architecture)
     skipped = tuple(
@@ -591,6 +590,8 @@ def checkpoint_from_store(
         prefix=match.prefix,
         dtype=widths.dtype,
         config=MappingProxyType(dict(config)),
+        config_ignored=read.ignored,
+        config_table=read.table,
         score_scales=scales,
         hidden_act=hidden_act,
         bias_tensors=tuple(sorted(biases)),

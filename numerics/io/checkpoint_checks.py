@@ -34,6 +34,7 @@ __all__ = [
     "head_counts",
     "check_biases",
     "norm_tensors",
+    "norm_part",
     "score_scales",
     "feedforward_activation",
     "check_config_widths",
@@ -229,33 +230,49 @@ def check_biases(plan: _Plan, store: TensorStore) -> set[str]:
             bias = bias_name(spec, name)
             if bias not in store.infos:
                 continue
-            info = store.infos[bias]
             width = store.infos[name].shape[0 if spec.layout == "out_in" else 1]
-            if info.dtype not in FLOAT_DTYPES or tuple(info.shape) != (width,):
-                raise CheckpointError(
-                    store.where(bias),
-                    f"has shape {list(info.shape)} and dtype {info.dtype}; the bias of "
-                    f"{name} must be a float vector of length {width}",
-                    tensor=bias,
-                )
+            _check_vector(store, bias, width, f"the bias of {name}")
             found.add(bias)
     return found
 
 
-def norm_tensors(match: KeyMatch, num_layers: int, store: TensorStore) -> set[str]:
+def norm_tensors(match: KeyMatch, num_layers: int, store: TensorStore, hidden: int) -> set[str]:
     """The gain and bias tensors of the norm layers that feed the blocks (read for the radii), under either name of
-    :data:`~numerics.io.architectures.NORM_PARAMETER_NAMES`; a norm holding both names of one part is refused."""
+    :data:`~numerics.io.architectures.NORM_PARAMETER_NAMES`; a norm holding both names of one part is refused.
+
+    Every one is checked before any number is read from it: a float vector of the width the norm normalises, the
+    hidden size ``hidden`` (the embeddings norm in front of a projection: the projection's input width); the
+    projection itself must be a float matrix ``[hidden, E]`` (``nn.Linear``) with a bias of length ``hidden``.
+    """
     norms, tensors = match.architecture.norms, store.infos
     if norms is None:
         return set()
-    stems = [
-        match.prefix + match.architecture.layer_stem.format(i=i) + n
+    widths = {
+        match.prefix + match.architecture.layer_stem.format(i=i) + n: hidden
         for i in range(num_layers)
         for n in (norms.attention, norms.feedforward)
-    ]
-    stems += [match.prefix + n for n in (norms.embeddings, norms.projection) if n is not None]
+    }
     found: set[str] = set()
-    for stem in stems:
+    embeddings_width = hidden
+    if norms.projection is not None and match.prefix + norms.projection + ".weight" in tensors:
+        stem = match.prefix + norms.projection
+        weight = stem + ".weight"
+        info = tensors[weight]
+        if info.dtype not in FLOAT_DTYPES or len(info.shape) != 2 or info.shape[0] != hidden or info.shape[1] < 1:
+            raise CheckpointError(
+                store.where(weight),
+                f"has shape {list(info.shape)} and dtype {info.dtype}; expected a float matrix [{hidden}, E] "
+                f"(a projection to the hidden size {hidden}, E >= 1)",
+                tensor=weight,
+            )
+        embeddings_width = int(info.shape[1])
+        found.add(weight)
+        if stem + ".bias" in tensors:
+            _check_vector(store, stem + ".bias", hidden, f"the bias of {weight}")
+            found.add(stem + ".bias")
+    if norms.embeddings is not None:
+        widths[match.prefix + norms.embeddings] = embeddings_width
+    for stem, width in widths.items():
         for part, names in NORM_PARAMETER_NAMES.items():
             present = [f"{stem}.{n}" for n in names if f"{stem}.{n}" in tensors]
             if len(present) > 1:
@@ -264,8 +281,30 @@ def norm_tensors(match: KeyMatch, num_layers: int, store: TensorStore) -> set[st
                     f"and {present[0]!r} are both present: which one is the norm's {part} is ambiguous",
                     tensor=present[1],
                 )
+            for name in present:
+                _check_vector(store, name, width, f"a norm {part}")
             found.update(present)
     return found
+
+
+def norm_part(stem: str, part: str, tensors: Mapping[str, TensorInfo]) -> str | None:
+    """The tensor holding the ``part`` (``"gain"`` or ``"bias"``) of the norm layer ``stem``, under the first name of
+    :data:`~numerics.io.architectures.NORM_PARAMETER_NAMES` present; ``None`` if none is
+    (:func:`norm_tensors` has refused a norm holding two)."""
+    return next((f"{stem}.{n}" for n in NORM_PARAMETER_NAMES[part] if f"{stem}.{n}" in tensors), None)
+
+
+def _check_vector(store: TensorStore, name: str, width: int, what: str) -> None:
+    """``name`` must be a float vector of length ``width`` (1-D); else one line naming it, its shape and the shape
+    expected."""
+    info = store.infos[name]
+    if info.dtype not in FLOAT_DTYPES or tuple(info.shape) != (width,):
+        raise CheckpointError(
+            store.where(name),
+            f"has shape {list(info.shape)} and dtype {info.dtype}; expected a float vector of shape [{width}] "
+            f"({what} of width {width})",
+            tensor=name,
+        )
 
 
 def score_scales(

@@ -13,7 +13,9 @@ For a :class:`theory.registry.Cover` and one output kind, each cell (profile, in
    in coordinate subspaces, with the largest radius for which :func:`log_radius_limit` shows the
    ball inside the set;
 4. the cover's ``log N`` at ``eps/2`` with those values (its SymPy form ``lambdify``-ed in this
-   process: the user's own expression, never read from disk).
+   process: the user's own expression, never read from disk); a value that is not a finite, real,
+   non-negative number below the class radius is no covering number at all, and is refused
+   (:func:`theory.cover_values.check_form_values`: ``ValueError`` naming the cover, as ``analyze`` does).
 
 A cell whose certified lower bound exceeds the cover is a proof that the cover is wrong there
 (:func:`cover_verdict`: ``"invalid"``). ``headroom`` (smallest ``upper / lower``) says how much
@@ -43,6 +45,7 @@ from numerics.montecarlo.volumetric import (
     metric_ball_log_volume,
     row_geometry,
 )
+from theory.cover_values import check_form_values, class_radius_value
 
 __all__ = [
     "INDEX_VALUES",
@@ -296,7 +299,15 @@ def cover_mc(
                 metric, geometry, a=a, b=b, words=stats, values=values, index=index, cover_scales=eps / 2
             )
             full = {**values, "row_bound": B, "points": float(points)}
-            upper = np.array([evaluate(full, e / 2) for e in eps])
+            upper = check_form_values(  # finite, real, non-negative below the class radius, else refused
+                c.name,
+                kind,
+                np.array([evaluate(full, e / 2) for e in eps]),
+                eps / 2,
+                radius=class_radius_value(c.statistics, kind, full),
+                at=values,
+                monotone=c.monotone,
+            )
             lower = np.maximum(packing, volumetric)
             for j, e in enumerate(eps):
                 vkind = "volumetric" if volumetric[j] > packing[j] else "packing"
@@ -314,7 +325,7 @@ def cover_mc(
                         lower_kind=vkind,
                         upper_bound=float(upper[j]),
                         ratio=float(upper[j] / lower[j]) if lower[j] > 0 else math.inf,
-                        violated=bool(lower[j] > upper[j]) or not math.isfinite(upper[j]),
+                        violated=bool(lower[j] > upper[j]),
                     )
                 )
     settings = dict(
@@ -334,8 +345,8 @@ def cover_mc(
 
 
 def cover_verdict(result: CoverMCResult) -> dict[str, Any]:
-    """``status``: ``"invalid"`` when some cell's certified lower bound exceeds the cover (or the cover is not finite there:
-    an invalid lemma caught), else ``"consistent"``; with the cells, the violations, the first one, and the headroom
+    """``status``: ``"invalid"`` when some cell's certified lower bound exceeds the cover (an invalid lemma caught; a
+    form that is not a number was refused before), else ``"consistent"``; with the cells, the violations, the first one, and the headroom
     (the smallest ``upper / lower`` over cells with a positive lower bound)."""
     bad = [r for r in result.rows if r.violated]
     ratios = [r.ratio for r in result.rows if r.lower_bound > 0]

@@ -160,7 +160,10 @@ def write_study_report(
         (tmp / "study.json").write_text(json.dumps(document, indent=1, allow_nan=False) + "\n", encoding="utf-8")
         (tmp / "summary.md").write_text(study_tables.study_markdown(result, found), encoding="utf-8")
         if plots:
-            write_study_plots(found, tmp, main=study_tables.main_measures(found))
+            family = f"study: preset {result.preset.name}, task {result.preset.base.task}" + (
+                " (SMOKE TEST: its numbers mean nothing)" if study_tables.smoke_note(result.preset) else ""
+            )
+            write_study_plots(found, tmp, main=study_tables.main_measures(found), family=family)
     return Path(out_dir)
 
 
@@ -339,11 +342,25 @@ def study_report(
     chosen = prepare_preset(preset, task=task, axes=axes, jobs=jobs)
     registry = None
     if covers is not None:  # a bad cover name ends here, before any training
-        covers = [c.name for c in resolve(covers)]
-        registry = cover_measures(covers)
+        resolved = resolve(covers)
+        covers = [c.name for c in resolved]
+        kinds = {k for c in resolved for k in c.kinds}
+        for kind in ("bilinear", "vector"):  # every study model has both: its attention scores, its other maps
+            if kind not in kinds:
+                raise ValueError(
+                    f"covers: none of the enabled covers ({', '.join(covers)}) applies to {kind} outputs, which every "
+                    "study model has; enable a cover of that kind too (e.g. thm41)."
+                )
+        # one measure per cover that bounds a study model alone (both kinds), and the choice among them all
+        registry = cover_measures([c.name for c in resolved if {"bilinear", "vector"} <= set(c.kinds)])
     cache = Path(root) if root is not None else cache_root()
     check_output_folder(out, force=force, protect=(cache,))
     result = run_study(chosen, root=root, jobs=jobs, scheduler=scheduler, progress=progress, covers=covers)
+    failed = [m.analysis_error for m in result.models if m.analysis is None]
+    if covers is not None and result.models and len(failed) == len(result.models):
+        raise ValueError(  # the models stay in the cache; a report with no analysed model would say nothing
+            f"covers {','.join(covers)}: none of the {len(failed)} models could be analysed (first: {failed[0]})"
+        )
     found = compute_findings(result, reached_only=reached_only, resamples=resamples, seed=seed, registry=registry)
     write_study_report(result, found, out, plots=plots, force=force, protect=(cache,))
     return result, found

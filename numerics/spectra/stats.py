@@ -560,7 +560,17 @@ def norm_2_1(W: Any) -> float:
     For a PyTorch ``nn.Linear.weight`` of shape ``[out, in]`` (``W = weight.T``) this is
     ``weight.norm(dim=1).sum()`` (Bartlett et al. 2017 write ``||A^T||_{2,1}``). Not transpose-invariant.
     """
-    return float(np.linalg.norm(np.asarray(W, dtype=np.float64), axis=0).sum())
+    return _l2_norms_sum(np.asarray(W, dtype=np.float64), axis=0)
+
+
+def _l2_norms_sum(x: np.ndarray, *, axis: int) -> float:
+    """``sum`` of the l2 norms of ``x`` along ``axis``, computed as ``m sum ||x / m||`` with ``m = max |x|``: the
+    squares of entries near ``1e-165`` (or ``1e160``) underflow to 0 (overflow to inf) in float64, their scaled
+    squares do not, so the result is never 0 below a non-zero spectral norm."""
+    m = float(np.max(np.abs(x), initial=0.0))
+    if m == 0.0 or not math.isfinite(m):
+        return float(np.linalg.norm(x, axis=axis).sum())
+    return m * float(np.linalg.norm(x / m, axis=axis).sum())
 
 
 def norm_1_1(W: Any) -> float:
@@ -653,6 +663,7 @@ def matrix_stats(
     # in one line naming the tensor (issue 18: an overflow must never turn into a smaller bound).
     with np.errstate(over="ignore", invalid="ignore"):
         fro2 = float(np.sum(s * s))
+        fro = s1 * math.sqrt(float(np.sum((s / s1) ** 2))) if s1 > 0 else 0.0  # scaled: 1e-165 squares to 0
         sr = stable_rank(s)
         if weight is not None:
             w = as_matrix("weight", weight)
@@ -671,7 +682,7 @@ def matrix_stats(
         rank_bound=bound,
         dtype_eps=float(dtype_eps),
         spectral_norm=s1,
-        frobenius_norm=math.sqrt(fro2),
+        frobenius_norm=fro,
         frobenius_norm_squared=fro2,
         norm_2_1=None if norm_2_1 is None else float(norm_2_1),
         norm_1_1=None if norm_1_1 is None else float(norm_1_1),
@@ -749,7 +760,7 @@ def product_stats(
         raise ValueError(f"{name}: A and B must have the same number of columns, got {a.shape} and {b.shape}")
     r_a, r_b = lapack.qr_r(a), lapack.qr_r(b)
     sv = lapack.svdvals(r_a @ r_b.T)
-    norm_2_1 = float(np.linalg.norm(b @ r_a.T, axis=1).sum())
+    norm_2_1 = _l2_norms_sum(b @ r_a.T, axis=1)
     norm_1_1 = 0.0
     for start in range(0, a.shape[0], _NORM_BLOCK_ROWS):
         block = a[start : start + _NORM_BLOCK_ROWS] @ b.T

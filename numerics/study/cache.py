@@ -36,6 +36,7 @@ from numerics._util.cache import cache_root, make_private_dirs, sha256_file
 from numerics._util.workdirs import refuse_mount_points, work_folder
 from numerics.errors import CheckpointError
 
+from .record_checks import check_record
 from .records import TrainedModel
 from .settings import CODE_VERSION, TrainSettings
 
@@ -166,6 +167,7 @@ def _checked_record(folder: Path, doc: dict[str, Any]) -> dict[str, Any]:
             raise CheckpointError(path, f"{where}: {name!r} is not a checkpoint the manifest verifies")
         if type(step) is not int or step < 0:
             raise CheckpointError(path, f"{where}: 'step' is {step!r}, not a non-negative integer")
+    check_record(record, path)  # every field the study reads, of the type and range train writes
     return record
 
 

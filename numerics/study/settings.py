@@ -19,7 +19,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from .tasks import TASKS
+from .tasks import TASKS, train_count
 
 __all__ = ["AXES", "CODE_VERSION", "TrainSettings"]
 
@@ -161,6 +161,9 @@ class TrainSettings:
         ):
             raise ValueError(f"trajectory={self.trajectory!r} must be an increasing tuple of fractions in [0, 1)")
         object.__setattr__(self, "trajectory", tuple(float(f) for f in self.trajectory))
+        # the split must hold at least one training example (and, for modadd, one test pair): refused here,
+        # before any training, rather than when the task data is built
+        train_count(self.task, self.train_fraction, modulus=self.modulus, test_fraction=self.test_fraction)
 
     @property
     def intermediate_size(self) -> int:

@@ -37,7 +37,17 @@ from typing import Literal
 
 import numpy as np
 
-__all__ = ["TASKS", "TaskData", "make_task", "modadd_split", "digits_split", "load_digits_arrays", "add_label_noise"]
+__all__ = [
+    "TASKS",
+    "TaskData",
+    "make_task",
+    "modadd_split",
+    "digits_split",
+    "load_digits_arrays",
+    "add_label_noise",
+    "DIGITS_CLASS_SIZES",
+    "train_count",
+]
 
 #: The tasks, by name.
 TASKS: tuple[str, ...] = ("modadd", "digits")
@@ -46,6 +56,10 @@ TASKS: tuple[str, ...] = ("modadd", "digits")
 _NOISE_STREAM = 0x6E6F697365  # "noise"
 
 _DIGITS_FILE = ("datasets", "data", "digits.csv.gz")
+
+#: Images per class (0 to 9) of scikit-learn's digits, 1797 in all: the split sizes without loading them
+#: (``tests/test_study.py`` compares them with the file).
+DIGITS_CLASS_SIZES: tuple[int, ...] = (178, 182, 177, 183, 181, 182, 181, 179, 174, 180)
 
 
 @dataclass(frozen=True, eq=False)
@@ -96,6 +110,16 @@ def _count(fraction: float, n: int, *, keep_one: bool) -> int:
         need = "between 1 and n - 1 (the rest is the test set)" if keep_one else "between 1 and n"
         raise ValueError(f"train_fraction={fraction!r} trains on {k} of n={n} examples; it must be {need}")
     return k
+
+
+def train_count(task: str, train_fraction: float, *, modulus: int, test_fraction: float) -> int:
+    """How many examples a model of these settings trains on (what :func:`modadd_split` and :func:`digits_split`
+    take), without building the data: ``ValueError`` when it is none, or all of modadd's pairs (none left to test
+    on), so settings that cannot be trained are refused before any training starts."""
+    if task == "modadd":
+        return _count(train_fraction, modulus * modulus, keep_one=True)
+    pool = sum(n - int(round(test_fraction * n)) for n in DIGITS_CLASS_SIZES)
+    return _count(train_fraction, pool, keep_one=False)
 
 
 def modadd_split(
