@@ -209,7 +209,7 @@ def test_build_terms_embedding_factor_is_the_derived_propagation(projection):
     [
         ("embeddings.word_embeddings.weight", (30, 23), "a table of rows of width 24"),
         ("embeddings.position_embeddings.weight", (16, 24, 1), "a table of rows of width 24"),
-        ("embeddings_project.weight", (23, 16), "[24, embedding width] (nn.Linear)"),
+        ("embeddings_project.weight", (23, 16), "[24, "),  # refused when the checkpoint is opened (its shape check)
     ],
 )
 def test_a_table_of_the_wrong_shape_is_refused_naming_it(tmp_path, tensor, shape, message):
