@@ -21,7 +21,7 @@ from typing import Any
 import sympy as sp
 
 from theory import baselines, composition, dudley, lipschitz, margin, normlayers, regimes, registry, thm31, thm41
-from theory.symbols import MEANINGS, SYMBOLS, symbol_table
+from theory.symbols import MEANINGS, SYMBOLS, latex, symbol_table
 
 __all__ = ["TARGETS", "INDEXED", "derive_target", "render"]
 
@@ -234,7 +234,7 @@ def derive_target(target: str, *, kind: str | None = None, name: str | None = No
 def _convert(obj: Any, fmt: str) -> Any:
     if isinstance(obj, sp.Basic):
         if fmt == "latex":
-            return sp.latex(obj)
+            return latex(obj)
         if fmt == "pretty":
             return sp.pretty(obj, use_unicode=False)
         return sp.sstr(obj)

@@ -652,14 +652,105 @@ class StudyRun(SphinxDirective):
 
 
 def execute_notebook(path: Path, out: Path) -> None:
-    """Run ``path`` top to bottom in a temporary folder; write the executed notebook to ``out``."""
+    """Run ``path`` top to bottom in a temporary folder; write the executed notebook to ``out``.
+
+    The kernel's ``$TMPDIR`` is a folder inside that temporary folder, so whatever a notebook leaves in
+    its temporary folder goes with it: nothing is left in the builder's ``$TMPDIR``.
+    """
     import nbformat
     from nbclient import NotebookClient
 
     nb = nbformat.read(path, as_version=4)
-    with tempfile.TemporaryDirectory() as tmp:
-        NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": tmp}}).execute()
+    with tempfile.TemporaryDirectory(prefix="specbound-docs-nb-") as tmp:
+        scratch = Path(tmp) / "tmp"
+        scratch.mkdir()
+        env = {**os.environ, "TMPDIR": str(scratch), "TEMP": str(scratch), "TMP": str(scratch)}
+        client = NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": tmp}})
+        client.execute(env=env)  # passed on to the kernel process
     nbformat.write(nb, out)
+
+
+#: The record ``_generated/notebooks`` keeps of the files the build wrote there (name -> sha256): the next
+#: build removes or replaces only these, unchanged; anything else in the folder is left where it is.
+RECORD = ".specbound-docs-written.json"
+
+
+def _sha256(path: Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _say(message: str) -> None:
+    """A line on stderr for the person building the site (Sphinx's ``-q`` silences its own logger)."""
+    print(f"[docs] {message}", file=sys.stderr, flush=True)
+
+
+def claim_generated_folder(target: Path, names: list[str]) -> dict[str, str]:
+    """Make ``target`` ready for the build to write ``names`` into it, deleting only what an earlier build wrote.
+
+    Returns the record of the earlier build (``{name: sha256}``, without the files removed). A file the
+    record lists and that is unchanged is removed; one that changed since, or a file of a name the build is
+    about to write that the record does not list, is refused (``ExtensionError`` naming it): it is not the
+    build's to replace. Nothing else in the folder is touched; ``target`` itself must be a real folder (not
+    a symbolic link).
+    """
+    import json
+
+    if target.is_symlink() or (target.exists() and not target.is_dir()):
+        raise ExtensionError(f"{target}: not a folder the documentation build wrote; move it away")
+    target.mkdir(parents=True, exist_ok=True)
+    record_path = target / RECORD
+    record: dict[str, str] = {}
+    if record_path.is_file() and not record_path.is_symlink():
+        try:
+            record = dict(json.loads(record_path.read_text(encoding="utf-8")).get("files", {}))
+        except (ValueError, AttributeError) as exc:
+            raise ExtensionError(f"{record_path}: not a record the documentation build wrote ({exc})") from exc
+    for name, digest in list(record.items()):
+        path = target / name
+        if Path(name).name != name or not path.exists():
+            record.pop(name)
+            continue
+        if path.is_symlink() or not path.is_file() or _sha256(path) != digest:
+            raise ExtensionError(f"{path}: changed since the documentation build wrote it; move it away to rebuild")
+        path.unlink()
+        record.pop(name)
+    for name in names:
+        if (target / name).exists() or (target / name).is_symlink():
+            raise ExtensionError(f"{target / name}: not written by the documentation build; move it away to rebuild")
+    return record
+
+
+def write_record(target: Path, names: list[str]) -> None:
+    """Record the files the build wrote into ``target`` (their sha256), for :func:`claim_generated_folder`."""
+    import json
+
+    files = {name: _sha256(target / name) for name in names}
+    tmp = target / (RECORD + ".tmp")
+    tmp.write_text(
+        json.dumps({"written_by": "specbound docs build", "files": files}, indent=1) + "\n", encoding="utf-8"
+    )
+    os.replace(tmp, target / RECORD)
+
+
+def _announce_fetches(paths: list[Path]) -> None:
+    """Say which registered checkpoints the notebooks will fetch into the cache, and how large they are,
+    before they are fetched; then fetch each with its progress on stderr."""
+    from numerics._util.cache import cache_root
+    from numerics.io.registry import REGISTRY, fetch
+
+    text = "\n".join(p.read_text(encoding="utf-8") for p in paths)
+    needed = [e for name, e in REGISTRY.items() if f"'{name}'" in text or f'\\"{name}\\"' in text]
+    root = cache_root()
+    missing = [e for e in needed if not (root / f"{e.name}-{e.version}").is_dir()]
+    if not missing:
+        return
+    size = sum(f.size for e in missing for f in e.files)
+    names = ", ".join(e.name for e in missing)
+    _say(f"the notebooks read {names}: fetching them into the cache {_clean(str(root))} (about {size / 1e6:.0f} MB)")
+    for entry in missing:
+        fetch(entry.name, progress=lambda message: _say(_clean(message)))
 
 
 def _prepare(app: Sphinx) -> None:
@@ -669,33 +760,43 @@ def _prepare(app: Sphinx) -> None:
     target = Path(app.srcdir) / "_generated" / "notebooks"
     if not app.config.specbound_render_notebooks:
         return
-    if target.exists():
-        shutil.rmtree(target)
-    target.mkdir(parents=True)
+    paths = sorted((ROOT / "notebooks").glob("*.ipynb"))
+    names = [path.name for path in paths]
+    claim_generated_folder(target, names)
     given = app.config.specbound_executed_notebooks
-    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
-        if given:
-            src = Path(given) / path.name
-            if not src.is_file():
-                raise ExtensionError(f"{src}: no executed copy of {path.name}")
-            shutil.copyfile(src, target / path.name)
-        else:
-            execute_notebook(path, target / path.name)
-        copy = target / path.name
-        nb = nbformat.read(copy, as_version=4)
-        for cell in nb.cells:  # text outputs name no home folder (images are left as they are)
-            for output in cell.get("outputs", []):
-                if "text" in output:
-                    output["text"] = _clean(output["text"])
-                for mime, value in output.get("data", {}).items():
-                    if mime.startswith("text/") and isinstance(value, str):
-                        output["data"][mime] = _clean(value)
-        nbformat.write(nb, copy)
-        errors = [
-            o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.output_type == "error"
-        ]
-        if errors:
-            raise ExtensionError(f"notebooks/{path.name} raised {errors[0].get('ename')}: {errors[0].get('evalue')}")
+    if not given:
+        _announce_fetches(paths)
+    written: list[str] = []
+    try:
+        for number, path in enumerate(paths, 1):
+            if given:
+                src = Path(given) / path.name
+                if not src.is_file():
+                    raise ExtensionError(f"{src}: no executed copy of {path.name}")
+                shutil.copyfile(src, target / path.name)
+            else:
+                _say(f"executing notebooks/{path.name} ({number} of {len(paths)})")
+                execute_notebook(path, target / path.name)
+            written.append(path.name)
+            copy = target / path.name
+            nb = nbformat.read(copy, as_version=4)
+            for cell in nb.cells:  # text outputs name no home folder (images are left as they are)
+                for output in cell.get("outputs", []):
+                    if "text" in output:
+                        output["text"] = _clean(output["text"])
+                    for mime, value in output.get("data", {}).items():
+                        if mime.startswith("text/") and isinstance(value, str):
+                            output["data"][mime] = _clean(value)
+            nbformat.write(nb, copy)
+            errors = [
+                o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.output_type == "error"
+            ]
+            if errors:
+                raise ExtensionError(
+                    f"notebooks/{path.name} raised {errors[0].get('ename')}: {errors[0].get('evalue')}"
+                )
+    finally:
+        write_record(target, written)
     if not app.config.specbound_study_dir:
         tmp = Path(tempfile.mkdtemp(prefix="specbound-docs-study-"))
         app.connect("build-finished", lambda app, exc: shutil.rmtree(tmp, ignore_errors=True))
