@@ -299,7 +299,7 @@ def test_one_cover_per_matrix_mixes_covers_inside_a_group_and_pays_log_k_per_mat
     # the union, independently, from the reported assignment: Theorem 4.1 pays its matrix's radius S_p peeled and
     # log |P| = log 3 once for the group if any of its matrices uses it; the effective-rank cover pays log min(a, b)
     # for r_head and its tail ||W - W_r||_F peeled. Peeling at level k = ceil(log2 v) costs
-    # log(1.5 (|k|+1)(|k|+2)) (MATH.md section 10). What is left (spectral norms, B_out, gamma) is the same for both.
+    # log(1.5 (|k|+1)(|k|+2)) (docs/theory/validity.md). What is left (spectral norms, B_out, gamma) is the same for both.
     def peel(v):
         k = math.ceil(math.log2(v))
         return math.log(1.5 * (abs(k) + 1) * (abs(k) + 2))

@@ -7,7 +7,7 @@ by one of the enabled covers (:mod:`theory.registry`) evaluated at ``eps_j / 2``
 .. math:: \log N(\varepsilon) \le G(\varepsilon) = \min_{\sum_j \rho_j \varepsilon_j \le \varepsilon}
           \sum_j K_j(\varepsilon_j).
 
-*What is chosen post hoc, and what it costs* (counted in ``delta`` like the Schatten grid, MATH.md section 10):
+*What is chosen post hoc, and what it costs* (counted in ``delta`` like the Schatten grid, docs/theory/validity.md):
 
 * the cover of each tie group (``settings.tie``), one of ``k`` enabled: ``log k`` per group (when ``k > 1``); or,
   with ``choice="matrix"``, the cover of each matrix: ``log k`` per matrix (a uniform prior over the ``k^J``

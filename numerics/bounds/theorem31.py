@@ -253,7 +253,7 @@ def _log_coefficient_table(
             static.radii[key] = R
     log_eps = log_eps_min(terms, settings)
     spectral, log_rho, log_radius = static.spectral, static.log_rho, static.log_radius
-    # Trained norm gains and biases (theory.normlayers, MATH.md section 10 rule 3): K_j(eps) <= K_j(eps_min), so
+    # Trained norm gains and biases (theory.normlayers, docs/theory/normlayers.md): K_j(eps) <= K_j(eps_min), so
     # a_j(p) = K_j(eps_min / 2) eps_max^p with eps_max = B_out / rho_j, the largest scale the term is covered at.
     for kind, which in (("gain", "gain"), ("translation", "bias")):
         cols = static.cols[kind]

@@ -1,6 +1,6 @@
 r"""Singular-value spectra and norms of Transformer weight matrices, per head and per matrix.
 
-Notation (MATH.md section 1; row-vector convention ``Y = X W``, ``W`` of shape ``[in, out]``):
+Notation (docs/theory/notation.md; row-vector convention ``Y = X W``, ``W`` of shape ``[in, out]``):
 for ``W in R^{a x b}`` with singular values ``s_1 >= s_2 >= ... >= 0``,
 
 .. math::
@@ -476,7 +476,7 @@ def schatten_power(
       and one ``p``).
 
     References:
-      MATH.md section 1; :func:`theory.schatten.schatten_power_symbolic` is the symbolic definition.
+      docs/theory/notation.md; :func:`theory.schatten.schatten_power_symbolic` is the symbolic definition.
     """
     ps = np.asarray(p, dtype=np.float64)
     if not (np.isfinite(ps).all() and (ps >= 0).all() and (ps <= max_p).all()):
