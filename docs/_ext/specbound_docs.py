@@ -117,9 +117,9 @@ def _docstring_rst(obj: Any) -> list[str]:
 
 
 def _math(expr: Any) -> list[str]:
-    import sympy as sp
+    from theory.symbols import latex
 
-    return [".. math::", "", *_indent(sp.latex(expr).splitlines()), ""]
+    return [".. math::", "", *_indent(latex(expr).splitlines()), ""]
 
 
 def _string_candidates(module: Any, fn: Any) -> list[str]:
@@ -621,6 +621,91 @@ class Python(SphinxDirective):
         return result
 
 
+class Form(SphinxDirective):
+    """``.. specbound-form:: thm41.derive("bilinear").expr`` renders a form of ``theory`` as LaTeX at build time.
+
+    The argument is a Python expression over the ``theory`` modules (each by its short name); the result is
+    printed by :func:`theory.symbols.latex`, as ``specbound derive --latex`` prints it. An optional
+    ``:label:`` is shown before the formula.
+    """
+
+    required_arguments = 1
+    final_argument_whitespace = True
+    option_spec = {"label": directives.unchanged}
+
+    def run(self) -> list[nodes.Node]:
+        import importlib
+
+        import theory
+        from theory.symbols import SYMBOLS, latex
+
+        namespace: dict[str, Any] = {"SYMBOLS": SYMBOLS}
+        for name in theory.__all__:
+            if name != "SYMBOLS":
+                namespace[name] = importlib.import_module(f"theory.{name}")
+        try:
+            value = eval(self.arguments[0], namespace)  # the page's own expression, over theory/
+        except Exception as exc:
+            raise ExtensionError(
+                f"{self.env.docname}: {self.arguments[0]} failed: {type(exc).__name__}: {exc}"
+            ) from exc
+        text = latex(value)
+        out: list[nodes.Node] = []
+        if "label" in self.options:
+            para = nodes.paragraph()
+            para += nodes.emphasis(self.options["label"], self.options["label"])
+            out.append(para)
+        node = nodes.math_block(text, text, nowrap=False, number=None)
+        node["docname"] = self.env.docname
+        out.append(node)
+        return out
+
+
+@functools.cache
+def _minilm() -> Any:
+    """The analysis of MiniLM-L6 for the worked numbers, or ``None`` when the checkpoint is not in the cache."""
+    from numerics._util.cache import cache_root
+    from numerics.analysis import analyze
+    from numerics.io.registry import REGISTRY
+
+    entry = REGISTRY["minilm-l6"]
+    folder = cache_root() / f"{entry.name}-{entry.version}"
+    if not (folder / "config.json").is_file():
+        return None
+    return analyze(str(folder))
+
+
+class Worked(SphinxDirective):
+    """A worked number on MiniLM-L6: runs its content (Python, with ``analysis`` the
+    :class:`numerics.analysis.Analysis` of MiniLM-L6) at build time and shows code and output. When the
+    checkpoint is not in the cache at build time, the page says so instead."""
+
+    has_content = True
+
+    def run(self) -> list[nodes.Node]:
+        analysis = _minilm()
+        code = "\n".join(self.content)
+        if analysis is None:
+            text = (
+                "This worked number needs the MiniLM-L6 checkpoint, which was not in specbound's cache when this "
+                "page was built (``specbound fetch minilm-l6`` fetches it; the next build shows the number)."
+            )
+            para = nodes.note()
+            para += nodes.paragraph(text, text)
+            return [para]
+        buf = io.StringIO()
+        namespace: dict[str, Any] = {"__name__": "__specbound_docs__", "analysis": analysis}
+        try:
+            with contextlib.redirect_stdout(buf):
+                exec(compile(code, f"<{self.env.docname}: specbound-worked>", "exec"), namespace)
+        except Exception as exc:
+            raise ExtensionError(f"{self.env.docname}: the worked number failed: {type(exc).__name__}: {exc}") from exc
+        src = nodes.literal_block(code, code)
+        src["language"] = "python"
+        text = _clean(buf.getvalue()).rstrip("\n")
+        return [src, nodes.literal_block(text, text)]
+
+
 class Include(SphinxDirective):
     """``.. specbound-file:: PATH`` shows a text file written by an earlier ``specbound-run`` of
     ``specbound study`` (the folder in the config value ``specbound_study_dir``)."""
@@ -945,6 +1030,8 @@ def setup(app: Sphinx) -> dict[str, Any]:
         ("specbound-python", Python),
         ("specbound-file", Include),
         ("specbound-study", StudyRun),
+        ("specbound-form", Form),
+        ("specbound-worked", Worked),
     ):
         app.add_directive(name, cls)
     app.connect("builder-inited", _prepare)
