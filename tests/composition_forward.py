@@ -210,7 +210,7 @@ def build_thin_layernorm(folder: Path) -> Built:
     (``x + attn(x) = b_o``), and ``b_o`` is a zero-mean vector of norm about ``0.06``; the feedforward weights are
     scaled by ``10^-3``. The LayerNorm then amplifies a change of ``b_o`` by up to ``g_inf / std(b_o)``
     (:func:`theory.normlayers.layernorm_lipschitz`), far above the 1 of the projection idealisation the bound's
-    Lipschitz model keeps (:mod:`theory.normlayers`, README "The network evaluated")."""
+    Lipschitz model keeps (:mod:`theory.normlayers`, docs/design.md, "The network evaluated")."""
     folder.mkdir(parents=True, exist_ok=True)
     N, F = 8, 16
     cfg = dict(

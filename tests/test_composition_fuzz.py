@@ -250,7 +250,7 @@ def test_real_norm_layers_are_lipschitz_with_their_true_constant(networks, name:
 @pytest.mark.xfail(
     strict=True,
     raises=AssertionError,
-    reason="the Lipschitz model keeps Edelman et al.'s projection idealisation (README 'The network evaluated'): "
+    reason="the Lipschitz model keeps Edelman et al.'s projection idealisation (docs/design.md, 'The network evaluated'): "
     "a real LayerNorm amplifies by up to g_inf / sigma, here the output moves by 77 times the composed budget, so it is not an upper bound "
     "for the real network; remove once the norms' true constants enter the propagation factors",
 )

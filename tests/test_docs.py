@@ -10,10 +10,13 @@ from __future__ import annotations
 import doctest
 import html
 import importlib
+import os
 import re
+import shutil
 import subprocess
 import sys
 import time
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
@@ -25,9 +28,34 @@ sys.path.insert(0, str(DOCS / "_ext"))
 import specbound_docs  # noqa: E402  (docs/_ext is not a package)
 
 
-def sphinx(src: Path, out: Path, *defines: str) -> subprocess.CompletedProcess[str]:
-    """``sphinx-build`` as ``./run docs`` runs it (fresh environment, nitpicky, warnings are errors)."""
+def _network_blocker(folder: Path) -> tuple[list[str], dict[str, str]]:
+    """``(command prefix, environment)`` that run a process with no network: in a new network namespace
+    (``unshare -n``, only a loopback that is down) where the system allows it, else with a
+    ``sitecustomize`` that refuses every socket connection other than a local (Unix) one, in that process
+    and in every Python process it starts."""
+    if shutil.which("unshare") and subprocess.run(["unshare", "-n", "true"], capture_output=True).returncode == 0:
+        return ["unshare", "-n"], dict(os.environ)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "sitecustomize.py").write_text(
+        "import socket\n"
+        "_connect = socket.socket.connect\n"
+        "def _refuse(self, address, *args):\n"
+        "    if self.family != socket.AF_UNIX:\n"
+        "        raise OSError(f'network blocked by tests/test_docs.py: {address}')\n"
+        "    return _connect(self, address, *args)\n"
+        "socket.socket.connect = _refuse\n",
+        encoding="utf-8",
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(folder), os.environ.get("PYTHONPATH")]))}
+    return [], env
+
+
+def sphinx(src: Path, out: Path, *defines: str, offline: bool = False) -> subprocess.CompletedProcess[str]:
+    """``sphinx-build`` as ``./run docs`` runs it (fresh environment, nitpicky, warnings are errors); with
+    ``offline``, with the network blocked (:func:`_network_blocker`)."""
+    prefix, env = _network_blocker(out / "no-network") if offline else ([], dict(os.environ))
     cmd = [
+        *prefix,
         sys.executable,
         "-m",
         "sphinx",
@@ -44,12 +72,12 @@ def sphinx(src: Path, out: Path, *defines: str) -> subprocess.CompletedProcess[s
         str(src),
         str(out / "html"),
     ]
-    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900)
+    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900, env=env)
 
 
 @pytest.fixture(scope="session")
 def site(tmp_path_factory, executed_notebooks, smoke_run):
-    """``(html folder, seconds the build took)``."""
+    """``(html folder, seconds the build took)``, built with the network blocked."""
     notebooks, errors = executed_notebooks
     assert not any(errors.values()), errors
     base, process = smoke_run
@@ -59,7 +87,7 @@ def site(tmp_path_factory, executed_notebooks, smoke_run):
     (study / "out").symlink_to(base / "out", target_is_directory=True)
     out = tmp_path_factory.mktemp("docs-build")
     start = time.perf_counter()
-    done = sphinx(DOCS, out, f"specbound_executed_notebooks={notebooks}", f"specbound_study_dir={study}")
+    done = sphinx(DOCS, out, f"specbound_executed_notebooks={notebooks}", f"specbound_study_dir={study}", offline=True)
     seconds = time.perf_counter() - start
     print(f"[test_docs] the site built in {seconds:.0f} s", file=sys.stderr)
     assert done.returncode == 0, f"the site did not build:\n{done.stderr[-6000:]}"
@@ -146,11 +174,11 @@ def test_every_theory_statement_is_on_the_statements_page_with_its_status(site):
     import sympy as sp
 
     from theory import covers, thm41
-    from theory.symbols import SYMBOLS
+    from theory.symbols import SYMBOLS, latex
 
-    assert sp.latex(thm41.kappa()) in shown
+    assert latex(thm41.kappa()) in shown
     args = {n: SYMBOLS.get(n, sp.Symbol(n, positive=True)) for n in ("k", "dims", "frob", "scale", "eps")}
-    assert sp.latex(covers.rank_cover(**args)) in shown
+    assert latex(covers.rank_cover(**args)) in shown
     assert text.count("Status:") >= 100
 
 
@@ -278,3 +306,233 @@ def test_a_page_that_no_longer_matches_the_code_fails_the_build(tmp_path, body, 
     done = sphinx(src, tmp_path / "out")
     assert done.returncode != 0
     assert expected in done.stderr
+
+
+# --------------------------------------------------------------------------- offline math, links, a browser
+
+
+class _Page(HTMLParser):
+    """A page's visible text outside math elements and scripts, its scripts' sources, its links and its ids."""
+
+    _VOID = {"br", "img", "input", "meta", "link", "hr", "source", "col", "area", "base", "embed", "wbr", "track"}
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.text: list[str] = []
+        self.scripts: list[str] = []
+        self.links: list[str] = []
+        self.ids: set[str] = set()
+        self._stack: list[bool] = []  # per open element: is its content hidden from the text check
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = dict(attrs)
+        if a.get("id"):
+            self.ids.add(a["id"] or "")
+        if tag == "script" and a.get("src"):
+            self.scripts.append(a["src"] or "")
+        if tag == "a" and a.get("href"):
+            self.links.append(a["href"] or "")
+        if tag in ("link", "img") and (a.get("href") or a.get("src")):
+            self.links.append(a.get("href") or a.get("src") or "")
+        if tag in self._VOID:
+            return
+        classes = (a.get("class") or "").split()
+        hidden = tag in ("script", "style", "template") or "math" in classes
+        self._stack.append(hidden or (bool(self._stack) and self._stack[-1]))
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag not in self._VOID and self._stack:
+            self._stack.pop()
+
+    def handle_data(self, data: str) -> None:
+        if not (self._stack and self._stack[-1]):
+            self.text.append(data)
+
+
+def parsed(path: Path) -> _Page:
+    parser = _Page()
+    parser.feed(path.read_text(encoding="utf-8"))
+    return parser
+
+
+def test_math_renders_offline_from_the_served_mathjax_and_no_raw_latex_is_left_in_the_text(site):
+    """Built with the network blocked (the ``site`` fixture): every page that holds math loads MathJax from
+    the site itself (the file is there), no page loads a script from another host, and no ``\\(`` or
+    ``\\[`` is left in any page's visible text (LaTeX appears only inside the math elements MathJax
+    typesets)."""
+    root = site[0]
+    mathjax = root / "_static" / "mathjax" / "tex-chtml.js"
+    assert mathjax.is_file() and mathjax.stat().st_size > 100_000, "MathJax is not served from the site"
+    with_math = 0
+    for path in sorted(root.rglob("*.html")):
+        page_ = parsed(path)
+        remote = [s for s in page_.scripts if re.match(r"^(https?:)?//", s)]
+        assert not remote, f"{path.relative_to(root)} loads scripts from another host: {remote}"
+        text = "".join(page_.text)
+        for raw in ("\\(", "\\["):
+            assert raw not in text, (
+                f"{path.relative_to(root)}: raw {raw} in the visible text: ...{text[text.index(raw) - 80 : text.index(raw) + 80]}..."
+            )
+        if 'class="math' in path.read_text(encoding="utf-8"):
+            with_math += 1
+            served = [s for s in page_.scripts if s.endswith("mathjax/tex-chtml.js")]
+            assert served, f"{path.relative_to(root)} has math but does not load the served MathJax"
+            assert (path.parent / served[0]).resolve() == mathjax.resolve()
+    assert with_math >= 10  # the theory pages, the notebooks, the API of theory
+
+
+def test_symbols_are_typeset_as_the_paper_writes_them(site):
+    """``eps`` is epsilon (not e.p.s), ``B_out`` a subscripted B, in the site and in ``derive --latex``."""
+    text = html.unescape(page(site, "theory/derived.html"))
+    assert "\\varepsilon" in text and "B_{\\mathrm{out}}" in text
+    assert not re.search(r"(?<![\\a-zA-Z_{])eps(?![a-zA-Z])", " ".join(math_blocks(page(site, "theory/derived.html"))))
+
+
+def test_every_internal_link_resolves(site):
+    """Every link of every page to another page of the site (and every anchor it names) exists."""
+    root = site[0]
+    pages = {path: parsed(path) for path in root.rglob("*.html")}
+    ids = {path.resolve(): p.ids for path, p in pages.items()}
+    broken = []
+    checked = 0
+    for path, p in pages.items():
+        for link in p.links:
+            if re.match(r"^[a-z][a-z0-9+.-]*:", link) or link.startswith("//"):
+                continue  # another host (the paper), mailto:, data:
+            target, _, anchor = link.partition("#")
+            dest = (path.parent / target).resolve() if target else path.resolve()
+            checked += 1
+            if not dest.exists():
+                broken.append(f"{path.relative_to(root)} -> {link}")
+            elif anchor and dest.suffix == ".html" and anchor not in ids.get(dest, set()):
+                broken.append(f"{path.relative_to(root)} -> {link} (no such anchor)")
+    assert checked > 1000
+    assert not broken, broken[:20]
+
+
+def test_the_new_pages_are_there_and_say_what_they_must(site):
+    root = site[0]
+    for name in (
+        "install.html",
+        "tutorial.html",
+        "glossary.html",
+        "faq.html",
+        "changelog.html",
+        "citation.html",
+        "design.html",
+        "howto/own-checkpoint.html",
+        "howto/precision.html",
+        "howto/compare.html",
+        "howto/cover.html",
+        "howto/cluster.html",
+        "_static/favicon.svg",
+    ):
+        assert (root / name).is_file(), name
+    for name in (
+        "thm41",
+        "thm31",
+        "composition",
+        "peeling",
+        "normlayers",
+        "effective-rank",
+        "baselines",
+        "regimes",
+        "network",
+        "validity",
+        "notation",
+    ):
+        text = " ".join(html.unescape(re.sub(r"<[^>]+>", " ", page(site, f"theory/{name}.html"))).split())
+        assert "Status" in text or "status" in text, name
+        assert "Worked number" in text, name
+    assert "arxiv.org/abs/2605.07297" in page(site, "index.html")
+    citation = html.unescape(page(site, "citation.html"))
+    assert "eprint        = {2605.07297}" in citation and "@software{specbound" in citation
+    assert 'rel="icon"' in page(site, "index.html")
+    install = html.unescape(page(site, "install.html"))
+    assert "CPU-only" in install and "download.pytorch.org/whl/cpu" in install
+
+
+def test_the_glossary_lists_every_field_of_the_table(site):
+    from numerics.report.fields import FIELDS
+
+    text = html.unescape(page(site, "glossary.html"))
+    for f in FIELDS:
+        assert f.path in text, f.path
+
+
+def test_api_reference_is_split_by_subpackage(site):
+    root = site[0]
+    parts = specbound_docs.api_parts("numerics")
+    assert {"bounds", "io", "report", "study"} <= set(parts)
+    for part in parts:
+        assert (root / "api" / "numerics" / f"{part}.html").is_file(), part
+    assert (root / "api" / "numerics.html").stat().st_size < 1_000_000  # was one 2.3 MB page
+
+
+def test_notebook_figures_render_and_no_cache_path_leaks(site):
+    root = site[0] / "_generated" / "notebooks"
+    for name in ("02_regimes", "04_monte_carlo"):
+        text = (root / f"{name}.html").read_text(encoding="utf-8")
+        assert "&lt;Figure size" not in text and "<Figure size" not in text, name
+        assert "<img" in text, name
+    text = html.unescape((root / "03_real_weights.html").read_text(encoding="utf-8"))
+    assert ".cache/specbound" not in text and "SPECBOUND_CACHE" not in text
+
+
+def test_no_page_names_math_md():
+    """The project carries its own account: nothing points a reader to a MATH.md they cannot open."""
+    found = subprocess.run(
+        ["git", "grep", "-n", "MATH.md", "--", ".", ":!tests/test_docs.py"], cwd=ROOT, capture_output=True, text=True
+    ).stdout
+    assert found == "", found
+    # every docs/ page the code points to instead exists
+    named = set()
+    for folder in ("theory", "numerics", "notebooks", "tests"):
+        for path in (ROOT / folder).rglob("*"):
+            if path.suffix in (".py", ".ipynb"):
+                named |= set(re.findall(r"docs/[\w/.-]+\.(?:md|rst)", path.read_text(encoding="utf-8")))
+    assert named and all((ROOT / n).is_file() for n in named), sorted(n for n in named if not (ROOT / n).is_file())
+
+
+def _chromium() -> str | None:
+    for name in ("chromium", "chromium-browser", "google-chrome", "chrome"):
+        if shutil.which(name):
+            return shutil.which(name)
+    return None
+
+
+@pytest.mark.skipif(_chromium() is None, reason="no Chromium on this machine: the headless-browser check is skipped")
+def test_the_site_in_a_headless_browser(site, tmp_path):
+    """Chromium (headless, no network) opens the landing page, a theory page and a notebook page: MathJax
+    typesets every formula (no ``\\(`` left in the rendered text), and screenshots of the three pages are
+    kept as build artefacts in ``docs/_build/screenshots``."""
+    exe = _chromium()
+    shots = ROOT / "docs" / "_build" / "screenshots"
+    shots.mkdir(parents=True, exist_ok=True)
+    base = [
+        exe,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        f"--user-data-dir={tmp_path / 'profile'}",
+        "--virtual-time-budget=15000",
+        "--window-size=1280,1600",
+    ]
+    prefix, env = _network_blocker(tmp_path / "no-network")
+    for name, shot in (
+        ("index.html", "landing.png"),
+        ("theory/thm41.html", "theory-thm41.png"),
+        ("_generated/notebooks/02_regimes.html", "notebook-02.png"),
+    ):
+        url = (site[0] / name).as_uri()
+        dom = subprocess.run([*prefix, *base, "--dump-dom", url], capture_output=True, text=True, timeout=120, env=env)
+        assert dom.returncode == 0, dom.stderr[-2000:]
+        rendered = re.sub(r"<(script|style)\b.*?</\1>", "", dom.stdout, flags=re.S)
+        if name != "index.html":
+            assert "<mjx-container" in rendered, f"{name}: MathJax typeset nothing"
+        visible = html.unescape(re.sub(r"<[^>]+>", " ", rendered))
+        assert "\\(" not in visible and "\\[" not in visible, f"{name}: raw LaTeX after MathJax ran"
+        done = subprocess.run(
+            [*prefix, *base, f"--screenshot={shots / shot}", url], capture_output=True, text=True, timeout=120, env=env
+        )
+        assert done.returncode == 0 and (shots / shot).stat().st_size > 10_000, done.stderr[-2000:]

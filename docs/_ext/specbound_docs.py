@@ -516,6 +516,27 @@ def defined_here(module: Any) -> list[str]:
     return out
 
 
+def _api_lines(modules: list[str]) -> list[str]:
+    import importlib
+
+    out: list[str] = []
+    for name in modules:
+        module = importlib.import_module(name)
+        out += _heading(f"``{name}``", H2)
+        out += [f".. automodule:: {name}", ""]
+        for member in defined_here(module):
+            obj = getattr(module, member)
+            if inspect.isclass(obj):
+                out += [f".. autoclass:: {name}.{member}", "   :members:", ""]
+            elif _is_function(obj):
+                out += [f".. autofunction:: {name}.{member}", ""]
+            else:
+                text = repr(obj)  # a long value, or one naming this machine's folders, is left out
+                hide = len(text) > 120 or str(ROOT) in text or HOME in text
+                out += [f".. autodata:: {name}.{member}", *(["   :no-value:"] if hide else []), ""]
+    return out
+
+
 class Api(_Generated):
     """``automodule`` for every public module of a package, each with the names of its ``__all__`` it
     defines (a name a package re-exports is documented once, where it is defined)."""
@@ -523,24 +544,8 @@ class Api(_Generated):
     required_arguments = 1
 
     def lines(self) -> list[str]:
-        import importlib
 
-        out: list[str] = []
-        for name in package_modules(self.arguments[0]):
-            module = importlib.import_module(name)
-            out += _heading(f"``{name}``", H2)
-            out += [f".. automodule:: {name}", ""]
-            for member in defined_here(module):
-                obj = getattr(module, member)
-                if inspect.isclass(obj):
-                    out += [f".. autoclass:: {name}.{member}", "   :members:", ""]
-                elif _is_function(obj):
-                    out += [f".. autofunction:: {name}.{member}", ""]
-                else:
-                    text = repr(obj)  # a long value, or one naming this machine's folders, is left out
-                    hide = len(text) > 120 or str(ROOT) in text or HOME in text
-                    out += [f".. autodata:: {name}.{member}", *(["   :no-value:"] if hide else []), ""]
-        return out
+        return _api_lines(package_modules(self.arguments[0]))
 
 
 class Exports(_Generated):
@@ -560,6 +565,52 @@ class Exports(_Generated):
                 f"     - {_cell(doc) or ' '}",
             ]
         return out + [""]
+
+
+class Glossary(_Generated):
+    """The glossary: every entry of :data:`numerics.report.fields.FIELDS` (the table the writers' fields are
+    checked against), one row each."""
+
+    def lines(self) -> list[str]:
+        from numerics.report.fields import FIELDS
+
+        out = [".. list-table::", "   :header-rows: 1", "   :widths: 35 12 8 45", ""]
+        out += ["   * - field", "     - unit", "     - log", "     - meaning"]
+        for f in FIELDS:
+            out += [
+                f"   * - ``{f.path}``",
+                f"     - {_cell(f.unit) or '-'}",
+                f"     - {f.log or '-'}",
+                f"     - {_escaped(_cell(f.meaning))}",
+            ]
+        return out + [""]
+
+
+class ApiPackage(_Generated):
+    """``automodule`` entries for the modules of one subpackage (or the package's top-level modules):
+    ``.. specbound-api-part:: numerics io`` documents ``numerics.io`` and its modules; ``numerics .`` the
+    package itself and its modules that are not in a subpackage."""
+
+    required_arguments = 2
+
+    def lines(self) -> list[str]:
+        package, part = self.arguments
+        prefix = f"{package}.{part}"
+        subpackages = api_parts(package)
+        names = []
+        for name in package_modules(package):
+            if part == ".":
+                if not any(name == f"{package}.{s}" or name.startswith(f"{package}.{s}.") for s in subpackages):
+                    names.append(name)
+            elif name == prefix or name.startswith(prefix + "."):
+                names.append(name)
+        return _api_lines(names)
+
+
+def api_parts(package: str) -> list[str]:
+    """The public subpackages of ``package`` (folders with an ``__init__.py``), each an API page of its own."""
+    base = ROOT / package
+    return sorted(p.name for p in base.iterdir() if (p / "__init__.py").is_file() and not p.name.startswith("_"))
 
 
 # --------------------------------------------------------------------------- captured output
@@ -1032,6 +1083,8 @@ def setup(app: Sphinx) -> dict[str, Any]:
         ("specbound-study", StudyRun),
         ("specbound-form", Form),
         ("specbound-worked", Worked),
+        ("specbound-glossary", Glossary),
+        ("specbound-api-part", ApiPackage),
     ):
         app.add_directive(name, cls)
     app.connect("builder-inited", _prepare)
