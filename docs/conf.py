@@ -76,5 +76,4 @@ html_title = f"specbound {release}"
 html_static_path = ["_static"]
 html_css_files = ["specbound.css"]
 html_favicon = "_static/favicon.svg"
-html_logo = "_static/favicon.svg"
 html_show_sourcelink = False

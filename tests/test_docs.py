@@ -10,11 +10,13 @@ from __future__ import annotations
 import doctest
 import html
 import importlib
+import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from html.parser import HTMLParser
 from pathlib import Path
@@ -337,7 +339,8 @@ class _Page(HTMLParser):
         if tag in self._VOID:
             return
         classes = (a.get("class") or "").split()
-        hidden = tag in ("script", "style", "template") or "math" in classes
+        # math elements (MathJax typesets them), scripts, and code shown as code (a regex's ``\[`` is not LaTeX)
+        hidden = tag in ("script", "style", "template", "pre", "code") or "math" in classes
         self._stack.append(hidden or (bool(self._stack) and self._stack[-1]))
 
     def handle_endtag(self, tag: str) -> None:
@@ -400,6 +403,7 @@ def test_every_internal_link_resolves(site):
             if re.match(r"^[a-z][a-z0-9+.-]*:", link) or link.startswith("//"):
                 continue  # another host (the paper), mailto:, data:
             target, _, anchor = link.partition("#")
+            target = target.partition("?")[0]  # a cache-busting query (``furo.css?v=...``)
             dest = (path.parent / target).resolve() if target else path.resolve()
             checked += 1
             if not dest.exists():
@@ -536,3 +540,90 @@ def test_the_site_in_a_headless_browser(site, tmp_path):
             [*prefix, *base, f"--screenshot={shots / shot}", url], capture_output=True, text=True, timeout=120, env=env
         )
         assert done.returncode == 0 and (shots / shot).stat().st_size > 10_000, done.stderr[-2000:]
+
+
+# --------------------------------------------------------------------------- the build's own files (issue 30, item 6)
+
+
+def _prepare_into(srcdir: Path, executed: Path) -> None:
+    """The extension's ``builder-inited`` step, copying ``executed`` notebooks into ``srcdir/_generated/notebooks``."""
+    from types import SimpleNamespace
+
+    config = SimpleNamespace(
+        specbound_render_notebooks=True, specbound_executed_notebooks=str(executed), specbound_study_dir="given"
+    )
+    specbound_docs._prepare(SimpleNamespace(srcdir=str(srcdir), config=config))
+
+
+@pytest.fixture()
+def executed_copies(tmp_path):
+    folder = tmp_path / "executed"
+    folder.mkdir()
+    for nb in sorted((ROOT / "notebooks").glob("*.ipynb")):  # unexecuted: no outputs, no errors
+        shutil.copyfile(nb, folder / nb.name)
+    return folder
+
+
+def test_the_docs_build_removes_only_what_it_recorded_writing(tmp_path, executed_copies):
+    from sphinx.errors import ExtensionError
+
+    src = tmp_path / "docs"
+    target = src / "_generated" / "notebooks"
+    target.mkdir(parents=True)
+    (target / "my-notes.txt").write_text("mine", encoding="utf-8")  # a user's file in the folder
+    _prepare_into(src, executed_copies)
+    names = sorted(p.name for p in executed_copies.iterdir())
+    assert (target / "my-notes.txt").read_text(encoding="utf-8") == "mine"
+    assert all((target / n).is_file() for n in names)
+    assert set(json.loads((target / specbound_docs.RECORD).read_text(encoding="utf-8"))["files"]) == set(names)
+    _prepare_into(src, executed_copies)  # a second build replaces its own files, keeps the user's
+    assert (target / "my-notes.txt").read_text(encoding="utf-8") == "mine"
+    # a file the build wrote and the user changed since is not the build's to delete
+    (target / names[0]).write_text("edited", encoding="utf-8")
+    with pytest.raises(ExtensionError, match="changed since"):
+        _prepare_into(src, executed_copies)
+    assert (target / names[0]).read_text(encoding="utf-8") == "edited"
+    # a user's file under a name the build writes, with no record of it, is refused and kept
+    (target / specbound_docs.RECORD).unlink()
+    with pytest.raises(ExtensionError, match="not written by the documentation build"):
+        _prepare_into(src, executed_copies)
+    assert (target / names[0]).read_text(encoding="utf-8") == "edited"
+    assert (target / "my-notes.txt").is_file()
+
+
+def test_the_docs_build_refuses_a_symlinked_output_folder(tmp_path, executed_copies):
+    from sphinx.errors import ExtensionError
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "keep.txt").write_text("keep", encoding="utf-8")
+    src = tmp_path / "docs"
+    (src / "_generated").mkdir(parents=True)
+    (src / "_generated" / "notebooks").symlink_to(elsewhere, target_is_directory=True)
+    with pytest.raises(ExtensionError, match="not a folder the documentation build wrote"):
+        _prepare_into(src, executed_copies)
+    assert sorted(p.name for p in elsewhere.iterdir()) == ["keep.txt"]
+
+
+def test_a_notebook_executed_by_the_build_leaves_nothing_in_tmpdir(tmp_path, monkeypatch):
+    import nbformat
+
+    scratch = tmp_path / "TMPDIR"
+    scratch.mkdir()
+    monkeypatch.setenv("TMPDIR", str(scratch))
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("import tempfile\nprint(tempfile.mkdtemp())")]  # never removed by the cell
+    path = tmp_path / "leaky.ipynb"
+    nbformat.write(nb, path)
+    specbound_docs.execute_notebook(path, tmp_path / "out.ipynb")
+    printed = nbformat.read(tmp_path / "out.ipynb", as_version=4).cells[0].outputs[0]["text"]
+    assert printed.strip(), "the cell ran"
+    assert list(scratch.iterdir()) == [], sorted(p.name for p in scratch.iterdir())
+
+
+def test_the_notebooks_remove_their_temporary_folders():
+    """The notebooks write their reports into temporary folders they remove (notebooks 03, 05 and 07 left
+    three folders in ``$TMPDIR``): no ``mkdtemp`` whose folder stays behind."""
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        assert "mkdtemp(" not in path.read_text(encoding="utf-8"), path.name

@@ -934,6 +934,7 @@ def _prepare(app: Sphinx) -> None:
     finally:
         write_record(target, written)
     if not app.config.specbound_study_dir:
+        _say("running `specbound study --preset smoke` for the getting-started page (about half a minute)")
         tmp = Path(tempfile.mkdtemp(prefix="specbound-docs-study-"))
         app.connect("build-finished", lambda app, exc: shutil.rmtree(tmp, ignore_errors=True))
         exe = Path(sys.executable).with_name("specbound")
