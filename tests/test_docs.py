@@ -479,6 +479,10 @@ def test_notebook_figures_render_and_no_cache_path_leaks(site):
         text = (root / f"{name}.html").read_text(encoding="utf-8")
         assert "&lt;Figure size" not in text and "<Figure size" not in text, name
         assert "<img" in text, name
+    for path in sorted(root.glob("*.html")):  # every figure says what it shows (not its file's hash)
+        alts = re.findall(r'<img[^>]*\balt="([^"]*)"', path.read_text(encoding="utf-8"))
+        hashed = [a for a in alts if "_images/" in a or not a.strip()]
+        assert not hashed, f"{path.name}: figures without alt text: {hashed[:2]}"
     text = html.unescape((root / "03_real_weights.html").read_text(encoding="utf-8"))
     assert ".cache/specbound" not in text and "SPECBOUND_CACHE" not in text
 
@@ -526,7 +530,7 @@ def test_the_site_in_a_headless_browser(site, tmp_path):
     for name, shot in (
         ("index.html", "landing.png"),
         ("theory/thm41.html", "theory-thm41.png"),
-        ("_generated/notebooks/02_regimes.html", "notebook-02.png"),
+        ("_generated/notebooks/01_deriving_theorem_4_1.html", "notebook-01.png"),
     ):
         url = (site[0] / name).as_uri()
         dom = subprocess.run([*prefix, *base, "--dump-dom", url], capture_output=True, text=True, timeout=120, env=env)

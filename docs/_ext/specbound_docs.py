@@ -35,6 +35,7 @@ import functools
 import inspect
 import io
 import itertools
+import logging
 import os
 import re
 import shutil
@@ -802,6 +803,7 @@ def execute_notebook(path: Path, out: Path) -> None:
         scratch.mkdir()
         env = {**os.environ, "TMPDIR": str(scratch), "TEMP": str(scratch), "TMP": str(scratch)}
         client = NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": tmp}})
+        client.log.setLevel(logging.WARNING)  # the build names each notebook itself (_prepare)
         client.execute(env=env)  # passed on to the kernel process
     nbformat.write(nb, out)
 
