@@ -91,6 +91,8 @@ class Analysis:
         skipped: ``[{name, reason}]``.
         settings: the bound and model settings used.
         singular_values: each matrix's singular values by name (not serialised).
+        singular_values_upper: each matrix's upper bounds of its singular values by name (what the bound's ``S_p``
+            and spectral radius read; serialised with ``spectra``).
     """
 
     model: dict[str, Any]
@@ -101,17 +103,27 @@ class Analysis:
     settings: dict[str, Any]
     singular_values: dict[str, np.ndarray] = field(repr=False, default_factory=dict)
     covers: dict[str, Any] | None = None
+    singular_values_upper: dict[str, np.ndarray] = field(repr=False, default_factory=dict)
 
     def to_json(self, *, spectra: bool = False) -> dict[str, Any]:
         """The JSON document (finite floats only; ``null`` where a value overflowed).
 
-        With ``spectra`` every matrix row also holds its ``singular_values`` (descending, float64); in a row whose
-        ``spectrum`` is ``"gram-norms"`` they are certified only absolutely (``analyze(spectra=True)`` certifies
-        each one).
+        With ``spectra`` every matrix row also holds its ``singular_values`` (descending, float64; in a row whose
+        ``spectrum`` is ``"gram-norms"`` they are certified only absolutely, ``analyze(spectra=True)`` certifies
+        each one) and ``singular_values_upper``, the upper bound of each that the bound reads.
         """
         matrices = self.matrices
         if spectra:
-            matrices = [{**row, "singular_values": self.spectrum(row["name"])} for row in matrices]
+            matrices = [
+                {
+                    **row,
+                    "singular_values": self.spectrum(row["name"]),
+                    "singular_values_upper": sorted(
+                        (float(v) for v in self.singular_values_upper.get(row["name"], ())), reverse=True
+                    ),
+                }
+                for row in matrices
+            ]
         doc = {
             "model": self.model,
             "matrices": matrices,
@@ -215,6 +227,7 @@ def evaluate_bounds(
                 settings=settings_out,
                 singular_values={st.name: np.asarray(st.singular_values) for st in stats},
                 covers=None if composed is None else composed.as_dict(),
+                singular_values_upper={st.name: np.asarray(st.singular_values_upper) for st in stats},
             )
     except (FloatingPointError, OverflowError) as exc:
         largest = max(stats, key=lambda st: st.spectral_norm, default=None)
@@ -601,6 +614,13 @@ def describe_network(ckpt: Any, model: ModelSettings = ModelSettings()) -> dict[
             if ckpt.map.gate is not None
             else {"gated": False, "model": "sigma(x W_1) W_2"}
         ),
+        "spectra": {
+            "stored_dtype": ckpt.dtype,
+            "rule": "every singular value of the stored matrix counts: S_0 leaves out only values certified zero "
+            "(a per-head product's d_h, zero rows or columns), S_p sums an upper bound of each value; nothing is "
+            "cut at the stored dtype's rounding level (numerical_rank, the numpy rule at that level, is reported "
+            "only); each matrix's rank_rule and spectrum say how",
+        },
         "lipschitz_model": "norm layers as projections onto the ball of radius B (Edelman et al. 2022), "
         "an idealisation: the bound is proven for that network; a real LayerNorm is g_inf/std_min-Lipschitz "
         "and can move the output by more (theory.normlayers; README, the composition fuzzer)",

@@ -506,13 +506,16 @@ def rademacher(matrices: Sequence[RefMatrix], p: Sequence[Any] | Any, settings: 
 
 
 def _peel(values: Sequence[Any], *, upward: bool = True) -> Any:
-    """``sum log(1/pi(k))`` with ``pi(k) = (2/3) / ((|k|+1)(|k|+2))`` (sums to 1 over all integers) at each value's
-    level on the grid ``2^k`` (:func:`grid_level`); zeros are not peeled."""
+    """``sum log(1/pi)``: ``pi(k) = (1/3) / ((|k|+1)(|k|+2))`` (sums to 1/2 over all integers) at each positive value's
+    level on the grid ``2^k`` (:func:`grid_level`), ``pi = 1/2`` for the zero class of each zero value (docs/theory/peeling.md,
+    zero is a value: the two halves sum to 1)."""
     total = _mpf(0)
     for v in values:
         if _mpf(v) > 0:
             k = abs(grid_level(v, upward=upward))
-            total += MP.log(MP.mpf(3) / 2 * (k + 1) * (k + 2))
+            total += MP.log(MP.mpf(3) * (k + 1) * (k + 2))
+        else:
+            total += MP.log(2)
     return total
 
 

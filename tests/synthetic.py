@@ -363,7 +363,12 @@ def stats_from_analysis(analysis: object) -> list[object]:
 
     return [
         SimpleNamespace(
-            **{**row, "shape": tuple(row["shape"]), "singular_values": analysis.singular_values[row["name"]]}
-        )  # type: ignore[attr-defined]
-        for row in analysis.matrices
-    ]  # type: ignore[attr-defined]
+            **{
+                **row,
+                "shape": tuple(row["shape"]),
+                "singular_values": analysis.singular_values[row["name"]],  # type: ignore[attr-defined]
+                "singular_values_upper": analysis.singular_values_upper[row["name"]],  # type: ignore[attr-defined]
+            }
+        )
+        for row in analysis.matrices  # type: ignore[attr-defined]
+    ]

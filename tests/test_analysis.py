@@ -172,7 +172,9 @@ def test_propagation_factors_against_a_naive_product(result):
     # Independent computation of rho for layer 0's VO head 0: the FF block of layer 0, then both blocks of layer 1,
     # every spectral norm at its grid value (docs/theory/peeling.md).
     rows = {
-        (m["layer"], m["kind"], m["head"]): {**m, "spectral_norm": _grid(m["spectral_norm"])} for m in result.matrices
+        # the class radius is the grid value of the spectral norm's upper bound (docs/theory/validity.md)
+        (m["layer"], m["kind"], m["head"]): {**m, "spectral_norm": _grid(m["spectral_norm_bound"])}
+        for m in result.matrices
     }
     B = math.sqrt(24)
     Ls = 1.13  # build_terms from statistics alone: ModelSettings.activation_lipschitz, documented as 1.13

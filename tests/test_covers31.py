@@ -76,7 +76,7 @@ def test_user_cover_from_its_own_file_runs_through_analyze(bert_folder, user_cov
         base["log_union"]
         - base["peel"]
         + sum(
-            math.log(1.5 * (abs(k) + 1) * (abs(k) + 2))
+            math.log(3 * (abs(k) + 1) * (abs(k) + 2))  # half the prior on the grid (theory.margin)
             for k in np.ceil(
                 np.log2([row["theorem_inputs"]["R_realised"] for row in doc["matrices"] if row.get("theorem_inputs")])
             )
@@ -117,7 +117,14 @@ def test_effective_rank_is_chosen_for_rank_one_heads_and_lowers_the_bound(tmp_pa
     cov = result.covers
     assert cov["chosen_by_group"]["layer0/qk"] == cov["chosen_by_group"]["layer1/qk"] == "effective_rank"
     qk = [row for row in result.matrices if row.get("cover") and row["theorem_inputs"]["kind"] == "bilinear"]
-    assert qk and all(row["cover"] == {"cover": "effective_rank", "r_head": 1} for row in qk)
+    assert qk and all(
+        {k: v for k, v in row["cover"].items() if k != "tail_paid"} == {"cover": "effective_rank", "r_head": 1}
+        for row in qk
+    )
+    for row in qk:  # the tail left out and paid for: ||W - W_1||_F from the upper values the bound read
+        upper = np.sort(result.singular_values_upper[row["name"]])[::-1]
+        assert row["cover"]["tail_paid"] == pytest.approx(float(np.sqrt(np.sum(upper[1:] ** 2))), rel=1e-12)
+        assert 0 < row["cover"]["tail_paid"] < 1e-6
     assert cov["log_rademacher"] < cov["alone"]["thm41"]["log_rademacher"]
     assert cov["generalization_gap_uncapped"] < cov["alone"]["thm41"]["generalization_gap_uncapped"]
     # one head's table against the form written out (theory.effective_rank, docstring: the cover at eps is
@@ -138,7 +145,7 @@ def test_effective_rank_is_chosen_for_rank_one_heads_and_lowers_the_bound(tmp_pa
     # its own post hoc cost: log min(a, b) for r_head plus the tail's peeling cost at its level
     tail = float(np.sqrt(np.sum(np.sort(t.singular_values)[::-1][1:] ** 2)))
     k = math.ceil(math.log2(tail))
-    assert one.cost == pytest.approx(math.log(24) + math.log(1.5 * (abs(k) + 1) * (abs(k) + 2)))
+    assert one.cost == pytest.approx(math.log(24) + math.log(3 * (abs(k) + 1) * (abs(k) + 2)))
 
 
 def _term(j, kind, sv, log_rho, group):
@@ -289,7 +296,13 @@ def test_one_cover_per_matrix_mixes_covers_inside_a_group_and_pays_log_k_per_mat
     group = covers31.compose(terms, post, covers, settings)
     matrix = covers31.compose(terms, post, covers, settings, choice="matrix")
     assert len(set(row["cover"] for row in group.per_matrix.values())) == 1
-    assert matrix.per_matrix == {"m0": {"cover": "effective_rank", "r_head": 1}, "m1": {"cover": "thm41", "p": 0.0}}
+    tail_m0 = float(np.sqrt(15) * 1e-9)  # the 15 values 1e-9 left out of m0 at r_head = 1
+    assert matrix.per_matrix["m1"] == {"cover": "thm41", "p": 0.0, "tail_paid": 0.0}
+    assert {k: v for k, v in matrix.per_matrix["m0"].items() if k != "tail_paid"} == {
+        "cover": "effective_rank",
+        "r_head": 1,
+    }
+    assert matrix.per_matrix["m0"]["tail_paid"] == pytest.approx(tail_m0, rel=1e-12)
     assert matrix.by_group == {"g0/qk": "mixed"}
     assert matrix.as_dict()["choice"] == "one cover per matrix, chosen post hoc (log k per matrix)"
     # per matrix every per-group assignment is scored too: never a larger complexity
@@ -299,10 +312,10 @@ def test_one_cover_per_matrix_mixes_covers_inside_a_group_and_pays_log_k_per_mat
     # the union, independently, from the reported assignment: Theorem 4.1 pays its matrix's radius S_p peeled and
     # log |P| = log 3 once for the group if any of its matrices uses it; the effective-rank cover pays log min(a, b)
     # for r_head and its tail ||W - W_r||_F peeled. Peeling at level k = ceil(log2 v) costs
-    # log(1.5 (|k|+1)(|k|+2)) (docs/theory/validity.md). What is left (spectral norms, B_out, gamma) is the same for both.
+    # log(3 (|k|+1)(|k|+2)) (theory.margin: half the prior on the grid). What is left (spectral norms, B_out, gamma) is the same for both.
     def peel(v):
         k = math.ceil(math.log2(v))
-        return math.log(1.5 * (abs(k) + 1) * (abs(k) + 2))
+        return math.log(3 * (abs(k) + 1) * (abs(k) + 2))
 
     def own(result):
         total, thm = result.choice_cost, False
@@ -314,7 +327,8 @@ def test_one_cover_per_matrix_mixes_covers_inside_a_group_and_pays_log_k_per_mat
                 total, thm = total + peel(radius), True
             else:
                 tail = float(np.sqrt(np.sum(np.sort(t.singular_values)[::-1][row["r_head"] :] ** 2)))
-                total += math.log(min(t.shape)) + (peel(tail) if tail > 0 else 0.0)
+                # a zero tail selects the zero class: log 2 (theory.margin)
+                total += math.log(min(t.shape)) + (peel(tail) if tail > 0 else math.log(2))
         return total + (math.log(3) if thm else 0.0)
 
     assert matrix.log_union - own(matrix) == pytest.approx(group.log_union - own(group), rel=1e-12)

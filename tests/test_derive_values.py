@@ -163,12 +163,15 @@ def test_thm31_values():
     # R (2B/(eps/2))^p (a+b+1) log(18 F B / (eps_min/2)) eps^p = 2 * 4 * 2 * 5 log 144
     assert_equal(value(f["coefficient_vector"], pt), 2 * 4 * 2 * 5 * sp.log(144))
     assert value(f["internal_cover_scale"], {}) == sp.Rational(1, 2)
-    # theory/margin.py: the grid v_0 c^k, prior (2/3)/((|k|+1)(|k|+2)), normaliser 3/2, cost log(1/prior)
+    # theory/margin.py: the grid v_0 c^k, prior (1/3)/((|k|+1)(|k|+2)) (half the mass; the zero class has the
+    # other half), normaliser 3/2, cost log(1/prior)
     k, c, v0 = S("k_peel"), S("c_peel"), S("v_0")
     assert value(f["peeling_grid_value"], {v0: 3, c: 2, k: -2}) == sp.Rational(3, 4)
-    assert value(f["peeling_prior"], {k: -3}) == sp.Rational(2, 3) / 20
+    assert value(f["peeling_prior"], {k: -3}) == sp.Rational(1, 3) / 20
+    assert value(f["peeling_zero_prior"], {}) == sp.Rational(1, 2)
+    assert_equal(value(f["peeling_zero_cost"], {}), sp.log(2))
     assert value(f["peeling_prior_normaliser"], {}) == sp.Rational(3, 2)
-    assert_equal(value(f["peeling_cost"], {k: 4}), sp.log(45))
+    assert_equal(value(f["peeling_cost"], {k: 4}), sp.log(90))
     # docs/theory/composition.md: min_w sum c_j w_j^-p = (sum_j c_j^(1/(1+p)))^(1+p) with c_j = a_j rho_j^p.
     J, j = S("J"), S("j")
     A_, rho = sp.IndexedBase("a"), sp.IndexedBase("rho")

@@ -21,9 +21,10 @@ from numerics.spectra.stats import (
     DTYPE_EPS,
     GRAM_RTOL,
     SPECTRUM_METHODS,
+    SVD_ALLOWANCE,
     gram_singular_values,
-    relative_rank_tolerance,
     schatten_power,
+    structural_rank,
     weight_stats,
     whole_singular_values,
     whole_spectrum,
@@ -50,84 +51,96 @@ def _with_spectrum(s: np.ndarray, rows: int, seed: int = 0, dtype: str = "F32") 
     return _stored(_orthonormal(rng, rows, m) @ np.diag(s) @ _orthonormal(rng, m, m).T, dtype)
 
 
-def _tolerance(w: np.ndarray, dtype: str) -> float:
-    return relative_rank_tolerance(w.shape, dtype_eps=DTYPE_EPS[dtype])
-
-
-def _check_certified(w: np.ndarray, dtype: str) -> np.ndarray:
-    """The Gram values (certified) against svdvals: same rank, every kept value and ||w||_F^2 within GRAM_RTOL."""
-    t = _tolerance(w, dtype)
-    gram = gram_singular_values(w, relative_tolerance=t)
-    assert gram is not None
+def _check_certified(w: np.ndarray) -> np.ndarray:
+    """The Gram values (certified) against svdvals: every value within GRAM_RTOL, each upper bound above the SVD's
+    value (the reference) and within GRAM_RTOL of it, ||w||_F^2 within GRAM_RTOL."""
+    gram = gram_singular_values(w)
+    assert gram is not None and gram.method == "gram"
     ref = scipy.linalg.svdvals(w)
-    rank = int(np.count_nonzero(gram > gram[0] * t))
-    assert rank == int(np.count_nonzero(ref > ref[0] * t))
-    assert np.all(np.abs(gram[:rank] - ref[:rank]) <= GRAM_RTOL * ref[:rank])
-    assert abs(np.sum(gram**2) - np.sum(ref**2)) <= GRAM_RTOL * np.sum(ref**2)
-    return gram
+    assert np.all(np.abs(gram.values - ref) <= GRAM_RTOL * ref)
+    assert np.all(gram.upper >= ref) and np.all(gram.upper <= ref * (1 + 2 * GRAM_RTOL))
+    assert abs(np.sum(gram.values**2) - np.sum(ref**2)) <= GRAM_RTOL * np.sum(ref**2)
+    return gram.values
 
 
 def test_clustered_spectrum_is_certified():
     # 96 singular values within 1e-9 of each other: no gap, yet each value is certified (Weyl needs none)
     s = 1.0 + 1e-9 * np.arange(96)
     w = _with_spectrum(s, 400)
-    gram = _check_certified(w, "F32")
+    gram = _check_certified(w)
     assert gram.size == 96 and np.ptp(gram) < 1e-6  # float32 storage spreads the cluster to about its eps
 
 
 def test_mildly_graded_spectrum_is_certified():
-    # graded over 1e-2..1 (a trained feedforward matrix's range): far above the rank tolerance, certified
+    # graded over 1e-2..1 (a trained feedforward matrix's range): every value certified
     w = _with_spectrum(np.geomspace(1.0, 1e-2, 64), 256, seed=1)
-    _check_certified(w, "F32")
+    _check_certified(w)
 
 
 def test_graded_spectrum_down_to_1e_8_is_not_certified_and_falls_back_to_the_svd():
-    # graded over 1e-8..1: the values just above the float32 rank tolerance (~3e-5 s_1) are only known to
-    # about delta / sigma^2 ~ 1e-3 from the Gram matrix: not certified, so the SVD is taken, bit for bit
+    # graded over 1e-8..1: the small values are only known to about delta / sigma^2 from the Gram matrix: not
+    # certified one by one, so the SVD is taken, bit for bit, with the stated allowance above each value
     w = _with_spectrum(np.geomspace(1.0, 1e-8, 64), 256, seed=2)
-    t = _tolerance(w, "F32")
-    assert gram_singular_values(w, relative_tolerance=t) is None
-    assert np.array_equal(whole_singular_values(w, relative_tolerance=t), scipy.linalg.svdvals(w))
-    # computing it anyway: the small kept values lose digits (observed 9e-9 here, against 1e-15 for the
-    # large ones; the worst case delta / (2 sigma^2) is 1e-3, which is what certification must assume)
-    lam = np.sqrt(np.maximum(np.linalg.eigvalsh(w.T @ w)[::-1], 0))
+    assert gram_singular_values(w) is None
+    got = whole_spectrum(w)
     ref = scipy.linalg.svdvals(w)
-    kept = ref > ref[0] * t
-    assert np.max(np.abs(lam[kept] / ref[kept] - 1)) > 1e-10
-    assert np.max(np.abs(lam[:8] / ref[:8] - 1)) < 1e-13
+    assert got.method == "svd" and np.array_equal(got.values, ref)
+    pad = SVD_ALLOWANCE * 64 * 2.0**-53 * ref[0]  # svd_upper's allowance: 8 min(a, b) u s_1
+    np.testing.assert_array_equal(got.upper, ref + pad)
 
 
-def test_exactly_rank_deficient_matrix_keeps_its_rank():
-    # rank 40 of 96 (then rounded to float32: the zero singular values become rounding noise, far below tol)
+def test_a_tail_below_the_old_rank_tolerance_is_kept():
+    # issue 29, item 1: a 512 x 128 float32 matrix with singular values (1, 127 x 1e-5). The old rule cut every
+    # value at or below s_1 max(a, b) eps_float32 = 6.1e-5 and reported S_0 = S_0.1 = 1. The stored matrix has
+    # rank 128 (float64's matrix_rank of the widened matrix), and S_0.1 = 1 + 127 (1e-5)^0.1 = 41.16 (closed form;
+    # float32 rounding moves the small values by about 1e-7 of s_1: 1e-2 of themselves, so 41.16 to 3 digits)
+    s = np.concatenate([[1.0], np.full(127, 1e-5)])
+    w = _with_spectrum(s, 512, seed=12)
+    st = weight_stats("w", w, kind="ff1", layer=0, dtype_eps=DTYPE_EPS["F32"])
+    assert st.rank == 128 == np.linalg.matrix_rank(w)
+    assert st.numerical_rank == 1  # the storage-precision rule, kept as a diagnostic only
+    assert st.schatten_p(0.1) == pytest.approx(1 + 127 * 1e-5**0.1, rel=2e-3)
+    assert st.schatten_p(0.1) >= float(np.sum(scipy.linalg.svdvals(w) ** 0.1))
+    assert st.schatten_p(0.0) == 128
+
+
+def test_exactly_rank_deficient_matrix_rounded_to_float32_is_full_rank():
+    # rank 40 of 96 before rounding to float32: the stored matrix's "zero" singular values are float32 rounding,
+    # about 1e-8 of s_1, and they are real (the network computes with the stored numbers): its float64 rank is 96,
+    # and every value counts
     s = np.concatenate([np.geomspace(1.0, 0.05, 40), np.zeros(56)])
     w = _with_spectrum(s, 300, seed=3)
-    gram = _check_certified(w, "F32")
-    assert int(np.count_nonzero(gram > gram[0] * _tolerance(w, "F32"))) == 40
+    st = weight_stats("w", w, kind="ff1", layer=0, dtype_eps=DTYPE_EPS["F32"])
+    assert st.rank == 96 == np.linalg.matrix_rank(w)
+    ref = scipy.linalg.svdvals(w)
+    assert st.schatten_p(0.5) >= float(np.sum(ref**0.5))
 
 
-def test_value_at_the_rank_tolerance_is_not_certified():
-    # one singular value within 1e-6 (relative) of the rank tolerance: the decision cannot be certified
-    m, rows = 48, 200
-    t = relative_rank_tolerance((rows, m), dtype_eps=DTYPE_EPS["F64"] * 2**20)  # a tolerance of 2e-11 * 200
-    s = np.linspace(1.0, 0.5, m)
-    s[-1] = t * (1 + 1e-6)
-    rng = np.random.default_rng(4)
-    w = _orthonormal(rng, rows, m) @ np.diag(s) @ _orthonormal(rng, m, m).T
-    assert gram_singular_values(w, relative_tolerance=t) is None
-    assert np.array_equal(whole_singular_values(w, relative_tolerance=t), scipy.linalg.svdvals(w))
+def test_zero_rows_and_columns_certify_a_lower_rank():
+    # zero rows and columns are certified structure: a 100 x 40 matrix whose last 15 columns and first 70 rows
+    # are zero has rank at most min(30, 25) = 25 (structural_rank), the count S_0 uses
+    rng = np.random.default_rng(13)
+    w = rng.standard_normal((100, 40))
+    w[:, 25:] = 0.0
+    w[:70] = 0.0
+    assert structural_rank(w) == 25
+    st = weight_stats("w", w, kind="ff1", layer=0)
+    assert st.rank == 25 == np.linalg.matrix_rank(w)
+    assert st.schatten_p(0.0) == 25
 
 
 @pytest.mark.parametrize("dtype", ["F32", "F16", "BF16"])
 def test_half_precision_inputs(dtype):
-    # stored in half precision, widened exactly: the rank tolerance is that dtype's (bfloat16: 2^-7 max(a, b))
+    # stored in half precision, widened exactly: every value counts whatever the storage dtype (before, bfloat16's
+    # tolerance 100 * 2^-7 = 0.78 s_1 kept only a few values); S_2 equals ||W||_F^2 from the entries to 1e-10
     rng = np.random.default_rng(5)
     w = _stored(rng.standard_normal((100, 40)) / 10, dtype)
-    gram = _check_certified(w, dtype)
+    _check_certified(w)
     ref = weight_stats("w", w, kind="ff1", layer=0, dtype_eps=DTYPE_EPS[dtype], method="svd")
     got = weight_stats("w", w, kind="ff1", layer=0, dtype_eps=DTYPE_EPS[dtype])
-    assert got.rank == ref.rank and np.array_equal(got.singular_values, gram)
-    if dtype == "BF16":  # t = 100 * 2^-7 = 0.78: only the values above 0.78 s_1 count
-        assert 0 < got.rank < 40
+    assert got.rank == ref.rank == 40 == np.linalg.matrix_rank(w)
+    assert got.schatten_p(2.0) == pytest.approx(float(np.sum(w * w)), rel=1e-10)
+    assert ref.schatten_p(2.0) == pytest.approx(float(np.sum(w * w)), rel=1e-10)
 
 
 def test_square_matrices_take_the_svd():
@@ -139,41 +152,27 @@ def test_square_matrices_take_the_svd():
 
 def _attention_like(seed: int, size: int = 96) -> np.ndarray:
     """A square matrix graded over 1e-4..1, stored in float32: like a trained attention matrix, whose smallest
-    kept values (1e-4 s_1, above the float32 rank tolerance ~1e-5 s_1) the Gram path cannot certify one by one."""
+    values (1e-4 s_1) the Gram path cannot certify one by one."""
     return _with_spectrum(np.geomspace(1.0, 1e-4, size), size, seed=seed)
 
 
-def test_square_matrix_only_reported_has_its_rank_and_norms_certified():
+def test_square_matrix_only_reported_has_its_norms_certified():
     w = _attention_like(8)
-    t = _tolerance(w, "F32")
     ref = scipy.linalg.svdvals(w)
-    assert gram_singular_values(w, relative_tolerance=t) is None  # its values one by one: not certified
-    values, how = whole_spectrum(w, relative_tolerance=t)
-    assert how == "svd" and np.array_equal(values, ref)  # each_value (the default) takes the SVD
-    values, how = whole_spectrum(w, relative_tolerance=t, each_value=False)
-    assert how == "gram-norms"
-    assert np.array_equal(values, gram_singular_values(w, relative_tolerance=t, each_value=False))
-    got = weight_stats("w", w, kind="q", layer=0, dtype_eps=DTYPE_EPS["F32"], each_value=False)
+    assert gram_singular_values(w) is None  # its values one by one: not certified
+    got = whole_spectrum(w)
+    assert got.method == "svd" and np.array_equal(got.values, ref)  # each_value (the default) takes the SVD
+    got = whole_spectrum(w, each_value=False)
+    assert got.method == "gram-norms"
+    assert np.all(got.upper >= ref)  # the upper bounds hold for every value, certified to GRAM_RTOL or not
+    assert np.array_equal(got.values, gram_singular_values(w, each_value=False).values)
+    st = weight_stats("w", w, kind="q", layer=0, dtype_eps=DTYPE_EPS["F32"], each_value=False)
     svd = weight_stats("w", w, kind="q", layer=0, dtype_eps=DTYPE_EPS["F32"], method="svd")
-    assert got.spectrum == "gram-norms" and got.rank == svd.rank == 96
-    for field in ("spectral_norm", "rank_tolerance", "frobenius_norm_squared", "frobenius_norm"):
-        assert abs(getattr(got, field) / getattr(svd, field) - 1) <= GRAM_RTOL, field
-    assert abs(got.stable_rank / svd.stable_rank - 1) <= 3.1 * GRAM_RTOL  # the bound the docstring proves
-    # the small values really are uncertain: the certificate would have to allow more than GRAM_RTOL for them
-    # (measured differences are far smaller; the worst case delta / (2 sigma^2) is what it must assume)
-    assert np.max(np.abs(values[:8] / ref[:8] - 1)) < 1e-12
-
-
-def test_square_matrix_with_a_value_at_the_rank_tolerance_takes_the_svd_even_when_only_reported():
-    m = 48
-    t = relative_rank_tolerance((m, m), dtype_eps=DTYPE_EPS["F64"] * 2**20)
-    s = np.linspace(1.0, 0.5, m)
-    s[-1] = t * (1 + 1e-6)  # the rank decision cannot be certified through the Gram matrix
-    rng = np.random.default_rng(9)
-    w = _orthonormal(rng, m, m) @ np.diag(s) @ _orthonormal(rng, m, m).T
-    assert gram_singular_values(w, relative_tolerance=t, each_value=False) is None
-    values, how = whole_spectrum(w, relative_tolerance=t, each_value=False)
-    assert how == "svd" and np.array_equal(values, scipy.linalg.svdvals(w))
+    assert st.spectrum == "gram-norms" and st.rank == svd.rank == 96
+    for field in ("spectral_norm", "frobenius_norm_squared", "frobenius_norm"):
+        assert abs(getattr(st, field) / getattr(svd, field) - 1) <= GRAM_RTOL, field
+    assert abs(st.stable_rank / svd.stable_rank - 1) <= 3.1 * GRAM_RTOL
+    assert np.max(np.abs(got.values[:8] / ref[:8] - 1)) < 1e-12
 
 
 @pytest.mark.parametrize("dtype", ["F16", "BF16"])
@@ -181,17 +180,18 @@ def test_square_half_precision_matrix_only_reported(dtype):
     w = _stored(np.random.default_rng(10).standard_normal((64, 64)) / 8, dtype)
     got = weight_stats("w", w, kind="o", layer=0, dtype_eps=DTYPE_EPS[dtype], each_value=False)
     svd = weight_stats("w", w, kind="o", layer=0, dtype_eps=DTYPE_EPS[dtype], method="svd")
-    assert got.spectrum in ("gram", "gram-norms") and got.rank == svd.rank
+    assert got.spectrum in ("gram", "gram-norms") and got.rank == svd.rank == 64
     assert abs(got.spectral_norm / svd.spectral_norm - 1) <= GRAM_RTOL
 
 
 def test_zero_and_empty_matrices():
-    t = 1e-5
-    assert gram_singular_values(np.zeros((80, 32)), relative_tolerance=t) is None  # left to the SVD
-    assert np.array_equal(whole_singular_values(np.zeros((80, 32)), relative_tolerance=t), np.zeros(32))
-    assert gram_singular_values(np.zeros((5, 0)), relative_tolerance=t).size == 0
+    assert gram_singular_values(np.zeros((80, 32))) is None  # left to the SVD
+    got = whole_spectrum(np.zeros((80, 32)))
+    assert np.array_equal(got.values, np.zeros(32)) and np.array_equal(got.upper, np.zeros(32))
+    assert weight_stats("z", np.zeros((80, 32)), kind="ff1", layer=0).rank == 0
+    assert gram_singular_values(np.zeros((5, 0))).values.size == 0
     with pytest.raises(ValueError, match="method"):
-        whole_singular_values(np.ones((3, 2)), relative_tolerance=t, method="eig")
+        whole_singular_values(np.ones((3, 2)), method="eig")
 
 
 # --------------------------------------------------------------------------- the Schatten table
@@ -446,5 +446,5 @@ def test_a_matrix_whose_gram_product_overflows_takes_the_svd_without_a_warning()
     # entries of 1e160: every Gram entry overflows float64 (1e320), the matrix itself does not; pytest runs with
     # warnings as errors, so numpy's "overflow encountered in matmul" would fail this test
     w = np.random.default_rng(11).standard_normal((80, 32)) * 1e160
-    values, how = whole_spectrum(w, relative_tolerance=_tolerance(w, "F64"))
-    assert how == "svd" and np.array_equal(values, scipy.linalg.svdvals(w))
+    got = whole_spectrum(w)
+    assert got.method == "svd" and np.array_equal(got.values, scipy.linalg.svdvals(w))

@@ -339,10 +339,10 @@ def test_posthoc_matches_the_reference(seed, layers, heads, tie, n):
 
 def test_union_cost_by_hand():
     # docs/theory/peeling.md: log(1/delta') = log(1/delta) + G log|P| + peel, with peel the sum of
-    # log(1/pi(k)) = log(3/2 (|k|+1)(|k|+2)) over the levels k (smallest integer with v <= 2^k) of each matrix's
-    # radius S_p and spectral norm, plus B_out = 1 (k = 0, log 3) and gamma = 1 (downward k = 0, log 3).
-    # Two matrices, one group each (tie = "matrix"), |P| = 3:
-    # A: singular values (3, 1): s = 3 (k = 2, log 18); B: singular value 0.5: s = 0.5 (k = -1, log 9).
+    # log(1/pi(k)) = log(3 (|k|+1)(|k|+2)) (half the prior on the grid, theory.margin) over the levels k (smallest
+    # integer with v <= 2^k) of each matrix's radius S_p and spectral norm, plus B_out = 1 (k = 0, log 6) and
+    # gamma = 1 (downward k = 0, log 6). Two matrices, one group each (tie = "matrix"), |P| = 3:
+    # A: singular values (3, 1): s = 3 (k = 2, log 36); B: singular value 0.5: s = 0.5 (k = -1, log 18).
     A = MatrixTerm(
         name="A",
         kind="vo",
@@ -372,10 +372,10 @@ def test_union_cost_by_hand():
 
     def peel(v: float) -> float:
         k = next(k for k in range(-60, 60) if v <= 2.0**k)
-        return math.log(1.5 * (abs(k) + 1) * (abs(k) + 2))
+        return math.log(3 * (abs(k) + 1) * (abs(k) + 2))
 
-    want = 2 * math.log(3) + peel(radius["A"]) + peel(3.0) + peel(radius["B"]) + peel(0.5) + 2 * math.log(3)
-    assert peel(3.0) == pytest.approx(math.log(18)) and peel(0.5) == pytest.approx(math.log(9))
+    want = 2 * math.log(3) + peel(radius["A"]) + peel(3.0) + peel(radius["B"]) + peel(0.5) + 2 * math.log(6)
+    assert peel(3.0) == pytest.approx(math.log(36)) and peel(0.5) == pytest.approx(math.log(18))
     assert post.log_union == pytest.approx(want, rel=1e-14)
     conf = 3 * math.sqrt((math.log(2 / 0.01) + want) / (2 * 10**4))
     assert post.union_cost == pytest.approx(conf - 3 * math.sqrt(math.log(2 / 0.01) / (2 * 10**4)), rel=1e-12)

@@ -112,25 +112,32 @@ def test_matrix_stats_norms_match_definitions() -> None:
 
 
 def test_schatten_p_tends_to_rank_as_p_to_zero() -> None:
+    # W = A B with inner dimension 5, in float64: its exact rank is 5, but the stored (rounded) product is full
+    # rank 9 in exact arithmetic, and nothing certifies its 4 small values zero: S_0 counts all 9 (docs/theory/validity.md,
+    # rule 5). As p -> 0+, S_p tends to that count.
     w = np.random.default_rng(2).standard_normal((9, 5)) @ np.random.default_rng(3).standard_normal((5, 9))
     st_ = weight_stats("w", w, kind="q", layer=0)
-    assert st_.rank == 5
-    assert abs(st_.schatten_p(1e-9) - 5) < 1e-6  # only the 5 non-zero values count
+    assert st_.rank == 9
+    assert abs(st_.schatten_p(1e-9) - 9) < 1e-6
 
 
-def test_rank_tolerance_uses_stored_dtype() -> None:
-    # Reference: the construction; W = A B with inner dimension 5, stored in float32.
+def test_rank_counts_every_value_and_the_tolerance_is_a_diagnostic() -> None:
+    # Reference: the construction; W = A B with inner dimension 5, stored in float32. The rounding of the float32
+    # product makes it full rank (30): those values are real (the network computes with the stored numbers), so
+    # S_0 counts all 30 whatever the stored dtype. The numpy matrix_rank rule at the stored precision is reported
+    # as numerical_rank beside its tolerance (s_1 * 40 * eps_float32), read by no bound.
     rng = np.random.default_rng(4)
     a, b = rng.standard_normal((40, 5)).astype(np.float32), rng.standard_normal((5, 30)).astype(np.float32)
-    w32 = (a @ b).astype(np.float64)  # rounding of the float32 product makes it numerically full rank
+    w32 = (a @ b).astype(np.float64)
     sv = naive_sv(w32)
     f32 = matrix_stats("w", sv, shape=w32.shape, kind="o", layer=0, head=None, dtype_eps=DTYPE_EPS["F32"])
     f64 = matrix_stats("w", sv, shape=w32.shape, kind="o", layer=0, head=None, dtype_eps=DTYPE_EPS["F64"])
-    assert f32.rank == 5
-    assert f64.rank > 5
+    assert f32.rank == f64.rank == 30 == np.linalg.matrix_rank(w32)
+    assert f32.numerical_rank == 5 and f64.numerical_rank > 5
     assert math.isclose(f32.rank_tolerance, sv[0] * 40 * 2.0**-23)
+    assert f32.schatten_p(0.5) == f64.schatten_p(0.5) >= float(np.sum(sv**0.5))
     loose = matrix_stats("w", sv, shape=w32.shape, kind="o", layer=0, head=None, rank_rtol=0.5)
-    assert loose.rank == int(np.sum(sv > 0.5 * sv[0]))
+    assert loose.numerical_rank == int(np.sum(sv > 0.5 * sv[0])) and loose.rank == 30
     assert DTYPE_EPS == {"F64": 2.0**-52, "F32": 2.0**-23, "F16": 2.0**-10, "BF16": 2.0**-7}
 
 

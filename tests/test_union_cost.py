@@ -21,7 +21,7 @@ GRID = (0.0, 0.5, 1.0, 1.5, 2.0)
 @pytest.mark.parametrize("tie", ["layer-type", "matrix", "common"])
 def test_union_cost_is_groups_times_log_grid_plus_peeling(tie):
     # Reference: theory.margin, log(delta/delta') = G log|P| + peel with G the number of independently chosen
-    # indices (one per tie group) and peel = sum log(1/pi(k)), pi(k) = (2/3)/((|k|+1)(|k|+2)), over the levels of
+    # indices (one per tie group) and peel = sum log(1/pi(k)), pi(k) = (1/3)/((|k|+1)(|k|+2)) (half the mass; the zero class has the other half), over the levels of
     # the radii at p*, of the spectral norms, of B_out (upward) and of gamma (downward); the upward level of v is
     # the smallest integer k with v <= 2^k, the downward one the largest with 2^k <= v (counted here by hand).
     rng = np.random.default_rng(5)
@@ -43,7 +43,7 @@ def test_union_cost_is_groups_times_log_grid_plus_peeling(tie):
         return k
 
     def cost(k: int) -> float:
-        return math.log(1.5 * (abs(k) + 1) * (abs(k) + 2))
+        return math.log(3 * (abs(k) + 1) * (abs(k) + 2))
 
     values = [float(t.schatten(np.array([q]))[0]) for t, q in zip(terms, post.p)] + [t.spectral_norm for t in terms]
     # B_out = 0.7 -> k = 0 (0.7 <= 1); gamma = 5 -> the largest 2^k <= 5 is 4, k = 2

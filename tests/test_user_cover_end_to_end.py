@@ -175,7 +175,7 @@ def test_an_installed_user_cover_through_derive_mc_and_analyze(installed, tmp_pa
     assert cov["alone"]["thm41"]["exact_allocation"]["log_rademacher"] == plain["log_rademacher"]
     # the user's cover has no post hoc choice: its union is the spectral norms, radii, B_out and gamma only, which is
     # Theorem 4.1's union less its Schatten grid (log 3 per group) and its peeled radii R_j (levels of R_realised)
-    radii = sum(math.log(1.5 * (abs(k) + 1) * (abs(k) + 2)) for k in np.ceil(np.log2([t["R_realised"] for t in rows])))
+    radii = sum(math.log(3 * (abs(k) + 1) * (abs(k) + 2)) for k in np.ceil(np.log2([t["R_realised"] for t in rows])))
     assert cov["alone"][NAME]["log_union"] == pytest.approx(plain["log_union"] - 6 * math.log(3) - radii, rel=1e-12)
 
 

@@ -12,6 +12,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+import sympy as sp
 
 from numerics.bounds import compiled
 from numerics.bounds.terms import MatrixTerm
@@ -134,21 +135,29 @@ def test_theorem_inputs_state_the_composition_claim():
 # --------------------------------------------------------------------------- rule 2: the peeling grid
 
 
-def test_prior_sums_to_one_over_all_integers():
+def test_prior_sums_to_one_over_all_integers_and_the_zero_class():
     # Reference: exact rationals. sum_{k in Z} 1/((|k|+1)(|k|+2)) telescopes: 1/2 + 2 (1/2 - 1/(K+2)) -> 3/2, so
-    # pi(k) = (2/3)/((|k|+1)(|k|+2)) sums to 1 - (4/3)/(K+2) over |k| <= K.
+    # pi(k) = (1/3)/((|k|+1)(|k|+2)) sums to 1/2 - (2/3)/(K+2) over |k| <= K; the zero class carries the other 1/2
+    # (docs/theory/peeling.md: a grid prior summing to 1 with a free zero class totals 2 per quantity).
     from theory import margin
 
     assert margin.prior_normaliser() == Fraction(3, 2)
+    assert margin.zero_prior() == Fraction(1, 2)
     K = 2000
-    partial = sum(Fraction(2, 3) / ((abs(k) + 1) * (abs(k) + 2)) for k in range(-K, K + 1))
-    assert partial == 1 - Fraction(4, 3) / (K + 2)
+    partial = sum(Fraction(1, 3) / ((abs(k) + 1) * (abs(k) + 2)) for k in range(-K, K + 1))
+    assert partial == Fraction(1, 2) - Fraction(2, 3) / (K + 2)
+    for k in (-3, 0, 5):  # the symbolic prior is this rational
+        assert margin.prior(k) == Fraction(1, 3) / ((abs(k) + 1) * (abs(k) + 2))
+    # the whole prior: zero class plus every level, summed by SymPy in closed form, exactly 1
+    j = sp.Symbol("j", positive=True, integer=True)
+    total = margin.zero_prior() + margin.prior(0) + 2 * sp.summation(margin.prior(j), (j, 1, sp.oo))
+    assert sp.nsimplify(total) == 1
 
 
 @pytest.mark.parametrize("k", [-7, -1, 0, 1, 3, 40])
 def test_peeling_cost_is_log_of_the_inverse_prior(k):
-    # log(1/pi(k)) = log(3/2) + log((|k|+1)(|k|+2)) (theory.margin), typed from the definition.
-    want = math.log(1.5 * (abs(k) + 1) * (abs(k) + 2))
+    # log(1/pi(k)) = log 3 + log((|k|+1)(|k|+2)) (theory.margin: half the mass on the grid), typed from the definition.
+    want = math.log(3.0 * (abs(k) + 1) * (abs(k) + 2))
     assert float(compiled.peeling_cost(k)) == pytest.approx(want, rel=1e-14)
 
 
@@ -192,8 +201,8 @@ def test_theory_levels_agree_with_numerics():
 
 
 def test_peeled_cost_for_known_levels():
-    # s = 3 -> k = 2, 0.3 -> k = -1, 1 -> k = 0 (upward): cost sum log(3/2 (|k|+1)(|k|+2)), by hand.
-    want = math.log(1.5 * 12) + math.log(1.5 * 6) + math.log(1.5 * 2)
+    # s = 3 -> k = 2, 0.3 -> k = -1, 1 -> k = 0 (upward): cost sum log(3 (|k|+1)(|k|+2)), by hand.
+    want = math.log(3 * 12) + math.log(3 * 6) + math.log(3 * 2)
     assert peeling_cost([3.0, 0.3, 1.0]) == pytest.approx(want, rel=1e-14)
 
 
@@ -225,11 +234,14 @@ def test_a_single_norm_parameter_term_has_its_cover(kind, value, N):
         assert theorem41_coefficients([t], p, settings)[0] == pytest.approx(want, rel=1e-13)
 
 
-def test_zero_values_are_not_peeled():
-    # A zero matrix (or an absent bias) selects no class: it costs nothing, and the rest is paid as usual
-    # (mutation run: `v > 0` -> `v >= 0` in peeling_cost survived before this test).
-    assert peeling_cost([0.0, 3.0, 0.0]) == pytest.approx(math.log(1.5 * 12), rel=1e-14)
-    assert peeling_cost([0.0]) == 0.0
+def test_zero_values_pay_for_their_own_class():
+    # A zero value selects the zero class, whose prior mass is 1/2: log 2 nats each (theory.margin.zero_peeling_cost);
+    # before, zeros cost nothing on top of a grid prior that summed to 1 (issue 29, item 2).
+    assert peeling_cost([0.0, 3.0, 0.0]) == pytest.approx(math.log(3 * 12) + 2 * math.log(2), rel=1e-14)
+    assert peeling_cost([0.0]) == pytest.approx(math.log(2), rel=1e-15)
+    assert peeling_cost([]) == 0.0
+    with pytest.raises(ValueError, match="non-negative"):
+        peeling_cost([-1.0])
 
 
 def test_margin_is_peeled_downward_and_b_out_upward():
@@ -245,7 +257,7 @@ def test_posthoc_pays_every_peeled_quantity():
     settings = BoundSettings(p_grid=(0.0,), grid_points=16, B_out=3.0, gamma=0.3, tie="common")
     post = posthoc([t], settings, input_radii=[5.0])
     # p = 0: R = rank 2 -> k = 1; s = 3 -> k = 2; radius 5 -> k = 3; B_out 3 -> k = 2; gamma 0.3 -> down k = -2
-    cost = lambda k: math.log(1.5 * (abs(k) + 1) * (abs(k) + 2))  # noqa: E731
+    cost = lambda k: math.log(3 * (abs(k) + 1) * (abs(k) + 2))  # noqa: E731  (half the prior on the grid)
     want = cost(1) + cost(2) + cost(3) + cost(2) + cost(-2)
     assert post.peel == pytest.approx(want, rel=1e-13)
 

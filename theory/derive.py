@@ -134,6 +134,8 @@ def _thm31(kind: str | None = None) -> dict[str, Any]:
         "peeling_grid_value": margin.grid_value(),
         "peeling_prior": margin.prior(),
         "peeling_prior_normaliser": margin.prior_normaliser(),
+        "peeling_zero_prior": margin.zero_prior(),
+        "peeling_zero_cost": margin.zero_peeling_cost(),
         "internal_cover_scale": composition.internal_cover_scale(),
         "norm_gain_coefficient": normlayers.parameter_coefficient("gain"),
         "norm_bias_coefficient": normlayers.parameter_coefficient("bias"),

@@ -18,12 +18,18 @@ Bartlett et al. 2017, proof of Theorem 1.1). Each such quantity ``v`` (Schatten 
 ``R_j``, spectral norms ``s_j``, the input radii ``B`` read from norm gains, ``B_out``, the
 margin ``gamma``) selects one class from the two-sided geometric grid
 ``v_k = v_0 c^k``, ``k`` any integer (:func:`grid_value`; values below ``v_0`` get negative
-levels), with prior ``pi(k) = 1 / (Z (|k|+1)(|k|+2))`` (:func:`prior`), where SymPy sums
-``Z = sum_{k in Z} 1/((|k|+1)(|k|+2)) = 3/2`` (:func:`prior_normaliser`), so ``pi`` sums to
-exactly 1. The bound for the class of level ``k`` holds with probability ``1 - delta pi(k)``;
-the union over every level of every peeled quantity (and every index choice) holds with
-probability ``1 - delta``, at the price ``log(1/pi(k)) = log(Z (|k|+1)(|k|+2))`` nats per
-quantity (:func:`peeling_cost`); ``peel`` is their sum. So
+levels). A quantity may also be exactly zero (a trained bias or a projection's bias that is zero, a
+matrix tail that vanishes): zero is a class of its own, not a grid level, and needs its own mass.
+The prior gives it half: ``pi(0-class) = 1/2`` (:func:`zero_prior`) and ``pi(k) = 1 / (2 Z
+(|k|+1)(|k|+2))`` to level ``k`` (:func:`prior`), where SymPy sums ``Z = sum_{k in Z}
+1/((|k|+1)(|k|+2)) = 3/2`` (:func:`prior_normaliser`), so the grid carries exactly 1/2 and the
+total over the zero class and every level is exactly 1 (a prior on the grid alone that already
+sums to 1, with the zero class free, would total 2 per quantity: the union bound would be
+wrong). The bound for the class of level ``k`` holds with probability ``1 - delta pi(k)``; the
+union over every level and the zero class of every peeled quantity (and every index choice)
+holds with probability ``1 - delta``, at the price ``log(1/pi(k)) = log(2 Z (|k|+1)(|k|+2))``
+nats per non-zero quantity (:func:`peeling_cost`) and ``log 2`` per zero one
+(:func:`zero_peeling_cost`); ``peel`` is their sum. So
 
 .. math:: \log\frac{1}{\delta'} = \log\frac{1}{\delta} + G\log|P| + \mathrm{peel}.
 
@@ -65,6 +71,8 @@ __all__ = [
     "grid_value",
     "prior",
     "prior_normaliser",
+    "zero_prior",
+    "zero_peeling_cost",
     "level_up",
     "level_down",
     "PEEL_RATIO",
@@ -123,14 +131,25 @@ def prior_normaliser() -> sp.Expr:
     return sp.nsimplify(_unnormalised(sp.Integer(0)) + 2 * tail)
 
 
+def zero_prior() -> sp.Expr:
+    """``pi(0-class) = 1/2``: the mass of the class where the peeled quantity is exactly zero."""
+    return sp.Rational(1, 2)
+
+
 def prior(k: sp.Expr = k_peel) -> sp.Expr:
-    """``pi(k) = 1/(Z (|k|+1)(|k|+2))``: sums to 1 over all integers ``k``."""
-    return _unnormalised(k) / prior_normaliser()
+    """``pi(k) = 1/(2 Z (|k|+1)(|k|+2))``: sums to ``1/2`` over all integers ``k``, the other half being the
+    zero class's (:func:`zero_prior`), so the whole prior sums to exactly 1."""
+    return (1 - zero_prior()) * _unnormalised(k) / prior_normaliser()
 
 
 def peeling_cost(k: sp.Expr = k_peel) -> sp.Expr:
-    """Cost ``log(1/pi(k)) = log(Z (|k|+1)(|k|+2))`` of peeling level ``k`` (value ``v_0 c^k``)."""
+    """Cost ``log(1/pi(k)) = log(2 Z (|k|+1)(|k|+2)) = log(3 (|k|+1)(|k|+2))`` of peeling level ``k`` (value ``v_0 c^k``)."""
     return sp.expand_log(sp.log(1 / prior(k)), force=True)
+
+
+def zero_peeling_cost() -> sp.Expr:
+    """Cost ``log(1/pi(0-class)) = log 2`` of a peeled quantity that is exactly zero."""
+    return sp.log(1 / zero_prior())
 
 
 def _level(v: float, upward: bool, ratio: float = PEEL_RATIO, base: float = PEEL_BASE) -> int:

@@ -548,9 +548,17 @@ def _class_and_margin_forms() -> list[Form]:
             "margin.peeling_cost",
             "peeling_cost",
             ("k_peel",),
-            "``log((k+1)(k+2))``: the cost of peeling level ``k``.",
+            "``log(3 (|k|+1)(|k|+2))``: the cost of peeling level ``k``.",
             "theory.margin.peeling_cost()",
             margin.peeling_cost,
+        ),
+        Form(
+            "margin.zero_peeling_cost",
+            "zero_peeling_cost",
+            (),
+            "``log 2``: the cost of a peeled quantity that is exactly zero (the zero class's prior mass 1/2).",
+            "theory.margin.zero_peeling_cost()",
+            margin.zero_peeling_cost,
         ),
     ]
     return forms

@@ -70,6 +70,7 @@ __all__ = [
     "generalization_gap",
     "excess_over_trivial",
     "peeling_cost",
+    "zero_peeling_cost",
     "bartlett_log_matrix_coefficient",
     "edelman_tau_term",
     "edelman_log_layer_term",
@@ -541,8 +542,13 @@ def excess_over_trivial(
 
 
 def peeling_cost(k: Any) -> Any:
-    """``log(1/pi(k)) = log(3/2 (|k|+1)(|k|+2))`` for a level ``k`` of any sign (:func:`theory.margin.peeling_cost`)."""
+    """``log(1/pi(k)) = log(3 (|k|+1)(|k|+2))`` for a level ``k`` of any sign (:func:`theory.margin.peeling_cost`)."""
     return _function("margin.peeling_cost")(k)
+
+
+def zero_peeling_cost() -> float:
+    """``log 2``: the cost of the zero class of a peeled quantity (:func:`theory.margin.zero_peeling_cost`)."""
+    return float(_function("margin.zero_peeling_cost")())
 
 
 # --------------------------------------------------------------------------- the baselines' factors

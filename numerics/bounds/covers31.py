@@ -276,8 +276,8 @@ def _registered_options(cover: Any, t: MatrixTerm, log_eps: np.ndarray, settings
             tail = float(np.sqrt(np.sum(sv[r:] ** 2)))
             tail_class = float(grid_values([tail])[0]) if tail > 0 else 0.0
             values["tail_norm"] = tail_class
-            if "tail_norm" in peeled and tail > 0:
-                cost += peeling_cost([tail])
+            if "tail_norm" in peeled:
+                cost += peeling_cost([tail])  # a zero tail selects the zero class: log 2 (theory.margin)
         table = _form_values(cover, kind, values, eps)
         table = np.broadcast_to(table, eps.shape).copy()
         table = np.where(np.isnan(table), np.inf, np.maximum(table, 0.0))
@@ -413,7 +413,7 @@ def compose(
             log_eps = np.log(u) - log_rho[j]
             if c.name == "thm41":
                 R_real = float(t.schatten(np.asarray([post.p[j]]))[0])
-                cost = peeling_cost([R_real]) if R_real > 0 else 0.0
+                cost = peeling_cost([R_real])  # R = 0 selects the zero class: log 2 (theory.margin)
                 per.append([_Option("thm41", None, _thm41_table(t, float(post.p[j]), log_eps, settings), cost)])
             else:
                 per.append(_registered_options(c, t, log_eps, settings))
@@ -533,10 +533,17 @@ def compose(
     for j, t in enumerate(terms):
         if is_matrix[j]:
             o = best[4][j]
+            # what was left out of the matrix's spectrum and paid for (docs/theory/validity.md): nothing for a cover
+            # of the whole spectrum; for a truncation at r_head, the tail ||W - W_r||_F (an upper bound, from the
+            # upper values) that the cover's scale pays
+            tail = (
+                0.0 if o.r_head is None else float(np.sqrt(np.sum(np.sort(t.singular_values)[::-1][o.r_head :] ** 2)))
+            )
             per_matrix[t.name] = {
                 "cover": o.cover,
                 **({"r_head": o.r_head} if o.r_head is not None else {}),
                 **({"p": float(post.p[j])} if o.cover == "thm41" else {}),
+                "tail_paid": tail,
             }
     return CoverChoice(
         enabled=names,

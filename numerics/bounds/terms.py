@@ -99,8 +99,9 @@ class MatrixTerm:
         name: identifier (tensor name, with ``[head h]`` for per-head products).
         kind: ``qk`` (bilinear cover) or ``vo``/``ff1``/``ff2`` (vector cover).
         shape: ``(a, b)``; rank_bound: ``r`` (``d_h`` for per-head products).
-        singular_values: all singular values (float64).
-        rank: numerical rank (``S_0``).
+        singular_values: an upper bound of each singular value (float64; the statistics'
+            ``singular_values_upper``), so that ``S_p`` and the spectral norm are bounded from above.
+        rank: how many singular values count in ``S_0`` (those not certified zero).
         log_rho: log of the propagation factor ``rho_j``.
         input_scale: ``B_j``, the bound on the rows entering the matrix.
         group: the tie group (e.g. ``"layer3/qk"``); one index per group.
@@ -193,7 +194,10 @@ def _grid(v: float) -> float:
 
 
 def _norm(st: Any, peel: bool) -> float:
-    return _grid(st.spectral_norm) if peel else float(st.spectral_norm)
+    """``st``'s spectral radius: an upper bound on ``||W||_2`` (:attr:`numerics.spectra.MatrixStats.spectral_norm_bound`),
+    on the peeling grid with ``peel``."""
+    s = float(st.spectral_norm_bound)
+    return _grid(s) if peel else s
 
 
 def _norm_tables(
@@ -232,6 +236,8 @@ def _class_radius(norm: dict[str, Any] | None, realised: float, peeled: list[flo
     if norm is None:
         return realised
     beta = norm["beta_norm"]
+    if beta == 0 and norm["kind"] == "layernorm":
+        peeled.append(0.0)  # a zero trained bias selects the zero class (its own prior mass, theory.margin)
     radius = float(
         compiled.norm_radius(
             norm["kind"], N=norm["N"], g_inf=_grid(norm["g_inf"]), beta_norm=_grid(beta) if beta > 0 else 0.0
@@ -239,7 +245,7 @@ def _class_radius(norm: dict[str, Any] | None, realised: float, peeled: list[flo
     )
     if norm.get("projection") is not None:
         s, b = norm["projection"]
-        peeled += [v for v in (s, b) if v > 0]
+        peeled += [s, b]  # zeros included: the zero class has its own prior mass (theory.margin)
         radius = _grid(s) * radius + _grid(b)  # ||W y + c|| <= ||W||_2 ||y|| + ||c||
     return max(radius, 1e-300)
 
@@ -528,7 +534,8 @@ def build_terms(
                 kind=st.kind,
                 shape=tuple(st.shape),
                 rank_bound=int(st.rank_bound),
-                singular_values=np.asarray(st.singular_values, dtype=np.float64),
+                # upper bounds of the singular values (docs/theory/validity.md): S_p and s_j bounded from above
+                singular_values=np.asarray(st.singular_values_upper, dtype=np.float64),
                 rank=int(st.rank),
                 log_rho=float(local + downstream),
                 input_scale=float(scale if scale > 0 else 1e-300),

@@ -571,10 +571,15 @@ def group_labels(terms: Sequence[MatrixTerm], tie: str) -> list[str]:
 
 
 def peeling_cost(values: Iterable[float], *, upward: bool = True) -> float:
-    """``sum log(1/pi(k))`` over the levels ``k`` of ``values`` (:func:`theory.margin.peeling_cost`); zeros are not peeled."""
+    """``sum log(1/pi)`` over ``values``: ``log(1/pi(k))`` at the level ``k`` of each positive value
+    (:func:`theory.margin.peeling_cost`), ``log 2`` for each zero, which selects the zero class
+    (:func:`theory.margin.zero_peeling_cost`; docs/theory/peeling.md)."""
     v = np.asarray(list(values), dtype=np.float64)
+    if v.size and not (v >= 0).all():
+        raise ValueError(f"peeled values must be non-negative; got {float(v[~(v >= 0)][0])!r}.")
     k = peeling_levels(v[v > 0], upward=upward)
-    return float(np.sum(compiled.peeling_cost(k)))
+    zeros = int(np.count_nonzero(v == 0))
+    return float(np.sum(compiled.peeling_cost(k))) + zeros * compiled.zero_peeling_cost()
 
 
 def _group_class_logs(table: np.ndarray, grid: np.ndarray, index: np.ndarray, n_groups: int) -> np.ndarray:

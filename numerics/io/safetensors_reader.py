@@ -213,6 +213,13 @@ def _validate_entry(where: str, name: str, entry: object, data_start: int, data_
         )
     dtype, shape, offsets = entry["dtype"], entry["shape"], entry["data_offsets"]
     if not (isinstance(dtype, str) and dtype in DTYPES):
+        if isinstance(dtype, str) and dtype.upper().startswith(("F8", "F6", "F4", "E")):
+            raise CheckpointError(
+                where,
+                f"dtype={dtype!r} is a low-precision float format specbound cannot yet read exactly "
+                f"(one of {sorted(DTYPES)} is needed)",
+                tensor=name,
+            )
         raise CheckpointError(where, f"dtype={dtype!r} must be one of {sorted(DTYPES)}", tensor=name)
     if not isinstance(shape, list) or not all(is_int(d) and d >= 0 for d in shape):
         raise CheckpointError(where, f"shape={shape!r} must be a list of non-negative ints", tensor=name)

@@ -204,15 +204,16 @@ def _n_needed(bound: Mapping[str, Any]) -> str:
 
 
 def to_csv(analysis: Any, *, spectra: bool = False) -> str:
-    """The per-matrix table as CSV (one row per matrix); with ``spectra`` a last column ``singular_values``
-    holds each matrix's singular values, descending, separated by spaces (``repr`` precision)."""
+    """The per-matrix table as CSV (one row per matrix); with ``spectra`` the last columns ``singular_values`` and
+    ``singular_values_upper`` hold each matrix's singular values and the upper bound of each that the bound reads,
+    descending, separated by spaces (``repr`` precision)."""
     buf = io.StringIO()
     keys: list[str] = []
     for row in analysis.matrices:  # the union of keys, in first-seen order (approximated rows carry more)
         keys += [k for k in row if k not in keys]
     keys = keys or list(TABLE_COLUMNS)
     if spectra:
-        keys.append("singular_values")
+        keys += ["singular_values", "singular_values_upper"]
     w = csv.DictWriter(buf, fieldnames=keys, lineterminator="\n", restval="")
     w.writeheader()
     for r in analysis.matrices:
@@ -222,6 +223,10 @@ def to_csv(analysis: Any, *, spectra: bool = False) -> str:
         }
         if spectra:
             out["singular_values"] = " ".join(repr(v) for v in analysis.spectrum(r["name"]))
+            upper = sorted(
+                (float(v) for v in getattr(analysis, "singular_values_upper", {}).get(r["name"], ())), reverse=True
+            )
+            out["singular_values_upper"] = " ".join(repr(v) for v in upper)
         w.writerow(out)
     return buf.getvalue()
 

@@ -23,21 +23,21 @@ two matrices with orthogonal row spaces. Then, whatever the accuracy of ``V``:
 * ``s_{k+1}(W) <= s_1(R) <= ||R||_F`` (Weyl, since ``rank(W V) <= k``).
 
 ``||R||_F`` is computed from ``R``'s entries, formed in blocks of rows (no cancellation, unlike
-``||W||_F^2 - sum t_i^2``), and enlarged by ``sqrt(k + 2) eps ||W||_F``, the typical size of the
-rounding in forming ``R = W - (W V) V^T`` (the same order as the backward error of LAPACK's full
-SVD, which :mod:`numerics.spectra` accepts as well; a worst-case bound would be ``O(N k eps)``
-times larger and would make the rank of float64 weights uncertifiable). So the spectrum ``(t_1, ..., t_k, tau, ..., tau)`` with ``c`` copies
-of ``tau = sqrt(E / c)`` has ``S_p`` equal to the bound for every ``p in [0, 2]``: it is stored
-as ``singular_values`` of the returned :class:`LeadingKStats`, a
+``||W||_F^2 - sum t_i^2``), and enlarged by a worst-case bound on the rounding of forming
+``R = W - (W V) V^T`` and of ``V``'s departure from orthonormality (:func:`_residual_bound`: Higham's
+inner-product bounds, not a typical size). So the spectrum ``(t_1, ..., t_k, tau, ..., tau)`` with ``c``
+copies of ``tau = sqrt(E / c)`` has ``S_p`` equal to the bound for every ``p in [0, 2]``; each ``t_i`` is
+first raised by the SVD path's allowance (:func:`numerics.spectra.stats.svd_upper`) and divided by
+``sqrt(1 - eta)`` for ``V``'s departure ``eta`` from orthonormality (:func:`_residual_bound`), and the first value
+to the certified spectral norm bound ``sqrt(t_1^2 + E)``. This majorant is stored as
+``singular_values_upper`` (and ``singular_values``) of the returned :class:`LeadingKStats`, a
 :class:`~numerics.spectra.MatrixStats`, so that code written for exact statistics
 (:func:`numerics.analysis.evaluate_bounds`) gets valid upper bounds from it. For ``p > 2``,
 Minkowski's inequality gives ``S_p(W)^(1/p) <= S_p(W V)^(1/p) + ||R||_F``.
 
-Rank: when ``||R||_F <= rank tolerance``, every ``s_i(W)``, ``i > k``, is below the tolerance
-and ``s_i(W) in [t_i, t_i + ||R||_F]`` for ``i <= k`` (Weyl): the rank is the number of ``t_i``
-above the tolerance and every ``S_p`` is exact to that perturbation (``tail_count = 0``). This
-is the case whenever ``k >= rank`` and the solver found the leading subspace. Otherwise
-``rank = min(a, b)``, an upper bound.
+Rank: every singular value of the stored matrix counts (docs/theory/validity.md), so ``S_0`` is
+``min(a, b)`` (less only where zero rows or columns certify it) and the tail is always bounded,
+never dropped at a rounding level (``tail_count = c``).
 
 Solvers: ARPACK first, then PROPACK if ARPACK fails (it does on repeated singular values of
 small matrices: "ARPACK error 3"), then the full SVD; ``solver`` records which one ran. A
@@ -50,7 +50,8 @@ norm alone (:func:`spectral_norm`).
 
 The spectral norm reported is ``t_1``, the solver's largest value (a lower bound on ``s_1``,
 exact to the solver's tolerance, which is machine precision here); ``s_1 <= sqrt(t_1^2 + E)``
-is the certified upper bound, recorded as ``spectral_norm_upper``.
+(``W W^T = (W V)(W V)^T + R R^T``) is the upper bound, recorded as ``spectral_norm_upper``: the class
+radius of the bound reads it (:attr:`~numerics.spectra.MatrixStats.spectral_norm_bound`).
 
 References:
   S. Ju. Rotfel'd (1969), "The singular numbers of the sum of completely continuous operators"
@@ -75,6 +76,8 @@ from numerics.spectra.stats import (
     check_stats_options,
     relative_rank_tolerance,
     schatten_power,
+    structural_rank,
+    svd_upper,
 )
 
 __all__ = ["LeadingKStats", "leading_k_stats", "spectral_norm"]
@@ -114,10 +117,10 @@ class LeadingKStats(MatrixStats):
 
     The inherited fields keep their meaning with these differences:
 
-    * ``singular_values``: the *majorant* spectrum ``(t_1, ..., t_k, tau, ..., tau)`` (module
-      docs) whose ``S_p`` bounds the true ``S_p`` from above for ``0 <= p <= 2``. The computed
-      values are in ``leading_singular_values``.
-    * ``rank``: exact when ``tail_count == 0``, else the upper bound ``min(a, b)``.
+    * ``singular_values`` and ``singular_values_upper``: the *majorant* spectrum (module docs) whose
+      ``S_p`` bounds the true ``S_p`` from above for ``0 <= p <= 2``, its first value the spectral norm's
+      upper bound. The computed values are in ``leading_singular_values``.
+    * ``rank``: ``min(a, b)``, less only where zero rows or columns certify it (nothing is cut).
     * ``spectral_norm``: ``t_1`` (the solver's value); ``spectral_norm_upper`` is certified.
     * ``frobenius_norm(_squared)``, ``norm_2_1``, ``norm_1_1``: exact (from the entries).
 
@@ -126,8 +129,8 @@ class LeadingKStats(MatrixStats):
         ``min(a, b)``, a zero matrix, or every iterative solver failed; every field exact).
       k: number of leading singular values kept (``min(a, b)`` for ``"none"``).
       leading_singular_values: ``t_1 >= ... >= t_k`` as computed (read-only).
-      tail_count: ``c``, how many further singular values may exceed the rank tolerance
-        (0: none, every ``S_p`` exact).
+      tail_count: ``c``, how many further singular values the tail bound covers (0 for ``"none"``: the
+        full spectrum was computed).
       tail_energy: ``E``, an upper bound on ``sum_{i > k} s_i^2`` (``||R||_F^2`` enlarged for rounding).
       tail_level: ``tau = sqrt(E / c)``, the level of the flat majorant tail.
       spectral_norm_upper: ``sqrt(t_1^2 + E)``, a certified upper bound on ``s_1``.
@@ -151,18 +154,18 @@ class LeadingKStats(MatrixStats):
 
     @property
     def exact(self) -> bool:
-        """Whether every ``S_p`` is exact (no tail above the rank tolerance)."""
+        """Whether the whole spectrum was computed (``"none"``: no tail to bound)."""
         return self.tail_count == 0
 
     def schatten_p(self, p: float | Any) -> float | np.ndarray:
-        """Certified upper bound on ``S_p`` for ``p >= 0`` (exact when :attr:`exact`; module docs)."""
+        """Certified upper bound on ``S_p`` for ``p >= 0`` (module docs)."""
         ps = np.asarray(p, dtype=np.float64)
         if not (np.isfinite(ps).all() and (ps >= 0).all()):
             raise ValueError(f"p={p!r} must be finite and >= 0")
-        head = self._head(ps)
         if self.exact:
-            out = head
+            out = schatten_power(self.singular_values_upper[: self.rank], ps, max_p=math.inf)
         else:
+            head = self._head(ps)
             c, energy = self.tail_count, self.tail_energy
             low = np.minimum(ps, 2.0)
             holder = head + np.where(ps == 0, float(c), c ** (1 - low / 2) * energy ** (low / 2))
@@ -172,10 +175,9 @@ class LeadingKStats(MatrixStats):
         return float(out) if out.ndim == 0 else out
 
     def _head(self, ps: np.ndarray) -> np.ndarray:
-        """``sum t_i^p`` over the computed values (above the rank tolerance when :attr:`exact`)."""
-        lead = self.leading_singular_values
-        kept = lead[lead > self.rank_tolerance] if self.exact else lead
-        return schatten_power(kept, ps, rank_tol=-math.inf, max_p=math.inf)
+        """``sum t_i^p`` over the upper values of the computed ones (the majorant's first ``k``)."""
+        lead = self.singular_values_upper[: self.k] if not self.exact else self.singular_values_upper[: self.rank]
+        return schatten_power(lead, ps, rank_tol=-math.inf, max_p=math.inf)
 
     def tail_bound(self, p: float | Any) -> float | np.ndarray:
         """The part of :meth:`schatten_p` beyond the computed values: ``S_p`` bound minus ``sum t_i^p``."""
@@ -224,13 +226,45 @@ def _leading_subspace(a: np.ndarray, k: int, seed: int) -> tuple[np.ndarray | No
 
 
 def _residual_norm(a: np.ndarray, v: np.ndarray) -> float:
-    """``||A - (A V) V^T||_F`` from the entries, in blocks of rows."""
+    """``||A - (A V) V^T||_F`` from the entries, in blocks of rows (as computed)."""
     total = 0.0
     for start in range(0, a.shape[0], _BLOCK_ROWS):
         block = a[start : start + _BLOCK_ROWS]
         r = block - (block @ v) @ v.T
         total += float(np.einsum("ij,ij->", r, r))
     return math.sqrt(total)
+
+
+def _residual_bound(a: np.ndarray, v: np.ndarray, fro2: float) -> tuple[float, float]:
+    r"""A worst-case upper bound on ``||R||_F``, ``R = A (I - P)``, with ``P`` the orthogonal projector onto ``V``'s
+    column space, from the computed residual.
+
+    ``A`` is ``a x N``, ``V`` is ``N x k`` with ``||V^T V - I||_2 <= eta`` (computed, plus its rounding). With
+    ``u = 2^-53`` and ``gamma_j = j u / (1 - j u)`` (Higham, 2nd ed., section 3.1):
+
+    * ``fl(A V) = A V + E_1``, ``||E_1||_F <= gamma_N ||A||_F ||V||_F``; ``fl(X V^T) = X V^T + E_2``,
+      ``||E_2||_F <= gamma_k ||X||_F ||V||_F`` with ``||X||_F <= ||A||_F ||V||_2 + ||E_1||_F``; the subtraction adds
+      ``u`` relative: the computed residual is within ``e_R`` of ``A - A V V^T``.
+    * ``V V^T`` is not exactly ``P``: ``V = Q S`` (polar), ``P = Q Q^T``, ``||V V^T - P||_2 = ||Q (S^2 - I) Q^T||_2 <= eta``,
+      so ``||A (V V^T - P)||_F <= eta ||A||_F``.
+    * the Frobenius norm's own summation: relative ``(1 + 2 a N u)``.
+
+    So ``||R||_F <= (||R^||_F + e_R + eta ||A||_F) (1 + 2 a N u)``: a bound, not a typical size. Returned with
+    ``eta``: the singular values of ``A Q`` (``Q`` orthonormal, what Rotfel'd's split needs) are at most those of
+    ``A V`` divided by ``sigma_min(S) >= sqrt(1 - eta)`` (``A Q = A V S^-1``).
+    """
+    u = _F64_EPS / 2
+    rows, N = a.shape
+    k = v.shape[1]
+    gam = lambda j: j * u / (1.0 - j * u)  # noqa: E731
+    orth = v.T @ v - np.eye(k)
+    v_fro = float(np.linalg.norm(v))
+    eta = (float(np.linalg.norm(orth)) + gam(N) * v_fro * v_fro) * (1.0 + 2.0 * k * k * u)
+    a_fro = math.sqrt(fro2) * (1.0 + 2.0 * rows * N * u)
+    e1 = gam(N) * a_fro * v_fro
+    x_fro = a_fro * math.sqrt(1.0 + eta) + e1
+    e_r = e1 * math.sqrt(1.0 + eta) + gam(k) * x_fro * v_fro + u * (a_fro + x_fro * v_fro)
+    return (_residual_norm(a, v) + e_r + eta * a_fro) * (1.0 + 2.0 * rows * N * u), eta
 
 
 def leading_k_stats(
@@ -309,7 +343,9 @@ def leading_k_stats(
         tail_count=spec.tail_count,
         tail_energy=energy,
         tail_level=spec.tail_level,
-        spectral_norm_upper=math.sqrt(s1 * s1 + energy),
+        spectral_norm_upper=float(majorant.max()) if majorant.size else 0.0,
+        singular_values_upper=majorant,
+        rank_rule="structural; tail bounded (leading-k)" if spec.tail_count else "structural",
         solver=solver,
     )
 
@@ -330,11 +366,13 @@ class _Spectrum(NamedTuple):
 
 
 def _full_spectrum(a: np.ndarray, fro2: float, rtol: float) -> _Spectrum:
-    """Every singular value, by a full SVD (a zero matrix has none): every field exact."""
+    """Every singular value, by a full SVD (a zero matrix has none), each raised by the SVD allowance."""
     lead = lapack.svdvals(a) if fro2 > 0 else np.zeros(0)
     s1 = float(lead[0]) if lead.size else 0.0
     tol = s1 * rtol
-    return _Spectrum(lead, s1, tol, "none", int(lead.size), lead, int(np.count_nonzero(lead > tol)), 0, 0.0, 0.0)
+    upper = svd_upper(lead, a.shape)
+    rank = min(structural_rank(a), int(np.count_nonzero(upper > 0)))
+    return _Spectrum(lead, s1, tol, "none", int(lead.size), upper, rank, 0, 0.0, 0.0)
 
 
 def _leading_spectrum(a: np.ndarray, v: np.ndarray, k: int, fro2: float, rtol: float) -> _Spectrum:
@@ -342,21 +380,23 @@ def _leading_spectrum(a: np.ndarray, v: np.ndarray, k: int, fro2: float, rtol: f
     lead = lapack.svdvals(a @ v)
     s1 = float(lead[0])
     tol = s1 * rtol
-    residual = _residual_norm(a, v) + math.sqrt(k + 2) * _F64_EPS * math.sqrt(fro2)
+    residual, eta = _residual_bound(a, v, fro2)
+    if not eta < 0.5:  # V far from orthonormal (it is orthonormalised by a QR): no certificate; the full SVD
+        return _full_spectrum(a, fro2, rtol)
     energy = residual * residual
-    if residual <= tol:
-        # Every s_i(W), i > k, is <= ||R||_F <= tol: the rank and every S_p are exact.
-        return _Spectrum(lead, s1, tol, "leading-k", k, lead, int(np.count_nonzero(lead > tol)), 0, energy, 0.0)
     tail_count = min(a.shape) - k
     level = math.sqrt(energy / tail_count)
+    # the values of A Q, Q the orthonormal polar factor of V: at most those of A V over sqrt(1 - eta)
+    head = svd_upper(lead, (a.shape[0], k), math.sqrt(fro2)) / math.sqrt(1.0 - eta)
+    head[0] = math.sqrt(float(head[0]) ** 2 + energy)  # the spectral norm's upper bound (module docs)
     return _Spectrum(
         lead,
         s1,
         tol,
         "leading-k",
         k,
-        np.concatenate([lead, np.full(tail_count, level)]),
-        min(a.shape),
+        np.concatenate([head, np.full(tail_count, level)]),
+        min(structural_rank(a), min(a.shape)),
         tail_count,
         energy,
         level,

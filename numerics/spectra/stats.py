@@ -16,12 +16,20 @@ for ``W in R^{a x b}`` with singular values ``s_1 >= s_2 >= ... >= 0``,
 convention), the l2 norm of that unit's incoming weights; for a PyTorch ``weight`` of shape
 ``[out, in]`` it is ``weight.norm(dim=1).sum()``. It is not transpose-invariant.
 
-Numerical rank: ``r = #{i : s_i > tol}`` with ``tol = s_1 * max(a, b) * eps`` and ``eps`` the
-machine epsilon of the **stored** dtype of the weights (:data:`DTYPE_EPS`; the numpy
-``matrix_rank`` rule applied to the precision the weights were saved in). Weights saved in
-float32 and widened to float64 carry float32 rounding, so float64's eps would call rounding
-noise "rank". ``rank_rtol`` replaces ``max(a, b) * eps`` when given. ``S_p`` sums over the same
-``r`` values, so ``S_p -> S_0 = r`` as ``p -> 0+`` holds for the computed quantities too.
+Every singular value of the stored matrix counts (docs/theory/validity.md). The network computes
+with the stored numbers exactly (a bfloat16 or float16 weight is an exact rational, widened to
+float64 without loss), so a value is left out of ``S_0`` or ``S_p`` only where it is *certified*
+zero: by structure (a per-head product has rank ``<= d_h``; a zero row or column of the stored
+matrix), never because it lies below a rounding level of the storage dtype. ``rank`` (what ``S_0``
+counts) is therefore the structural bound ``min(#non-zero rows, #non-zero columns)`` (and ``d_h``
+for a product), and ``S_p`` sums a certified *upper* value of each of those singular values
+(:attr:`MatrixStats.singular_values_upper`): the quantities the bound increases in are bounded from
+above. Where leaving part of a spectrum out would help, the effective-rank cover pays for it in
+its cover scale (:mod:`theory.effective_rank`).
+
+The numpy ``matrix_rank`` rule at the stored dtype's epsilon (``#{s_i > s_1 max(a, b) eps}``) is
+reported as ``numerical_rank`` beside its ``rank_tolerance``, a diagnostic of how much of the
+spectrum lies at the storage precision's noise level; no bound reads it.
 
 Per head ``h`` with head width ``d_h`` (query head ``h`` uses key/value head
 ``g = h // (H / H_kv)``; ``g = h`` without grouped-query attention):
@@ -34,12 +42,17 @@ with ``W_Q^h = q[:, h d_h:(h+1) d_h]`` and ``W_O^h = o[h d_h:(h+1) d_h, :]``. Bo
 ``N x N`` of rank ``<= d_h``. Their singular values come from a ``d_h x d_h`` core, never from
 an ``N x N`` SVD (:func:`product_singular_values`).
 
-Only singular values are ever computed (never U and V): LAPACK's ``gesdd`` (:func:`numerics._util.lapack.svdvals`),
-or for a whole matrix at least twice as tall as wide, the float64 eigenvalues of its smaller Gram matrix where an error bound
-certifies them (:func:`gram_singular_values`: the rank identical to the SVD's, every singular value above
-the rank tolerance within relative :data:`GRAM_RTOL`; the SVD everywhere else). A whole matrix that is only
-reported, never in a bound (the attention ``q, k, v, o`` of :mod:`numerics.spectra.jobs`), takes the Gram path
-square or not where its rank and norms are certified (``"gram-norms"``, :func:`whole_spectrum`).
+Only singular values are ever computed for the SVD path (LAPACK ``gesdd``,
+:func:`numerics._util.lapack.svdvals`; of the ``d_h x d_h`` core for a per-head product), the reference. Its
+values carry LAPACK's backward error, which it states only as "a modestly growing function" times
+``u ||W||_2`` (LAPACK Users' Guide, section 4.9): that is not a certificate, so each value's upper bound is
+padded by the stated allowance :data:`SVD_ALLOWANCE` ``* min(a, b) u s_1`` and the rule is recorded as
+``"svd"``. For a whole matrix at least twice as tall as wide, the float64 eigenpairs of its smaller Gram
+matrix give a certificate that rests only on what it checks (:func:`gram_singular_values`: the rounding of
+forming the product, and the residual and orthogonality of the computed eigenpairs, Weyl's inequality);
+``"gram"`` where it certifies every value to :data:`GRAM_RTOL`, the SVD elsewhere. A whole matrix only
+reported, never in a bound (the attention ``q, k, v, o`` of :mod:`numerics.spectra.jobs`), takes the Gram
+path square or not where its norms are certified (``"gram-norms"``, :func:`whole_spectrum`).
 
 .. warning::
    With rotary position embeddings (LLaMA, Mistral) the score between tokens ``t`` and ``u``
@@ -54,7 +67,7 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Literal, get_args
+from typing import Any, Literal, NamedTuple, get_args
 
 import numpy as np
 
@@ -80,6 +93,10 @@ __all__ = [
     "gram_singular_values",
     "whole_singular_values",
     "whole_spectrum",
+    "Spectrum",
+    "SVD_ALLOWANCE",
+    "svd_upper",
+    "structural_rank",
     "product_singular_values",
     "matrix_stats",
     "weight_stats",
@@ -106,10 +123,11 @@ KINDS: tuple[str, ...] = get_args(MatrixKind)
 _F64_EPS = DTYPE_EPS["F64"]
 _UNIT_ROUNDOFF = 2.0**-53  # u: float64 rounding is relative error at most u
 _TINY = 2.0**-1074  # the smallest positive float64 (subnormal): the absolute error of an underflowed product
-#: LAPACK's backward error for the symmetric eigenvalues and the singular values is ``p(m) u ||A||_2``
-#: with ``p(m)`` "a modestly growing function of m" (LAPACK Users' Guide, sections 4.7 and 4.9); taken
-#: here as ``4 m``, which the measured errors stay far below (tests/test_gram_spectra.py).
-_LAPACK_GROWTH = 4
+#: The allowance padding each SVD-path singular value from above: ``SVD_ALLOWANCE * min(a, b) * u * s_1``. LAPACK
+#: states its backward error for the singular values as ``p(m, n) u ||A||_2`` with ``p`` "a modestly growing
+#: function" (Users' Guide, section 4.9) and no constant; this allowance is a stated assumption, recorded
+#: with the spectrum (``"svd"``), not a certificate (the ``"gram"`` path certifies its values).
+SVD_ALLOWANCE = 8.0
 
 #: The relative tolerance the Gram path certifies (:func:`gram_singular_values`): every singular value
 #: above the rank tolerance within this relative distance of the exact one and of the SVD path's.
@@ -150,140 +168,163 @@ def _gram(x: np.ndarray) -> np.ndarray:
     return copy.T @ copy
 
 
-def gram_singular_values(
-    w: np.ndarray, *, relative_tolerance: float, rtol: float = GRAM_RTOL, each_value: bool = True
-) -> np.ndarray | None:
-    r"""The singular values of ``w`` from the float64 eigenvalues of its smaller Gram matrix, when certified; else ``None``.
+def gram_singular_values(w: np.ndarray, *, rtol: float = GRAM_RTOL, each_value: bool = True) -> Spectrum | None:
+    r"""The singular values of ``w`` and certified upper bounds, from the float64 eigenpairs of its smaller Gram
+    matrix; ``None`` where it cannot certify them (the caller falls back to the SVD).
 
-    ``w`` is ``a x b``, finite float64; ``m = min(a, b)``, ``n = max(a, b)``; ``G`` is the ``m x m`` Gram
-    matrix (``w^T w`` if ``a >= b``, else ``w w^T``), whose eigenvalues are the ``sigma_i^2``. With ``u = 2^-53``:
+    ``w`` is ``a x b``, finite float64; ``m = min(a, b)``, ``n = max(a, b)``; ``G`` is the exact ``m x m`` Gram
+    matrix (``w^T w`` if ``a >= b``, else ``w w^T``), whose eigenvalues are the ``sigma_i^2``. With ``u = 2^-53``
+    and ``gamma_k = k u / (1 - k u)``, every step below is bounded from what it computes, with no assumption on
+    how LAPACK's eigensolver behaves:
 
-    1. *The product.* Each entry of ``G`` is an inner product of length ``n``; computed in floating point,
-       in any order (blocked, with or without fused multiply-adds), ``|G^ - G| <= gamma_n |w|^T |w|``
-       entrywise, ``gamma_n = n u / (1 - n u)`` (Higham, *Accuracy and Stability of Numerical
-       Algorithms*, 2nd ed., section 3.1), plus ``n 2^-1074`` per entry for products that underflow. By
-       Cauchy-Schwarz ``(|w|^T |w|)_{jk} <= ||w_j|| ||w_k||``, so ``||G^ - G||_2 <= gamma_n ||w||_F^2 + n m 2^-1074``.
-    2. *The eigensolver.* LAPACK's symmetric eigenvalues of ``G^`` are the exact ones of ``G^ + E``,
-       ``||E||_2 <= p(m) u ||G^||_2``, taken with ``p(m) = 4 m`` (:data:`_LAPACK_GROWTH`); ``||G^||_2 <= (1 + gamma_n) ||w||_F^2``.
-    3. *Weyl.* Each computed ``lambda_i`` is within ``delta = 2 (n + 4 m) u F + 2 n m 2^-1074`` of ``sigma_i^2``, where
-       ``F = trace(G^) (1 + 4 (n + m) u) >= ||w||_F^2`` (each diagonal entry is a sum of squares, so
-       computed low by at most ``gamma_n``; the trace adds ``gamma_m``); the factor 2 absorbs the
-       second-order terms (``n u <= 0.01`` is required). Hence ``sigma_i in [lo_i, hi_i] =
-       [sqrt(max(lambda_i - delta, 0)), sqrt(lambda_i + delta)]``; reported is ``s_i = sqrt(max(lambda_i, 0))``.
-    4. *The SVD path* (:func:`singular_values`, the reference) is within ``e = 4 m u hi_1`` of every ``sigma_i``
-       (the same LAPACK backward error, singular values being perfectly conditioned).
+    1. *The product.* Each entry of the computed ``G^`` is an inner product of length ``n``; in floating point, in
+       any order (blocked, with or without fused multiply-adds), ``|G^ - G| <= gamma_n |w|^T |w|`` entrywise
+       (Higham, *Accuracy and Stability of Numerical Algorithms*, 2nd ed., section 3.1), plus ``n 2^-1074`` per
+       entry for underflowing products; by Cauchy-Schwarz ``||G^ - G||_2 <= d_1 = gamma_n F + n m 2^-1074`` with
+       ``F = trace(G^) (1 + 4 (n + m) u) >= ||w||_F^2``.
+    2. *The eigenpairs, a posteriori.* LAPACK returns ``mu`` (ascending) and ``V``. With ``Res = G^ V - V diag(mu)``
+       and ``Orth = V^T V - I`` computed in floating point, ``||Res||_2 <= r`` and ``||Orth||_2 <= eta``, where ``r``
+       is the computed ``||Res||_F`` plus the rounding of computing ``Res`` (entrywise at most
+       ``gamma_{m+1} (|G^| |V| + |V| |diag(mu)|)``, whose Frobenius norm is computed and enlarged by ``gamma_m``) and
+       ``eta`` the computed ``||Orth||_F`` plus ``gamma_m ||V||_F^2``, each enlarged by ``(1 + 2 m^2 u)`` for the
+       norm's own summation; ``eta < 1/2`` is required, so ``sigma_min(V) >= sqrt(1 - eta)``. Kahan's theorem
+       (W. Kahan, "Inclusion theorems for clusters of eigenvalues of Hermitian matrices", 1967; B. N. Parlett, *The
+       Symmetric Eigenvalue Problem*, 1998, section 11.5): for Hermitian ``H`` and ``V`` of full rank, the sorted
+       eigenvalues of ``diag(mu)`` and of ``H`` pair with ``|lambda_i - mu_i| <= c ||H V - V diag(mu)||_2 /
+       sigma_min(V)``, ``c <= sqrt(2)`` (Kahan; ``c = 1`` was proved later, the constant ``sqrt(2)`` is kept).
+       So ``d_2 = sqrt(2) r / sqrt(1 - eta)``.
+    3. *Weyl.* The ``i``-th largest eigenvalue of ``G`` is within ``d_1`` of ``G^``'s, so within ``delta = d_1 + d_2``
+       of the ``i``-th largest ``mu``: ``sigma_i in [lo_i, hi_i] = [sqrt(max(mu_i - delta, 0)), sqrt(mu_i + delta)]``.
 
-    The result is returned only when all of these hold, else ``None`` (the caller falls back to the SVD):
+    Returned: ``s_i = sqrt(max(mu_i, 0))`` and the certified upper bounds ``hi_i``, when the norms are certified to
+    ``rtol`` (``(hi_1 - lo_1) <= rtol lo_1`` and ``m delta <= rtol sum_i s_i^2``) and, with ``each_value``
+    (default), every value too (``hi_i - lo_i <= rtol lo_i`` for every ``i``; a value too close to zero for that
+    is left to the SVD). Without ``each_value`` (:func:`whole_spectrum`'s ``"gram-norms"``, for matrices only
+    reported, never in a bound) each value is certified only absolutely.
 
-    * *the rank decision is certified*: with ``t = relative_tolerance`` (``max(a, b) eps_dtype`` or
-      ``rank_rtol``, :func:`relative_rank_tolerance`) and ``r = #{s_i > s_1 t}``, ``lo_r - e > (hi_1 + e) t``
-      and ``hi_{r+1} + e <= (lo_1 - e) t``: the exact matrix, this result and the SVD path all have rank ``r``;
-    * *the norms are certified to* ``rtol``: ``(max(hi_1 - s_1, s_1 - lo_1) + e) <= rtol (lo_1 - e)`` for ``s_1``, and
-      ``m delta + m e (2 hi_1 + e) <= rtol sum_i s_i^2`` for ``||w||_F^2 = sum_i s_i^2``;
-    * with ``each_value`` (default), *every value that counts is certified to* ``rtol``:
-      ``(max(hi_i - s_i, s_i - lo_i) + e) <= rtol (lo_i - e)`` for every ``i <= r``.
-
-    Then ``S_0 = r`` is identical to the SVD path's, ``s_1`` and the rank tolerance are within ``rtol``,
-    ``||w||_F^2`` within ``rtol``, the stable rank within ``3.1 rtol``; with ``each_value`` also every
-    ``S_p = sum_{i <= r} s_i^p`` (``p <= 2``) within relative ``(1 + rtol)^2 - 1`` (each term is, ``p`` small or
-    not: small singular values are certified as tightly, relatively, as large ones). Without ``each_value``
-    (:func:`whole_spectrum`'s ``"gram-norms"``, for matrices only reported, never in a bound) each kept value is
-    certified only absolutely, within ``max(hi_i - s_i, s_i - lo_i) + e <= delta / (2 lo_i) + e``. The values
-    at or below the rank tolerance are only certified absolutely (within ``sqrt(delta) + e``); nothing but
-    ``||w||_F^2`` uses them.
-
-    The bound is worst-case: the measured differences from the SVD are 4 to 6 orders of magnitude smaller,
-    but what is not certified is not used. It certifies every value of tall matrices with moderately graded
-    spectra (MiniLM-L6's feedforward matrices: relative error at most 1.2e-8); the small singular values of
-    its square attention matrices (``1e-4 s_1``) are only certified to ``1e-3``, their rank and norms to ``1e-7``.
+    It certifies every value of tall matrices with moderately graded spectra (MiniLM-L6's feedforward matrices);
+    the small singular values of square attention matrices only absolutely.
     """
-    certified = _gram_certificate(w, relative_tolerance=relative_tolerance, rtol=rtol)
-    if certified is None or (each_value and not certified[1]):
+    certified = _gram_certificate(w, rtol=rtol)
+    if certified is None or (each_value and not certified.every_value):
         return None
-    return certified[0]
+    return certified
 
 
-def _gram_certificate(w: np.ndarray, *, relative_tolerance: float, rtol: float) -> tuple[np.ndarray, bool] | None:
-    """``(values, every value certified)`` when the rank decision and the norms are certified, else ``None``
+class Spectrum(NamedTuple):
+    """Computed singular values (descending), a certified or allowed upper bound of each, how, and whether every
+    value is certified to :data:`GRAM_RTOL` (the Gram path)."""
+
+    values: np.ndarray
+    upper: np.ndarray
+    method: str
+    every_value: bool = True
+
+
+def _gram_certificate(w: np.ndarray, *, rtol: float) -> Spectrum | None:
+    """The Gram path's values and upper bounds when its norms are certified, else ``None``
     (:func:`gram_singular_values` states and proves the conditions)."""
     a, b = w.shape
     m, n = min(a, b), max(a, b)
     if m == 0:
-        return np.zeros(0), True
-    if n * _UNIT_ROUNDOFF > 0.01:
+        return Spectrum(np.zeros(0), np.zeros(0), "gram")
+    if (n + m * m) * _UNIT_ROUNDOFF > 0.01:
         return None
+    u = _UNIT_ROUNDOFF
     with np.errstate(over="ignore", invalid="ignore"):  # an overflowing product is refused just below
         g = _gram(w if a >= b else w.T)
-        F = float(np.trace(g)) * (1.0 + 4.0 * (n + m) * _UNIT_ROUNDOFF)
+        F = float(np.trace(g)) * (1.0 + 4.0 * (n + m) * u)
     if not (math.isfinite(F) and F > 0.0):
         return None  # a zero, underflowing or overflowing Gram matrix: leave it to the SVD
-    lam = lapack.eigvalsh(g)[::-1]
-    u = _UNIT_ROUNDOFF
-    delta = 2.0 * (n + _LAPACK_GROWTH * m) * u * F + 2.0 * n * m * _TINY
+    mu, v = np.linalg.eigh(g)
+    with np.errstate(over="ignore", invalid="ignore"):
+        res = g @ v - v * mu
+        orth = v.T @ v - np.eye(m)
+        v_abs = np.abs(v)
+        # the rounding of Res, entrywise at most gamma_{m+1} (|G^| |V| + |V| |diag(mu)|): its Frobenius norm
+        rounding = float(np.linalg.norm(np.abs(g) @ v_abs + v_abs * np.abs(mu)))
+        v_fro = float(np.linalg.norm(v))
+    if not (math.isfinite(rounding) and math.isfinite(v_fro)):
+        return None
+    gam = lambda k: k * u / (1.0 - k * u)  # noqa: E731
+    summation = 1.0 + 2.0 * m * m * u
+    r = (float(np.linalg.norm(res)) + gam(m + 1) * rounding * (1.0 + gam(m))) * summation
+    eta = (float(np.linalg.norm(orth)) + gam(m) * v_fro * v_fro) * summation
+    if not eta < 0.5:
+        return None
+    d1 = gam(n) * F + n * m * _TINY
+    d2 = math.sqrt(2.0) * r / math.sqrt(1.0 - eta)
+    delta = (d1 + d2) * (1.0 + 4.0 * u)  # the sum's own rounding
+    lam = mu[::-1]
     s = np.sqrt(np.maximum(lam, 0.0))
     lo = np.sqrt(np.maximum(lam - delta, 0.0))
-    hi = np.sqrt(lam + delta)
-    e = _LAPACK_GROWTH * m * u * float(hi[0])
-    t = relative_tolerance
-    r = int(np.count_nonzero(s > s[0] * t))
-    if r and not lo[r - 1] - e > (hi[0] + e) * t:
+    hi = np.sqrt(lam + delta) * (1.0 + 2.0 * u)  # the square root's rounding, upward
+    if not (lo[0] > 0 and hi[0] - lo[0] <= rtol * lo[0]):
         return None
-    if r < m and not hi[r] + e <= (lo[0] - e) * t:
+    if not m * delta <= rtol * float(np.sum(s * s)):
         return None
-    kept_lo = lo[:r] - e
-    if r and not (kept_lo > 0).all():
-        return None
-    error = np.maximum(hi[:r] - s[:r], s[:r] - lo[:r]) + e
-    if r and not error[0] <= rtol * kept_lo[0]:
-        return None
-    if not m * delta + m * e * (2.0 * float(hi[0]) + e) <= rtol * float(np.sum(s * s)):
-        return None
-    return np.ascontiguousarray(s), bool((error <= rtol * kept_lo).all())
+    every = bool(np.all(hi - lo <= rtol * lo) and np.all(lo > 0))
+    return Spectrum(np.ascontiguousarray(s), np.ascontiguousarray(hi), "gram" if every else "gram-norms", every)
 
 
 #: With ``each_value``, the Gram path is tried on whole matrices at least this many times taller than wide (or
-#: wider than tall), where it costs about a quarter of the SVD (so an uncertified try costs little), and always
+#: wider than tall), where it costs less than the SVD (so an uncertified try costs little), and always
 #: with at least :data:`_GRAM_MIN_SIDE` columns (rows) (below that the SVD is cheap anyway). Without
-#: ``each_value`` it is tried on square matrices too: their rank and norms are certified where their small
+#: ``each_value`` it is tried on square matrices too: their norms are certified where their small
 #: values are not (MiniLM-L6's attention matrices).
 _GRAM_MIN_ASPECT = 2.0
 _GRAM_MIN_SIDE = 32
 
-#: How :func:`whole_spectrum` computed a spectrum: ``"gram"`` (every kept value certified), ``"gram-norms"``
-#: (the rank, ``s_1`` and ``||W||_F`` certified; each value only absolutely) or ``"svd"``.
+#: How :func:`whole_spectrum` computed a spectrum: ``"gram"`` (every value certified), ``"gram-norms"``
+#: (``s_1`` and ``||W||_F`` certified; each value only absolutely) or ``"svd"`` (the LAPACK reference, each value's
+#: upper bound padded by the stated :data:`SVD_ALLOWANCE`).
 SPECTRUM_METHODS = ("gram", "gram-norms", "svd")
 
 
-def whole_spectrum(
-    w: np.ndarray, *, relative_tolerance: float, method: str = "auto", each_value: bool = True
-) -> tuple[np.ndarray, str]:
-    """The singular values of a whole matrix and how they were computed (one of :data:`SPECTRUM_METHODS`).
+def svd_upper(values: np.ndarray, shape: tuple[int, ...], scale: float | None = None) -> np.ndarray:
+    """Upper values for SVD-path singular values: each padded by ``SVD_ALLOWANCE * min(shape) * u * scale``
+    (``scale`` defaults to the largest value; a product passes ``||A||_F ||B||_F``, its factors' scale)."""
+    v = np.asarray(values, dtype=np.float64)
+    top = float(v.max()) if v.size else 0.0
+    pad = SVD_ALLOWANCE * max(min(shape), 1) * _UNIT_ROUNDOFF * (top if scale is None else max(scale, top))
+    with np.errstate(over="ignore"):
+        return v + pad
 
-    ``method``: ``"auto"`` tries :func:`gram_singular_values` and takes the SVD (:func:`singular_values`) where it
-    is not certified or not tried; ``"svd"`` always takes the SVD (the reference the Gram path is certified
-    against). ``each_value`` (default): every kept value must be certified to :data:`GRAM_RTOL` (``"gram"``), as
-    the bound's ``S_p`` need; the Gram path is tried on matrices at least twice as tall as wide (or wide as tall).
-    ``each_value=False``, for a matrix that is only reported (its rank, ``s_1``, ``||W||_F``, stable rank; never
-    in a bound): the rank and norms must be certified; the result is ``"gram"`` where every value is certified
-    too, else ``"gram-norms"``; tried on square matrices too.
+
+def whole_spectrum(w: np.ndarray, *, method: str = "auto", each_value: bool = True) -> Spectrum:
+    """The singular values of a whole matrix, their upper bounds, and how they were computed
+    (:data:`SPECTRUM_METHODS`).
+
+    ``method``: ``"auto"`` tries :func:`gram_singular_values` and takes the SVD (:func:`singular_values`, upper
+    bounds by :func:`svd_upper`) where it is not certified or not tried; ``"svd"`` always takes the SVD. With
+    ``each_value`` (default) every value must be certified (``"gram"``), as the bound's ``S_p`` need; the Gram
+    path is tried on matrices at least twice as tall as wide (or wide as tall). ``each_value=False``, for a
+    matrix that is only reported (never in a bound): ``"gram"`` or ``"gram-norms"``; tried on square matrices too.
     """
     if method not in ("auto", "svd"):
         raise ValueError(f"method={method!r} must be 'auto' or 'svd'")
     a, b = w.shape
     wide_enough = max(a, b) >= _GRAM_MIN_ASPECT * min(a, b) or not each_value
     if method == "auto" and min(a, b) >= _GRAM_MIN_SIDE and wide_enough:
-        certified = _gram_certificate(w, relative_tolerance=relative_tolerance, rtol=GRAM_RTOL)
-        if certified is not None and (certified[1] or not each_value):
-            return certified[0], "gram" if certified[1] else "gram-norms"
-    return lapack.svdvals(w), "svd"
+        certified = _gram_certificate(w, rtol=GRAM_RTOL)
+        if certified is not None and (certified.every_value or not each_value):
+            return certified
+    values = lapack.svdvals(w)
+    return Spectrum(values, svd_upper(values, w.shape), "svd")
 
 
-def whole_singular_values(
-    w: np.ndarray, *, relative_tolerance: float, method: str = "auto", each_value: bool = True
-) -> np.ndarray:
+def whole_singular_values(w: np.ndarray, *, method: str = "auto", each_value: bool = True) -> np.ndarray:
     """The singular values of a whole matrix: certified Gram eigenvalues where possible, else the SVD
     (:func:`whole_spectrum`, without saying which)."""
-    return whole_spectrum(w, relative_tolerance=relative_tolerance, method=method, each_value=each_value)[0]
+    return whole_spectrum(w, method=method, each_value=each_value).values
+
+
+def structural_rank(w: np.ndarray) -> int:
+    """``min(#non-zero rows, #non-zero columns)`` of ``w``: an upper bound on its rank certified by its zeros alone."""
+    if w.size == 0:
+        return 0
+    nonzero = w != 0
+    return int(min(np.count_nonzero(nonzero.any(axis=1)), np.count_nonzero(nonzero.any(axis=0))))
 
 
 def product_singular_values(A: Any, B: Any) -> np.ndarray:
@@ -319,12 +360,15 @@ class MatrixStats:
       kind: one of :data:`KINDS` (a :data:`MatrixKind`).
       head: head index for ``qk``/``vo``, ``None`` for whole matrices.
       shape: ``(a, b)`` in the ``[in, out]`` convention.
-      singular_values: descending, float64, read-only; for a product only the ``<= d_h``
+      singular_values: descending, float64, read-only, as computed; for a product only the ``<= d_h``
         possibly non-zero values (the rest are exactly zero).
-      rank: numerical rank, ``#{s_i > rank_tolerance}``.
-      rank_tolerance: ``s_1 * max(a, b) * dtype_eps``, or ``s_1 * rank_rtol`` when given.
+      rank: what ``S_0`` counts: the singular values not certified zero, ``min(rank_bound, #non-zero rows,
+        #non-zero columns, #{upper value > 0})`` (module docs: nothing is cut at a rounding level).
+      rank_tolerance: diagnostic only: ``s_1 * max(a, b) * dtype_eps`` (numpy's ``matrix_rank`` rule at the
+        stored precision), or ``s_1 * rank_rtol`` when given; :attr:`numerical_rank` counts the values above it.
+        No bound reads it.
       rank_bound: the algebraic bound on the rank: ``min(a, b)``, or ``d_h`` for a product.
-      dtype_eps: machine epsilon of the stored dtype used in the tolerance.
+      dtype_eps: machine epsilon of the stored dtype (of the diagnostic tolerance).
       spectral_norm: ``s_1 = ||W||_2`` (not squared).
       frobenius_norm: ``||W||_F``.
       frobenius_norm_squared: ``||W||_F^2 = sum_i s_i^2``.
@@ -335,6 +379,10 @@ class MatrixStats:
         eigenvalues, :func:`gram_singular_values`), ``"gram-norms"`` (the same, with only the rank, ``s_1``,
         ``||W||_F`` and the stable rank certified: a matrix only reported, never in a bound; :func:`whole_spectrum`)
         or ``"svd"`` (:func:`numerics._util.lapack.svdvals`; of the ``d_h x d_h`` core for a per-head product).
+      singular_values_upper: an upper bound of each singular value, descending (certified on the Gram path,
+        the stated allowance on the SVD path: :func:`whole_spectrum`); what ``S_p`` and the spectral radius
+        of the bound use. ``None`` given: the SVD allowance of :func:`svd_upper`.
+      rank_rule: how ``rank`` was decided: ``"structural"`` (every value counts but those certified zero).
     """
 
     name: str
@@ -354,20 +402,40 @@ class MatrixStats:
     norm_1_1: float | None
     stable_rank: float
     spectrum: str = field(default="svd", kw_only=True)
+    singular_values_upper: np.ndarray = field(default=None, kw_only=True, repr=False)  # type: ignore[assignment]
+    rank_rule: str = field(default="structural", kw_only=True)
+
+    def __post_init__(self) -> None:
+        if self.singular_values_upper is None:
+            upper = svd_upper(self.singular_values, self.shape)
+            upper.setflags(write=False)
+            object.__setattr__(self, "singular_values_upper", upper)
+
+    @property
+    def spectral_norm_bound(self) -> float:
+        """An upper bound on ``||W||_2`` (the largest upper value): the spectral radius the bound's classes use."""
+        return float(self.singular_values_upper[0]) if self.singular_values_upper.size else 0.0
+
+    @property
+    def numerical_rank(self) -> int:
+        """Diagnostic: ``#{s_i > rank_tolerance}``, numpy's ``matrix_rank`` rule at the stored precision (no bound
+        reads it; :attr:`rank` is what ``S_0`` counts)."""
+        return int(np.count_nonzero(self.singular_values > self.rank_tolerance))
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         # Unpickling (process pools, dask workers) bypasses __init__, and pickle protocols < 5
         # rebuild arrays writable: restore the read-only singular values.
         self.__dict__.update(state)
-        values = self.__dict__.get("singular_values")
-        if isinstance(values, np.ndarray):
-            values.setflags(write=False)
+        for key in ("singular_values", "singular_values_upper"):
+            values = self.__dict__.get(key)
+            if isinstance(values, np.ndarray):
+                values.setflags(write=False)
 
     def schatten_p(self, p: float | Iterable[float] | np.ndarray) -> float | np.ndarray:
-        """``S_p(W) = sum_{i <= rank} s_i^p`` (the p-th power of the Schatten quasi-norm).
+        """An upper bound on ``S_p(W) = sum_i s_i^p`` (the p-th power of the Schatten quasi-norm): the sum over the
+        ``rank`` largest upper values (:attr:`singular_values_upper`).
 
-        ``S_0 = rank``, ``S_1`` is the nuclear norm, ``S_2 = ||W||_F^2`` up to the squares of the
-        singular values below the rank tolerance.
+        ``S_0 = rank``, ``S_1`` is the nuclear norm, ``S_2 = ||W||_F^2`` (to the upper values' padding).
 
         Args:
           p: one exponent or an array of exponents, each finite and ``>= 0``.
@@ -375,7 +443,7 @@ class MatrixStats:
         Returns:
           A float for a scalar ``p``, else an array of the same shape as ``p``.
         """
-        out = schatten_power(self.singular_values[: self.rank], p, max_p=math.inf)
+        out = schatten_power(self.singular_values_upper[: self.rank], p, max_p=math.inf)
         return float(out) if out.ndim == 0 else out
 
     def energy_rank(self, fraction: float = 0.9) -> int:
@@ -402,8 +470,11 @@ class MatrixStats:
             "cols": self.shape[1],
             "rank": self.rank,
             "rank_bound": self.rank_bound,
+            "rank_rule": self.rank_rule,
+            "numerical_rank": self.numerical_rank,
             "rank_tolerance": self.rank_tolerance,
             "spectral_norm": self.spectral_norm,
+            "spectral_norm_bound": self.spectral_norm_bound,
             "frobenius_norm": self.frobenius_norm,
             "frobenius_norm_squared": self.frobenius_norm_squared,
             "norm_2_1": self.norm_2_1,
@@ -437,16 +508,16 @@ def check_stats_options(*, kind: str, dtype_eps: float, rank_rtol: float | None)
 def relative_rank_tolerance(shape: tuple[int, ...], *, dtype_eps: float, rank_rtol: float | None = None) -> float:
     """``max(a, b) * dtype_eps`` (numpy's ``matrix_rank`` rule at the stored precision), or ``rank_rtol``.
 
-    The rank tolerance is ``s_1`` times this (module docs).
+    The diagnostic rank tolerance is ``s_1`` times this (module docs); no bound reads it.
     """
     return max(shape) * dtype_eps if rank_rtol is None else rank_rtol
 
 
 def numerical_rank(singular_values: Any, *, shape: tuple[int, ...], eps: float) -> int:
-    """Rank with the numpy ``matrix_rank`` rule: ``#{i : s_i > s_1 * max(shape) * eps}``.
+    """Rank with the numpy ``matrix_rank`` rule: ``#{i : s_i > s_1 * max(shape) * eps}``: a diagnostic.
 
-    ``eps`` should be the machine epsilon of the dtype the weights were *stored* in (float32 for
-    float32 checkpoints), not of the float64 arithmetic (:data:`DTYPE_EPS`).
+    Not what any bound counts: the stored matrix is the matrix, and its values below a rounding level are
+    real (module docs; ``MatrixStats.rank`` is the certified count).
     """
     sv = np.asarray(singular_values, dtype=np.float64)
     if sv.size == 0 or sv.max() == 0:
@@ -531,6 +602,8 @@ def matrix_stats(
     rank_rtol: float | None = None,
     dtype_eps: float = _F64_EPS,
     spectrum: str = "svd",
+    upper: Any = None,
+    structural: int | None = None,
 ) -> MatrixStats:
     """Build :class:`MatrixStats` from singular values (and optionally the matrix itself).
 
@@ -545,9 +618,13 @@ def matrix_stats(
         from it (column norms, entrywise sum).
       norm_2_1, norm_1_1: precomputed norms, used when ``weight`` is ``None``.
       rank_bound: algebraic rank bound (default ``min(a, b)``).
-      rank_rtol: relative rank tolerance; default ``max(a, b) * dtype_eps``.
+      rank_rtol: relative tolerance of the diagnostic :attr:`MatrixStats.numerical_rank`; default
+        ``max(a, b) * dtype_eps``.
       dtype_eps: machine epsilon of the stored dtype (:data:`DTYPE_EPS`); default float64's.
       spectrum: how ``sv`` was computed, one of :data:`SPECTRUM_METHODS` (:attr:`MatrixStats.spectrum`).
+      upper: an upper bound of each value (same order as ``sv``); default the SVD allowance (:func:`svd_upper`).
+      structural: a rank bound certified by the matrix's zeros (:func:`structural_rank`); computed from
+        ``weight`` when that is given.
 
     Returns:
       The frozen :class:`MatrixStats`.
@@ -556,14 +633,28 @@ def matrix_stats(
         raise ValueError(f"kind={kind!r} must be one of {KINDS}")
     if len(shape) != 2 or min(shape) < 0:
         raise ValueError(f"shape={shape!r} must be a pair of non-negative ints")
-    s = np.sort(np.asarray(sv, dtype=np.float64).ravel())[::-1].copy()
+    raw = np.asarray(sv, dtype=np.float64).ravel()
+    order = np.argsort(raw, kind="stable")[::-1]
+    s = raw[order].copy()
     if s.size > min(shape) or (s.size and (not np.isfinite(s).all() or s[-1] < 0)):
         raise ValueError(f"sv must hold at most min{tuple(shape)} finite non-negative values, got {s.size}")
     check_stats_options(kind=kind, dtype_eps=dtype_eps, rank_rtol=rank_rtol)
     s.setflags(write=False)
+    if upper is None:
+        up = svd_upper(s, shape)
+    else:
+        up = np.asarray(upper, dtype=np.float64).ravel()
+        if up.shape != raw.shape or not (up >= raw).all():
+            raise ValueError(f"upper must hold an upper bound of each of the {raw.size} values of sv")
+        up = np.sort(up)[::-1].copy()  # the i-th largest upper bound bounds the i-th largest value
+    up.setflags(write=False)
     s1 = float(s[0]) if s.size else 0.0
     tol = s1 * relative_rank_tolerance(shape, dtype_eps=dtype_eps, rank_rtol=rank_rtol)
-    rank = int(np.count_nonzero(s > tol))
+    bound = int(min(shape) if rank_bound is None else rank_bound)
+    if weight is not None and structural is None:
+        structural = structural_rank(as_matrix("weight", weight))
+    # every value counts but those certified zero: by structure, or by an upper bound of exactly 0
+    rank = min(bound, int(np.count_nonzero(up > 0)), bound if structural is None else int(structural))
     # Squares beyond float64 become inf here without a warning; numerics.analysis refuses such statistics
     # in one line naming the tensor (issue 18: an overflow must never turn into a smaller bound).
     with np.errstate(over="ignore", invalid="ignore"):
@@ -583,7 +674,7 @@ def matrix_stats(
         singular_values=s,
         rank=rank,
         rank_tolerance=tol,
-        rank_bound=int(min(shape) if rank_bound is None else rank_bound),
+        rank_bound=bound,
         dtype_eps=float(dtype_eps),
         spectral_norm=s1,
         frobenius_norm=math.sqrt(fro2),
@@ -592,6 +683,7 @@ def matrix_stats(
         norm_1_1=None if norm_1_1 is None else float(norm_1_1),
         stable_rank=sr,
         spectrum=spectrum,
+        singular_values_upper=up,
     )
 
 
@@ -615,13 +707,12 @@ def weight_stats(
     """
     w = as_matrix(name, W)
     check_stats_options(kind=kind, dtype_eps=dtype_eps, rank_rtol=rank_rtol)
-    t = relative_rank_tolerance(w.shape, dtype_eps=dtype_eps, rank_rtol=rank_rtol)
-    sv, how = whole_spectrum(w, relative_tolerance=t, method=method, each_value=each_value)
+    spec = whole_spectrum(w, method=method, each_value=each_value)
     with np.errstate(over="ignore", invalid="ignore"):  # as matrix_stats(weight=w) would, without checking w again
         norm_2_1, norm_1_1 = _weight_norms(w)
     return matrix_stats(
         name,
-        sv,
+        spec.values,
         shape=w.shape,
         kind=kind,
         layer=layer,
@@ -630,7 +721,9 @@ def weight_stats(
         norm_1_1=norm_1_1,
         rank_rtol=rank_rtol,
         dtype_eps=dtype_eps,
-        spectrum=how,
+        spectrum=spec.method,
+        upper=spec.upper,
+        structural=structural_rank(w),
     )
 
 
@@ -653,7 +746,9 @@ def product_stats(
       isometry), i.e. the row norms of ``B R_A^T``: ``O(n d^2)``, no ``m x n`` array;
     * ``||P||_{1,1}`` needs the entries: ``P`` is formed in blocks of rows.
 
-    The rank bound is ``d``.
+    The rank bound is ``d``; the rank counted is also bounded by the factors' zero rows and columns. The core's
+    values are the SVD path's (LAPACK), each padded from above by the allowance of :func:`svd_upper` at the
+    factors' scale ``||A||_F ||B||_F`` (the QR's rounding is relative to the factors, not to the product).
     """
     a, b = as_matrix(f"{name} A", A), as_matrix(f"{name} B", B)
     if a.shape[1] != b.shape[1]:
@@ -678,4 +773,6 @@ def product_stats(
         rank_bound=min(a.shape[0], b.shape[0], a.shape[1]),
         rank_rtol=rank_rtol,
         dtype_eps=dtype_eps,
+        upper=svd_upper(sv, (a.shape[0], b.shape[0], a.shape[1]), float(np.linalg.norm(a) * np.linalg.norm(b))),
+        structural=min(structural_rank(a), structural_rank(b)),
     )
