@@ -76,19 +76,49 @@ FIELDS: tuple[Field, ...] = (
     Field(_N + "feedforward.gated", "", "", "whether the feedforward block is gated"),
     Field(_N + "feedforward.model", "", "", "the feedforward block as the bound models it"),
     Field(_N + "lipschitz_model", "", "", "how the Lipschitz constants are modelled (norm layers as projections)"),
+    Field(_N + "spectra.stored_dtype", "", "", "the dtype the weights are stored in (F32, BF16, F16, ...)"),
+    Field(
+        _N + "spectra.rule",
+        "",
+        "",
+        "which singular values count: every value of the stored matrix but those certified zero",
+    ),
     # one row per matrix (also the CSV's columns)
     Field("matrices[].name", "", "", "the tensor, or the per-head product (layer0.head0.qk), this row is about"),
     Field("matrices[].layer", "", "", "layer index, from 0"),
     Field("matrices[].kind", "", "", "q, k, v, o (stored), qk, vo (per-head products), ff1, ff2"),
     Field("matrices[].head", "", "", "head index for per-head products, else null"),
-    Field("matrices[].rank", "", "", "the rank of the stored matrix (singular values certified nonzero)"),
+    Field(
+        "matrices[].rank",
+        "",
+        "",
+        "the rank the bound uses: every singular value of the stored matrix counts but those certified zero",
+    ),
     Field(
         "matrices[].rank_bound", "", "", "the structural cap on the rank (d_h for a per-head product, min(a, b) else)"
     ),
     Field(
-        "matrices[].rank_tolerance", "singular value", "", "the threshold below which a singular value is not counted"
+        "matrices[].rank_rule",
+        "",
+        "",
+        "how the rank was decided ('structural': every value counts but those certified zero)",
+    ),
+    Field(
+        "matrices[].numerical_rank",
+        "",
+        "",
+        "the count above rank_tolerance (numpy's rule at the stored precision): reported, not used",
+    ),
+    Field(
+        "matrices[].rank_tolerance",
+        "singular value",
+        "",
+        "the stored precision's rounding level numerical_rank counts above (a diagnostic)",
     ),
     Field("matrices[].spectral_norm", "", "", "largest singular value ||W||_2"),
+    Field(
+        "matrices[].spectral_norm_bound", "", "", "a certified upper bound of the spectral norm (what the bound reads)"
+    ),
     Field("matrices[].frobenius_norm", "", "", "||W||_F"),
     Field("matrices[].frobenius_norm_squared", "", "", "||W||_F^2 = S_2(W)"),
     Field("matrices[].norm_2_1", "", "", "||W^T||_{2,1}: sum over output units of the l2 norm of their weights"),
@@ -100,6 +130,12 @@ FIELDS: tuple[Field, ...] = (
     Field("matrices[].p_star", "", "", "the Schatten index chosen post hoc for this matrix's group (null: not a term)"),
     Field("matrices[].schatten_p_at_p_star", "", "", "S_p(W) at p = p_star (the rank at p = 0)"),
     Field("matrices[].singular_values", "", "", "every singular value, descending (--spectra only)"),
+    Field(
+        "matrices[].singular_values_upper",
+        "",
+        "",
+        "an upper bound of each singular value, descending (--spectra only; what S_p sums)",
+    ),
     Field(
         "matrices[].theorem_inputs", "", "", "the inputs of this matrix's Theorem 4.1 coefficient (null: not a term)"
     ),
@@ -135,6 +171,12 @@ FIELDS: tuple[Field, ...] = (
     Field("matrices[].cover.p", "", "", "its Schatten index"),
     Field("matrices[].cover.r_head", "", "", "effective_rank: the head rank r chosen"),
     Field("matrices[].cover.t_tail", "", "", "effective_rank: the tail's Frobenius bound t"),
+    Field(
+        "matrices[].cover.tail_paid",
+        "",
+        "",
+        "||W - W_r||_F left out of the spectrum and paid for by the cover's scale (0: none)",
+    ),
     # bounds (every bound)
     Field(_B + "status", "", "", "verbatim, reconstructed or extension, and what"),
     Field(_B + "complexity", "", "", "sqrt(n) Rad / 12: the entropy integral (12 is Dudley's constant), free of n"),
