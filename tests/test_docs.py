@@ -633,3 +633,13 @@ def test_the_notebooks_remove_their_temporary_folders():
     three folders in ``$TMPDIR``): no ``mkdtemp`` whose folder stays behind."""
     for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
         assert "mkdtemp(" not in path.read_text(encoding="utf-8"), path.name
+
+
+def test_the_readme_keeps_what_a_newcomer_needs_first():
+    """The README is short (its design sections live on the site) and opens with the two set-up commands."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 250
+    assert "```\n./run demo\n./run test\n```" in text.split("\n## ", 1)[0]
+    for moved in ("## Performance", "## The network evaluated", "## Does the bound track generalization?"):
+        assert moved not in text and moved in (DOCS / "design.md").read_text(encoding="utf-8"), moved
+    assert "arxiv.org/abs/2605.07297" in text
