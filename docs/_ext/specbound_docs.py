@@ -1018,8 +1018,9 @@ def _short_names() -> set[str]:
 
 
 def _napoleon_for_code_only(app: Sphinx) -> None:
-    """Napoleon reads a data or attribute docstring's first ``word: text`` as ``type: description``;
-    specbound's constants are documented in prose, so napoleon handles only functions, classes, modules."""
+    """Napoleon reads a data, attribute or property docstring's first ``word: text`` as ``type: description``;
+    specbound's constants and properties are documented in prose ("Diagnostic: ..."), so napoleon handles only
+    functions, classes, modules."""
     from sphinx.ext import napoleon
 
     listeners = app.events.listeners.get("autodoc-process-docstring", [])
@@ -1028,7 +1029,7 @@ def _napoleon_for_code_only(app: Sphinx) -> None:
             app.disconnect(listener.id)
 
             def wrapped(app: Sphinx, what: str, name: str, obj: Any, options: Any, lines: list[str]) -> None:
-                if what not in ("data", "attribute"):
+                if what not in ("data", "attribute", "property"):
                     napoleon._process_docstring(app, what, name, obj, options, lines)
                 elif lines and obj is not None and " ".join(lines).split() == (inspect.getdoc(type(obj)) or "").split():
                     lines.clear()  # a constant without a comment of its own: not its type's docstring
