@@ -272,6 +272,13 @@ def _cmd_mc(args: argparse.Namespace) -> int:
         raise CliError("--entry-points only applies with --cover NAME")
     if args.cover is not None:
         return _cmd_mc_cover(args)
+    if args.plot is not None:
+        from numerics.errors import OutputError
+
+        try:
+            writers.check_figure_file(args.plot)  # before the Monte-Carlo run
+        except OutputError as exc:
+            raise CliError(f"--plot {_shown(args.plot)}: {exc}") from None
     result = writers.mc_report(plot=args.plot, **_given(args, *_MC_OPTIONS))
     if args.format == "json":
         print(json.dumps(tables.mc_rows_json(result), indent=2))

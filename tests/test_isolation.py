@@ -278,3 +278,52 @@ def test_plots_ignore_a_users_matplotlibrc(tmp_path, where, clean_png):
     got = _run([sys.executable, "-m", "numerics.cli", *small, "--plot", str(styled / "f.png")], cwd=styled, env=env)
     assert got.returncode == 0 and got.stderr == "", got.stderr
     assert (styled / "f.png").read_bytes() == clean_png
+
+
+# --------------------------------------------------------------------------- the console script itself (issue 30)
+
+
+def _plant_packages(folder: Path, how: str) -> Path:
+    """A ``numerics`` and a ``theory`` in ``folder`` (folders or single modules) that leave a marker when imported."""
+    markers = folder / "markers"
+    markers.mkdir(parents=True)
+    for name in ("numerics", "theory"):
+        body = f"open({str(markers / name)!r}, 'w').write('imported')\n"
+        if how == "package":
+            (folder / name).mkdir()
+            (folder / name / "__init__.py").write_text(body)
+        else:
+            (folder / f"{name}.py").write_text(body)
+    return markers
+
+
+@pytest.mark.parametrize("how", ["package", "module"])
+@pytest.mark.parametrize("pythonpath", [":{nowhere}", "."], ids=["PYTHONPATH=:x", "PYTHONPATH=."])
+def test_the_console_script_imports_only_its_own_packages(tmp_path, how, pythonpath):
+    # Issue 30, finding 4: the console script pip generated ran `from numerics.cli import main`, so
+    # with the current folder on PYTHONPATH (an empty entry, or '.') a numerics/ or numerics.py there
+    # was imported before specbound's sys.path cleanup could run. The launcher pins both packages to
+    # the folder it is installed in. `derive thm41` imports numerics and theory.
+    assert SPECBOUND.exists(), f"{SPECBOUND} missing: install the project with ./run"
+    here = tmp_path / "here"
+    markers = _plant_packages(here, how)
+    env = {**os.environ, "SPECBOUND_CACHE": str(tmp_path / "cache")}
+    env["PYTHONPATH"] = pythonpath.format(nowhere=tmp_path / "nowhere")
+    got = _run([str(SPECBOUND), "derive", "thm41", "--json"], cwd=here, env=env)
+    assert sorted(p.name for p in markers.iterdir()) == []
+    assert got.returncode == 0 and got.stderr == "", got.stderr
+    assert json.loads(got.stdout)["target"] == "thm41"
+
+
+def test_python_m_still_cleans_its_path(tmp_path):
+    # `python -m numerics.cli` (numerics found on an explicit PYTHONPATH) still drops the current folder:
+    # a planted theory/ there is never imported (numerics itself is Python's -m lookup, as documented).
+    here = tmp_path / "here"
+    markers = here / "markers"
+    markers.mkdir(parents=True)
+    (here / "theory").mkdir()
+    (here / "theory" / "__init__.py").write_text(f"open({str(markers / 'theory')!r}, 'w').write('imported')\n")
+    env = {**os.environ, "SPECBOUND_CACHE": str(tmp_path / "cache"), "PYTHONPATH": str(ROOT)}
+    got = _run([sys.executable, "-m", "numerics.cli", "derive", "thm41", "--json"], cwd=here, env=env)
+    assert sorted(p.name for p in markers.iterdir()) == []
+    assert got.returncode == 0 and got.stderr == "", got.stderr

@@ -204,3 +204,20 @@ def qr_r(a: np.ndarray) -> np.ndarray:
     if bound is not None:
         return _qr_r(bound, a)
     return np.asarray(np.linalg.qr(a, mode="r"))
+
+
+#: The allowance padding each singular value LAPACK's SVD returns, from above: ``SVD_ALLOWANCE * min(a, b) * u * s_1``
+#: (``u = 2^-53``). LAPACK states its backward error for the singular values as ``p(m, n) u ||A||_2`` with ``p`` "a
+#: modestly growing function" (Users' Guide, section 4.9) and no constant; this allowance is a stated assumption,
+#: recorded with every spectrum computed this way (``"svd"``), not a certificate.
+SVD_ALLOWANCE = 8.0
+
+
+def svd_upper(values: np.ndarray, shape: tuple[int, ...], scale: float | None = None) -> np.ndarray:
+    """Upper values for SVD singular values: each padded by ``SVD_ALLOWANCE * min(shape) * u * scale`` (``scale``
+    defaults to the largest value; a product passes its factors' scale ``||A||_F ||B||_F``)."""
+    v = np.asarray(values, dtype=np.float64)
+    top = float(v.max()) if v.size else 0.0
+    pad = SVD_ALLOWANCE * max(min(shape), 1) * 2.0**-53 * (top if scale is None else max(scale, top))
+    with np.errstate(over="ignore"):
+        return v + pad

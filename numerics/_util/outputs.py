@@ -28,9 +28,13 @@ long analysis does not start for nothing) and again right before the result is m
 place. Results are built in a :func:`numerics._util.workdirs.work_folder` beside the destination, so
 an interrupted write (Ctrl-C, SIGTERM) leaves nothing (parent folders this write created
 included), and the folder a SIGKILL leaves is removed by the next write into the same parent
-folder. The final moves into an existing folder are a few renames; an interrupt among them puts
-the old files back. Folders and files are created with the ordinary ``os.mkdir`` / ``open``
-modes, so they follow the umask.
+folder. The final moves into an existing folder are a few renames, journaled first
+(:mod:`numerics._util.journal`): an error or interrupt among them puts the old files back, and
+after a SIGKILL the next look at the folder (:func:`check_output_folder`, which every write runs
+first) finishes or undoes them, so the folder is the old report or the new one, with its marker.
+A destination inside specbound's cache is refused, and so is a mount point in or at a destination
+(a bind mount of the same file system included: :func:`numerics._util.workdirs.is_mount_point`).
+Folders and files are created with the ordinary ``os.mkdir`` / ``open`` modes, so they follow the umask.
 """
 
 from __future__ import annotations
@@ -47,8 +51,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from numerics._util import journal
 from numerics._util.cache import cache_root, make_private_dirs
-from numerics._util.workdirs import remove_abandoned, work_folder
+from numerics._util.workdirs import is_mount_point, remove_abandoned, work_folder
 from numerics.errors import OutputError
 
 __all__ = [
@@ -61,6 +66,7 @@ __all__ = [
     "is_specbound_png",
     "record_written_file",
     "save_figure",
+    "figure_format",
     "check_editable_file",
     "edit_text_file",
 ]
@@ -152,6 +158,14 @@ def _holds(folder: Path, folder_stat: os.stat_result, protected: PathLike) -> bo
             if (st.st_dev, st.st_ino) == identity:
                 return True
     return False
+
+
+def _check_outside_cache(path: Path) -> None:
+    """Refuse a destination inside specbound's cache (links resolved): the cache holds only what it keeps there."""
+    cache = Path(os.path.realpath(cache_root()))
+    real = Path(os.path.realpath(path))
+    if cache in real.parents:  # the cache itself, or a folder holding it: see _check_protected
+        raise OutputError(path, f"is inside specbound's cache {cache}, where only specbound's own data goes")
 
 
 def _check_protected(path: Path, st: os.stat_result, protect: Iterable[PathLike]) -> None:
@@ -272,7 +286,7 @@ def _survey(path: Path, root: os.stat_result, listed: dict[str, tuple[int, str]]
             if not rel and entry.name == MARKER:
                 continue
             st = entry.stat(follow_symlinks=False)
-            if st.st_dev != root.st_dev or (stat.S_ISDIR(st.st_mode) and os.path.ismount(entry.path)):
+            if st.st_dev != root.st_dev or is_mount_point(entry.path):  # bind mounts of the same file system too
                 found.blocking.append((name, "a mount point (another file system), which specbound never writes into"))
             elif stat.S_ISDIR(st.st_mode) and name in listed_dirs:
                 found.dirs.add(name)
@@ -310,6 +324,9 @@ def _refuse_survey(path: Path, found: _Survey, force: bool) -> None:
 def check_output_folder(dest: PathLike, *, force: bool = False, protect: Iterable[PathLike] = ()) -> Path:
     """Check that :func:`safe_output_folder` may write ``dest``; returns it as an absolute path.
 
+    A write into ``dest`` that a killed run left unfinished is finished or undone first (the only
+    change this check makes), as are the other abandoned work folders beside ``dest``.
+
     Args:
       dest: the report folder.
       force: also write a folder specbound wrote when it holds files its marker does not list
@@ -329,6 +346,8 @@ def _inspect_folder(
     """:func:`check_output_folder`, also giving what the existing folder holds (``None`` if missing)."""
     path = _absolute(dest)
     _check_parent(path)
+    _check_outside_cache(path)
+    remove_abandoned(path.parent, _TMP_PREFIX)  # a killed write into `path` is finished or undone first
     st = _lstat(path)
     if st is None:
         return path, None, None
@@ -336,7 +355,7 @@ def _inspect_folder(
         _check_protected(path, st, protect)
     if not stat.S_ISDIR(st.st_mode):
         raise OutputError(path, f"is {_kind(st.st_mode)}, not a folder specbound wrote")
-    if os.path.ismount(path):
+    if is_mount_point(path):
         raise OutputError(path, "is a mount point")
     with os.scandir(path) as entries:
         empty = next(entries, None) is None
@@ -464,52 +483,40 @@ def _write_into(
     old = work / "old"
     old.mkdir()
     listed = _marker_files(path) or {}
-    aside: list[tuple[Path, Path]] = []  # (original place, place in old)
-    moved_in: list[Path] = []
-    made: list[Path] = []
-    try:
-        for k, name in enumerate([*found.ours, MARKER] if os.path.lexists(path / MARKER) else found.ours):
-            place = old / str(k)
-            os.rename(path / name, place)
-            aside.append((path / name, place))
-            if name != MARKER and _file_digest(place) != listed.get(name):
-                raise OutputError(path, f"{name!r} changed while specbound was writing")
-        if os.lstat(path).st_ino != st.st_ino:
-            raise OutputError(path, "changed while specbound was writing")
-        _write_marker(work, files)
-        for name in [*sorted(files), MARKER]:
-            source = (work / MARKER) if name == MARKER else out / name
-            target = path / name
-            for folder in reversed(target.relative_to(path).parents[:-1] if "/" in name else []):
-                inside = path / folder
-                if not os.path.lexists(inside):
-                    inside.mkdir()
-                    made.append(inside)
-                elif not inside.is_dir() or inside.is_symlink() or os.lstat(inside).st_dev != st.st_dev:
-                    raise OutputError(path, f"{folder.as_posix()!r} changed while specbound was writing")
-            if os.path.lexists(target):
-                raise OutputError(path, f"{name!r} appeared while specbound was writing")
-            os.rename(source, target)
-            moved_in.append(target)
-    except BaseException:
-        for target in reversed(moved_in):
-            with contextlib.suppress(OSError):
-                os.unlink(target)
-        for folder in reversed(made):
-            with contextlib.suppress(OSError):
-                folder.rmdir()
-        for original, place in reversed(aside):
-            with contextlib.suppress(OSError):
-                if not os.path.lexists(original):
-                    os.rename(place, original)
-        raise
-    # folders of the old report that are now empty and that the new one does not use
+    _write_marker(work, files)
+    leaving = [*found.ours, MARKER] if os.path.lexists(path / MARKER) else list(found.ours)
+    aside = [(path / name, old / str(k)) for k, name in enumerate(leaving)]
+    entering: list[str] = []  # each new file, or the outermost new folder holding it, moved in whole
+    for name in sorted(files):
+        parts = name.split("/")
+        top = next(("/".join(parts[:k]) for k in range(1, len(parts)) if "/".join(parts[:k]) not in found.dirs), name)
+        if top not in entering:
+            entering.append(top)
+    moves = [*aside, *((out / rel, path / rel) for rel in entering), (work / MARKER, path / MARKER)]
+    # folders of the old report that the new one does not use: removed after the commit if empty
     wanted = {"/".join(n.split("/")[:k]) for n in files for k in range(1, n.count("/") + 1)}
-    for old_dir in sorted(found.dirs - wanted, key=lambda d: -d.count("/")):
-        if any(d == old_dir or d.startswith(old_dir + "/") for d in wanted):
-            continue
-        with contextlib.suppress(OSError):
-            (path / old_dir).rmdir()  # only if empty: a kept file keeps its folder
+    tidy = [d for d in found.dirs - wanted if not any(w == d or w.startswith(d + "/") for w in wanted)]
+    journal.begin(work, path, moves, tidy=tidy)  # the next run finishes or undoes these renames after a SIGKILL
+    try:
+        for k, (source, target) in enumerate(moves):
+            if k == len(aside) and os.lstat(path).st_ino != st.st_ino:
+                raise OutputError(path, "changed while specbound was writing")
+            if k >= len(aside):
+                rel = target.relative_to(path)
+                for folder in reversed(rel.parents[:-1]):  # the old report's folders it goes into
+                    inside = path / folder
+                    if not inside.is_dir() or inside.is_symlink() or os.lstat(inside).st_dev != st.st_dev:
+                        raise OutputError(path, f"{folder.as_posix()!r} changed while specbound was writing")
+                if os.path.lexists(target):
+                    raise OutputError(path, f"{rel.as_posix()!r} appeared while specbound was writing")
+            journal.rename(source, target)
+            name = leaving[k] if k < len(aside) else MARKER
+            if k < len(aside) and name != MARKER and _file_digest(target) != listed.get(name):
+                raise OutputError(path, f"{name!r} changed while specbound was writing")
+    except BaseException:
+        journal.recover(work)  # puts the old report back, from what is on disk
+        raise
+    journal.commit(work)
 
 
 def _work_prefix(path: Path) -> str:
@@ -576,6 +583,7 @@ def check_output_file(dest: PathLike, *, ours: Callable[[Path], bool] = is_specb
     """
     path = _absolute(dest)
     _check_parent(path)
+    _check_outside_cache(path)
     st = _lstat(path)
     if st is None:
         return path
@@ -631,11 +639,29 @@ def save_figure(fig: Any, path: PathLike, *, dpi: int) -> Path:
     The format follows the suffix (``png`` without one).
     """
     target = Path(os.fspath(path))
-    fmt = target.suffix[1:].lower() or "png"
+    fmt = figure_format(target)
     extra = {"metadata": {"Software": PNG_SOFTWARE}} if fmt == "png" else {}
     with safe_output_file(target) as tmp:
         fig.savefig(tmp, dpi=dpi, format=fmt, **extra)
     return target
+
+
+def figure_format(path: PathLike) -> str:
+    """The format of a figure saved to ``path``: its suffix (``png`` without one), if matplotlib writes it.
+
+    Raises:
+      OutputError: matplotlib writes no figure in that format (checked before any figure is drawn).
+    """
+    target = Path(os.fspath(path))
+    fmt = target.suffix[1:].lower() or "png"
+    from matplotlib.backend_bases import FigureCanvasBase  # slow: matplotlib (only where a figure is written)
+
+    supported = FigureCanvasBase.get_supported_filetypes()
+    if fmt not in supported:
+        raise OutputError(
+            _absolute(target), f"ends in {target.suffix!r}, not a figure format ({', '.join(sorted(supported))})"
+        )
+    return fmt
 
 
 def check_editable_file(path: PathLike) -> Path:

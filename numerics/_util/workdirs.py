@@ -17,6 +17,17 @@ abandoned, never "about to be locked". A folder killed in the instant before tha
 named ``<prefix>`` plus (after a ``-``) the 8 characters ``mkdtemp`` adds, is abandoned too and removed (it
 holds no data). Its owner, if alive and unlucky enough to lose it in that instant, makes another.
 
+A work folder is removed by :func:`remove_tree`, with :data:`LOCK_NAME` kept to the very last:
+a run killed (or interrupted) while it removes one leaves a folder that still holds its lock
+file, so the next run still recognises it and finishes the removal. A folder holding the
+journal of an unfinished write into an existing folder (:mod:`numerics._util.journal`) is first
+recovered (the write finished or undone from what is on disk), and kept if that cannot be done.
+
+:func:`remove_tree` never leaves the file system and mount of the folder it removes: it never
+follows a symbolic link, and a folder that is a mount point (another device, or a bind mount of
+the same file system, told apart by the mount id Linux gives every open folder) is left whole,
+with the folders above it. Every removal of a folder in specbound goes through it.
+
 POSIX only (``fcntl``); elsewhere folders are still created and removed on normal exits and
 exceptions, and :func:`remove_abandoned` does nothing.
 """
@@ -26,17 +37,28 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import shutil
+import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+
+from numerics._util import journal
+from numerics.errors import OutputError
 
 try:
     import fcntl
 except ImportError:  # pragma: no cover - not POSIX
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["LOCK_NAME", "work_folder", "remove_abandoned"]
+__all__ = [
+    "LOCK_NAME",
+    "work_folder",
+    "remove_abandoned",
+    "remove_tree",
+    "mount_points",
+    "refuse_mount_points",
+    "is_mount_point",
+]
 
 #: Name of the lock file inside every work folder.
 LOCK_NAME = ".specbound-lock"
@@ -76,20 +98,22 @@ def work_folder(parent: str | os.PathLike[str], prefix: str) -> Iterator[Path]:
             fd = _hold_lock(folder)
         except (FileNotFoundError, BlockingIOError):
             # another run took the folder for abandoned in the instant before its lock existed
-            shutil.rmtree(folder, ignore_errors=True)
+            remove_tree(folder)
             if attempt == _ATTEMPTS - 1:
                 raise
             continue
         except BaseException:
-            shutil.rmtree(folder, ignore_errors=True)
+            remove_tree(folder)
             raise
         break
     try:
         yield folder
     finally:
-        shutil.rmtree(folder, ignore_errors=True)
-        if fd is not None:
-            os.close(fd)
+        try:
+            _discard(folder)
+        finally:
+            if fd is not None:
+                os.close(fd)
 
 
 def remove_abandoned(parent: str | os.PathLike[str], prefix: str) -> list[Path]:
@@ -120,11 +144,33 @@ def remove_abandoned(parent: str | os.PathLike[str], prefix: str) -> list[Path]:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:
                 continue  # its owner is alive
-            shutil.rmtree(candidate, ignore_errors=True)
-            removed.append(candidate)
+            if _discard(candidate):
+                removed.append(candidate)
         finally:
             os.close(fd)
     return removed
+
+
+def _discard(folder: Path) -> bool:
+    """Remove the work folder ``folder`` (locked by the caller): recover its journal, if any, then
+    everything but its lock file, then the lock file and the folder. Returns whether it is gone."""
+    try:
+        if not journal.recover(folder):
+            return False  # an unfinished write that cannot be resolved: kept, nothing lost
+    except OSError:
+        return False
+    if remove_tree(folder, keep=LOCK_NAME):
+        return False  # a mount point inside, or something that could not be removed: kept
+    try:
+        os.unlink(folder / LOCK_NAME)
+        journal.after_step()
+        folder.rmdir()
+        journal.after_step()
+    except FileNotFoundError:
+        pass
+    except OSError:
+        return False
+    return not os.path.lexists(folder)
 
 
 def _remove_unborn(folder: Path) -> bool:
@@ -150,6 +196,201 @@ def _remove_unborn(folder: Path) -> bool:
     finally:
         for fd in held:
             os.close(fd)
+
+
+_DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0)
+
+
+def _mount_id(fd: int) -> int | None:
+    """The mount id of the open file ``fd`` (Linux ``/proc/self/fdinfo``), or ``None`` where unknown."""
+    try:
+        with open(f"/proc/self/fdinfo/{fd}", "rb") as fh:
+            for line in fh:
+                if line.startswith(b"mnt_id:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def _where(fd: int) -> tuple[int, int | None]:
+    """The device and mount id of the open folder ``fd``: a folder whose pair differs from its parent's is a mount point."""
+    return os.fstat(fd).st_dev, _mount_id(fd)
+
+
+def _walk(fd: int, path: Path, home: tuple[int, int | None], keep: str | None, remove: bool, found: list[Path]) -> None:
+    """Visit the folder ``fd`` (``path``), appending to ``found`` the mount points met and, with
+    ``remove``, what could not be removed; remove everything else (but ``keep``) when ``remove``."""
+    with os.scandir(fd) as entries:
+        children = [(entry.name, entry.is_dir(follow_symlinks=False)) for entry in entries]
+    for name, is_dir in children:
+        if name == keep:
+            continue
+        if is_dir:
+            try:
+                child = os.open(name, _DIR_FLAGS, dir_fd=fd)
+            except OSError:
+                if remove:
+                    found.append(path / name)
+                continue
+            try:
+                if _where(child) != home or not stat.S_ISDIR(os.fstat(child).st_mode):
+                    found.append(path / name)  # a mount point: never entered, never removed
+                    continue
+                before = len(found)
+                _walk(child, path / name, home, None, remove, found)
+            finally:
+                os.close(child)
+            if remove and len(found) == before:
+                try:
+                    os.rmdir(name, dir_fd=fd)
+                    journal.after_step()
+                except OSError:
+                    found.append(path / name)
+        elif remove:
+            try:
+                os.unlink(name, dir_fd=fd)
+                journal.after_step()
+            except FileNotFoundError:
+                pass
+            except OSError:  # a file bind-mounted over this one (EBUSY), or no permission
+                found.append(path / name)
+
+
+def _open_home(folder: Path) -> tuple[int, tuple[int, int | None]] | None:
+    """Open ``folder`` (not a link) and return it with its device and mount id, or ``None`` if it is a
+    mount point itself (its pair differs from its parent's) or cannot be opened as a folder."""
+    fd = os.open(folder, _DIR_FLAGS)
+    try:
+        home = _where(fd)
+        parent = os.open(folder.parent, _DIR_FLAGS)
+        try:
+            above = _where(parent)
+        finally:
+            os.close(parent)
+    except BaseException:
+        os.close(fd)
+        raise
+    if home != above or os.path.ismount(folder):
+        os.close(fd)
+        return None
+    return fd, home
+
+
+def remove_tree(folder: str | os.PathLike[str], *, keep: str | None = None) -> list[Path]:
+    """Remove ``folder`` and everything in it that lies on its own mount; return what was left.
+
+    Symbolic links are removed, never followed. A folder inside that is a mount point (another
+    file system, or a bind mount of the same one) is never entered nor removed, and the folders
+    holding it stay; so does a file that cannot be removed. ``keep`` names an entry at the top
+    that stays (and with it ``folder``). A ``folder`` that is itself a mount point stays whole.
+    Returns the paths left behind (empty once everything is gone).
+    """
+    where = Path(os.path.abspath(folder))
+    try:
+        opened = _open_home(where)
+    except FileNotFoundError:
+        return []
+    except OSError:
+        if os.path.lexists(where) and not os.path.isdir(where) or os.path.islink(where):
+            try:
+                os.unlink(where)  # a file or a symbolic link: removed itself, nothing followed
+                journal.after_step()
+                return []
+            except OSError:
+                pass
+        return [where]
+    if opened is None:
+        return [where]
+    fd, home = opened
+    left: list[Path] = []
+    try:
+        _walk(fd, where, home, keep, True, left)
+    finally:
+        os.close(fd)
+    if not left and keep is None:
+        try:
+            where.rmdir()
+            journal.after_step()
+        except FileNotFoundError:
+            pass
+        except OSError:
+            left.append(where)
+    return left
+
+
+def mount_points(folder: str | os.PathLike[str]) -> list[Path]:
+    """The mount points inside ``folder`` (never following links nor entering a mount), ``folder`` first if it is one."""
+    where = Path(os.path.abspath(folder))
+    try:
+        opened = _open_home(where)
+    except OSError:
+        return []
+    if opened is None:
+        return [where]
+    fd, home = opened
+    found: list[Path] = []
+    try:
+        _walk(fd, where, home, None, False, found)
+    finally:
+        os.close(fd)
+    return found
+
+
+def _mountinfo_points() -> set[str]:
+    """The mount points of this process (Linux ``/proc/self/mountinfo``, field 5, octal escapes undone)."""
+    try:
+        with open("/proc/self/mountinfo", "rb") as fh:
+            lines = fh.read().splitlines()
+    except OSError:
+        return set()
+    points = set()
+    for line in lines:
+        fields = line.split(b" ")
+        if len(fields) > 4:
+            raw = re.sub(rb"\\([0-7]{3})", lambda m: bytes([int(m.group(1), 8)]), fields[4])
+            points.add(os.fsdecode(raw))
+    return points
+
+
+def is_mount_point(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` (not following a link at its end) is a mount point: another device than its
+    folder's, a bind mount of the same file system (its own mount id, or listed in
+    ``/proc/self/mountinfo``), a file bind-mounted over another included."""
+    where = os.path.abspath(path)
+    if os.path.islink(where):
+        return False
+    if os.path.ismount(where):
+        return True
+    real = os.path.join(os.path.realpath(os.path.dirname(where)), os.path.basename(where))
+    if real in _mountinfo_points():
+        return True
+    try:
+        fd = os.open(where, _DIR_FLAGS)
+    except OSError:
+        return False  # not a folder: the mountinfo list above was the test
+    try:
+        parent = os.open(os.path.dirname(where), _DIR_FLAGS)
+        try:
+            return _where(fd) != _where(parent)
+        finally:
+            os.close(parent)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def refuse_mount_points(folder: str | os.PathLike[str], what: str) -> None:
+    """Raise :class:`~numerics.errors.OutputError` if ``folder``, which specbound is about to delete
+    to replace ``what``, is or holds a mount point (whose files it would otherwise reach)."""
+    found = mount_points(folder)
+    if found:
+        raise OutputError(
+            found[0],
+            f"is a mount point in {os.fspath(folder)}, {what} specbound would replace; it never deletes "
+            "across a mount (unmount it, or remove the folder yourself)",
+        )
 
 
 def glob_escape(text: str) -> str:

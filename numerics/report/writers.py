@@ -20,7 +20,7 @@ from typing import Any
 
 from numerics import analysis
 from numerics._util.cache import cache_root
-from numerics._util.outputs import check_output_file, check_output_folder, safe_output_folder
+from numerics._util.outputs import check_output_file, check_output_folder, figure_format, safe_output_folder
 from numerics.bounds.covers31 import resolve
 from numerics.bounds.terms import ModelSettings
 from numerics.bounds.theorem31 import BoundSettings
@@ -49,6 +49,7 @@ __all__ = [
     "analyze_report",
     "demo_report",
     "sweep_report",
+    "check_figure_file",
     "mc_report",
     "study_report",
 ]
@@ -278,11 +279,23 @@ def sweep_report(
     return result
 
 
+def check_figure_file(plot: str | os.PathLike[str]) -> Path:
+    """Check, before any work, that a figure may be written to ``plot``: new (or a figure specbound wrote
+    there), outside specbound's cache, and with a suffix naming a format matplotlib writes.
+
+    Raises:
+      OutputError: ``plot`` may not be written.
+    """
+    path = check_output_file(plot)
+    figure_format(path)
+    return path
+
+
 def mc_report(*, plot: str | os.PathLike[str] | None = None, **options: Any) -> MCResult:
     """``specbound mc``: :func:`numerics.montecarlo.experiment.mc_experiment` with ``options``, and
     given ``plot`` its figure (checked before the experiment: new, or a PNG specbound wrote)."""
     if plot is not None:
-        check_output_file(plot)
+        check_figure_file(plot)
     result = mc_experiment(**options)
     if plot is not None:
         plot_mc(result, plot)

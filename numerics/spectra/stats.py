@@ -123,11 +123,8 @@ KINDS: tuple[str, ...] = get_args(MatrixKind)
 _F64_EPS = DTYPE_EPS["F64"]
 _UNIT_ROUNDOFF = 2.0**-53  # u: float64 rounding is relative error at most u
 _TINY = 2.0**-1074  # the smallest positive float64 (subnormal): the absolute error of an underflowed product
-#: The allowance padding each SVD-path singular value from above: ``SVD_ALLOWANCE * min(a, b) * u * s_1``. LAPACK
-#: states its backward error for the singular values as ``p(m, n) u ||A||_2`` with ``p`` "a modestly growing
-#: function" (Users' Guide, section 4.9) and no constant; this allowance is a stated assumption, recorded
-#: with the spectrum (``"svd"``), not a certificate (the ``"gram"`` path certifies its values).
-SVD_ALLOWANCE = 8.0
+#: The SVD path's allowance (:data:`numerics._util.lapack.SVD_ALLOWANCE`), re-exported.
+SVD_ALLOWANCE = lapack.SVD_ALLOWANCE
 
 #: The relative tolerance the Gram path certifies (:func:`gram_singular_values`): every singular value
 #: above the rank tolerance within this relative distance of the exact one and of the SVD path's.
@@ -282,13 +279,10 @@ SPECTRUM_METHODS = ("gram", "gram-norms", "svd")
 
 
 def svd_upper(values: np.ndarray, shape: tuple[int, ...], scale: float | None = None) -> np.ndarray:
-    """Upper values for SVD-path singular values: each padded by ``SVD_ALLOWANCE * min(shape) * u * scale``
-    (``scale`` defaults to the largest value; a product passes ``||A||_F ||B||_F``, its factors' scale)."""
-    v = np.asarray(values, dtype=np.float64)
-    top = float(v.max()) if v.size else 0.0
-    pad = SVD_ALLOWANCE * max(min(shape), 1) * _UNIT_ROUNDOFF * (top if scale is None else max(scale, top))
-    with np.errstate(over="ignore"):
-        return v + pad
+    """Upper values for SVD-path singular values (:func:`numerics._util.lapack.svd_upper`): each padded by
+    ``SVD_ALLOWANCE * min(shape) * u * scale`` (``scale`` defaults to the largest value; a product passes
+    ``||A||_F ||B||_F``, its factors' scale)."""
+    return lapack.svd_upper(values, shape, scale)
 
 
 def whole_spectrum(w: np.ndarray, *, method: str = "auto", each_value: bool = True) -> Spectrum:
@@ -402,7 +396,7 @@ class MatrixStats:
     norm_1_1: float | None
     stable_rank: float
     spectrum: str = field(default="svd", kw_only=True)
-    singular_values_upper: np.ndarray = field(default=None, kw_only=True, repr=False)  # type: ignore[assignment]
+    singular_values_upper: np.ndarray = field(default=None, kw_only=True, repr=False)  # type: ignore[arg-type]
     rank_rule: str = field(default="structural", kw_only=True)
 
     def __post_init__(self) -> None:

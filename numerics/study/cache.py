@@ -33,7 +33,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from numerics._util.cache import cache_root, make_private_dirs, sha256_file
-from numerics._util.workdirs import work_folder
+from numerics._util.workdirs import refuse_mount_points, work_folder
 from numerics.errors import CheckpointError
 
 from .records import TrainedModel
@@ -229,6 +229,7 @@ def store(settings: TrainSettings, trained: TrainedModel, root: str | os.PathLik
             existing = _intact(settings, root)
             if existing is not None:
                 return existing
+            refuse_mount_points(dest, "a damaged cached model")
             os.rename(dest, work / "stale")  # incomplete or damaged: removed with the work folder
         try:
             os.rename(out, dest)
