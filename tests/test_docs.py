@@ -643,3 +643,11 @@ def test_the_readme_keeps_what_a_newcomer_needs_first():
     for moved in ("## Performance", "## The network evaluated", "## Does the bound track generalization?"):
         assert moved not in text and moved in (DOCS / "design.md").read_text(encoding="utf-8"), moved
     assert "arxiv.org/abs/2605.07297" in text
+
+
+def test_the_docs_build_removes_folders_only_as_specbound_does():
+    """The build's scratch folders go through ``numerics._util.workdirs.remove_tree`` (never into a mount point,
+    never following a link), like every folder specbound removes (tests/test_workdirs.py checks the package)."""
+    text = (DOCS / "_ext" / "specbound_docs.py").read_text(encoding="utf-8")
+    for word in ("rmtree(", "TemporaryDirectory", "removedirs", "shutil.move"):
+        assert word not in text, word

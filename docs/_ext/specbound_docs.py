@@ -74,6 +74,19 @@ def _escaped(text: str) -> str:
     return re.sub(r"([\\`*_|<>\[\]:])", r"\\\1", text)
 
 
+@contextlib.contextmanager
+def _scratch(prefix: str) -> Any:
+    """A fresh temporary folder, removed on leaving the block without entering a mount point or following a
+    symbolic link inside it (:func:`numerics._util.workdirs.remove_tree`, as specbound removes its own folders)."""
+    from numerics._util.workdirs import remove_tree
+
+    folder = tempfile.mkdtemp(prefix=prefix)
+    try:
+        yield folder
+    finally:
+        remove_tree(folder)
+
+
 def _clean(text: str) -> str:
     """Output as a reader should see it: the home folder written ``~`` (no machine path on a page)."""
     return text.replace(HOME, "~")
@@ -627,7 +640,7 @@ class Run(SphinxDirective):
     def run(self) -> list[nodes.Node]:
         args = self.arguments[0].split()
         exe = Path(sys.executable).with_name("specbound")
-        with tempfile.TemporaryDirectory() as tmp:
+        with _scratch("specbound-docs-run-") as tmp:
             cwd = tmp if "in-temp" in self.options else str(ROOT)
             done = subprocess.run(
                 [str(exe), *args],
@@ -798,7 +811,7 @@ def execute_notebook(path: Path, out: Path) -> None:
     from nbclient import NotebookClient
 
     nb = nbformat.read(path, as_version=4)
-    with tempfile.TemporaryDirectory(prefix="specbound-docs-nb-") as tmp:
+    with _scratch("specbound-docs-nb-") as tmp:
         scratch = Path(tmp) / "tmp"
         scratch.mkdir()
         env = {**os.environ, "TMPDIR": str(scratch), "TEMP": str(scratch), "TMP": str(scratch)}
@@ -891,6 +904,12 @@ def _announce_fetches(paths: list[Path]) -> None:
         fetch(entry.name, progress=lambda message: _say(_clean(message)))
 
 
+def _remove_tree(folder: Path) -> None:
+    from numerics._util.workdirs import remove_tree
+
+    remove_tree(folder)
+
+
 def _prepare(app: Sphinx) -> None:
     """Executed notebooks into ``_generated/notebooks``; a study run into a temporary folder."""
     import nbformat
@@ -938,7 +957,7 @@ def _prepare(app: Sphinx) -> None:
     if not app.config.specbound_study_dir:
         _say("running `specbound study --preset smoke` for the getting-started page (about half a minute)")
         tmp = Path(tempfile.mkdtemp(prefix="specbound-docs-study-"))
-        app.connect("build-finished", lambda app, exc: shutil.rmtree(tmp, ignore_errors=True))
+        app.connect("build-finished", lambda app, exc: _remove_tree(tmp))
         exe = Path(sys.executable).with_name("specbound")
         done = subprocess.run(
             [str(exe), "study", "--preset", "smoke", "--out", str(tmp / "out"), "--no-plots"],
