@@ -38,12 +38,41 @@ def _raise_terminated(signum: int, frame: Any) -> None:
     raise Terminated()
 
 
+#: Options a command accepts only in some uses: ``(command, option dest) -> (applies?, where it applies)``.
+#: Given where it does not apply, the option is refused in one line (never silently ignored).
+_APPLIES: dict[tuple[str, str], tuple[Any, str]] = {
+    ("derive", "kind"): (lambda a: a.target in ("thm41", "cover"), "to 'derive thm41' and 'derive cover'"),
+    ("derive", "list"): (lambda a: a.target == "cover", "to 'derive cover'"),
+    ("derive", "entry_points"): (lambda a: a.target == "cover", "to 'derive cover'"),
+    ("analyze", "no_plots"): (lambda a: a.out is not None, "with --out"),
+    ("analyze", "force"): (lambda a: a.out is not None, "with --out"),
+    ("sweep", "force"): (lambda a: a.out is not None, "with --out"),
+    ("analyze", "spectra"): (
+        lambda a: a.format != "table" or a.out is not None,
+        "with --format json or csv, or --out (the table shows no singular values)",
+    ),
+    ("study", "preset"): (lambda a: not a.list, "without --list"),
+    ("claims", "readme"): (lambda a: a.update_readme, "with --update-readme"),
+}
+
+
+def _refuse_unused(args: argparse.Namespace) -> None:
+    """Refuse, in one line, an option given where the command does not use it (:data:`_APPLIES`)."""
+    for (command, dest), (applies, where) in _APPLIES.items():
+        value = getattr(args, dest, None)
+        if args.command == command and value not in (None, False) and not applies(args):
+            what = f"{command} {args.target}" if command == "derive" else command
+            raise CliError(f"{what}: --{dest.replace('_', '-')} only applies {where}")
+
+
 def _cmd_derive(args: argparse.Namespace) -> int:
     from numerics.report.tables import format_blocks
     from theory.derive import derive_target, render
 
     if args.name is not None and args.target != "cover":
         raise CliError(f"derive {args.target} takes no NAME (got {_shown(args.name)}); only 'derive cover NAME' does")
+    if args.list and args.name is not None:
+        raise CliError(f"derive cover --list lists the covers; it takes no NAME (got {_shown(args.name)})")
     if args.entry_points:
         from theory.registry import load_entry_points
 
@@ -57,11 +86,13 @@ def _cmd_derive(args: argparse.Namespace) -> int:
 
 
 class _Progress:
-    """A one-line progress bar on stderr, drawn only when stderr is a terminal."""
+    """A one-line progress bar on stderr, drawn only when stderr is a terminal; ``after``: a status line
+    drawn when the bar is full, for work that follows it without a bar of its own."""
 
-    def __init__(self, label: str, enabled: bool | None = None) -> None:
+    def __init__(self, label: str, enabled: bool | None = None, after: str | None = None) -> None:
         self.label = label
         self.enabled = sys.stderr.isatty() if enabled is None else enabled
+        self.after = after
 
     def __call__(self, done: int, total: int, name: str) -> None:
         if not self.enabled:
@@ -70,7 +101,7 @@ class _Progress:
         filled = int(width * done / max(total, 1))
         sys.stderr.write(f"\r{self.label} [{'#' * filled}{'.' * (width - filled)}] {done}/{total} {name[-40:]:<40}")
         if done >= total:
-            sys.stderr.write("\n")
+            sys.stderr.write("\n" + (f"{self.after}\n" if self.after else ""))
         sys.stderr.flush()
 
 
@@ -187,8 +218,18 @@ def _covers(args: argparse.Namespace) -> list[str] | None:
         return None
     names = [n.strip() for n in args.covers.split(",")]
     if not all(names):
-        raise CliError(f"--covers {args.covers!r}: give comma-separated cover names, e.g. theorem41,effective_rank")
+        raise CliError(f"--covers {args.covers!r}: give comma-separated cover names, e.g. thm41,effective_rank")
     return names
+
+
+def _composing(args: argparse.Namespace) -> str | None:
+    """The status line shown after the spectra when ``--covers`` composes covers (several seconds, no bar)."""
+    if args.covers is None:
+        return None
+    return (
+        f"composing the covers {args.covers} through Theorem 3.1: allocating the scale budget per matrix "
+        "(a Lagrangian on a grid of shares), several seconds..."
+    )
 
 
 def _cover_choice(args: argparse.Namespace) -> str:
@@ -208,7 +249,7 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
         out=args.out,
         force=args.force,
         plots=not args.no_plots,
-        progress=_Progress("spectra"),
+        progress=_Progress("spectra", after=_composing(args)),
         **_settings(args),
         spectra=args.spectra,
         **_given(args, "leading_k", "processes", "spectrum"),
@@ -227,6 +268,8 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
 
 
 def _cmd_fetch(args: argparse.Namespace) -> int:
+    if args.list and args.name is not None:
+        raise CliError(f"fetch --list lists the checkpoints; it takes no NAME (got {_shown(args.name)})")
     if args.list:
         from numerics.report.tables import registry_table
 
@@ -320,14 +363,17 @@ def _cmd_claims(args: argparse.Namespace) -> int:
             raise CliError(f"--only={_shown(args.only)} names no claim; give ids such as C1,C7")
     report = claims.claims_report(
         ids,
-        readme=args.readme if args.update_readme else None,
+        readme=(args.readme or "README.md") if args.update_readme else None,
         run_tests=not args.no_tests,
         update_study=args.update_study is not None,
         study_task=args.update_study or "modadd",
         progress=_Progress("models"),
     )
     if report.readme_changed is not None:
-        print(f"specbound: {'updated' if report.readme_changed else 'already current:'} {args.readme}", file=sys.stderr)
+        print(
+            f"specbound: {'updated' if report.readme_changed else 'already current:'} {args.readme or 'README.md'}",
+            file=sys.stderr,
+        )
     if args.json:
         print(json.dumps(claims.claims_json(report), indent=2))
     else:
@@ -338,6 +384,12 @@ def _cmd_claims(args: argparse.Namespace) -> int:
 def _cmd_study(args: argparse.Namespace) -> int:
     from numerics.report import study_tables, writers
     from numerics.study import parse_axis
+
+    if args.list:
+        sys.stdout.write(study_tables.preset_table())
+        return 0
+    if args.preset is None:
+        raise CliError("study needs --preset NAME (or --list)")
 
     axes = dict(parse_axis(text) for text in args.axis or ())
     out = args.out if args.out is not None else writers.STUDY_FOLDER
@@ -364,6 +416,11 @@ def _cmd_study(args: argparse.Namespace) -> int:
 #: Options that are fields of numerics.bounds.theorem31.BoundSettings, and of mc_experiment: their
 #: defaults are the library's (shown by --help, never repeated here).
 _BOUND_FIELDS = ("n", "T", "delta", "tie", "p_grid")
+#: The output kinds and the one default of ``derive thm41`` and ``mc`` (:data:`theory.thm41.DEFAULT_KIND`, the
+#: default of :func:`numerics.montecarlo.experiment.mc_experiment` too; tests/test_cli_vocabulary.py pins
+#: them equal; not imported here, since SymPy would load for every command).
+_KINDS = ("vector", "bilinear")
+_DEFAULT_KIND = "vector"
 _MC_OPTIONS = ("kind", "a", "b", "m", "samples", "rows", "seed")
 
 
@@ -390,10 +447,24 @@ class _HelpFormatter(argparse.HelpFormatter):
     """Appends the library's default to the help of the options marked ``library_default``."""
 
     def _get_help_string(self, action: argparse.Action) -> str | None:
-        text = super()._get_help_string(action)
+        lazy = getattr(action, "lazy_help", None)
+        text = lazy() if lazy is not None else super()._get_help_string(action)
         if getattr(action, "library_default", False):
             text = f"{text or ''} (default {_library_default(action.dest)})"
         return text
+
+
+def _preset_help() -> str:
+    """``study --preset``'s help, with each preset's model count read from :data:`numerics.study.presets.PRESETS`
+    (at --help time only: the presets load numpy)."""
+    from numerics.study.presets import PRESETS
+
+    count = {name: len(preset.settings()) for (name, task), preset in PRESETS.items() if task == "modadd"}
+    return (
+        f"smoke ({count['smoke']} tiny models, seconds: a smoke test of the pipeline, its results mean nothing), "
+        f"default ({count['default']} models, batched; see the README for the time) or full ({count['full']} "
+        "models: meant for --scheduler); counts for --task modadd, 'study --list' gives every task's"
+    )
 
 
 def _library(action: argparse.Action) -> None:
@@ -474,7 +545,19 @@ class _Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {' '.join(message.split())} (see {self.prog} --help)\n")
+        self.exit(
+            2, f"{self.prog}: error: {' '.join(message.split())}{_suggestion(message)} (see {self.prog} --help)\n"
+        )
+
+
+def _suggestion(message: str) -> str:
+    """argparse's ``invalid choice: 'x' (choose from 'a', 'b')`` gets ``; did you mean 'a'?`` when one is close."""
+    import re
+
+    from theory.names import did_you_mean
+
+    found = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+    return did_you_mean(found.group(1), re.findall(r"'([^']*)'", found.group(2))) if found else ""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -484,11 +567,13 @@ def build_parser() -> argparse.ArgumentParser:
     d = sub.add_parser("derive", help="print the derived forms (Theorem 4.1, 3.1, regimes, baselines)")
     d.add_argument("target", choices=["thm41", "thm31", "regimes", "baselines", "cover"])
     d.add_argument("name", nargs="?", default=None, help="for 'cover': the registered cover (none: list them)")
+    d.add_argument("--list", action="store_true", help="with 'cover': list the registered covers")
     d.add_argument(
         "--kind",
-        choices=["bilinear", "vector"],
+        choices=list(_KINDS),
         default=None,
-        help="output kind: for thm41 (default bilinear), for a cover (default: every kind it applies to)",
+        help=f"output kind, W^T x (vector) or x^T W y (bilinear): for thm41 (default {_DEFAULT_KIND}, as in mc), "
+        "for a cover (default: every kind it applies to)",
     )
     _add_entry_points_option(d)
     fmt = d.add_mutually_exclusive_group()
@@ -534,7 +619,8 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         metavar="A,B,...",
         help="registered covers to compose through Theorem 3.1, one chosen per tie group post hoc "
-        "(theorem41, effective_rank, user covers; default: Theorem 4.1 only)",
+        "(thm41, effective_rank, user covers; 'specbound derive cover --list' lists them; default: Theorem 4.1 "
+        "only, without the composition)",
     )
     a.add_argument(
         "--cover-choice",
@@ -568,7 +654,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     mc = sub.add_parser("mc", help="Monte-Carlo covering estimates against Theorem 4.1 (claim C9)")
     _library(
-        mc.add_argument("--kind", choices=["vector", "bilinear"], default=None, help="outputs W^T x or scores x^T W y")
+        mc.add_argument("--kind", choices=list(_KINDS), default=None, help="outputs W^T x (vector) or scores x^T W y")
     )
     _library(mc.add_argument("--a", type=_positive_int, default=None, help="rows of W"))
     _library(mc.add_argument("--b", type=_positive_int, default=None, help="columns of W"))
@@ -602,12 +688,9 @@ def build_parser() -> argparse.ArgumentParser:
     mc.set_defaults(func=_cmd_mc)
 
     st = sub.add_parser("study", help="train a family of small encoders (torch) and tabulate their generalization gaps")
-    st.add_argument(
-        "--preset",
-        required=True,
-        help="smoke (4 tiny models, seconds), default (174 models, batched; see the README for the time) or "
-        "full (hundreds: meant for --scheduler)",
-    )
+    # its help (the presets' model counts) is computed only when --help shows it
+    st.add_argument("--preset", default=None, help="-").lazy_help = _preset_help  # type: ignore[attr-defined]
+    st.add_argument("--list", action="store_true", help="list the presets, their tasks and model counts")
     st.add_argument(
         "--task", default="modadd", help="modadd (modular addition, the default) or digits (scikit-learn's 8x8 digits)"
     )
@@ -670,7 +753,7 @@ def build_parser() -> argparse.ArgumentParser:
         "benchmarks/study_default.json, which C10 and C11 are measured from; `--update-study digits` "
         "rewrites the digits family's benchmarks/study_digits.json instead",
     )
-    c.add_argument("--readme", default="README.md", help="README to update (default ./README.md)")
+    c.add_argument("--readme", default=None, help="with --update-readme: the README to update (default ./README.md)")
     c.add_argument("--json", action="store_true", help="JSON instead of a markdown table")
     c.set_defaults(func=_cmd_claims)
     return parser
@@ -682,6 +765,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     previous = _on_sigterm(_raise_terminated)
     try:
+        _refuse_unused(args)
         return int(args.func(args))
     except BrokenPipeError:
         return 0

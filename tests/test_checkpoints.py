@@ -1035,7 +1035,7 @@ def test_make_private_dirs(tmp_path: Path, umask_022: None) -> None:
 
 
 def test_default_progress_prints_to_stderr(capsys: pytest.CaptureFixture[str]) -> None:
-    registry._print_to_stderr("hello")
+    registry.print_status("hello")
     captured = capsys.readouterr()
     assert captured.out == "" and captured.err == "[specbound] hello\n"
 

@@ -54,7 +54,7 @@ def _closed_form_log_rad(terms, settings, c):
 
 
 def test_user_cover_from_its_own_file_runs_through_analyze(bert_folder, user_cover):
-    result = analyze(str(bert_folder), settings=FAST, model=IDEALISED, covers=["theorem41", "user_linear"])
+    result = analyze(str(bert_folder), settings=FAST, model=IDEALISED, covers=["thm41", "user_linear"])
     doc = result.to_json()
     cov = doc["covers"]
     # 1e-8 (a+b) s X / eps is far below Theorem 4.1's count at every scale that matters: every group takes it
@@ -113,7 +113,7 @@ def test_effective_rank_is_chosen_for_rank_one_heads_and_lowers_the_bound(tmp_pa
     folder = write_checkpoint(tmp_path / "r1", _rank_one_state(), bert_config(layers=2, hidden=24, heads=3, ff=48))
     model = ModelSettings(bias=False, input_norm=1.0)
     settings = BoundSettings(p_grid=(0.0, 1.0, 2.0), grid_points=160, n=10**12)
-    result = analyze(str(folder), settings=settings, model=model, covers=["theorem41", "effective_rank"])
+    result = analyze(str(folder), settings=settings, model=model, covers=["thm41", "effective_rank"])
     cov = result.covers
     assert cov["chosen_by_group"]["layer0/qk"] == cov["chosen_by_group"]["layer1/qk"] == "effective_rank"
     qk = [row for row in result.matrices if row.get("cover") and row["theorem_inputs"]["kind"] == "bilinear"]
@@ -178,7 +178,7 @@ def test_choosing_is_never_worse_than_the_best_single_cover_plus_the_choice_cost
     ]
     settings = BoundSettings(p_grid=(0.0, 1.0, 2.0), grid_points=48, n=10**9)
     post = posthoc(terms, settings)
-    covers = covers31.resolve(["theorem41", "effective_rank"])
+    covers = covers31.resolve(["thm41", "effective_rank"])
     got = covers31.compose(terms, post, covers, settings)
     s = class_settings(settings)
     for name, alone in got.alone.items():
@@ -200,12 +200,12 @@ def test_choosing_is_never_worse_than_the_best_single_cover_plus_the_choice_cost
 def test_default_analysis_is_unchanged_and_theorem41_alone_through_the_registry_is_the_same(
     minilm_l6_folder, minilm_l6_analysis
 ):
-    # Without covers nothing new is computed or written; with theorem41 alone the document is the same apart from the
+    # Without covers nothing new is computed or written; with thm41 alone the document is the same apart from the
     # covers block and each matrix's cover field (byte for byte), and Theorem 4.1 through the registry reports the
     # numbers of the analysis without it.
     a = minilm_l6_analysis
     assert "covers" not in a.to_json() and a.covers is None
-    with_thm41 = analyze(str(minilm_l6_folder), covers=["theorem41"])
+    with_thm41 = analyze(str(minilm_l6_folder), covers=["thm41"])
     doc = with_thm41.to_json()
     cov = doc.pop("covers")
     for row in doc["matrices"]:
@@ -233,12 +233,12 @@ def test_cli_covers_table_and_bad_names(bert_folder, tmp_path):
     from tests.cliutil import run
 
     base = ["analyze", str(bert_folder), "--no-bias", "--input-norm", "4.9", "--p-grid", "0,1,2"]
-    code, out, err = run([*base, "--covers", "theorem41,effective_rank"])
+    code, out, err = run([*base, "--covers", "thm41,effective_rank"])
     assert code == 0, err
     assert "covers: thm41,effective_rank" in out and "alone effective_rank" in out and "chosen: " in out
-    code, out, err = run([*base, "--covers", "theorem41,nope", "--format", "json"])
+    code, out, err = run([*base, "--covers", "thm41,nope", "--format", "json"])
     assert code == 2 and out == "" and err.count("\n") == 1 and "'nope' is not registered" in err
-    code, out, err = run([*base, "--covers", "theorem41,,effective_rank"])
+    code, out, err = run([*base, "--covers", "thm41,,effective_rank"])
     assert code == 2 and err.count("\n") == 1 and "comma-separated" in err
     code, out, err = run([*base, "--entry-points"])
     assert code == 2 and "only applies with --covers" in err
@@ -249,8 +249,8 @@ def test_study_measures_one_column_per_cover(bert_folder):
     # each is log(sqrt(n) Rad / 12) - log(margin), read from the analysis's covers block
     from numerics.study.measures import REGISTRY, cover_measures
 
-    result = analyze(str(bert_folder), settings=FAST, model=IDEALISED, covers=["theorem41", "effective_rank"])
-    chosen = cover_measures(["theorem41", "effective_rank"])
+    result = analyze(str(bert_folder), settings=FAST, model=IDEALISED, covers=["thm41", "effective_rank"])
+    chosen = cover_measures(["thm41", "effective_rank"])
     assert list(chosen)[-3:] == ["cover:thm41", "cover:effective_rank", "covers"] and set(REGISTRY) < set(chosen)
     assert "covers" not in REGISTRY  # the default study is unchanged
     n = FAST.n
@@ -292,7 +292,7 @@ def test_one_cover_per_matrix_mixes_covers_inside_a_group_and_pays_log_k_per_mat
     terms = [term(0, [2.0] + [1e-9] * 15, (16, 16)), term(1, [0.01] * 64, (64, 64))]
     settings = BoundSettings(p_grid=(0.0, 1.0, 2.0), grid_points=48, n=10**9)
     post = posthoc(terms, settings)
-    covers = covers31.resolve(["theorem41", "effective_rank"])
+    covers = covers31.resolve(["thm41", "effective_rank"])
     group = covers31.compose(terms, post, covers, settings)
     matrix = covers31.compose(terms, post, covers, settings, choice="matrix")
     assert len(set(row["cover"] for row in group.per_matrix.values())) == 1
@@ -340,7 +340,7 @@ def test_cli_cover_choice(bert_folder):
     from tests.cliutil import run
 
     base = ["analyze", str(bert_folder), "--no-bias", "--input-norm", "4.9", "--p-grid", "0,1,2", "--format", "json"]
-    code, out, err = run([*base, "--covers", "theorem41,effective_rank", "--cover-choice", "matrix"])
+    code, out, err = run([*base, "--covers", "thm41,effective_rank", "--cover-choice", "matrix"])
     assert code == 0, err
     cov = json.loads(out)["covers"]
     matrices = sum(cov["matrices_by_cover"].values())

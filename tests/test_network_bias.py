@@ -143,7 +143,7 @@ def test_trained_output_bias_is_a_term_of_the_bound(tmp_path) -> None:
             1,
             24,
             1,
-            f"layer{layer}/v",
+            f"layer{layer}/vo",
         )
         assert inputs["log_rho"] == pytest.approx(
             rows[f"layer{layer}.head0.vo"]["theorem_inputs"]["log_rho"], rel=1e-15

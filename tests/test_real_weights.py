@@ -24,7 +24,7 @@ def test_c7_post_hoc_index_on_real_weights(checkpoint, request, record_property)
     indices are coordinate-wise optimal on the grid (moving any one group to any other grid
     value does not lower the bound) and the reported fractions are those of the indices.
     Measured (n = 1e6, T = 128, B = sqrt(N)): on MiniLM-L6 every one of the 18 groups (QK,
-    V, FF per layer) has p* = 0, and on MPNet-base every one of the 36; the propagation
+    VO, FF per layer) has p* = 0, and on MPNet-base every one of the 36; the propagation
     factors (up to e^40 on MiniLM) make any p > 0 pay rho^p outside the logarithms.
     """
     a = request.getfixturevalue(checkpoint)
@@ -32,7 +32,7 @@ def test_c7_post_hoc_index_on_real_weights(checkpoint, request, record_property)
     groups = ours["p_by_group"]
     assert len(groups) == 3 * a.model["num_layers"]
     fractions = {}
-    for kind in ("qk", "v", "ff"):
+    for kind in ("qk", "vo", "ff"):
         vals = [v for k, v in groups.items() if k.endswith("/" + kind)]
         fractions[kind] = sum(v == 0 for v in vals) / len(vals)
     record_property(f"c7_fraction_p0_{checkpoint}", json.dumps(fractions))

@@ -72,7 +72,7 @@ def random_model(
     terms, refs = [], []
     for layer in range(layers):
         specs = [(f"layer{layer}.head{h}.qk", "qk", (N, N), d, f"layer{layer}/qk") for h in range(heads)]
-        specs += [(f"layer{layer}.head{h}.vo", "vo", (N, N), d, f"layer{layer}/v") for h in range(heads)]
+        specs += [(f"layer{layer}.head{h}.vo", "vo", (N, N), d, f"layer{layer}/vo") for h in range(heads)]
         specs += [
             (f"layer{layer}.ff1", "ff1", (N, F), min(N, F), f"layer{layer}/ff"),
             (f"layer{layer}.ff2", "ff2", (F, N), min(N, F), f"layer{layer}/ff"),
@@ -471,7 +471,7 @@ def test_whole_chain_from_layer_norms(seed, layers, p):
     refs = []
     for st_ in stats:
         w = lip[(st_.layer, st_.kind, st_.head)]
-        group = f"layer{st_.layer}/" + {"qk": "qk", "vo": "v", "ff1": "ff", "ff2": "ff"}[st_.kind]
+        group = f"layer{st_.layer}/" + {"qk": "qk", "vo": "vo", "ff1": "ff", "ff2": "ff"}[st_.kind]
         refs.append(
             ref.RefMatrix(
                 st_.name,

@@ -454,3 +454,34 @@ def test_study_json_states_this_runs_verdicts(smoke_run):
     c11 = doc["C11"]
     if c11.get("groups"):
         assert claims.c11_rule(c11["increasing"], c11["groups"], c11["tau"]) == c11["verdict"]
+
+
+def test_the_figures_name_the_family_label_their_axes_and_explain_their_colours(smoke_findings, tmp_path, monkeypatch):
+    """Issue 32. Before: no figure named the study it came from, random_labels.png had no y label and
+    taus.png did not say what its blue and grey bars are."""
+    from numerics.report import study_plots
+
+    figures = {}
+    monkeypatch.setattr(study_plots, "save_figure", lambda fig, path, **kw: figures.setdefault(Path(path).name, fig))
+    result, found = smoke_findings
+    write_study_report(result, found, tmp_path / "out")
+    assert set(FIGURES) <= set(figures)
+    for name, fig in figures.items():
+        title = fig._suptitle.get_text()
+        assert "preset smoke, task modadd" in title and "SMOKE TEST" in title, name
+        assert fig.get_size_inches()[0] <= 7.5, name  # the site shows figures about 736 px wide
+    for ax in figures["random_labels.png"].axes:
+        assert not ax.get_visible() or ax.get_ylabel(), ax.get_title()
+    (legend,) = figures["taus.png"].legends
+    assert [t.get_text() for t in legend.get_texts()] == ["spectrum-adaptive (ours)", "other measures"]
+
+
+def test_the_smoke_preset_says_its_results_mean_nothing_everywhere(smoke, smoke_run):
+    """Issue 32. Before: the smoke study printed "reached yes" for models with 71% training error, no warning."""
+    out, _ = smoke
+    _, done = smoke_run
+    for text in ((out / "summary.md").read_text(), done.stdout, done.stderr):
+        assert "SMOKE TEST" in text and "mean nothing" in text
+    # and every logarithm says its base: the measures that are logs are named (measures.REGISTRY's log flag)
+    logs = [name for name, m in measures.REGISTRY.items() if m.log]
+    assert f"Natural logarithms (ln) of their quantity: {', '.join(logs)};" in (out / "summary.md").read_text()

@@ -149,7 +149,7 @@ def test_an_installed_user_cover_through_derive_mc_and_analyze(installed, tmp_pa
         tmp_path / "bert", bert_state(layers=2, hidden=24, ff=48), bert_config(layers=2, hidden=24, heads=3, ff=48)
     )
     argv = ["analyze", str(folder), "--no-bias", "--input-norm", repr(INPUT_NORM), "--p-grid", "0,1,2"]
-    code, out, err = run([*argv, "--n", repr(N), "--covers", f"theorem41,{NAME}", "--entry-points", "--format", "json"])
+    code, out, err = run([*argv, "--n", repr(N), "--covers", f"thm41,{NAME}", "--entry-points", "--format", "json"])
     assert code == 0, err
     doc = json.loads(out)
     cov = doc["covers"]
@@ -164,7 +164,7 @@ def test_an_installed_user_cover_through_derive_mc_and_analyze(installed, tmp_pa
     assert cov["enabled"] == ["thm41", NAME]
     assert cov["log_rademacher"] <= min(a["log_rademacher"] for a in cov["alone"].values())
     assert cov["choice_cost"] == pytest.approx(len(cov["chosen_by_group"]) * math.log(2), rel=1e-15)
-    assert len(cov["chosen_by_group"]) == 6  # layer-type tie groups: qk, v, ff per layer
+    assert len(cov["chosen_by_group"]) == 6  # layer-type tie groups: qk, vo, ff per layer
     taken = [row["cover"]["cover"] for row in doc["matrices"] if row.get("theorem_inputs")]
     assert {c: taken.count(c) for c in set(taken)} == cov["matrices_by_cover"]
     for row in doc["matrices"]:
@@ -216,7 +216,7 @@ def test_the_smoke_study_ranks_an_installed_cover_and_nothing_is_imported_from_c
     out = tmp_path / "report"
     proc = subprocess.run(
         [str(SPECBOUND), "study", "--preset", "smoke", "--out", str(out), "--no-plots"]
-        + ["--covers", f"theorem41,{NAME}", "--entry-points"],
+        + ["--covers", f"thm41,{NAME}", "--entry-points"],
         cwd=work,
         env={**env, "PYTHONPATH": str(site)},
         capture_output=True,
@@ -260,7 +260,7 @@ def test_the_smoke_study_ranks_an_installed_cover_and_nothing_is_imported_from_c
         model = study["models"][0]
         folder = cache / "study" / "modadd" / model["model"]
         settings = BoundSettings(n=model["n"], T=model["T"], B_out=model["B_out"])
-        result = analyze(str(folder), processes=0, settings=settings, covers=["theorem41", NAME])
+        result = analyze(str(folder), processes=0, settings=settings, covers=["thm41", NAME])
     finally:
         registry.unregister(NAME)
     for name, block in (

@@ -211,8 +211,8 @@ def test_theorem_inputs_of_a_zero_matrix_record_zero_radii():
     # `R_realised > 0` -> `>= 0` in theorem_inputs survived before this test).
     from numerics.analysis import theorem_inputs
 
-    zero = MatrixTerm("z", "vo", (4, 4), 2, np.zeros(2), 0, 0.0, 1.0, "layer0/v")
-    live = MatrixTerm("w", "vo", (4, 4), 2, np.array([3.0, 1.0]), 2, 0.0, 1.0, "layer0/v")
+    zero = MatrixTerm("z", "vo", (4, 4), 2, np.zeros(2), 0, 0.0, 1.0, "layer0/vo")
+    live = MatrixTerm("w", "vo", (4, 4), 2, np.array([3.0, 1.0]), 2, 0.0, 1.0, "layer0/vo")
     rows = theorem_inputs([zero, live], np.array([1.0, 1.0]), BoundSettings(p_grid=(0.0, 1.0), grid_points=16))
     assert (rows[0]["R"], rows[0]["R_realised"], rows[0]["s"], rows[0]["s_realised"]) == (0.0, 0.0, 0.0, 0.0)
     assert (rows[1]["R"], rows[1]["s"]) == (4.0, 4.0)
@@ -225,7 +225,7 @@ def test_a_single_norm_parameter_term_has_its_cover(kind, value, N):
     # G, beta at their grid values (2, 0.5) and eps_min = (B_out / n) theta / (J rho), J = 1.
     settings = BoundSettings(p_grid=(0.0, 1.0), grid_points=16)
     log_rho = 1.3
-    t = MatrixTerm("ln.weight", kind, (1, N), 1, np.array([value]), 1, log_rho, 1.0, "layer0/v")
+    t = MatrixTerm("ln.weight", kind, (1, N), 1, np.array([value]), 1, log_rho, 1.0, "layer0/vo")
     eps_min = settings.alpha_min * settings.floor_share / math.exp(log_rho)
     grid = {1.7: 2.0, 0.3: 0.5}[value]
     inner = 2 * grid * math.sqrt(N) / eps_min if kind == "gain" else 4 * grid / eps_min
@@ -253,7 +253,7 @@ def test_margin_is_peeled_downward_and_b_out_upward():
 def test_posthoc_pays_every_peeled_quantity():
     # peel = levels of each chosen R_j and s_j, of the input radii, of B_out (up) and gamma (down), counted by hand.
     sv = np.array([3.0, 0.5])
-    t = MatrixTerm("w", "vo", (4, 4), 2, sv, 2, 0.0, 1.0, "layer0/v")
+    t = MatrixTerm("w", "vo", (4, 4), 2, sv, 2, 0.0, 1.0, "layer0/vo")
     settings = BoundSettings(p_grid=(0.0,), grid_points=16, B_out=3.0, gamma=0.3, tie="common")
     post = posthoc([t], settings, input_radii=[5.0])
     # p = 0: R = rank 2 -> k = 1; s = 3 -> k = 2; radius 5 -> k = 3; B_out 3 -> k = 2; gamma 0.3 -> down k = -2
@@ -266,7 +266,7 @@ def test_coefficient_uses_grid_values_of_s_and_R():
     # The Theorem 4.1 coefficient of a term equals that of a term whose spectrum is already on the grid
     # (s = 3 -> 4 is a spectral norm; R = S_2 = 9 + 0.25 -> 16).
     settings = BoundSettings(p_grid=(2.0,), grid_points=16)
-    t = MatrixTerm("w", "vo", (4, 4), 2, np.array([3.0, 0.5]), 2, 0.0, 1.0, "layer0/v")
+    t = MatrixTerm("w", "vo", (4, 4), 2, np.array([3.0, 0.5]), 2, 0.0, 1.0, "layer0/vo")
     got = theorem41_coefficients([t], 2.0, settings)[0]
     log_eps = float(np.log(settings.alpha_min * settings.floor_share))
     want = float(

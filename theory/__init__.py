@@ -26,6 +26,7 @@ __all__ = [
     "gated",
     "lipschitz",
     "margin",
+    "names",
     "normlayers",
     "regimes",
     "registry",

@@ -28,7 +28,7 @@ __all__ = ["TARGETS", "INDEXED", "derive_target", "render"]
 SYMBOLS_P = SYMBOLS["p"]
 
 
-def _thm41(kind: str = "bilinear") -> dict[str, Any]:
+def _thm41(kind: str = thm41.DEFAULT_KIND) -> dict[str, Any]:
     form = thm41.derive(kind)  # type: ignore[arg-type]
     return {
         "target": "thm41",
@@ -218,7 +218,8 @@ TARGETS: dict[str, Callable[..., dict[str, Any]]] = {
 
 
 def derive_target(target: str, *, kind: str | None = None, name: str | None = None) -> dict[str, Any]:
-    """The derived forms of ``target`` (one of :data:`TARGETS`); ``kind`` for ``thm41`` (default bilinear) and
+    """The derived forms of ``target`` (one of :data:`TARGETS`); ``kind`` for ``thm41`` (default
+    :data:`theory.thm41.DEFAULT_KIND`, vector) and
     ``cover`` (default: every kind it applies to), ``name`` the cover for ``cover``."""
     if target not in TARGETS:
         raise ValueError(f"target={target!r} must be one of {sorted(TARGETS)}.")
@@ -227,7 +228,7 @@ def derive_target(target: str, *, kind: str | None = None, name: str | None = No
     if name is not None and target != "cover":
         raise ValueError(f"name={name!r} is only for target 'cover'.")
     if target == "thm41":
-        return _thm41(kind or "bilinear")
+        return _thm41(kind or thm41.DEFAULT_KIND)
     if target == "cover":
         return _cover(name, kind)
     return TARGETS[target]()

@@ -60,6 +60,7 @@ import numpy as np
 import sympy as sp
 
 from theory import baselines, effective_rank, thm41
+from theory.names import did_you_mean
 from theory.vocabulary import BY_SYMBOL, CONTEXT, VOCABULARY, entry
 
 __all__ = [
@@ -365,7 +366,7 @@ def get(name: str) -> Cover:
     if name not in _REGISTRY:
         raise ValueError(
             f"cover={name!r} is not registered; registered: {', '.join(names())} (covers of installed packages "
-            f"load with --entry-points, group {ENTRY_POINT_GROUP!r})."
+            f"load with --entry-points, group {ENTRY_POINT_GROUP!r}){did_you_mean(name, names())}"
         )
     return _REGISTRY[name]
 

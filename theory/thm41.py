@@ -55,6 +55,7 @@ from theory._validate import check_schatten_index
 from theory.symbols import SYMBOLS, symbol_table
 
 __all__ = [
+    "DEFAULT_KIND",
     "Thm41Form",
     "derive",
     "kappa",
@@ -65,6 +66,10 @@ __all__ = [
 ]
 
 Kind = Literal["bilinear", "vector"]
+
+#: The output kind every command and function takes when none is named (``specbound derive thm41``,
+#: ``specbound mc``, :func:`derive`, :func:`numerics.montecarlo.experiment.mc_experiment`): ``W^T x``.
+DEFAULT_KIND: Kind = "vector"
 
 p, eps, s, R, B, a, b, r, m, tau = (SYMBOLS[k] for k in ("p", "eps", "s", "R", "B", "a", "b", "r", "m", "tau"))
 
@@ -172,7 +177,7 @@ def norm_cover_at_half_scale(kind: Kind) -> sp.Expr:
 
 
 @cache
-def derive(kind: Kind = "bilinear") -> Thm41Form:
+def derive(kind: Kind = DEFAULT_KIND) -> Thm41Form:
     """Derive Theorem 4.1 for ``kind`` from the cover lemmas (SymPy does the algebra).
 
     Args:

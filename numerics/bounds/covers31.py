@@ -73,10 +73,8 @@ from numerics.bounds.theorem31 import (
     theorem41_coefficients,
 )
 
-__all__ = ["ALIASES", "CHOICES", "resolve", "CoverChoice", "compose", "SUPPORTED"]
+__all__ = ["CHOICES", "resolve", "CoverChoice", "compose", "SUPPORTED"]
 
-#: Other names accepted on the command line.
-ALIASES = {"theorem41": "thm41"}
 #: How the cover is chosen: one per tie group (``log k`` per group) or one per matrix (``log k`` per matrix).
 CHOICES = ("group", "matrix")
 #: The statistics a registered cover may use here (measured from a spectrum).
@@ -88,7 +86,7 @@ _SCALE = 0.5  # internal covers: K_j(eps_j) = log N_ext(eps_j / 2) (theory.compo
 
 
 def resolve(names: Sequence[str]) -> list[Any]:
-    """The registered covers called ``names`` (``theorem41`` is ``thm41``), checked for composition.
+    """The registered covers called ``names`` (:func:`theory.registry.names`), checked for composition.
 
     Raises:
       ValueError: an unknown or repeated name, a cover in another metric, or a statistic not measured here.
@@ -96,10 +94,10 @@ def resolve(names: Sequence[str]) -> list[Any]:
     from theory import registry  # slow: sympy
 
     if not names:
-        raise ValueError("covers=[]: name at least one registered cover (e.g. theorem41,effective_rank).")
+        raise ValueError("covers=[]: name at least one registered cover (e.g. thm41,effective_rank).")
     out: list[Any] = []
     for raw in names:
-        name = ALIASES.get(str(raw).strip(), str(raw).strip())
+        name = str(raw).strip()
         cover = registry.get(name)
         if any(c.name == cover.name for c in out):
             raise ValueError(f"covers: {name!r} is named twice.")
@@ -408,7 +406,7 @@ def compose(
             if t.cover_kind not in c.kinds:
                 raise ValueError(
                     f"covers: {c.name!r} does not apply to {t.cover_kind} outputs (matrix {t.name}); enable "
-                    "a cover of that kind too (e.g. theorem41)."
+                    "a cover of that kind too (e.g. thm41)."
                 )
             log_eps = np.log(u) - log_rho[j]
             if c.name == "thm41":

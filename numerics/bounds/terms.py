@@ -49,8 +49,10 @@ __all__ = [
 ]
 
 #: The tie group type of each kind of matrix in the bound: per layer one Schatten index for the
-#: QK products, one for the VO products (``v``) and one for the feedforward matrices (``ff``).
-GROUP_OF_KIND = {"qk": "qk", "vo": "v", "ff1": "ff", "ff2": "ff", "rq": "qk", "rk": "qk", "bo": "v"}
+#: QK products (``qk``), one for the VO products and the attention output's bias (``vo``) and one for
+#: the feedforward matrices ``ff1`` and ``ff2`` (``ff``). Groups are named ``layer<l>/<type>``
+#: everywhere (tables, JSON, legends).
+GROUP_OF_KIND = {"qk": "qk", "vo": "vo", "ff1": "ff", "ff2": "ff", "rq": "qk", "rk": "qk", "bo": "vo"}
 
 #: Largest input norm B and activation constant accepted: B^4 and the like stay finite floats.
 MAX_MODEL_CONSTANT = 1e50
@@ -264,7 +266,7 @@ def _norm_terms(
             lip = float(log_attn[layer] if block == 0 else log_ff[layer])
             local = math.log(_grid(norm["projection"][0])) if norm.get("projection") is not None else 0.0
             log_rho = local + lip + float(after[2 * layer + block])
-            group = f"layer{layer}/{'v' if block == 0 else 'ff'}"
+            group = f"layer{layer}/{'vo' if block == 0 else 'ff'}"
             N = int(norm["N"])
             params = [("gain", ".weight", norm["g_inf"], math.sqrt(N))]
             if norm["kind"] == "layernorm" and norm["beta_norm"] > 0:

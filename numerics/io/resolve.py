@@ -22,7 +22,9 @@ def resolve_source(source: str | os.PathLike[str]) -> str:
     ``.safetensors``, is converted once (:func:`numerics.io.onnx.open_onnx`); any other
     existing path is used as is; a :data:`numerics.io.registry.REGISTRY` name is fetched
     (verified, cached) and converted if it is an ONNX export; anything else is passed on
-    unchanged (a HuggingFace repository id, or an error from ``open_checkpoint``).
+    unchanged (a HuggingFace repository id, or an error from ``open_checkpoint``). A download and a
+    conversion each say so on stderr (:func:`numerics.io.registry.print_status`); a cached checkpoint
+    or conversion is used silently.
     """
     text = os.fspath(source)
     path = Path(text)
@@ -45,7 +47,7 @@ def resolve_source(source: str | os.PathLike[str]) -> str:
     from numerics.io import registry  # slow: zipfile, hashlib (a registry name only; a path never needs them)
 
     if text in registry.REGISTRY:
-        folder = registry.fetch(text, progress=None)
+        folder = registry.fetch(text, progress=registry.print_status)
         if registry.REGISTRY[text].format == "onnx":
             return os.fspath(_open_onnx(folder))
         return os.fspath(folder)
@@ -55,8 +57,9 @@ def resolve_source(source: str | os.PathLike[str]) -> str:
 def _open_onnx(path: str | os.PathLike[str]) -> Path:
     """:func:`numerics.io.onnx.open_onnx`, imported when an ONNX export is met."""
     from numerics.io import onnx  # slow: safetensors.numpy and the converter (ONNX inputs only)
+    from numerics.io.registry import print_status  # slow: zipfile, hashlib (ONNX inputs only)
 
-    return onnx.open_onnx(path)
+    return onnx.open_onnx(path, progress=print_status)
 
 
 def source_paths(source: str | os.PathLike[str]) -> tuple[Path, ...]:

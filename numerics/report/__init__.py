@@ -27,8 +27,10 @@ from numerics.report.study_tables import csv_text as csv_text
 from numerics.report.study_tables import main_measures as main_measures
 from numerics.report.study_tables import markdown_table as markdown_table
 from numerics.report.study_tables import measure_table as measure_table
+from numerics.report.study_tables import preset_table as preset_table
 from numerics.report.study_tables import random_label_rows as random_label_rows
 from numerics.report.study_tables import slope_rows as slope_rows
+from numerics.report.study_tables import smoke_note as smoke_note
 from numerics.report.study_tables import study_document as study_document
 from numerics.report.study_tables import study_markdown as study_markdown
 from numerics.report.study_tables import study_summary as study_summary

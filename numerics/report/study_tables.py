@@ -28,6 +28,7 @@ from numerics._util.jsonsafe import finite_json
 from numerics.study.family import gap_spread
 from numerics.study.findings import PROXY_COLUMNS, TARGETS, Findings
 from numerics.study.measures import REGISTRY
+from numerics.study.presets import PRESETS
 from numerics.study.run import StudyResult
 from numerics.study.settings import AXES
 from numerics.study.statistics import Interval
@@ -48,6 +49,8 @@ __all__ = [
     "study_markdown",
     "study_table",
     "study_summary",
+    "smoke_note",
+    "preset_table",
 ]
 
 #: What differs between two runs of the same family on one machine: timings, where the cache is,
@@ -342,8 +345,9 @@ def study_markdown(result: StudyResult, found: Findings) -> str:
     preset = result.preset
     parts = [
         f"# specbound study: preset {preset.name}, task {preset.base.task}\n",
+        *([f"**{smoke_note(preset)}**\n"] if smoke_note(preset) else []),
         f"{s['models']} models ({s['reached_loss_target']} reached the training loss target "
-        f"{preset.base.loss_target:g}); {found.num_models} enter the statistics"
+        f"{preset.base.loss_target:g} nats); {found.num_models} enter the statistics"
         + (f" ({found.num_not_reached} of them did not reach the target)" if found.num_not_reached else "")
         + (
             f"; left out: {', '.join(e['model'] + ' (' + e['why'] + ')' for e in found.excluded)}"
@@ -353,7 +357,8 @@ def study_markdown(result: StudyResult, found: Findings) -> str:
         + f". Gaps from {_md(s['gap_min'])} to {_md(s['gap_max'])}. Margin-normalised measures divide by the "
         f"{_md(found.margin_quantile)} quantile of the correctly classified training margins (Jiang et al. 2020). "
         f"Intervals: {found.confidence:.0%} bootstrap percentile intervals over models ({found.resamples} resamples, "
-        f"seed {found.seed}).\n",
+        f"seed {found.seed}). Natural logarithms (ln) of their quantity: "
+        f"{', '.join(m.name for m in found.measures if m.log) or 'none'}; the other measures are plain values.\n",
     ]
     main = set(main_measures(found))
     corr = [
@@ -482,16 +487,44 @@ def study_markdown(result: StudyResult, found: Findings) -> str:
 # --------------------------------------------------------------------------- what the command prints
 
 
+def smoke_note(preset: Any) -> str:
+    """The warning every output of a smoke preset carries (``""`` for the other presets)."""
+    if preset.name != "smoke":
+        return ""
+    return (
+        f"SMOKE TEST: preset smoke only checks that every stage of the pipeline runs (tiny models, "
+        f"{preset.base.max_steps} steps, a loose loss target of {preset.base.loss_target:g} nats, so 'reached' says "
+        "nothing about fit): its numbers and verdicts mean nothing. Use --preset default for results."
+    )
+
+
+def preset_table() -> str:
+    """``specbound study --list``: one line per (preset, task) with its model count and what it is for."""
+    purpose = {
+        "smoke": "a smoke test of the pipeline (seconds); its results mean nothing",
+        "default": "the family claims C10 and C11 are measured from",
+        "full": "hundreds of models, meant for --scheduler",
+    }
+    lines = [f"{'preset':8} {'task':7} {'models':>6}  what it is for"]
+    for (name, task), preset in PRESETS.items():
+        lines.append(f"{name:8} {task:7} {len(preset.settings()):6}  {purpose.get(name, '')}")
+    return "\n".join(lines) + "\n"
+
+
 def study_table(result: StudyResult) -> str:
-    """One line per trained model of a :class:`numerics.study.StudyResult`: settings, errors, gap, steps."""
+    """One line per trained model of a :class:`numerics.study.StudyResult`: settings, errors, gap, steps
+    (``reached``: whether it reached the preset's training loss target); a smoke preset's table starts with
+    :func:`smoke_note`."""
 
     def num(value: Any, width: int) -> str:  # None: not finite (a diverged model)
         return f"{value:{width}.3f}" if value is not None else f"{'-':>{width}}"
 
     lines = [
         f"{'model':16} {'L':>2} {'N':>4} {'H':>2} {'frac':>5} {'wd':>6} {'lr':>7} {'noise':>5} {'seed':>4} "
-        f"{'train err':>9} {'test err':>8} {'gap':>6} {'steps':>6} reached"
+        f"{'train err':>9} {'test err':>8} {'gap':>6} {'steps':>6} reached loss target"
     ]
+    if smoke_note(result.preset):
+        lines.insert(0, smoke_note(result.preset))
     for m in result.models:
         s, r = m.settings, m.record
         lines.append(
@@ -515,7 +548,8 @@ def study_summary(result: StudyResult, out: Any) -> str:
         if t.get("load_average_start") and t.get("load_average_end"):
             cost += f"; load average {t['load_average_start'][0]:.1f} -> {t['load_average_end'][0]:.1f}"
         cost += ")"
+    note = f"\nspecbound: {smoke_note(result.preset)}" if smoke_note(result.preset) else ""
     return (
         f"specbound: {len(result.models)} models ({result.trained} trained, {len(result.models) - result.trained} "
-        f"reused; {reached} reached the loss target) in {result.seconds:.0f} s{cost}; report written to {out}"
+        f"reused; {reached} reached the loss target) in {result.seconds:.0f} s{cost}; report written to {out}{note}"
     )

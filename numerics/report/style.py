@@ -15,7 +15,28 @@ import functools
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-__all__ = ["specbound_style", "default_style"]
+__all__ = ["specbound_style", "default_style", "SITE_WIDTH", "DPI", "KIND_LABELS", "GROUP_LABELS"]
+
+#: Width of every figure, in inches: the documentation site shows figures about 736 px wide, so a figure
+#: drawn 7.4 in wide keeps matplotlib's 10 pt text at its size there (panels are laid out to fit it).
+SITE_WIDTH = 7.4
+#: Resolution of the PNGs: twice the site's scale, sharp on high-density screens.
+DPI = 200
+
+#: What each matrix kind is, for legends and titles (mathtext).
+KIND_LABELS: dict[str, str] = {
+    "qk": r"qk: per-head $W_Q^{(h)} W_K^{(h)\top}$",
+    "vo": r"vo: per-head $W_V^{(h)} W_O^{(h)}$",
+    "q": r"q: $W_Q$ (not in the bound)",
+    "k": r"k: $W_K$ (not in the bound)",
+    "v": r"v: $W_V$ (not in the bound)",
+    "o": r"o: $W_O$ (not in the bound)",
+    "ff1": r"ff1: $W_1$ (feedforward in)",
+    "ff2": r"ff2: $W_2$ (feedforward out)",
+    "bo": r"bo: attention output bias",
+}
+#: The tie group types (:data:`numerics.bounds.terms.GROUP_OF_KIND`), for legends.
+GROUP_LABELS: dict[str, str] = {"qk": "qk", "vo": "vo (and bo)", "ff": "ff (ff1, ff2)"}
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -90,15 +90,32 @@ def _fmt(v: Any) -> str:
 
 
 def format_table(analysis: Any, *, max_name: int = 48) -> str:
-    """A readable fixed-width table of the matrices followed by the bounds and proxies."""
-    rows = [[_fmt(r.get(c)) for c in TABLE_COLUMNS] for r in analysis.matrices]
-    for r in rows:
+    """A readable fixed-width table of the matrices followed by the bounds and proxies.
+
+    A column showing one value in every row that has one (``p_star`` when every group's index is 0) carries
+    no information: it is left out and its value said once below the table (the CSV and JSON keep it).
+    """
+    full = [[_fmt(r.get(c)) for c in TABLE_COLUMNS] for r in analysis.matrices]
+    for r in full:
         if len(r[0]) > max_name:
             r[0] = "..." + r[0][-(max_name - 3) :]
-    widths = [max(len(c), *(len(r[i]) for r in rows)) if rows else len(c) for i, c in enumerate(TABLE_COLUMNS)]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(TABLE_COLUMNS, widths))]
+    constant = {
+        i: values.pop()
+        for i in range(1, len(TABLE_COLUMNS))
+        if len(full) > 1 and len(values := {r[i] for r in full if r[i] != "-"}) == 1
+    }
+    keep = [i for i in range(len(TABLE_COLUMNS)) if i not in constant]
+    columns = [TABLE_COLUMNS[i] for i in keep]
+    rows = [[r[i] for i in keep] for r in full]
+    widths = [max(len(c), *(len(r[i]) for r in rows)) if rows else len(c) for i, c in enumerate(columns)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths))]
     lines.append("  ".join("-" * w for w in widths))
     lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths)) for r in rows]
+    if constant:
+        lines.append(
+            "omitted, the same in every row that has a value: "
+            + ", ".join(f"{TABLE_COLUMNS[i]} = {value}" for i, value in constant.items())
+        )
     lines.append("")
     m = analysis.model
     lines.append(
@@ -106,23 +123,71 @@ def format_table(analysis: Any, *, max_name: int = 48) -> str:
         f"kv_heads={m.get('num_key_value_heads', m['num_heads'])}  d_h={m['head_dim']}  F={m['intermediate_size']}"
     )
     lines += network_lines(m.get("network"))
+    ours = analysis.bounds["spectrum_adaptive"]
+    lines.append(f"{'settings':>18}: {settings_text(ours)}")
     for name, b in analysis.bounds.items():
         lines.append(
-            f"{name:>18}: complexity={_fmt(b.get('complexity'))}  log10={_fmt(b.get('log_complexity', float('nan')) / math.log(10))}  "
-            f"rademacher(valid, <= 4 B_out)={_fmt(b.get('rademacher'))}  n_nonvacuous={_n_needed(b)}  [{b.get('status')}]"
+            f"{name:>18}: complexity={_fmt(b.get('complexity'))}  log10 complexity={_log10(b.get('log_complexity'))}  "
+            f"Rad bound={_fmt(b.get('rademacher'))}{_capped(b)}  n_nonvacuous={_n_needed(b)}  [{b.get('status')}]"
         )
-    ours = analysis.bounds["spectrum_adaptive"]
+    lines.append(f"{'':>18}  {COMPLEXITY_NOTE}")
     lines.append(
-        f"{'union cost':>18}: {_fmt(ours['union_cost'])} (log 1/delta' - log 1/delta = {_fmt(ours['log_union'])} nats)"
+        f"{'union cost':>18}: +{_fmt(ours['union_cost'])} on the generalization gap bound (an error rate) for the "
+        f"post hoc choices: ln(delta/delta') = {_fmt(ours['log_union'])} nats"
     )
     p = analysis.proxies
     lines.append(
-        f"{'proxies':>18}: log phi_sa={_fmt(p['log_phi_sa'])} (p={_fmt(p['phi_sa_common_p'])})  log phi_edelman={_fmt(p['log_phi_edelman'])}"
+        f"{'proxies':>18}: log10 phi_sa={_log10(p['log_phi_sa'])} (p={_fmt(p['phi_sa_common_p'])})  "
+        f"log10 phi_edelman={_log10(p['log_phi_edelman'])}"
     )
     lines += cover_lines(getattr(analysis, "covers", None))
     if analysis.skipped:
         lines.append(f"{'skipped':>18}: {len(analysis.skipped)} tensors (see JSON 'skipped' for names and reasons)")
     return "\n".join(lines) + "\n"
+
+
+#: Why ``complexity`` is ``sqrt(n) Rad / 12``, said wherever it is printed.
+COMPLEXITY_NOTE = (
+    "complexity = sqrt(n) Rad / 12 (ours: Rad the Dudley value before the trivial cap; 12/sqrt(n) weighs the "
+    "entropy integral in Dudley's bound 4 alpha + (12/sqrt(n)) int sqrt(ln N(eps)) d eps, so this is that "
+    "integral, free of n) and sqrt(C) for the p = 2 baselines' ln N <= C eps^-2"
+)
+
+
+def _log10(value: float | None) -> str:
+    """A natural logarithm (as the JSON ``log_*`` fields hold them) printed in base 10."""
+    return "-" if value is None else _fmt(value / math.log(10))
+
+
+def _capped(bound: Mapping[str, Any]) -> str:
+    """`` (the trivial cap 4 B_out)`` when the reported Rademacher bound is the cap, the Dudley value being larger."""
+    cap = 4 * float(bound.get("B_out", 1.0))  # theory.dudley.trivial_bound
+    rad = bound.get("rademacher")
+    return " (the trivial cap 4 B_out: vacuous)" if rad is not None and rad >= cap else ""
+
+
+def settings_text(bound: Mapping[str, Any]) -> str:
+    """``n``, ``T``, ``delta`` and ``gamma`` a bound was evaluated at, each said to be the default or set."""
+    from numerics.bounds.theorem31 import BoundSettings  # slow: the bounds stack (only to name the defaults)
+
+    default = BoundSettings()
+    shown = {
+        "n": (bound.get("n"), default.n, "training sequences"),
+        "T": (bound.get("T"), default.T, "tokens each"),
+        "delta": (bound.get("delta"), default.delta, "confidence"),
+        "gamma": (bound.get("gamma_realised", bound.get("gamma")), default.gamma, "margin"),
+    }
+    parts = [f"{k}={_count_text(v)} {what}" for k, (v, _, what) in shown.items()]
+    changed = [k for k, (v, d, _) in shown.items() if v != d]
+    which = "the defaults" if not changed else f"{', '.join(changed)} set, the others the defaults"
+    return ", ".join(parts) + f": {which} (--n, --T, --delta set them; gamma: BoundSettings(gamma=...))"
+
+
+def _count_text(value: Any) -> str:
+    """``1e6`` for round powers of ten (``n``), else :func:`_fmt`."""
+    if isinstance(value, (int, float)) and value >= 1e5 and float(value) == 10 ** round(math.log10(value)):
+        return f"1e{round(math.log10(value))}"
+    return _fmt(float(value)) if isinstance(value, float) else _fmt(value)
 
 
 def cover_lines(covers: Mapping[str, Any] | None) -> list[str]:
@@ -132,8 +197,8 @@ def cover_lines(covers: Mapping[str, Any] | None) -> list[str]:
     per = "matrix" if "per matrix" in covers["choice"] else "tie group"
     lines = [
         f"{'covers':>18}: {','.join(covers['enabled'])} (one per {per}, post hoc; choice cost "
-        f"{_fmt(covers['choice_cost'])} nats)  rademacher={_fmt(covers['rademacher'])}  "
-        f"log={_fmt(covers['log_rademacher'])}  gap={_fmt(covers['generalization_gap'])}  "
+        f"{_fmt(covers['choice_cost'])} nats)  Rad bound={_fmt(covers['rademacher'])}  "
+        f"log10 Rad uncapped={_log10(covers['log_rademacher'])}  gap={_fmt(covers['generalization_gap'])}  "
         f"union={_fmt(covers['log_union'])} nats  [{covers['method']}]"
     ]
     chosen: dict[str, list[str]] = {}
@@ -146,7 +211,7 @@ def cover_lines(covers: Mapping[str, Any] | None) -> list[str]:
         )
     for name, row in covers["alone"].items():
         lines.append(
-            f"{'alone ' + name:>18}: rademacher={_fmt(row['rademacher'])}  log={_fmt(row['log_rademacher'])}  "
+            f"{'alone ' + name:>18}: Rad bound={_fmt(row['rademacher'])}  log10 Rad uncapped={_log10(row['log_rademacher'])}  "
             f"gap={_fmt(row['generalization_gap'])}  union={_fmt(row['log_union'])} nats  [{row['method']}]"
         )
     return lines
@@ -272,26 +337,40 @@ def summary_markdown(analysis: Any) -> str:
         f"{m['head_dim']}, F = {m['intermediate_size']}; {len(analysis.matrices)} matrices analysed, "
         f"{len(analysis.skipped)} tensors skipped (listed in report.json).",
         "",
-        "| bound | status | log10 complexity | valid Rademacher bound | n at which it says something |",
-        "| --- | --- | --- | --- | --- |",
+        f"Evaluated at {settings_text(b['spectrum_adaptive'])}.",
+        "",
+    ]
+    # the Rademacher column only when it says something: when every bound is at the trivial cap, a sentence
+    capped = all(_capped(row) for row in b.values())
+    rad_head, rad_rule = ("", "") if capped else (" Rademacher bound (capped at 4 B_out) |", " --- |")
+    lines += [
+        f"| bound | status | log10 complexity |{rad_head} n at which it says something |",
+        f"| --- | --- | --- |{rad_rule} --- |",
     ]
     for name, row in b.items():
         lc = row.get("log_complexity")
+        rad = "" if capped else f" {row.get('rademacher'):.4g} |"
         lines.append(
-            f"| {name} | {row.get('status')} | {lc / math.log(10):.2f} | {row.get('rademacher'):.4g} | {_n_needed(row)} |"
+            f"| {name} | {row.get('status')} | {lc / math.log(10):.2f} |{rad} {_n_needed(row)} |"
             if lc is not None and math.isfinite(lc)
-            else f"| {name} | {row.get('status')} | - | - | {_n_needed(row)} |"
+            else f"| {name} | {row.get('status')} | - |{' - |' if not capped else ''} {_n_needed(row)} |"
         )
+    if capped:
+        lines += [
+            "",
+            "Every bound's Rademacher bound is the trivial cap 4 B_out (the Dudley value is larger): each is "
+            "vacuous at this n; the n at which it says something is in the last column.",
+        ]
     lines += [
         "",
         f"Per-head QK and VO ranks above d_h = {m['head_dim']}: {len(over)} of {len(qkvo)} (claim C6 expects none).",
         "Fraction of (layer, type) groups whose post hoc index is p* = 0: "
         + ", ".join(f"{k}: {v:.2f}" for k, v in sorted(frac.items()))
         + " (claim C7).",
-        f"Union-bound cost of the post hoc choice: {b['spectrum_adaptive']['union_cost']:.4g} "
-        f"({b['spectrum_adaptive']['log_union']:.1f} nats in delta).",
+        f"Union-bound cost of the post hoc choice: +{b['spectrum_adaptive']['union_cost']:.4g} on the generalization "
+        f"gap bound (an error rate), paid as ln(delta/delta') = {b['spectrum_adaptive']['log_union']:.1f} nats.",
         "",
-        "complexity = sqrt(n) Rad / 12 for ours and sqrt(C) for the p = 2 baselines (see numerics/analysis.py);",
+        COMPLEXITY_NOTE + ". Logarithms: log10 here; every log_* field of report.json is natural (ln).",
         "n at which it says something (n_nonvacuous): the smallest number of training sequences at which the margin",
         "bound, union cost paid, lies below the one built on the trivial Rademacher bound 4 B_out",
         "(numerics.bounds.theorem31.n_nonvacuous).",
@@ -330,12 +409,12 @@ def demo_summary(analysis: Any, folder: str | os.PathLike[str]) -> str:
 def sweep_table(result: SweepResult) -> str:
     """The sweep's text output: one line per checkpoint, one per fit, and claim C8's verdict."""
     lines = [
-        f"{row.source:50.50} L={row.num_layers:<3} N={row.hidden_size:<5} log phi_sa={row.log_phi_sa:9.3f}  "
-        f"log phi_edelman={row.log_phi_edelman:9.3f}"
+        f"{row.source:50.50} L={row.num_layers:<3} N={row.hidden_size:<5} ln phi_sa={row.log_phi_sa:9.3f}  "
+        f"ln phi_edelman={row.log_phi_edelman:9.3f}"
         for row in result.rows
     ]
     for fit in result.fits:
-        where = f"{fit.proxy:12} against {fit.against} at fixed {'N' if fit.against == 'L' else 'L'}={fit.fixed}"
+        where = f"ln {fit.proxy:12} against ln {fit.against} at fixed {'N' if fit.against == 'L' else 'L'}={fit.fixed}"
         if fit.slope is None:
             lines.append(f"fit: {where}: {fit.note}")
         else:

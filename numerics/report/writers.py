@@ -160,7 +160,10 @@ def write_study_report(
         (tmp / "study.json").write_text(json.dumps(document, indent=1, allow_nan=False) + "\n", encoding="utf-8")
         (tmp / "summary.md").write_text(study_tables.study_markdown(result, found), encoding="utf-8")
         if plots:
-            write_study_plots(found, tmp, main=study_tables.main_measures(found))
+            family = f"study: preset {result.preset.name}, task {result.preset.base.task}" + (
+                " (SMOKE TEST: its numbers mean nothing)" if study_tables.smoke_note(result.preset) else ""
+            )
+            write_study_plots(found, tmp, main=study_tables.main_measures(found), family=family)
     return Path(out_dir)
 
 

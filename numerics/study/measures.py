@@ -99,7 +99,6 @@ import numpy as np
 
 from numerics.analysis import Analysis
 from numerics.bounds import compiled
-from numerics.bounds.covers31 import ALIASES
 from numerics.bounds.terms import GROUP_OF_KIND
 from numerics.bounds.theorem31 import DEFAULT_P_GRID
 
@@ -286,7 +285,7 @@ def cover_measures(names: Sequence[str], *, registry: Mapping[str, Measure] | No
     """``registry`` (default :data:`REGISTRY`) plus, for ``study --covers``, one measure per enabled cover,
     ``cover:<name>`` (the bound with only that cover enabled), and ``covers`` (the bound with the choice among
     them): ``log(sqrt(n) Rad / 12)`` over the margin, as ``spectrum_adaptive`` (read from the analysis's ``covers``
-    block, :mod:`numerics.bounds.covers31`). ``names`` are registered cover names (``theorem41`` is ``thm41``)."""
+    block, :mod:`numerics.bounds.covers31`). ``names`` are registered cover names (``thm41``, ...)."""
     out = dict(REGISTRY if registry is None else registry)
 
     def reader(name: str | None) -> MeasureFunction:
@@ -302,8 +301,7 @@ def cover_measures(names: Sequence[str], *, registry: Mapping[str, Measure] | No
 
         return value
 
-    for raw in names:
-        name = ALIASES.get(raw, raw)
+    for name in names:
         measure(
             f"cover:{name}",
             margin_normalised=True,

@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from theory.names import did_you_mean
+
 from .settings import AXES, TrainSettings
 from .tasks import TASKS
 
@@ -264,9 +266,9 @@ def get_preset(name: str, task: str) -> Preset:
       ValueError: unknown preset or task (one line naming the choices).
     """
     if task not in TASKS:
-        raise ValueError(f"task={task!r} must be one of {', '.join(TASKS)}")
+        raise ValueError(f"task={task!r} must be one of {', '.join(TASKS)}{did_you_mean(task, TASKS)}")
     if name not in PRESET_NAMES:
-        raise ValueError(f"preset={name!r} must be one of {', '.join(PRESET_NAMES)}")
+        raise ValueError(f"preset={name!r} must be one of {', '.join(PRESET_NAMES)}{did_you_mean(name, PRESET_NAMES)}")
     return PRESETS[(name, task)]
 
 
