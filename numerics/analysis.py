@@ -769,7 +769,7 @@ def _block_radius(block: Any, hidden: int, model: ModelSettings, where: str) -> 
     Raises:
       CheckpointError: the norm that feeds the block has no gain in the checkpoint (naming the tensor) and no
         radius is given (``model.input_norm``): a stand-in such as ``sqrt(N)`` is smaller than the true radius
-        whenever a gain exceeds 1 (MATH.md section 10, "No silent defaults").
+        whenever a gain exceeds 1 (docs/theory/validity.md, "No silent defaults").
     """
     if model.input_norm is not None:
         return {"radius": float(model.input_norm), "source": "--input-norm"}

@@ -66,7 +66,7 @@ def random_model(
 
 
 def grid(v: float) -> float:
-    """The smallest power of two at or above ``v`` (0 stays 0), from the float's exact binary form: MATH.md section 10
+    """The smallest power of two at or above ``v`` (0 stays 0), from the float's exact binary form: docs/theory/validity.md
     rule 2 puts every spectral norm on the grid ``2^k`` before it enters the Lipschitz model."""
     if v == 0:
         return 0.0

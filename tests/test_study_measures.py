@@ -96,7 +96,7 @@ def test_norm_measures_against_the_weights(analysis, state):
 def test_log_lipschitz_against_a_naive_product(analysis):
     # The model of numerics.analysis: per layer (1 + sum_h ||W_VO^h|| (1 + 4 B^2 ||W_QK^h||)) (1 + L_s ||ff1|| ||ff2||),
     # B = sqrt(N), L_s = exact GELU's largest slope Phi(sqrt 2) + e^-1 / sqrt(pi) (at t = sqrt 2, where (Phi + t phi)' = phi (2 - t^2) = 0).
-    # The bound's class: every spectral norm at its cell's upper end on the peeling grid (MATH.md section 10,
+    # The bound's class: every spectral norm at its cell's upper end on the peeling grid (docs/theory/validity.md,
     # rule 2), here 2^ceil(log2 s) (numerics.bounds.peeling: base 1, ratio 2); no norm layer feeds these
     # synthetic blocks, so B stays the assumed sqrt(N) (not a measured value, nothing to peel).
     rows = {

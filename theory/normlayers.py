@@ -1,6 +1,6 @@
 r"""Norm layers with their trained gains: the radius the next block sees, and what Lipschitz costs.
 
-*Status: extension* (MATH.md section 9); each statement is elementary and derived
+*Status: extension* (docs/theory/network.md); each statement is elementary and derived
 or checked here with SymPy.
 
 **LayerNorm** (PyTorch ``nn.LayerNorm``, biased variance):
@@ -49,7 +49,7 @@ set of inputs on which ``sigma >= std_min`` (:func:`layernorm_lipschitz`), and
 ``J = diag(gamma) (I - x x^T / (N r^2)) / r`` with ``r = sqrt(mean(x^2) + eps_ln)``, the
 same bounds with ``std_min`` a lower bound on ``r``.
 
-**Trained gains and biases are covered** (MATH.md section 10, rule 3; *status: extension*, elementary).
+**Trained gains and biases are covered** (docs/theory/normlayers.md; *status: extension*, elementary).
 A norm layer's output row is ``y = g * z + beta`` with ``||z||_2 <= sqrt(N)`` (above; RMSNorm: ``beta = 0``).
 The gain is a diagonal map with ``N`` parameters: for two gains in the class
 ``{g : ||g||_inf <= G}``,

@@ -425,7 +425,7 @@ def build_terms(
     ``norms``: per layer, ``(attention, feedforward)``, the norm layer feeding each block (``None`` where none
     does): ``{"name", "kind", "N", "g_inf", "beta_norm", "projection"}`` (``projection``: ``(s, b)`` of a
     trained map after the norm, or ``None``). With ``peel`` and no ``model.input_norm``, the trained gains
-    and biases are terms of the bound (:mod:`theory.normlayers`, MATH.md section 10 rule 3): kinds ``gain``
+    and biases are terms of the bound (:mod:`theory.normlayers`, docs/theory/normlayers.md): kinds ``gain``
     and ``beta`` (shape ``(1, N)``, "spectral norm" ``g_inf`` or ``beta_norm``, peeled like any other), entering
     the block they feed (propagation factor: that block's constant and every later one's, times the
     projection's spectral norm); the radius of such a block is the norm radius at the grid values of
@@ -451,7 +451,7 @@ def build_terms(
                 raise ValueError(f"radius {v!r} must be non-negative and at most {MAX_MODEL_CONSTANT:.0e}.")
     # a zero radius (a norm layer with zero gain and bias): its rows are 0; the logs need a positive floor
     radii = [(max(a, 1e-300), max(f, 1e-300)) for a, f in radii]
-    # Post hoc quantities on the peeling grid (theory.margin, MATH.md section 10 rule 2): the radii read from
+    # Post hoc quantities on the peeling grid (theory.margin, docs/theory/peeling.md): the radii read from
     # trained norm layers and every spectral norm enter the Lipschitz model at the cell's upper end. A radius
     # given by --input-norm, or sqrt(N) where no norm feeds a block, is fixed before training: not peeled.
     peel_radii = peel if model.input_norm is None and read_radii else False
@@ -560,7 +560,7 @@ def build_terms(
                 kind=st.kind,
                 shape=tuple(st.shape),
                 rank_bound=int(st.rank_bound),
-                # upper bounds of the singular values (MATH.md section 11 rule 5): S_p and s_j bounded from above
+                # upper bounds of the singular values (docs/theory/validity.md): S_p and s_j bounded from above
                 singular_values=np.asarray(st.singular_values_upper, dtype=np.float64),
                 rank=int(st.rank),
                 log_rho=float(local + downstream),

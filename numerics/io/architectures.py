@@ -8,7 +8,7 @@ means adding an entry to :data:`ARCHITECTURES`, not a code path.
 Conventions
 -----------
 Every matrix is normalised to the **row-vector convention** ``Y = X W`` with ``W`` of shape
-``[in, out]`` (MATH.md section 1):
+``[in, out]`` (docs/theory/notation.md):
 
 * ``torch.nn.Linear`` stores ``weight`` as ``[out, in]`` (``y = x A^T + b``): layout
   ``"out_in"``, transposed on load;
@@ -90,7 +90,7 @@ class MatrixSpec:
 
 @dataclass(frozen=True)
 class NormSpec:
-    """Where a family's norm layers sit, and which kind they are (MATH.md section 9, "Norm layers").
+    """Where a family's norm layers sit, and which kind they are (docs/theory/network.md, "Norm layers").
 
     Attributes:
       kind: ``"layernorm"`` (``gamma * (x - mean) / std + beta``) or ``"rmsnorm"`` (``gamma * x / rms``).

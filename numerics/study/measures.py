@@ -44,7 +44,7 @@ name                 log    /margin  quantity
 ===================  =====  =======  ===================================================
 spectrum_adaptive    yes    yes      specbound's post hoc bound, ``log(sqrt(n) Rad / 12)`` (``log(Rad / 12)`` after /margin)
 phi_sa@p=<p>         yes    yes      ``log phi_sa(p)`` at each common ``p`` of the grid
-phi_sa               yes    yes      ``min_p log phi_sa(p)`` (MATH.md section 7's proxy)
+phi_sa               yes    yes      ``min_p log phi_sa(p)`` (docs/theory/baselines.md's proxy)
 edelman2022          yes    yes      Edelman et al. 2022 (reconstructed), ``log sqrt(C)``
 bartlett2017         yes    yes      Bartlett et al. 2017, ``log sqrt(C)``
 num_parameters       no     no       ``record["num_parameters"]``
