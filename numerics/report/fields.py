@@ -76,6 +76,21 @@ FIELDS: tuple[Field, ...] = (
     Field(_N + "feedforward.gated", "", "", "whether the feedforward block is gated"),
     Field(_N + "feedforward.model", "", "", "the feedforward block as the bound models it"),
     Field(_N + "lipschitz_model", "", "", "how the Lipschitz constants are modelled (norm layers as projections)"),
+    Field(
+        _N + "layernorm.model", "", "", "'projection' (default, an idealisation) or 'lipschitz' (--layernorm lipschitz)"
+    ),
+    Field(_N + "layernorm.eps_ln", "", "", "the norms' epsilon, from the config key the architecture reads"),
+    Field(_N + "layernorm.eps_source", "", "", "that config key, or the default it falls back to"),
+    Field(_N + "layernorm.statement", "", "", "for which network the bound is proven: the idealised or the real one"),
+    Field(
+        _N + "embeddings.covered", "", "", "whether the input tables are terms of the bound (not --fixed-embeddings)"
+    ),
+    Field(_N + "embeddings.tables", "", "", "the embedding tables the checkpoint holds (word, position, token type)"),
+    Field(_N + "embeddings.projection", "", "", "a projection after the embeddings norm (ELECTRA), or null"),
+    Field(_N + "embeddings.absent", "", "", "tables the architecture names that the checkpoint does not hold"),
+    Field(_N + "embeddings.statement", "", "", "covered as terms, or the bound conditional on their values"),
+    Field(_N + "embeddings.why_none", "", "", "why an architecture has no input table (torch TransformerEncoder)"),
+    Field(_N + "margin", "", "", "the margin lemma's assumption: a 1-Lipschitz margin in the output's l2 norm"),
     Field(_N + "spectra.stored_dtype", "", "", "the dtype the weights are stored in (F32, BF16, F16, ...)"),
     Field(
         _N + "spectra.rule",
@@ -294,6 +309,10 @@ FIELDS: tuple[Field, ...] = (
     Field("settings.feedforward_model", "", "", "the feedforward block as modelled"),
     Field("settings.log_lipschitz_attention", "", "ln", "per layer, ln of the attention block's Lipschitz constant"),
     Field("settings.log_lipschitz_feedforward", "", "ln", "per layer, ln of the feedforward block's"),
+    Field("settings.layernorm", "", "", "the norm model applied: 'projection' or 'lipschitz'"),
+    Field(
+        "settings.log_norm_lipschitz", "", "ln", "per block, ln g_inf/sqrt(eps_ln) of its norm (--layernorm lipschitz)"
+    ),
     # --covers
     Field(_C + "enabled", "", "", "the covers composed (--covers)"),
     Field(_C + "choice", "", "", "how a cover is chosen (per tie group or per matrix) and what it costs"),
