@@ -45,7 +45,14 @@ bracket is a symmetric matrix with eigenvalues ``1`` (multiplicity ``N - 2``), `
 By the mean-value inequality LayerNorm is ``g_inf / std_min``-Lipschitz on any convex
 set of inputs on which ``sigma >= std_min`` (:func:`layernorm_lipschitz`), and
 ``g_inf / sqrt(eps_ln)``-Lipschitz everywhere (:func:`layernorm_lipschitz_global`,
-``sigma >= sqrt(eps_ln)``) -- e.g. ``1e6 g_inf`` for BERT's ``eps = 1e-12``. RMSNorm:
+``sigma >= sqrt(eps_ln)``; the map is smooth on all of ``R^N`` since ``sigma > 0``, so the mean-value
+inequality along any segment applies) -- e.g. ``1e6 g_inf`` for BERT's ``eps = 1e-12``. The constant is
+the best one for a constant gain ``g``: at a constant row ``x = c 1`` (``v = 0``, ``z = 0``) the Jacobian is
+``g (I - 11^T/N) / sqrt(eps_ln)``, of norm ``g / sqrt(eps_ln)`` (the projection has norm 1 for ``N >= 2``); for
+any gain it is within a factor ``1 - 1/N`` (``||diag(g)(e_i - 1/N)|| >= |g_i| (1 - 1/N)``); RMSNorm's is attained
+at ``x = 0`` for any gain (``J = diag(g) / sqrt(eps_ln)``). ``--layernorm
+lipschitz`` puts it into the propagation factors (:mod:`theory.embeddings`; ``tests/test_layernorm_lipschitz.py``
+checks it against the largest Jacobian norm of torch's own modules found by optimisation). RMSNorm:
 ``J = diag(gamma) (I - x x^T / (N r^2)) / r`` with ``r = sqrt(mean(x^2) + eps_ln)``, the
 same bounds with ``std_min`` a lower bound on ``r``.
 
