@@ -1,4 +1,4 @@
-"""Every trained input table is a term of the bound, or named as fixed (issue 29 item 5; MATH.md section 11 rule 8).
+"""Every trained input table is a term of the bound, or named as fixed (issue 29 item 5; the validity rule on trained tensors).
 
 References: the Theorem 3.1 coefficient of each table is recomputed by ``tests/reference_thm31.py`` (50 digits,
 written from the mathematics) from the table's singular values by ``numpy.linalg.svd`` (not the Gram path the

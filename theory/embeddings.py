@@ -1,6 +1,6 @@
 r"""The trained input tables as terms of the bound: embedding tables, and a projection after their norm.
 
-*Status: extension* (MATH.md section 11, rule 8); every step is elementary and checked here with SymPy.
+*Status: extension* (the validity rule that every trained tensor is covered or named as fixed); every step is elementary and checked here with SymPy.
 
 **A table is a linear map on one-hot rows.** A ``V x N`` table ``E`` (word, position or token type) maps the
 one-hot row ``x = e_v`` (``v`` a token id, a position, a segment) to its row, ``x^T E = E_v``. In the row-vector
