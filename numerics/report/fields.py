@@ -50,6 +50,18 @@ FIELDS: tuple[Field, ...] = (
     Field("model.head_dim", "", "", "head width d_h"),
     Field("model.intermediate_size", "", "", "feedforward width F"),
     Field(
+        "model.config_keys.ignored",
+        "",
+        "",
+        "config.json keys the mapped architecture's implementation never reads: ignored, never applied",
+    ),
+    Field(
+        "model.config_keys.table",
+        "",
+        "",
+        "the architecture map whose key table applied (null: a model_type the map does not list, every key kept)",
+    ),
+    Field(
         _N + "biases", "", "", "'folded' (biases in the matrices by homogeneous coordinates) or 'ignored' (--no-bias)"
     ),
     Field(_N + "activation.config_key", "", "", "the config key the activation was read from"),
