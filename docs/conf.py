@@ -22,11 +22,14 @@ extensions = [
     "sphinx.ext.autodoc",
     "sphinx.ext.napoleon",
     "sphinx.ext.mathjax",
+    # MathJax 3 served from the built site (``_static/mathjax``), not from a CDN: the pages typeset their
+    # formulas with no network. The package vendors MathJax's files; it sets ``mathjax_path``.
+    "sphinx-mathjax-offline",
     "myst_nb",
     "specbound_docs",
 ]
 
-exclude_patterns = ["_build", "jupyter_execute", "**.ipynb_checkpoints"]
+exclude_patterns = ["_build", "jupyter_execute", "**.ipynb_checkpoints", "_static"]
 source_suffix = {".rst": "restructuredtext", ".md": "myst-nb", ".ipynb": "myst-nb"}
 
 # Every cross-reference must resolve (tests/test_docs.py builds with -n -W). No intersphinx: the build is
@@ -70,5 +73,7 @@ highlight_language = "text"  # help texts and captured output; Python examples s
 
 html_theme = "furo"
 html_title = f"specbound {release}"
-html_static_path: list[str] = []
+html_static_path = ["_static"]
+html_css_files = ["specbound.css"]
+html_favicon = "_static/favicon.svg"
 html_show_sourcelink = False

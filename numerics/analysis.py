@@ -37,6 +37,7 @@ import numpy as np
 from numerics._util.jsonsafe import finite_json
 from numerics.bounds import compiled, covers31
 from numerics.bounds.baselines import bartlett2017, edelman2022
+from numerics.bounds.embeddings import EMBEDDING_GROUPS
 from numerics.bounds.proxies import log_phi_sa_by_common_p, phi_sa
 from numerics.bounds.rotary import rotary_diagnostic
 from numerics.bounds.terms import MatrixTerm, ModelSettings, build_terms, schatten_table
@@ -58,6 +59,7 @@ from numerics.errors import CheckpointError
 from numerics.io.checkpoint import open_checkpoint
 from numerics.io.memory import is_in_memory, open_in_memory
 from numerics.io.resolve import resolve_source
+from numerics.spectra.embeddings import embedding_spectra, embedding_tables
 from numerics.spectra.jobs import head_factors
 from numerics.spectra.pipeline import checkpoint_spectra
 from theory.activations import activation
@@ -189,8 +191,13 @@ def evaluate_bounds(
         with np.errstate(over="raise", invalid="raise"):
             inputs = network_inputs(model_info)
             terms, info = build_terms(stats, num_layers=num_layers, hidden_size=hidden, model=model, **inputs)
-            if not terms:
+            if not any(t.group not in EMBEDDING_GROUPS.values() for t in terms):
                 raise ValueError("no attention or feedforward matrices to bound.")
+            if info["layernorm"] != model.layernorm:
+                raise ValueError(
+                    f"layernorm={model.layernorm!r} needs every norm layer's gain read from the checkpoint and the "
+                    "norms' epsilon; this model block has none (no norm layers mapped)"
+                )
             post = posthoc(terms, settings, input_radii=info["peeled_radii"])
             composed = None
             if chosen is not None:
@@ -198,12 +205,15 @@ def evaluate_bounds(
                     terms, post, chosen, settings, input_radii=info["peeled_radii"], choice=cover_choice
                 )
             # the baselines and proxies are evaluated as published, at the realised norms (not this bound's classes)
+            # (as published: the layers' matrices only, in the projection idealisation; the input tables are ours)
             inputs.pop("norms", None)
             realised_terms, realised_info = build_terms(
                 stats, num_layers=num_layers, hidden_size=hidden, model=model, peel=False, **inputs
             )
-            edel = edelman2022(stats, realised_info, settings, hidden, num_layers)
-            bart = bartlett2017(realised_terms, {st.name: st for st in stats}, settings)
+            layer_stats = [st for st in stats if st.kind not in EMBEDDING_GROUPS]
+            layer_terms = [t for t in realised_terms if t.kind not in EMBEDDING_GROUPS]
+            edel = edelman2022(layer_stats, realised_info, settings, hidden, num_layers)
+            bart = bartlett2017(layer_terms, {st.name: st for st in layer_stats}, settings)
             settings_out = {
                 **{k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(settings).items()},
                 **info,
@@ -222,7 +232,7 @@ def evaluate_bounds(
                     "edelman2022": edel,
                     "bartlett2017": bart,
                 },
-                proxies=_proxies(realised_terms, edel, settings),
+                proxies=_proxies(layer_terms, edel, settings),
                 skipped=[{"name": n, "reason": r} for n, r in skipped],
                 settings=settings_out,
                 singular_values={st.name: np.asarray(st.singular_values) for st in stats},
@@ -274,6 +284,10 @@ def network_inputs(model_info: dict[str, Any]) -> dict[str, Any]:
         out["activation_gain"] = network["activation"]["gain"]
     if (network.get("feedforward") or {}).get("gated"):
         out["gate"] = network["feedforward"]["gate"]
+    layernorm = network.get("layernorm") or {}
+    if layernorm.get("model") == "lipschitz":
+        out["norm_eps"] = layernorm["eps_ln"]
+        out["layout"] = (network.get("norm") or {}).get("layout")
     return out
 
 
@@ -535,7 +549,7 @@ def analyze(
     )
     if diagnostic is not None:
         info["network"]["rotary_diagnostic"] = diagnostic.out
-    skipped = list(ckpt.skipped)
+    stats, skipped = _input_tables(ckpt, model, stats, fold=fold, spectrum=spectrum)
     if not fold:
         skipped = sorted([*skipped, *((name, "bias vector (not folded: --no-bias)") for name in ckpt.bias_tensors)])
     return evaluate_bounds(
@@ -547,6 +561,22 @@ def analyze(
         covers=covers,
         cover_choice=cover_choice,
     )
+
+
+def _input_tables(
+    ckpt: Any, model: ModelSettings, stats: list[Any], *, fold: bool, spectrum: str
+) -> tuple[list[Any], list[tuple[str, str]]]:
+    """The statistics with the input tables' first (``model.embeddings``: terms, no longer skipped;
+    :mod:`theory.embeddings`), and the skipped tensors (the tables named as fixed otherwise)."""
+    skipped = list(ckpt.skipped)
+    tables = embedding_tables(ckpt)
+    if not model.embeddings:
+        fixed = "input table, fixed (--fixed-embeddings): the bound is conditional on its values"
+        named = {*tables.names, *((tables.bias,) if tables.bias else ())}
+        return stats, [(n, fixed if n in named else r) for n, r in skipped]
+    covered = {*tables.names, *((tables.bias,) if fold and tables.bias else ())}
+    stats = [*embedding_spectra(ckpt, bias=fold, spectrum=spectrum), *stats]
+    return stats, [(n, r) for n, r in skipped if n not in covered]
 
 
 #: What the report says about a model's position scheme.
@@ -621,11 +651,82 @@ def describe_network(ckpt: Any, model: ModelSettings = ModelSettings()) -> dict[
             "cut at the stored dtype's rounding level (numerical_rank, the numpy rule at that level, is reported "
             "only); each matrix's rank_rule and spectrum say how",
         },
-        "lipschitz_model": "norm layers as projections onto the ball of radius B (Edelman et al. 2022), "
-        "an idealisation: the bound is proven for that network; a real LayerNorm is g_inf/std_min-Lipschitz "
-        "and can move the output by more (theory.normlayers; README, the composition fuzzer)",
+        "lipschitz_model": LIPSCHITZ_MODELS[model.layernorm],
+        "layernorm": _layernorm(ckpt, model),
+        "embeddings": _embeddings(ckpt, model),
+        "margin": MARGIN_ASSUMPTION,
     }
     return info
+
+
+#: What the bound is proven for, per ``--layernorm`` (``model.network.lipschitz_model``).
+LIPSCHITZ_MODELS = {
+    "projection": "idealisation (--layernorm projection, the default): norm layers as projections onto the ball of "
+    "radius B (Edelman et al. 2022), 1-Lipschitz; the bound is proven for that network, not the real one: a real "
+    "LayerNorm is g_inf/std_min-Lipschitz and can move the output by more (theory.normlayers; --layernorm lipschitz "
+    "bounds the real network)",
+    "lipschitz": "real norm layers (--layernorm lipschitz): each norm layer's global Lipschitz constant "
+    "g_inf/sqrt(eps_ln) (theory.normlayers.layernorm_lipschitz_global, at the grid value of g_inf) in every "
+    "propagation factor: a bound proven for the network the checkpoint computes (astronomically large)",
+}
+
+#: The margin lemma's assumption (Bartlett et al. 2017, Lemma 3.1; ``model.network.margin``, table and summary).
+MARGIN_ASSUMPTION = (
+    "the margin bound (Bartlett et al. 2017, Lemma 3.1) needs the margin to be 1-Lipschitz in the l2 norm of the "
+    "covered output (the last block's output row); no head is counted here: with a task head of Lipschitz constant "
+    "L_head (a linear head: max_{i != j} ||w_i - w_j||_2) read gamma as gamma / L_head (the study does)"
+)
+
+
+def _layernorm(ckpt: Any, model: ModelSettings) -> dict[str, Any]:
+    """``model.network.layernorm``: which model of the norm layers the bound uses, and their ``eps_ln`` with its
+    source (the config key the architecture's code reads, or that code's constant / its config class's default)."""
+    out: dict[str, Any] = {"model": model.layernorm}
+    norms = ckpt.map.norms
+    if norms is None:
+        return out
+    key, default = norms.eps
+    value = ckpt.config.get(key) if key is not None else None
+    if value is None:
+        source = f"default of {ckpt.map.name}" + (f" ({key} not in config)" if key else " (fixed in the model code)")
+        value = default
+    else:
+        source = f"config key {key}"
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (0 < value < math.inf):
+        raise CheckpointError(
+            ckpt.source, f"config key {key!r} is {value!r}; a norm's epsilon must be a positive number"
+        )
+    out.update(eps_ln=float(value), eps_source=source)
+    if model.layernorm == "lipschitz":
+        out["statement"] = "proven for the real norm layers: constant g_inf/sqrt(eps_ln) per norm in the chain"
+    else:
+        out["statement"] = "idealisation: norm layers as 1-Lipschitz projections (not the real network)"
+    return out
+
+
+def _embeddings(ckpt: Any, model: ModelSettings) -> dict[str, Any]:
+    """``model.network.embeddings``: the input tables, covered as terms (default) or fixed (``--fixed-embeddings``)."""
+    found = embedding_tables(ckpt)
+    if found.why_none is not None:
+        return {"covered": False, "tables": [], "why_none": found.why_none}
+    out: dict[str, Any] = {
+        "covered": bool(model.embeddings and found.names),
+        "tables": list(found.present),
+        "projection": found.projection,
+        "absent": list(found.absent),
+    }
+    if not model.embeddings:
+        out["statement"] = (
+            "conditional on the embedding tensors' values (--fixed-embeddings): "
+            + ", ".join(found.names)
+            + " are fixed, not covered"
+        )
+    else:
+        out["statement"] = (
+            "covered: each table a Theorem 4.1 vector term on one-hot rows (B = 1), the projection a vector term on "
+            "the embeddings norm's rows (theory.embeddings)"
+        )
+    return out
 
 
 class _Rotary:
@@ -668,7 +769,7 @@ def _block_radius(block: Any, hidden: int, model: ModelSettings, where: str) -> 
     Raises:
       CheckpointError: the norm that feeds the block has no gain in the checkpoint (naming the tensor) and no
         radius is given (``model.input_norm``): a stand-in such as ``sqrt(N)`` is smaller than the true radius
-        whenever a gain exceeds 1 (MATH.md section 10, "No silent defaults").
+        whenever a gain exceeds 1 (docs/theory/validity.md, "No silent defaults").
     """
     if model.input_norm is not None:
         return {"radius": float(model.input_norm), "source": "--input-norm"}

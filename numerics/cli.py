@@ -198,7 +198,11 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
     from numerics.bounds.terms import ModelSettings
     from numerics.bounds.theorem31 import BoundSettings
 
-    model = {**_given(args, "input_norm"), **({"bias": False} if getattr(args, "no_bias", False) else {})}
+    model = {
+        **_given(args, "input_norm", "layernorm"),
+        **({"bias": False} if getattr(args, "no_bias", False) else {}),
+        **({"embeddings": False} if getattr(args, "fixed_embeddings", False) else {}),
+    }
     return {
         "settings": BoundSettings(**_given(args, *_BOUND_FIELDS)),
         "model": ModelSettings(**model),
@@ -498,6 +502,18 @@ def _add_bound_options(p: argparse.ArgumentParser) -> None:
         "--no-bias",
         action="store_true",
         help="drop the biases (the bias-free idealisation) instead of folding them into the matrices",
+    )
+    p.add_argument(
+        "--fixed-embeddings",
+        action="store_true",
+        help="do not cover the embedding tables (and ELECTRA's projection): the bound is conditional on their values",
+    )
+    p.add_argument(
+        "--layernorm",
+        choices=["projection", "lipschitz"],
+        default=None,
+        help="norm layers as 1-Lipschitz projections (default, an idealisation) or with the real norm's global "
+        "constant g_inf/sqrt(eps_ln) (a bound for the real network, astronomically large)",
     )
     where = p.add_mutually_exclusive_group()
     where.add_argument(

@@ -1,6 +1,6 @@
 r"""The network as the bound's matrices compute it, and an adversary against the composed budget (test helper).
 
-``tests/test_composition_fuzz.py`` checks Theorem 3.1's composition step (MATH.md section 3, item 1; section 10,
+``tests/test_composition_fuzz.py`` checks Theorem 3.1's composition step (docs/theory/composition.md,; section 10,
 rule 1) against a forward pass: perturb every matrix ``W_j`` the bound covers by ``Delta_j`` of size ``eps_j`` in
 the bound's metric, and the output must move by at most ``sum_j rho_j eps_j``, with ``rho_j``, ``s_j``, ``B_j``
 read from specbound's own analysis of the saved checkpoint (``theorem_inputs``).
@@ -20,7 +20,7 @@ What is here
   same casts at the same places, and takes the rotary ``cos``/``sin`` from the model's own rotary module.)
 * :func:`attack`: scipy's L-BFGS-B over the raw perturbations, maximising output change / budget.
 
-Norm gains and betas (MATH.md section 10, rule 3; :mod:`theory.normlayers`) are terms of the bound like the
+Norm gains and betas (docs/theory/normlayers.md; :mod:`theory.normlayers`) are terms of the bound like the
 matrices: every gain and beta the bound counts (``norm_parameters`` of the analysis, each with its ``theorem_inputs``)
 is perturbed by the adversary too (:attr:`Network.params`). The norm layers of the forward are computed from their
 parts, ``y = g * z + beta`` with ``z`` the normalised row (LayerNorm: ``(x - mean) / sqrt(var + eps)``; RMSNorm:
@@ -64,7 +64,7 @@ from hf_reference import _randomize
 from torch import nn
 
 from numerics.analysis import Analysis, analyze
-from numerics.bounds import BoundSettings
+from numerics.bounds import BoundSettings, ModelSettings
 from numerics.io.checkpoint import open_checkpoint
 from numerics.spectra.jobs import feedforward_matrices, head_factors
 
@@ -224,7 +224,7 @@ def build_thin_layernorm(folder: Path) -> Built:
     (``x + attn(x) = b_o``), and ``b_o`` is a zero-mean vector of norm about ``0.06``; the feedforward weights are
     scaled by ``10^-3``. The LayerNorm then amplifies a change of ``b_o`` by up to ``g_inf / std(b_o)``
     (:func:`theory.normlayers.layernorm_lipschitz`), far above the 1 of the projection idealisation the bound's
-    Lipschitz model keeps (:mod:`theory.normlayers`, README "The network evaluated")."""
+    Lipschitz model keeps (:mod:`theory.normlayers`, docs/design.md, "The network evaluated")."""
     folder.mkdir(parents=True, exist_ok=True)
     N, F = 8, 16
     cfg = dict(
@@ -475,9 +475,14 @@ _NORMS = {  # (attention norm, feedforward norm) stems of layer i, final norm, e
 }
 
 
-def network(built: Built) -> Network:
+#: The forward starts from the embedding rows: the input tables are fixed here (``--fixed-embeddings``; their terms
+#: are pinned by ``tests/test_embedding_terms.py``).
+FORWARD_MODEL = ModelSettings(embeddings=False)
+
+
+def network(built: Built, model: ModelSettings = FORWARD_MODEL) -> Network:
     """Analyse ``built``'s checkpoint with specbound and collect the bound's matrices with their ``theorem_inputs``."""
-    a = analyze(str(built.folder), settings=SETTINGS)
+    a = analyze(str(built.folder), settings=SETTINGS, model=model)
     rows = {m["name"]: m for m in a.matrices if m["theorem_inputs"] is not None}
     ckpt = open_checkpoint(built.folder)
     net = a.model["network"]

@@ -2,7 +2,7 @@ r"""Ground truth from the real forward pass of HuggingFace ``transformers`` mode
 
 The numeric code will evaluate its bounds for the network a checkpoint really computes: biases
 folded by homogeneous coordinates, per-layer input radii from the trained norm gains, rotary
-positions, activation and score scaling read from the config (MATH.md section 9). This module is
+positions, activation and score scaling read from the config (docs/theory/network.md). This module is
 the independent ground truth its tests compare against: for small random models of every mapped
 architecture, built and run by ``transformers`` (or ``torch.nn.TransformerEncoder``) on the CPU in
 float64, what the model itself computes inside each layer.

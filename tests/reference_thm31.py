@@ -3,21 +3,21 @@ r"""An independent 50-digit reference for the whole Theorem 3.1 chain (tests onl
 Written from the mathematics, not from the code under test: it imports neither ``numerics`` nor
 ``theory``. Every step cites the statement it implements:
 
-* ``S_p`` -- MATH.md section 1 (``S_p = sum_i s_i^p``, ``S_0 = rank``);
-* the Theorem 4.1 coefficient ``a_j`` -- MATH.md section 2, written *from its statement*: the
+* ``S_p`` -- docs/theory/notation.md (``S_p = sum_i s_i^p``, ``S_0 = rank``);
+* the Theorem 4.1 coefficient ``a_j`` -- docs/theory/thm41.md, written *from its statement*: the
   lemmas L-rank (Candes and Plan 2011, Lemma 3.1: ``k (a+b+1) log(9 F X / eta)``), L-maurey
   (Zhang 2002, Theorem 4, with ``ceil(z) <= z + 1``) and L-trunc, at the fixed split
   ``eps/2 + eps/2`` (theory/thm41.py's docstring), with ``F = sqrt(r) s`` for the lead and
   inside the Maurey logarithm, ``k(tau) <= R tau^-p`` (Markov) and, for the bilinear kind,
   ``min_tau A tau^-p + C tau^(2-p) = kappa(p) A^(1-p/2) C^(p/2)`` with
-  ``kappa(p) = 2 p^(-p/2) (2-p)^(p/2-1)`` (MATH.md; :func:`bilinear_cover_by_tau` redoes the
+  ``kappa(p) = 2 p^(-p/2) (2-p)^(p/2-1)`` (docs/theory/thm41.md; :func:`bilinear_cover_by_tau` redoes the
   minimisation numerically so that the closed form is itself checked). This is the form of the
   derivation, evaluated by hand here -- not SymPy's expression and not numerics' generated code;
 * the Lipschitz model (:func:`lipschitz_terms`) -- theory/lipschitz.py's docstring: attention
   block ``1 + sum_h s_VO (1 + 4 B^2 s_QK)``, feedforward block ``1 + L_sigma s_1 s_2``, local
   factors QK ``2 B s_VO``, VO ``1``, FF1 ``L_sigma s_2``, FF2 ``1``, ``rho_j`` = local factor
   times every later block, input scales ``B`` (QK, VO, FF1) and ``L_sigma s_1 B`` (FF2);
-* composition and allocation -- MATH.md section 3.1 and theory/composition.py: for a common
+* composition and allocation -- docs/theory/composition.md and theory/composition.py: for a common
   ``p``, ``min_w sum_j c_j (eps w_j)^-p = (sum_j c_j^(1/(1+p)))^(1+p) eps^-p``; for mixed
   indices the Lagrange conditions ``w_j(lam) = (p_j c_j eps^-p_j / lam)^(1/(1+p_j))`` and one
   bracketed ``mpmath.findroot`` on ``log lam`` for ``sum_j w_j = 1`` (terms with ``p_j = 0``
@@ -32,9 +32,9 @@ Written from the mathematics, not from the code under test: it imports neither `
   ``sqrt(G(eps)) <= sqrt(G(eps_i)) (eps_i/eps)^(p_min/2)`` (integrated in closed form, or by
   ``mpmath.quad`` in :func:`dudley_exact`), the infimum over ``alpha`` on the grid points below
   ``B_out``; the trivial cap ``4 B_out``;
-* internal covers (MATH.md section 10 rule 1): each ``K_j`` is Theorem 4.1 at ``eps_j / 2``;
+* internal covers (docs/theory/composition.md): each ``K_j`` is Theorem 4.1 at ``eps_j / 2``;
 * the margin bound (Bartlett et al. 2017, Lemma 3.1) with the post hoc union cost of
-  MATH.md section 10 rule 2: ``log(1/delta') = log(1/delta) + G log|P| + peel``, ``peel`` the sum of
+  docs/theory/peeling.md: ``log(1/delta') = log(1/delta) + G log|P| + peel``, ``peel`` the sum of
   ``log(1/pi(k))``, ``pi(k) = (2/3)/((|k|+1)(|k|+2))``, over the levels ``k`` (any integer) on the grid
   ``2^k`` of every peeled quantity (each matrix's chosen radius ``S_{p_j}`` and its spectral norm, the
   input radii, ``B_out`` upward and ``gamma`` downward), every one evaluated at its grid value.
@@ -87,7 +87,7 @@ def _mpf(x: Any) -> Any:
 
 @dataclass(frozen=True)
 class RefMatrix:
-    """One matrix as Theorem 3.1 sees it (MATH.md section 3).
+    """One matrix as Theorem 3.1 sees it (docs/theory/thm31.md).
 
     Attributes:
         name: identifier; group: its tie group (``layer{l}/{qk|v|ff}``).
@@ -139,18 +139,18 @@ class RefSettings:
         )
 
 
-# ---------------------------------------------------------------- Theorem 4.1 (MATH.md section 2)
+# ---------------------------------------------------------------- Theorem 4.1 (docs/theory/thm41.md)
 
 
 def schatten(singular_values: Sequence[float], p: Any) -> Any:
-    """``S_p = sum_i s_i^p`` over the (positive) retained values; ``S_0`` = their number (MATH.md section 1)."""
+    """``S_p = sum_i s_i^p`` over the (positive) retained values; ``S_0`` = their number (docs/theory/notation.md)."""
     if p == 0:
         return _mpf(sum(1 for x in singular_values if x > 0))
     return MP.fsum(_mpf(x) ** _mpf(p) for x in singular_values if x > 0)
 
 
 def kappa(p: Any) -> Any:
-    """``kappa(p) = 2 p^(-p/2) (2-p)^(p/2-1)`` (MATH.md section 2); ``kappa(0) = kappa(2) = 1`` (its limits)."""
+    """``kappa(p) = 2 p^(-p/2) (2-p)^(p/2-1)`` (docs/theory/thm41.md); ``kappa(0) = kappa(2) = 1`` (its limits)."""
     p = _mpf(p)
     if p == 0 or p == 2:
         return _mpf(1)
@@ -250,7 +250,7 @@ def lipschitz_terms(layers: Sequence[LayerNorms], *, B: Any, L_sigma: Any, peel:
     constant; products taken in 50-digit arithmetic, then logged.
     """
     B, Ls = _mpf(B), _mpf(L_sigma)
-    if peel:  # MATH.md section 10 rule 2: spectral norms enter the Lipschitz model at their grid values
+    if peel:  # docs/theory/peeling.md: spectral norms enter the Lipschitz model at their grid values
         layers = [
             LayerNorms(
                 tuple((grid_up(a), grid_up(b)) for a, b in layer.heads), grid_up(layer.s_ff1), grid_up(layer.s_ff2)
@@ -304,11 +304,11 @@ def lipschitz_terms(layers: Sequence[LayerNorms], *, B: Any, L_sigma: Any, peel:
     return out
 
 
-# ---------------------------------------------------------------- Theorem 3.1 (MATH.md section 3)
+# ---------------------------------------------------------------- Theorem 3.1 (docs/theory/thm31.md)
 
 
 def _metric_points(kind: str, settings: RefSettings) -> Any:
-    """``m``: token pairs ``n T^2`` for scores (pairs within a sequence), rows ``n T`` for vectors (MATH.md sections 1-2)."""
+    """``m``: token pairs ``n T^2`` for scores (pairs within a sequence), rows ``n T`` for vectors (docs/theory/notation.md and docs/theory/thm41.md)."""
     n, T = _mpf(settings.n), _mpf(settings.T)
     return n * T**2 if kind == "bilinear" else n * T
 
@@ -320,7 +320,7 @@ def floor_scale(matrix: RefMatrix, settings: RefSettings, J: int) -> Any:
 
 
 def grid_level(v: Any, *, upward: bool = True) -> int:
-    """MATH.md section 10 rule 2 on the grid ``2^k`` (any integer ``k``): the smallest ``k`` with ``v <= 2^k``
+    """docs/theory/peeling.md on the grid ``2^k`` (any integer ``k``): the smallest ``k`` with ``v <= 2^k``
     (``upward``) or the largest with ``2^k <= v``; exact comparisons with powers of two in 50 digits."""
     v = _mpf(v)
     k = int(MP.ceil(MP.log(v, 2)))
@@ -346,7 +346,7 @@ def grid_up(v: Any) -> Any:
 def coefficient(matrix: RefMatrix, p: Any, settings: RefSettings, J: int) -> Any:
     """``c_j = a_j(p) rho_j^p (1-theta)^-p`` (``0`` for a zero matrix or one covered by a single ball).
 
-    ``a_j`` is the internal cover's (MATH.md section 10 rule 1): Theorem 4.1 at ``eps/2``, i.e. the external
+    ``a_j`` is the internal cover's (docs/theory/composition.md): Theorem 4.1 at ``eps/2``, i.e. the external
     coefficient with its logs at ``eps_min/2`` times ``2^p``; ``s_j`` and ``R_j`` at their grid values (rule 2).
     """
     s = grid_up(matrix.spectral_norm)
@@ -376,13 +376,13 @@ def coefficient(matrix: RefMatrix, p: Any, settings: RefSettings, J: int) -> Any
 
 
 def cover_common(c: Sequence[Any], p: Any, eps: Any) -> Any:
-    """``G(eps) = (sum_j c_j^(1/(1+p)))^(1+p) eps^-p`` (MATH.md section 3.1, common ``p``)."""
+    """``G(eps) = (sum_j c_j^(1/(1+p)))^(1+p) eps^-p`` (docs/theory/composition.md, common ``p``)."""
     p = _mpf(p)
     return MP.fsum(cj ** (1 / (1 + p)) for cj in c if cj > 0) ** (1 + p) * _mpf(eps) ** (-p)
 
 
 def cover_mixed(c: Sequence[Any], p: Sequence[Any], eps: Any) -> Any:
-    """``G(eps) = min_{v in simplex} sum_j c_j (eps v_j)^-p_j``, exactly (MATH.md section 3.1, mixed ``p``).
+    """``G(eps) = min_{v in simplex} sum_j c_j (eps v_j)^-p_j``, exactly (docs/theory/composition.md, mixed ``p``).
 
     Terms with ``p_j = 0`` add ``c_j``. For the others, ``v_j(u) = exp((x_j - u)/(1+p_j))`` with
     ``x_j = log(p_j c_j eps^-p_j)`` and ``u = log lam``; ``sum_j v_j(u) - 1`` is decreasing in ``u``,
@@ -507,8 +507,8 @@ def rademacher(matrices: Sequence[RefMatrix], p: Sequence[Any] | Any, settings: 
 
 def _peel(values: Sequence[Any], *, upward: bool = True) -> Any:
     """``sum log(1/pi)``: ``pi(k) = (1/3) / ((|k|+1)(|k|+2))`` (sums to 1/2 over all integers) at each positive value's
-    level on the grid ``2^k`` (:func:`grid_level`), ``pi = 1/2`` for the zero class of each zero value (MATH.md
-    section 11 rule 6: the two halves sum to 1)."""
+    level on the grid ``2^k`` (:func:`grid_level`), ``pi = 1/2`` for the zero class of each zero value (docs/theory/peeling.md,
+    zero is a value: the two halves sum to 1)."""
     total = _mpf(0)
     for v in values:
         if _mpf(v) > 0:
@@ -528,7 +528,7 @@ def posthoc_certificate(
     grid points. Margin bound (Bartlett et al. 2017, Lemma 3.1) with
     ``log(2/delta') = log(2/delta) + G log|P| + peel``:
     ``gap = (2/gamma) min(Rad, 4 B_out) + 3 sqrt(log(2/delta') / (2n))``, with ``B_out`` at its grid value above and
-    ``gamma`` at its grid value below (MATH.md section 10 rule 2); ``peel`` pays every chosen radius, spectral norm,
+    ``gamma`` at its grid value below (docs/theory/peeling.md); ``peel`` pays every chosen radius, spectral norm,
     ``input_radii`` (read from norm layers), ``B_out`` and ``gamma``.
     """
     if settings.tie == "common":

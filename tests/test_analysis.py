@@ -47,7 +47,7 @@ def test_json_document_has_the_documented_fields(result):
     }
     assert doc["model"]["num_layers"] == 2 and doc["model"]["num_heads"] == 3 and doc["model"]["head_dim"] == 8
     kinds = {m["kind"] for m in doc["matrices"]}
-    assert kinds == {"qk", "vo", "q", "k", "v", "o", "ff1", "ff2"}
+    assert kinds == {"qk", "vo", "q", "k", "v", "o", "ff1", "ff2", "emb"}  # emb: the input tables, terms too
     for m in doc["matrices"]:
         assert set(m) >= {
             "name",
@@ -81,7 +81,7 @@ def test_json_records_the_inputs_of_every_coefficient(result):
     bound = doc["bounds"]["spectrum_adaptive"]
     rows = [m for m in doc["matrices"] if m["p_star"] is not None]
     J = len(rows)
-    assert J == 2 * (3 + 3 + 2)  # per layer: 3 QK heads, 3 VO heads, FF1, FF2
+    assert J == 2 * (3 + 3 + 2) + 3  # per layer: 3 QK heads, 3 VO heads, FF1, FF2; the word, position and type tables
     for m in doc["matrices"]:
         assert (m["theorem_inputs"] is None) == (m["p_star"] is None)
     n, T, theta = FAST.n, FAST.T, FAST.floor_share
@@ -113,7 +113,7 @@ def test_json_records_the_inputs_of_every_coefficient(result):
         }
         assert ti["log_rho_realised"] <= ti["log_rho"]  # every later constant grows with the grid values
         assert ti["kind"] == ("bilinear" if m["kind"] == "qk" else "vector")
-        assert ti["centres"] == "class" and ti["cover_scale"] == 0.5  # internal covers (MATH.md section 10 rule 1)
+        assert ti["centres"] == "class" and ti["cover_scale"] == 0.5  # internal covers (docs/theory/composition.md)
         # rule 2: realised values and their grid values (the smallest power of two above)
         assert ti["p"] == m["p_star"] and ti["R_realised"] == pytest.approx(m["schatten_p_at_p_star"], rel=1e-12)
         assert ti["R"] == _grid(ti["R_realised"]) and ti["s"] == _grid(ti["s_realised"])
@@ -143,14 +143,15 @@ def test_json_records_the_inputs_of_every_coefficient(result):
         "n_nonvacuous",
         "dudley_grid",
     } <= set(bound)
-    assert bound["groups"] == 2 * 3 and bound["grid_size"] == 3 and bound["p_grid"] == [0.0, 1.0, 2.0]
+    # (layer, type) groups and the input tables
+    assert bound["groups"] == 2 * 3 + 1 and bound["grid_size"] == 3 and bound["p_grid"] == [0.0, 1.0, 2.0]
     assert bound["dudley_grid"]["points"] == FAST.grid_points and bound["dudley_grid"]["alpha_min"] == 1.0 / n
     for name in ("spectrum_adaptive", "edelman2022", "bartlett2017"):
         assert "n_nonvacuous" in doc["bounds"][name] and doc["bounds"][name]["n"] == n
 
 
 def _grid(v: float) -> float:
-    """The smallest power of two at or above ``v > 0``, from the float's exact binary form (MATH.md section 10 rule 2)."""
+    """The smallest power of two at or above ``v > 0``, from the float's exact binary form (docs/theory/peeling.md)."""
     mantissa, exponent = math.frexp(v)
     return math.ldexp(1.0, exponent - 1) if mantissa == 0.5 else math.ldexp(1.0, exponent)
 
@@ -170,9 +171,9 @@ def test_table_and_summary_report_n_nonvacuous(result):
 
 def test_propagation_factors_against_a_naive_product(result):
     # Independent computation of rho for layer 0's VO head 0: the FF block of layer 0, then both blocks of layer 1,
-    # every spectral norm at its grid value (MATH.md section 10 rule 2).
+    # every spectral norm at its grid value (docs/theory/peeling.md).
     rows = {
-        # the class radius is the grid value of the spectral norm's upper bound (MATH.md section 11 rule 5)
+        # the class radius is the grid value of the spectral norm's upper bound (docs/theory/validity.md)
         (m["layer"], m["kind"], m["head"]): {**m, "spectral_norm": _grid(m["spectral_norm_bound"])}
         for m in result.matrices
     }
@@ -221,7 +222,7 @@ def test_edelman_proxy_against_a_naive_sum(result):
 
 
 def test_phi_sa_against_a_naive_loop_over_the_grid(bert_folder, result):
-    # The definition term by term (MATH.md section 7), one scalar coefficient per (matrix, p), min over the common p:
+    # The definition term by term (docs/theory/baselines.md), one scalar coefficient per (matrix, p), min over the common p:
     # phi_sa(p) = (sum_j (a_j(p) rho_j^p)^(1/(1+p)))^((1+p)/2), with a_j the Theorem 3.1 coefficient without its
     # log factors as theory.thm31 derives it, evaluated by SymPy (30 digits; at p = 0 its limit p -> 0+), not
     # through the compiled forms the proxy uses.

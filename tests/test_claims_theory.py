@@ -1,4 +1,4 @@
-"""Claims C2-C5 of the paper (MATH.md section 8) as property tests of the derived bound."""
+"""Claims C2-C5 of the paper (docs/claims.rst) as property tests of the derived bound."""
 
 import math
 
@@ -61,7 +61,7 @@ def test_c2_posthoc_never_worse_than_any_fixed_index(seed, layers):
 
 @pytest.mark.claim("C3")
 def test_c3_depth_exponent_is_one_plus_p_over_two():
-    # Reference: MATH.md section 3, M^((1+p)/2); derived by SymPy from the allocation and Dudley forms.
+    # Reference: docs/theory/thm31.md, M^((1+p)/2); derived by SymPy from the allocation and Dudley forms.
     assert sp.simplify(regimes.depth_exponent_common_p() - (1 + p) / 2) == 0
     table = regimes.derive()
     assert table["rank"]["ours"]["depth_exponent"] == "1/2"
@@ -84,7 +84,7 @@ def identical_layers(layers, sv):
 @given(st.sampled_from([0.0, 0.5, 1.0, 1.5]), st.integers(1, 40), st.floats(0.3, 3.0))
 def test_c3_numeric_depth_slope(pv, layers, decay):
     # The full numeric bound (numerics.bounds.rademacher) on L and 2L identical layers at a common p < 2.
-    # MATH.md section 3: the allocation gives C = (J c^(1/(1+p)))^(1+p) = J^(1+p) c for J identical matrices,
+    # docs/theory/thm31.md: the allocation gives C = (J c^(1/(1+p)))^(1+p) = J^(1+p) c for J identical matrices,
     # and far below the trivial cap (n = 1e100: the 4 alpha term is below 1e-15 of the bound) the Dudley
     # value is 12 sqrt(C/n) B_out^(1-p/2)/(1-p/2): Rad is proportional to J^((1+p)/2) sqrt(c). c itself moves
     # with J only through the log factors at eps_min = alpha theta/(J rho) (read from coefficients()), so

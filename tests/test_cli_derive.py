@@ -11,6 +11,7 @@ from cliutil import run
 from numerics.cli import main
 from theory import baselines, composition, dudley, lipschitz, margin, thm31, thm41
 from theory.symbols import SYMBOLS
+from theory.symbols import latex as symbols_latex
 
 
 @pytest.mark.parametrize("kind", ["bilinear", "vector"])
@@ -183,7 +184,7 @@ def test_printed_json_forms_evaluate_to_the_theory_forms(target, table):
 @pytest.mark.parametrize("target, table", [("thm31", THM31_FORMS), ("baselines", BASELINE_FORMS)])
 def test_pretty_and_latex_print_the_theory_forms(target, table):
     # The pretty and LaTeX outputs show, under each key, exactly the rendering of the theory form (which the
-    # JSON test evaluates): the printed block of a key is sympy.pretty / sympy.latex of that form.
+    # JSON test evaluates): the printed block of a key is sympy.pretty / theory.symbols.latex of that form.
     pretty, latex = cli_output("derive", target), cli_output("derive", target, "--latex")
     for path, build in table.items():
         expr = build()
@@ -202,7 +203,7 @@ def test_pretty_and_latex_print_the_theory_forms(target, table):
             assert found, path
         else:
             assert f"{key}: {block}" in pretty, path
-        assert f"{key}: {sp.latex(expr)}" in latex, path
+        assert f"{key}: {symbols_latex(expr)}" in latex, path
 
 
 def test_thm41_printed_forms_evaluate_to_the_derivation():
@@ -221,3 +222,13 @@ def test_bad_target_exits_non_zero(capsys):
     with pytest.raises(SystemExit) as exc:
         main(["derive", "thm99"])
     assert exc.value.code == 2
+
+
+def test_latex_typesets_the_symbols_as_the_paper_writes_them():
+    # epsilon, not e.p.s (SymPy's default for a symbol named eps); B_out with an upright subscript
+    latex = cli_output("derive", "thm31", "--latex")
+    assert "\\varepsilon" in latex and "B_{\\mathrm{out}}" in latex
+    forms = [line for line in latex.splitlines() if "\\" in line and not line.lstrip().startswith("- name:")]
+    assert len(forms) > 10
+    bare = [line for line in forms if re.search(r"(?<![\\a-zA-Z_{])eps(?![a-zA-Z])", line)]
+    assert not bare, bare[:3]

@@ -17,7 +17,7 @@ p = SYMBOLS["p"]
 
 
 def test_derived_minimum_for_three_terms_is_the_stated_closed_form():
-    # Reference: MATH.md section 3, min_w sum c_j w_j^-p = (sum c_j^(1/(1+p)))^(1+p).
+    # Reference: docs/theory/thm31.md, min_w sum c_j w_j^-p = (sum c_j^(1/(1+p)))^(1+p).
     x, y, z = sp.symbols("x y z", positive=True)
     got = composition.allocation_for([x, y, z])
     assert sp.simplify(got - (x ** (1 / (1 + p)) + y ** (1 / (1 + p)) + z ** (1 / (1 + p))) ** (1 + p)) == 0

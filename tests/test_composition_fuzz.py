@@ -1,4 +1,4 @@
-"""A composition fuzzer against the forward pass (issue 19; MATH.md section 3 item 1 and section 10 rule 1).
+"""A composition fuzzer against the forward pass (issue 19; docs/theory/composition.md and section 10 rule 1).
 
 For a small random network of every mapped family (BERT post-LN GELU, GPT-2 pre-LN, LLaMA with RoPE, GQA and a gated
 SiLU MLP, ``torch.nn.TransformerEncoder`` post-LN ReLU; non-zero random biases, gains and betas), every matrix the
@@ -11,12 +11,12 @@ specbound's analysis of the saved checkpoint (``theorem_inputs``).
 Allocations: ``small`` gives every matrix the same share of a budget of ``10^-2`` (``eps_j = 10^-2 / (J rho_j)``, first
 order); ``tail`` gives the last feedforward block's first-layer matrices ``eps_j = 2 s_j B_j`` and its second-layer
 matrix ``10 s_j B_j``, every other matrix ``eps_j = 10^-4 s_j B_j / rho_j`` (every matrix is perturbed); ``cross``
-(gated blocks only) gives the last block's gate and up ``8 s_j B_j`` and every other matrix the tail's small share. The last is where MATH.md section 10, rule 1 bites: with
+(gated blocks only) gives the last block's gate and up ``8 s_j B_j`` and every other matrix the tail's small share. The last is where docs/theory/composition.md bites: with
 Theorem 4.1's centres outside the class, the covered first-layer matrices make the rows entering FF2 (or the gated
 product) longer than the input scale the bound assigns, and the gated "up" factor sees the covered gate (``cross``:
 the second-order term ``(a' - a) * (g' - g)`` alone, rows of the gate and up all inside the ball, exceeds the budget).
 
-Norm gains and betas (MATH.md section 10, rule 3) are terms of the bound: every allocation perturbs them too (each with
+Norm gains and betas (docs/theory/normlayers.md) are terms of the bound: every allocation perturbs them too (each with
 its ``eps_j``, ``rho_j`` and class radius ``s_j`` from ``norm_parameters``); ``norms`` gives the gain and beta of the norm feeding the
 last feedforward block ``eps_j = s_j B_j / 2`` (a gain moves its norm's rows by up to ``s_j sqrt(N)``, a beta by
 ``s_j``) and every other term the tail's small share (an earlier norm's ``rho_j`` carries every later block's
@@ -310,7 +310,7 @@ def test_real_norm_layers_are_lipschitz_with_their_true_constant(networks, name:
 @pytest.mark.xfail(
     strict=True,
     raises=AssertionError,
-    reason="the Lipschitz model keeps Edelman et al.'s projection idealisation (README 'The network evaluated'): "
+    reason="the Lipschitz model keeps Edelman et al.'s projection idealisation (docs/design.md, 'The network evaluated'): "
     "a real LayerNorm amplifies by up to g_inf / sigma, here the output moves by 77 times the composed budget, so it is not an upper bound "
     "for the real network; remove once the norms' true constants enter the propagation factors",
 )

@@ -344,7 +344,8 @@ def test_cli_cover_choice(bert_folder):
     assert code == 0, err
     cov = json.loads(out)["covers"]
     matrices = sum(cov["matrices_by_cover"].values())
-    assert matrices == 16 and cov["choice_cost"] == pytest.approx(16 * math.log(2))
+    # 2 layers x (3 QK + 3 VO heads + 2 FF) and the 3 input tables
+    assert matrices == 19 and cov["choice_cost"] == pytest.approx(19 * math.log(2))
     code, out, err = run([*base, "--cover-choice", "matrix"])
     assert code == 2 and out == "" and err.count("\n") == 1 and "--cover-choice only applies with --covers" in err
 

@@ -36,7 +36,7 @@ SETTINGS = class_settings(BoundSettings(p_grid=(0.0, 0.37, 1.0, 2.0), grid_point
 
 
 def level(v: float) -> int:
-    """The peeling level of ``v > 0`` on the grid ``2^k`` (MATH.md section 10): the smallest ``k`` with ``v <= 2^k``."""
+    """The peeling level of ``v > 0`` on the grid ``2^k`` (docs/theory/peeling.md): the smallest ``k`` with ``v <= 2^k``."""
     mantissa, exponent = math.frexp(v)
     return exponent - 1 if mantissa == 0.5 else exponent
 
@@ -53,7 +53,7 @@ def below(v: float) -> float:
 
 
 def peel(v: float, *, level_of=level) -> float:
-    """The prior's cost of ``v`` (theory.margin, MATH.md section 10): the zero class has half the mass, ``log 2``; the
+    """The prior's cost of ``v`` (theory.margin, docs/theory/peeling.md): the zero class has half the mass, ``log 2``; the
     grid the other half, ``pi(k) = 1/(2 Z (|k|+1)(|k|+2))`` with ``Z = 3/2``, so ``log(3 (|k|+1)(|k|+2))`` at ``v``'s
     level."""
     if v == 0:
@@ -247,7 +247,7 @@ def test_effective_rank_tables_are_the_form_at_half_the_scale_with_grid_values_a
 
 
 def union_written_out(terms, result, input_radii, settings, *, grid_size: int, k: int, choice: str) -> float:
-    """The log union of ``result`` from its reported assignment, every part counted here (MATH.md section 10): the
+    """The log union of ``result`` from its reported assignment, every part counted here (docs/theory/peeling.md): the
     post hoc index grid ``log |P|`` once per group with a Theorem 4.1 matrix; ``log k`` per group or per matrix for
     the choice of cover; every spectral norm, every input radius and ``B_out`` peeled at the level above, ``gamma``
     at the level below; Theorem 4.1's ``S_p`` at the chosen index; the effective-rank cover's ``r_head`` (``log

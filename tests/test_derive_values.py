@@ -1,7 +1,7 @@
 r"""Exact values of every form ``specbound derive thm41|thm31|regimes|baselines`` prints.
 
 The JSON forms are read back with ``sympy.sympify`` and evaluated at points where the value is
-computed here by hand, each from the statement it comes from (MATH.md sections 2-5, the lemmas
+computed here by hand, each from the statement it comes from (docs/theory/thm41.md, docs/theory/thm31.md, docs/theory/regimes.md and docs/theory/baselines.md, the lemmas
 in theory/covers.py, theory/dudley.py, theory/margin.py). The pretty text and the LaTeX cannot be
 parsed here (SymPy's LaTeX parser needs antlr4 or lark, which the project does not install), so
 each of their blocks must be exactly what SymPy prints for the JSON form of the same key: the
@@ -21,6 +21,8 @@ import pytest
 import sympy as sp
 from cliutil import run
 from sympy.core.parameters import distribute
+
+from theory.symbols import latex as symbols_latex
 
 _OUTPUT: dict[tuple[str, ...], str] = {}
 
@@ -104,7 +106,7 @@ def test_thm41_bilinear_values():
         for k, v in json_forms("thm41", "--kind", "bilinear").items()
         if k in ("expr", "kappa", "tau_star", "p0", "p2")
     }
-    # MATH.md section 2: kappa(p) = 2 p^(-p/2) (2-p)^(p/2-1): kappa(1) = 2 * 1^(-1/2) * 1^(-1/2) = 2,
+    # docs/theory/thm41.md: kappa(p) = 2 p^(-p/2) (2-p)^(p/2-1): kappa(1) = 2 * 1^(-1/2) * 1^(-1/2) = 2,
     # kappa(1/2) = 2 * (1/2)^(-1/4) * (3/2)^(-3/4).
     assert f["kappa"].subs(p, 1) == 2
     assert_equal(
@@ -137,7 +139,7 @@ def test_thm41_vector_values():
         for k, v in json_forms("thm41", "--kind", "vector").items()
         if k in ("expr", "kappa", "tau_star", "p0", "p2")
     }
-    # MATH.md section 2, vector kind: min(r, R (2B/eps)^p) (a+b+1) log(18 sqrt(r) s B / eps); the
+    # docs/theory/thm41.md, vector kind: min(r, R (2B/eps)^p) (a+b+1) log(18 sqrt(r) s B / eps); the
     # tail is truncated at B tau = eps/2 (L-trunc), so tau* = eps/(2B) = 1/2 and kappa = 1.
     assert f["kappa"] == 1
     assert value(f["tau_star"], POINT) == sp.Rational(1, 2)
@@ -152,7 +154,7 @@ def test_thm41_vector_values():
 def test_thm31_values():
     f = {k: parse(v) for k, v in json_forms("thm31").items() if isinstance(v, str) and k not in ("target", "status")}
     eps_min = S("eps_min")
-    # theory/thm31.py: a_j = K_j(eps) eps^p with the logs at eps_min, for the internal cover (MATH.md section 10
+    # theory/thm31.py: a_j = K_j(eps) eps^p with the logs at eps_min, for the internal cover (docs/theory/validity.md
     # rule 1): K_j(eps) is Theorem 4.1 at eps/2. At POINT with eps_min = 1/2 the logs are at eps_min/2 = 1/4:
     # L-rank log(9 F X / (1/8)) = log 144, Maurey log(2 (4 F X / (1/8) + 3) + 1) = log 135;
     # at p = 1, K(eps) = 2 sqrt(A C1) / (eps/2), so a = 4 sqrt(20 log 144 * 576 log 135).
@@ -170,7 +172,7 @@ def test_thm31_values():
     assert_equal(value(f["peeling_zero_cost"], {}), sp.log(2))
     assert value(f["peeling_prior_normaliser"], {}) == sp.Rational(3, 2)
     assert_equal(value(f["peeling_cost"], {k: 4}), sp.log(90))
-    # MATH.md section 3.1: min_w sum c_j w_j^-p = (sum_j c_j^(1/(1+p)))^(1+p) with c_j = a_j rho_j^p.
+    # docs/theory/composition.md: min_w sum c_j w_j^-p = (sum_j c_j^(1/(1+p)))^(1+p) with c_j = a_j rho_j^p.
     J, j = S("J"), S("j")
     A_, rho = sp.IndexedBase("a"), sp.IndexedBase("rho")
     coefs = {A_[1]: 1, A_[2]: 4, A_[3]: 9, rho[1]: 1, rho[2]: 1, rho[3]: 1}
@@ -206,7 +208,7 @@ def test_thm31_values():
     conf = 3 * sp.sqrt(sp.log(2 * 21**3 * 5 * 100) / 18)
     assert_equal(value(f["bound"], margin), sp.Rational(1, 10) + 16 + conf)
     assert_equal(value(f["union_cost"], margin), conf - 3 * sp.sqrt(sp.log(200) / 18))
-    # MATH.md section 3: depth exponent (1+p)/2 at a common p (L^(1/2) at p = 0, L^(3/2) at p = 2).
+    # docs/theory/thm31.md: depth exponent (1+p)/2 at a common p (L^(1/2) at p = 0, L^(3/2) at p = 2).
     assert sp.simplify(f["depth_exponent_common_p"] - (1 + p) / 2) == 0
 
 
@@ -222,7 +224,7 @@ def test_baselines_values():
         return 12 * sp.sqrt(C / n) * (1 + sp.log(B_out * sp.sqrt(n) / (3 * sp.sqrt(C))))
 
     at = {n: 10**8, B_out: 1}
-    # MATH.md section 5 (Bartlett et al. 2017, verbatim): B^2 ln(2 W^2) prod (rho_i s_i)^2 (sum (b_i/s_i)^(2/3))^3 / eps^2;
+    # docs/theory/baselines.md (Bartlett et al. 2017, verbatim): B^2 ln(2 W^2) prod (rho_i s_i)^2 (sum (b_i/s_i)^(2/3))^3 / eps^2;
     # rho = (1, 1), s = (1, 2), b = (1, 16), W = 2: 1 * ln 8 * 4 * (1 + 8^(2/3))^3 = 500 ln 8.
     pt = {
         J: 2,
@@ -259,7 +261,7 @@ def test_baselines_values():
 
 
 def test_regimes_exponents_by_hand():
-    # MATH.md sections 3-4, L identical layers (QK N x N bilinear, VO N x N, FF1 N x 4N, FF2 4N x N),
+    # docs/theory/thm31.md and docs/theory/regimes.md, L identical layers (QK N x N bilinear, VO N x N, FF1 N x 4N, FF2 4N x N),
     # propagation factors 1, Rad ~ sqrt(C / n) up to logs, so n enters as n^(-1/2) everywhere:
     # * depth: C = (L sum_t c_t^(1/(1+p)))^(1+p) ~ L^(1+p), Rad ~ L^((1+p)/2);
     # * width, ours: Frobenius (p = 2, R = F^2 fixed): vector a_j = F^2 (2B)^2 (a+b+1) ~ N, bilinear
@@ -313,7 +315,7 @@ def test_text_and_latex_print_the_json_forms(target):
     for path, text in paths:
         expr = parse(text)
         with distribute(False):
-            want_pretty, want_latex = sp.pretty(expr, use_unicode=False), sp.latex(expr)
+            want_pretty, want_latex = sp.pretty(expr, use_unicode=False), symbols_latex(expr)
         assert [ln.rstrip() for ln in pretty[path].splitlines()] == [ln.rstrip() for ln in want_pretty.splitlines()], (
             path
         )

@@ -10,10 +10,15 @@ from __future__ import annotations
 import doctest
 import html
 import importlib
+import json
+import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
@@ -25,9 +30,34 @@ sys.path.insert(0, str(DOCS / "_ext"))
 import specbound_docs  # noqa: E402  (docs/_ext is not a package)
 
 
-def sphinx(src: Path, out: Path, *defines: str) -> subprocess.CompletedProcess[str]:
-    """``sphinx-build`` as ``./run docs`` runs it (fresh environment, nitpicky, warnings are errors)."""
+def _network_blocker(folder: Path) -> tuple[list[str], dict[str, str]]:
+    """``(command prefix, environment)`` that run a process with no network: in a new network namespace
+    (``unshare -n``, only a loopback that is down) where the system allows it, else with a
+    ``sitecustomize`` that refuses every socket connection other than a local (Unix) one, in that process
+    and in every Python process it starts."""
+    if shutil.which("unshare") and subprocess.run(["unshare", "-n", "true"], capture_output=True).returncode == 0:
+        return ["unshare", "-n"], dict(os.environ)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "sitecustomize.py").write_text(
+        "import socket\n"
+        "_connect = socket.socket.connect\n"
+        "def _refuse(self, address, *args):\n"
+        "    if self.family != socket.AF_UNIX:\n"
+        "        raise OSError(f'network blocked by tests/test_docs.py: {address}')\n"
+        "    return _connect(self, address, *args)\n"
+        "socket.socket.connect = _refuse\n",
+        encoding="utf-8",
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(folder), os.environ.get("PYTHONPATH")]))}
+    return [], env
+
+
+def sphinx(src: Path, out: Path, *defines: str, offline: bool = False) -> subprocess.CompletedProcess[str]:
+    """``sphinx-build`` as ``./run docs`` runs it (fresh environment, nitpicky, warnings are errors); with
+    ``offline``, with the network blocked (:func:`_network_blocker`)."""
+    prefix, env = _network_blocker(out / "no-network") if offline else ([], dict(os.environ))
     cmd = [
+        *prefix,
         sys.executable,
         "-m",
         "sphinx",
@@ -44,12 +74,12 @@ def sphinx(src: Path, out: Path, *defines: str) -> subprocess.CompletedProcess[s
         str(src),
         str(out / "html"),
     ]
-    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900)
+    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900, env=env)
 
 
 @pytest.fixture(scope="session")
 def site(tmp_path_factory, executed_notebooks, smoke_run):
-    """``(html folder, seconds the build took)``."""
+    """``(html folder, seconds the build took)``, built with the network blocked."""
     notebooks, errors = executed_notebooks
     assert not any(errors.values()), errors
     base, process = smoke_run
@@ -59,7 +89,7 @@ def site(tmp_path_factory, executed_notebooks, smoke_run):
     (study / "out").symlink_to(base / "out", target_is_directory=True)
     out = tmp_path_factory.mktemp("docs-build")
     start = time.perf_counter()
-    done = sphinx(DOCS, out, f"specbound_executed_notebooks={notebooks}", f"specbound_study_dir={study}")
+    done = sphinx(DOCS, out, f"specbound_executed_notebooks={notebooks}", f"specbound_study_dir={study}", offline=True)
     seconds = time.perf_counter() - start
     print(f"[test_docs] the site built in {seconds:.0f} s", file=sys.stderr)
     assert done.returncode == 0, f"the site did not build:\n{done.stderr[-6000:]}"
@@ -146,11 +176,11 @@ def test_every_theory_statement_is_on_the_statements_page_with_its_status(site):
     import sympy as sp
 
     from theory import covers, thm41
-    from theory.symbols import SYMBOLS
+    from theory.symbols import SYMBOLS, latex
 
-    assert sp.latex(thm41.kappa()) in shown
+    assert latex(thm41.kappa()) in shown
     args = {n: SYMBOLS.get(n, sp.Symbol(n, positive=True)) for n in ("k", "dims", "frob", "scale", "eps")}
-    assert sp.latex(covers.rank_cover(**args)) in shown
+    assert latex(covers.rank_cover(**args)) in shown
     assert text.count("Status:") >= 100
 
 
@@ -278,3 +308,346 @@ def test_a_page_that_no_longer_matches_the_code_fails_the_build(tmp_path, body, 
     done = sphinx(src, tmp_path / "out")
     assert done.returncode != 0
     assert expected in done.stderr
+
+
+# --------------------------------------------------------------------------- offline math, links, a browser
+
+
+class _Page(HTMLParser):
+    """A page's visible text outside math elements and scripts, its scripts' sources, its links and its ids."""
+
+    _VOID = {"br", "img", "input", "meta", "link", "hr", "source", "col", "area", "base", "embed", "wbr", "track"}
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.text: list[str] = []
+        self.scripts: list[str] = []
+        self.links: list[str] = []
+        self.ids: set[str] = set()
+        self._stack: list[bool] = []  # per open element: is its content hidden from the text check
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = dict(attrs)
+        if a.get("id"):
+            self.ids.add(a["id"] or "")
+        if tag == "script" and a.get("src"):
+            self.scripts.append(a["src"] or "")
+        if tag == "a" and a.get("href"):
+            self.links.append(a["href"] or "")
+        if tag in ("link", "img") and (a.get("href") or a.get("src")):
+            self.links.append(a.get("href") or a.get("src") or "")
+        if tag in self._VOID:
+            return
+        classes = (a.get("class") or "").split()
+        # math elements (MathJax typesets them), scripts, and code shown as code (a regex's ``\[`` is not LaTeX)
+        hidden = tag in ("script", "style", "template", "pre", "code") or "math" in classes
+        self._stack.append(hidden or (bool(self._stack) and self._stack[-1]))
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag not in self._VOID and self._stack:
+            self._stack.pop()
+
+    def handle_data(self, data: str) -> None:
+        if not (self._stack and self._stack[-1]):
+            self.text.append(data)
+
+
+def parsed(path: Path) -> _Page:
+    parser = _Page()
+    parser.feed(path.read_text(encoding="utf-8"))
+    return parser
+
+
+def test_math_renders_offline_from_the_served_mathjax_and_no_raw_latex_is_left_in_the_text(site):
+    """Built with the network blocked (the ``site`` fixture): every page that holds math loads MathJax from
+    the site itself (the file is there), no page loads a script from another host, and no ``\\(`` or
+    ``\\[`` is left in any page's visible text (LaTeX appears only inside the math elements MathJax
+    typesets)."""
+    root = site[0]
+    mathjax = root / "_static" / "mathjax" / "tex-chtml.js"
+    assert mathjax.is_file() and mathjax.stat().st_size > 100_000, "MathJax is not served from the site"
+    with_math = 0
+    for path in sorted(root.rglob("*.html")):
+        page_ = parsed(path)
+        remote = [s for s in page_.scripts if re.match(r"^(https?:)?//", s)]
+        assert not remote, f"{path.relative_to(root)} loads scripts from another host: {remote}"
+        text = "".join(page_.text)
+        for raw in ("\\(", "\\["):
+            assert raw not in text, (
+                f"{path.relative_to(root)}: raw {raw} in the visible text: ...{text[text.index(raw) - 80 : text.index(raw) + 80]}..."
+            )
+        if 'class="math' in path.read_text(encoding="utf-8"):
+            with_math += 1
+            served = [
+                s.partition("?")[0] for s in page_.scripts if s.partition("?")[0].endswith("mathjax/tex-chtml.js")
+            ]
+            assert served, f"{path.relative_to(root)} has math but does not load the served MathJax"
+            assert (path.parent / served[0]).resolve() == mathjax.resolve()
+    assert with_math >= 10  # the theory pages, the notebooks, the API of theory
+
+
+def test_symbols_are_typeset_as_the_paper_writes_them(site):
+    """``eps`` is epsilon (not e.p.s), ``B_out`` a subscripted B, in the site and in ``derive --latex``."""
+    text = html.unescape(page(site, "theory/derived.html"))
+    assert "\\varepsilon" in text and "B_{\\mathrm{out}}" in text
+    assert not re.search(r"(?<![\\a-zA-Z_{])eps(?![a-zA-Z])", " ".join(math_blocks(page(site, "theory/derived.html"))))
+
+
+def test_every_internal_link_resolves(site):
+    """Every link of every page to another page of the site (and every anchor it names) exists."""
+    root = site[0]
+    pages = {path: parsed(path) for path in root.rglob("*.html")}
+    ids = {path.resolve(): p.ids for path, p in pages.items()}
+    broken = []
+    checked = 0
+    for path, p in pages.items():
+        for link in p.links:
+            if re.match(r"^[a-z][a-z0-9+.-]*:", link) or link.startswith("//"):
+                continue  # another host (the paper), mailto:, data:
+            target, _, anchor = link.partition("#")
+            target = target.partition("?")[0]  # a cache-busting query (``furo.css?v=...``)
+            dest = (path.parent / target).resolve() if target else path.resolve()
+            checked += 1
+            if not dest.exists():
+                broken.append(f"{path.relative_to(root)} -> {link}")
+            elif anchor and dest.suffix == ".html" and anchor not in ids.get(dest, set()):
+                broken.append(f"{path.relative_to(root)} -> {link} (no such anchor)")
+    assert checked > 1000
+    assert not broken, broken[:20]
+
+
+def test_the_new_pages_are_there_and_say_what_they_must(site):
+    root = site[0]
+    for name in (
+        "install.html",
+        "tutorial.html",
+        "glossary.html",
+        "faq.html",
+        "changelog.html",
+        "citation.html",
+        "design.html",
+        "howto/own-checkpoint.html",
+        "howto/precision.html",
+        "howto/compare.html",
+        "howto/cover.html",
+        "howto/cluster.html",
+        "_static/favicon.svg",
+    ):
+        assert (root / name).is_file(), name
+    for name in (
+        "thm41",
+        "thm31",
+        "composition",
+        "peeling",
+        "normlayers",
+        "effective-rank",
+        "baselines",
+        "regimes",
+        "network",
+        "validity",
+        "notation",
+    ):
+        text = " ".join(html.unescape(re.sub(r"<[^>]+>", " ", page(site, f"theory/{name}.html"))).split())
+        assert "Status" in text or "status" in text, name
+        assert "Worked number" in text, name
+    assert "arxiv.org/abs/2605.07297" in page(site, "index.html")
+    citation = html.unescape(page(site, "citation.html"))
+    assert "eprint        = {2605.07297}" in citation and "@software{specbound" in citation
+    assert re.search(r'rel="(shortcut )?icon" href="_static/favicon.svg"', page(site, "index.html"))
+    install = html.unescape(page(site, "install.html"))
+    assert "CPU-only" in install and "download.pytorch.org/whl/cpu" in install
+
+
+def test_the_glossary_lists_every_field_of_the_table(site):
+    from numerics.report.fields import FIELDS
+
+    text = html.unescape(page(site, "glossary.html"))
+    for f in FIELDS:
+        assert f.path in text, f.path
+
+
+def test_api_reference_is_split_by_subpackage(site):
+    root = site[0]
+    parts = specbound_docs.api_parts("numerics")
+    assert {"bounds", "io", "report", "study"} <= set(parts)
+    for part in parts:
+        assert (root / "api" / "numerics" / f"{part}.html").is_file(), part
+    assert (root / "api" / "numerics.html").stat().st_size < 1_000_000  # was one 2.3 MB page
+
+
+def test_notebook_figures_render_and_no_cache_path_leaks(site):
+    root = site[0] / "_generated" / "notebooks"
+    for name in ("02_regimes", "04_monte_carlo"):
+        text = (root / f"{name}.html").read_text(encoding="utf-8")
+        assert "&lt;Figure size" not in text and "<Figure size" not in text, name
+        assert "<img" in text, name
+    for path in sorted(root.glob("*.html")):  # every figure says what it shows (not its file's hash)
+        alts = re.findall(r'<img[^>]*\balt="([^"]*)"', path.read_text(encoding="utf-8"))
+        hashed = [a for a in alts if "_images/" in a or not a.strip()]
+        assert not hashed, f"{path.name}: figures without alt text: {hashed[:2]}"
+    text = html.unescape((root / "03_real_weights.html").read_text(encoding="utf-8"))
+    assert ".cache/specbound" not in text and "SPECBOUND_CACHE" not in text
+
+
+def test_no_page_names_math_md():
+    """The project carries its own account: nothing points a reader to a MATH.md they cannot open."""
+    found = subprocess.run(
+        ["git", "grep", "-n", "MATH.md", "--", ".", ":!tests/test_docs.py"], cwd=ROOT, capture_output=True, text=True
+    ).stdout
+    assert found == "", found
+    # every docs/ page the code points to instead exists
+    named = set()
+    for folder in ("theory", "numerics", "notebooks", "tests"):
+        for path in (ROOT / folder).rglob("*"):
+            if path.suffix in (".py", ".ipynb"):
+                named |= set(re.findall(r"docs/[\w/.-]+\.(?:md|rst)", path.read_text(encoding="utf-8")))
+    assert named and all((ROOT / n).is_file() for n in named), sorted(n for n in named if not (ROOT / n).is_file())
+
+
+def _chromium() -> str | None:
+    for name in ("chromium", "chromium-browser", "google-chrome", "chrome"):
+        if shutil.which(name):
+            return shutil.which(name)
+    return None
+
+
+@pytest.mark.skipif(_chromium() is None, reason="no Chromium on this machine: the headless-browser check is skipped")
+def test_the_site_in_a_headless_browser(site, tmp_path):
+    """Chromium (headless, no network) opens the landing page, a theory page and a notebook page: MathJax
+    typesets every formula (no ``\\(`` left in the rendered text), and screenshots of the three pages are
+    kept as build artefacts in ``docs/_build/screenshots``."""
+    exe = _chromium()
+    shots = ROOT / "docs" / "_build" / "screenshots"
+    shots.mkdir(parents=True, exist_ok=True)
+    base = [
+        exe,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        f"--user-data-dir={tmp_path / 'profile'}",
+        "--virtual-time-budget=15000",
+        "--window-size=1280,1600",
+    ]
+    prefix, env = _network_blocker(tmp_path / "no-network")
+    for name, shot in (
+        ("index.html", "landing.png"),
+        ("theory/thm41.html", "theory-thm41.png"),
+        ("_generated/notebooks/01_deriving_theorem_4_1.html", "notebook-01.png"),
+    ):
+        url = (site[0] / name).as_uri()
+        dom = subprocess.run([*prefix, *base, "--dump-dom", url], capture_output=True, text=True, timeout=120, env=env)
+        assert dom.returncode == 0, dom.stderr[-2000:]
+        rendered = re.sub(r"<(script|style)\b.*?</\1>", "", dom.stdout, flags=re.S)
+        if name != "index.html":
+            assert "<mjx-container" in rendered, f"{name}: MathJax typeset nothing"
+        visible = html.unescape(re.sub(r"<[^>]+>", " ", rendered))
+        assert "\\(" not in visible and "\\[" not in visible, f"{name}: raw LaTeX after MathJax ran"
+        done = subprocess.run(
+            [*prefix, *base, f"--screenshot={shots / shot}", url], capture_output=True, text=True, timeout=120, env=env
+        )
+        assert done.returncode == 0 and (shots / shot).stat().st_size > 10_000, done.stderr[-2000:]
+
+
+# --------------------------------------------------------------------------- the build's own files (issue 30, item 6)
+
+
+def _prepare_into(srcdir: Path, executed: Path) -> None:
+    """The extension's ``builder-inited`` step, copying ``executed`` notebooks into ``srcdir/_generated/notebooks``."""
+    from types import SimpleNamespace
+
+    config = SimpleNamespace(
+        specbound_render_notebooks=True, specbound_executed_notebooks=str(executed), specbound_study_dir="given"
+    )
+    specbound_docs._prepare(SimpleNamespace(srcdir=str(srcdir), config=config))
+
+
+@pytest.fixture()
+def executed_copies(tmp_path):
+    folder = tmp_path / "executed"
+    folder.mkdir()
+    for nb in sorted((ROOT / "notebooks").glob("*.ipynb")):  # unexecuted: no outputs, no errors
+        shutil.copyfile(nb, folder / nb.name)
+    return folder
+
+
+def test_the_docs_build_removes_only_what_it_recorded_writing(tmp_path, executed_copies):
+    from sphinx.errors import ExtensionError
+
+    src = tmp_path / "docs"
+    target = src / "_generated" / "notebooks"
+    target.mkdir(parents=True)
+    (target / "my-notes.txt").write_text("mine", encoding="utf-8")  # a user's file in the folder
+    _prepare_into(src, executed_copies)
+    names = sorted(p.name for p in executed_copies.iterdir())
+    assert (target / "my-notes.txt").read_text(encoding="utf-8") == "mine"
+    assert all((target / n).is_file() for n in names)
+    assert set(json.loads((target / specbound_docs.RECORD).read_text(encoding="utf-8"))["files"]) == set(names)
+    _prepare_into(src, executed_copies)  # a second build replaces its own files, keeps the user's
+    assert (target / "my-notes.txt").read_text(encoding="utf-8") == "mine"
+    # a file the build wrote and the user changed since is not the build's to delete
+    (target / names[0]).write_text("edited", encoding="utf-8")
+    with pytest.raises(ExtensionError, match="changed since"):
+        _prepare_into(src, executed_copies)
+    assert (target / names[0]).read_text(encoding="utf-8") == "edited"
+    # a user's file under a name the build writes, with no record of it, is refused and kept
+    (target / specbound_docs.RECORD).unlink()
+    with pytest.raises(ExtensionError, match="not written by the documentation build"):
+        _prepare_into(src, executed_copies)
+    assert (target / names[0]).read_text(encoding="utf-8") == "edited"
+    assert (target / "my-notes.txt").is_file()
+
+
+def test_the_docs_build_refuses_a_symlinked_output_folder(tmp_path, executed_copies):
+    from sphinx.errors import ExtensionError
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "keep.txt").write_text("keep", encoding="utf-8")
+    src = tmp_path / "docs"
+    (src / "_generated").mkdir(parents=True)
+    (src / "_generated" / "notebooks").symlink_to(elsewhere, target_is_directory=True)
+    with pytest.raises(ExtensionError, match="not a folder the documentation build wrote"):
+        _prepare_into(src, executed_copies)
+    assert sorted(p.name for p in elsewhere.iterdir()) == ["keep.txt"]
+
+
+def test_a_notebook_executed_by_the_build_leaves_nothing_in_tmpdir(tmp_path, monkeypatch):
+    import nbformat
+
+    scratch = tmp_path / "TMPDIR"
+    scratch.mkdir()
+    monkeypatch.setenv("TMPDIR", str(scratch))
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("import tempfile\nprint(tempfile.mkdtemp())")]  # never removed by the cell
+    path = tmp_path / "leaky.ipynb"
+    nbformat.write(nb, path)
+    specbound_docs.execute_notebook(path, tmp_path / "out.ipynb")
+    printed = nbformat.read(tmp_path / "out.ipynb", as_version=4).cells[0].outputs[0]["text"]
+    assert printed.strip(), "the cell ran"
+    assert list(scratch.iterdir()) == [], sorted(p.name for p in scratch.iterdir())
+
+
+def test_the_notebooks_remove_their_temporary_folders():
+    """The notebooks write their reports into temporary folders they remove (notebooks 03, 05 and 07 left
+    three folders in ``$TMPDIR``): no ``mkdtemp`` whose folder stays behind."""
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        assert "mkdtemp(" not in path.read_text(encoding="utf-8"), path.name
+
+
+def test_the_readme_keeps_what_a_newcomer_needs_first():
+    """The README is short (its design sections live on the site) and opens with the two set-up commands."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 250
+    assert "```\n./run demo\n./run test\n```" in text.split("\n## ", 1)[0]
+    for moved in ("## Performance", "## The network evaluated", "## Does the bound track generalization?"):
+        assert moved not in text and moved in (DOCS / "design.md").read_text(encoding="utf-8"), moved
+    assert "arxiv.org/abs/2605.07297" in text
+
+
+def test_the_docs_build_removes_folders_only_as_specbound_does():
+    """The build's scratch folders go through ``numerics._util.workdirs.remove_tree`` (never into a mount point,
+    never following a link), like every folder specbound removes (tests/test_workdirs.py checks the package)."""
+    text = (DOCS / "_ext" / "specbound_docs.py").read_text(encoding="utf-8")
+    for word in ("rmtree(", "TemporaryDirectory", "removedirs", "shutil.move"):
+        assert word not in text, word

@@ -64,7 +64,7 @@ def test_p_eq_2_matches_quadrature(C, n, B_out):
 
 
 def test_p_lt_2_converges_without_log_n_and_p2_has_it():
-    # Reference: MATH.md section 3 step 2 -- p < 2 converges at 0, p = 2 carries log(B_out/alpha).
+    # Reference: docs/theory/composition.md step 2 -- p < 2 converges at 0, p = 2 carries log(B_out/alpha).
     f = dudley.derive("p<2")
     assert not f.alpha_to_zero.has(sp.log)
     assert dudley.derive("p=2").value.has(sp.log)

@@ -133,7 +133,7 @@ def test_depth_1000_is_finite_in_log_space(deep) -> None:
     doc = result.to_json()
     assert_json_finite(doc)
     # Lipschitz constants per layer: closed forms of theory.lipschitz with B = sqrt(N) = 4 and every spectral norm
-    # 10 at its grid value 16 (MATH.md section 10 rule 2: the smallest power of two above).
+    # 10 at its grid value 16 (docs/theory/peeling.md: the smallest power of two above).
     B2 = 16.0
     attention = math.log1p(2 * 16.0 * (1 + 4 * B2 * 16.0))
     feedforward = math.log1p(L_SIGMA * 16.0 * 16.0)
@@ -162,7 +162,7 @@ def test_depth_1000_p0_bound_against_mpmath(deep) -> None:
     # is sqrt(C) (B_out - eps) and the objective 4 eps + 12 sqrt(C/n) (B_out - eps) is linear in
     # eps: its minimum over the grid is at the first or the last grid point below B_out.
     # a_j(0) = R (a + b + 1) log(18 B^k sqrt(r) s / (eps_j / 2)) (Theorem 4.1, p -> 0+ form, for the internal cover at
-    # eps_j / 2; k = 2 for QK, 1 otherwise), s = 16 the grid value of the spectral norm 10 (MATH.md section 10),
+    # eps_j / 2; k = 2 for QK, 1 otherwise), s = 16 the grid value of the spectral norm 10 (docs/theory/validity.md),
     # eps_j = alpha_min theta / (J rho_j): rho_j = exp(log_rho_j) in 50-digit arithmetic.
     stats, result = deep
     terms, _ = build_terms(stats, num_layers=1000, hidden_size=16)
@@ -209,7 +209,7 @@ PARAMS = {"log_eps_min": math.log(1e-9), "s": 3.0, "R": 7.5, "B": 4.0, "a": 64.0
 @pytest.mark.parametrize("kind", KINDS)
 def test_log_coefficient_limits_at_p0_and_p2(kind: str) -> None:
     # Reference: the derived p -> 0+ form (thm41.<kind>.p0) and p = 2 form (thm41.<kind>.p2), both at
-    # eps_min / 2 (the internal cover, MATH.md section 10 rule 1), times eps_min^p (theory.thm31.per_matrix_coefficient:
+    # eps_min / 2 (the internal cover, docs/theory/composition.md), times eps_min^p (theory.thm31.per_matrix_coefficient:
     # a_j = K_j(eps / 2) eps^p).
     d = codegen.derive_forms()
     args = ("p", "eps", "s", "R", "B", "a", "b", "r", "m")
@@ -307,7 +307,7 @@ def test_bounds_are_continuous_at_the_ends_of_the_index_range() -> None:
 def test_singular_values_from_1e_minus_30_to_1e30() -> None:
     values = np.geomspace(1e30, 1e-30, 61)
     st_ = matrix_stats("w", values, shape=(61, 64), kind="ff1", layer=0, head=None)
-    # every value counts (MATH.md section 11 rule 5), each raised by the SVD allowance 8 * 61 * 2^-53 * 1e30
+    # every value counts (docs/theory/validity.md), each raised by the SVD allowance 8 * 61 * 2^-53 * 1e30
     pad = 8 * 61 * 2.0**-53 * 1e30
     assert st_.rank == 61 and st_.numerical_rank == 14  # the numpy rule at float64, a diagnostic
     assert st_.schatten_p(0) == 61 and st_.schatten_p(2) == pytest.approx(np.sum((values + pad) ** 2), rel=1e-14)

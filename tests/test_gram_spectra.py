@@ -318,17 +318,18 @@ DOC_RTOL = 10 * GRAM_RTOL
 def test_minilm_l6_every_number_matches_the_svd_path(minilm_l6_folder, minilm_l6_analysis):
     svd = analyze(str(minilm_l6_folder), spectrum="svd")
     # by default: the 12 feedforward matrices take the Gram path with every value certified, the 24 attention
-    # matrices (reported, never in the bound) with their rank and norms certified; the heads the SVD of their core
+    # matrices (reported, never in the bound) with their rank and norms certified; the heads the SVD of their core;
+    # the 30522 x 384 word table the Gram path, the 512 x 384 position and 2 x 384 type tables the SVD (aspect < 2)
     assert _methods(minilm_l6_analysis, svd) == {
-        "gram": {"ff1", "ff2"},
+        "gram": {"ff1", "ff2", "emb"},
         "gram-norms": {"q", "k", "v", "o"},
-        "svd": {"qk", "vo", "bo"},
+        "svd": {"qk", "vo", "bo", "emb"},
     }
     assert sum(r["spectrum"] == "gram-norms" for r in minilm_l6_analysis.matrices) == 24
     assert _compare(minilm_l6_analysis.to_json(), svd.to_json(), DOC_RTOL) > 5_000
     # asked for every singular value (--spectra): each is certified, so the attention matrices take the SVD
     every = analyze(str(minilm_l6_folder), spectra=True)
-    assert _methods(every, svd) == {"gram": {"ff1", "ff2"}, "svd": {"q", "k", "v", "o", "qk", "vo", "bo"}}
+    assert _methods(every, svd) == {"gram": {"ff1", "ff2", "emb"}, "svd": {"q", "k", "v", "o", "qk", "vo", "bo", "emb"}}
     assert _compare(every.to_json(spectra=True), svd.to_json(spectra=True), DOC_RTOL) > 10_000
 
 

@@ -188,7 +188,7 @@ def test_block_inputs_are_the_named_sources(model: Get, name: str) -> None:
 
 @pytest.mark.parametrize("name", ARCHITECTURES)
 def test_norm_outputs_within_the_gain_bound(model: Get, name: str) -> None:
-    """MATH.md section 9: ``||LN(x)|| <= ||gamma||_inf sqrt(N) + ||beta||_2``, RMSNorm without beta."""
+    """docs/theory/network.md: ``||LN(x)|| <= ||gamma||_inf sqrt(N) + ||beta||_2``, RMSNorm without beta."""
     b, refs = model(name)
     tensors = _checkpoint_tensors(b)
     assert refs.norm_outputs

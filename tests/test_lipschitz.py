@@ -66,7 +66,7 @@ def random_model(
 
 
 def grid(v: float) -> float:
-    """The smallest power of two at or above ``v`` (0 stays 0), from the float's exact binary form: MATH.md section 10
+    """The smallest power of two at or above ``v`` (0 stays 0), from the float's exact binary form: docs/theory/validity.md
     rule 2 puts every spectral norm on the grid ``2^k`` before it enters the Lipschitz model."""
     if v == 0:
         return 0.0
@@ -161,8 +161,10 @@ def test_propagation_factors_and_input_scales_against_the_theory_forms(seed):
 def test_the_softmax_factor_two_reaches_the_numbers():
     # Edelman et al.'s Corollary A.7 (softmax 2-Lipschitz from l_inf to l_1) puts 4 B^2 into a head's
     # constant and 2 B into the QK local factor: at B = 1, s_qk = s_vo = 1 a head is 1 + 4 = 5 and the
-    # attention block 6; the feedforward block with s_1 = s_2 = 1 is 1 + L_sigma.
-    ones = np.ones(4)
+    # attention block 6; the feedforward block with s_1 = s_2 = 1 is 1 + L_sigma. The singular values are 0.9,
+    # whose upper bounds (0.9 plus the SVD allowance) lie on the peeling grid's cell ending at 1: the classes'
+    # spectral norms are exactly 1 (a value of exactly 1 would move up a cell once its allowance is added).
+    ones = np.full(4, 0.9)
     stats = [
         matrix_stats(f"h.{kind}", ones, shape=(4, 4), kind=kind, layer=0, head=0, rank_bound=4, norm_2_1=1.0)
         for kind in ("qk", "vo")

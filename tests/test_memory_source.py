@@ -74,8 +74,9 @@ def test_bfloat16_keeps_its_rank_tolerance(tmp_path):
     layer = torch.nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True)
     module = torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=False).to(torch.bfloat16)
     save_file({k: v.contiguous() for k, v in module.state_dict().items()}, str(tmp_path / "model.safetensors"))
-    # what the module says of itself, as a config.json would (torch's defaults: post-LN, ReLU)
-    (tmp_path / "config.json").write_text(json.dumps({"num_heads": 2, "norm_first": False, "activation": "relu"}))
+    # what the module says of itself, as a config.json would (torch's defaults: post-LN, ReLU, norms' eps 1e-5)
+    config = {"num_heads": 2, "norm_first": False, "activation": "relu", "layer_norm_eps": 1e-5}
+    (tmp_path / "config.json").write_text(json.dumps(config))
     on_disk = analyze(str(tmp_path), processes=0)
     in_memory = analyze(module)  # heads, norm_first and activation from its layers
     same_analysis(in_memory, on_disk)

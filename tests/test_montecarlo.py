@@ -157,7 +157,7 @@ def test_generator_constraints_hold_exactly(profile, p, r_factor):
     independent SVD of ``W`` with relative tolerance ``1e-12`` (the SVD of a product
     ``U diag(sigma) V^T`` reproduces ``sigma`` to ~1e-15 relative to ``sigma_1``).
     Singular values of ``W`` below ``sigma_1 max(a, b) eps_64`` (numpy's
-    ``matrix_rank`` rule, MATH.md section 1) are rounding noise of exact zeros.
+    ``matrix_rank`` rule, docs/theory/notation.md) are rounding noise of exact zeros.
     ``r_factor=0.4`` forces the rescaling (``R`` = 0.4 x the profile's ``S_p``; at
     ``p = 0`` the rank is truncated to ``max(1, floor(0.4 rank))``).
     """
@@ -165,7 +165,7 @@ def test_generator_constraints_hold_exactly(profile, p, r_factor):
     base = profile.spectrum(r=min(a, b), s=s)
     R = _radius(base, p, r_factor)
     sample = mc.sample_class(np.random.default_rng(11), a=a, b=b, profile=profile, s=s, p=p, count=40, R=R)
-    if R is None:  # default radius: S_p of the un-perturbed profile (definition of S_p, MATH.md section 1)
+    if R is None:  # default radius: S_p of the un-perturbed profile (definition of S_p, docs/theory/notation.md)
         expected = float(np.count_nonzero(base)) if p == 0 else float(np.sum(base**p))
         assert sample.R == pytest.approx(expected, rel=1e-14)
     sig = sample.singular_values
@@ -645,7 +645,7 @@ def test_volumetric_bounds_lift_the_default_experiment():
     finest scale the smallest ``upper / lower`` per ``p`` is below 4 (measured 3.1-3.4 for the vector
     kind). At fine scales the slope of the lower bound is the dimension of the body: 12 for the
     rank-2 class at ``p = 0`` (rank-2 coordinate space ``2 x 6``), against 26 = ``R (a + b + 1)`` for
-    the upper bound (MATH.md section 2, the rank cover): the ratio tends to ``26 / 12`` as ``eps -> 0``.
+    the upper bound (docs/theory/thm41.md, the rank cover): the ratio tends to ``26 / 12`` as ``eps -> 0``.
     """
     result = _default("vector")
     verdict = mc.c9_verdict(result)
@@ -667,7 +667,7 @@ KW = dict(s=1.0, B=1.0, a=6, b=6, m=16)
 
 
 def test_wrong_forms_are_what_they_say():
-    """Each wrong form against Theorem 4.1's vector closed form (MATH.md section 2, ``theory/thm41.py``):
+    """Each wrong form against Theorem 4.1's vector closed form (docs/theory/thm41.md, ``theory/thm41.py``):
     ``min(R (2B/eps)^p, r) (a+b+1) log(18 sqrt(r) s B / eps)``, here with ``s = B = 1``, ``a = b = r = 6``."""
     forms = {f.name: f.log_cover for f in mc.WRONG_FORMS}
 

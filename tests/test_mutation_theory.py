@@ -159,7 +159,7 @@ def test_edelman_regime_is_written_in_the_width_N(regime):
     assert "N" in names
 
 
-# Counts are positive integers and norms are positive (MATH.md section 1: W is a x b of rank r, n sequences
+# Counts are positive integers and norms are positive (docs/theory/notation.md: W is a x b of rank r, n sequences
 # of T tokens, width N, L layers, H heads; s, F and the per-head spectral norms are norms of non-zero
 # matrices). SymPy simplifies the derived forms under these assumptions, so a dropped one changes the
 # printed forms the numeric side is generated from.

@@ -61,7 +61,7 @@ def test_every_power_of_two_is_its_own_grid_value(upward: bool):
 
 def test_the_allocation_coefficients_are_positive():
     # Kills `sp.IndexedBase("c", positive=True)` -> `positive=False` in derive_common_p_allocation: the coefficients
-    # c_j = a_j rho_j^p (1 - theta)^-p are positive (theory.composition's docstring, MATH.md section 3), and with that
+    # c_j = a_j rho_j^p (1 - theta)^-p are positive (theory.composition's docstring, docs/theory/thm31.md), and with that
     # domain SymPy knows the optimal shares w_j^* and the minimum (sum_j c_j^(1/(1+p)))^(1+p) are positive, which
     # the numeric side's log-space evaluation of them relies on.
     alloc = composition.derive_common_p_allocation()
@@ -79,7 +79,7 @@ def test_the_allocation_coefficients_are_positive():
 def test_a_negative_gain_counts_by_its_absolute_value(tmp_path: Path, name: str, stem: str):
     # Kills `float(np.abs(gain).max())` -> `float(gain.max())` in numerics/io/checkpoint.py (the radius and the gain
     # term's class read from the signed gain): tests/hf_reference.py draws every gain from U[0.5, 2], so no other test
-    # has a negative one. Here one entry is -3, the largest in absolute value. Reference: MATH.md section 9,
+    # has a negative one. Here one entry is -3, the largest in absolute value. Reference: docs/theory/network.md,
     # ||y|| <= ||gamma||_inf sqrt(N) + ||beta||_2 with ||gamma||_inf = max_i |gamma_i|, computed from the saved tensors.
     b = build(name, tmp_path / name)
     state = safetensors.numpy.load_file(str(b.folder / "model.safetensors"))

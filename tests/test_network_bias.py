@@ -81,7 +81,7 @@ def test_terms_use_theory_affine_forms() -> None:
         stats, num_layers=1, hidden_size=12, model=ModelSettings(input_norm=B, activation_lipschitz=L)
     )
     assert info["bias_folded"] is True
-    # every spectral norm at its grid value, the smallest power of two above (MATH.md section 10 rule 2)
+    # every spectral norm at its grid value, the smallest power of two above (docs/theory/peeling.md)
     norms = {st.name: _grid(st.spectral_norm) for st in stats}
     S = SYMBOLS
 

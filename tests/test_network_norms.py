@@ -1,4 +1,4 @@
-"""The radius ``B`` of each block's input, read from the trained norm layer that feeds it (MATH.md section 9).
+"""The radius ``B`` of each block's input, read from the trained norm layer that feeds it (docs/theory/network.md).
 
 Ground truth: the real forward pass of small random ``transformers`` models (``tests/hf_reference.py``;
 norm gains in ``[0.5, 2]``, betas of scale 0.5), whose block inputs are taken by hooks. Every radius
@@ -118,7 +118,7 @@ def _grid(v: float) -> float:
 def test_gated_feedforward_constant_is_theorys_and_bounds_the_model(model) -> None:
     """LLaMA's ``W_2 (silu(W_1 x) * W_3 x)`` (biases folded): the feedforward block's constant is
     :func:`theory.gated.lipschitz` with ``B -> sqrt(B^2 + 1)``, ``L_sigma`` SiLU's certified slope and
-    ``c_sigma = 1`` (MATH.md section 9) -- written out here -- and it bounds every difference quotient
+    ``c_sigma = 1`` (docs/theory/network.md) -- written out here -- and it bounds every difference quotient
     of the model's own FF outputs on its own FF inputs."""
     from numerics.analysis import analyze
     from numerics.bounds import BoundSettings
@@ -130,7 +130,7 @@ def test_gated_feedforward_constant_is_theorys_and_bounds_the_model(model) -> No
     assert a.model["network"]["activation"]["registry"] == "silu" and a.model["network"]["feedforward"]["gated"]
     for ref in refs.layers:
         i = ref.index
-        # MATH.md section 10 rule 2: every spectral norm and the RMSNorm's g_inf at its grid value (the smallest power
+        # docs/theory/peeling.md: every spectral norm and the RMSNorm's g_inf at its grid value (the smallest power
         # of two above it), the radius g_inf sqrt(N) at the grid value of g_inf (rule 3: the gain is a class)
         s = {
             part: _grid(rows[f"layers.{i}.mlp.{part}_proj.weight"]["spectral_norm"]) for part in ("gate", "up", "down")

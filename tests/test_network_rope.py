@@ -1,8 +1,8 @@
 """Rotary heads: the certified bounds of :mod:`theory.rope` against the spectra found over every offset.
 
 For a random GQA LLaMA (``tests/hf_reference.py``, biases folded, context 80), every offset's
-``W_q^T R(Delta) W_k`` must have ``s_1 <= s_q s_k`` and ``S_p <= sqrt(S_2p(W_q) S_2p(W_k))`` (MATH.md
-section 9, Horn's inequality); the largest values found are reported beside them.
+``W_q^T R(Delta) W_k`` must have ``s_1 <= s_q s_k`` and ``S_p <= sqrt(S_2p(W_q) S_2p(W_k))`` (docs/theory/network.md,
+Horn's inequality); the largest values found are reported beside them.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def test_rotation_matrix_is_theorys() -> None:
 
 
 def _grid(v: float) -> float:
-    """The smallest power of two at or above ``v > 0``, from the float's exact binary form (MATH.md section 10 rule 2)."""
+    """The smallest power of two at or above ``v > 0``, from the float's exact binary form (docs/theory/peeling.md)."""
     import math
 
     mantissa, exponent = math.frexp(float(v))
@@ -58,7 +58,7 @@ def test_rotary_heads_enter_the_bound_as_query_and_key_maps(llama) -> None:
     """No single ``W_QK`` exists for a rotary head: the bound covers the folded query map ``A`` (score scale
     included) and key map ``B`` as vector classes and composes them (:mod:`theory.rope`): local factors
     ``2 B~ s_vo s_k B~`` and ``2 B~ s_vo s_q B~`` (internal covers: the covered query map lies in its class,
-    MATH.md section 10 rule 1), ``B~ = sqrt(B^2 + 1)``, evaluated here by SymPy; each head's Lipschitz constant
+    docs/theory/composition.md), ``B~ = sqrt(B^2 + 1)``, evaluated here by SymPy; each head's Lipschitz constant
     uses ``s_q s_k``. Every spectral norm and the norm gain enter at their grid values (rule 2)."""
     import math
 

@@ -1,7 +1,7 @@
-"""No silent defaults in the input radii (MATH.md section 10, rule 4; issue 19, finding 4).
+"""No silent defaults in the input radii (docs/theory/normlayers.md; issue 19, finding 4).
 
 Every radius specbound reports is pinned to an independent computation from the saved tensors:
-LayerNorm ``||gamma||_inf sqrt(N) + ||beta||_2``, RMSNorm ``||gamma||_inf sqrt(N)`` (MATH.md section 9), the
+LayerNorm ``||gamma||_inf sqrt(N) + ||beta||_2``, RMSNorm ``||gamma||_inf sqrt(N)`` (docs/theory/network.md), the
 norm that feeds each block taken from ``tests/hf_reference.py``'s anatomy (module paths of transformers' own
 code), not from specbound's maps. So a radius computed with ``||gamma||_2`` for ``||gamma||_inf`` (looser, still
 valid: the "what was seen stays below" tests let it pass) is caught. Likewise the rotary certified values
@@ -39,7 +39,7 @@ def _tensors(folder: Path) -> dict[str, np.ndarray]:
 
 
 def _radius(t: dict[str, np.ndarray], stem: str, kind: str) -> float:
-    """MATH.md section 9: LayerNorm ``||g||_inf sqrt(N) + ||beta||_2``, RMSNorm ``||g||_inf sqrt(N)``."""
+    """docs/theory/network.md: LayerNorm ``||g||_inf sqrt(N) + ||beta||_2``, RMSNorm ``||g||_inf sqrt(N)``."""
     g = t[stem + ".weight"]
     r = np.max(np.abs(g)) * math.sqrt(g.size)
     return float(r + (np.linalg.norm(t[stem + ".bias"]) if kind == "layernorm" else 0.0))
@@ -254,6 +254,6 @@ def test_the_norm_idealisation_is_stated_in_the_table_header(tmp_path: Path) -> 
     # fuzzer's strict xfail shows a real one exceeding the budget): the header says so, not only the JSON.
     b = build("bert", tmp_path / "bert")
     network = describe_network(open_checkpoint(b.folder))["network"]
-    assert network["lipschitz_model"].startswith("norm layers as projections")
-    assert "an idealisation: the bound is proven for that network" in network["lipschitz_model"]
+    assert network["lipschitz_model"].startswith("idealisation (--layernorm projection, the default): norm layers as")
+    assert "the bound is proven for that network, not the real one" in network["lipschitz_model"]
     assert f"         Lipschitz model: {network['lipschitz_model']}" in network_lines(network)

@@ -30,7 +30,7 @@ def test_c7_post_hoc_index_on_real_weights(checkpoint, request, record_property)
     a = request.getfixturevalue(checkpoint)
     ours = a.bounds["spectrum_adaptive"]
     groups = ours["p_by_group"]
-    assert len(groups) == 3 * a.model["num_layers"]
+    assert len(groups) == 3 * a.model["num_layers"] + 1  # and one for the input tables (embeddings/emb)
     fractions = {}
     for kind in ("qk", "vo", "ff"):
         vals = [v for k, v in groups.items() if k.endswith("/" + kind)]
@@ -91,7 +91,8 @@ def test_real_mpnet_base_report_and_c6_ranks(mpnet_base_analysis):
     }
     heads = [m for m in doc["matrices"] if m["kind"] in ("qk", "vo")]
     assert len(heads) == 2 * 12 * 12 and all(m["rank"] <= 64 == m["rank_bound"] for m in heads)
-    whole = [m for m in doc["matrices"] if m["head"] is None and m["kind"] != "bo"]
+    whole = [m for m in doc["matrices"] if m["head"] is None and m["kind"] not in ("bo", "emb")]
+    assert [m["shape"] for m in doc["matrices"] if m["kind"] == "emb"] == [[30527, 768], [514, 768]]  # word, position
     assert len(whole) == 6 * 12 and all(m["rank"] <= min(m["shape"]) for m in whole)
     assert sum(m["kind"] == "bo" for m in doc["matrices"]) == 12  # each layer's folded attention output bias
     assert any(s["name"] == "encoder.relative_attention_bias.weight" for s in doc["skipped"])

@@ -2,7 +2,7 @@ r"""The baselines (Bartlett et al. 2017, Edelman et al. 2022) against naive loop
 
 What numerics/bounds/baselines.py says it computes, and where the reference here comes from:
 
-* **Bartlett, Foster, Telgarsky 2017** (MATH.md section 5, verbatim): for a chain of matrices
+* **Bartlett, Foster, Telgarsky 2017** (docs/theory/baselines.md, verbatim): for a chain of matrices
   ``A_i`` with activations of Lipschitz constant ``rho_i``,
   ``log N(eps) <= ||X||^2 ln(2 W^2) R_A^2 / eps^2``, ``R_A = prod_i rho_i s_i (sum_i (b_i/s_i)^(2/3))^(3/2)``,
   ``b_i = ||A_i^T||_{2,1}`` (per-row metric: ``||X||_F^2 -> B^2``). numerics composes the per-matrix
@@ -53,7 +53,7 @@ SETTINGS = BoundSettings(p_grid=(0.0, 2.0), grid_points=16)
 
 
 def norm_2_1(M: np.ndarray) -> Any:
-    """``||M^T||_{2,1}`` for ``M`` ``[in, out]``: the sum over output units (columns) of their l2 norms (MATH.md section 1)."""
+    """``||M^T||_{2,1}`` for ``M`` ``[in, out]``: the sum over output units (columns) of their l2 norms (docs/theory/notation.md)."""
     rows, cols = M.shape
     return MP.fsum(MP.sqrt(MP.fsum(MP.mpf(float(M[i, j])) ** 2 for i in range(rows))) for j in range(cols))
 
@@ -76,7 +76,7 @@ def layers_of(
     """Whole matrices ``q, k, v, o, ff1, ff2`` per layer, float64, row-vector convention ``[in, out]``.
 
     BERT's nn.Linear stores ``[out, in]`` (transposed here); GPT-2's Conv1D stores ``[in, out]``
-    with ``c_attn`` packing ``q | k | v`` along the output axis (MATH.md section 1).
+    with ``c_attn`` packing ``q | k | v`` along the output axis (docs/theory/notation.md).
     """
     out = []
     for i in range(num_layers):
@@ -128,7 +128,7 @@ def naive_baselines(
         for L in per_layer
     ]
     # rho_j and B_j (theory/lipschitz.py) at the realised norms: the baselines are evaluated as published, not on
-    # this project's peeled classes (numerics.analysis; MATH.md section 10 applies to our bound)
+    # this project's peeled classes (numerics.analysis; docs/theory/validity.md applies to our bound)
     lip = ref.lipschitz_terms(norms, B=B, L_sigma=L_sigma, peel=False)
 
     # Bartlett: one cover per matrix in the bound (per-head QK and VO, FF1, FF2), W the largest width.

@@ -1,6 +1,6 @@
 r"""The numeric Theorem 3.1 chain against the independent 50-digit reference ``tests/reference_thm31.py``.
 
-The reference is written from MATH.md sections 2-3 and the theory docstrings (never from
+The reference is written from docs/theory/thm41.md and docs/theory/thm31.md and the theory docstrings (never from
 ``numerics``); see its module docstring for the statement behind each step. Here it is compared
 with the public API -- :func:`numerics.bounds.coefficients`, :func:`numerics.bounds.rademacher`,
 :func:`numerics.bounds.posthoc`, :func:`numerics.bounds.log_cover_at`,
@@ -122,7 +122,7 @@ SETTINGS = st.builds(
 @pytest.mark.parametrize("p", [0.01, 0.5, 1.0, 1.5, 1.99])
 @pytest.mark.parametrize("eps", [1e-6, 0.3])
 def test_reference_kappa_closed_form_equals_the_tau_minimisation(p, eps):
-    # MATH.md section 2: min_tau A tau^-p + C tau^(2-p) = kappa(p) A^(1-p/2) C^(p/2); the
+    # docs/theory/thm41.md: min_tau A tau^-p + C tau^(2-p) = kappa(p) A^(1-p/2) C^(p/2); the
     # minimum is found here numerically (findroot on the derivative), independently of kappa.
     args = dict(eps=eps, s=3.0, R=5.5, B=1.7, a=16, b=16, r=8, m=10**6)
     closed = ref.thm41_log_cover("bilinear", p=p, **args)
@@ -131,10 +131,10 @@ def test_reference_kappa_closed_form_equals_the_tau_minimisation(p, eps):
 
 
 def test_reference_kappa_hand_values():
-    # kappa(1) = 2 * 1^(-1/2) * 1^(-1/2) = 2; kappa(1/2) = 2 * 2^(1/4) * (3/2)^(-3/4) (MATH.md's kappa(p)).
+    # kappa(1) = 2 * 1^(-1/2) * 1^(-1/2) = 2; kappa(1/2) = 2 * 2^(1/4) * (3/2)^(-3/4) (docs/theory/thm41.md's kappa(p)).
     assert ref.kappa(1) == 2
     assert abs(ref.kappa(0.5) - 2 * MP.mpf(2) ** 0.25 * MP.mpf(1.5) ** -0.75) < MP.mpf(10) ** -45
-    # kappa -> 1 at both ends (MATH.md section 2)
+    # kappa -> 1 at both ends (docs/theory/thm41.md)
     assert abs(ref.kappa(MP.mpf(10) ** -30) - 1) < MP.mpf(10) ** -25
     assert abs(ref.kappa(2 - MP.mpf(10) ** -30) - 1) < MP.mpf(10) ** -25
 
@@ -142,7 +142,7 @@ def test_reference_kappa_hand_values():
 @pytest.mark.parametrize("kind", ["bilinear", "vector"])
 def test_reference_coefficient_is_continuous_at_both_ends(kind):
     # The p -> 0+ value is the rank cover at eps/2 (L-rank with k = R = rank); at p -> 2- the
-    # Frobenius cover at eps/2 (MATH.md section 2); the general form must tend to both.
+    # Frobenius cover at eps/2 (docs/theory/thm41.md); the general form must tend to both.
     args = dict(eps_min=1e-7, s=2.5, R=6.0, B=3.0, a=12, b=20, r=12, m=5 * 10**5)
     tiny = MP.mpf(10) ** -30
     at0 = ref.thm41_coefficient(kind, p=0, **args)
@@ -169,7 +169,7 @@ def test_reference_coefficient_agrees_with_the_sympy_derivation():
         derived = expr.evalf(
             50, subs={SYMBOLS[k]: sp.Float(v, 60) if isinstance(v, str) else v for k, v in vals.items()}
         )
-        # the internal cover (MATH.md section 10 rule 1): Theorem 4.1 at eps/2, so the statement's coefficient with
+        # the internal cover (docs/theory/composition.md): Theorem 4.1 at eps/2, so the statement's coefficient with
         # its logs at eps_min/2, times 2^p
         args = {k: MP.mpf(v) for k, v in vals.items()}
         args["eps_min"] /= 2
@@ -184,7 +184,7 @@ def test_reference_coefficient_agrees_with_the_sympy_derivation():
 )
 @settings(max_examples=15)
 def test_reference_mixed_solver_reduces_to_the_closed_form(c, p, eps):
-    # MATH.md section 3.1: at a common p the Lagrange root find gives (sum c_j^(1/(1+p)))^(1+p) eps^-p.
+    # docs/theory/composition.md: at a common p the Lagrange root find gives (sum c_j^(1/(1+p)))^(1+p) eps^-p.
     cs = [MP.mpf(x) for x in c]
     got = ref.cover_mixed(cs, [p] * len(cs), eps)
     want = ref.cover_common(cs, p, eps)
@@ -338,7 +338,7 @@ def test_posthoc_matches_the_reference(seed, layers, heads, tie, n):
 
 
 def test_union_cost_by_hand():
-    # MATH.md section 10 rule 2: log(1/delta') = log(1/delta) + G log|P| + peel, with peel the sum of
+    # docs/theory/peeling.md: log(1/delta') = log(1/delta) + G log|P| + peel, with peel the sum of
     # log(1/pi(k)) = log(3 (|k|+1)(|k|+2)) (half the prior on the grid, theory.margin) over the levels k (smallest
     # integer with v <= 2^k) of each matrix's radius S_p and spectral norm, plus B_out = 1 (k = 0, log 6) and
     # gamma = 1 (downward k = 0, log 6). Two matrices, one group each (tie = "matrix"), |P| = 3:

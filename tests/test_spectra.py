@@ -113,8 +113,8 @@ def test_matrix_stats_norms_match_definitions() -> None:
 
 def test_schatten_p_tends_to_rank_as_p_to_zero() -> None:
     # W = A B with inner dimension 5, in float64: its exact rank is 5, but the stored (rounded) product is full
-    # rank 9 in exact arithmetic, and nothing certifies its 4 small values zero: S_0 counts all 9 (MATH.md
-    # section 11 rule 5). As p -> 0+, S_p tends to that count.
+    # rank 9 in exact arithmetic, and nothing certifies its 4 small values zero: S_0 counts all 9 (docs/theory/validity.md,
+    # rule 5). As p -> 0+, S_p tends to that count.
     w = np.random.default_rng(2).standard_normal((9, 5)) @ np.random.default_rng(3).standard_normal((5, 9))
     st_ = weight_stats("w", w, kind="q", layer=0)
     assert st_.rank == 9

@@ -363,7 +363,7 @@ def test_saved_model_is_a_bert_that_analyze_reads(tmp_path):
         wv, wo = attn.self.value.weight.detach().double(), attn.output.dense.weight.detach().double()
         for h in range(2):
             rows = slice(h * d, (h + 1) * d)
-            # row-vector convention: W_QK^h = W_Q^h (W_K^h)^T / sqrt(d_h) with W = weight.T (MATH.md section 1)
+            # row-vector convention: W_QK^h = W_Q^h (W_K^h)^T / sqrt(d_h) with W = weight.T (docs/theory/notation.md)
             qk = wq[rows].T @ wk[rows] / math.sqrt(d)
             vo = wv[rows].T @ wo[:, rows].T
             for kind, product in (("qk", qk), ("vo", vo)):

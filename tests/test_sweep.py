@@ -79,8 +79,8 @@ def test_rows_follow_sources_and_match_analyze(folders: list[str], serial: Sweep
     assert row.log_phi_edelman == direct.proxies["log_phi_edelman"]
     assert dict(row.log_complexity) == {k: v["log_complexity"] for k, v in direct.bounds.items()}
     in_bound = [m["p_star"] for m in direct.matrices if m["p_star"] is not None]
-    # per layer: 2 H per-head products, ff1, ff2 and the folded attention output bias
-    assert row.num_matrices == len(in_bound) == row.num_layers * (2 * row.num_heads + 2 + 1)
+    # per layer: 2 H per-head products, ff1, ff2 and the folded attention output bias; the three input tables
+    assert row.num_matrices == len(in_bound) == row.num_layers * (2 * row.num_heads + 2 + 1) + 3
     assert [p for p, _ in row.p_star_fractions] == [0.0, 1.0, 2.0]
     assert math.isclose(sum(f for _, f in row.p_star_fractions), 1.0, rel_tol=1e-12)
     for p, frac in row.p_star_fractions:

@@ -1,6 +1,6 @@
 """Activation slopes (theory.activations): exact GELU extrema, certified bounds, the gain 1, the name registry.
 
-References used below: the GELU closed form of MATH.md section 9; the transformers formulas
+References used below: the GELU closed form of docs/theory/network.md; the transformers formulas
 (src/transformers/activations.py, ACT2CLS) rewritten here in numpy; complex-step derivatives
 f'(t) = Im f(t + i h) / h (h = 1e-30; exact to float64 round-off for analytic f) as the
 independent slope computation.
@@ -67,7 +67,7 @@ def _dense_extrema(key):
 
 
 def test_gelu_extrema_derived_equal_closed_form():
-    # Reference: MATH.md section 9 / the brief: critical point sqrt(2), Phi(sqrt 2) + sqrt 2 phi(sqrt 2)
+    # Reference: docs/theory/network.md / the brief: critical point sqrt(2), Phi(sqrt 2) + sqrt 2 phi(sqrt 2)
     # = 1/2 + erf(1)/2 + exp(-1)/sqrt(pi); inf = 1 - sup.
     t_star, sup, inf = activations.gelu_slope_extrema()
     assert t_star == sp.sqrt(2)
@@ -130,7 +130,7 @@ def test_certified_bounds_against_a_dense_grid(certified):
 
 
 def test_known_certified_values():
-    # Reference: the brief and MATH.md section 9: SiLU 1.0998..., tanh-GELU close to GELU's 1.1289...
+    # Reference: the brief and docs/theory/network.md: SiLU 1.0998..., tanh-GELU close to GELU's 1.1289...
     assert activations.certify("silu").sup[0] > 1.0998393201288
     assert abs(activations.certify("gelu_tanh").sup[1] - 1.1289930686588) < 1e-12
     # gelu_fast's truncated constant 0.7978845608 < sqrt(2/pi) moves the maximum up by ~1.7e-13

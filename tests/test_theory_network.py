@@ -43,7 +43,7 @@ def _two_to_inf(x):
 
 
 def test_lipschitz_defaults_are_todays_forms():
-    # Reference: MATH.md section 3 (head s_vo (1 + 4 B^2 s_qk); FF L_sigma s_1 s_2) and the
+    # Reference: docs/theory/thm31.md (head s_vo (1 + 4 B^2 s_qk); FF L_sigma s_1 s_2) and the
     # local factors / input scales stated in theory.lipschitz's docstring before the keyword options.
     assert sp.expand(lipschitz.attention_head_lipschitz() - s_vo * (1 + 4 * B**2 * s_qk)) == 0
     assert [lipschitz.local_factor(k) for k in ("qk", "vo", "ff1", "ff2")] == [2 * B * s_vo, 1, L_sigma * s_2, 1]
@@ -54,7 +54,7 @@ def test_lipschitz_defaults_are_todays_forms():
 
 
 def test_folded_head_lipschitz_is_edelman_with_b_replaced_by_homogeneous_bound():
-    # Reference: the existing Edelman form with B -> sqrt(B^2 + 1) (MATH.md section 9); an exact identity.
+    # Reference: the existing Edelman form with B -> sqrt(B^2 + 1) (docs/theory/network.md); an exact identity.
     folded = affine.attention_head_lipschitz(bias=True)
     assert sp.simplify(folded - lipschitz.attention_head_lipschitz().subs(B, HOMOGENEOUS)) == 0
     assert affine.attention_head_lipschitz(bias=False) == lipschitz.attention_head_lipschitz()
@@ -71,7 +71,7 @@ def test_folded_local_factor_and_row_bound():
 @pytest.mark.parametrize(
     "kind, bias, a, b, r",
     [
-        # Reference: MATH.md section 9, shapes of the folded matrices (row convention) and rank caps.
+        # Reference: docs/theory/network.md, shapes of the folded matrices (row convention) and rank caps.
         ("qk", False, N, N, d_h),
         ("qk", True, N + 1, N + 1, d_h),
         ("vo", False, N, N, d_h),
@@ -224,7 +224,7 @@ def test_normalised_norm_identity_general_and_explicit():
 
 
 def test_norm_radii_are_the_stated_forms():
-    # Reference: MATH.md section 9: ||gamma||_inf sqrt(N) + ||beta||_2, and ||gamma||_inf sqrt(N) for RMSNorm.
+    # Reference: docs/theory/network.md: ||gamma||_inf sqrt(N) + ||beta||_2, and ||gamma||_inf sqrt(N) for RMSNorm.
     g, beta = SYMBOLS["g_inf"], SYMBOLS["beta_norm"]
     assert sp.simplify(normlayers.layernorm_radius() - (g * sp.sqrt(N) + beta)) == 0
     assert sp.simplify(normlayers.rmsnorm_radius() - g * sp.sqrt(N)) == 0
@@ -336,7 +336,7 @@ def test_layernorm_lipschitz_on_segments(seed, step):
 @pytest.mark.parametrize(
     "layout, block, layer, role",
     [
-        # Reference: MATH.md section 9 (post-LN: previous LN's output, embeddings LN for layer 0; pre-LN: own LN).
+        # Reference: docs/theory/network.md (post-LN: previous LN's output, embeddings LN for layer 0; pre-LN: own LN).
         ("post", "attention", 0, "embeddings"),
         ("post", "attention", 3, "previous_feedforward"),
         ("post", "feedforward", 0, "own_attention_output"),
@@ -366,7 +366,7 @@ def test_block_input_norm_refuses_bad_arguments(args, message):
 
 
 def test_gated_forms():
-    # Reference: the product rule derivation of theory.gated (MATH.md section 9): s2 s1 s3 B (L + c).
+    # Reference: the product rule derivation of theory.gated (docs/theory/network.md): s2 s1 s3 B (L + c).
     assert sp.expand(gated.lipschitz() - s_2 * s_1 * s_3 * B * (L_sigma + c_sigma)) == 0
     assert gated.output_bound() == c_sigma * s_1 * s_3 * B**2
     assert [gated.local_factor(k) for k in gated.KINDS] == [s_2 * L_sigma * s_3 * B, s_2 * c_sigma * s_1 * B, 1]

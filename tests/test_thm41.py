@@ -31,14 +31,14 @@ params = st.fixed_dictionaries(
 
 
 def test_kappa_derived_equals_stated_form():
-    # Reference: MATH.md section 2, kappa(p) = 2 p^(-p/2) (2-p)^(p/2-1), an exact identity.
+    # Reference: docs/theory/thm41.md, kappa(p) = 2 p^(-p/2) (2-p)^(p/2-1), an exact identity.
     q = sp.Symbol("q", positive=True)
     diff = (thm41.kappa() - thm41.kappa_as_stated()).subs(p, 2 - q)
     assert sp.simplify(diff) == 0
 
 
 def test_kappa_tends_to_one_at_both_ends():
-    # Reference: MATH.md section 2, "kappa -> 1 at both ends".
+    # Reference: docs/theory/thm41.md, "kappa -> 1 at both ends".
     assert sp.limit(thm41.kappa(), p, 0, "+") == 1
     assert sp.limit(thm41.kappa(), p, 2, "-") == 1
 

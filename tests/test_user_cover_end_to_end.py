@@ -154,7 +154,8 @@ def test_an_installed_user_cover_through_derive_mc_and_analyze(installed, tmp_pa
     doc = json.loads(out)
     cov = doc["covers"]
     rows = [row["theorem_inputs"] for row in doc["matrices"] if row.get("theorem_inputs")]
-    assert len(rows) == 16  # 2 layers x (3 QK + 3 VO heads + 2 FF); no norm layer in the bias-free idealisation
+    # 2 layers x (3 QK + 3 VO heads + 2 FF) and the 3 input tables; no norm layer in the bias-free idealisation
+    assert len(rows) == 19
     exact = _closed_form_log_rad(rows, N, doc["settings"]["B_out"])
     got = cov["alone"][NAME]["log_rademacher"]
     # a feasible allocation on a grid of shares and a piecewise-constant Dudley integral: never below the exact
@@ -164,7 +165,7 @@ def test_an_installed_user_cover_through_derive_mc_and_analyze(installed, tmp_pa
     assert cov["enabled"] == ["thm41", NAME]
     assert cov["log_rademacher"] <= min(a["log_rademacher"] for a in cov["alone"].values())
     assert cov["choice_cost"] == pytest.approx(len(cov["chosen_by_group"]) * math.log(2), rel=1e-15)
-    assert len(cov["chosen_by_group"]) == 6  # layer-type tie groups: qk, vo, ff per layer
+    assert len(cov["chosen_by_group"]) == 7  # layer-type tie groups: qk, vo, ff per layer, and the input tables
     taken = [row["cover"]["cover"] for row in doc["matrices"] if row.get("theorem_inputs")]
     assert {c: taken.count(c) for c in set(taken)} == cov["matrices_by_cover"]
     for row in doc["matrices"]:
@@ -174,9 +175,9 @@ def test_an_installed_user_cover_through_derive_mc_and_analyze(installed, tmp_pa
     plain = doc["bounds"]["spectrum_adaptive"]
     assert cov["alone"]["thm41"]["exact_allocation"]["log_rademacher"] == plain["log_rademacher"]
     # the user's cover has no post hoc choice: its union is the spectral norms, radii, B_out and gamma only, which is
-    # Theorem 4.1's union less its Schatten grid (log 3 per group) and its peeled radii R_j (levels of R_realised)
+    # Theorem 4.1's union less its Schatten grid (log 3 per group, 7 groups) and its peeled radii R_j (levels of R_realised)
     radii = sum(math.log(3 * (abs(k) + 1) * (abs(k) + 2)) for k in np.ceil(np.log2([t["R_realised"] for t in rows])))
-    assert cov["alone"][NAME]["log_union"] == pytest.approx(plain["log_union"] - 6 * math.log(3) - radii, rel=1e-12)
+    assert cov["alone"][NAME]["log_union"] == pytest.approx(plain["log_union"] - 7 * math.log(3) - radii, rel=1e-12)
 
 
 def _kendall(xs, ys):

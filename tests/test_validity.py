@@ -1,4 +1,4 @@
-"""MATH.md section 10, rules 1 and 2: internal covers (centres in the class) and peeling of post hoc quantities.
+"""docs/theory/composition.md: internal covers (centres in the class) and peeling of post hoc quantities.
 
 Each value is pinned against an independent computation: the issue's counterexample worked by hand, the
 Theorem 4.1 form evaluated at ``eps/2`` from its statement, the prior's sum in exact rationals, grid levels
@@ -44,7 +44,7 @@ def _plain(w1: float, w2: float, x: float) -> float:
 
 
 def test_counterexample_external_centres_exceed_the_budget_internal_ones_do_not():
-    # Issue 19 / MATH.md section 10: ReLU, N = F = 1, s_1 = s_2 = s_3 = B = 1, eps_1 = eps_3 = 1/2. Budget
+    # Issue 19 / docs/theory/validity.md: ReLU, N = F = 1, s_1 = s_2 = s_3 = B = 1, eps_1 = eps_3 = 1/2. Budget
     # sum_j rho_j eps_j with rho_gate = s_2 L_sigma s_3 B = 1, rho_up = s_2 c_sigma s_1 B = 1 (theory.gated):
     # 1/2 + 1/2 = 1. External centres W' = W + eps/B (outside ||W'|| <= 1) move the output by
     # (3/2)^2 - 1 = 1.25 (by hand).
@@ -98,7 +98,7 @@ def test_cover_scale_constants_agree_with_theory():
 
 @pytest.mark.parametrize("p", [0.0, 0.7, 2.0])
 def test_vector_coefficient_is_theorem41_at_half_the_scale(p):
-    # Reference: MATH.md section 2's vector form written from its statement,
+    # Reference: docs/theory/thm41.md's vector form written from its statement,
     # log N(eps) <= R (2B/eps)^p (a+b+1) log(18 sqrt(r) s B / eps), evaluated at eps/2 (internal cover) with the log
     # at eps_min/2: a_j = R (4B)^p (a+b+1) log(36 sqrt(r) s B / eps_min). p = 0: R = rank, (4B)^0 = 1.
     s, R, B, a, b, r, eps_min = 1.5, 7.0, 2.0, 9, 5, 4, 1e-3
@@ -138,7 +138,7 @@ def test_theorem_inputs_state_the_composition_claim():
 def test_prior_sums_to_one_over_all_integers_and_the_zero_class():
     # Reference: exact rationals. sum_{k in Z} 1/((|k|+1)(|k|+2)) telescopes: 1/2 + 2 (1/2 - 1/(K+2)) -> 3/2, so
     # pi(k) = (1/3)/((|k|+1)(|k|+2)) sums to 1/2 - (2/3)/(K+2) over |k| <= K; the zero class carries the other 1/2
-    # (MATH.md section 11 rule 6: a grid prior summing to 1 with a free zero class totals 2 per quantity).
+    # (docs/theory/peeling.md: a grid prior summing to 1 with a free zero class totals 2 per quantity).
     from theory import margin
 
     assert margin.prior_normaliser() == Fraction(3, 2)

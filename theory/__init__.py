@@ -24,6 +24,7 @@ __all__ = [
     "derive",
     "dudley",
     "effective_rank",
+    "embeddings",
     "gated",
     "lipschitz",
     "margin",

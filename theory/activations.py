@@ -1,6 +1,6 @@
 r"""Activations as checkpoints compute them: slope bounds (exact or certified) and the gain 1.
 
-*Status: extension* (MATH.md section 9); the numbers are derived (SymPy) or certified
+*Status: extension* (docs/theory/network.md); the numbers are derived (SymPy) or certified
 (interval arithmetic, :mod:`theory._certify`) here.
 
 For the Lipschitz model an activation contributes ``L_sigma = sup_t |f'(t)|`` and, for

@@ -1,6 +1,6 @@
 r"""Biases by homogeneous coordinates: the affine maps of a checkpoint as linear maps.
 
-*Status: extension* (MATH.md section 9). Every step is elementary and derived
+*Status: extension* (docs/theory/network.md). Every step is elementary and derived
 here; the paper's theorems are stated for bias-free layers.
 
 A row ``x in R^N`` becomes ``x~ = [x; 1]`` with
@@ -48,7 +48,7 @@ The array helpers (:func:`fold_affine`, :func:`fold_qk`, :func:`fold_vo`,
 symbols alike, so one function is checked both symbolically and numerically.
 
 References:
-    MATH.md section 9 (biases); Edelman, Goel, Kakade, Zhang (2022), Cor. A.7
+    docs/theory/network.md (biases); Edelman, Goel, Kakade, Zhang (2022), Cor. A.7
     (softmax step); Vershynin, *High-Dimensional Probability* (2018), Cor. 4.2.13
     (``(1 + 2 r/eps)^N`` net of a Euclidean ball, verbatim).
 """

@@ -97,7 +97,7 @@ def edelman2022_layer_term() -> sp.Expr:
 
 
 def edelman2022_phi() -> sp.Expr:
-    """``Phi_Edelman = (sum_l alpha_l^(2/3) tau_l)^(3/2)`` over ``L`` layers (MATH.md section 7; reconstructed)."""
+    """``Phi_Edelman = (sum_l alpha_l^(2/3) tau_l)^(3/2)`` over ``L`` layers (docs/theory/baselines.md; reconstructed)."""
     term = edelman2022_layer_term().xreplace({alpha_layer: alpha_l[l], tau_layer: tau_l[l]})
     return sp.Sum(term, (l, 1, SYMBOLS["L"])) ** sp.Rational(3, 2)
 

@@ -21,9 +21,9 @@ solved numerically and exactly (one multiplier, Newton's method on its logarithm
 root find, as a reference for the tests.
 
 *Status:* the composition rule is verbatim (standard); its use with the
-Theorem 4.1 covers is the paper's construction as reconstructed in MATH.md.
+Theorem 4.1 covers is the paper's construction as reconstructed in docs/theory/thm41.md.
 
-**Cover centres respect the class** (MATH.md section 10, rule 1; *status: reconstructed*,
+**Cover centres respect the class** (docs/theory/composition.md; *status: reconstructed*,
 the standard internal-cover lemma, e.g. Vershynin 2018, Exercise 4.2.9). The composition
 builds matrix ``j``'s cover on the rows produced by the *centres* of the earlier covers, and
 bounds later blocks, local factors and input scales with the class radii (``||W'||_2 <= s``,
@@ -101,7 +101,7 @@ def derive_common_p_allocation() -> Allocation:
     ``Sum_j w_j = 1`` solved for ``lam``; both substituted into the objective.
 
     References:
-        MATH.md section 3, step 1; Bartlett et al. (2017), proof of Theorem 3.3
+        docs/theory/composition.md; Bartlett et al. (2017), proof of Theorem 3.3
         (the p = 2 case).
     """
     c = sp.IndexedBase("c", positive=True)

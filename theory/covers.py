@@ -78,7 +78,7 @@ def truncation_cost(*, tau: sp.Expr, scale: sp.Expr) -> sp.Expr:
     tail is covered by the single point 0 at radius ``B tau`` (zero log-size).
 
     References:
-        Elementary (operator-norm bound); MATH.md section 2.
+        Elementary (operator-norm bound); docs/theory/thm41.md.
     """
     return scale * tau
 

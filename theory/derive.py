@@ -21,7 +21,7 @@ from typing import Any
 import sympy as sp
 
 from theory import baselines, composition, dudley, lipschitz, margin, normlayers, regimes, registry, thm31, thm41
-from theory.symbols import MEANINGS, SYMBOLS, symbol_table
+from theory.symbols import MEANINGS, SYMBOLS, latex, symbol_table
 
 __all__ = ["TARGETS", "INDEXED", "derive_target", "render"]
 
@@ -33,7 +33,7 @@ def _thm41(kind: str = thm41.DEFAULT_KIND) -> dict[str, Any]:
     return {
         "target": "thm41",
         "kind": kind,
-        "status": "reconstructed (MATH.md section 2); cover lemmas verbatim",
+        "status": "reconstructed (docs/theory/thm41.md); cover lemmas verbatim",
         "expr": form.expr,
         "symbols": symbol_table(form.expr),
         "kappa": form.kappa,
@@ -101,7 +101,7 @@ def _thm31(kind: str | None = None) -> dict[str, Any]:
     kinds = ("bilinear", "vector")
     data: dict[str, Any] = {
         "target": "thm31",
-        "status": "reconstructed (MATH.md section 3) from verbatim lemmas",
+        "status": "reconstructed (docs/theory/thm31.md) from verbatim lemmas",
         "coefficient_bilinear": form.coefficient["bilinear"],
         "coefficient_vector": form.coefficient["vector"],
         **{f"coefficient_{k}_p0": thm31.per_matrix_coefficient_at_zero(k) for k in kinds},
@@ -237,7 +237,7 @@ def derive_target(target: str, *, kind: str | None = None, name: str | None = No
 def _convert(obj: Any, fmt: str) -> Any:
     if isinstance(obj, sp.Basic):
         if fmt == "latex":
-            return sp.latex(obj)
+            return latex(obj)
         if fmt == "pretty":
             return sp.pretty(obj, use_unicode=False)
         return sp.sstr(obj)

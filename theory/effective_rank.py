@@ -43,7 +43,7 @@ dropped when ``X t <= eps/2`` (L-trunc: one point covers a part whose outputs st
 *Status: extension* (this project's; the cover lemmas it is built from are verbatim, see
 :mod:`theory.covers`). The post hoc choices: ``r_head`` on the grid ``1 .. min(a, b)`` (a union of
 ``min(a, b)`` classes per matrix), ``t_tail`` and ``s`` peeled on a two-sided geometric grid
-(MATH.md section 10).
+(docs/theory/validity.md).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 r"""Gated feedforward blocks ``W_2 (sigma(W_1 x) * (W_3 x))`` (LLaMA-style), on the ball ``||x|| <= B``.
 
-*Status: extension* (MATH.md section 9), derived here.
+*Status: extension* (docs/theory/network.md), derived here.
 
 Notation (row convention, one row ``x``): gate ``a = sigma(W_1^T x)``, up ``g = W_3^T x``,
 block output ``W_2^T (a * g)`` with ``*`` the entrywise product; ``s_1, s_3, s_2`` the

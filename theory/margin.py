@@ -1,18 +1,18 @@
 r"""Margin bound and the union-bound cost of choosing indices and radii post hoc.
 
-Margin bound (Bartlett, Foster, Telgarsky 2017, Lemma 3.1, as used in MATH.md
-section 3): with probability ``1 - delta'``,
+Margin bound (Bartlett, Foster, Telgarsky 2017, Lemma 3.1, as used in
+docs/theory/thm31.md): with probability ``1 - delta'``,
 
 .. math:: P(\mathrm{err}) \le \hat R_\gamma + \frac{2}{\gamma}\mathrm{Rad}_n
           + 3\sqrt{\frac{\log(2/\delta')}{2n}} .
 
-*Post hoc (reconstruction; the derivation here differs from MATH.md's wording):*
+*Post hoc (reconstruction; the derivation here differs from the wording of the notes it was reconstructed from):*
 the indices range over a grid ``P`` with ``|P|`` points chosen independently for
 ``G`` groups (``G = 1`` for a common ``p``, ``G = 3L`` when tied per layer and
 type, ``G = J`` per matrix), so the union runs over ``|P|^G`` choices and costs
-``G log |P|`` -- not ``log |P|`` as MATH.md states for the tied case.
+``G log |P|`` -- not ``log |P|`` as those notes state for the tied case; docs/theory/peeling.md says why.
 
-**Peeling: one mechanism for every quantity read after training** (MATH.md section 10,
+**Peeling: one mechanism for every quantity read after training** (docs/theory/validity.md,
 rule 2; *status: reconstructed*, the standard union over a countable family of classes,
 Bartlett et al. 2017, proof of Theorem 1.1). Each such quantity ``v`` (Schatten radii
 ``R_j``, spectral norms ``s_j``, the input radii ``B`` read from norm gains, ``B_out``, the

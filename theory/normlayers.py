@@ -1,6 +1,6 @@
 r"""Norm layers with their trained gains: the radius the next block sees, and what Lipschitz costs.
 
-*Status: extension* (MATH.md section 9); each statement is elementary and derived
+*Status: extension* (docs/theory/network.md); each statement is elementary and derived
 or checked here with SymPy.
 
 **LayerNorm** (PyTorch ``nn.LayerNorm``, biased variance):
@@ -45,11 +45,18 @@ bracket is a symmetric matrix with eigenvalues ``1`` (multiplicity ``N - 2``), `
 By the mean-value inequality LayerNorm is ``g_inf / std_min``-Lipschitz on any convex
 set of inputs on which ``sigma >= std_min`` (:func:`layernorm_lipschitz`), and
 ``g_inf / sqrt(eps_ln)``-Lipschitz everywhere (:func:`layernorm_lipschitz_global`,
-``sigma >= sqrt(eps_ln)``) -- e.g. ``1e6 g_inf`` for BERT's ``eps = 1e-12``. RMSNorm:
+``sigma >= sqrt(eps_ln)``; the map is smooth on all of ``R^N`` since ``sigma > 0``, so the mean-value
+inequality along any segment applies) -- e.g. ``1e6 g_inf`` for BERT's ``eps = 1e-12``. The constant is
+the best one for a constant gain ``g``: at a constant row ``x = c 1`` (``v = 0``, ``z = 0``) the Jacobian is
+``g (I - 11^T/N) / sqrt(eps_ln)``, of norm ``g / sqrt(eps_ln)`` (the projection has norm 1 for ``N >= 2``); for
+any gain it is within a factor ``1 - 1/N`` (``||diag(g)(e_i - 1/N)|| >= |g_i| (1 - 1/N)``); RMSNorm's is attained
+at ``x = 0`` for any gain (``J = diag(g) / sqrt(eps_ln)``). ``--layernorm
+lipschitz`` puts it into the propagation factors (:mod:`theory.embeddings`; ``tests/test_layernorm_lipschitz.py``
+checks it against the largest Jacobian norm of torch's own modules found by optimisation). RMSNorm:
 ``J = diag(gamma) (I - x x^T / (N r^2)) / r`` with ``r = sqrt(mean(x^2) + eps_ln)``, the
 same bounds with ``std_min`` a lower bound on ``r``.
 
-**Trained gains and biases are covered** (MATH.md section 10, rule 3; *status: extension*, elementary).
+**Trained gains and biases are covered** (docs/theory/normlayers.md; *status: extension*, elementary).
 A norm layer's output row is ``y = g * z + beta`` with ``||z||_2 <= sqrt(N)`` (above; RMSNorm: ``beta = 0``).
 The gain is a diagonal map with ``N`` parameters: for two gains in the class
 ``{g : ||g||_inf <= G}``,

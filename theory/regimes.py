@@ -11,7 +11,7 @@ of claim C4), and reads off
 * ``N_exponent``, ``n_exponent`` the same way;
 * ``T_dependence``: ``"none"``, ``"log"`` (``T`` only inside logarithms) or ``"power"``.
 
-Regimes (MATH.md section 4): Frobenius ``||W||_F <= F`` (``p = 2``, ``R = F^2``);
+Regimes (docs/theory/regimes.md): Frobenius ``||W||_F <= F`` (``p = 2``, ``R = F^2``);
 rank ``rank W <= r`` (``p -> 0+``, ``R = r``); spectral only ``||W||_2 <= s``
 (``S_p <= min(a, b) s^p``, ``p`` chosen by SymPy to minimise the depth exponent,
 then the width exponent). *Status:* derived here from the reconstructed theorem;

@@ -31,7 +31,7 @@ Theorem 4.1 (``c eps^-p`` times logs at ``eps_min``) keeps the exact allocation,
 effective-rank cover's ``head + tail``) enters through a feasible allocation from the Lagrangian;
 choosing one cover per tie group among ``k`` enabled ones costs ``log k`` per group on top of each
 cover's :meth:`Cover.union_cost`, whose peeled quantities go on the two-sided geometric grid of
-MATH.md section 10 and are evaluated at the grid value above the measured one.
+docs/theory/validity.md and are evaluated at the grid value above the measured one.
 
 Example::
 
@@ -128,7 +128,7 @@ class PostHoc:
     Attributes:
         symbol: a vocabulary word or symbol name.
         how: ``"peel"`` (a measured statistic, put on a two-sided geometric grid and evaluated at the
-            cell's upper end; cost ``log((k+1)(k+2))`` at level ``k``, MATH.md section 10) or ``"grid"``
+            cell's upper end; cost ``log((k+1)(k+2))`` at level ``k``, docs/theory/validity.md) or ``"grid"``
             (an index chosen from a finite grid; cost ``log(size)``).
         grid: the grid, in words.
         size: for ``"grid"``: its number of points, a SymPy expression in the dimensions (or an integer).

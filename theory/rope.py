@@ -31,8 +31,8 @@ Theorem 4.1 evaluated at ``eps/2``: :func:`theory.composition.internal_cover_sca
 ``||u'|| <= s_q B`` and the perturbation is linear, ``eps_q s_k B + s_q B eps_k``
 (:func:`score_perturbation`, default ``centres="class"``): exactly the composition rule with
 ``rho_q = s_k B``, ``rho_k = s_q B``, and the key map's local factor is ``2 B s_vo s_q B``
-(:func:`local_factor`). The splits below (external centres, alternative (b) of MATH.md
-section 10) are kept as derivations; the numeric bound does not use them.
+(:func:`local_factor`). The splits below (external centres, alternative (b) of
+docs/theory/composition.md) are kept as derivations; the numeric bound does not use them.
 
 **Scale splits** (each satisfies ``score_perturbation <= eps``, SymPy-checked):
 
@@ -55,7 +55,7 @@ factors from a map's own metric to the head output: ``q``: ``2 B s_vo * s_k B``;
 ``eps_q`` correction as above) -- the score-unit factor of
 :func:`theory.lipschitz.local_factor` ``("qk")`` times the score's sensitivity.
 
-**Schatten control** (MATH.md section 9). For every ``p > 0`` and orthogonal ``R``,
+**Schatten control** (docs/theory/network.md). For every ``p > 0`` and orthogonal ``R``,
 
 .. math:: S_p(W_q^T R W_k) \le \sqrt{S_{2p}(W_q)\, S_{2p}(W_k)}
 

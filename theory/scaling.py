@@ -1,6 +1,6 @@
 r"""The factor that multiplies a head's scores, read from a transformers config -- or refused.
 
-*Status: extension* (MATH.md section 9). The forms (SymPy, catalogue symbols):
+*Status: extension* (docs/theory/network.md). The forms (SymPy, catalogue symbols):
 
 * default: ``1 / sqrt(d_h)`` (BERT, RoBERTa, MPNet, DistilBERT, GPT-2, OPT, LLaMA, Mistral,
   Qwen2, ... -- every family not listed below);

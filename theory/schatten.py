@@ -20,7 +20,7 @@ Conventions (row-vector, ``Y = X W`` with ``W`` of shape ``[in, out]``):
 * ``||W||_{1,1}``: entrywise l1 norm (Trauger and Tewari 2024).
 
 References:
-    MATH.md section 1; Bartlett, Foster, Telgarsky (2017), "Spectrally-normalized
+    docs/theory/notation.md; Bartlett, Foster, Telgarsky (2017), "Spectrally-normalized
     margin bounds for neural networks", section 1.1 (the (2,1) norm).
 """
 

@@ -10,8 +10,9 @@ and logarithms; the Schatten index ``p`` is positive in derivations (the
 from __future__ import annotations
 
 import sympy as sp
+from sympy.printing.latex import LatexPrinter
 
-__all__ = ["SYMBOLS", "MEANINGS", "meaning", "symbol_table"]
+__all__ = ["SYMBOLS", "MEANINGS", "LATEX_NAMES", "latex", "meaning", "symbol_table"]
 
 _DEFS: dict[str, tuple[dict[str, bool], str]] = {
     "p": ({"positive": True}, "Schatten index in (0, 2]; p -> 0+ is the rank, p = 2 the Frobenius norm squared"),
@@ -134,6 +135,69 @@ _DEFS: dict[str, tuple[dict[str, bool], str]] = {
 
 SYMBOLS: dict[str, sp.Symbol] = {name: sp.Symbol(name, **assume) for name, (assume, _) in _DEFS.items()}
 MEANINGS: dict[str, str] = {name: text for name, (_, text) in _DEFS.items()}
+
+
+#: How a catalogue symbol is typeset, as the paper writes it (``eps`` is epsilon, not e.p.s); a symbol not
+#: listed here prints as SymPy prints its name (Greek names such as ``rho``, ``gamma``, ``tau`` already as
+#: letters). :func:`latex` uses it; ``specbound derive --latex`` and the documentation site print through it.
+LATEX_NAMES: dict[str, str] = {
+    "eps": r"\varepsilon",
+    "eps_min": r"\varepsilon_{\min}",
+    "eps_max": r"\varepsilon_{\max}",
+    "eps_q": r"\varepsilon_{q}",
+    "eps_k": r"\varepsilon_{k}",
+    "eps_ln": r"\varepsilon_{\mathrm{LN}}",
+    "lam": r"\lambda",
+    "B_out": r"B_{\mathrm{out}}",
+    "B_ff": r"B_{\mathrm{ff}}",
+    "L_sigma": r"L_{\sigma}",
+    "c_sigma": r"c_{\sigma}",
+    "risk_gamma": r"\hat{R}_{\gamma}",
+    "grid_size": r"|P|",
+    "groups": r"G",
+    "peel": r"\mathrm{peel}",
+    "k_peel": r"k",
+    "c_peel": r"c",
+    "v_0": r"v_{0}",
+    "entropy_integral": r"\mathcal{I}",
+    "Rad": r"\mathfrak{R}_{n}",
+    "cover_scale": r"c_{\mathrm{cover}}",
+    "b21": r"\|W^{\top}\|_{2,1}",
+    "W_width": r"W",
+    "d_ff": r"d_{\mathrm{ff}}",
+    "alpha_layer": r"\alpha_{\ell}",
+    "tau_layer": r"\tau_{\ell}",
+    "S_edelman": r"S_{\mathrm{Edelman}}",
+    "Phi_edelman": r"\Phi_{\mathrm{Edelman}}",
+    "s_qk": r"s_{QK}",
+    "s_vo": r"s_{VO}",
+    "S_q2p": r"S_{2p}(W_{q})",
+    "S_k2p": r"S_{2p}(W_{k})",
+    "bo_norm": r"\|b_{o}\|_{2}",
+    "g_inf": r"\|g\|_{\infty}",
+    "beta_norm": r"\|\beta\|_{2}",
+    "v_ln": r"v_{\mathrm{LN}}",
+    "std_min": r"\mathrm{std}_{\min}",
+    "query_pre_attn_scalar": r"\mathrm{query\_pre\_attn\_scalar}",
+    "attention_multiplier": r"\mathrm{attention\_multiplier}",
+}
+
+
+class _Printer(LatexPrinter):
+    """SymPy's LaTeX printer, with the catalogue's names (:data:`LATEX_NAMES`) for its symbols."""
+
+    def _print_Symbol(self, expr: sp.Symbol, style: str = "plain") -> str:
+        name = LATEX_NAMES.get(expr.name)
+        return name if name is not None else super()._print_Symbol(expr, style)
+
+
+def latex(expr: sp.Basic) -> str:
+    """``expr`` as LaTeX, each catalogue symbol written as the paper writes it (:data:`LATEX_NAMES`).
+
+    >>> print(latex(SYMBOLS["eps"] ** -SYMBOLS["p"] * SYMBOLS["rho"]))
+    \\varepsilon^{- p} \\rho
+    """
+    return _Printer().doprint(expr)
 
 
 def meaning(sym: sp.Symbol | str) -> str:

@@ -1,6 +1,6 @@
 r"""Theorem 3.1: the multi-layer Transformer bound with post hoc Schatten indices.
 
-*Reconstruction* (MATH.md section 3), assembled from swappable parts:
+*Reconstruction* (docs/theory/thm31.md), assembled from swappable parts:
 
 1. per-matrix *internal* covers from Theorem 4.1 (:mod:`theory.thm41` at ``eps_j / 2``, so that
    every centre lies in the class: :func:`theory.composition.internal_cover_scale`), written as
@@ -17,7 +17,7 @@ For mixed indices the allocation and the integral are solved numerically
 (:mod:`numerics.bounds.theorem31`).
 
 *The numeric steps, stated here so that the numeric side evaluates exactly these forms*
-(:mod:`numerics.bounds.codegen` compiles them; reconstruction, MATH.md section 3):
+(:mod:`numerics.bounds.codegen` compiles them; reconstruction, docs/theory/thm31.md):
 
 * :func:`metric_points`: the Theorem 4.1 metric of a score matrix runs over the ``n T^2``
   token pairs within the ``n`` sequences, that of a vector-valued matrix over the ``n T`` tokens;

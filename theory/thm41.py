@@ -1,7 +1,7 @@
 r"""Theorem 4.1: covering a matrix-valued linear class, interpolating rank and norm.
 
 *Reconstruction.* The paper's exact statement and constants are not available;
-this module derives the form described in MATH.md section 2 from the cover
+this module derives the form described in docs/theory/thm41.md from the cover
 lemmas in :mod:`theory.covers`. SymPy performs every step that produces a closed
 form: the minimisation over the threshold ``tau``, the constant ``kappa(p)`` and
 the ``p -> 0+`` and ``p = 2`` forms.
@@ -103,7 +103,7 @@ class Thm41Form:
 
 
 def kappa_as_stated() -> sp.Expr:
-    """``kappa(p) = 2 p^(-p/2) (2-p)^(p/2-1)`` as MATH.md states it (typed, for comparison only)."""
+    """``kappa(p) = 2 p^(-p/2) (2-p)^(p/2-1)`` as the reconstruction states it (docs/theory/thm41.md) (typed, for comparison only)."""
     return 2 * p ** (-p / 2) * (2 - p) ** (p / 2 - 1)
 
 

@@ -35,6 +35,7 @@ import functools
 import inspect
 import io
 import itertools
+import logging
 import os
 import re
 import shutil
@@ -71,6 +72,19 @@ def _indent(lines: list[str], by: str = "   ") -> list[str]:
 def _escaped(text: str) -> str:
     """``text`` as reStructuredText that shows it verbatim (no markup character acts as one)."""
     return re.sub(r"([\\`*_|<>\[\]:])", r"\\\1", text)
+
+
+@contextlib.contextmanager
+def _scratch(prefix: str) -> Any:
+    """A fresh temporary folder, removed on leaving the block without entering a mount point or following a
+    symbolic link inside it (:func:`numerics._util.workdirs.remove_tree`, as specbound removes its own folders)."""
+    from numerics._util.workdirs import remove_tree
+
+    folder = tempfile.mkdtemp(prefix=prefix)
+    try:
+        yield folder
+    finally:
+        remove_tree(folder)
 
 
 def _clean(text: str) -> str:
@@ -117,9 +131,9 @@ def _docstring_rst(obj: Any) -> list[str]:
 
 
 def _math(expr: Any) -> list[str]:
-    import sympy as sp
+    from theory.symbols import latex
 
-    return [".. math::", "", *_indent(sp.latex(expr).splitlines()), ""]
+    return [".. math::", "", *_indent(latex(expr).splitlines()), ""]
 
 
 def _string_candidates(module: Any, fn: Any) -> list[str]:
@@ -516,6 +530,27 @@ def defined_here(module: Any) -> list[str]:
     return out
 
 
+def _api_lines(modules: list[str]) -> list[str]:
+    import importlib
+
+    out: list[str] = []
+    for name in modules:
+        module = importlib.import_module(name)
+        out += _heading(f"``{name}``", H2)
+        out += [f".. automodule:: {name}", ""]
+        for member in defined_here(module):
+            obj = getattr(module, member)
+            if inspect.isclass(obj):
+                out += [f".. autoclass:: {name}.{member}", "   :members:", ""]
+            elif _is_function(obj):
+                out += [f".. autofunction:: {name}.{member}", ""]
+            else:
+                text = repr(obj)  # a long value, or one naming this machine's folders, is left out
+                hide = len(text) > 120 or str(ROOT) in text or HOME in text
+                out += [f".. autodata:: {name}.{member}", *(["   :no-value:"] if hide else []), ""]
+    return out
+
+
 class Api(_Generated):
     """``automodule`` for every public module of a package, each with the names of its ``__all__`` it
     defines (a name a package re-exports is documented once, where it is defined)."""
@@ -523,24 +558,8 @@ class Api(_Generated):
     required_arguments = 1
 
     def lines(self) -> list[str]:
-        import importlib
 
-        out: list[str] = []
-        for name in package_modules(self.arguments[0]):
-            module = importlib.import_module(name)
-            out += _heading(f"``{name}``", H2)
-            out += [f".. automodule:: {name}", ""]
-            for member in defined_here(module):
-                obj = getattr(module, member)
-                if inspect.isclass(obj):
-                    out += [f".. autoclass:: {name}.{member}", "   :members:", ""]
-                elif _is_function(obj):
-                    out += [f".. autofunction:: {name}.{member}", ""]
-                else:
-                    text = repr(obj)  # a long value, or one naming this machine's folders, is left out
-                    hide = len(text) > 120 or str(ROOT) in text or HOME in text
-                    out += [f".. autodata:: {name}.{member}", *(["   :no-value:"] if hide else []), ""]
-        return out
+        return _api_lines(package_modules(self.arguments[0]))
 
 
 class Exports(_Generated):
@@ -562,6 +581,52 @@ class Exports(_Generated):
         return out + [""]
 
 
+class Glossary(_Generated):
+    """The glossary: every entry of :data:`numerics.report.fields.FIELDS` (the table the writers' fields are
+    checked against), one row each."""
+
+    def lines(self) -> list[str]:
+        from numerics.report.fields import FIELDS
+
+        out = [".. list-table::", "   :header-rows: 1", "   :widths: 35 12 8 45", ""]
+        out += ["   * - field", "     - unit", "     - log", "     - meaning"]
+        for f in FIELDS:
+            out += [
+                f"   * - ``{f.path}``",
+                f"     - {_cell(f.unit) or '-'}",
+                f"     - {f.log or '-'}",
+                f"     - {_escaped(_cell(f.meaning))}",
+            ]
+        return out + [""]
+
+
+class ApiPackage(_Generated):
+    """``automodule`` entries for the modules of one subpackage (or the package's top-level modules):
+    ``.. specbound-api-part:: numerics io`` documents ``numerics.io`` and its modules; ``numerics .`` the
+    package itself and its modules that are not in a subpackage."""
+
+    required_arguments = 2
+
+    def lines(self) -> list[str]:
+        package, part = self.arguments
+        prefix = f"{package}.{part}"
+        subpackages = api_parts(package)
+        names = []
+        for name in package_modules(package):
+            if part == ".":
+                if not any(name == f"{package}.{s}" or name.startswith(f"{package}.{s}.") for s in subpackages):
+                    names.append(name)
+            elif name == prefix or name.startswith(prefix + "."):
+                names.append(name)
+        return _api_lines(names)
+
+
+def api_parts(package: str) -> list[str]:
+    """The public subpackages of ``package`` (folders with an ``__init__.py``), each an API page of its own."""
+    base = ROOT / package
+    return sorted(p.name for p in base.iterdir() if (p / "__init__.py").is_file() and not p.name.startswith("_"))
+
+
 # --------------------------------------------------------------------------- captured output
 
 
@@ -575,7 +640,7 @@ class Run(SphinxDirective):
     def run(self) -> list[nodes.Node]:
         args = self.arguments[0].split()
         exe = Path(sys.executable).with_name("specbound")
-        with tempfile.TemporaryDirectory() as tmp:
+        with _scratch("specbound-docs-run-") as tmp:
             cwd = tmp if "in-temp" in self.options else str(ROOT)
             done = subprocess.run(
                 [str(exe), *args],
@@ -621,6 +686,91 @@ class Python(SphinxDirective):
         return result
 
 
+class Form(SphinxDirective):
+    """``.. specbound-form:: thm41.derive("bilinear").expr`` renders a form of ``theory`` as LaTeX at build time.
+
+    The argument is a Python expression over the ``theory`` modules (each by its short name); the result is
+    printed by :func:`theory.symbols.latex`, as ``specbound derive --latex`` prints it. An optional
+    ``:label:`` is shown before the formula.
+    """
+
+    required_arguments = 1
+    final_argument_whitespace = True
+    option_spec = {"label": directives.unchanged}
+
+    def run(self) -> list[nodes.Node]:
+        import importlib
+
+        import theory
+        from theory.symbols import SYMBOLS, latex
+
+        namespace: dict[str, Any] = {"SYMBOLS": SYMBOLS}
+        for name in theory.__all__:
+            if name != "SYMBOLS":
+                namespace[name] = importlib.import_module(f"theory.{name}")
+        try:
+            value = eval(self.arguments[0], namespace)  # the page's own expression, over theory/
+        except Exception as exc:
+            raise ExtensionError(
+                f"{self.env.docname}: {self.arguments[0]} failed: {type(exc).__name__}: {exc}"
+            ) from exc
+        text = latex(value)
+        out: list[nodes.Node] = []
+        if "label" in self.options:
+            para = nodes.paragraph()
+            para += nodes.emphasis(self.options["label"], self.options["label"])
+            out.append(para)
+        node = nodes.math_block(text, text, nowrap=False, number=None)
+        node["docname"] = self.env.docname
+        out.append(node)
+        return out
+
+
+@functools.cache
+def _minilm() -> Any:
+    """The analysis of MiniLM-L6 for the worked numbers, or ``None`` when the checkpoint is not in the cache."""
+    from numerics._util.cache import cache_root
+    from numerics.analysis import analyze
+    from numerics.io.registry import REGISTRY
+
+    entry = REGISTRY["minilm-l6"]
+    folder = cache_root() / f"{entry.name}-{entry.version}"
+    if not (folder / "config.json").is_file():
+        return None
+    return analyze(str(folder))
+
+
+class Worked(SphinxDirective):
+    """A worked number on MiniLM-L6: runs its content (Python, with ``analysis`` the
+    :class:`numerics.analysis.Analysis` of MiniLM-L6) at build time and shows code and output. When the
+    checkpoint is not in the cache at build time, the page says so instead."""
+
+    has_content = True
+
+    def run(self) -> list[nodes.Node]:
+        analysis = _minilm()
+        code = "\n".join(self.content)
+        if analysis is None:
+            text = (
+                "This worked number needs the MiniLM-L6 checkpoint, which was not in specbound's cache when this "
+                "page was built (``specbound fetch minilm-l6`` fetches it; the next build shows the number)."
+            )
+            para = nodes.note()
+            para += nodes.paragraph(text, text)
+            return [para]
+        buf = io.StringIO()
+        namespace: dict[str, Any] = {"__name__": "__specbound_docs__", "analysis": analysis}
+        try:
+            with contextlib.redirect_stdout(buf):
+                exec(compile(code, f"<{self.env.docname}: specbound-worked>", "exec"), namespace)
+        except Exception as exc:
+            raise ExtensionError(f"{self.env.docname}: the worked number failed: {type(exc).__name__}: {exc}") from exc
+        src = nodes.literal_block(code, code)
+        src["language"] = "python"
+        text = _clean(buf.getvalue()).rstrip("\n")
+        return [src, nodes.literal_block(text, text)]
+
+
 class Include(SphinxDirective):
     """``.. specbound-file:: PATH`` shows a text file written by an earlier ``specbound-run`` of
     ``specbound study`` (the folder in the config value ``specbound_study_dir``)."""
@@ -652,14 +802,112 @@ class StudyRun(SphinxDirective):
 
 
 def execute_notebook(path: Path, out: Path) -> None:
-    """Run ``path`` top to bottom in a temporary folder; write the executed notebook to ``out``."""
+    """Run ``path`` top to bottom in a temporary folder; write the executed notebook to ``out``.
+
+    The kernel's ``$TMPDIR`` is a folder inside that temporary folder, so whatever a notebook leaves in
+    its temporary folder goes with it: nothing is left in the builder's ``$TMPDIR``.
+    """
     import nbformat
     from nbclient import NotebookClient
 
     nb = nbformat.read(path, as_version=4)
-    with tempfile.TemporaryDirectory() as tmp:
-        NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": tmp}}).execute()
+    with _scratch("specbound-docs-nb-") as tmp:
+        scratch = Path(tmp) / "tmp"
+        scratch.mkdir()
+        env = {**os.environ, "TMPDIR": str(scratch), "TEMP": str(scratch), "TMP": str(scratch)}
+        client = NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": tmp}})
+        client.log.setLevel(logging.WARNING)  # the build names each notebook itself (_prepare)
+        client.execute(env=env)  # passed on to the kernel process
     nbformat.write(nb, out)
+
+
+#: The record ``_generated/notebooks`` keeps of the files the build wrote there (name -> sha256): the next
+#: build removes or replaces only these, unchanged; anything else in the folder is left where it is.
+RECORD = ".specbound-docs-written.json"
+
+
+def _sha256(path: Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _say(message: str) -> None:
+    """A line on stderr for the person building the site (Sphinx's ``-q`` silences its own logger)."""
+    print(f"[docs] {message}", file=sys.stderr, flush=True)
+
+
+def claim_generated_folder(target: Path, names: list[str]) -> dict[str, str]:
+    """Make ``target`` ready for the build to write ``names`` into it, deleting only what an earlier build wrote.
+
+    Returns the record of the earlier build (``{name: sha256}``, without the files removed). A file the
+    record lists and that is unchanged is removed; one that changed since, or a file of a name the build is
+    about to write that the record does not list, is refused (``ExtensionError`` naming it): it is not the
+    build's to replace. Nothing else in the folder is touched; ``target`` itself must be a real folder (not
+    a symbolic link).
+    """
+    import json
+
+    if target.is_symlink() or (target.exists() and not target.is_dir()):
+        raise ExtensionError(f"{target}: not a folder the documentation build wrote; move it away")
+    target.mkdir(parents=True, exist_ok=True)
+    record_path = target / RECORD
+    record: dict[str, str] = {}
+    if record_path.is_file() and not record_path.is_symlink():
+        try:
+            record = dict(json.loads(record_path.read_text(encoding="utf-8")).get("files", {}))
+        except (ValueError, AttributeError) as exc:
+            raise ExtensionError(f"{record_path}: not a record the documentation build wrote ({exc})") from exc
+    for name, digest in list(record.items()):
+        path = target / name
+        if Path(name).name != name or not path.exists():
+            record.pop(name)
+            continue
+        if path.is_symlink() or not path.is_file() or _sha256(path) != digest:
+            raise ExtensionError(f"{path}: changed since the documentation build wrote it; move it away to rebuild")
+        path.unlink()
+        record.pop(name)
+    for name in names:
+        if (target / name).exists() or (target / name).is_symlink():
+            raise ExtensionError(f"{target / name}: not written by the documentation build; move it away to rebuild")
+    return record
+
+
+def write_record(target: Path, names: list[str]) -> None:
+    """Record the files the build wrote into ``target`` (their sha256), for :func:`claim_generated_folder`."""
+    import json
+
+    files = {name: _sha256(target / name) for name in names}
+    tmp = target / (RECORD + ".tmp")
+    tmp.write_text(
+        json.dumps({"written_by": "specbound docs build", "files": files}, indent=1) + "\n", encoding="utf-8"
+    )
+    os.replace(tmp, target / RECORD)
+
+
+def _announce_fetches(paths: list[Path]) -> None:
+    """Say which registered checkpoints the notebooks will fetch into the cache, and how large they are,
+    before they are fetched; then fetch each with its progress on stderr."""
+    from numerics._util.cache import cache_root
+    from numerics.io.registry import REGISTRY, fetch
+
+    text = "\n".join(p.read_text(encoding="utf-8") for p in paths)
+    needed = [e for name, e in REGISTRY.items() if f"'{name}'" in text or f'\\"{name}\\"' in text]
+    root = cache_root()
+    missing = [e for e in needed if not (root / f"{e.name}-{e.version}").is_dir()]
+    if not missing:
+        return
+    size = sum(f.size for e in missing for f in e.files)
+    names = ", ".join(e.name for e in missing)
+    _say(f"the notebooks read {names}: fetching them into the cache {_clean(str(root))} (about {size / 1e6:.0f} MB)")
+    for entry in missing:
+        fetch(entry.name, progress=lambda message: _say(_clean(message)))
+
+
+def _remove_tree(folder: Path) -> None:
+    from numerics._util.workdirs import remove_tree
+
+    remove_tree(folder)
 
 
 def _prepare(app: Sphinx) -> None:
@@ -669,36 +917,47 @@ def _prepare(app: Sphinx) -> None:
     target = Path(app.srcdir) / "_generated" / "notebooks"
     if not app.config.specbound_render_notebooks:
         return
-    if target.exists():
-        shutil.rmtree(target)
-    target.mkdir(parents=True)
+    paths = sorted((ROOT / "notebooks").glob("*.ipynb"))
+    names = [path.name for path in paths]
+    claim_generated_folder(target, names)
     given = app.config.specbound_executed_notebooks
-    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
-        if given:
-            src = Path(given) / path.name
-            if not src.is_file():
-                raise ExtensionError(f"{src}: no executed copy of {path.name}")
-            shutil.copyfile(src, target / path.name)
-        else:
-            execute_notebook(path, target / path.name)
-        copy = target / path.name
-        nb = nbformat.read(copy, as_version=4)
-        for cell in nb.cells:  # text outputs name no home folder (images are left as they are)
-            for output in cell.get("outputs", []):
-                if "text" in output:
-                    output["text"] = _clean(output["text"])
-                for mime, value in output.get("data", {}).items():
-                    if mime.startswith("text/") and isinstance(value, str):
-                        output["data"][mime] = _clean(value)
-        nbformat.write(nb, copy)
-        errors = [
-            o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.output_type == "error"
-        ]
-        if errors:
-            raise ExtensionError(f"notebooks/{path.name} raised {errors[0].get('ename')}: {errors[0].get('evalue')}")
+    if not given:
+        _announce_fetches(paths)
+    written: list[str] = []
+    try:
+        for number, path in enumerate(paths, 1):
+            if given:
+                src = Path(given) / path.name
+                if not src.is_file():
+                    raise ExtensionError(f"{src}: no executed copy of {path.name}")
+                shutil.copyfile(src, target / path.name)
+            else:
+                _say(f"executing notebooks/{path.name} ({number} of {len(paths)})")
+                execute_notebook(path, target / path.name)
+            written.append(path.name)
+            copy = target / path.name
+            nb = nbformat.read(copy, as_version=4)
+            for cell in nb.cells:  # text outputs name no home folder (images are left as they are)
+                for output in cell.get("outputs", []):
+                    if "text" in output:
+                        output["text"] = _clean(output["text"])
+                    for mime, value in output.get("data", {}).items():
+                        if mime.startswith("text/") and isinstance(value, str):
+                            output["data"][mime] = _clean(value)
+            nbformat.write(nb, copy)
+            errors = [
+                o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.output_type == "error"
+            ]
+            if errors:
+                raise ExtensionError(
+                    f"notebooks/{path.name} raised {errors[0].get('ename')}: {errors[0].get('evalue')}"
+                )
+    finally:
+        write_record(target, written)
     if not app.config.specbound_study_dir:
+        _say("running `specbound study --preset smoke` for the getting-started page (about half a minute)")
         tmp = Path(tempfile.mkdtemp(prefix="specbound-docs-study-"))
-        app.connect("build-finished", lambda app, exc: shutil.rmtree(tmp, ignore_errors=True))
+        app.connect("build-finished", lambda app, exc: _remove_tree(tmp))
         exe = Path(sys.executable).with_name("specbound")
         done = subprocess.run(
             [str(exe), "study", "--preset", "smoke", "--out", str(tmp / "out"), "--no-plots"],
@@ -778,8 +1037,9 @@ def _short_names() -> set[str]:
 
 
 def _napoleon_for_code_only(app: Sphinx) -> None:
-    """Napoleon reads a data or attribute docstring's first ``word: text`` as ``type: description``;
-    specbound's constants are documented in prose, so napoleon handles only functions, classes, modules."""
+    """Napoleon reads a data, attribute or property docstring's first ``word: text`` as ``type: description``;
+    specbound's constants and properties are documented in prose ("Diagnostic: ..."), so napoleon handles only
+    functions, classes, modules."""
     from sphinx.ext import napoleon
 
     listeners = app.events.listeners.get("autodoc-process-docstring", [])
@@ -788,7 +1048,7 @@ def _napoleon_for_code_only(app: Sphinx) -> None:
             app.disconnect(listener.id)
 
             def wrapped(app: Sphinx, what: str, name: str, obj: Any, options: Any, lines: list[str]) -> None:
-                if what not in ("data", "attribute"):
+                if what not in ("data", "attribute", "property"):
                     napoleon._process_docstring(app, what, name, obj, options, lines)
                 elif lines and obj is not None and " ".join(lines).split() == (inspect.getdoc(type(obj)) or "").split():
                     lines.clear()  # a constant without a comment of its own: not its type's docstring
@@ -844,6 +1104,10 @@ def setup(app: Sphinx) -> dict[str, Any]:
         ("specbound-python", Python),
         ("specbound-file", Include),
         ("specbound-study", StudyRun),
+        ("specbound-form", Form),
+        ("specbound-worked", Worked),
+        ("specbound-glossary", Glossary),
+        ("specbound-api-part", ApiPackage),
     ):
         app.add_directive(name, cls)
     app.connect("builder-inited", _prepare)

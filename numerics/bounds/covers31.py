@@ -7,7 +7,7 @@ by one of the enabled covers (:mod:`theory.registry`) evaluated at ``eps_j / 2``
 .. math:: \log N(\varepsilon) \le G(\varepsilon) = \min_{\sum_j \rho_j \varepsilon_j \le \varepsilon}
           \sum_j K_j(\varepsilon_j).
 
-*What is chosen post hoc, and what it costs* (counted in ``delta`` like the Schatten grid, MATH.md section 10):
+*What is chosen post hoc, and what it costs* (counted in ``delta`` like the Schatten grid, docs/theory/validity.md):
 
 * the cover of each tie group (``settings.tie``), one of ``k`` enabled: ``log k`` per group (when ``k > 1``); or,
   with ``choice="matrix"``, the cover of each matrix: ``log k`` per matrix (a uniform prior over the ``k^J``
@@ -566,7 +566,7 @@ def compose(
     for j, t in enumerate(terms):
         if is_matrix[j]:
             o = best[4][j]
-            # what was left out of the matrix's spectrum and paid for (MATH.md section 11 rule 5): nothing for a cover
+            # what was left out of the matrix's spectrum and paid for (docs/theory/validity.md): nothing for a cover
             # of the whole spectrum; for a truncation at r_head, the tail ||W - W_r||_F (an upper bound, from the
             # upper values) that the cover's scale pays
             tail = (

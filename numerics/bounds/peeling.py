@@ -1,4 +1,4 @@
-"""The peeling grid of the quantities read after training (:mod:`theory.margin`, MATH.md section 10 rule 2).
+"""The peeling grid of the quantities read after training (:mod:`theory.margin`, docs/theory/peeling.md).
 
 ``v_k = PEEL_BASE * PEEL_RATIO^k`` with ``k`` any integer; :func:`peeling_levels` finds a value's level (the cell's
 upper end, or for the margin the grid value below) and :func:`grid_values` the grid value there. Used by

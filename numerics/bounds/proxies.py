@@ -1,4 +1,4 @@
-"""The BERT-adapted proxies of MATH.md section 7 (the paper's section 6), reported as logarithms.
+"""The BERT-adapted proxies of docs/theory/baselines.md (the paper's section 6), reported as logarithms.
 
 * ``phi_sa = min over the common grid of sqrt(C_nolog(p))``: Theorem 3.1's complexity at a
   common Schatten index with every log factor set to 1 (:func:`log_phi_sa_by_common_p`,
@@ -107,7 +107,7 @@ def edelman_layers(stats: Sequence[Any], info: dict[str, Any], num_layers: int) 
 
 
 def log_phi_edelman(stats: Sequence[Any], info: dict[str, Any], num_layers: int) -> float:
-    """``log Phi_Edelman = (3/2) log sum_l alpha_l^(2/3) tau_l`` (MATH.md section 7; :func:`theory.baselines.edelman2022_phi`).
+    """``log Phi_Edelman = (3/2) log sum_l alpha_l^(2/3) tau_l`` (docs/theory/baselines.md; :func:`theory.baselines.edelman2022_phi`).
 
     The layers' inputs are :func:`edelman_layers`.
     """

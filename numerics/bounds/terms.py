@@ -35,6 +35,7 @@ import numpy as np
 
 from numerics._util.logmath import logsumexp
 from numerics.bounds import compiled
+from numerics.bounds import embeddings as input_terms
 from numerics.bounds.peeling import grid_values
 from numerics.spectra.stats import schatten_power
 
@@ -50,9 +51,10 @@ __all__ = [
 
 #: The tie group type of each kind of matrix in the bound: per layer one Schatten index for the
 #: QK products (``qk``), one for the VO products and the attention output's bias (``vo``) and one for
-#: the feedforward matrices ``ff1`` and ``ff2`` (``ff``). Groups are named ``layer<l>/<type>``
-#: everywhere (tables, JSON, legends).
-GROUP_OF_KIND = {"qk": "qk", "vo": "vo", "ff1": "ff", "ff2": "ff", "rq": "qk", "rk": "qk", "bo": "vo"}
+#: the feedforward matrices ``ff1`` and ``ff2`` (``ff``). Groups are named ``layer<l>/<type>`` everywhere (tables, JSON,
+#: legends); the input tables (``emb``) and a projection after their norm (``proj``), layer -1, ``embeddings/<type>``.
+_INPUT_KINDS = {kind: kind for kind in input_terms.EMBEDDING_GROUPS}
+GROUP_OF_KIND = {"qk": "qk", "vo": "vo", "ff1": "ff", "ff2": "ff", "rq": "qk", "rk": "qk", "bo": "vo", **_INPUT_KINDS}
 
 #: Largest input norm B and activation constant accepted: B^4 and the like stay finite floats.
 MAX_MODEL_CONSTANT = 1e50
@@ -70,15 +72,23 @@ class ModelSettings:
             (:mod:`theory.activations` gives it otherwise).
         bias: fold each bias into its matrix by homogeneous coordinates (:mod:`theory.affine`);
             ``False`` keeps the bias-free idealisation (``specbound analyze --no-bias``).
+        embeddings: cover the trained input tables and a projection after their norm as terms
+            (:mod:`theory.embeddings`); ``False`` (``--fixed-embeddings``): the bound is conditional on their values.
+        layernorm: ``"projection"`` (default): every norm layer is the projection onto its ball, 1-Lipschitz
+            (Edelman et al.'s idealisation); ``"lipschitz"``: the real norm, ``g_inf / sqrt(eps_ln)``-Lipschitz
+            (:func:`theory.normlayers.layernorm_lipschitz_global`), in every propagation factor.
     """
 
     input_norm: float | None = None
     activation_lipschitz: float = 1.13
     bias: bool = True
+    embeddings: bool = True
+    layernorm: str = "projection"
 
     def __post_init__(self) -> None:
-        if not isinstance(self.bias, bool):
-            raise ValueError(f"bias={self.bias!r} must be True or False.")
+        input_terms.check_network_options(
+            bias=self.bias, embeddings=self.embeddings, layernorm=self.layernorm, input_norm=self.input_norm
+        )
         for name in ("input_norm", "activation_lipschitz"):
             v = getattr(self, name)
             if v is None and name == "input_norm":
@@ -307,6 +317,7 @@ def _layer_lipschitz_logs(
     L_sigma: float,
     *,
     bias: bool = False,
+    log_norm: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """log Lipschitz constants of each layer's attention block and feedforward block.
 
@@ -314,7 +325,8 @@ def _layer_lipschitz_logs(
     of :mod:`theory.lipschitz` (with ``bias``: :mod:`theory.affine`, rows ``[x; 1]``; compiled, in log
     space: ``B`` and the norms may be huge); ``B[layer]`` bounds the rows entering the layer's
     attention block. The sum over a layer's heads is a log-sum-exp (pinned to
-    :func:`theory.lipschitz.attention_block_lipschitz` by ``tests/test_lipschitz.py``).
+    :func:`theory.lipschitz.attention_block_lipschitz` by ``tests/test_lipschitz.py``). ``log_norm``: per block ``log L_k``
+    of a real norm on the branch, ``1 + L_k branch`` (pre-LN, :func:`theory.embeddings.block_constant`).
     """
     terms: list[list[float]] = [[] for _ in range(num_layers)]
     with np.errstate(divide="ignore"):
@@ -343,6 +355,8 @@ def _layer_lipschitz_logs(
                 for layer in range(num_layers)
             ]
         )
+    if log_norm is not None and log_norm.size:
+        log_heads, log_branch = log_heads + log_norm[0::2], log_branch + log_norm[1::2]
     return np.asarray(compiled.log_residual(log_heads), dtype=np.float64), np.asarray(
         compiled.log_residual(log_branch), dtype=np.float64
     )
@@ -378,6 +392,8 @@ def build_terms(
     gate: str | None = None,
     peel: bool = True,
     norms: Sequence[Sequence[dict[str, Any] | None]] | None = None,
+    norm_eps: float | None = None,
+    layout: str | None = None,
 ) -> tuple[list[MatrixTerm], dict[str, Any]]:
     """Turn per-matrix statistics into :class:`MatrixTerm` records with propagation factors.
 
@@ -409,11 +425,13 @@ def build_terms(
     ``norms``: per layer, ``(attention, feedforward)``, the norm layer feeding each block (``None`` where none
     does): ``{"name", "kind", "N", "g_inf", "beta_norm", "projection"}`` (``projection``: ``(s, b)`` of a
     trained map after the norm, or ``None``). With ``peel`` and no ``model.input_norm``, the trained gains
-    and biases are terms of the bound (:mod:`theory.normlayers`, MATH.md section 10 rule 3): kinds ``gain``
+    and biases are terms of the bound (:mod:`theory.normlayers`, docs/theory/normlayers.md): kinds ``gain``
     and ``beta`` (shape ``(1, N)``, "spectral norm" ``g_inf`` or ``beta_norm``, peeled like any other), entering
     the block they feed (propagation factor: that block's constant and every later one's, times the
     projection's spectral norm); the radius of such a block is the norm radius at the grid values of
     ``g_inf`` and ``beta_norm`` (only a projection's ``s`` and ``b`` are then peeled as radii).
+    Kinds ``emb``, ``proj`` (input tables, layer -1): :func:`numerics.bounds.embeddings.embedding_terms`. ``model.layernorm
+    == "lipschitz"`` with ``norms``: their ``g_inf / sqrt(norm_eps)`` in the chain (:func:`~numerics.bounds.embeddings.norm_chain`).
     """
     folded = _folded(stats, hidden_size)
     if bias is not None and bias != folded:
@@ -433,7 +451,7 @@ def build_terms(
                 raise ValueError(f"radius {v!r} must be non-negative and at most {MAX_MODEL_CONSTANT:.0e}.")
     # a zero radius (a norm layer with zero gain and bias): its rows are 0; the logs need a positive floor
     radii = [(max(a, 1e-300), max(f, 1e-300)) for a, f in radii]
-    # Post hoc quantities on the peeling grid (theory.margin, MATH.md section 10 rule 2): the radii read from
+    # Post hoc quantities on the peeling grid (theory.margin, docs/theory/peeling.md): the radii read from
     # trained norm layers and every spectral norm enter the Lipschitz model at the cell's upper end. A radius
     # given by --input-norm, or sqrt(N) where no norm feeds a block, is fixed before training: not peeled.
     peel_radii = peel if model.input_norm is None and read_radii else False
@@ -453,8 +471,12 @@ def build_terms(
         peeled = [v for r in realised_radii for v in r]
     Ls = model.activation_lipschitz if activation_lipschitz is None else activation_lipschitz
     gain = Ls if activation_gain is None else activation_gain
+    real_norms = model.layernorm == "lipschitz" and norms is not None
+    inner, between = input_terms.norm_chain(norms if real_norms else None, norm_eps, layout, num_layers, peel=peel)
     head_norm, ff_norm = _norm_tables(stats, peel=peel)
-    log_attn, log_ff = _layer_lipschitz_logs(head_norm, ff_norm, num_layers, [r[0] for r in radii], Ls, bias=folded)
+    log_attn, log_ff = _layer_lipschitz_logs(
+        head_norm, ff_norm, num_layers, [r[0] for r in radii], Ls, bias=folded, log_norm=inner
+    )
     gated = _gated_norms(stats, gate, peel=peel) if gate is not None else {}
     if gate is not None:
         with np.errstate(divide="ignore"):
@@ -471,13 +493,15 @@ def build_terms(
                                 log_s_3=_log(gated[layer]["up"]),
                                 bias=folded,
                             )
+                            + (float(inner[2 * layer + 1]) if inner is not None else 0.0)
                         )
                     )
                     for layer in range(num_layers)
                 ]
             )
-    # log of the product of every block after (layer, block): block 0 = attention, 1 = feedforward
-    after = log_after(np.stack([log_attn, log_ff], axis=1).ravel())
+    # log of the product of every block after (layer, block): block 0 = attention, 1 = feedforward (post-LN real norms:
+    # each block preceded by the norm feeding it)
+    after = log_after(chain := np.stack([log_attn, log_ff], axis=1).ravel() + between)
     realised_tables = (
         _norm_tables(stats, peel=False),
         _gated_norms(stats, gate, peel=False) if gate is not None else {},
@@ -524,7 +548,7 @@ def build_terms(
 
     terms = []
     for st in stats:
-        if st.kind not in GROUP_OF_KIND:
+        if st.kind not in GROUP_OF_KIND or st.kind in input_terms.EMBEDDING_GROUPS:
             continue
         layer = st.layer
         local, scale = local_and_scale(st, radii, head_norm, ff_norm, gated)
@@ -536,7 +560,7 @@ def build_terms(
                 kind=st.kind,
                 shape=tuple(st.shape),
                 rank_bound=int(st.rank_bound),
-                # upper bounds of the singular values (MATH.md section 11 rule 5): S_p and s_j bounded from above
+                # upper bounds of the singular values (docs/theory/validity.md): S_p and s_j bounded from above
                 singular_values=np.asarray(st.singular_values_upper, dtype=np.float64),
                 rank=int(st.rank),
                 log_rho=float(local + downstream),
@@ -549,6 +573,9 @@ def build_terms(
     if covered_norms:
         assert norms is not None
         terms += _norm_terms(norms, log_attn, log_ff, after)
+    first = norms[0][0] if norms else None
+    rows0 = input_terms.projection_rows(first, radii[0][0], realised_radii[0][0], covered_norms)
+    terms[:0] = input_terms.embedding_terms(stats, MatrixTerm, chain, between, rows0, folded=folded, peel=peel)
     largest = max(max(r) for r in realised_radii) if realised_radii else math.sqrt(hidden_size)
     # the baselines see the same (folded) matrices: their row bound is that of the rows entering them
     info = {
@@ -558,6 +585,8 @@ def build_terms(
         "input_norms_realised": [{"attention": r[0], "feedforward": r[1]} for r in realised_radii],
         "peeled_radii": peeled,
         "norm_parameters_covered": covered_norms,
+        "layernorm": "lipschitz" if real_norms else "projection",
+        "log_norm_lipschitz": (between if inner is None else inner).tolist() if real_norms else [],
         "activation_lipschitz": Ls,
         "activation_gain": gain,
         "bias_folded": folded,

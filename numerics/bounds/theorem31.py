@@ -253,7 +253,7 @@ def _log_coefficient_table(
             static.radii[key] = R
     log_eps = log_eps_min(terms, settings)
     spectral, log_rho, log_radius = static.spectral, static.log_rho, static.log_radius
-    # Trained norm gains and biases (theory.normlayers, MATH.md section 10 rule 3): K_j(eps) <= K_j(eps_min), so
+    # Trained norm gains and biases (theory.normlayers, docs/theory/normlayers.md): K_j(eps) <= K_j(eps_min), so
     # a_j(p) = K_j(eps_min / 2) eps_max^p with eps_max = B_out / rho_j, the largest scale the term is covered at.
     for kind, which in (("gain", "gain"), ("translation", "bias")):
         cols = static.cols[kind]
@@ -573,7 +573,7 @@ def group_labels(terms: Sequence[MatrixTerm], tie: str) -> list[str]:
 def peeling_cost(values: Iterable[float], *, upward: bool = True) -> float:
     """``sum log(1/pi)`` over ``values``: ``log(1/pi(k))`` at the level ``k`` of each positive value
     (:func:`theory.margin.peeling_cost`), ``log 2`` for each zero, which selects the zero class
-    (:func:`theory.margin.zero_peeling_cost`; MATH.md section 11 rule 6)."""
+    (:func:`theory.margin.zero_peeling_cost`; docs/theory/peeling.md)."""
     v = np.asarray(list(values), dtype=np.float64)
     if v.size and not (v >= 0).all():
         raise ValueError(f"peeled values must be non-negative; got {float(v[~(v >= 0)][0])!r}.")

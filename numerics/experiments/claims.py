@@ -1,4 +1,4 @@
-"""The paper's claims C1-C9 (MATH.md section 8) and the study's C10-C11 as named, measured checks.
+"""The paper's claims C1-C9 (docs/claims.rst) and the study's C10-C11 as named, measured checks.
 
 Each claim has a statement, how it is checked (the pytest tests marked
 ``@pytest.mark.claim("Cn")`` plus a measurement here) and a ``measure`` function
@@ -501,7 +501,7 @@ def evaluate_c8(result: SweepResult) -> dict[str, Any]:
     )
     return {
         "claim": "C8",
-        "statement": "Phi_SA grows more slowly in L and in N than Phi_Edelman (log-log slopes, MATH.md sections 7-8)",
+        "statement": "Phi_SA grows more slowly in L and in N than Phi_Edelman (log-log slopes, docs/theory/baselines.md and docs/claims.rst)",
         "status": status,
         "num_checkpoints": len(used),
         "comparisons": comparisons,

@@ -1,7 +1,7 @@
 r"""Scaling sweep: the BERT-adapted proxies across checkpoints of several depths and widths.
 
 For each checkpoint ``c`` with ``L_c`` layers and hidden width ``N_c``,
-:func:`numerics.analysis.analyze` gives the two proxies of MATH.md section 7 (the paper's
+:func:`numerics.analysis.analyze` gives the two proxies of docs/theory/baselines.md (the paper's
 section 6),
 
 .. math::
@@ -19,8 +19,8 @@ against ``log N`` at each fixed ``L``:
     \qquad \text{residual} = \Big(\tfrac{1}{|G|} \sum_{c \in G} r_c^2\Big)^{1/2},
 
 with ``x_c = L_c`` (group ``G``: same ``N``) or ``x_c = N_c`` (same ``L``); a slope needs two
-distinct ``x`` in the group, otherwise the fit says "not enough checkpoints". Claim C8 (MATH.md
-section 8) is that ``Phi_SA`` grows more slowly than ``Phi_Edelman`` in ``L`` and in ``N``:
+distinct ``x`` in the group, otherwise the fit says "not enough checkpoints". Claim C8 (docs/claims.rst,
+docs/theory/baselines.md) is that ``Phi_SA`` grows more slowly than ``Phi_Edelman`` in ``L`` and in ``N``:
 :func:`numerics.experiments.claims.evaluate_c8` compares the two slopes fit by fit, and never weakens
 the claim.
 

@@ -8,7 +8,7 @@ means adding an entry to :data:`ARCHITECTURES`, not a code path.
 Conventions
 -----------
 Every matrix is normalised to the **row-vector convention** ``Y = X W`` with ``W`` of shape
-``[in, out]`` (MATH.md section 1):
+``[in, out]`` (docs/theory/notation.md):
 
 * ``torch.nn.Linear`` stores ``weight`` as ``[out, in]`` (``y = x A^T + b``): layout
   ``"out_in"``, transposed on load;
@@ -90,7 +90,7 @@ class MatrixSpec:
 
 @dataclass(frozen=True)
 class NormSpec:
-    """Where a family's norm layers sit, and which kind they are (MATH.md section 9, "Norm layers").
+    """Where a family's norm layers sit, and which kind they are (docs/theory/network.md, "Norm layers").
 
     Attributes:
       kind: ``"layernorm"`` (``gamma * (x - mean) / std + beta``) or ``"rmsnorm"`` (``gamma * x / rms``).
@@ -105,6 +105,10 @@ class NormSpec:
         (``None``: layer 0 reads the raw input, whose radius the weights do not bound).
       projection: a linear map between that norm and layer 0 (ELECTRA's ``embeddings_project``,
         present only when ``embedding_size != hidden_size``), after the key prefix.
+      eps: where the norm's ``eps_ln`` comes from, ``(config key, value when the config has none)``: the key the
+        library's model code reads and its config class's default (``None`` as key: a constant in the model
+        code, DistilBERT's ``1e-12``). Read only for ``--layernorm lipschitz``
+        (:func:`theory.normlayers.layernorm_lipschitz_global`).
     """
 
     kind: Literal["layernorm", "rmsnorm"]
@@ -113,6 +117,7 @@ class NormSpec:
     feedforward: str
     embeddings: str | None = None
     projection: str | None = None
+    eps: tuple[str | None, float] = ("layer_norm_eps", 1e-12)
 
 
 @dataclass(frozen=True)
@@ -136,6 +141,11 @@ class ArchitectureMap:
         ``None``: a configuration must name it.
       gate: the key of the gate matrix of a gated feedforward block (``W_2 (sigma(W_1 x) * W_3 x)``),
         one of the ``ff1`` matrices; ``None`` for ``sigma(x W_1) W_2``.
+      embeddings: the trained input tables, after the key prefix (word, position, token type): each a
+        ``V x N`` matrix acting on one-hot rows, covered as a term of the bound (:mod:`theory.embeddings`)
+        unless ``--fixed-embeddings``; a checkpoint may lack some (a table the map names but the file does not
+        hold is reported as absent).
+      no_embeddings: why the map names no table (``embeddings`` empty), said in the report.
       config_keys: the ``config.json`` keys the implementation of these models reads (transformers' configuration
         class and modeling file for every listed ``model_type``, aliases of its ``attribute_map`` included, with
         :data:`COMMON_CONFIG_KEYS`); every other key of a configuration is ignored and reported as ignored
@@ -151,6 +161,8 @@ class ArchitectureMap:
     positions: Literal["absolute", "rotary", "relative-bias"] = "absolute"
     gate: str | None = None
     default_activation: str | None = None
+    embeddings: tuple[str, ...] = ()
+    no_embeddings: str | None = None
     config_keys: frozenset[str] = frozenset()
     _pattern: re.Pattern[str] = field(init=False, repr=False, compare=False)
 
@@ -159,6 +171,8 @@ class ArchitectureMap:
         if not sep:
             raise ValueError(f"layer_stem={self.layer_stem!r} must contain '{{i}}'")
         roles = [m.role for m in self.matrices]
+        if bool(self.embeddings) == (self.no_embeddings is not None):
+            raise ValueError(f"{self.name!r} must name its embedding tables or say why it has none (not both)")
         if "qkv" in roles and {"q", "k", "v"} & set(roles):
             raise ValueError(f"matrices of {self.name!r} must not list both 'qkv' and q/k/v")
         suffixes = "|".join(re.escape(m.key) for m in self.matrices)
@@ -193,6 +207,13 @@ def _conv1d(role: Role, key: str, label: str) -> MatrixSpec:
     return MatrixSpec(role=role, key=key, layout="in_out", label=label)
 
 
+_BERT_TABLES = (
+    "embeddings.word_embeddings.weight",
+    "embeddings.position_embeddings.weight",
+    "embeddings.token_type_embeddings.weight",
+)
+
+
 _MAPS: tuple[ArchitectureMap, ...] = (
     ArchitectureMap(
         name="bert",
@@ -217,6 +238,7 @@ _MAPS: tuple[ArchitectureMap, ...] = (
             embeddings="embeddings.LayerNorm",
             projection="embeddings_project",
         ),
+        embeddings=_BERT_TABLES,
     ),
     ArchitectureMap(
         # transformers' MegatronBertLayer: x + attention(attention.ln(x)), then h + FF(ln(h)); the embeddings
@@ -236,6 +258,7 @@ _MAPS: tuple[ArchitectureMap, ...] = (
         ),
         model_types=("megatron-bert",),
         norms=NormSpec("layernorm", "pre", "attention.ln", "ln"),
+        embeddings=_BERT_TABLES,
     ),
     ArchitectureMap(
         name="mpnet",
@@ -256,6 +279,7 @@ _MAPS: tuple[ArchitectureMap, ...] = (
             "layernorm", "post", "attention.LayerNorm", "output.LayerNorm", embeddings="embeddings.LayerNorm"
         ),
         positions="relative-bias",
+        embeddings=("embeddings.word_embeddings.weight", "embeddings.position_embeddings.weight"),
     ),
     ArchitectureMap(
         name="distilbert",
@@ -272,7 +296,16 @@ _MAPS: tuple[ArchitectureMap, ...] = (
             _linear("ff2", "ffn.lin2.weight", "lin2"),
         ),
         model_types=("distilbert",),
-        norms=NormSpec("layernorm", "post", "sa_layer_norm", "output_layer_norm", embeddings="embeddings.LayerNorm"),
+        # transformers' DistilBERT builds every LayerNorm with eps=1e-12 in its model code (no config key)
+        norms=NormSpec(
+            "layernorm",
+            "post",
+            "sa_layer_norm",
+            "output_layer_norm",
+            embeddings="embeddings.LayerNorm",
+            eps=(None, 1e-12),
+        ),
+        embeddings=("embeddings.word_embeddings.weight", "embeddings.position_embeddings.weight"),
     ),
     ArchitectureMap(
         name="gpt2",
@@ -287,7 +320,8 @@ _MAPS: tuple[ArchitectureMap, ...] = (
             _conv1d("ff2", "mlp.c_proj.weight", "mlp.c_proj"),
         ),
         model_types=("gpt2",),
-        norms=NormSpec("layernorm", "pre", "ln_1", "ln_2"),
+        norms=NormSpec("layernorm", "pre", "ln_1", "ln_2", eps=("layer_norm_epsilon", 1e-5)),
+        embeddings=("wte.weight", "wpe.weight"),
     ),
     ArchitectureMap(
         name="llama",
@@ -305,7 +339,8 @@ _MAPS: tuple[ArchitectureMap, ...] = (
             _linear("ff2", "mlp.down_proj.weight", "down_proj"),
         ),
         model_types=("llama", "mistral", "qwen2"),
-        norms=NormSpec("rmsnorm", "pre", "input_layernorm", "post_attention_layernorm"),
+        norms=NormSpec("rmsnorm", "pre", "input_layernorm", "post_attention_layernorm", eps=("rms_norm_eps", 1e-6)),
+        embeddings=("embed_tokens.weight",),
         positions="rotary",
         gate="mlp.gate_proj.weight",
     ),
@@ -321,7 +356,9 @@ _MAPS: tuple[ArchitectureMap, ...] = (
             _linear("ff1", "linear1.weight", "linear1"),
             _linear("ff2", "linear2.weight", "linear2"),
         ),
-        norms=NormSpec("layernorm", "config", "norm1", "norm2"),
+        norms=NormSpec("layernorm", "config", "norm1", "norm2", eps=("layer_norm_eps", 1e-5)),
+        no_embeddings="a torch.nn.TransformerEncoder holds no embedding table: its input rows are given from outside "
+        "the state dict (their radius is assumed, see input_norms)",
     ),
 )
 

@@ -327,6 +327,8 @@ class Checkpoint:
                 out.append(BlockInput(i, block, self._norm(key, norms.kind), projection, where, missing))
         return out
 
+    store = property(lambda self: self._store, doc="Every tensor by name: header entries and float64 reads.")
+
     def _load(self, name: str) -> np.ndarray:
         return self._store.read(name)
 

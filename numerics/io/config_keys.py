@@ -82,11 +82,13 @@ _LLAMA_KEYS = _reads(
     "sliding_window", "use_sliding_window", "max_window_layers", "layer_types",
 )  # fmt: skip
 #: ``torch.nn.TransformerEncoderLayer``'s constructor arguments (and ``num_layers``, ``num_heads``: what
-#: :mod:`numerics.io.memory` writes for a module without a configuration).
+#: :mod:`numerics.io.memory` writes for a module without a configuration). A saved encoder has no configuration
+#: class of its own: the head count its tensors cannot show is read under the names the reader knows
+#: (``num_attention_heads``, ``n_head``, ``n_heads``), which a user's ``config.json`` beside it gives.
 _TORCH_ENCODER_KEYS = frozenset(
     {
         "d_model", "nhead", "num_heads", "dim_feedforward", "num_layers", "dropout", "activation",
-        "layer_norm_eps", "batch_first", "norm_first", "bias",
+        "layer_norm_eps", "batch_first", "norm_first", "bias", "num_attention_heads", "n_head", "n_heads",
     }
 )  # fmt: skip
 

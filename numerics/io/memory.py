@@ -164,13 +164,16 @@ def _module_config(module: Any) -> dict[str, Any]:
 
     heads = {m.num_heads for m in module.modules() if isinstance(m, torch.nn.MultiheadAttention)}
     out: dict[str, Any] = {"num_heads": heads.pop()} if len(heads) == 1 else {}
-    # A torch.nn.TransformerEncoder has no config: what its saved config.json would say (norm_first, activation)
+    # A torch.nn.TransformerEncoder has no config: what its saved config.json would say (norm_first, activation, eps)
     # is read from its layers, when they all agree; the activation only when it is one torch names.
     layers = [m for m in module.modules() if isinstance(m, torch.nn.TransformerEncoderLayer)]
     if layers:
         firsts = {bool(m.norm_first) for m in layers}
         if len(firsts) == 1:
             out["norm_first"] = firsts.pop()
+        eps = {float(n.eps) for m in layers for n in (m.norm1, m.norm2)}  # what --layernorm lipschitz reads
+        if len(eps) == 1:
+            out["layer_norm_eps"] = eps.pop()
         names = {_torch_activation(m.activation) for m in layers}
         if len(names) == 1 and None not in names:
             out["activation"] = names.pop()

@@ -1,6 +1,6 @@
 r"""Certified lower bounds on covering numbers, checked against Theorem 4.1 (claim C9).
 
-MATH.md section 6. For the class
+docs/theory/montecarlo.md. For the class
 
 .. math:: \mathcal F(s, R, p) = \{x \mapsto W^\top x : \lVert W\rVert_2 \le s,\ S_p(W) \le R\},
           \qquad S_p(W) = \sum_i s_i(W)^p,\ S_0 = \operatorname{rank},

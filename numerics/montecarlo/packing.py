@@ -1,6 +1,6 @@
 r"""Greedy packings and covers of a finite set of points, with BLAS distances.
 
-The Monte-Carlo checks of Theorem 4.1 (MATH.md section 6) need, for a sample of
+The Monte-Carlo checks of Theorem 4.1 (docs/theory/montecarlo.md) need, for a sample of
 ``n`` class members evaluated on fixed rows, the size of an ``eps``-packing of
 their outputs in the metric of the theorem. This module computes it.
 

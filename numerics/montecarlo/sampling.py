@@ -1,6 +1,6 @@
 r"""Random members of the class ``F(s, R, p)`` of Theorem 4.1 and the fixed rows they are evaluated on.
 
-MATH.md section 6. For the class
+docs/theory/montecarlo.md. For the class
 
 .. math:: \mathcal F(s, R, p) = \{x \mapsto W^\top x : \lVert W\rVert_2 \le s,\ S_p(W) \le R\},
           \qquad S_p(W) = \sum_i s_i(W)^p,\ S_0 = \operatorname{rank},

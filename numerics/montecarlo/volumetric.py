@@ -1,6 +1,6 @@
 r"""Volumetric lower bounds on the covering numbers of ``F(s, R, p)`` in the metric of Theorem 4.1.
 
-MATH.md sections 2 and 6. A packing of sampled members certifies at most ``log(samples)`` nats;
+docs/theory/thm41.md and docs/theory/montecarlo.md. A packing of sampled members certifies at most ``log(samples)`` nats;
 the class is a body of dimension up to ``a b``, whose covering numbers grow like
 ``d log(1/eps)``. This module certifies that growth by comparing volumes.
 

@@ -259,6 +259,16 @@ def network_lines(network: Mapping[str, Any] | None) -> list[str]:
     ]
     if network.get("lipschitz_model"):  # the idealisation the bound is proven for, said beside its numbers
         lines.append(f"         Lipschitz model: {network['lipschitz_model']}")
+    ln = network.get("layernorm") or {}
+    if ln.get("eps_ln") is not None:
+        lines.append(
+            f"         layernorm {ln['model']}: eps_ln = {ln['eps_ln']:g} ({ln['eps_source']}); {ln['statement']}"
+        )
+    emb = network.get("embeddings") or {}
+    if emb:
+        lines.append(f"         embeddings: {emb.get('statement') or emb.get('why_none')}")
+    if network.get("margin"):
+        lines.append(f"         margin: {network['margin']}")
     if assumed:  # a radius the weights do not bound: said where the numbers are read, not only in the JSON
         where = ", ".join(f"L{i} {block}" for i, block, _ in assumed)
         lines.append(f"         * assumed, not read from the weights ({where}): {assumed[0][2]['source']}")
@@ -326,6 +336,19 @@ def model_name(source: str | os.PathLike[str]) -> str:
     return path.name if path.is_dir() else f"{folder.name}/{path.name}" if folder.name else path.name
 
 
+def _network_statements(network: Mapping[str, Any]) -> list[str]:
+    """The assumptions a reader of the summary must see: the norm model, the input tables, the margin lemma's."""
+    out = []
+    if network.get("lipschitz_model"):
+        out.append(f"Norm layers: {network['lipschitz_model']}.")
+    emb = network.get("embeddings") or {}
+    if emb:
+        out.append(f"Input tables: {emb.get('statement') or emb.get('why_none')}.")
+    if network.get("margin"):
+        out.append(f"Margin: {network['margin']}.")
+    return out
+
+
 def summary_markdown(analysis: Any) -> str:
     """A short markdown summary of the report."""
     m = analysis.model
@@ -372,6 +395,7 @@ def summary_markdown(analysis: Any) -> str:
         + " (claim C7).",
         f"Union-bound cost of the post hoc choice: +{b['spectrum_adaptive']['union_cost']:.4g} on the generalization "
         f"gap bound (an error rate), paid as ln(delta/delta') = {b['spectrum_adaptive']['log_union']:.1f} nats.",
+        *_network_statements(m.get("network") or {}),
         "",
         COMPLEXITY_NOTE + ". Logarithms: log10 here; every log_* field of report.json is natural (ln).",
         "n at which it says something (n_nonvacuous): the smallest number of training sequences at which the margin",

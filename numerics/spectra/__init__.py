@@ -25,8 +25,10 @@ from numerics.spectra.stats import DTYPE_EPS as DTYPE_EPS
 from numerics.spectra.stats import GRAM_RTOL as GRAM_RTOL
 from numerics.spectra.stats import KINDS as KINDS
 from numerics.spectra.stats import SPECTRUM_METHODS as SPECTRUM_METHODS
+from numerics.spectra.stats import SVD_ALLOWANCE as SVD_ALLOWANCE
 from numerics.spectra.stats import MatrixKind as MatrixKind
 from numerics.spectra.stats import MatrixStats as MatrixStats
+from numerics.spectra.stats import Spectrum as Spectrum
 from numerics.spectra.stats import as_matrix as as_matrix
 from numerics.spectra.stats import check_stats_options as check_stats_options
 from numerics.spectra.stats import energy_rank as energy_rank
@@ -41,6 +43,8 @@ from numerics.spectra.stats import relative_rank_tolerance as relative_rank_tole
 from numerics.spectra.stats import schatten_power as schatten_power
 from numerics.spectra.stats import singular_values as singular_values
 from numerics.spectra.stats import stable_rank as stable_rank
+from numerics.spectra.stats import structural_rank as structural_rank
+from numerics.spectra.stats import svd_upper as svd_upper
 from numerics.spectra.stats import weight_stats as weight_stats
 from numerics.spectra.stats import whole_singular_values as whole_singular_values
 from numerics.spectra.stats import whole_spectrum as whole_spectrum

@@ -35,7 +35,7 @@ to the certified spectral norm bound ``sqrt(t_1^2 + E)``. This majorant is store
 (:func:`numerics.analysis.evaluate_bounds`) gets valid upper bounds from it. For ``p > 2``,
 Minkowski's inequality gives ``S_p(W)^(1/p) <= S_p(W V)^(1/p) + ||R||_F``.
 
-Rank: every singular value of the stored matrix counts (MATH.md section 11 rule 5), so ``S_0`` is
+Rank: every singular value of the stored matrix counts (docs/theory/validity.md), so ``S_0`` is
 ``min(a, b)`` (less only where zero rows or columns certify it) and the tail is always bounded,
 never dropped at a rounding level (``tail_count = c``).
 

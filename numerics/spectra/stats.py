@@ -1,6 +1,6 @@
 r"""Singular-value spectra and norms of Transformer weight matrices, per head and per matrix.
 
-Notation (MATH.md section 1; row-vector convention ``Y = X W``, ``W`` of shape ``[in, out]``):
+Notation (docs/theory/notation.md; row-vector convention ``Y = X W``, ``W`` of shape ``[in, out]``):
 for ``W in R^{a x b}`` with singular values ``s_1 >= s_2 >= ... >= 0``,
 
 .. math::
@@ -16,7 +16,7 @@ for ``W in R^{a x b}`` with singular values ``s_1 >= s_2 >= ... >= 0``,
 convention), the l2 norm of that unit's incoming weights; for a PyTorch ``weight`` of shape
 ``[out, in]`` it is ``weight.norm(dim=1).sum()``. It is not transpose-invariant.
 
-Every singular value of the stored matrix counts (MATH.md section 11 rule 5). The network computes
+Every singular value of the stored matrix counts (docs/theory/validity.md). The network computes
 with the stored numbers exactly (a bfloat16 or float16 weight is an exact rational, widened to
 float64 without loss), so a value is left out of ``S_0`` or ``S_p`` only where it is *certified*
 zero: by structure (a per-head product has rank ``<= d_h``; a zero row or column of the stored
@@ -115,8 +115,8 @@ DTYPE_EPS: Mapping[str, float] = MappingProxyType(
 )
 
 #: The role of a matrix in its layer: per-head products ``qk``, ``vo``; whole matrices
-#: ``q k v o ff1 ff2``.
-MatrixKind = Literal["qk", "vo", "q", "k", "v", "o", "ff1", "ff2", "rq", "rk", "bo"]
+#: ``q k v o ff1 ff2``; before layer 0 (layer ``-1``): an embedding table ``emb`` and ELECTRA's projection ``proj``.
+MatrixKind = Literal["qk", "vo", "q", "k", "v", "o", "ff1", "ff2", "rq", "rk", "bo", "emb", "proj"]
 #: Every :data:`MatrixKind`, in report order.
 KINDS: tuple[str, ...] = get_args(MatrixKind)
 
@@ -541,7 +541,7 @@ def schatten_power(
       and one ``p``).
 
     References:
-      MATH.md section 1; :func:`theory.schatten.schatten_power_symbolic` is the symbolic definition.
+      docs/theory/notation.md; :func:`theory.schatten.schatten_power_symbolic` is the symbolic definition.
     """
     ps = np.asarray(p, dtype=np.float64)
     if not (np.isfinite(ps).all() and (ps >= 0).all() and (ps <= max_p).all()):

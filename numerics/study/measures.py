@@ -44,7 +44,7 @@ name                 log    /margin  quantity
 ===================  =====  =======  ===================================================
 spectrum_adaptive    yes    yes      specbound's post hoc bound, ``log(sqrt(n) Rad / 12)`` (``log(Rad / 12)`` after /margin)
 phi_sa@p=<p>         yes    yes      ``log phi_sa(p)`` at each common ``p`` of the grid
-phi_sa               yes    yes      ``min_p log phi_sa(p)`` (MATH.md section 7's proxy)
+phi_sa               yes    yes      ``min_p log phi_sa(p)`` (docs/theory/baselines.md's proxy)
 edelman2022          yes    yes      Edelman et al. 2022 (reconstructed), ``log sqrt(C)``
 bartlett2017         yes    yes      Bartlett et al. 2017, ``log sqrt(C)``
 num_parameters       no     no       ``record["num_parameters"]``
@@ -332,8 +332,9 @@ def describe(registry: Mapping[str, Measure] | None = None) -> list[dict[str, An
 
 
 def bound_matrices(analysis: Analysis) -> list[dict[str, Any]]:
-    """The rows of ``analysis.matrices`` that enter the bound: per-head ``qk``, ``vo`` and ``ff1``/``ff2``."""
-    return [row for row in analysis.matrices if row["kind"] in GROUP_OF_KIND]
+    """The rows of ``analysis.matrices`` of the layers that enter the bound: per-head ``qk``, ``vo`` and ``ff1``/``ff2``
+    (not the input tables, kinds ``emb``/``proj``, which the baselines and proxies do not count either)."""
+    return [row for row in analysis.matrices if row["kind"] in GROUP_OF_KIND and row["kind"] not in ("emb", "proj")]
 
 
 # --------------------------------------------------------------------------- built-in measures

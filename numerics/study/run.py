@@ -245,7 +245,7 @@ def bound_inputs(folder: Path, record: Mapping[str, Any]) -> dict[str, Any]:
     * ``n``: its training sequences (``record["task"]["num_train"]``), ``T``: its sequence length;
     * ``B_out``: the bound on the covered output ``h`` (the final row of ``CLS``) from the last
       LayerNorm's gain ``g`` and shift ``beta``: ``||h||_2 <= ||g||_inf sqrt(N) + ||beta||_2``
-      (MATH.md, norm layers: the normalised vector has norm at most ``sqrt(N)``);
+      (docs/theory/normlayers.md: the normalised vector has norm at most ``sqrt(N)``);
     * ``head_lipschitz``: ``max_{i != j} ||w_i - w_j||_2`` over the rows of ``classifier.weight``, the
       Lipschitz constant of every margin ``(w_y - w_j)^T h + b_y - b_j`` in ``h``;
     * ``distance_from_init`` (a record with ``settings``): :func:`.initial.distance_from_init`.
