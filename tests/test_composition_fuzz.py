@@ -312,7 +312,9 @@ def test_real_norm_layers_are_lipschitz_with_their_true_constant(networks, name:
     raises=AssertionError,
     reason="the Lipschitz model keeps Edelman et al.'s projection idealisation (docs/design.md, 'The network evaluated'): "
     "a real LayerNorm amplifies by up to g_inf / sigma, here the output moves by 77 times the composed budget, so it is not an upper bound "
-    "for the real network; remove once the norms' true constants enter the propagation factors",
+    "for the real network under the default (projection) model; with --layernorm lipschitz the norms' global "
+    "constants enter the propagation factors and the same attack stays within budget "
+    "(tests/test_layernorm_lipschitz.py)",
 )
 def test_a_real_layernorm_of_small_variance(tmp_path) -> None:
     """A post-LN encoder whose attention cancels the residual (``build_thin_layernorm``): the LayerNorm sees the output

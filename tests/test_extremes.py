@@ -668,3 +668,11 @@ def test_float64_weights_near_1e_minus_165_keep_their_norms() -> None:
             assert getattr(tiny, field) == pytest.approx(
                 getattr(unit, field) * (1e-165 if tiny.name == "w" else 1e-166), rel=1e-12
             ), field
+
+
+def test_leading_k_of_a_zero_matrix_has_no_spectrum() -> None:
+    # a zero matrix: no singular value, S_0 = 0, every norm 0 (mutation run: the empty spectrum's s_1 of 0.0
+    # replaced by -1.0 survived before this test)
+    st_ = leading_k_stats("z", np.zeros((40, 30)), k=5, kind="ff1", layer=0)
+    assert (st_.spectral_norm, st_.spectral_norm_upper, st_.rank, st_.schatten_p(0.5)) == (0.0, 0.0, 0, 0.0)
+    assert st_.approximation == "none"

@@ -15,7 +15,7 @@ import pytest
 import sympy as sp
 
 from numerics.bounds import compiled
-from numerics.bounds.terms import MatrixTerm
+from numerics.bounds.terms import MatrixTerm, ModelSettings
 from numerics.bounds.theorem31 import (
     PEEL_BASE,
     PEEL_RATIO,
@@ -240,8 +240,9 @@ def test_zero_values_pay_for_their_own_class():
     assert peeling_cost([0.0, 3.0, 0.0]) == pytest.approx(math.log(3 * 12) + 2 * math.log(2), rel=1e-14)
     assert peeling_cost([0.0]) == pytest.approx(math.log(2), rel=1e-15)
     assert peeling_cost([]) == 0.0
-    with pytest.raises(ValueError, match="non-negative"):
-        peeling_cost([-1.0])
+    # the message names the negative value, not a zero beside it (mutation run: `v >= 0` -> `v > 0` there survived)
+    with pytest.raises(ValueError, match=r"non-negative; got -2\.5"):
+        peeling_cost([0.0, -2.5])
 
 
 def test_margin_is_peeled_downward_and_b_out_upward():
@@ -421,3 +422,31 @@ def test_n_nonvacuous_search_is_its_definition_with_errors_raised():
         )
 
     assert excess(n0) < 0 <= excess(n0 - 1)
+
+
+def test_a_zero_norm_bias_selects_the_zero_class_and_pays_log_2():
+    # A trained LayerNorm bias that is exactly zero: the block's class radius is g sqrt(N) with beta = 0 (not the
+    # radius at some grid value of beta), and the zero is peeled: it selects the zero class, log 2 nats
+    # (theory.margin; mutation run: `else 0.0` -> `else 1.0` for the zero beta's class value survived before this
+    # test). Reference: the LayerNorm radius G sqrt(N) + beta written out, G = 2 the grid value of g_inf = 1.5.
+    from numerics.bounds.terms import build_terms
+    from numerics.spectra import matrix_stats
+
+    N = 8
+    stats = []
+    for kind in ("qk", "vo"):
+        stats.append(matrix_stats(f"h.{kind}", np.full(2, 0.9), shape=(N, N), kind=kind, layer=0, head=0, rank_bound=2))
+    for kind in ("ff1", "ff2"):
+        stats.append(matrix_stats(kind, np.full(N, 0.9), shape=(N, N), kind=kind, layer=0, head=None))
+    norm = {"name": "ln", "kind": "layernorm", "N": N, "g_inf": 1.5, "beta_norm": 0.0, "projection": None}
+    live = {**norm, "name": "ln2", "beta_norm": 0.3}
+    terms, info = build_terms(
+        stats, num_layers=1, hidden_size=N, model=ModelSettings(bias=False), radii=[(5.0, 5.0)], norms=[(norm, live)]
+    )
+    assert info["input_norms"][0]["attention"] == pytest.approx(2.0 * math.sqrt(N), rel=1e-15)
+    assert info["input_norms"][0]["feedforward"] == pytest.approx(2.0 * math.sqrt(N) + 0.5, rel=1e-15)
+    assert info["peeled_radii"].count(0.0) == 1
+    settings = BoundSettings(p_grid=(0.0,), grid_points=16)
+    with_zero = posthoc(terms, settings, input_radii=info["peeled_radii"]).peel
+    without = posthoc(terms, settings, input_radii=[v for v in info["peeled_radii"] if v != 0.0]).peel
+    assert with_zero - without == pytest.approx(math.log(2), rel=1e-13)
