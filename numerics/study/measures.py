@@ -98,7 +98,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, TypeGuard, TypeVar
 
 import numpy as np
 
@@ -127,7 +127,8 @@ MeasureFunction = Callable[[Analysis, Mapping[str, Any]], float]
 F = TypeVar("F", bound=MeasureFunction)
 
 
-def _number(value: Any) -> bool:
+def _number(value: Any) -> TypeGuard[float]:
+    """Whether ``value`` is a real number (a bool is not)."""
     return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
 
 

@@ -97,13 +97,14 @@ def c10_run(found: Findings) -> dict[str, Any]:
     verdict, worse, open_ = c10_rule({b: _triple(d.tau_strata) for b, d in diffs.items()})
     pooled, worse_pooled, open_pooled = c10_rule({b: _triple(d.tau) for b, d in diffs.items()})
     names = {m.name for m in found.measures}
+
+    def fixed_n_tau(b: str) -> float:
+        strata = found.measure(b).against["gap"].tau_strata if b in names else None
+        return strata.estimate if strata is not None else -math.inf
+
     best = max(
         NORM_BASELINES,
-        key=lambda b: (
-            found.measure(b).against["gap"].tau_strata.estimate
-            if b in names and found.measure(b).against["gap"].tau_strata is not None
-            else -math.inf
-        ),
+        key=fixed_n_tau,
     )
     gap = found.measure(SPECTRUM_ADAPTIVE).against["gap"]
     return {
