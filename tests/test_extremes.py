@@ -676,3 +676,30 @@ def test_leading_k_of_a_zero_matrix_has_no_spectrum() -> None:
     st_ = leading_k_stats("z", np.zeros((40, 30)), k=5, kind="ff1", layer=0)
     assert (st_.spectral_norm, st_.spectral_norm_upper, st_.rank, st_.schatten_p(0.5)) == (0.0, 0.0, 0, 0.0)
     assert st_.approximation == "none"
+
+
+def test_leading_k_schatten_beyond_two_is_minkowskis_and_a_scalar_is_a_float() -> None:
+    # For p > 2: S_p(W)^(1/p) <= S_p(head)^(1/p) + ||R||_F (Minkowski), head = the upper values of the k computed
+    # ones (leading_k's module docs), written out here from the fields; at p = 2.5 the exponent max(p, 2) is p
+    # (mutation run: max(p, 3) there survived), and a scalar p gives a float (one gave an array before this test).
+    rng = np.random.default_rng(43)
+    w = rng.standard_normal((90, 40))
+    st_ = leading_k_stats("w", w, k=6, kind="ff1", layer=0)
+    assert st_.approximation == "leading-k"
+    head = float(np.sum(st_.singular_values_upper[: st_.k] ** 2.5))
+    want = (head ** (1 / 2.5) + math.sqrt(st_.tail_energy)) ** 2.5
+    got = st_.schatten_p(2.5)
+    assert isinstance(got, float) and got == pytest.approx(want, rel=1e-13)
+    assert got >= float(np.sum(scipy.linalg.svdvals(w) ** 2.5))
+
+
+def test_product_allowance_uses_the_smallest_side_of_the_product() -> None:
+    # product_stats pads each core value by 8 min(m, n, d) u ||A||_F ||B||_F (numerics._util.lapack.svd_upper):
+    # with A of 3 rows and d = 5 columns the smallest side is 3 (mutation run: A's column count in its place
+    # survived before this test)
+    rng = np.random.default_rng(44)
+    a, b = rng.standard_normal((3, 5)), rng.standard_normal((9, 5))
+    st_ = product_stats("p", a, b, kind="vo", layer=0, head=0)
+    pad = 8 * 3 * 2.0**-53 * float(np.linalg.norm(a) * np.linalg.norm(b))
+    # (the difference of two floats near 5 is known to about 2e-3 of the pad: 3 against 5 sides is a factor 5/3)
+    np.testing.assert_allclose(st_.singular_values_upper - st_.singular_values, pad, rtol=0.02)

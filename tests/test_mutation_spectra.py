@@ -86,6 +86,19 @@ def test_gram_certificate_upper_bounds_follow_the_docstring_in_50_digits(monkeyp
     want = [float(_MP.sqrt(_MP.mpf(float(x)) + delta) * (1 + 2 * _MP.mpf(2) ** -53)) for x in seen["mu"][::-1]]
     np.testing.assert_allclose(got.upper, want, rtol=1e-9)
     assert np.all(got.upper > got.values)
+    # delta itself, to 1e-6: every term of it counts here (Kahan's constant sqrt(2) replaced by 1 moved hi by less
+    # than 1e-9 relative and survived a mutation run; delta moves by 30 %)
+    assert got.delta == pytest.approx(float(delta), rel=1e-6)
+
+
+def test_gram_certificate_refuses_eigenvectors_far_from_orthonormal(monkeypatch):
+    # eigenvectors scaled by 1.3 (V^T V = 1.69 I): ||V^T V - I||_F = 0.69 sqrt(3) = 1.2 for m = 3, beyond eta < 1/2,
+    # so the certificate refuses (None) instead of taking a square root of 1 - eta < 0 (mutation run: the limit
+    # 0.5 raised to 1.5 survived before this test)
+    w, _ = _graded(10, 3, 4, low=0.5)
+    eigh = np.linalg.eigh
+    monkeypatch.setattr(np.linalg, "eigh", lambda g: (lambda mu, v: (mu, 1.3 * v))(*eigh(g)))
+    assert gram_singular_values(w, rtol=1.0, each_value=False) is None
 
 
 @pytest.mark.parametrize("lie", ["values low", "vectors skewed", "vectors swapped"])
@@ -419,3 +432,37 @@ def test_lapack_is_told_the_column_stride_of_the_copy_it_is_handed(shape):
     assert np.array_equal(lapack._qr_r(spy, a), np.linalg.qr(a, mode="r"))
     assert np.array_equal(lapack._eigvalsh(spy, g), np.linalg.eigvalsh(g))
     assert seen == {"gesdd": shape[0], "geqrf": shape[0], "syevd": shape[1]}
+
+
+@pytest.mark.parametrize("scale", [1.25, 1.0])
+def test_leading_k_residual_bound_follows_its_docstring_in_50_digits(scale):
+    # _residual_bound's formula evaluated in 50 digits on inputs where every float operation is exact (integer
+    # entries; V = 1.25 times unit vectors, V^T V = 1.5625 I and eta ~ 1; or V = unit vectors with A zero outside
+    # them, so R = 0 and the bound is its rounding allowances alone): the code and the reference differ only by the
+    # last roundings of norms and square roots (a mutation run found the allowances unpinned: factors doubled or
+    # inverted survived, being ~1e-15 of a real residual)
+    from numerics.spectra import leading_k as lk
+
+    rows, N, k = 7, 5, 3
+    rng = np.random.default_rng(41)
+    a = rng.integers(-4, 5, size=(rows, N)).astype(np.float64)
+    if scale == 1.0:  # V exactly orthonormal and A exactly rank k inside it: R = 0, the bound is its allowances alone
+        a[:, k:] = 0.0
+    v = scale * np.eye(N)[:, :k]
+    fro2 = float(np.sum(a * a))
+    got, eta = lk._residual_bound(a, v, fro2)
+
+    mp = _MP
+    u = mp.mpf(2) ** -53
+    gam = lambda j: j * u / (1 - j * u)  # noqa: E731
+    A, V = mp.matrix(a.tolist()), mp.matrix(v.tolist())
+    fro = lambda m: mp.sqrt(sum(m[i, j] ** 2 for i in range(m.rows) for j in range(m.cols)))  # noqa: E731
+    v_fro = fro(V)
+    want_eta = (fro(V.T * V - mp.eye(k)) + gam(N) * v_fro**2) * (1 + 2 * k * k * u)
+    a_fro = mp.sqrt(fro2) * (1 + 2 * rows * N * u)
+    e1 = gam(N) * a_fro * v_fro
+    x_fro = a_fro * mp.sqrt(1 + want_eta) + e1
+    e_r = e1 * mp.sqrt(1 + want_eta) + gam(k) * x_fro * v_fro + u * (a_fro + x_fro * v_fro)
+    want = (fro(A - A * V * V.T) + e_r + want_eta * a_fro) * (1 + 2 * rows * N * u)
+    assert eta == pytest.approx(float(want_eta), rel=1e-13)
+    assert got == pytest.approx(float(want), rel=1e-13)

@@ -209,13 +209,15 @@ def gram_singular_values(w: np.ndarray, *, rtol: float = GRAM_RTOL, each_value: 
 
 
 class Spectrum(NamedTuple):
-    """Computed singular values (descending), a certified or allowed upper bound of each, how, and whether every
-    value is certified to :data:`GRAM_RTOL` (the Gram path)."""
+    """Computed singular values (descending), a certified or allowed upper bound of each, how, whether every
+    value is certified to :data:`GRAM_RTOL` (the Gram path), and the Gram path's eigenvalue error bound ``delta``
+    (:func:`gram_singular_values`, point 3; 0 for the SVD path)."""
 
     values: np.ndarray
     upper: np.ndarray
     method: str
     every_value: bool = True
+    delta: float = 0.0
 
 
 def _gram_certificate(w: np.ndarray, *, rtol: float) -> Spectrum | None:
@@ -261,7 +263,7 @@ def _gram_certificate(w: np.ndarray, *, rtol: float) -> Spectrum | None:
     if not m * delta <= rtol * float(np.sum(s * s)):
         return None
     every = bool(np.all(hi - lo <= rtol * lo) and np.all(lo > 0))
-    return Spectrum(np.ascontiguousarray(s), np.ascontiguousarray(hi), "gram" if every else "gram-norms", every)
+    return Spectrum(np.ascontiguousarray(s), np.ascontiguousarray(hi), "gram" if every else "gram-norms", every, delta)
 
 
 #: With ``each_value``, the Gram path is tried on whole matrices at least this many times taller than wide (or
