@@ -191,7 +191,8 @@ def test_tie_groups_use_the_table_kinds(tmp_path):
     from numerics.analysis import analyze
     from numerics.bounds.theorem31 import BoundSettings
 
-    assert set(GROUP_OF_KIND.values()) == {"qk", "vo", "ff"}
+    # the layers' group types, plus the input tables' group and ELECTRA's projection (numerics.bounds.embeddings)
+    assert set(GROUP_OF_KIND.values()) == {"qk", "vo", "ff", "emb", "proj"}
     assert all(GROUP_OF_KIND[k] == k for k in ("qk", "vo"))
     folder = synthetic.write_checkpoint(
         tmp_path / "bert",
@@ -200,7 +201,7 @@ def test_tie_groups_use_the_table_kinds(tmp_path):
     )
     a = analyze(str(folder), processes=0, settings=BoundSettings(p_grid=(0.0, 2.0)))
     groups = set(a.bounds["spectrum_adaptive"]["p_by_group"])
-    assert groups == {"layer0/qk", "layer0/vo", "layer0/ff"}
+    assert groups == {"layer0/qk", "layer0/vo", "layer0/ff", "embeddings/emb"}  # the input tables: one group
     used = {r["theorem_inputs"]["group"] for r in a.matrices if r.get("theorem_inputs")}
     used |= {r["theorem_inputs"]["group"] for r in a.bounds["spectrum_adaptive"]["norm_parameters"]}
     assert used == groups

@@ -134,5 +134,6 @@ def test_a_column_with_one_value_everywhere_is_said_once_instead(result):
     assert "p_star" not in header and "spectral_norm" in header
     omitted = next(line for line in table.splitlines() if line.startswith("omitted, the same in every row"))
     assert "p_star = 0" in omitted.split(": ", 1)[1].split(", ")
-    assert "layer = 0" in omitted  # one layer: the layer column says nothing either
+    # one layer, but the input tables' rows carry layer -1 (numerics.bounds.embeddings): the layer column is kept
+    assert {r["layer"] for r in result.matrices} == {-1, 0} and "layer" in header and "layer =" not in omitted
     assert "p_star" in tables.to_csv(result).splitlines()[0].split(",")  # the CSV keeps every column

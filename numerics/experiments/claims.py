@@ -755,7 +755,8 @@ def update_study_results(
         result = run_study(preset, root=root, jobs=max(1, jobs // preset.base.threads), progress=progress)
         done.append((label, result, compute_findings(result)))
     # the probe: trained afresh (never reused from a cache) with the CPU code paths pinned, as the tests retrain it
-    with tempfile.TemporaryDirectory() as fresh, pinned():
+    # a work folder of specbound's own (locked, removed without crossing a mount: numerics._util.workdirs)
+    with work_folder(tempfile.gettempdir(), ".specbound-probe-") as fresh, pinned():
         probe_result = run_study(prepare_preset(PROBE_PRESET[0], task=task), root=fresh, jobs=jobs)
         probe_found = compute_findings(probe_result)
     digest = study_digest(done, (probe_result, probe_found))

@@ -89,6 +89,7 @@ _TORCH_ENCODER_KEYS = frozenset(
     {
         "d_model", "nhead", "num_heads", "dim_feedforward", "num_layers", "dropout", "activation",
         "layer_norm_eps", "batch_first", "norm_first", "bias", "num_attention_heads", "n_head", "n_heads",
+        "model_type",  # read by split_config itself: it decides whether this table applies
     }
 )  # fmt: skip
 

@@ -44,7 +44,7 @@ from numerics._util.jsonsafe import FiniteDict
 
 from . import measures as measures_module
 from .inference import bonferroni_confidence, conditional_mutual_information
-from .measures import NORMALISED_BASELINES, REFERENCES, REGISTRY, Measure
+from .measures import NORMALISED_BASELINES, REGISTRY, Measure
 from .settings import AXES
 from .statistics import (
     Bootstrap,
@@ -82,7 +82,6 @@ __all__ = [
     "BASELINES",
     "DECOMPOSED",
     "Decomposition",
-    "REFERENCES",
     "FIXED_N_PSI_AXES",
     "STRATA",
 ]
