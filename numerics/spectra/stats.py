@@ -640,8 +640,7 @@ def matrix_stats(
     if len(shape) != 2 or min(shape) < 0:
         raise ValueError(f"shape={shape!r} must be a pair of non-negative ints")
     raw = np.asarray(sv, dtype=np.float64).ravel()
-    order = np.argsort(raw, kind="stable")[::-1]
-    s = raw[order].copy()
+    s = np.sort(raw)[::-1].copy()
     if s.size > min(shape) or (s.size and (not np.isfinite(s).all() or s[-1] < 0)):
         raise ValueError(f"sv must hold at most min{tuple(shape)} finite non-negative values, got {s.size}")
     check_stats_options(kind=kind, dtype_eps=dtype_eps, rank_rtol=rank_rtol)
