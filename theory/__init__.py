@@ -17,6 +17,7 @@ __all__ = [
     "SYMBOLS",
     "activations",
     "affine",
+    "all_layer_margin",
     "baselines",
     "composition",
     "cover_values",

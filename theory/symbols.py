@@ -131,6 +131,41 @@ _DEFS: dict[str, tuple[dict[str, bool], str]] = {
     "ell": ({"nonnegative": True, "integer": True}, "layer index, counted from 0 (the transformers convention)"),
     "query_pre_attn_scalar": ({"positive": True}, "Gemma's config value replacing d_h in the score scale 1/sqrt(.)"),
     "attention_multiplier": ({"positive": True}, "Granite's config value used as the score scale itself"),
+    # The all-layer margin (theory.all_layer_margin): perturbations added after every block, and the certified
+    # data-dependent quantities that replace the worst-case propagation factors.
+    "omega": (
+        {"positive": True},
+        "weight of a block's perturbation in the weighted all-layer margin (the grid value above its amplification)",
+    ),
+    "kappa": (
+        {"positive": True},
+        "certified amplification from a block's output to the network output, on one sample's neighbourhood",
+    ),
+    "gamma_m": ({"positive": True}, "all-layer margin level: the ramp of the margin bound on the all-layer margin"),
+    "d_layer": ({"nonnegative": True}, "uniform distance sup_u ||f(u) - f'(u)||_{2->inf} between two layer maps"),
+    "A_layer": ({"positive": True}, "a layer's composed cover coefficient: log N_i(eps_i) <= A_layer eps_i^-p"),
+    "K_blocks": ({"positive": True, "integer": True}, "number of blocks perturbed in the all-layer margin"),
+    "r_pert": ({"positive": True}, "radius of the all-layer perturbation sqrt(sum_i ||delta_i||^2)"),
+    "e_in": ({"nonnegative": True}, "bound on the 2->inf deviation of a block's input rows from the clean rows"),
+    "sigma_row": (
+        {"positive": True},
+        "sqrt(variance + eps_ln) of one clean row entering a LayerNorm (its normaliser)",
+    ),
+    "d_q": ({"nonnegative": True}, "bound on the deviation of a query row after the norm"),
+    "d_k": ({"nonnegative": True}, "bound on the deviation of a key row after the norm"),
+    "q_sens": ({"nonnegative": True}, "||x~_t W~_QK[:, :N]||: how much key-row changes move the query's scores"),
+    "k_sens": ({"nonnegative": True}, "||W~_QK[:N, :] x~_u||: how much query-row changes move the score with key u"),
+    "s_qk_in": ({"nonnegative": True}, "spectral norm of the input block W~_QK[:N, :N] of a folded query-key matrix"),
+    "eta_score": ({"nonnegative": True}, "bound on the change of every score of one query row"),
+    "a_top": ({"positive": True}, "largest attention probability of one clean query row (at most 1)"),
+    "spread_v": ({"nonnegative": True}, "max_u ||v_u - c||: spread of a head's value rows around a centre c"),
+    "s_vo_in": ({"nonnegative": True}, "spectral norm of a head's W_V[:N] W_O (the value path a row change takes)"),
+    "ff_mid": (
+        {"nonnegative": True},
+        "spectral norm of I + W_1 diag(m) W_2: the feedforward layer at the midpoints m of the slope ranges",
+    ),
+    "ff_radius": ({"nonnegative": True}, "largest half-width of the activation's slope range over a row's units"),
+    "t_pre": ({"real": True}, "a pre-activation value (the argument of the feedforward activation)"),
 }
 
 SYMBOLS: dict[str, sp.Symbol] = {name: sp.Symbol(name, **assume) for name, (assume, _) in _DEFS.items()}
@@ -180,6 +215,24 @@ LATEX_NAMES: dict[str, str] = {
     "std_min": r"\mathrm{std}_{\min}",
     "query_pre_attn_scalar": r"\mathrm{query\_pre\_attn\_scalar}",
     "attention_multiplier": r"\mathrm{attention\_multiplier}",
+    "gamma_m": r"\gamma_{m}",
+    "d_layer": r"d_{i}",
+    "A_layer": r"A_{i}",
+    "K_blocks": r"K",
+    "r_pert": r"r",
+    "e_in": r"e",
+    "sigma_row": r"\sigma_{t}",
+    "d_q": r"d_{t}",
+    "d_k": r"d_{u}",
+    "q_sens": r"q_{t}",
+    "k_sens": r"k_{u}",
+    "s_qk_in": r"s_{QK}^{\circ}",
+    "eta_score": r"\eta_{t}",
+    "a_top": r"a_{t}^{\max}",
+    "spread_v": r"\rho_{v}",
+    "s_vo_in": r"s_{VO}^{\circ}",
+    "ff_mid": r"\mu_{t}",
+    "ff_radius": r"r_{t}",
 }
 
 

@@ -18,6 +18,7 @@ import sympy as sp
 from numerics.bounds.logspace import log_form, log_space
 from theory import (
     affine,
+    all_layer_margin,
     baselines,
     composition,
     dudley,
@@ -665,6 +666,77 @@ def _outer_power(expr: sp.Expr) -> sp.Expr:
     return expr.exp
 
 
+def _with_log1p(expr: sp.Expr) -> sp.Expr:
+    """``expr`` with every ``log(1 + y)`` written ``log1p(y)``: the same value, evaluated without cancellation for small
+    ``y`` (a LayerNorm's modulus at a tiny deviation)."""
+    from sympy.codegen.cfunctions import log1p
+
+    return expr.replace(lambda e: isinstance(e, sp.log), lambda e: log1p(sp.expand(e.args[0] - 1)))
+
+
+def _all_layer_forms() -> list[Form]:
+    """The local moduli the certified lower bound on the all-layer margin evaluates (:mod:`theory.all_layer_margin`)."""
+    alm = all_layer_margin
+    return [
+        Form(
+            "alm.layernorm_modulus",
+            "alm_layernorm_modulus",
+            ("e_in", "g_inf", "N", "sigma_row"),
+            "How far a LayerNorm's output row moves when its input row moves by at most ``e_in`` (``< sigma sqrt N``).",
+            "theory.all_layer_margin.layernorm_modulus() (log(1 + y) as log1p(y))",
+            lambda: _with_log1p(alm.layernorm_modulus()),
+        ),
+        Form(
+            "alm.score_shift",
+            "alm_score_shift",
+            ("d_k", "d_q", "k_sens", "q_sens", "s_qk_in"),
+            "Bound on the change of one attention score from the query and key rows' changes.",
+            "theory.all_layer_margin.score_shift()",
+            alm.score_shift,
+        ),
+        Form(
+            "alm.softmax_shift",
+            "alm_softmax_shift",
+            ("a_top", "eta_score"),
+            "Bound on ``||a' - a||_1`` of one attention row whose scores move by at most ``eta_score``.",
+            "theory.all_layer_margin.softmax_shift()",
+            alm.softmax_shift,
+        ),
+        Form(
+            "alm.attention_head",
+            "alm_attention_head",
+            ("a_top", "d_k", "eta_score", "s_vo_in", "spread_v"),
+            "One head's bound on the change of one query row's output.",
+            "theory.all_layer_margin.attention_modulus()",
+            alm.attention_modulus,
+        ),
+        Form(
+            "alm.feedforward",
+            "alm_feedforward",
+            ("d_q", "ff_mid", "ff_radius", "s_1", "s_2"),
+            "A post-LN feedforward block's bound on one row's change (the residual included).",
+            "theory.all_layer_margin.feedforward_modulus()",
+            alm.feedforward_modulus,
+        ),
+        Form(
+            "alm.gelu_slope",
+            "alm_gelu_slope",
+            ("t_pre",),
+            "The slope ``f'(t)`` of the erf GELU.",
+            "theory.all_layer_margin.gelu_slope()",
+            alm.gelu_slope,
+        ),
+        Form(
+            "alm.gelu_critical",
+            "alm_gelu_critical",
+            (),
+            "The positive stationary point of the GELU slope (the other is its negative).",
+            "theory.all_layer_margin.gelu_slope_critical_points()[-1]",
+            lambda: alm.gelu_slope_critical_points()[-1],
+        ),
+    ]
+
+
 def _catalogue() -> tuple[Form, ...]:
     forms = []
     for kind, what in (("bilinear", "bilinear class (query-key scores)"), ("vector", "vector class (outputs W^T x)")):
@@ -672,6 +744,7 @@ def _catalogue() -> tuple[Form, ...]:
     forms += _dudley_forms()
     forms += _steps()
     forms += _effective_rank_forms()
+    forms += _all_layer_forms()
     return tuple(forms)
 
 
