@@ -47,6 +47,11 @@ _APPLIES: dict[tuple[str, str], tuple[Any, str]] = {
     ("analyze", "no_plots"): (lambda a: a.out is not None, "with --out"),
     ("analyze", "force"): (lambda a: a.out is not None, "with --out"),
     ("sweep", "force"): (lambda a: a.out is not None, "with --out"),
+    ("analyze", "data"): (
+        lambda a: a.format != "csv" and a.out is None,
+        "with --format table or json and without --out (its result is printed, not written to a report folder)",
+    ),
+    ("analyze", "attack"): (lambda a: a.data is not None, "with --data"),
     ("analyze", "spectra"): (
         lambda a: a.format != "table" or a.out is not None,
         "with --format json or csv, or --out (the table shows no singular values)",
@@ -245,9 +250,23 @@ def _cover_choice(args: argparse.Namespace) -> str:
     return str(args.cover_choice)
 
 
+def _data_rows(args: argparse.Namespace) -> list[Any] | None:
+    """``--data``'s token ids, read (and torch found) before any work: a bad file or a missing extra ends in one line."""
+    if args.data is None:
+        return None
+    try:
+        import torch  # noqa: F401  # optional: torch (the margin extra)
+    except ImportError:
+        raise CliError("--data needs torch: pip install 'specbound[margin]'") from None
+    from numerics.margin.data import load_token_ids
+
+    return load_token_ids(args.data)
+
+
 def _cmd_analyze(args: argparse.Namespace) -> int:
     from numerics.report import tables, writers
 
+    rows = _data_rows(args)
     analysis = writers.analyze_report(
         args.source,
         out=args.out,
@@ -260,12 +279,30 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
         covers=_covers(args),
         cover_choice=_cover_choice(args),
     )
+    on_data = None
+    if rows is not None:
+        from numerics.margin.on_data import analyze_data
+
+        on_data = analyze_data(
+            analysis,
+            args.source,
+            rows,
+            label=args.data,
+            attack=args.attack,
+            progress=_Progress("all-layer margin"),
+            **_given(args, "heads"),
+        )
     if args.format == "json":
-        print(json.dumps(analysis.to_json(spectra=args.spectra), indent=2))
+        doc = analysis.to_json(spectra=args.spectra)
+        print(json.dumps(doc if on_data is None else {**doc, "all_layer_margin": on_data.to_json()}, indent=2))
     elif args.format == "csv":
         sys.stdout.write(tables.to_csv(analysis, spectra=args.spectra))
     else:
         sys.stdout.write(tables.format_table(analysis))
+        if on_data is not None:
+            from numerics.report.margin_tables import data_table
+
+            sys.stdout.write("\n" + data_table(on_data))
     if args.out is not None:
         print(f"specbound: report written to {args.out}", file=sys.stderr)
     return 0
@@ -643,6 +680,19 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["group", "matrix"],
         default=None,
         help="with --covers: one cover per tie group (default; log k nats per group) or per matrix (log k per matrix)",
+    )
+    a.add_argument(
+        "--data",
+        default=None,
+        metavar="FILE",
+        help="token ids (.json list of sequences, or .npy integer array right-padded with -1): also report the "
+        "all-layer margin bound on these sequences beside the worst-case one, per block (BERT encoders; needs "
+        "specbound[margin], i.e. torch)",
+    )
+    a.add_argument(
+        "--attack",
+        action="store_true",
+        help="with --data: also search each sequence for a perturbation bounding its all-layer margin from above (slow)",
     )
     _add_entry_points_option(a)
     _add_bound_options(a)

@@ -59,16 +59,22 @@ def test_the_lemmas_perturbation_reproduces_the_other_networks_path(seed):
     star = [rng.normal(size=width) * 0.3 for _ in range(depth + 1)]
     h = _path(G, x, star, omega)
     # F and G share the input map (f_0 = identity here): delta'_0 = delta*_0
-    prime = [star[0]] + [star[i] + omega[i] * (_block(G[i - 1], h[i - 1]) - _block(F[i - 1], h[i - 1])) for i in range(1, depth + 1)]
+    prime = [star[0]] + [
+        star[i] + omega[i] * (_block(G[i - 1], h[i - 1]) - _block(F[i - 1], h[i - 1])) for i in range(1, depth + 1)
+    ]
     assert np.allclose(_path(F, x, prime, omega)[-1], h[-1], rtol=0, atol=1e-12)
-    d = [0.0] + [float(np.linalg.norm(_block(G[i - 1], h[i - 1]) - _block(F[i - 1], h[i - 1]))) for i in range(1, depth + 1)]
+    d = [0.0] + [
+        float(np.linalg.norm(_block(G[i - 1], h[i - 1]) - _block(F[i - 1], h[i - 1]))) for i in range(1, depth + 1)
+    ]
     norm = lambda ds: math.sqrt(sum(float(np.linalg.norm(v)) ** 2 for v in ds))  # noqa: E731
     assert norm(prime) <= norm(star) + math.sqrt(sum((w * di) ** 2 for w, di in zip(omega, d))) + 1e-12
 
 
 def test_the_lemmas_bound_is_the_weighted_l2_sum():
     expr = alm.margin_change().subs(S["K_blocks"], 3).doit()
-    values = {alm.OMEGA[i]: w for i, w in zip((1, 2, 3), (2, 3, 5))} | {alm.D[i]: d for i, d in zip((1, 2, 3), (1, 1, 2))}
+    values = {alm.OMEGA[i]: w for i, w in zip((1, 2, 3), (2, 3, 5))} | {
+        alm.D[i]: d for i, d in zip((1, 2, 3), (1, 1, 2))
+    }
     assert expr.subs(values) == sp.sqrt(4 + 9 + 100)
 
 
@@ -217,7 +223,7 @@ def test_no_score_perturbation_moves_the_softmax_by_more_than_its_shift(seed):
         bound = FORMS["alm.softmax_shift"](a.max(), eta)
         worst = max(float(np.abs(_softmax(s + eta * rng.choice([-1.0, 1.0], T)) - a).sum()) for _ in range(64))
 
-        def negative(v: np.ndarray) -> float:
+        def negative(v: np.ndarray, s: np.ndarray = s, eta: float = eta, a: np.ndarray = a) -> float:
             return -float(np.abs(_softmax(s + eta * np.tanh(v)) - a).sum())
 
         res = scipy.optimize.minimize(negative, rng.normal(size=T), method="Nelder-Mead", options={"maxiter": 3000})
@@ -247,3 +253,54 @@ def test_the_gelu_slope_is_torchs_derivative_and_its_range_is_spanned_by_the_cri
         vals = FORMS["alm.gelu_slope"](np.array(pts))
         grid = FORMS["alm.gelu_slope"](np.linspace(lo, hi, 20001))
         assert vals.min() <= grid.min() + 1e-15 and grid.max() <= vals.max() + 1e-15
+
+
+def test_the_weighted_score_bound_dominates_its_gronwall_integral():
+    # Reference: SymPy's Grönwall integral at random (eta, beta), against the form's e^max(2 eta, beta).
+    integral = alm.score_value_shift_gronwall()
+    beta = next(x for x in integral.free_symbols if x.name == "beta_shift")
+    rng = np.random.default_rng(2)
+    for _ in range(30):
+        e, b = float(rng.uniform(0.01, 3)), float(rng.uniform(0.01, 3))
+        if abs(2 * e - b) < 1e-3:
+            continue
+        value = float(integral.subs({S["eta_score"]: e, beta: b}))
+        quad = float(mpmath.quad(lambda s: mpmath.exp(2 * s * e + b * (1 - s)), [0, 1]))
+        assert value == pytest.approx(quad, rel=1e-12) and value <= math.exp(max(2 * e, b)) * (1 + 1e-15)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_no_perturbation_moves_a_heads_score_part_by_more_than_the_weighted_bound(seed):
+    # One head on folded rows: S_tu = x~_t W x~_u, a = softmax, score part ||sum_u (a'_tu - a_tu) v_u||, v fixed.
+    rng = np.random.default_rng(seed)
+    N, T = 5, 6
+    W = rng.normal(size=(N + 1, N + 1)) * rng.uniform(0.2, 1.5)
+    X = np.hstack([rng.normal(size=(T, N)), np.ones((T, 1))])
+    V = rng.normal(size=(T, 3)) * 2
+    t = 0
+    d = rng.uniform(0.0, 0.3, T)  # per-row deviation bounds
+
+    def score_part(D: np.ndarray) -> float:
+        Xp = X.copy()
+        Xp[:, :N] += D
+        a0, a1 = _softmax(X[t] @ W @ X.T), _softmax(Xp[t] @ W @ Xp.T)
+        return float(np.linalg.norm((a1 - a0) @ V))
+
+    a = _softmax(X[t] @ W @ X.T)
+    k = (W[:N, :] @ X.T).T  # k~_u
+    k_bar, v_bar = a @ k, a @ V
+    kappa, nu = np.linalg.norm(k - k_bar, axis=1), np.linalg.norm(V - v_bar, axis=1)
+    q = np.linalg.norm(X[t] @ W[:, :N])
+    s = np.linalg.norm(W[:N, :N], 2)
+    eta = float(np.max(d[t] * (np.linalg.norm(k, axis=1) + s * d) + q * d))
+    bound = FORMS["alm.score_value_shift"](d.max(), d[t], eta, kappa.max(), q, s, float(a @ (kappa * nu)), float(a @ nu))
+
+    def scaled(v: np.ndarray) -> np.ndarray:  # rows of norm at most d_u
+        M = v.reshape(T, N)
+        return M * (d / np.maximum(np.linalg.norm(M, axis=1), 1e-300))[:, None] * np.tanh(np.linalg.norm(M, axis=1))[:, None]
+
+    worst = max(score_part(scaled(rng.normal(size=T * N) * 5)) for _ in range(300))
+    for _ in range(4):
+        res = scipy.optimize.minimize(lambda v: -score_part(scaled(v)), rng.normal(size=T * N), method="Powell")
+        worst = max(worst, -res.fun)
+    assert worst <= bound

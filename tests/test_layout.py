@@ -45,6 +45,7 @@ STAGES: dict[str, int] = {
     "spectra": 3,
     "bounds": 4,
     "analysis": 5,
+    "margin": 5,
     "montecarlo": 6,
     "study": 7,
     "experiments": 8,

@@ -115,6 +115,8 @@ __all__ = [
     "score_shift",
     "softmax_shift",
     "attention_modulus",
+    "score_value_shift",
+    "score_value_shift_gronwall",
     "feedforward_modulus",
     "gelu_slope",
     "gelu_slope_critical_points",
@@ -272,6 +274,41 @@ def attention_modulus() -> sp.Expr:
     the norm change ``d_q`` (post-LN residual) plus the sum over heads.
     """
     return s_vo_in * d_k + softmax_shift() * spread_v
+
+
+def score_value_shift() -> sp.Expr:
+    r"""A second bound on one head's score part ``Phi = ||sum_u (a'_tu - a_tu) v_u||``, from weighted, centred spreads.
+
+    Centre the values at the clean attention-weighted mean ``c = sum_u a_u v_u`` (so ``sum_u a_u (v_u - c) = 0``) and
+    write ``Phi(lambda) = ||sum_u a_u(lambda)(v_u - c)||`` along ``a(lambda) = softmax(S + lambda Delta S)``. Its
+    derivative is ``sum_u a_u(lambda)(x_u - mu(lambda))(v_u - c)`` for any shift of ``x = Delta S`` by a constant;
+    shift the query row's part by the clean mean key, ``x_u = Delta z_t . (k~_u - k_bar) + Delta z_t W Delta z_u +
+    q~_t . Delta z_u`` (:func:`score_shift`). Then
+
+    .. math:: \Phi' \le \underbrace{e^{2\lambda\eta}\big(d_q w_{kv} + d_k (q + s\,d_q) w_v\big)}_{A(\lambda)}
+              + \beta\,\Phi, \qquad \beta = d_q k_{range} + d_k (q + s\,d_q),
+
+    (``a_u(lambda) <= a_u e^(2 lambda eta)``, ``|mu| <= max_u |x_u| <= beta``, the weighted sums
+    ``w_kv = sum_u a_u ||k~_u - k_bar|| ||v_u - c||``, ``w_v = sum_u a_u ||v_u - c||``). Grönwall with ``Phi(0) = 0``
+    gives ``Phi(1) <= int_0^1 A(s) e^(beta (1 - s)) ds`` (SymPy: ``A(0) (e^(2 eta) - e^beta) / (2 eta - beta)``), and
+    as the exponent ``2 s eta + beta (1 - s)`` is at most ``max(2 eta, beta)``:
+
+    .. math:: \Phi(1) \le \big(d_q w_{kv} + d_k (q + s\,d_q) w_v\big)\, e^{\max(2\eta,\,\beta)}.
+
+    As ``eta -> 0`` it is the first-order sensitivity ``d_q ||C_t|| + d_k q w_v`` bounded by its weighted sums; the
+    certificate takes the smaller of it and ``spread_v`` times :func:`softmax_shift`.
+    """
+    w_kv, w_v, k_range = SYMBOLS["w_kv"], SYMBOLS["w_v"], SYMBOLS["k_range"]
+    first_order = d_q * w_kv + d_k * (q_sens + s_qk_in * d_q) * w_v
+    beta = d_q * k_range + d_k * (q_sens + s_qk_in * d_q)
+    return first_order * sp.exp(sp.Max(2 * eta, beta))
+
+
+def score_value_shift_gronwall() -> sp.Expr:
+    """The Grönwall integral ``int_0^1 e^(2 s eta) e^(beta (1 - s)) ds`` that :func:`score_value_shift` bounds by
+    ``e^(max(2 eta, beta))`` (SymPy integrates; ``beta`` written with a fresh positive symbol)."""
+    beta, s_ = sp.Symbol("beta_shift", positive=True), sp.Symbol("s_path", nonnegative=True)
+    return sp.integrate(sp.exp(2 * s_ * eta) * sp.exp(beta * (1 - s_)), (s_, 0, 1), conds="none")
 
 
 def feedforward_modulus() -> sp.Expr:

@@ -166,6 +166,13 @@ _DEFS: dict[str, tuple[dict[str, bool], str]] = {
     ),
     "ff_radius": ({"nonnegative": True}, "largest half-width of the activation's slope range over a row's units"),
     "t_pre": ({"real": True}, "a pre-activation value (the argument of the feedforward activation)"),
+    "w_kv": ({"nonnegative": True}, "sum_u a_u ||k_u - k_bar|| ||v_u - v_bar||: a head's weighted key-value spread"),
+    "w_k": ({"nonnegative": True}, "sum_u a_u ||k_u - k_bar||: a head's weighted spread of its key sensitivities"),
+    "w_v": ({"nonnegative": True}, "sum_u a_u ||v_u - v_bar||: a head's weighted spread of its value rows"),
+    "k_range": (
+        {"nonnegative": True},
+        "max_u ||k_u - k_bar||: the largest distance of a head's key sensitivity from its mean",
+    ),
 }
 
 SYMBOLS: dict[str, sp.Symbol] = {name: sp.Symbol(name, **assume) for name, (assume, _) in _DEFS.items()}

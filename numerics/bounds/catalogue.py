@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from functools import partial
 
 import sympy as sp
+from sympy.codegen.cfunctions import log1p
 
 from numerics.bounds.logspace import log_form, log_space
 from theory import (
@@ -669,8 +670,6 @@ def _outer_power(expr: sp.Expr) -> sp.Expr:
 def _with_log1p(expr: sp.Expr) -> sp.Expr:
     """``expr`` with every ``log(1 + y)`` written ``log1p(y)``: the same value, evaluated without cancellation for small
     ``y`` (a LayerNorm's modulus at a tiny deviation)."""
-    from sympy.codegen.cfunctions import log1p
-
     return expr.replace(lambda e: isinstance(e, sp.log), lambda e: log1p(sp.expand(e.args[0] - 1)))
 
 
@@ -709,6 +708,14 @@ def _all_layer_forms() -> list[Form]:
             "One head's bound on the change of one query row's output.",
             "theory.all_layer_margin.attention_modulus()",
             alm.attention_modulus,
+        ),
+        Form(
+            "alm.score_value_shift",
+            "alm_score_value_shift",
+            ("d_k", "d_q", "eta_score", "k_range", "q_sens", "s_qk_in", "w_kv", "w_v"),
+            "One head's bound on its score part from the weighted, centred spreads of its keys and values.",
+            "theory.all_layer_margin.score_value_shift()",
+            alm.score_value_shift,
         ),
         Form(
             "alm.feedforward",

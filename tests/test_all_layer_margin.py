@@ -1,0 +1,281 @@
+"""The all-layer margin on data (numerics.margin, numerics.bounds.all_layer, ``analyze --data``).
+
+References: ``transformers``' own ``BertModel`` for the forward (tests/hf_reference.py builds small random BERTs);
+random and adversarial perturbations of the real blocks for the local factors; the gradient attack
+(numerics.margin.attack) for the certified margins; the analysis's own bound for the rebuilt terms; SymPy's
+:func:`theory.all_layer_margin.uniform_cover` for the query-key terms.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import hf_reference as H  # noqa: E402
+import sympy as sp  # noqa: E402
+from cliutil import run  # noqa: E402
+
+from numerics.analysis import analyze  # noqa: E402
+from numerics.bounds import all_layer, compiled  # noqa: E402
+from numerics.bounds.theorem31 import class_settings, posthoc  # noqa: E402
+from numerics.io.checkpoint import open_checkpoint  # noqa: E402
+from numerics.margin import attack, certify, data, network  # noqa: E402
+from theory import all_layer_margin as alm  # noqa: E402
+from theory.symbols import SYMBOLS  # noqa: E402
+
+GAMMA = 1.0
+
+
+@pytest.fixture(scope="module", params=[0, 1], ids=["seed0", "seed1"])
+def bert(request, tmp_path_factory):
+    """A small random BERT (2 layers, N = 24, 3 heads; tests/hf_reference.py), its encoder and its constants."""
+    folder = tmp_path_factory.mktemp(f"bert{request.param}")
+    built = H.build("bert", folder, seed=request.param)
+    encoder = network.load_encoder(open_checkpoint(str(folder)))
+    with network.torch_threads(1):
+        consts = certify.constants(encoder)
+    return built, encoder, consts
+
+
+def _sequences(built, seed: int, lengths=(17, 9, 4)) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return [rng.integers(2, built.vocab_size, L) for L in lengths]
+
+
+def test_the_forward_is_transformers_bert(bert):
+    built, encoder, _ = bert
+    ids = torch.from_numpy(_sequences(built, 0)[0])
+    outs = network.forward(encoder, ids)
+    with torch.no_grad():
+        hidden = built.model(input_ids=ids[None], output_hidden_states=True).hidden_states
+    final = built.model.encoder.layer[-1].output.LayerNorm
+    last = network.Norm("final", final.weight.detach(), final.bias.detach(), final.eps)
+    # hidden_states[l] is the norm of the block output that starts layer l (the embeddings norm for l = 0)
+    norms = [b.norm for b in encoder.blocks[0::2]] + [last]
+    for layer, norm in enumerate(norms):
+        got = network.layernorm(outs[2 * layer], norm)[0]
+        assert torch.allclose(got, hidden[layer][0], rtol=0, atol=1e-10), layer
+
+
+def _ratio_attack(block, u, E, steps, gen):
+    """The largest ||f(u + D) - f(u)|| / ||D|| found by Adam over D with rows of norm at most E (2 -> inf)."""
+    base = network.run_block(block, u).detach()
+    Y = torch.randn(u.shape, dtype=torch.float64, generator=gen, requires_grad=True)
+    opt = torch.optim.Adam([Y], lr=0.05)
+    best = 0.0
+    for _ in range(steps):
+        D = E * Y / torch.linalg.vector_norm(Y, dim=-1, keepdim=True).clamp_min(1.0)
+        size = torch.linalg.vector_norm(D, dim=-1).max()
+        ratio = torch.linalg.vector_norm(network.run_block(block, u + D) - base, dim=-1).max() / size
+        best = max(best, float(ratio.detach()))
+        opt.zero_grad()
+        (-ratio).backward()
+        opt.step()
+    return best
+
+
+@pytest.mark.parametrize("scale", [1e-3, 3e-2])
+def test_no_perturbation_of_a_block_exceeds_its_certified_factor(bert, scale):
+    built, encoder, consts = bert
+    gen = torch.Generator().manual_seed(7)
+    ids = torch.from_numpy(_sequences(built, 1)[1])
+    with network.torch_threads(1):
+        prof = certify.profiles(encoder, ids)
+        outs = network.forward(encoder, ids)
+        for i, (block, p, c) in enumerate(zip(encoder.blocks, prof, consts)):
+            u = outs[i].detach()
+            E = scale * float(p.sigma.min()) * math.sqrt(c.N)
+            lam = certify.block_factor(p, c, E)
+            assert lam >= certify.block_factor(p, c, E / 10)  # non-decreasing in E
+            base = network.run_block(block, u)
+            for _ in range(40):  # random perturbations of every size up to E
+                D = torch.randn(u.shape, dtype=torch.float64, generator=gen)
+                D = (
+                    D
+                    / torch.linalg.vector_norm(D, dim=-1, keepdim=True)
+                    * E
+                    * torch.rand(u.shape[0], 1, generator=gen, dtype=torch.float64)
+                )
+                moved = float(torch.linalg.vector_norm(network.run_block(block, u + D) - base, dim=-1).max())
+                assert moved <= lam * float(torch.linalg.vector_norm(D, dim=-1).max()), i
+            assert _ratio_attack(block, u, E, 120, gen) <= lam, i
+
+
+def test_every_certified_margin_is_below_the_attacks_upper_bound(bert):
+    built, encoder, consts = bert
+    with network.torch_threads(1):
+        for ids in _sequences(built, 2):
+            ids_t = torch.from_numpy(ids)
+            prof = certify.profiles(encoder, ids_t)
+            kappa = certify.clean_amplification(prof, consts)
+            omega = 2.0 ** np.ceil(np.log2(kappa))
+            cert = certify.certify(prof, consts, omega, GAMMA)
+            assert cert.output_bound < GAMMA and cert.radius > 0
+            found = attack.attack(encoder, ids_t, omega, GAMMA, start_radius=cert.radius, steps=30, bisections=6)
+            assert math.isfinite(found.radius) and found.deviation >= GAMMA
+            assert cert.radius <= found.radius
+
+
+def test_each_blocks_amplification_is_above_what_an_attack_on_it_alone_finds(bert):
+    # With only output o perturbed (omega_o = 1), the certified radius is gamma / kappa_o at that radius: an attack on
+    # output o alone must need at least that radius to move the output by gamma.
+    built, encoder, consts = bert
+    ids = torch.from_numpy(_sequences(built, 3)[0])
+    with network.torch_threads(1):
+        prof = certify.profiles(encoder, ids)
+        for o in range(encoder.num_blocks + 1):
+            omega = np.full(encoder.num_blocks + 1, np.inf)
+            omega[o] = 1.0
+            cert = certify.certify(prof, consts, omega, GAMMA)
+            assert cert.radius * cert.kappa[o] == pytest.approx(cert.output_bound, rel=1e-12)
+            found = attack.attack(encoder, ids, omega, GAMMA, start_radius=cert.radius, steps=40, bisections=6)
+            assert cert.radius <= found.radius, o
+
+
+@pytest.fixture(scope="module")
+def analysed(bert):
+    built, _, _ = bert
+    return analyze(str(built.folder))
+
+
+def test_the_rebuilt_terms_reproduce_the_analysis(analysed):
+    terms, blocks = all_layer.terms_from_analysis(analysed)
+    sa = analysed.bounds["spectrum_adaptive"]
+    post = posthoc(terms, all_layer._settings_of(analysed), input_radii=analysed.settings["peeled_radii"])
+    assert post.log_rademacher == sa["log_rademacher"] and post.p_by_group == sa["p_by_group"]
+    assert set(blocks) == {-1, 0, 1, 2, 3}
+
+
+def test_local_factors_are_the_lipschitz_models(analysed):
+    # VO, FF2 and the tables reach their block's output with factor 1 (theory.lipschitz.local_factor, theory.embeddings);
+    # QK with 2 sqrt(B^2 + 1) s_vo of its head (theory.affine, folded), every other factor read off the worst-case chain
+    terms, blocks = all_layer.terms_from_analysis(analysed)
+    local = all_layer.local_log_factors(terms, blocks, all_layer.worst_case_log_factors(analysed))
+    rows = {m["name"]: m for m in analysed.matrices}
+    for t, loc in zip(terms, local):
+        if t.kind in ("vo", "ff2", "emb"):
+            assert loc == pytest.approx(0.0, abs=1e-9), t.name
+        if t.kind == "qk":
+            vo = next(
+                m
+                for m in analysed.matrices
+                if m["kind"] == "vo" and m["layer"] == rows[t.name]["layer"] and m["head"] == rows[t.name]["head"]
+            )
+            s_vo = vo["theorem_inputs"]["s"]
+            assert math.exp(loc) == pytest.approx(2 * t.input_scale * s_vo, rel=1e-9), t.name
+
+
+def test_query_key_terms_are_covered_uniformly(analysed):
+    terms, blocks = all_layer.terms_from_analysis(analysed)
+    local = all_layer.local_log_factors(terms, blocks, all_layer.worst_case_log_factors(analysed))
+    new = all_layer.all_layer_terms(terms, blocks, local, {b: 0.0 for b in set(blocks)})
+    qk_old, qk_new = next((o, n) for o, n in zip(terms, new) if o.kind == "qk")
+    assert qk_new.cover_kind == "vector" and qk_new.input_scale == pytest.approx(qk_old.input_scale**2)
+    form = alm.uniform_cover("bilinear")
+    values = dict(
+        p=0.7,
+        eps=0.05,
+        s=qk_old.spectral_norm,
+        R=float(qk_old.schatten(np.array(0.7))),
+        a=qk_old.shape[0],
+        b=qk_old.shape[1],
+        r=qk_old.rank_bound,
+    )
+    symbolic = float(form.subs({SYMBOLS[k]: v for k, v in values.items()} | {SYMBOLS["B"]: qk_old.input_scale}))
+    numeric = compiled.thm41_log_cover("vector", B=qk_new.input_scale, cap_by_rank=False, **values)
+    assert numeric == pytest.approx(symbolic, rel=1e-12)
+
+
+def test_the_data_dependent_bound_on_a_sample(bert, analysed, tmp_path):
+    from numerics.margin.on_data import analyze_data
+
+    built, _, _ = bert
+    path = tmp_path / "ids.json"
+    path.write_text(json.dumps([s.tolist() for s in _sequences(built, 4)]))
+    result = analyze_data(analysed, str(built.folder), str(path))
+    doc = result.to_json()
+    assert doc["sequences"] == 3 and len(doc["margins"]) == 3 and doc["attack"] is None
+    dd = result.data_dependent
+    assert dd["gamma_m"] <= min(result.margins) < 2 * dd["gamma_m"] and dd["margin_risk"] == 0.0
+    for row in result.blocks:  # omega is the grid value above the clean amplification; kappa only grows with r
+        assert row["log_kappa_clean"] <= row["log_omega"] < row["log_kappa_clean"] + math.log(2) + 1e-12
+        assert row["log_kappa_clean"] <= row["log_kappa_max"] + 1e-12
+    settings = class_settings(all_layer._settings_of(analysed))
+    assert result.worst_case["log_rademacher"] == analysed.bounds["spectrum_adaptive"]["log_rademacher"]
+    assert settings.gamma == result.gamma
+
+
+@pytest.mark.parametrize(
+    "name, content, message",
+    [
+        ("a.txt", "[[1, 2]]", "must be a .json list of sequences or a .npy"),
+        ("a.json", "{not json", "cannot be read as token ids"),
+        ("a.json", '{"ids": [1]}', "must hold a list of sequences"),
+        ("a.json", "[[1, 2.5]]", "sequence 0 holds a value that is not an integer"),
+        ("a.json", "[[1, 2], []]", "sequence 1 is empty"),
+        ("a.json", "[[1, -3]]", "sequence 0 has a negative id"),
+        ("a.json", "[]", "holds no sequence"),
+        ("a.json", "[[true, 2]]", "not an integer"),
+    ],
+)
+def test_bad_token_files_are_refused_in_one_line(tmp_path, name, content, message):
+    path = tmp_path / name
+    path.write_text(content)
+    with pytest.raises(ValueError, match=message) as info:
+        data.load_token_ids(path)
+    assert str(path) in str(info.value) and "\n" not in str(info.value)
+
+
+def test_npy_token_ids_with_padding(tmp_path):
+    path = tmp_path / "ids.npy"
+    np.save(path, np.array([[5, 6, 7, -1], [8, 9, 10, 11]], dtype=np.int32))
+    rows = data.load_token_ids(path)
+    assert [r.tolist() for r in rows] == [[5, 6, 7], [8, 9, 10, 11]]
+    np.save(path, np.array([[5, -1, 7]]))
+    with pytest.raises(ValueError, match="padding"):
+        data.load_token_ids(path)
+    np.save(path, np.array([[0.5, 1.0]]))
+    with pytest.raises(ValueError, match="expected integers"):
+        data.load_token_ids(path)
+    with pytest.raises(ValueError, match="vocabulary has 4 ids"):
+        data.check_ids([np.array([1, 9])], vocab=4, positions=8, where="ids.npy")
+
+
+def test_the_command_line_reports_both_bounds(bert, tmp_path):
+    built, _, _ = bert
+    path = tmp_path / "ids.json"
+    path.write_text(json.dumps([s.tolist() for s in _sequences(built, 5, lengths=(6, 5))]))
+    code, out, err = run(["analyze", str(built.folder), "--data", str(path)])
+    assert code == 0, err
+    assert "all-layer margin on" in out and "layer1/feedforward" in out and "orders of magnitude" in out
+    code, out, err = run(["analyze", str(built.folder), "--data", str(path), "--format", "json"])
+    assert code == 0 and json.loads(out)["all_layer_margin"]["sequences"] == 2
+    bad = tmp_path / "bad.json"
+    bad.write_text("[[1, 1000000]]")
+    code, out, err = run(["analyze", str(built.folder), "--data", str(bad)])
+    assert code == 2 and err.count("\n") == 1 and "bad.json" in err and "vocabulary" in err
+    code, _, err = run(["analyze", str(built.folder), "--attack"])
+    assert code == 2 and "--attack only applies with --data" in err
+    code, _, err = run(["analyze", str(built.folder), "--data", str(path), "--format", "csv"])
+    assert code == 2 and "--data only applies" in err
+
+
+def test_a_checkpoint_the_margin_does_not_map_is_refused(tmp_path):
+    built = H.build("gpt2", tmp_path / "gpt2", seed=0)
+    with pytest.raises(Exception, match="maps BERT encoders only") as info:
+        network.load_encoder(open_checkpoint(str(built.folder)))
+    assert "\n" not in str(info.value)
+
+
+def test_the_uniform_cover_is_the_engines_vector_form_at_B_squared():
+    # independent of any checkpoint: SymPy's uniform bilinear cover against the compiled vector form at B^2
+    form = alm.uniform_cover("bilinear")
+    values = dict(p=1.3, eps=0.2, s=3.0, R=7.0, a=9, b=9, r=4)
+    symbolic = float(form.subs({SYMBOLS[k]: v for k, v in values.items()} | {SYMBOLS["B"]: 2.5}))
+    assert compiled.thm41_log_cover("vector", B=6.25, cap_by_rank=False, **values) == pytest.approx(symbolic, rel=1e-12)
+    assert sp.simplify(form.subs(SYMBOLS["B"], 1) - alm.uniform_cover("vector").subs(SYMBOLS["B"], 1)) == 0
