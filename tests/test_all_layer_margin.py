@@ -146,7 +146,7 @@ def analysed(bert):
 def test_the_rebuilt_terms_reproduce_the_analysis(analysed):
     terms, blocks = all_layer.terms_from_analysis(analysed)
     sa = analysed.bounds["spectrum_adaptive"]
-    post = posthoc(terms, all_layer._settings_of(analysed), input_radii=analysed.settings["peeled_radii"])
+    post = posthoc(terms, all_layer.settings_of(analysed), input_radii=analysed.settings["peeled_radii"])
     assert post.log_rademacher == sa["log_rademacher"] and post.p_by_group == sa["p_by_group"]
     assert set(blocks) == {-1, 0, 1, 2, 3}
 
@@ -205,7 +205,7 @@ def test_the_data_dependent_bound_on_a_sample(bert, analysed, tmp_path):
     for row in result.blocks:  # omega is the grid value above the clean amplification; kappa only grows with r
         assert row["log_kappa_clean"] <= row["log_omega"] < row["log_kappa_clean"] + math.log(2) + 1e-12
         assert row["log_kappa_clean"] <= row["log_kappa_max"] + 1e-12
-    settings = class_settings(all_layer._settings_of(analysed))
+    settings = class_settings(all_layer.settings_of(analysed))
     assert result.worst_case["log_rademacher"] == analysed.bounds["spectrum_adaptive"]["log_rademacher"]
     assert settings.gamma == result.gamma
 
@@ -263,6 +263,11 @@ def test_the_command_line_reports_both_bounds(bert, tmp_path):
     assert code == 2 and "--attack only applies with --data" in err
     code, _, err = run(["analyze", str(built.folder), "--data", str(path), "--format", "csv"])
     assert code == 2 and "--data only applies" in err
+    for other in (["--no-bias"], ["--input-norm", "3"], ["--layernorm", "lipschitz"]):
+        code, out, err = run(["analyze", str(built.folder), "--data", str(path), *other])
+        assert code == 2 and err.count("\n") == 1, (other, err)
+    code, out, err = run(["analyze", str(built.folder), "--data", str(path), "--fixed-embeddings"])
+    assert code == 0 and "embeddings " not in out.split("all-layer margin on")[1], err
 
 
 def test_a_checkpoint_the_margin_does_not_map_is_refused(tmp_path):

@@ -46,6 +46,7 @@ __all__ = [
     "all_layer_bound",
     "weights",
     "form",
+    "settings_of",
 ]
 
 #: The block index of the input tables' output (the rows before the embeddings norm); blocks ``0 .. 2L-1`` are the
@@ -213,6 +214,8 @@ class AllLayerBound:
         generalization_gap: ``margin_risk + (2/gamma_m) min(Rad, 4 gamma_m) + 3 sqrt(log(2/delta')/(2n))``.
         log_complexity_over_margin: ``log(Rad / gamma_m)`` with the uncapped Rademacher bound (to compare bounds).
         relaxation: ``K^(p_max/2)``, the most the engine's ``l1`` allocation can exceed the lemma's.
+        terms, settings: the all-layer terms and the class settings the engine evaluated (to score other indices,
+            e.g. :func:`numerics.bounds.theorem31.rademacher` at a common ``p``).
     """
 
     gamma_m: float
@@ -222,6 +225,8 @@ class AllLayerBound:
     generalization_gap: float
     log_complexity_over_margin: float
     relaxation: float
+    terms: tuple[MatrixTerm, ...]
+    settings: BoundSettings
 
 
 def all_layer_bound(
@@ -251,7 +256,7 @@ def all_layer_bound(
     missing = sorted(set(blocks) - set(log_omega))
     if missing:
         raise ValueError(f"kappa has no amplification for blocks {missing}.")
-    base = settings if settings is not None else _settings_of(analysis)
+    base = settings if settings is not None else settings_of(analysis)
     gamma_m = float(grid_values([float(margins_arr.min())], upward=False)[0])
     risk = float(np.mean(margins_arr < gamma_m))
     bound_settings = class_settings(replace(base, B_out=gamma_m, gamma=gamma_m))
@@ -267,6 +272,8 @@ def all_layer_bound(
         generalization_gap=risk + post.generalization_gap,
         log_complexity_over_margin=post.log_rademacher - math.log(gamma_m),
         relaxation=float(len(log_omega) ** (p_max / 2)),
+        terms=tuple(new_terms),
+        settings=bound_settings,
     )
 
 
@@ -283,7 +290,8 @@ def _realised_logs(kappa: Mapping[int, float]) -> list[float]:
     return [math.log(float(v)) for v in kappa.values()]
 
 
-def _settings_of(analysis: Any) -> BoundSettings:
+def settings_of(analysis: Any) -> BoundSettings:
+    """The :class:`~numerics.bounds.theorem31.BoundSettings` an analysis was evaluated with (as given, not peeled)."""
     s = analysis.settings
     return BoundSettings(
         n=s["n"],

@@ -79,25 +79,27 @@ def _best_at(
 def attack(
     encoder: Encoder,
     ids: torch.Tensor,
-    omega: Sequence[float],
+    omega: Sequence[float] | np.ndarray,
     gamma: float,
     *,
     start_radius: float,
     steps: int = 60,
     bisections: int = 10,
     max_radius: float = 1e6,
+    growth: float = 2.0,
     seed: int = 0,
 ) -> Attack:
     """A perturbation of small size that moves the output by ``gamma`` (module docstring).
 
     ``omega[o]`` ``inf`` for a block output that is not perturbed. ``start_radius``: where the search starts (the
-    certified lower bound is a natural choice: no perturbation below it succeeds).
+    certified lower bound is a natural choice: no perturbation below it succeeds); the radius grows by ``growth``
+    until the output moves by ``gamma``, then ``bisections`` halve the last step in ``log r``.
     """
     omega_arr = np.asarray(list(omega), dtype=np.float64)
     if omega_arr.size != encoder.num_blocks + 1:
         raise ValueError(f"omega has {omega_arr.size} entries; expected {encoder.num_blocks + 1}.")
-    if not (start_radius > 0 and gamma > 0):
-        raise ValueError(f"start_radius={start_radius!r} and gamma={gamma!r} must be positive.")
+    if not (start_radius > 0 and gamma > 0 and growth > 1):
+        raise ValueError(f"start_radius={start_radius!r}, gamma={gamma!r} must be positive and growth={growth!r} > 1.")
     inv_omega = torch.from_numpy(np.where(np.isfinite(omega_arr), 1.0 / omega_arr, 0.0))
     gen = torch.Generator().manual_seed(seed)
     T, N = int(ids.shape[0]), encoder.hidden
@@ -115,7 +117,7 @@ def attack(
         if best >= gamma:
             found = state
             break
-        low, high = high, 2.0 * high
+        low, high = high, growth * high
     if found is None:
         return Attack(math.inf, math.nan, tuple(tried))
     success = (high, found)

@@ -329,14 +329,16 @@ def _evaluate(
     if len(factors) < len(prof):
         return math.inf, np.zeros(0), np.array(factors), np.array(deviations)
     kappa = amplification(factors)
-    bound = r * float(np.sqrt(np.sum((kappa * weight) ** 2)))
+    with np.errstate(invalid="ignore", over="ignore"):  # an unperturbed output (weight 0) may have kappa = inf
+        scaled = np.where(weight > 0, kappa * weight, 0.0)
+        bound = r * float(np.sqrt(np.sum(scaled**2)))
     return bound, kappa, np.array(factors), np.array(deviations)
 
 
 def certify(
     prof: Sequence[Profile],
     consts: Sequence[Constants],
-    omega: Sequence[float],
+    omega: Sequence[float] | np.ndarray,
     gamma: float,
     *,
     iterations: int = 40,
@@ -355,6 +357,11 @@ def certify(
         raise ValueError(f"gamma={gamma!r} must be positive and finite.")
     tiny = gamma * 1e-12
     bound, *_ = _evaluate(prof, consts, omega_arr, tiny)
+    while not bound < gamma * 1e-6 and tiny > 1e-300:  # small enough that the factors are the clean point's
+        tiny *= 1e-6
+        bound, *_ = _evaluate(prof, consts, omega_arr, tiny)
+    if not (0 < bound < math.inf):
+        raise ValueError("no radius could be certified (a LayerNorm's normaliser is too small for any perturbation).")
     high = gamma * tiny / bound  # the first-order radius: the factors only grow with r
     low = high
     for _ in range(60):
@@ -370,7 +377,7 @@ def certify(
         else:
             high = mid
     bound, kappa, factors, deviations = _evaluate(prof, consts, omega_arr, low)
-    assert bound < gamma  # low is always a radius where the inequality was checked
+    assert 0 < low and bound < gamma  # low is always a radius where the inequality was checked
     return Certificate(low, kappa, factors, deviations, bound)
 
 

@@ -30,6 +30,7 @@ import torch  # optional: torch (the margin extra)
 
 from numerics._util.jsonsafe import finite_json
 from numerics.bounds.all_layer import all_layer_bound, block_names, weights, worst_case_log_factors
+from numerics.bounds.theorem31 import n_nonvacuous
 from numerics.io.checkpoint import open_checkpoint
 from numerics.io.resolve import resolve_source
 from numerics.margin.attack import attack as search
@@ -57,7 +58,8 @@ class DataAnalysis:
         margins: each sequence's certified lower bound on its all-layer margin.
         attack: each sequence's upper bound from the attack (``None`` without ``attack``).
         worst_case, data_dependent: ``{log_rademacher, log_complexity_over_margin, generalization_gap, p_by_group,
-            any_positive_p, margin}`` of the two bounds (``data_dependent`` also ``gamma_m``, ``margin_risk``,
+            any_positive_p, margin, n_nonvacuous}`` of the two bounds (``n_nonvacuous``: the smallest ``n`` at which the
+            bound says something, :func:`numerics.bounds.theorem31.n_nonvacuous`) (``data_dependent`` also ``gamma_m``, ``margin_risk``,
             ``relaxation``, ``peel``).
         orders_of_magnitude: ``log10`` of the worst-case ``Rad / gamma`` over the data-dependent ``Rad / gamma_m``.
         seconds: wall time of the profiles, the certificates and the attack.
@@ -145,6 +147,17 @@ def _block_rows(
     return rows
 
 
+def _check_network(analysis: Any) -> None:
+    """Refuse an analysis of another network than the one the certificate runs: biases dropped (``--no-bias``) or
+    radii assumed (``--input-norm``); the bound's covers must be those of the checkpoint's real blocks."""
+    network = analysis.model.get("network") or {}
+    if str(network.get("biases", "")).startswith("not folded"):
+        raise ValueError("--data needs the biases folded (the network the checkpoint computes); drop --no-bias")
+    sources = [b.get("source") for row in network.get("input_norms", []) for b in row.values()]
+    if "--input-norm" in sources:
+        raise ValueError("--data reads each block's radius from its norm layer; drop --input-norm")
+
+
 def _worst(analysis: Any) -> dict[str, Any]:
     sa = analysis.bounds["spectrum_adaptive"]
     p = dict(sa["p_by_group"])
@@ -155,6 +168,7 @@ def _worst(analysis: Any) -> dict[str, Any]:
         "margin": sa["gamma"],
         "p_by_group": p,
         "any_positive_p": any(v > 0 for v in p.values()),
+        "n_nonvacuous": sa["n_nonvacuous"],
     }
 
 
@@ -184,8 +198,10 @@ def analyze_data(
 
     Raises:
       CheckpointError: the checkpoint is not a BERT encoder the margin maps (:func:`numerics.margin.network.load_encoder`).
-      ValueError: a token-id file that cannot be read, or an id the model does not have.
+      ValueError: a token-id file that cannot be read, or an id the model does not have; an analysis of another
+        network (``--no-bias``, ``--input-norm``, ``--layernorm lipschitz``).
     """
+    _check_network(analysis)
     where = label if label is not None else str(data) if isinstance(data, (str, os.PathLike)) else "data"
     rows = load_token_ids(data) if isinstance(data, (str, os.PathLike)) else [np.asarray(r, np.int64) for r in data]
     ckpt = open_checkpoint(resolve_source(source) if isinstance(source, str) else source, heads=heads)
@@ -226,6 +242,14 @@ def analyze_data(
         "peel": post.peel,
         "p_by_group": p,
         "any_positive_p": any(v > 0 for v in p.values()),
+        "n_nonvacuous": n_nonvacuous(
+            list(bound.terms),
+            post.p,
+            bound.settings,
+            groups=len(p),
+            grid_size=len(set(bound.settings.p_grid)),
+            peel=post.peel,
+        ),
     }
     return DataAnalysis(
         source=str(source),
