@@ -284,3 +284,15 @@ def test_the_uniform_cover_is_the_engines_vector_form_at_B_squared():
     symbolic = float(form.subs({SYMBOLS[k]: v for k, v in values.items()} | {SYMBOLS["B"]: 2.5}))
     assert compiled.thm41_log_cover("vector", B=6.25, cap_by_rank=False, **values) == pytest.approx(symbolic, rel=1e-12)
     assert sp.simplify(form.subs(SYMBOLS["B"], 1) - alm.uniform_cover("vector").subs(SYMBOLS["B"], 1)) == 0
+
+
+def test_the_committed_sentences_are_minilm_token_ids():
+    # benchmarks/sentences.py derives them from the wheel's vocab.txt; here: their shape, as MiniLM-L6 reads them
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent / "benchmarks" / "data"
+    rows = data.load_token_ids(root / "sentences_minilm_ids.json")
+    lines = [s for s in (root / "sentences.txt").read_text(encoding="utf-8").splitlines() if s.strip()]
+    assert len(rows) == len(lines) == 64 and sum(r.size for r in rows) == 777
+    assert all(r[0] == 101 and r[-1] == 102 and 4 <= r.size <= 40 for r in rows)  # [CLS] ... [SEP]
+    data.check_ids(rows, vocab=30522, positions=512, where="sentences_minilm_ids.json")

@@ -312,12 +312,14 @@ def score_value_shift_gronwall() -> sp.Expr:
 
 
 def feedforward_modulus() -> sp.Expr:
-    r"""``d_q (ff_mid + ff_radius s_1 s_2)``: a post-LN feedforward block's output change for a norm change ``d_q``.
+    r"""``d_q (ff_mid + ff_radius s_1 s_2)``: a post-LN feedforward block's output change for a normalised-row change ``d_q``.
 
-    Per unit ``j`` the activation moves by ``sigma'(xi_j) Delta h_j`` with ``xi_j`` in the interval the
-    pre-activation can reach, where ``sigma'`` lies in ``[m_j - r_j, m_j + r_j]``. So the block moves by
-    ``Delta z (I + W_1 diag(m) W_2) + Delta z W_1 diag(theta r) W_2`` with ``|theta_j| <= 1``:
-    at most ``d_q (||I + W_1 diag(m) W_2||_2 + max_j r_j ||W_1||_2 ||W_2||_2)``.
+    Per unit ``j`` the activation moves by ``sigma'(xi_j) Delta h_j`` with ``xi_j`` in the interval the pre-activation
+    can reach (mean-value theorem, unit by unit), where ``sigma'(xi_j) = m_j + theta_j r_j`` with ``m_j`` the slope at the
+    clean pre-activation, ``r_j`` the largest distance of the slope from it over the interval and ``|theta_j| <= 1``.
+    With the gain folded in (``Delta z = g * Delta n``) the block moves by
+    ``Delta n diag(g)(I + W_1 diag(m) W_2) + Delta n diag(g) W_1 diag(theta r) W_2``: at most
+    ``d_q (||diag(g)(I + W_1 diag(m) W_2)||_2 + max_j r_j ||diag(g) W_1||_2 ||W_2||_2)``.
     """
     return d_q * (ff_mid + ff_radius * s_1 * s_2)
 

@@ -162,9 +162,12 @@ _DEFS: dict[str, tuple[dict[str, bool], str]] = {
     "s_vo_in": ({"nonnegative": True}, "spectral norm of a head's W_V[:N] W_O (the value path a row change takes)"),
     "ff_mid": (
         {"nonnegative": True},
-        "spectral norm of I + W_1 diag(m) W_2: the feedforward layer at the midpoints m of the slope ranges",
+        "spectral norm of diag(g)(I + W_1 diag(m) W_2): the feedforward block's Jacobian at the clean slopes m",
     ),
-    "ff_radius": ({"nonnegative": True}, "largest half-width of the activation's slope range over a row's units"),
+    "ff_radius": (
+        {"nonnegative": True},
+        "largest distance of a unit's activation slope from its clean slope, over the interval the unit can reach",
+    ),
     "t_pre": ({"real": True}, "a pre-activation value (the argument of the feedforward activation)"),
     "w_kv": ({"nonnegative": True}, "sum_u a_u ||k_u - k_bar|| ||v_u - v_bar||: a head's weighted key-value spread"),
     "w_k": ({"nonnegative": True}, "sum_u a_u ||k_u - k_bar||: a head's weighted spread of its key sensitivities"),

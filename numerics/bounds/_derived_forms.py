@@ -86,8 +86,8 @@ functions. Every argument may be a float or a numpy array (numpy broadcasts). Th
 - ``k_range``: max_u ||k_u - k_bar||: the largest distance of a head's key sensitivity from its mean
 - ``w_kv``: sum_u a_u ||k_u - k_bar|| ||v_u - v_bar||: a head's weighted key-value spread
 - ``w_v``: sum_u a_u ||v_u - v_bar||: a head's weighted spread of its value rows
-- ``ff_mid``: spectral norm of I + W_1 diag(m) W_2: the feedforward layer at the midpoints m of the slope ranges
-- ``ff_radius``: largest half-width of the activation's slope range over a row's units
+- ``ff_mid``: spectral norm of diag(g)(I + W_1 diag(m) W_2): the feedforward block's Jacobian at the clean slopes m
+- ``ff_radius``: largest distance of a unit's activation slope from its clean slope, over the interval the unit can reach
 - ``t_pre``: a pre-activation value (the argument of the feedforward activation)
 """
 
