@@ -3,7 +3,8 @@
 For one sequence the clean network (:mod:`numerics.margin.network`) is run once and, per block, the quantities
 its local modulus needs are measured at the clean point (:class:`Profile`): each row's LayerNorm normaliser,
 per head the query and key sensitivities, the top attention probability and the spread of the value rows, per
-token the spectral norm of the feedforward block's Jacobian ``I + W_1 diag(sigma'(h)) W_2``. Then, for any bound
+token the spectral norm of the feedforward block's Jacobian ``diag(g)(I + W_1 diag(sigma'(h)) W_2)`` (the norm's
+gain ``g`` folded into the matrices the branch applies). Then, for any bound
 ``E`` on the ``2 -> inf`` deviation of the block's input rows, :func:`block_factor` returns ``lambda(E)`` with
 ``||f(u + Delta) - f(u)|| <= lambda(E) ||Delta||`` for every ``||Delta|| <= E``: the generated forms of
 :mod:`theory.all_layer_margin` (LayerNorm modulus, score shift, softmax shift, head and feedforward moduli),
@@ -12,9 +13,9 @@ the ratio at ``E`` bounds the ratio at every ``e <= E``).
 
 :func:`certify` composes them: for a radius ``r`` and weights ``omega``, the perturbation of block output ``o`` has
 ``||delta_o|| / omega_o <= r / omega_o`` (a box containing the ball), so the input deviations ``E_i`` follow the
-recursion ``E_i = lambda_i E_{i-1} + r / omega_i``; the amplification from output ``o`` to the network's is
-``kappa_o = prod_{i > o} lambda_i``, and every perturbation in the ball moves the output by at most
-``r sqrt(sum_o (kappa_o / omega_o)^2)`` (:func:`theory.all_layer_margin.certified_radius`). Bisection finds the
+recursion ``E_{i+1} = lambda_i E_i + r / omega_{i+1}`` (block ``i`` maps output ``i`` to output ``i + 1``); the
+amplification from output ``o`` to the network's is ``kappa_o = prod_{i >= o} lambda_i``, and every perturbation in
+the ball moves the output by at most ``r sqrt(sum_o (kappa_o / omega_o)^2)`` (:func:`theory.all_layer_margin.certified_radius`). Bisection finds the
 largest ``r`` (on a geometric grid) for which that is below ``gamma``; the returned radius is one at which the
 inequality was checked, so it is a certified lower bound whatever the bisection's accuracy.
 

@@ -17,6 +17,10 @@ def _num(x: float, digits: int = 2) -> str:
     return "inf" if x == math.inf else f"{x:.{digits}f}"
 
 
+def _count(n: float | None) -> str:
+    return "never" if n is None else f"{n:.3g}"
+
+
 def data_table(result: Any) -> str:
     """The per-block table, the two bounds side by side and the chosen indices, as text."""
     margins = np.asarray(result.margins, dtype=np.float64)
@@ -53,11 +57,11 @@ def data_table(result: Any) -> str:
     wc, dd = result.worst_case, result.data_dependent
     lines += [
         "",
-        f"{'bound':<34}{'margin':>10}{'ln(Rad/margin)':>16}{'gap':>10}{'p* > 0':>8}",
+        f"{'bound':<34}{'margin':>10}{'ln(Rad/margin)':>16}{'gap':>10}{'p* > 0':>8}{'n non-vacuous':>15}",
         f"{'worst case (Theorem 3.1)':<34}{wc['margin']:>10.4g}{_num(wc['log_complexity_over_margin']):>16}"
-        f"{wc['generalization_gap']:>10.4g}{('yes' if wc['any_positive_p'] else 'no'):>8}",
+        f"{wc['generalization_gap']:>10.4g}{('yes' if wc['any_positive_p'] else 'no'):>8}{_count(wc['n_nonvacuous']):>15}",
         f"{'all-layer margin (data-dependent)':<34}{dd['margin']:>10.4g}{_num(dd['log_complexity_over_margin']):>16}"
-        f"{dd['generalization_gap']:>10.4g}{('yes' if dd['any_positive_p'] else 'no'):>8}",
+        f"{dd['generalization_gap']:>10.4g}{('yes' if dd['any_positive_p'] else 'no'):>8}{_count(dd['n_nonvacuous']):>15}",
         f"Rad/margin, worst case over data-dependent: {result.orders_of_magnitude:.2f} orders of magnitude "
         f"(the data-dependent one at most {dd['relaxation']:.3g} times its own allocation's; "
         f"{dd['margin_risk']:.3g} of the sequences below gamma_m)",
