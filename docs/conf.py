@@ -29,6 +29,11 @@ extensions = [
     "specbound_docs",
 ]
 
+# Each formula's element holds readable text (what a page shows before MathJax runs and what the search shows in
+# its snippets) and its LaTeX in ``data-tex`` (``_ext/specbound_docs.py``); this script, inlined before MathJax
+# loads, gives MathJax the LaTeX back.
+mathjax_config_path = "_ext/mathjax-config.js"
+
 exclude_patterns = ["_build", "jupyter_execute", "**.ipynb_checkpoints", "_static"]
 source_suffix = {".rst": "restructuredtext", ".md": "myst-nb", ".ipynb": "myst-nb"}
 

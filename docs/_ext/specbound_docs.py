@@ -975,6 +975,56 @@ def _prepare(app: Sphinx) -> None:
         app.config.specbound_study_dir = str(tmp)
 
 
+# --------------------------------------------------------------------------- math a reader can read without MathJax
+
+
+#: A formula as ``sphinx.ext.mathjax`` writes it: an element whose classes include ``math`` (and ``nohighlight``),
+#: perhaps an equation number, then the LaTeX between MathJax's delimiters (or, ``nowrap``, an environment alone).
+_MATH_ELEMENT = re.compile(
+    r'<(?P<tag>span|div) class="(?P<cls>(?:[^"]*\s)?math\s[^"]*\bnohighlight\b[^"]*)"(?P<attrs>[^>]*)>'
+    r'(?P<eqno>\s*<span class="eqno">.*?</span>)?'
+    r"(?P<tex>[^<]*?)"
+    r"</(?P=tag)>",
+    re.S,
+)
+
+
+def readable_formulas(page: str) -> str:
+    """``page`` (HTML) with each formula's text readable (:func:`readable_math.readable`) and its LaTeX moved into
+    the element's ``data-tex`` attribute, from which ``_ext/mathjax-config.js`` puts it back before MathJax
+    typesets the page.
+
+    What a page shows without MathJax, and what Sphinx's search shows in a result's snippet (it fetches the
+    page and takes the text of its main element), is then the readable text, never raw LaTeX. An element with
+    an equation number keeps it; the LaTeX then goes into an inner ``span``.
+    """
+    import html as html_module
+
+    from readable_math import readable
+
+    def swap(found: re.Match[str]) -> str:
+        tex = html_module.unescape(found["tex"]).strip()
+        if not tex:
+            return found[0]
+        attribute = html_module.escape(tex, quote=True)
+        text = html_module.escape(readable(tex), quote=False)
+        opening = f'<{found["tag"]} class="{found["cls"]}"{found["attrs"]}'
+        if found["eqno"]:
+            return f'{opening}>{found["eqno"]}<span data-tex="{attribute}">{text}</span></{found["tag"]}>'
+        return f'{opening} data-tex="{attribute}">{text}</{found["tag"]}>'
+
+    return _MATH_ELEMENT.sub(swap, page)
+
+
+def _readable_formulas_in_context(
+    app: Sphinx, pagename: str, templatename: str, context: dict[str, Any], doctree: Any
+) -> None:
+    """Every part of a page the theme writes (body, table of contents, navigation) through :func:`readable_formulas`."""
+    for key, value in list(context.items()):
+        if isinstance(value, str) and 'nohighlight"' in value and "math" in value:
+            context[key] = readable_formulas(value)
+
+
 # --------------------------------------------------------------------------- references
 
 
@@ -1114,4 +1164,5 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.connect("builder-inited", _napoleon_for_code_only)
     app.connect("missing-reference", _existing_target)
     app.connect("autodoc-skip-member", _skip_documented_attribute)
+    app.connect("html-page-context", _readable_formulas_in_context, priority=900)
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True, "env_version": 1}
