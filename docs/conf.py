@@ -70,6 +70,10 @@ napoleon_numpy_docstring = False
 napoleon_use_rtype = False
 napoleon_custom_sections = [("Symbol map", "params_style")]
 
+# Every public function and class of these packages gets a page of its own (``_generated/api``), listed on the
+# page of its subpackage.
+specbound_api_packages = ["numerics", "theory"]
+
 # Notebooks are executed by the extension before the build (or by the test suite, reused here).
 nb_execution_mode = "off"
 nb_merge_streams = True

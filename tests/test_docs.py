@@ -599,13 +599,34 @@ def test_the_glossary_lists_every_field_of_the_table(site):
         assert f.path in text, f.path
 
 
-def test_api_reference_is_split_by_subpackage(site):
+def test_api_reference_is_split_by_subpackage_with_a_page_per_object(site, pages):
+    """One page per subpackage of ``numerics`` (``theory`` has none: one page), and one page per public function and
+    class (as scikit-learn's reference has), linked from its subpackage's page."""
     root = site[0]
     parts = specbound_docs.api_parts("numerics")
     assert {"bounds", "io", "report", "study"} <= set(parts)
     for part in parts:
         assert (root / "api" / "numerics" / f"{part}.html").is_file(), part
     assert (root / "api" / "numerics.html").stat().st_size < 1_000_000  # was one 2.3 MB page
+    objects = specbound_docs.api_objects("numerics") + specbound_docs.api_objects("theory")
+    assert len(objects) > 400
+    assert ("numerics.bounds.theorem31", "BoundSettings") in objects and ("theory.thm41", "kappa") in objects
+    missing = []
+    for module, name in objects:
+        page_ = root / specbound_docs.API_FOLDER / f"{module}.{name}.html"
+        listing = root / f"{specbound_docs.api_part_of(module)}.html"
+        if not page_.is_file() or f"{module}.{name}" not in pages[page_].ids:
+            missing.append(f"{module}.{name}: no page of its own")
+            continue
+        linked = {
+            os.path.normpath(os.path.join(listing.parent, link.partition("#")[0])) for link in pages[listing].links
+        }
+        if os.path.normpath(page_) not in linked:
+            missing.append(f"{module}.{name}: not linked from {listing.relative_to(root)}")
+    assert not missing, missing[:10]
+    # the subpackage pages list their objects; their pages document them (a class with its methods)
+    text = html.unescape(page(site, "_generated/api/numerics.analysis.Analysis.html"))
+    assert 'id="numerics.analysis.Analysis.to_json"' in text
 
 
 def test_notebook_figures_render_and_no_cache_path_leaks(site):

@@ -16,7 +16,9 @@ Directives:
   tests/test_claims_table.py checks it is current), and the tests marked with each claim.
 * ``specbound-cli``: the help of ``specbound`` and every subcommand, from its argument parser.
 * ``specbound-exports``: the table of the public names of ``numerics`` (its export list).
-* ``specbound-api``: ``automodule`` entries for every module of a package.
+* ``specbound-api``: every module of a package: its docstring, a table of its functions and classes, its
+  constants; ``specbound-api-part`` the same for one subpackage. Each public function and class gets a page of
+  its own (written into ``_generated/api`` before the build reads the sources, ``specbound_api_packages``).
 * ``specbound-run``: runs a ``specbound`` command and shows its output (the build fails on an
   exit code other than 0).
 * ``specbound-python``: runs a Python snippet and shows it with its printed output.
@@ -387,7 +389,10 @@ def claim_tests() -> dict[str, list[tuple[str, str]]]:
 
 
 def _cell(text: str) -> str:
-    return " ".join(str(text).split()).replace("|", "\\|")
+    """``text`` on one line, as reStructuredText for a table cell: a ``|`` outside an inline literal escaped (it
+    would start a substitution), one inside kept (a literal shows its backslash)."""
+    parts = " ".join(str(text).split()).split("``")
+    return "``".join(part if i % 2 else part.replace("|", "\\|") for i, part in enumerate(parts))
 
 
 class Claims(_Generated):
@@ -530,7 +535,89 @@ def defined_here(module: Any) -> list[str]:
     return out
 
 
+#: Where the page of each public function and class is written (under the source folder) and read from.
+API_FOLDER = Path("_generated") / "api"
+
+
+def api_objects(package: str) -> list[tuple[str, str]]:
+    """``[(module, name)]``: every public function and class of ``package``, in the module where it is defined
+    (:func:`defined_here`), each of which gets a page of its own."""
+    import importlib
+
+    out = []
+    for name in package_modules(package):
+        module = importlib.import_module(name)
+        for member in defined_here(module):
+            obj = getattr(module, member)
+            if inspect.isclass(obj) or _is_function(obj):
+                out.append((name, member))
+    return out
+
+
+def api_part_of(module: str) -> str:
+    """The docname of the API page listing ``module`` (its subpackage's page, or the package's own)."""
+    package, _, rest = module.partition(".")
+    part = rest.split(".")[0] if rest else ""
+    if package == "numerics" and part in api_parts("numerics"):
+        return f"api/numerics/{part}"
+    return f"api/{package}"
+
+
+def _summary(obj: Any) -> str:
+    """The first sentence of ``obj``'s docstring as one table cell (roles other than ``:math:`` as code: a name
+    relative to the docstring's module resolves nowhere else)."""
+    parts = " ".join((inspect.getdoc(obj) or "").split("\n\n")[0].split()).split("``")
+    for i in range(0, len(parts), 2):  # the first ". " followed by a capital outside an inline literal ends it
+        cut = re.search(r"\.\s+(?=[A-Z])", parts[i])
+        if cut:
+            parts = parts[:i] + [parts[i][: cut.start() + 1]]
+            break
+    first = re.sub(r":(?!math:)[a-z:]+:`~?([^`<]*?)(?: <[^>]*>)?`", r"``\1``", "``".join(parts))
+    return _cell(first)
+
+
+def api_stub(module: str, name: str) -> str:
+    """The page of one public function or class (reStructuredText): its name, where it lives, its autodoc entry."""
+    import importlib
+
+    obj = getattr(importlib.import_module(module), name)
+    kind = "class" if inspect.isclass(obj) else "function"
+    directive = "autoclass" if kind == "class" else "autofunction"
+    lines = [
+        ":orphan:",  # reached from its subpackage's page and every reference, not from the navigation tree
+        "",
+        *_heading(f"``{name}``", H1),
+        f"*A {kind} of* :py:mod:`{module}` *, listed on* :doc:`/{api_part_of(module)}` *.*",
+        "",
+        f".. {directive}:: {module}.{name}",
+        *(["   :members:"] if kind == "class" else []),
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _write_api_pages(app: Sphinx) -> None:
+    """One page per public function and class of each package in ``specbound_api_packages``, written into
+    ``_generated/api`` before the sources are read (only files an earlier build recorded writing are replaced,
+    :func:`claim_generated_folder`)."""
+    packages = list(app.config.specbound_api_packages)
+    if not packages:
+        return
+    target = Path(app.srcdir) / API_FOLDER
+    pages = {f"{m}.{n}.rst": api_stub(m, n) for package in packages for m, n in api_objects(package)}
+    claim_generated_folder(target, list(pages))
+    written: list[str] = []
+    try:
+        for file, text in pages.items():
+            (target / file).write_text(text, encoding="utf-8")
+            written.append(file)
+    finally:
+        write_record(target, written)
+
+
 def _api_lines(modules: list[str]) -> list[str]:
+    """Per module: its docstring, a table of its functions and classes (each name links to its own page, which
+    the build writes for the packages in ``specbound_api_packages``) and its constants."""
     import importlib
 
     out: list[str] = []
@@ -538,27 +625,34 @@ def _api_lines(modules: list[str]) -> list[str]:
         module = importlib.import_module(name)
         out += _heading(f"``{name}``", H2)
         out += [f".. automodule:: {name}", ""]
-        for member in defined_here(module):
-            obj = getattr(module, member)
-            if inspect.isclass(obj):
-                out += [f".. autoclass:: {name}.{member}", "   :members:", ""]
-            elif _is_function(obj):
-                out += [f".. autofunction:: {name}.{member}", ""]
-            else:
-                text = repr(obj)  # a long value, or one naming this machine's folders, is left out
-                hide = len(text) > 120 or str(ROOT) in text or HOME in text
-                out += [f".. autodata:: {name}.{member}", *(["   :no-value:"] if hide else []), ""]
+        members = defined_here(module)
+        code = [m for m in members if inspect.isclass(getattr(module, m)) or _is_function(getattr(module, m))]
+        if code:
+            out += [".. list-table::", "   :header-rows: 1", "   :widths: 30 10 60", ""]
+            out += ["   * - name", "     - kind", "     - summary"]
+            for member in code:
+                obj = getattr(module, member)
+                out += [
+                    f"   * - :py:obj:`{member} <{name}.{member}>`",
+                    f"     - {'class' if inspect.isclass(obj) else 'function'}",
+                    f"     - {_summary(obj) or ' '}",
+                ]
+            out.append("")
+        for member in members:
+            if member in code:
+                continue
+            text = repr(getattr(module, member))  # a long value, or one naming this machine's folders, is left out
+            hide = len(text) > 120 or str(ROOT) in text or HOME in text
+            out += [f".. autodata:: {name}.{member}", *(["   :no-value:"] if hide else []), ""]
     return out
 
 
 class Api(_Generated):
-    """``automodule`` for every public module of a package, each with the names of its ``__all__`` it
-    defines (a name a package re-exports is documented once, where it is defined)."""
+    """The modules of a package (:func:`_api_lines`): ``.. specbound-api:: theory``."""
 
     required_arguments = 1
 
     def lines(self) -> list[str]:
-
         return _api_lines(package_modules(self.arguments[0]))
 
 
@@ -1143,6 +1237,7 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.add_config_value("specbound_executed_notebooks", "", "env")
     app.add_config_value("specbound_study_dir", "", "env")
     app.add_config_value("specbound_render_notebooks", True, "env")
+    app.add_config_value("specbound_api_packages", [], "env")
     for name, cls in (
         ("specbound-derived", Derived),
         ("specbound-statements", Statements),
@@ -1161,6 +1256,7 @@ def setup(app: Sphinx) -> dict[str, Any]:
     ):
         app.add_directive(name, cls)
     app.connect("builder-inited", _prepare)
+    app.connect("builder-inited", _write_api_pages)
     app.connect("builder-inited", _napoleon_for_code_only)
     app.connect("missing-reference", _existing_target)
     app.connect("autodoc-skip-member", _skip_documented_attribute)
