@@ -261,7 +261,7 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
         cover_choice=_cover_choice(args),
     )
     if args.format == "json":
-        print(json.dumps(analysis.to_json(spectra=args.spectra), indent=2))
+        sys.stdout.write(tables.report_json(analysis, spectra=args.spectra))
     elif args.format == "csv":
         sys.stdout.write(tables.to_csv(analysis, spectra=args.spectra))
     else:
