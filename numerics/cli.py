@@ -14,6 +14,7 @@ reported as ``internal error`` with exit code 1. ``--debug`` shows the traceback
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import sys
@@ -87,12 +88,22 @@ def _cmd_derive(args: argparse.Namespace) -> int:
 
 class _Progress:
     """A one-line progress bar on stderr, drawn only when stderr is a terminal; ``after``: a status line
-    drawn when the bar is full, for work that follows it without a bar of its own."""
+    drawn when the bar is full, for work that follows it without a bar of its own, then a line ticking the
+    seconds until the ``with`` block the bar is used in ends (:func:`numerics._util.progress.ticking`)."""
 
     def __init__(self, label: str, enabled: bool | None = None, after: str | None = None) -> None:
         self.label = label
         self.enabled = sys.stderr.isatty() if enabled is None else enabled
         self.after = after
+        self._ticking: contextlib.AbstractContextManager[None] | None = None
+
+    def __enter__(self) -> _Progress:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._ticking is not None:
+            self._ticking.__exit__(*exc)
+            self._ticking = None
 
     def __call__(self, done: int, total: int, name: str) -> None:
         if not self.enabled:
@@ -102,6 +113,11 @@ class _Progress:
         sys.stderr.write(f"\r{self.label} [{'#' * filled}{'.' * (width - filled)}] {done}/{total} {name[-40:]:<40}")
         if done >= total:
             sys.stderr.write("\n" + (f"{self.after}\n" if self.after else ""))
+            if self.after and self._ticking is None:
+                from numerics._util.progress import ticking
+
+                self._ticking = ticking("  composing", enabled=True)
+                self._ticking.__enter__()
         sys.stderr.flush()
 
 
@@ -248,18 +264,19 @@ def _cover_choice(args: argparse.Namespace) -> str:
 def _cmd_analyze(args: argparse.Namespace) -> int:
     from numerics.report import tables, writers
 
-    analysis = writers.analyze_report(
-        args.source,
-        out=args.out,
-        force=args.force,
-        plots=not args.no_plots,
-        progress=_Progress("spectra", after=_composing(args)),
-        **_settings(args),
-        spectra=args.spectra,
-        **_given(args, "leading_k", "processes", "spectrum"),
-        covers=_covers(args),
-        cover_choice=_cover_choice(args),
-    )
+    with _Progress("spectra", after=_composing(args)) as bar:
+        analysis = writers.analyze_report(
+            args.source,
+            out=args.out,
+            force=args.force,
+            plots=not args.no_plots,
+            progress=bar,
+            **_settings(args),
+            spectra=args.spectra,
+            **_given(args, "leading_k", "processes", "spectrum"),
+            covers=_covers(args),
+            cover_choice=_cover_choice(args),
+        )
     if args.format == "json":
         sys.stdout.write(tables.report_json(analysis, spectra=args.spectra))
     elif args.format == "csv":

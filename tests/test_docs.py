@@ -776,10 +776,12 @@ def test_a_notebook_executed_by_the_build_leaves_nothing_in_tmpdir(tmp_path, mon
     nb.cells = [nbformat.v4.new_code_cell("import tempfile\nprint(tempfile.mkdtemp())")]  # never removed by the cell
     path = tmp_path / "leaky.ipynb"
     nbformat.write(nb, path)
-    specbound_docs.execute_notebook(path, tmp_path / "out.ipynb")
+    seen: list[tuple[int, int]] = []
+    specbound_docs.execute_notebook(path, tmp_path / "out.ipynb", lambda done, total: seen.append((done, total)))
     printed = nbformat.read(tmp_path / "out.ipynb", as_version=4).cells[0].outputs[0]["text"]
     assert printed.strip(), "the cell ran"
-    assert list(scratch.iterdir()) == [], sorted(p.name for p in scratch.iterdir())
+    assert list(scratch.iterdir()) == [], sorted(p.name for p in scratch.iterdir())  # its sockets too
+    assert seen == [(0, 1), (1, 1)]  # the progress of the docs build's bar: before the first cell, after each
 
 
 def test_the_notebooks_remove_their_temporary_folders():

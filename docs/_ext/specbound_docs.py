@@ -44,7 +44,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import typing
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +57,8 @@ from sphinx.application import Sphinx
 from sphinx.errors import ExtensionError
 from sphinx.util.docutils import SphinxDirective
 from sphinx.util.nodes import nested_parse_with_titles
+
+from numerics._util.progress import Bar, is_terminal, ticking
 
 ROOT = Path(__file__).resolve().parents[2]
 HOME = str(Path.home())
@@ -895,21 +899,44 @@ class StudyRun(SphinxDirective):
 # --------------------------------------------------------------------------- notebooks and the study run
 
 
-def execute_notebook(path: Path, out: Path) -> None:
+def execute_notebook(path: Path, out: Path, progress: Callable[[int, int], None] | None = None) -> None:
     """Run ``path`` top to bottom in a temporary folder; write the executed notebook to ``out``.
 
     The kernel's ``$TMPDIR`` is a folder inside that temporary folder, so whatever a notebook leaves in
-    its temporary folder goes with it: nothing is left in the builder's ``$TMPDIR``.
+    its temporary folder goes with it: nothing is left in the builder's ``$TMPDIR``. The kernel talks to the
+    build over Unix sockets in that folder (``ipc``), where the system has them and the path is short enough,
+    else over local TCP (which the kernel warns about). ``progress(done, total)`` is called after each code cell.
     """
     import nbformat
     from nbclient import NotebookClient
+    from traitlets.config import Config
 
     nb = nbformat.read(path, as_version=4)
+    total = sum(1 for cell in nb.cells if cell.cell_type == "code")
+    done = 0
+
+    def executed(**_: Any) -> None:
+        nonlocal done
+        done += 1
+        if progress is not None:
+            progress(done, total)
+
+    if progress is not None:
+        progress(0, total)
     with _scratch("specbound-docs-nb-") as tmp:
         scratch = Path(tmp) / "tmp"
         scratch.mkdir()
         env = {**os.environ, "TMPDIR": str(scratch), "TEMP": str(scratch), "TMP": str(scratch)}
-        client = NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": tmp}})
+        config = Config()
+        config.KernelManager.connection_file = os.path.join(tmp, "kernel.json")
+        sockets = os.path.join(tmp, "kernel")  # the kernel's sockets: kernel-1 ... kernel-5
+        if os.name == "posix" and len(sockets) < 100:  # a Unix socket's path has at most 107 bytes
+            config.KernelManager.transport = "ipc"
+            config.KernelManager.ip = sockets
+        client = NotebookClient(
+            nb, config=config, timeout=600, kernel_name="python3", resources={"metadata": {"path": tmp}}
+        )
+        client.on_cell_executed = executed
         client.log.setLevel(logging.WARNING)  # the build names each notebook itself (_prepare)
         client.execute(env=env)  # passed on to the kernel process
     nbformat.write(nb, out)
@@ -1026,8 +1053,13 @@ def _prepare(app: Sphinx) -> None:
                     raise ExtensionError(f"{src}: no executed copy of {path.name}")
                 shutil.copyfile(src, target / path.name)
             else:
-                _say(f"executing notebooks/{path.name} ({number} of {len(paths)})")
-                execute_notebook(path, target / path.name)
+                label = f"[docs] executing notebooks/{path.name} ({number} of {len(paths)})"
+                if not is_terminal():
+                    _say(label.removeprefix("[docs] "))
+                bar = Bar(label, unit="cells")
+                started = time.monotonic()
+                execute_notebook(path, target / path.name, lambda done, total, bar=bar: bar.update(done, total=total))
+                bar.close(f"{label}: {bar.total or 0:.0f} cells in {time.monotonic() - started:.0f} s")
             written.append(path.name)
             copy = target / path.name
             nb = nbformat.read(copy, as_version=4)
@@ -1053,14 +1085,15 @@ def _prepare(app: Sphinx) -> None:
         tmp = Path(tempfile.mkdtemp(prefix="specbound-docs-study-"))
         app.connect("build-finished", lambda app, exc: _remove_tree(tmp))
         exe = Path(sys.executable).with_name("specbound")
-        done = subprocess.run(
-            [str(exe), "study", "--preset", "smoke", "--out", str(tmp / "out"), "--no-plots"],
-            cwd=tmp,
-            capture_output=True,
-            text=True,
-            timeout=600,
-            env={**os.environ, "SPECBOUND_CACHE": str(tmp / "cache")},
-        )
+        with ticking("[docs] specbound study --preset smoke"):
+            done = subprocess.run(
+                [str(exe), "study", "--preset", "smoke", "--out", str(tmp / "out"), "--no-plots"],
+                cwd=tmp,
+                capture_output=True,
+                text=True,
+                timeout=600,
+                env={**os.environ, "SPECBOUND_CACHE": str(tmp / "cache")},
+            )
         if done.returncode != 0:
             raise ExtensionError(
                 f"`specbound study --preset smoke` exited {done.returncode}: {done.stderr.strip()[-500:]}"
