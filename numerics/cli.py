@@ -21,6 +21,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
+from numerics._util.progress import ticking
 from numerics.errors import SpecboundError
 
 __all__ = ["main"]
@@ -78,7 +79,8 @@ def _cmd_derive(args: argparse.Namespace) -> int:
         from theory.registry import load_entry_points
 
         load_entry_points()
-    data = derive_target(args.target, kind=args.kind, name=args.name)
+    with ticking(f"specbound: deriving {args.target} with SymPy", done=lambda seconds: ""):  # on a terminal
+        data = derive_target(args.target, kind=args.kind, name=args.name)
     if args.json:
         print(json.dumps(render(data, "json"), indent=2))
     else:
@@ -114,8 +116,6 @@ class _Progress:
         if done >= total:
             sys.stderr.write("\n" + (f"{self.after}\n" if self.after else ""))
             if self.after and self._ticking is None:
-                from numerics._util.progress import ticking
-
                 self._ticking = ticking("  composing", enabled=True)
                 self._ticking.__enter__()
         sys.stderr.flush()
@@ -343,7 +343,8 @@ def _cmd_mc(args: argparse.Namespace) -> int:
             writers.check_figure_file(args.plot)  # before the Monte-Carlo run
         except OutputError as exc:
             raise CliError(f"--plot {_shown(args.plot)}: {exc}") from None
-    result = writers.mc_report(plot=args.plot, **_given(args, *_MC_OPTIONS))
+    with ticking("specbound: Monte-Carlo covering estimates", done=lambda seconds: ""):  # on a terminal
+        result = writers.mc_report(plot=args.plot, **_given(args, *_MC_OPTIONS))
     if args.format == "json":
         print(json.dumps(tables.mc_rows_json(result), indent=2))
     else:
@@ -364,7 +365,8 @@ def _cmd_mc_cover(args: argparse.Namespace) -> int:
         from theory.registry import load_entry_points
 
         load_entry_points()
-    result = cover_mc(args.cover, **_given(args, "kind", "a", "b", "m", "samples", "seed"))
+    with ticking(f"specbound: {args.cover} against certified lower bounds", done=lambda seconds: ""):  # on a terminal
+        result = cover_mc(args.cover, **_given(args, "kind", "a", "b", "m", "samples", "seed"))
     verdict = cover_verdict(result)
     if args.format == "json":
         print(json.dumps(cover_rows_json(result), indent=2))

@@ -12,7 +12,6 @@ given (``sys.stderr`` when it is drawn).
 from __future__ import annotations
 
 import contextlib
-import shutil
 import sys
 import threading
 import time
@@ -39,6 +38,8 @@ def is_terminal(stream: TextIO | None = None) -> bool:
 def _fit(text: str) -> str:
     """``text`` cut to the terminal's width (a redrawn line must not wrap: the carriage return would not reach
     its start)."""
+    import shutil  # slow: shutil (its archive modules); only when a line is drawn
+
     width = shutil.get_terminal_size((100, 24)).columns - 1
     return text if len(text) <= width else text[: max(width - 3, 0)] + "..."
 
