@@ -518,11 +518,15 @@ def test_every_formula_of_the_site_reads_without_a_backslash(pages):
     assert seen > 500
 
 
-def test_symbols_are_typeset_as_the_paper_writes_them(site):
-    """``eps`` is epsilon (not e.p.s), ``B_out`` a subscripted B, in the site and in ``derive --latex``."""
+def test_symbols_are_typeset_as_the_paper_writes_them(site, pages):
+    """``eps`` is epsilon (not e.p.s), ``B_out`` a subscripted B, in the site and in ``derive --latex``, and in the
+    notebooks' SymPy output (notebook 01 showed ``eps`` before: IPython's default printer)."""
     text = html.unescape(page(site, "theory/derived.html"))
     assert "\\varepsilon" in text and "B_{\\mathrm{out}}" in text
-    assert not re.search(r"(?<![\\a-zA-Z_{])eps(?![a-zA-Z])", " ".join(math_blocks(page(site, "theory/derived.html"))))
+    eps = re.compile(r"(?<![\\a-zA-Z_{])eps(?![a-zA-Z])")
+    assert not eps.search(" ".join(math_blocks(page(site, "theory/derived.html"))))
+    notebook = " ".join(pages[site[0] / "_generated" / "notebooks" / "01_deriving_theorem_4_1.html"].formulas)
+    assert "\\varepsilon" in notebook and not eps.search(notebook), notebook[:500]
 
 
 def test_every_internal_link_resolves(site, pages):
