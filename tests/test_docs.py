@@ -454,6 +454,11 @@ def test_search_snippets_show_readable_math_not_raw_latex(site, pages):
         raw = _raw_latex(text)
         assert raw is None, f"{path.relative_to(root)}: the search would show raw LaTeX: {raw}"
     assert checked > 100
+    # the titles a result shows (pages and sections) come from the index: no LaTeX there either
+    index = (root / "searchindex.js").read_text(encoding="utf-8")
+    index = json.loads(index[index.index("(") + 1 : index.rindex(")")])
+    for title in [*index["titles"], *index["alltitles"]]:
+        assert _raw_latex(title) is None, f"a search result's title holds raw LaTeX: {title}"
     thm41 = " ".join("".join(pages[root / "theory" / "thm41.html"].search).split())
     assert "κ(p) = 2 p^(-p/2) (2 - p)^(p/2 - 1)" in thm41 or "κ(p)" in thm41
     assert "ε" in thm41
