@@ -1,9 +1,10 @@
 """Every field of the report's JSON (``report.json``, ``analyze --format json``) and CSV (``matrices.csv``):
 unit, log base and meaning, in one table.
 
-The documentation's glossary is generated from :data:`FIELDS`, and tests/test_glossary.py checks that every
-field an analysis emits (with ``--covers`` and ``--spectra`` too) has an entry, so the glossary and the
-writers cannot drift apart. A path is dotted; ``[]`` stands for every item of a list, ``*`` for any one key
+The documentation's glossary is generated from :data:`FIELDS`, and the writers read it: the JSON and CSV
+writers refuse a field it has no entry for (:func:`check_document`, :func:`check_columns`), and the printed
+table and summary take each logarithm's base and each cost's unit from it (:func:`in_log10`, :func:`unit`),
+so the glossary and the writers cannot drift apart (tests/test_glossary.py checks it on real reports). A path is dotted; ``[]`` stands for every item of a list, ``*`` for any one key
 (a group such as ``layer0/qk``, a Schatten index such as ``"0.5"``, a bound's or a cover's name). The CSV's
 columns are the per-matrix fields, ``matrices[].NAME``.
 
@@ -13,9 +14,22 @@ JSON is natural; the printed table shows some of them as ``log10`` and says so i
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 
-__all__ = ["Field", "FIELDS", "lookup", "leaf_paths"]
+__all__ = [
+    "Field",
+    "FIELDS",
+    "lookup",
+    "entry",
+    "leaf_paths",
+    "check_document",
+    "check_columns",
+    "in_log10",
+    "unit",
+    "json_log_base",
+]
 
 
 @dataclass(frozen=True)
@@ -381,3 +395,68 @@ def leaf_paths(document: object, prefix: str = "") -> set[str]:
     else:
         out.add(prefix)
     return out
+
+
+def entry(path: str) -> Field:
+    """The entry of ``path`` (:func:`lookup`).
+
+    Raises:
+      ValueError: the table has no entry for ``path`` (a writer asked about a field the glossary does not describe).
+    """
+    found = lookup(path)
+    if found is None:
+        raise ValueError(f"field {path!r} has no entry in numerics.report.fields.FIELDS (the glossary)")
+    return found
+
+
+def check_document(document: object, *, what: str = "report.json") -> None:
+    """Refuse a report document holding a field the table has no entry for (the writers call this before writing).
+
+    Raises:
+      ValueError: naming ``what`` and the first such field.
+    """
+    missing = sorted(p for p in leaf_paths(document) if lookup(p) is None)
+    if missing:
+        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+        raise ValueError(
+            f"{what}: field {missing[0]!r}{more} has no entry in numerics.report.fields.FIELDS (the glossary)"
+        )
+
+
+def check_columns(columns: Iterable[str], *, prefix: str = "matrices[].", what: str = "matrices.csv") -> None:
+    """Refuse a CSV column (a per-matrix field, ``prefix + column``) the table has no entry for.
+
+    Raises:
+      ValueError: naming ``what`` and the first such column.
+    """
+    for column in columns:
+        if lookup(prefix + column) is None:
+            raise ValueError(
+                f"{what}: column {column!r} has no entry {prefix + column!r} in numerics.report.fields.FIELDS"
+            )
+
+
+def in_log10(value: float | None, path: str) -> float | None:
+    """The value of the logarithm field ``path`` in base 10, converted from the base its entry declares.
+
+    Raises:
+      ValueError: ``path`` has no entry, or its entry declares no base (the field is not a logarithm).
+    """
+    base = entry(path).log
+    if base not in ("ln", "log10"):
+        raise ValueError(f"field {path!r} is not a logarithm (its entry in FIELDS declares no base)")
+    if value is None:
+        return None
+    return value / math.log(10) if base == "ln" else value
+
+
+def unit(path: str) -> str:
+    """The unit the entry of ``path`` declares (``""`` for a count, a name or a text)."""
+    return entry(path).unit
+
+
+def json_log_base() -> str:
+    """The base of every ``log_*`` field of the JSON, said in words: ``"natural (ln)"`` when the table declares
+    ``ln`` for each (it does), else the bases it declares."""
+    bases = sorted({f.log for f in FIELDS if f.path.rsplit(".", 1)[-1].startswith("log_")})
+    return "natural (ln)" if bases == ["ln"] else " or ".join(bases)
