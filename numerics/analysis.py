@@ -4,7 +4,8 @@ r"""Analyse a checkpoint: io -> spectra -> bounds, and the :class:`Analysis` tha
 (:mod:`numerics.spectra`) and hands them to :func:`evaluate_bounds`, which evaluates on the same
 spectra (:mod:`numerics.bounds`):
 
-* ``spectrum_adaptive``: Theorem 3.1 with post hoc indices (:func:`numerics.bounds.theorem31.posthoc`);
+* ``spectrum_adaptive``: Theorem 3.1 with post hoc indices, and with ``covers`` the choice among them
+  (:func:`numerics.bounds.engine.evaluate`);
 * ``edelman2022`` and ``bartlett2017``: the baselines (:mod:`numerics.bounds.baselines`);
 * the proxies ``phi_sa`` and ``phi_edelman`` (:mod:`numerics.bounds.proxies`).
 
@@ -12,7 +13,7 @@ spectra (:mod:`numerics.bounds`):
 Dudley value with the trivial cap removed; 12 is :func:`theory.dudley.integral_weight`) and
 ``sqrt(C)`` for a ``log N <= C eps^-2`` baseline. ``rademacher`` is the valid bound, at most
 ``4 B_out``. Each bound reports ``n_nonvacuous``, the smallest sample size at which it says
-something (:func:`numerics.bounds.theorem31.n_nonvacuous`).
+something (:func:`numerics.bounds.margin.n_nonvacuous`).
 
 *Auditable.* Each matrix in the bound carries ``theorem_inputs``: every input of its Theorem 4.1
 coefficient at the post hoc index (``kind``, ``s``, ``R`` = ``S_p``, ``B``, ``a``, ``b``, ``r``, ``m``,
@@ -35,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from numerics._util.jsonsafe import finite_json
-from numerics.bounds import compiled, covers31
+from numerics.bounds import compiled, engine
 from numerics.bounds.baselines import bartlett2017, edelman2022
 from numerics.bounds.embeddings import EMBEDDING_GROUPS
 from numerics.bounds.proxies import log_phi_sa_by_common_p, phi_sa
@@ -52,7 +53,6 @@ from numerics.bounds.theorem31 import (
     log_eps_min,
     metric_points,
     n_nonvacuous,
-    posthoc,
     theorem41_coefficients,
 )
 from numerics.errors import CheckpointError
@@ -170,20 +170,16 @@ def evaluate_bounds(
       skipped: ``(tensor name, reason)`` of the tensors not analysed, for the report.
       settings: the bound's settings; model: the Lipschitz model's.
       covers: registered covers (names or :class:`theory.registry.Cover`) to compose through Theorem 3.1, one chosen
-        per tie group post hoc (:mod:`numerics.bounds.covers31`); reported in ``covers`` and per matrix (``cover``).
+        per tie group post hoc (:mod:`numerics.bounds.choice`); reported in ``covers`` and per matrix (``cover``).
         ``None`` (the default): Theorem 4.1 only, and nothing of this is computed.
       cover_choice: ``"group"`` (one cover per tie group, ``log k`` per group) or ``"matrix"`` (one per matrix,
-        ``log k`` per matrix); :func:`numerics.bounds.covers31.compose`.
+        ``log k`` per matrix); :func:`numerics.bounds.choice.compose`.
 
     Raises:
       ValueError: no attention or feedforward matrix to bound; an unknown or unusable cover.
     """
     num_layers, hidden = int(model_info["num_layers"]), int(model_info["hidden_size"])
-    chosen = None
-    if covers is not None:  # checked before any work
-        chosen = covers31.resolve([c if isinstance(c, str) else c.name for c in covers])
-    if cover_choice not in covers31.CHOICES:
-        raise ValueError(f"cover_choice={cover_choice!r} must be one of {list(covers31.CHOICES)}.")
+    chosen = engine.check_covers(covers, cover_choice)  # before any work
     _check_representable(stats, model_info)
     try:
         # An overflow or an invalid operation (inf - inf) anywhere in the evaluation is an error, never a
@@ -198,12 +194,10 @@ def evaluate_bounds(
                     f"layernorm={model.layernorm!r} needs every norm layer's gain read from the checkpoint and the "
                     "norms' epsilon; this model block has none (no norm layers mapped)"
                 )
-            post = posthoc(terms, settings, input_radii=info["peeled_radii"])
-            composed = None
-            if chosen is not None:
-                composed = covers31.compose(
-                    terms, post, chosen, settings, input_radii=info["peeled_radii"], choice=cover_choice
-                )
+            evaluation = engine.evaluate(
+                terms, settings, covers=chosen, choice=cover_choice, input_radii=info["peeled_radii"]
+            )
+            post, composed = evaluation.posthoc, evaluation.composed
             # the baselines and proxies are evaluated as published, at the realised norms (not this bound's classes)
             # (as published: the layers' matrices only, in the projection idealisation; the input tables are ours)
             inputs.pop("norms", None)
@@ -511,10 +505,7 @@ def analyze(
       ValueError: ``processes`` > 0 for a model in memory.
       CheckpointError: the checkpoint cannot be read or analysed (naming file or label, and tensor).
     """
-    if covers is not None:  # a bad cover name ends here, before any spectrum is computed
-        covers31.resolve([c if isinstance(c, str) else c.name for c in covers])
-    if cover_choice not in covers31.CHOICES:
-        raise ValueError(f"cover_choice={cover_choice!r} must be one of {list(covers31.CHOICES)}.")
+    engine.check_covers(covers, cover_choice)  # a bad cover name ends here, before any spectrum is computed
     if is_in_memory(source):
         if processes:
             raise ValueError(

@@ -26,7 +26,7 @@ Built in (:func:`builtin_covers`): Theorem 4.1, both kinds (``thm41``; same SymP
 (``effective_rank``, :mod:`theory.effective_rank`).
 
 Composing registered covers through Theorem 3.1 (``analyze --covers``) is
-:mod:`numerics.bounds.covers31`: each form at ``eps_j / 2`` gives the internal cover the composition uses;
+:mod:`numerics.bounds.choice`: each form at ``eps_j / 2`` gives the internal cover the composition uses;
 Theorem 4.1 (``c eps^-p`` times logs at ``eps_min``) keeps the exact allocation, any other form (the
 effective-rank cover's ``head + tail``) enters through a feasible allocation from the Lagrangian;
 choosing one cover per tie group among ``k`` enabled ones costs ``log k`` per group on top of each

@@ -201,7 +201,7 @@ def schatten_table(terms: Sequence[MatrixTerm], p: Any) -> np.ndarray:
 
 
 def _grid(v: float) -> float:
-    """The peeling grid value at or above ``v`` (:func:`numerics.bounds.theorem31.grid_values`); 0 stays 0."""
+    """The peeling grid value at or above ``v`` (:func:`numerics.bounds.peeling.grid_values`); 0 stays 0."""
     return float(grid_values([v])[0]) if v > 0 else 0.0
 
 
@@ -417,7 +417,7 @@ def build_terms(
     log Lipschitz constants and radii (for reports).
 
     ``peel`` (default): the quantities read after training enter at the upper end of their cell of the
-    peeling grid (:mod:`theory.margin`, :func:`numerics.bounds.theorem31.grid_values`): every spectral
+    peeling grid (:mod:`theory.margin`, :func:`numerics.bounds.peeling.grid_values`): every spectral
     norm in a Lipschitz constant, local factor or input scale, and the ``radii`` read from norm layers
     (``info["peeled_radii"]`` lists the realised ones, whose levels the union cost pays). Each term's
     ``input_scale`` is then the class's, ``input_scale_realised`` the one at the realised values.

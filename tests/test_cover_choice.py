@@ -1,5 +1,5 @@
 """analyze --covers: registered covers composed through Theorem 3.1, one per tie group chosen post hoc
-(numerics.bounds.covers31), checked against independent computations."""
+(numerics.bounds.choice, numerics.bounds.covers), checked against independent computations."""
 
 import json
 import math
@@ -11,7 +11,9 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
 from numerics.analysis import analyze
-from numerics.bounds import compiled, covers31
+from numerics.bounds import choice as cover_choice
+from numerics.bounds import compiled
+from numerics.bounds import covers as bound_covers
 from numerics.bounds.terms import MatrixTerm, ModelSettings, build_terms
 from numerics.bounds.theorem31 import BoundSettings, class_settings, grid_values, metric_points, posthoc
 from tests.covers_user.linear_cover import linear
@@ -134,7 +136,7 @@ def test_effective_rank_is_chosen_for_rank_one_heads_and_lowers_the_bound(tmp_pa
     t = next(t for t in terms if t.kind == "qk")
     s = float(grid_values([t.spectral_norm])[0])
     u = np.array([1e-3, 1e-2])
-    opts = covers31._registered_options(
+    opts = bound_covers.registered_options(
         registry.get("effective_rank"), t, np.log(u) - t.log_rho, class_settings(settings)
     )
     one = next(o for o in opts if o.r_head == 1)
@@ -178,8 +180,8 @@ def test_choosing_is_never_worse_than_the_best_single_cover_plus_the_choice_cost
     ]
     settings = BoundSettings(p_grid=(0.0, 1.0, 2.0), grid_points=48, n=10**9)
     post = posthoc(terms, settings)
-    covers = covers31.resolve(["thm41", "effective_rank"])
-    got = covers31.compose(terms, post, covers, settings)
+    covers = bound_covers.resolve(["thm41", "effective_rank"])
+    got = cover_choice.compose(terms, post, covers, settings)
     s = class_settings(settings)
     for name, alone in got.alone.items():
         bound = compiled.generalization_gap(
@@ -292,9 +294,9 @@ def test_one_cover_per_matrix_mixes_covers_inside_a_group_and_pays_log_k_per_mat
     terms = [term(0, [2.0] + [1e-9] * 15, (16, 16)), term(1, [0.01] * 64, (64, 64))]
     settings = BoundSettings(p_grid=(0.0, 1.0, 2.0), grid_points=48, n=10**9)
     post = posthoc(terms, settings)
-    covers = covers31.resolve(["thm41", "effective_rank"])
-    group = covers31.compose(terms, post, covers, settings)
-    matrix = covers31.compose(terms, post, covers, settings, choice="matrix")
+    covers = bound_covers.resolve(["thm41", "effective_rank"])
+    group = cover_choice.compose(terms, post, covers, settings)
+    matrix = cover_choice.compose(terms, post, covers, settings, choice="matrix")
     assert len(set(row["cover"] for row in group.per_matrix.values())) == 1
     tail_m0 = float(np.sqrt(15) * 1e-9)  # the 15 values 1e-9 left out of m0 at r_head = 1
     assert matrix.per_matrix["m1"] == {"cover": "thm41", "p": 0.0, "tail_paid": 0.0}
@@ -333,7 +335,7 @@ def test_one_cover_per_matrix_mixes_covers_inside_a_group_and_pays_log_k_per_mat
 
     assert matrix.log_union - own(matrix) == pytest.approx(group.log_union - own(group), rel=1e-12)
     with pytest.raises(ValueError, match="cover_choice='tensor'"):
-        covers31.compose(terms, post, covers, settings, choice="tensor")
+        cover_choice.compose(terms, post, covers, settings, choice="tensor")
 
 
 def test_cli_cover_choice(bert_folder):
@@ -364,8 +366,8 @@ def test_effective_rank_is_evaluated_from_the_generated_code(monkeypatch):
 
     cover = registry.get("effective_rank")
     reference = compile_cover(cover, "bilinear")
-    monkeypatch.setattr(covers31, "_compiled_form", refuse)
-    options = covers31._registered_options(cover, t, log_eps, settings)
+    monkeypatch.setattr(bound_covers, "_compiled_form", refuse)
+    options = bound_covers.registered_options(cover, t, log_eps, settings)
     assert [o.r_head for o in options] == [1, 2, 3, 4, 6]
     for o in options:
         tail = float(np.sqrt(np.sum(np.sort(t.singular_values)[::-1][o.r_head :] ** 2)))
