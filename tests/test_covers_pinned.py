@@ -354,7 +354,7 @@ def electra(tmp_path_factory):
 
 def test_cli_covers_on_electra_pays_the_projections_radii(electra) -> None:
     """ELECTRA's layer 0 reads ``embeddings_project(LN(e))``: the projection's spectral norm and bias norm are read
-    after training and peeled (``terms._class_radius``). The composed bound's union, written out from the JSON's
+    after training and peeled (``blocks.class_radius``). The composed bound's union, written out from the JSON's
     own assignment and spectra, includes them; they are read here from the model itself."""
     from tests.cliutil import run
 
