@@ -50,9 +50,9 @@ from numerics.bounds.allocation import allocate, lagrangian, shares
 from numerics.bounds.covers import COVER_SCALE, Entry, Option, entry
 from numerics.bounds.dudley import log_rademacher_feasible, log_scales
 from numerics.bounds.margin import gap, margin_bound
-from numerics.bounds.peeling import peeling_cost, posthoc_peel
+from numerics.bounds.peeling import peeling_cost
 from numerics.bounds.posthoc import PosthocResult
-from numerics.bounds.settings import BoundSettings, class_settings, group_labels
+from numerics.bounds.settings import BoundSettings, class_settings, group_labels, posthoc_peel
 from numerics.bounds.tables import ShareTables, share_tables
 from numerics.bounds.terms import MatrixTerm
 

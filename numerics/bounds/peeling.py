@@ -1,8 +1,7 @@
 """The peeling grid of the quantities read after training (:mod:`theory.margin`, docs/theory/peeling.md).
 
 ``v_k = PEEL_BASE * PEEL_RATIO^k`` with ``k`` any integer; :func:`peeling_levels` finds a value's level (the cell's
-upper end, or for the margin the grid value below) and :func:`grid_values` the grid value there. :func:`peeling_cost` is what peeling costs in ``delta`` (the union cost), :func:`posthoc_peel` that of ``B_out`` and
-``gamma``. Used by :mod:`numerics.bounds.terms` (spectral norms and radii in the Lipschitz model), the coefficient
+upper end, or for the margin the grid value below) and :func:`grid_values` the grid value there. :func:`peeling_cost` is what peeling costs in ``delta`` (the union cost). Used by :mod:`numerics.bounds.terms` (spectral norms and radii in the Lipschitz model), the coefficient
 tables and the union cost of the engine (docs/engine.md).
 """
 
@@ -10,17 +9,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from numerics._util.checks import short_repr
 from numerics.bounds import compiled
 
-if TYPE_CHECKING:
-    from numerics.bounds.settings import BoundSettings
-
-__all__ = ["PEEL_RATIO", "PEEL_BASE", "peeling_levels", "grid_values", "peeling_cost", "posthoc_peel"]
+__all__ = ["PEEL_RATIO", "PEEL_BASE", "peeling_levels", "grid_values", "peeling_cost"]
 
 #: The peeling grid ``v_k = PEEL_BASE * PEEL_RATIO^k``, ``k`` any integer (:data:`theory.margin.PEEL_RATIO` and
 #: :data:`theory.margin.PEEL_BASE`, repeated here because :mod:`theory` loads SymPy; a test checks they agree).
@@ -74,9 +69,3 @@ def peeling_cost(values: Iterable[float], *, upward: bool = True) -> float:
     k = peeling_levels(v[v > 0], upward=upward)
     zeros = int(np.count_nonzero(v == 0))
     return float(np.sum(compiled.peeling_cost(k))) + zeros * compiled.zero_peeling_cost()
-
-
-def posthoc_peel(settings: BoundSettings) -> float:
-    """The peeling cost of ``B_out`` and ``gamma`` (``log(1/pi(k))`` at each one's level)."""
-    k = np.concatenate([peeling_levels([settings.B_out]), peeling_levels([settings.gamma], upward=False)])
-    return float(np.sum(compiled.peeling_cost(k)))

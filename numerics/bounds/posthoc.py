@@ -28,8 +28,8 @@ import numpy as np
 from numerics.bounds.allocation import group_shares, log_cover_batch, lse_last, merged
 from numerics.bounds.dudley import all_zero, exp_or_inf, log_rademacher_exact, log_scales
 from numerics.bounds.margin import margin_bound
-from numerics.bounds.peeling import peeling_cost, posthoc_peel
-from numerics.bounds.settings import BoundSettings, class_settings, group_labels
+from numerics.bounds.peeling import peeling_cost
+from numerics.bounds.settings import BoundSettings, class_settings, group_labels, posthoc_peel
 from numerics.bounds.tables import coefficient_table
 from numerics.bounds.terms import MatrixTerm, schatten_table
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from numerics._util.checks import is_finite_number, short_repr
 from numerics.bounds import compiled
-from numerics.bounds.peeling import grid_values
+from numerics.bounds.peeling import grid_values, peeling_levels
 
 if TYPE_CHECKING:
     from numerics.bounds.terms import MatrixTerm
@@ -29,6 +29,7 @@ __all__ = [
     "MIN_POSITIVE_P",
     "BoundSettings",
     "class_settings",
+    "posthoc_peel",
     "group_labels",
     "metric_points",
     "log_eps_min",
@@ -115,6 +116,12 @@ def class_settings(settings: BoundSettings) -> BoundSettings:
     if B_out == settings.B_out and gamma == settings.gamma:
         return settings
     return replace(settings, B_out=B_out, gamma=gamma)
+
+
+def posthoc_peel(settings: BoundSettings) -> float:
+    """The peeling cost of ``B_out`` and ``gamma`` (``log(1/pi(k))`` at each one's level)."""
+    k = np.concatenate([peeling_levels([settings.B_out]), peeling_levels([settings.gamma], upward=False)])
+    return float(np.sum(compiled.peeling_cost(k)))
 
 
 def metric_points(term: MatrixTerm, settings: BoundSettings) -> int | float:
