@@ -337,7 +337,6 @@ LONG_MODULES: dict[str, str] = {
     "theory/registry.py": "the cover registry and its checks (584 before; grew with formatting); not yet split",
     "numerics/_util/outputs.py": "every safe write specbound makes, in one place (668 before; the journaled renames "
     "went to numerics/_util/journal.py, the mount checks to workdirs.py); not yet split",
-    "numerics/analysis.py": "analyze and the Analysis record (508 before; grew with formatting); not yet split",
     "numerics/spectra/stats.py": "per-head and per-matrix spectra and norms (630 before); not yet split",
     "numerics/montecarlo/packing.py": "greedy packings with BLAS distances (523 before; grew with formatting); not yet split",
 }
