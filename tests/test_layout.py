@@ -334,8 +334,6 @@ LONG_MODULES: dict[str, str] = {
     "numerics/study/statistics.py": "tau, granulated tau, the bootstrap, random labels, slopes (796 before); the "
     "bootstrap recomputes tau through eight private helpers, which a split would have to make public",
     "numerics/cli.py": "one parser and one handler per subcommand (558 before; grew with formatting); not yet split",
-    "numerics/_util/outputs.py": "every safe write specbound makes, in one place (668 before; the journaled renames "
-    "went to numerics/_util/journal.py, the mount checks to workdirs.py); not yet split",
     "numerics/spectra/stats.py": "per-head and per-matrix spectra and norms (630 before); not yet split",
     "numerics/montecarlo/packing.py": "greedy packings with BLAS distances (523 before; grew with formatting); not yet split",
 }
