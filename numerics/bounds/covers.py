@@ -12,7 +12,7 @@ A matrix (or a norm layer's gain or bias) enters the bound only through a cover'
   in one call;
 * ``selectable``: chosen post hoc among the enabled covers (``analyze --covers``, ``log k`` nats per tie group or
   per matrix), or always on (the norm-layer covers, the only covers of their kinds);
-* :attr:`Entry.options`: the ways it covers one term, each a table of ``K_j`` at the engine's budget shares (the
+* ``options``: the ways it covers one term, each a table of ``K_j`` at the engine's budget shares (the
   internal cover, its form at ``eps_j / 2``: :func:`theory.composition.internal_cover_scale`) with the nats of its
   own post hoc choices (:class:`Option`).
 
