@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-from numerics.analysis import analyze
+from numerics.analysis import analyze, network_inputs
 from numerics.bounds import choice as cover_choice
 from numerics.bounds import compiled
 from numerics.bounds import covers as bound_covers
@@ -466,3 +466,55 @@ def test_study_with_covers_that_analyse_no_model_fails_instead_of_exit_0(tmp_pat
     assert code == 2 and stdout == "" and len(lines) == 1, err
     assert "none of the" in lines[0] and "could be analysed (first: cover 'x' (vector): refused" in lines[0]
     assert not out.exists()
+
+
+def test_a_cover_declaring_its_exponent_is_allocated_exactly(bert_folder, user_cover):
+    """A registered cover of a ``c eps^-1`` shape that declares ``exponent = 1`` (theory.registry.Cover.exponent) gets
+    the exact allocation Theorem 4.1 has, with the same union cost. Independent value: ``a_j = K_j(eps_min) eps_min
+    = 2 c (a+b) s_j X_j`` (the form at eps/2, exactly), ``c_j = a_j rho_j / (1 - theta)`` (the floor share),
+    ``G(eps) = (sum_j sqrt(c_j))^2 / eps`` (Cauchy-Schwarz, exact) and the Dudley objective
+    ``4 alpha + 24 sqrt(C/n) (sqrt(B_out) - sqrt(alpha))``, exact interval by interval at one index, minimised over
+    the grid points below ``B_out``. The floor share is 0.01 here: at the default 0.1 its factor ``1/(1 - theta)``
+    costs this exact allocation more than the share grid costs the feasible one (by about 1% on this model), and the
+    smaller of the two is what is reported."""
+    c = 1e-8
+    at = BoundSettings(p_grid=(0.0, 1.0, 2.0), grid_points=160, floor_share=0.01)
+    declared = registry.register(
+        registry.Cover(**{**_fields(linear("user_linear_q1", c)), "exponent": {"bilinear": 1, "vector": 1}}),
+        replace=True,
+    )
+    try:
+        result = analyze(str(bert_folder), settings=at, model=IDEALISED, covers=[declared.name])
+        plain = analyze(str(bert_folder), settings=at, model=IDEALISED, covers=[user_cover.name])
+    finally:
+        registry.unregister(declared.name)
+    got, other = result.covers, plain.covers
+    assert got["method"] == "exact allocation (every chosen cover declares a c eps^-p shape)"
+    settings = class_settings(at)
+    # the terms the analysis composed: its statistics, and the network it read (GELU's slope from the config)
+    stats, inputs = stats_from_analysis(result), network_inputs(result.model)
+    terms, _ = build_terms(stats, num_layers=2, hidden_size=24, model=IDEALISED, **inputs)
+    total = 0.0
+    for t in terms:
+        X = t.input_scale ** (2 if t.cover_kind == "bilinear" else 1)
+        s = float(grid_values([t.spectral_norm])[0])
+        total += math.sqrt(2 * c * (t.shape[0] + t.shape[1]) * s * X * math.exp(t.log_rho) / (1 - settings.floor_share))
+    C = total**2
+    alphas = np.geomspace(settings.alpha_min, settings.B_out, settings.grid_points)[:-1]
+    objective = 4 * alphas + 24 * math.sqrt(C / settings.n) * (math.sqrt(settings.B_out) - np.sqrt(alphas))
+    assert got["log_rademacher"] == pytest.approx(math.log(float(objective.min())), rel=1e-9)
+    # the same assignment and union, a smaller Rademacher bound than its feasible allocation's
+    assert got["log_union"] == other["log_union"] and got["choice_cost"] == other["choice_cost"] == 0.0
+    assert got["log_rademacher"] < other["log_rademacher"]
+
+
+def _fields(cover):
+    return {f: getattr(cover, f) for f in ("name", "status", "kinds", "statistics", "forms", "summary")}
+
+
+def test_a_declared_exponent_the_form_does_not_have_is_refused():
+    """``exponent = 2`` on ``c / eps``: ``eps^2 c / eps`` rises with eps; refused where it is registered, naming it."""
+    with pytest.raises(ValueError, match="user_linear_q2.*rises"):
+        registry.register(registry.Cover(**{**_fields(linear("user_linear_q2", 1.0)), "exponent": {"vector": 2}}))
+    with pytest.raises(ValueError, match=r"exponent\['vector'\]=3"):
+        registry.Cover(**{**_fields(linear("user_linear_q3", 1.0)), "exponent": {"vector": 3}})

@@ -25,7 +25,8 @@ _eps = VOCABULARY["eps"].symbol
 def check_forms(cover: Cover, *, points: int = 24, seed: int = 0) -> None:
     """Evaluate each form of ``cover`` at ``points`` random parameter points (the ranges of :func:`sanity_checks`),
     12 scales each below the class radius (``(0, 10^3]`` without one), and refuse it (``ValueError`` naming it) where
-    a value is not a finite, real, non-negative number, or, for a ``monotone`` cover, rises with ``eps``
+    a value is not a finite, real, non-negative number, or, for a ``monotone`` cover, rises with ``eps`` (for a
+    declared ``exponent`` ``q``: where ``eps^q`` times it rises)
     (:func:`theory.cover_values.check_form_values`)."""
     words = [*cover.statistics, "row_bound", "points"]
     syms = cover.symbols()
@@ -45,6 +46,12 @@ def check_forms(cover: Cover, *, points: int = 24, seed: int = 0) -> None:
                     f"cover {cover.name!r} ({kind}): evaluating its form raised {type(exc).__name__}: {exc}"
                 ) from None
             check_form_values(cover.name, kind, values, scales, radius=radius, at=v, monotone=cover.monotone)
+            q = cover.exponent_of(kind)
+            if q is not None:  # eps^q log N non-increasing: the declared c eps^-q shape
+                shaped = np.real(np.asarray(values, dtype=complex)) * scales**q
+                check_form_values(
+                    cover.name, f"{kind}, eps^{q:g} times", shaped, scales, radius=radius, at=v, monotone=True
+                )
 
 
 def class_radius(cover: Cover, kind: str) -> sp.Expr | None:

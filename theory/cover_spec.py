@@ -104,6 +104,11 @@ class Cover:
         monotone: the author declares each form non-increasing in ``eps`` below the class radius; checked where the
             cover is registered and evaluated (:mod:`theory.cover_values`), like every form's being finite, real
             and non-negative there.
+        exponent: ``kind -> q`` (``0 <= q <= 2``) where the author declares ``eps^q log N(eps)`` non-increasing in
+            ``eps`` below the class radius (checked where the cover is registered, as ``monotone``). Then
+            ``log N(eps) <= log N(eps_0) (eps_0 / eps)^q`` for every ``eps >= eps_0``: a ``c eps^-q`` shape from the
+            smallest scale a matrix is covered at, which the composition allocates exactly (Theorem 4.1 does so
+            with its Schatten index; docs/engine.md).
     """
 
     name: str
@@ -119,6 +124,7 @@ class Cover:
     derivation: str = ""
     limit_forms: Any = ()
     monotone: bool = False
+    exponent: Any = ()
     source: str = field(default="python", compare=False)
 
     def __post_init__(self) -> None:
@@ -198,6 +204,18 @@ class Cover:
         object.__setattr__(self, "metric", tuple((k, metric[k]) for k in kinds))
         object.__setattr__(self, "limits", tuple(self.limits))
         object.__setattr__(self, "posthoc", tuple(self.posthoc))
+        exponent = dict(self.exponent) if isinstance(self.exponent, Mapping) else dict(tuple(self.exponent))
+        for kind, q in exponent.items():
+            if kind not in kinds or isinstance(q, bool) or not isinstance(q, (int, float)) or not 0 <= q <= 2:
+                raise ValueError(
+                    f"exponent[{kind!r}]={q!r} of cover {self.name!r} must be a number in [0, 2] for a declared kind "
+                    f"({list(kinds)})."
+                )
+        object.__setattr__(self, "exponent", tuple((k, float(exponent[k])) for k in kinds if k in exponent))
+
+    def exponent_of(self, kind: str) -> float | None:
+        """The declared exponent ``q`` of ``kind`` (:attr:`exponent`), or ``None``."""
+        return dict(self.exponent).get(kind)
 
     def form(self, kind: str) -> sp.Expr:
         """``log N(eps)`` for ``kind``."""

@@ -48,7 +48,7 @@ import numpy as np
 from numerics.bounds import compiled
 from numerics.bounds.allocation import allocate, lagrangian, shares
 from numerics.bounds.covers import COVER_SCALE, Entry, Option, entry
-from numerics.bounds.dudley import log_rademacher_feasible, log_scales
+from numerics.bounds.dudley import all_zero, log_rademacher_exact, log_rademacher_feasible, log_scales
 from numerics.bounds.margin import gap, margin_bound
 from numerics.bounds.peeling import peeling_cost
 from numerics.bounds.posthoc import PosthocResult
@@ -63,6 +63,7 @@ CHOICES = ("group", "matrix")
 _REPRESENTATIVE = 8  # Dudley scales whose multipliers propose assignments
 _FEASIBLE = "feasible allocation (Lagrangian on a grid of shares)"
 _EXACT = "exact allocation (Theorem 4.1 post hoc, numerics.bounds.posthoc.posthoc)"
+_EXACT_DECLARED = "exact allocation (every chosen cover declares a c eps^-p shape)"
 
 _CHOICE_TEXT = {
     "group": "one cover per tie group, chosen post hoc (log k per group)",
@@ -137,6 +138,8 @@ class _Problem:
     base_peel: float
     grid_size: int
     choice: str
+    declared: frozenset[str] = frozenset()  # registered covers declaring an exponent (an exact allocation)
+    post_p: np.ndarray = field(default_factory=lambda: np.zeros(0))  # the index choice's index of each term
 
     @property
     def matrices(self) -> list[int]:
@@ -177,7 +180,9 @@ class _Problem:
 
 
 def _evaluate(problem: _Problem, assign: dict[str, str], picks: dict[int, Option], method: str) -> _Candidate:
-    """The feasible allocation's bound of an assignment, with its covers' nats and the groups paying ``log |P|``."""
+    """The feasible allocation's bound of an assignment, with its covers' nats and the groups paying ``log |P|``; where
+    every pick declares an exact allocation and one of them is a registered cover's, also the exact allocation's
+    (:func:`_exact`), the smaller kept (the same union: both are bounds of one assignment)."""
     tables = problem.tables.fixed.copy()
     cost = 0.0
     for j in problem.matrices:
@@ -188,7 +193,29 @@ def _evaluate(problem: _Problem, assign: dict[str, str], picks: dict[int, Option
         index_groups = sum(1 for g in problem.groups if assign[g] == "thm41")
     else:  # a Schatten index is chosen for each group in which some matrix is covered by Theorem 4.1
         index_groups = len({problem.labels[j] for j, o in picks.items() if o.cover == "thm41"})
-    return _Candidate(lr, cost, index_groups, assign, picks, method)
+    feasible = _Candidate(lr, cost, index_groups, assign, picks, method)
+    exact = _exact(problem, picks)
+    if exact is None:
+        return feasible
+    candidate = _Candidate(exact, cost, index_groups, assign, picks, _EXACT_DECLARED)
+    return candidate if problem.gap(candidate, 0.0) < problem.gap(feasible, 0.0) else feasible
+
+
+def _exact(problem: _Problem, picks: dict[int, Option]) -> float | None:
+    """``log Rad`` of the exact allocation of an assignment whose every pick carries its coefficient (``c eps^-p``
+    shapes: Theorem 4.1 at the chosen index, a registered cover at its declared exponent) and one is a registered
+    cover's (Theorem 4.1 alone has the index choice's own exact bound); the fixed terms at their coefficients of the
+    index choice. ``None`` otherwise."""
+    if not any(o.cover in problem.declared for o in picks.values()):
+        return None
+    if any(o.log_c is None or o.p is None for o in picks.values()):
+        return None
+    log_c = np.where(problem.tables.chosen, -np.inf, problem.tables.log_c)
+    p = np.where(problem.tables.chosen, 0.0, problem.post_p)
+    for j, o in picks.items():
+        log_c[j], p[j] = o.log_c, o.p
+    log_rad, _ = log_rademacher_exact(log_c[None, :], p, problem.settings, singleton=all_zero(problem.terms))
+    return float(log_rad[0])
 
 
 def _by_group(problem: _Problem, picks: dict[int, Option]) -> dict[str, str]:
@@ -350,6 +377,8 @@ def _problem(
         base_peel=peeling_cost([t.spectral_norm for t in terms]) + peeling_cost(input_radii) + posthoc_peel(settings),
         grid_size=len(set(float(q) for q in settings.p_grid)),
         choice=choice,
+        declared=frozenset(c.name for c in covers if c.exact_allocation and c.name != "thm41"),
+        post_p=np.asarray(post.p, dtype=np.float64),
     )
 
 

@@ -56,6 +56,7 @@ __all__ = [
     "resolve",
     "thm41_table",
     "registered_options",
+    "exact_coefficient",
 ]
 
 #: The statistics a registered cover may use here (measured from a spectrum).
@@ -72,6 +73,8 @@ class Option:
     r_head: int | None
     table: np.ndarray  # (E,) log N at the internal scale; inf where not available
     cost: float  # nats of this term's own post hoc choices under this cover (not the spectral norm)
+    log_c: float | None = None  # with an exact allocation: log c_j = log(a_j rho_j^p (1-theta)^-p) at its index
+    p: float | None = None  # that index
 
 
 @dataclass(frozen=True)
@@ -84,6 +87,8 @@ class Tabulate:
       p: the term's index on the post hoc grid (chosen for the exact covers; Theorem 4.1's).
       log_a0: ``log a_j(0)``, the term's exact coefficient at ``p = 0`` (a norm layer's cover).
       floor: the floor share ``alpha_min theta / J`` of the scale budget.
+      log_eps_min: ``log eps_min_j``, the smallest scale the term is covered at.
+      log_c: the term's allocated coefficient ``log c_j`` at ``p`` under its exact cover (Theorem 4.1's for a matrix).
     """
 
     term: MatrixTerm
@@ -93,6 +98,8 @@ class Tabulate:
     p: float
     log_a0: float
     floor: float
+    log_eps_min: float = math.nan
+    log_c: float = math.nan
 
 
 @dataclass(frozen=True)
@@ -200,7 +207,7 @@ def _thm41_options(tab: Tabulate) -> list[Option]:
     t = tab.term
     R_real = float(t.schatten(np.asarray([tab.p]))[0])
     cost = peeling_cost([R_real])
-    return [Option(THM41.name, None, thm41_table(t, tab.p, tab.log_eps, tab.settings), cost)]
+    return [Option(THM41.name, None, thm41_table(t, tab.p, tab.log_eps, tab.settings), cost, tab.log_c, tab.p)]
 
 
 THM41 = Entry(
@@ -324,8 +331,14 @@ def _truncation_candidates(limit: int) -> list[int]:
     return sorted({r for r in base if r <= limit} | {limit}) if limit >= 1 else [1]
 
 
-def registered_options(cover: Any, t: MatrixTerm, log_eps: np.ndarray, settings: BoundSettings) -> list[Option]:
-    """The options of a registered (non-thm41) cover for one matrix: one per tried ``r_head`` (one if it has none)."""
+def registered_options(
+    cover: Any, t: MatrixTerm, log_eps: np.ndarray, settings: BoundSettings, *, log_eps_min: float | None = None
+) -> list[Option]:
+    """The options of a registered (non-thm41) cover for one matrix: one per tried ``r_head`` (one if it has none).
+
+    With ``log_eps_min`` (the term's smallest covered scale) and an ``exponent`` ``q`` the cover declares for the
+    term's kind (:attr:`theory.registry.Cover.exponent`), each option also carries its allocated coefficient
+    ``log c_j = log(K_j(eps_min) eps_min^q rho_j^q (1-theta)^-q)`` at index ``q`` (:func:`exact_coefficient`)."""
     kind = t.cover_kind
     a, b = int(t.shape[0]), int(t.shape[1])
     sv = np.sort(np.asarray(t.singular_values, dtype=np.float64))[::-1]
@@ -362,8 +375,39 @@ def registered_options(cover: Any, t: MatrixTerm, log_eps: np.ndarray, settings:
         table = check_form_values(
             cover.name, kind, _form_values(cover, kind, values, eps), eps, radius=radius, at=values
         )
-        out.append(Option(cover.name, r, table, cost))
+        q = cover.exponent_of(kind) if hasattr(cover, "exponent_of") else None
+        exact = (None, None)
+        if q is not None and log_eps_min is not None:
+            exact = (exact_coefficient(cover, t, values, q, log_eps_min, settings, radius), q)
+        out.append(Option(cover.name, r, table, cost, *exact))
     return out
+
+
+def exact_coefficient(
+    cover: Any,
+    t: MatrixTerm,
+    values: dict[str, float],
+    q: float,
+    log_eps_min: float,
+    settings: BoundSettings,
+    radius: float | None,
+) -> float:
+    """``log c_j`` of a cover declaring ``eps^q log N(eps)`` non-increasing (:attr:`theory.registry.Cover.exponent`):
+    ``K_j(eps) = log N(eps / 2) <= K_j(eps_min) (eps_min / eps)^q`` for ``eps >= eps_min``, so
+    ``a_j = K_j(eps_min) eps_min^q`` and ``c_j = a_j rho_j^q (1-theta)^-q`` (the floor share, as Theorem 4.1's);
+    ``-inf`` where ``K_j(eps_min) = 0`` (one ball covers the class there), ``inf`` where it is not finite."""
+    eps = np.array([math.exp(log_eps_min) * COVER_SCALE])
+    K = float(
+        check_form_values(
+            cover.name, t.cover_kind, _form_values(cover, t.cover_kind, values, eps), eps, radius=radius, at=values
+        )[0]
+    )
+    if K == 0.0:
+        return -math.inf
+    if not math.isfinite(K):
+        return math.inf
+    log_a = math.log(K) + q * log_eps_min
+    return float(compiled.log_allocated_coefficient(p=q, log_a_j=log_a, log_rho=t.log_rho, theta=settings.floor_share))
 
 
 def _form_values(cover: Any, kind: str, values: dict[str, float], eps: np.ndarray) -> np.ndarray:
@@ -397,11 +441,13 @@ def _form_values(cover: Any, kind: str, values: dict[str, float], eps: np.ndarra
 
 def entry(cover: Any) -> Entry:
     """The engine's entry of a registered cover (:class:`theory.registry.Cover`): :data:`THM41` for ``thm41``, a table
-    entry (:func:`registered_options`) for any other."""
+    entry (:func:`registered_options`) for any other, which declares an exact allocation when the cover declares an
+    ``exponent`` (its options then carry their coefficients, :func:`exact_coefficient`)."""
     if cover.name == THM41.name:
         return THM41
     return Entry(
         name=cover.name,
         kinds=tuple(cover.kinds),
-        options=lambda tab: registered_options(cover, tab.term, tab.log_eps, tab.settings),
+        options=lambda tab: registered_options(cover, tab.term, tab.log_eps, tab.settings, log_eps_min=tab.log_eps_min),
+        exact_allocation=bool(getattr(cover, "exponent", ())),
     )

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -176,12 +176,15 @@ class ShareTables:
         a zero matrix: 0), zeros elsewhere; chosen: which terms are chosen for (matrices with ``s_j > 0``);
       options: per enabled cover, per term, its :class:`~numerics.bounds.covers.Option` list (empty where the
         cover does not apply: another kind, or a term not chosen for).
+      log_c: ``(J,)``, each term's allocated coefficient at its index under the exact covers
+        (:func:`coefficient_table`; a fixed term's in an exact allocation, ``-inf`` for a zero matrix).
     """
 
     u: np.ndarray
     fixed: np.ndarray
     chosen: np.ndarray
     options: dict[str, list[list[Option]]]
+    log_c: np.ndarray
 
 
 def share_tables(
@@ -205,6 +208,8 @@ def share_tables(
                 continue
             tab = Tabulate(terms[j], settings, np.log(u) - log_rho[j], u, 0.0, float(log_a0[j]), floor)
             fixed[j] = cover.options(tab)[0].table
+    log_c = coefficient_table(terms, p, settings)
+    log_eps = log_eps_min(terms, settings)
     options: dict[str, list[list[Option]]] = {}
     for c in covers:
         per: list[list[Option]] = []
@@ -212,6 +217,7 @@ def share_tables(
             if not chosen[j] or t.cover_kind not in c.kinds:  # a vector-only cover: this matrix takes another
                 per.append([])
                 continue
-            per.append(c.options(Tabulate(t, settings, np.log(u) - log_rho[j], u, float(p[j]), math.nan, floor)))
+            tab = Tabulate(t, settings, np.log(u) - log_rho[j], u, float(p[j]), math.nan, floor)
+            per.append(c.options(replace(tab, log_eps_min=float(log_eps[j]), log_c=float(log_c[j]))))
         options[c.name] = per
-    return ShareTables(u, fixed, chosen, options)
+    return ShareTables(u, fixed, chosen, options, log_c)
