@@ -21,7 +21,7 @@ from typing import Any
 from numerics import analysis
 from numerics._util.cache import cache_root
 from numerics._util.outputs import check_output_file, check_output_folder, figure_format, safe_output_folder
-from numerics.bounds.covers31 import resolve
+from numerics.bounds.covers import resolve
 from numerics.bounds.terms import ModelSettings
 from numerics.bounds.theorem31 import BoundSettings
 from numerics.experiments.scaling import SweepResult, expand_grid, sweep
