@@ -708,7 +708,10 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--preset", default=None, help="-").lazy_help = _preset_help  # type: ignore[attr-defined]
     st.add_argument("--list", action="store_true", help="list the presets, their tasks and model counts")
     st.add_argument(
-        "--task", default="modadd", help="modadd (modular addition, the default) or digits (scikit-learn's 8x8 digits)"
+        "--task",
+        default="modadd",
+        help="modadd (modular addition, the default), digits (scikit-learn's 8x8 digits) or needle (which needle "
+        "token hides in a sequence of distractors; its family varies the sequence length T)",
     )
     st.add_argument(
         "--axis",
@@ -762,12 +765,12 @@ def build_parser() -> argparse.ArgumentParser:
         nargs="?",
         const="modadd",
         default=None,
-        choices=["modadd", "digits"],
+        choices=["modadd", "digits", "needle"],
         metavar="TASK",
-        help="first train or reuse the default study and its reruns with fresh seeds on 2 threads and on 1 "
-        "thread (cached: from cached models only the analysis runs), and rewrite "
-        "benchmarks/study_default.json, which C10 and C11 are measured from; `--update-study digits` "
-        "rewrites the digits family's benchmarks/study_digits.json instead",
+        help="first train or reuse the task's main family (n fixed, as two runs of three seeds each) and, for modadd "
+        "and digits, its sample-size family (cached: from cached models only the analysis runs), and rewrite "
+        "benchmarks/study_default.json, which C10 and C11 are measured from; `--update-study digits` or "
+        "`needle` rewrites benchmarks/study_digits.json or study_needle.json instead",
     )
     c.add_argument("--readme", default=None, help="with --update-readme: the README to update (default ./README.md)")
     c.add_argument("--json", action="store_true", help="JSON instead of a markdown table")

@@ -18,7 +18,7 @@ __all__ = ["axis_groups", "gap_spread"]
 
 def _key(settings: TrainSettings, axis: str) -> tuple[Any, ...]:
     values = settings.replace(trajectory=()).as_dict()
-    values.pop(axis)
+    values.pop(axis, None)  # an axis of another task (needle's length) is not in this task's settings
     return tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in values.items()))
 
 
