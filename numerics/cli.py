@@ -466,7 +466,8 @@ def _preset_help() -> str:
     count = {name: len(preset.settings()) for (name, task), preset in PRESETS.items() if task == "modadd"}
     return (
         f"smoke ({count['smoke']} tiny models, seconds: a smoke test of the pipeline, its results mean nothing), "
-        f"default ({count['default']} models, batched; see the README for the time) or full ({count['full']} "
+        f"default ({count['default']} models, batched, n fixed: the main family; see the README for the time), "
+        f"samples ({count['samples']} models: the sample-size family, n on its own axis) or full ({count['full']} "
         "models: meant for --scheduler); counts for --task modadd, 'study --list' gives every task's"
     )
 

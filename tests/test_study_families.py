@@ -192,7 +192,7 @@ def test_flatness_is_the_perturbation_that_moves_the_training_accuracy_by_d(need
             for k, v in load_safetensors((folder / "model.safetensors").read_bytes()).items()
         }
         generator = torch.Generator().manual_seed(noise_seed(settings, which))
-        noise = {n: torch.randn((SAMPLES, *w.shape), generator=generator) for n, w in weights.items()}
+        noise = {n: torch.randn((SAMPLES, *weights[n].shape), generator=generator) for n in sorted(weights)}
         base = _accuracy_under(settings, weights, 0.0, which, noise)
         assert base == pytest.approx(found["train_accuracy"], abs=1e-12)
         moved = abs(_accuracy_under(settings, weights, sigma, which, noise) - base)

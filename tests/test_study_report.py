@@ -364,9 +364,16 @@ def test_the_committed_default_results_are_current(task):
         if timing is not None:
             assert timing["cpu_seconds"] >= 0 and timing["trained"] + timing["reused"] == len(block["models"])
     assert list(digest["measures"]) == list(measures.REGISTRY)
+    # the verdicts are decided on the main family's runs (n fixed); the sample-size family's are reported beside
+    main = [r for r in digest["runs"] if r["preset"] == claims.MAIN_PRESET]
+    assert len(main) >= 2 and [r["preset"] for r in digest["runs"]] == [r[1] for r in runs_spec]
     for claim in ("C10", "C11"):
-        per_run = [r[claim]["verdict"] for r in digest["runs"]]
-        assert digest[claim]["verdict"] == claims.combine(per_run)
+        assert digest[claim]["verdict"] == claims.combine([r[claim]["verdict"] for r in main])
+        assert digest[claim]["decided_on"] == [r["label"] for r in main]
+        assert set(digest[claim]["per_run"]) == {r["label"] for r in digest["runs"]}
+    # the main family holds n fixed: one training-set size per main run
+    for block in main:
+        assert len({m["n"] for m in block["models"]}) == 1
 
 
 def test_run_timing_states_the_cost_apart_from_the_load(monkeypatch):

@@ -538,7 +538,8 @@ def preset_table() -> str:
     """``specbound study --list``: one line per (preset, task) with its model count and what it is for."""
     purpose = {
         "smoke": "a smoke test of the pipeline (seconds); its results mean nothing",
-        "default": "the family claims C10 and C11 are measured from",
+        "default": "the main family (n fixed): claims C10 and C11 are measured from modadd's",
+        "samples": "the sample-size family: n on its own axis, crossed with the label noise",
         "full": "hundreds of models, meant for --scheduler",
     }
     lines = [f"{'preset':8} {'task':7} {'models':>6}  what it is for"]

@@ -22,7 +22,8 @@ the draws are common to every ``sigma`` of the search (the same standard normal 
 deviation is a deterministic, nearly monotone function of ``sigma`` and the bisection does not chase Monte Carlo
 noise; the accuracy is measured on the first :data:`MAX_EXAMPLES` training examples (the whole training set of
 every preset but the largest digits ones; the training set's order is already a seeded random one). The draws are
-seeded from the model's settings, so the value is reproducible; all ``SAMPLES`` perturbed copies run as one
+seeded from the model's settings and drawn tensor by tensor in the order of their names, so the value is
+reproducible; all ``SAMPLES`` perturbed copies run as one
 batched model (:func:`.batched.stacked_logits`). Where even ``SIGMA_MAX`` moves the accuracy by less than ``d``
 (a model at chance, whose accuracy cannot fall by ``d``), ``sigma'`` is ``SIGMA_MAX`` and the result says so
 (``censored``).
@@ -138,7 +139,7 @@ def flatness(folder: Path, settings: TrainSettings | dict[str, Any]) -> dict[str
         accuracy = float((base.argmax(dim=-1) == labels).double().mean())
         for which in ("plain", "magnitude"):
             generator = torch.Generator().manual_seed(noise_seed(chosen, which))
-            noise = {n: torch.randn((SAMPLES, *w.shape), generator=generator) for n, w in weights.items()}
+            noise = {n: torch.randn((SAMPLES, *weights[n].shape), generator=generator) for n in sorted(weights)}
 
             def deviation_at(sigma: float, which: str = which, noise: dict[str, Any] = noise) -> float:
                 stacked = {}
