@@ -16,9 +16,9 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .findings import AXES, DECOMPOSED, PROXY_COLUMNS, Findings, findings_from_rows, measure_row
+from .family import axis_values
+from .findings import DECOMPOSED, PROXY_COLUMNS, Findings, findings_from_rows, measure_row
 from .measures import REGISTRY, Measure
-from .settings import TrainSettings
 from .verdicts import c10_run, c11_run, estimate_dict
 
 if TYPE_CHECKING:
@@ -125,10 +125,9 @@ def rows_from_digest(models: Sequence[Mapping[str, Any]]) -> tuple[list[dict[str
         if "measures" not in m:
             excluded.append({"model": m["model"], "why": m.get("excluded_why") or "not analysed"})
             continue
-        settings = TrainSettings.from_dict(m["settings"])  # an axis another task has is read at its default
         row: dict[str, Any] = {
             "model": m["model"],
-            **{a: getattr(settings, a) for a in AXES},
+            **axis_values(m["settings"]),
             **{k: m.get(k) for k in RECORD_KEYS},
             "n_train": m["n_train"],
             "p_star": dict(m["p_star"]),
