@@ -485,7 +485,8 @@ def _preset_help() -> str:
     count = {name: len(preset.settings()) for (name, task), preset in PRESETS.items() if task == "modadd"}
     return (
         f"smoke ({count['smoke']} tiny models, seconds: a smoke test of the pipeline, its results mean nothing), "
-        f"default ({count['default']} models, batched; see the README for the time) or full ({count['full']} "
+        f"default ({count['default']} models, batched, n fixed: the main family; see the README for the time), "
+        f"samples ({count['samples']} models: the sample-size family, n on its own axis) or full ({count['full']} "
         "models: meant for --scheduler); counts for --task modadd, 'study --list' gives every task's"
     )
 
@@ -727,7 +728,10 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--preset", default=None, help="-").lazy_help = _preset_help  # type: ignore[attr-defined]
     st.add_argument("--list", action="store_true", help="list the presets, their tasks and model counts")
     st.add_argument(
-        "--task", default="modadd", help="modadd (modular addition, the default) or digits (scikit-learn's 8x8 digits)"
+        "--task",
+        default="modadd",
+        help="modadd (modular addition, the default), digits (scikit-learn's 8x8 digits) or needle (which needle "
+        "token hides in a sequence of distractors; its family varies the sequence length T)",
     )
     st.add_argument(
         "--axis",
@@ -781,12 +785,12 @@ def build_parser() -> argparse.ArgumentParser:
         nargs="?",
         const="modadd",
         default=None,
-        choices=["modadd", "digits"],
+        choices=["modadd", "digits", "needle"],
         metavar="TASK",
-        help="first train or reuse the default study and its reruns with fresh seeds on 2 threads and on 1 "
-        "thread (cached: from cached models only the analysis runs), and rewrite "
-        "benchmarks/study_default.json, which C10 and C11 are measured from; `--update-study digits` "
-        "rewrites the digits family's benchmarks/study_digits.json instead",
+        help="first train or reuse the task's main family (n fixed, as two runs of three seeds each) and, for modadd "
+        "and digits, its sample-size family (cached: from cached models only the analysis runs), and rewrite "
+        "benchmarks/study_default.json, which C10 and C11 are measured from; `--update-study digits` or "
+        "`needle` rewrites benchmarks/study_digits.json or study_needle.json instead",
     )
     c.add_argument("--readme", default=None, help="with --update-readme: the README to update (default ./README.md)")
     c.add_argument("--json", action="store_true", help="JSON instead of a markdown table")

@@ -123,7 +123,7 @@ def test_study_list_gives_every_preset_with_its_model_count():
 def test_study_help_counts_the_models_from_the_presets():
     code, out, _ = run(["study", "--help"])
     text = " ".join(out.split())
-    for name in ("smoke", "default", "full"):
+    for name in ("smoke", "default", "samples", "full"):
         assert f"{name} ({len(PRESETS[(name, 'modadd')].settings())} " in text, name
     assert "smoke test" in text
 
