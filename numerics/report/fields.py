@@ -101,6 +101,16 @@ FIELDS: tuple[Field, ...] = (
     Field(_IN + "width", "", "", "its width N"),
     Field(_N + "feedforward.gated", "", "", "whether the feedforward block is gated"),
     Field(_N + "feedforward.model", "", "", "the feedforward block as the bound models it"),
+    Field(_N + "feedforward.gate", "", "", "the gate matrix of a gated feedforward block (its name's suffix)"),
+    Field(_IN + "assumed", "", "", "whether the radius is assumed (sqrt(N): no norm layer feeds the block)"),
+    Field(_IN + "norm_radius", "norm of a row", "", "the norm layer's own output radius, before a projection"),
+    Field(_IN + "projection.spectral_norm", "", "", "the spectral norm of the projection after the norm (ELECTRA)"),
+    Field(_IN + "projection.bias_norm", "", "", "the l2 norm of that projection's bias"),
+    Field(_N + "rotary_diagnostic.base", "", "", "the rotary base theta, from the config"),
+    Field(_N + "rotary_diagnostic.context", "tokens", "", "the context the offsets range over (max_position_embeddings)"),
+    Field(_N + "rotary_diagnostic.rope_type", "", "", "the config's rope_type (only the default angles are modelled)"),
+    Field(_N + "rotary_diagnostic.note", "", "", "what the rotary diagnostic reports, beside the certified bounds"),
+    Field(_N + "rotary_diagnostic.layers", "", "", "per layer and head, s_1 and S_p of W_q^T R(Delta) W_k over offsets"),
     Field(_N + "lipschitz_model", "", "", "how the Lipschitz constants are modelled (norm layers as projections)"),
     Field(
         _N + "layernorm.model", "", "", "'projection' (default, an idealisation) or 'lipschitz' (--layernorm lipschitz)"
@@ -372,6 +382,16 @@ def _matches(pattern: str, path: str) -> bool:
     return all(w == h or (w == "*" and h) or (w.endswith("*") and h.startswith(w[:-1])) for w, h in zip(want, have))
 
 
+def _list_of_entries(path: str) -> bool:
+    """Whether ``path`` (a leaf: an empty list) is a list whose items have entries (``path[].x``)."""
+    have = (path + "[]").split(".")
+    for f in FIELDS:
+        want = f.path.split(".")
+        if len(want) > len(have) and _matches(".".join(want[: len(have)]), ".".join(have)):
+            return True
+    return False
+
+
 def lookup(path: str) -> Field | None:
     """The entry of ``path`` (a concrete path such as ``bounds.ours.p_by_group.layer0/qk``), or ``None``.
     A literal entry wins over one with ``*``."""
@@ -415,7 +435,7 @@ def check_document(document: object, *, what: str = "report.json") -> None:
     Raises:
       ValueError: naming ``what`` and the first such field.
     """
-    missing = sorted(p for p in leaf_paths(document) if lookup(p) is None)
+    missing = sorted(p for p in leaf_paths(document) if lookup(p) is None and not _list_of_entries(p))
     if missing:
         more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
         raise ValueError(
