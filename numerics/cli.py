@@ -14,12 +14,14 @@ reported as ``internal error`` with exit code 1. ``--debug`` shows the traceback
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
+from numerics._util.progress import ticking
 from numerics.errors import SpecboundError
 
 __all__ = ["main"]
@@ -77,7 +79,8 @@ def _cmd_derive(args: argparse.Namespace) -> int:
         from theory.registry import load_entry_points
 
         load_entry_points()
-    data = derive_target(args.target, kind=args.kind, name=args.name)
+    with ticking(f"specbound: deriving {args.target} with SymPy", done=lambda seconds: ""):  # on a terminal
+        data = derive_target(args.target, kind=args.kind, name=args.name)
     if args.json:
         print(json.dumps(render(data, "json"), indent=2))
     else:
@@ -87,12 +90,22 @@ def _cmd_derive(args: argparse.Namespace) -> int:
 
 class _Progress:
     """A one-line progress bar on stderr, drawn only when stderr is a terminal; ``after``: a status line
-    drawn when the bar is full, for work that follows it without a bar of its own."""
+    drawn when the bar is full, for work that follows it without a bar of its own, then a line ticking the
+    seconds until the ``with`` block the bar is used in ends (:func:`numerics._util.progress.ticking`)."""
 
     def __init__(self, label: str, enabled: bool | None = None, after: str | None = None) -> None:
         self.label = label
         self.enabled = sys.stderr.isatty() if enabled is None else enabled
         self.after = after
+        self._ticking: contextlib.AbstractContextManager[None] | None = None
+
+    def __enter__(self) -> _Progress:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._ticking is not None:
+            self._ticking.__exit__(*exc)
+            self._ticking = None
 
     def __call__(self, done: int, total: int, name: str) -> None:
         if not self.enabled:
@@ -102,6 +115,9 @@ class _Progress:
         sys.stderr.write(f"\r{self.label} [{'#' * filled}{'.' * (width - filled)}] {done}/{total} {name[-40:]:<40}")
         if done >= total:
             sys.stderr.write("\n" + (f"{self.after}\n" if self.after else ""))
+            if self.after and self._ticking is None:
+                self._ticking = ticking("  composing", enabled=True)
+                self._ticking.__enter__()
         sys.stderr.flush()
 
 
@@ -248,20 +264,21 @@ def _cover_choice(args: argparse.Namespace) -> str:
 def _cmd_analyze(args: argparse.Namespace) -> int:
     from numerics.report import tables, writers
 
-    analysis = writers.analyze_report(
-        args.source,
-        out=args.out,
-        force=args.force,
-        plots=not args.no_plots,
-        progress=_Progress("spectra", after=_composing(args)),
-        **_settings(args),
-        spectra=args.spectra,
-        **_given(args, "leading_k", "processes", "spectrum"),
-        covers=_covers(args),
-        cover_choice=_cover_choice(args),
-    )
+    with _Progress("spectra", after=_composing(args)) as bar:
+        analysis = writers.analyze_report(
+            args.source,
+            out=args.out,
+            force=args.force,
+            plots=not args.no_plots,
+            progress=bar,
+            **_settings(args),
+            spectra=args.spectra,
+            **_given(args, "leading_k", "processes", "spectrum"),
+            covers=_covers(args),
+            cover_choice=_cover_choice(args),
+        )
     if args.format == "json":
-        print(json.dumps(analysis.to_json(spectra=args.spectra), indent=2))
+        sys.stdout.write(tables.report_json(analysis, spectra=args.spectra))
     elif args.format == "csv":
         sys.stdout.write(tables.to_csv(analysis, spectra=args.spectra))
     else:
@@ -326,7 +343,8 @@ def _cmd_mc(args: argparse.Namespace) -> int:
             writers.check_figure_file(args.plot)  # before the Monte-Carlo run
         except OutputError as exc:
             raise CliError(f"--plot {_shown(args.plot)}: {exc}") from None
-    result = writers.mc_report(plot=args.plot, **_given(args, *_MC_OPTIONS))
+    with ticking("specbound: Monte-Carlo covering estimates", done=lambda seconds: ""):  # on a terminal
+        result = writers.mc_report(plot=args.plot, **_given(args, *_MC_OPTIONS))
     if args.format == "json":
         print(json.dumps(tables.mc_rows_json(result), indent=2))
     else:
@@ -347,7 +365,8 @@ def _cmd_mc_cover(args: argparse.Namespace) -> int:
         from theory.registry import load_entry_points
 
         load_entry_points()
-    result = cover_mc(args.cover, **_given(args, "kind", "a", "b", "m", "samples", "seed"))
+    with ticking(f"specbound: {args.cover} against certified lower bounds", done=lambda seconds: ""):  # on a terminal
+        result = cover_mc(args.cover, **_given(args, "kind", "a", "b", "m", "samples", "seed"))
     verdict = cover_verdict(result)
     if args.format == "json":
         print(json.dumps(cover_rows_json(result), indent=2))
