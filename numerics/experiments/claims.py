@@ -791,8 +791,15 @@ def _family_text(digest: dict[str, Any]) -> str:
     preset, b = digest["preset"], digest["bootstrap"]
     runs = digest.get("runs") or []
     sizes = ", ".join(f"{r['label']} {r['num_models']} of {r['num_trained_models']}" for r in runs)
+    earlier = (
+        "the committed digest is the earlier family's (n varying inside it; `./run claims --update-study` rewrites "
+        "it from today's presets): "
+        if runs and any("preset" not in r for r in runs)
+        else ""
+    )
     return (
-        f"{preset['name']} preset ({preset['task']}), models in the statistics (reached the loss target): {sizes}; "
+        f"{earlier}{preset['name']} preset ({preset['task']}), models in the statistics (reached the loss target): "
+        f"{sizes}; "
         f"{b['confidence']:.0%} two-stage bootstrap intervals ({b['resamples']} resamples), the paired differences "
         f"simultaneous over the baselines (Bonferroni, each at {b.get('paired_confidence', b['confidence']):.4g})"
     )
