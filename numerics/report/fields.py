@@ -107,10 +107,14 @@ FIELDS: tuple[Field, ...] = (
     Field(_IN + "projection.spectral_norm", "", "", "the spectral norm of the projection after the norm (ELECTRA)"),
     Field(_IN + "projection.bias_norm", "", "", "the l2 norm of that projection's bias"),
     Field(_N + "rotary_diagnostic.base", "", "", "the rotary base theta, from the config"),
-    Field(_N + "rotary_diagnostic.context", "tokens", "", "the context the offsets range over (max_position_embeddings)"),
+    Field(
+        _N + "rotary_diagnostic.context", "tokens", "", "the context the offsets range over (max_position_embeddings)"
+    ),
     Field(_N + "rotary_diagnostic.rope_type", "", "", "the config's rope_type (only the default angles are modelled)"),
     Field(_N + "rotary_diagnostic.note", "", "", "what the rotary diagnostic reports, beside the certified bounds"),
-    Field(_N + "rotary_diagnostic.layers", "", "", "per layer and head, s_1 and S_p of W_q^T R(Delta) W_k over offsets"),
+    Field(
+        _N + "rotary_diagnostic.layers", "", "", "per layer and head, s_1 and S_p of W_q^T R(Delta) W_k over offsets"
+    ),
     Field(_N + "lipschitz_model", "", "", "how the Lipschitz constants are modelled (norm layers as projections)"),
     Field(
         _N + "layernorm.model", "", "", "'projection' (default, an idealisation) or 'lipschitz' (--layernorm lipschitz)"
