@@ -376,7 +376,7 @@ def registered_options(
             cover.name, kind, _form_values(cover, kind, values, eps), eps, radius=radius, at=values
         )
         q = cover.exponent_of(kind) if hasattr(cover, "exponent_of") else None
-        exact = (None, None)
+        exact: tuple[float | None, float | None] = (None, None)
         if q is not None and log_eps_min is not None:
             exact = (exact_coefficient(cover, t, values, q, log_eps_min, settings, radius), q)
         out.append(Option(cover.name, r, table, cost, *exact))

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -59,7 +60,7 @@ def margin_bound(log_rad: float, settings: BoundSettings, *, groups: int, grid_s
     """The margin bound at ``log Rad`` with the union cost of ``groups`` indices on a grid of ``grid_size`` and
     ``peel`` nats (module docs)."""
     rad = exp_or_inf(log_rad)
-    at = dict(groups=groups, grid_size=grid_size, peel=peel)
+    at: dict[str, Any] = dict(groups=groups, grid_size=grid_size, peel=peel)
     return MarginBound(
         rademacher=min(rad, compiled.trivial_bound(settings.B_out)),
         rademacher_uncapped=rad,

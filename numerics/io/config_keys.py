@@ -125,9 +125,14 @@ class ConfigRead:
 class _Map(Protocol):
     """What :func:`split_config` reads of an architecture map (:class:`numerics.io.architectures.ArchitectureMap`)."""
 
-    name: str
-    model_types: tuple[str, ...]
-    config_keys: frozenset[str]
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def model_types(self) -> tuple[str, ...]: ...
+
+    @property
+    def config_keys(self) -> frozenset[str]: ...
 
 
 def split_config(arch: _Map, config: Mapping[str, object]) -> ConfigRead:

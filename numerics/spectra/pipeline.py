@@ -141,7 +141,9 @@ def _stream(
 ) -> None:
     """The streaming loop: each layer loaded, its jobs planned (:func:`numerics.spectra.jobs.plan_layer_jobs` with
     ``plan``) and submitted, at most ``layers_in_flight`` layers pending; then every result drained."""
-    shape = dict(num_heads=checkpoint.num_heads, num_kv_heads=checkpoint.num_kv_heads, head_dim=checkpoint.head_dim)
+    shape: dict[str, Any] = dict(
+        num_heads=checkpoint.num_heads, num_kv_heads=checkpoint.num_kv_heads, head_dim=checkpoint.head_dim
+    )
     for layer in checkpoint.iter_layers(feedforward=not plan["from_sources"]):
         run.submit(plan_layer_jobs(layer, dtype_eps=None, **shape, **plan))
         if on_layer is not None:
