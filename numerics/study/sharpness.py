@@ -118,9 +118,10 @@ def flatness(folder: Path, settings: TrainSettings | dict[str, Any]) -> dict[str
       ValueError: the saved model lacks a tensor of the study's encoder (named).
     """
     import torch  # optional: torch (the study extra)
-    from safetensors.torch import load_file
+    from safetensors.torch import load_file  # optional: safetensors' torch loader (the study extra)
 
-    from .batched import stacked_logits  # slow: torch
+    # slow: torch
+    from .batched import stacked_logits
     from .train import deterministic, task_data
 
     chosen = settings if isinstance(settings, TrainSettings) else TrainSettings.from_dict(dict(settings))

@@ -93,7 +93,7 @@ def child_main() -> None:
     result = os.fdopen(os.dup(1), "w", encoding="utf-8")
     os.dup2(2, 1)  # whatever weightwatcher prints lands on stderr, not in the result
     try:
-        import math
+        import math  # optional: in the child process only, beside weightwatcher
 
         import weightwatcher  # optional: the ww extra, imported only in this child
 
