@@ -16,7 +16,7 @@ import math
 import numpy as np
 import pytest
 
-from numerics.bounds import ModelSettings, blocks, choice, covers, dudley, tables
+from numerics.bounds import ModelSettings, allocation, blocks, choice, covers, dudley, tables
 from numerics.bounds.allocation import shares
 from numerics.bounds.terms import MatrixTerm, build_terms
 from numerics.bounds.theorem31 import BoundSettings, class_settings, coefficients, posthoc, rademacher
@@ -162,3 +162,26 @@ def test_the_feasible_dudley_step_against_a_naive_model():
     naive = min(4 * eps[i] + 12 / math.sqrt(settings.n) * tails[i] for i in range(len(eps) - 1))
     assert 0.0 in G and 5.0 in G  # both regimes on the grid
     assert got == pytest.approx(math.log(naive), rel=1e-9)
+
+
+def test_the_representative_multipliers_are_those_of_eight_spread_dudley_scales():
+    """The multipliers that propose assignments (numerics.bounds.choice): with every matrix on its cheapest option,
+    the multiplier the feasible allocation uses at each Dudley scale (``allocation.allocate``, pinned elsewhere), at
+    8 scales evenly spread from the first to the last."""
+    terms = _two_groups()
+    settings = class_settings(SETTINGS)
+    post = posthoc(terms, settings)
+    entries = [covers.entry(c) for c in covers.resolve(["thm41", "effective_rank"])]
+    problem = choice._problem(terms, post, entries, settings, (), "group")
+    free = np.stack(
+        [
+            np.min([o.table for c in ("thm41", "effective_rank") for o in problem.tables.options[c][j]], axis=0)
+            for j in range(4)
+        ]
+    )
+    assert np.all(free > 0)  # every matrix costs something at the smallest share: the cheapest option matters
+    _, lams = allocation.allocate(free, problem.tables.u, dudley.log_scales(settings))
+    picked = [lams[i] for i in np.linspace(0, lams.size - 1, 8).astype(int)]
+    assert lams.size == settings.grid_points and picked[0] == lams[0] and picked[-1] == lams[-1]
+    assert choice._multipliers(problem) == sorted(set(float(x) for x in picked))
+    assert len(set(lams.tolist())) > 1  # the scales do not all share one multiplier: the spread is visible

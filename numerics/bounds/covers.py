@@ -375,7 +375,7 @@ def registered_options(
         table = check_form_values(
             cover.name, kind, _form_values(cover, kind, values, eps), eps, radius=radius, at=values
         )
-        q = cover.exponent_of(kind) if hasattr(cover, "exponent_of") else None
+        q = cover.exponent_of(kind)
         exact: tuple[float | None, float | None] = (None, None)
         if q is not None and log_eps_min is not None:
             exact = (exact_coefficient(cover, t, values, q, log_eps_min, settings, radius), q)
@@ -449,5 +449,5 @@ def entry(cover: Any) -> Entry:
         name=cover.name,
         kinds=tuple(cover.kinds),
         options=lambda tab: registered_options(cover, tab.term, tab.log_eps, tab.settings, log_eps_min=tab.log_eps_min),
-        exact_allocation=bool(getattr(cover, "exponent", ())),
+        exact_allocation=bool(cover.exponent),
     )
