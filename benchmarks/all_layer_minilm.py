@@ -9,7 +9,7 @@ What it runs (``python -m benchmarks.all_layer_minilm``; writes ``benchmarks/all
    margin, the all-layer margin bound, p* per group;
 3. the attack (``numerics.margin.attack``, 60 Adam steps per radius) on the first ``ATTACKED`` sentences, with the
    same weights: an upper bound on each of their margins beside the certified lower bound;
-4. both bounds' ``log(Rad / margin)`` at common indices ``p`` in ``0, 0.5, 1, 2`` (``theorem31.rademacher``), and the
+4. both bounds' ``log(Rad / margin)`` at common indices ``p`` in ``0, 0.5, 1, 2`` (``numerics.bounds.dudley.rademacher``), and the
    post hoc choice again at ``n = 64`` (the file as the whole training sample);
 5. a counterfactual, not a bound: the post hoc choice if every block's weight were 1 (no amplification at all) at
    the same ``gamma_m``, to see whether ``p* > 0`` could be chosen even then.
@@ -40,7 +40,9 @@ def run() -> dict:
 
     from numerics.analysis import analyze
     from numerics.bounds import all_layer
-    from numerics.bounds.theorem31 import class_settings, posthoc, rademacher
+    from numerics.bounds.dudley import rademacher
+    from numerics.bounds.posthoc import posthoc
+    from numerics.bounds.settings import class_settings
     from numerics.io.checkpoint import open_checkpoint
     from numerics.io.resolve import resolve_source
     from numerics.margin import attack, network

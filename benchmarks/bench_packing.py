@@ -33,7 +33,8 @@ from typing import Any
 import numpy as np
 
 from numerics.montecarlo import Profile, class_outputs, sample_class, sample_rows
-from numerics.montecarlo.packing import as_points, greedy_packing_indices, pairwise_distances, reference_accepts
+from numerics.montecarlo.packing import as_points, greedy_packing_indices, pairwise_distances
+from numerics.montecarlo.reference import reference_accepts
 
 RESULTS = Path(__file__).resolve().parent / "results_packing.json"
 

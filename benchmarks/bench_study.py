@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 PRESETS = ("smoke", "default")
-TASKS = ("modadd", "digits")
+TASKS = ("modadd", "digits", "needle")
 
 
 def _changed(settings: Any, base: Any) -> dict[str, Any]:

@@ -84,12 +84,22 @@ ROOT = Path(__file__).resolve().parent.parent
 #: The files mutated by default: the derivations and the numeric evaluation of the bounds.
 DEFAULT_TARGETS = (
     "theory/*.py",
-    "numerics/bounds/theorem31.py",
+    "numerics/bounds/settings.py",
+    "numerics/bounds/peeling.py",
+    "numerics/bounds/covers.py",
+    "numerics/bounds/tables.py",
+    "numerics/bounds/posthoc.py",
+    "numerics/bounds/choice.py",
+    "numerics/bounds/allocation.py",
+    "numerics/bounds/dudley.py",
+    "numerics/bounds/margin.py",
+    "numerics/bounds/engine.py",
     "numerics/bounds/baselines.py",
     "numerics/bounds/compiled.py",
     "numerics/bounds/terms.py",
+    "numerics/bounds/blocks.py",
     "numerics/bounds/proxies.py",
-    "numerics/analysis.py",
+    "numerics/analysis/*.py",
 )
 
 #: Cosmic Ray operators used: the changes a slip of the hand makes. Binary operators are swapped

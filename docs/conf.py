@@ -29,6 +29,11 @@ extensions = [
     "specbound_docs",
 ]
 
+# Each formula's element holds readable text (what a page shows before MathJax runs and what the search shows in
+# its snippets) and its LaTeX in ``data-tex`` (``_ext/specbound_docs.py``); this script, inlined before MathJax
+# loads, gives MathJax the LaTeX back.
+mathjax_config_path = "_ext/mathjax-config.js"
+
 exclude_patterns = ["_build", "jupyter_execute", "**.ipynb_checkpoints", "_static"]
 source_suffix = {".rst": "restructuredtext", ".md": "myst-nb", ".ipynb": "myst-nb"}
 
@@ -64,6 +69,10 @@ napoleon_google_docstring = True
 napoleon_numpy_docstring = False
 napoleon_use_rtype = False
 napoleon_custom_sections = [("Symbol map", "params_style")]
+
+# Every public function and class of these packages gets a page of its own (``_generated/api``), listed on the
+# page of its subpackage.
+specbound_api_packages = ["numerics", "theory"]
 
 # Notebooks are executed by the extension before the build (or by the test suite, reused here).
 nb_execution_mode = "off"

@@ -80,13 +80,13 @@ _EXPORTS: dict[str, str] = {
     "ModelSettings": "numerics.bounds.terms",
     "MatrixTerm": "numerics.bounds.terms",
     "build_terms": "numerics.bounds.terms",
-    "BoundSettings": "numerics.bounds.theorem31",
-    "rademacher": "numerics.bounds.theorem31",
-    "posthoc": "numerics.bounds.theorem31",
+    "BoundSettings": "numerics.bounds.settings",
+    "rademacher": "numerics.bounds.dudley",
+    "posthoc": "numerics.bounds.posthoc",
     # analysis: io -> spectra -> bounds on one checkpoint
-    "Analysis": "numerics.analysis",
-    "analyze": "numerics.analysis",
-    "evaluate_bounds": "numerics.analysis",
+    "Analysis": "numerics.analysis.report",
+    "analyze": "numerics.analysis.run",
+    "evaluate_bounds": "numerics.analysis.run",
     # montecarlo: certified lower bounds on covering numbers against Theorem 4.1 (C9)
     "mc_experiment": "numerics.montecarlo.experiment",
     "c9_verdict": "numerics.montecarlo.experiment",
@@ -100,15 +100,15 @@ _EXPORTS: dict[str, str] = {
 }
 
 if TYPE_CHECKING:  # the same names, for type checkers (tests/test_layout.py checks that they agree)
-    from numerics.analysis import Analysis as Analysis
-    from numerics.analysis import analyze as analyze
-    from numerics.analysis import evaluate_bounds as evaluate_bounds
+    from numerics.analysis.report import Analysis as Analysis
+    from numerics.analysis.run import analyze as analyze
+    from numerics.analysis.run import evaluate_bounds as evaluate_bounds
+    from numerics.bounds.dudley import rademacher as rademacher
+    from numerics.bounds.posthoc import posthoc as posthoc
+    from numerics.bounds.settings import BoundSettings as BoundSettings
     from numerics.bounds.terms import MatrixTerm as MatrixTerm
     from numerics.bounds.terms import ModelSettings as ModelSettings
     from numerics.bounds.terms import build_terms as build_terms
-    from numerics.bounds.theorem31 import BoundSettings as BoundSettings
-    from numerics.bounds.theorem31 import posthoc as posthoc
-    from numerics.bounds.theorem31 import rademacher as rademacher
     from numerics.errors import CheckpointError as CheckpointError
     from numerics.errors import FetchError as FetchError
     from numerics.errors import OutputError as OutputError

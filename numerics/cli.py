@@ -14,12 +14,14 @@ reported as ``internal error`` with exit code 1. ``--debug`` shows the traceback
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
+from numerics._util.progress import ticking
 from numerics.errors import SpecboundError
 
 __all__ = ["main"]
@@ -82,7 +84,8 @@ def _cmd_derive(args: argparse.Namespace) -> int:
         from theory.registry import load_entry_points
 
         load_entry_points()
-    data = derive_target(args.target, kind=args.kind, name=args.name)
+    with ticking(f"specbound: deriving {args.target} with SymPy", done=lambda seconds: ""):  # on a terminal
+        data = derive_target(args.target, kind=args.kind, name=args.name)
     if args.json:
         print(json.dumps(render(data, "json"), indent=2))
     else:
@@ -92,12 +95,22 @@ def _cmd_derive(args: argparse.Namespace) -> int:
 
 class _Progress:
     """A one-line progress bar on stderr, drawn only when stderr is a terminal; ``after``: a status line
-    drawn when the bar is full, for work that follows it without a bar of its own."""
+    drawn when the bar is full, for work that follows it without a bar of its own, then a line ticking the
+    seconds until the ``with`` block the bar is used in ends (:func:`numerics._util.progress.ticking`)."""
 
     def __init__(self, label: str, enabled: bool | None = None, after: str | None = None) -> None:
         self.label = label
         self.enabled = sys.stderr.isatty() if enabled is None else enabled
         self.after = after
+        self._ticking: contextlib.AbstractContextManager[None] | None = None
+
+    def __enter__(self) -> _Progress:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._ticking is not None:
+            self._ticking.__exit__(*exc)
+            self._ticking = None
 
     def __call__(self, done: int, total: int, name: str) -> None:
         if not self.enabled:
@@ -107,6 +120,9 @@ class _Progress:
         sys.stderr.write(f"\r{self.label} [{'#' * filled}{'.' * (width - filled)}] {done}/{total} {name[-40:]:<40}")
         if done >= total:
             sys.stderr.write("\n" + (f"{self.after}\n" if self.after else ""))
+            if self.after and self._ticking is None:
+                self._ticking = ticking("  composing", enabled=True)
+                self._ticking.__enter__()
         sys.stderr.flush()
 
 
@@ -267,34 +283,39 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
     from numerics.report import tables, writers
 
     rows = _data_rows(args)
-    analysis = writers.analyze_report(
-        args.source,
-        out=args.out,
-        force=args.force,
-        plots=not args.no_plots,
-        progress=_Progress("spectra", after=_composing(args)),
-        **_settings(args),
-        spectra=args.spectra,
-        **_given(args, "leading_k", "processes", "spectrum"),
-        covers=_covers(args),
-        cover_choice=_cover_choice(args),
-    )
+    with _Progress("spectra", after=_composing(args)) as bar:
+        analysis = writers.analyze_report(
+            args.source,
+            out=args.out,
+            force=args.force,
+            plots=not args.no_plots,
+            progress=bar,
+            **_settings(args),
+            spectra=args.spectra,
+            **_given(args, "leading_k", "processes", "spectrum"),
+            covers=_covers(args),
+            cover_choice=_cover_choice(args),
+        )
     on_data = None
     if rows is not None:
         from numerics.margin.on_data import analyze_data
 
-        on_data = analyze_data(
-            analysis,
-            args.source,
-            rows,
-            label=args.data,
-            attack=args.attack,
-            progress=_Progress("all-layer margin"),
-            **_given(args, "heads"),
-        )
+        with _Progress("all-layer margin") as bar:
+            on_data = analyze_data(
+                analysis,
+                args.source,
+                rows,
+                label=args.data,
+                attack=args.attack,
+                progress=bar,
+                **_given(args, "heads"),
+            )
     if args.format == "json":
-        doc = analysis.to_json(spectra=args.spectra)
-        print(json.dumps(doc if on_data is None else {**doc, "all_layer_margin": on_data.to_json()}, indent=2))
+        if on_data is None:
+            sys.stdout.write(tables.report_json(analysis, spectra=args.spectra))
+        else:
+            doc = {**analysis.to_json(spectra=args.spectra), "all_layer_margin": on_data.to_json()}
+            print(json.dumps(doc, indent=2))
     elif args.format == "csv":
         sys.stdout.write(tables.to_csv(analysis, spectra=args.spectra))
     else:
@@ -363,7 +384,8 @@ def _cmd_mc(args: argparse.Namespace) -> int:
             writers.check_figure_file(args.plot)  # before the Monte-Carlo run
         except OutputError as exc:
             raise CliError(f"--plot {_shown(args.plot)}: {exc}") from None
-    result = writers.mc_report(plot=args.plot, **_given(args, *_MC_OPTIONS))
+    with ticking("specbound: Monte-Carlo covering estimates", done=lambda seconds: ""):  # on a terminal
+        result = writers.mc_report(plot=args.plot, **_given(args, *_MC_OPTIONS))
     if args.format == "json":
         print(json.dumps(tables.mc_rows_json(result), indent=2))
     else:
@@ -384,7 +406,8 @@ def _cmd_mc_cover(args: argparse.Namespace) -> int:
         from theory.registry import load_entry_points
 
         load_entry_points()
-    result = cover_mc(args.cover, **_given(args, "kind", "a", "b", "m", "samples", "seed"))
+    with ticking(f"specbound: {args.cover} against certified lower bounds", done=lambda seconds: ""):  # on a terminal
+        result = cover_mc(args.cover, **_given(args, "kind", "a", "b", "m", "samples", "seed"))
     verdict = cover_verdict(result)
     if args.format == "json":
         print(json.dumps(cover_rows_json(result), indent=2))
@@ -503,7 +526,8 @@ def _preset_help() -> str:
     count = {name: len(preset.settings()) for (name, task), preset in PRESETS.items() if task == "modadd"}
     return (
         f"smoke ({count['smoke']} tiny models, seconds: a smoke test of the pipeline, its results mean nothing), "
-        f"default ({count['default']} models, batched; see the README for the time) or full ({count['full']} "
+        f"default ({count['default']} models, batched, n fixed: the main family; see the README for the time), "
+        f"samples ({count['samples']} models: the sample-size family, n on its own axis) or full ({count['full']} "
         "models: meant for --scheduler); counts for --task modadd, 'study --list' gives every task's"
     )
 
@@ -758,7 +782,10 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--preset", default=None, help="-").lazy_help = _preset_help  # type: ignore[attr-defined]
     st.add_argument("--list", action="store_true", help="list the presets, their tasks and model counts")
     st.add_argument(
-        "--task", default="modadd", help="modadd (modular addition, the default) or digits (scikit-learn's 8x8 digits)"
+        "--task",
+        default="modadd",
+        help="modadd (modular addition, the default), digits (scikit-learn's 8x8 digits) or needle (which needle "
+        "token hides in a sequence of distractors; its family varies the sequence length T)",
     )
     st.add_argument(
         "--axis",
@@ -812,12 +839,12 @@ def build_parser() -> argparse.ArgumentParser:
         nargs="?",
         const="modadd",
         default=None,
-        choices=["modadd", "digits"],
+        choices=["modadd", "digits", "needle"],
         metavar="TASK",
-        help="first train or reuse the default study and its reruns with fresh seeds on 2 threads and on 1 "
-        "thread (cached: from cached models only the analysis runs), and rewrite "
-        "benchmarks/study_default.json, which C10 and C11 are measured from; `--update-study digits` "
-        "rewrites the digits family's benchmarks/study_digits.json instead",
+        help="first train or reuse the task's main family (n fixed, as two runs of three seeds each) and, for modadd "
+        "and digits, its sample-size family (cached: from cached models only the analysis runs), and rewrite "
+        "benchmarks/study_default.json, which C10 and C11 are measured from; `--update-study digits` or "
+        "`needle` rewrites benchmarks/study_digits.json or study_needle.json instead",
     )
     c.add_argument("--readme", default=None, help="with --update-readme: the README to update (default ./README.md)")
     c.add_argument("--json", action="store_true", help="JSON instead of a markdown table")

@@ -83,7 +83,8 @@ SETTINGS = BoundSettings(p_grid=(0.0, 1.0, 2.0), grid_points=16)
 class Built:
     """A built network: the float64 model, its checkpoint folder, layer 0's input rows ``x`` ``[T, N]`` and the
     model's own last hidden state ``[T, N]`` (after its final norm, if it has one); ``embeddings``: the rows before
-    the embeddings LayerNorm, where the model has one (BERT), else ``None``."""
+    the embeddings LayerNorm, where the model has one (BERT), else ``None``; ``ids``: the token ids ``[T]`` the
+    model was run on (``None`` for the torch encoder, which reads rows)."""
 
     name: str
     model: nn.Module
@@ -92,6 +93,7 @@ class Built:
     reference: torch.Tensor
     rope: tuple[torch.Tensor, torch.Tensor] | None = None
     embeddings: torch.Tensor | None = None
+    ids: torch.Tensor | None = None
 
 
 def _hf(
@@ -215,7 +217,7 @@ def build(name: str, folder: Path, *, seed: int = 0) -> Built:
                 e.word_embeddings(ids) + e.token_type_embeddings(torch.zeros_like(ids))
             ) + e.position_embeddings(torch.arange(TOKENS)[None])
         embeddings = embeddings[0]
-    return Built(name, model, folder, out.hidden_states[0][0], out.last_hidden_state[0], rope, embeddings)
+    return Built(name, model, folder, out.hidden_states[0][0], out.last_hidden_state[0], rope, embeddings, ids[0])
 
 
 def build_thin_layernorm(folder: Path) -> Built:
@@ -308,10 +310,22 @@ class Network:
     eps: float
     rmsnorm: bool
     num_layers: int
+    # with the input tables covered (role "emb", layer -1): per table, its index in ``matrices`` and the one-hot rows
+    # ``[T, V]`` that select what the model reads from it (token ids, positions, token type 0)
+    tables: tuple[tuple[int, torch.Tensor], ...] = ()
+
+    def _table_sum(
+        self, ws: Sequence[torch.Tensor], use: Callable[[int, torch.Tensor, torch.Tensor], torch.Tensor]
+    ) -> torch.Tensor:
+        """The embeddings sum read from the (perturbed) tables: ``sum_j E_j W_j`` over the one-hot rows ``E_j``."""
+        return sum(onehot @ use(j, ws[j], onehot) for j, onehot in self.tables)
 
     @property
     def start(self) -> torch.Tensor:
-        """The rows the forward starts from: the embeddings sum before the embeddings norm (BERT), else layer 0's input."""
+        """The rows the forward starts from: the embeddings sum before the embeddings norm (BERT), else layer 0's input
+        (read from the tables where they are terms)."""
+        if self.tables:
+            return self._table_sum([m.w for m in self.matrices], _same)
         if self.embed_stem is not None:
             assert self.built.embeddings is not None
             return self.built.embeddings
@@ -333,7 +347,8 @@ class Network:
         """Per layer, role -> indices into :attr:`matrices` (head order)."""
         out: list[dict[str, list[int]]] = [dict() for _ in range(self.num_layers)]
         for j, m in enumerate(self.matrices):
-            out[m.layer].setdefault(m.role, []).append(j)
+            if m.role != "emb":
+                out[m.layer].setdefault(m.role, []).append(j)
         return out
 
     # ------------------------------------------------------------------ the forward
@@ -382,7 +397,12 @@ class Network:
         forward starts from instead of the built ones (:attr:`start`: layer 0's input, or the embeddings sum before
         the embeddings norm)."""
         use = sizes or _same
-        x = self.start if inputs is None else inputs
+        if inputs is not None:
+            x = inputs
+        elif self.tables:
+            x = self._table_sum(ws, use)
+        else:
+            x = self.start
         if self.embed_stem is not None:
             x = self._norm(x, self.embed_stem, ws, use, record)
         T = x.shape[0]
@@ -475,8 +495,9 @@ _NORMS = {  # (attention norm, feedforward norm) stems of layer i, final norm, e
 }
 
 
-#: The forward starts from the embedding rows: the input tables are fixed here (``--fixed-embeddings``; their terms
-#: are pinned by ``tests/test_embedding_terms.py``).
+#: By default the forward starts from the embedding rows: the input tables are fixed (``--fixed-embeddings``; their
+#: terms are pinned by ``tests/test_embedding_terms.py``); ``network(built, ModelSettings(embeddings=True))`` makes
+#: them terms the adversary perturbs, the forward reading the embeddings sum from them (:attr:`Network.tables`).
 FORWARD_MODEL = ModelSettings(embeddings=False)
 
 
@@ -522,11 +543,23 @@ def network(built: Built, model: ModelSettings = FORWARD_MODEL) -> Network:
             add(name, i, None, role, w)
         for name, w in ff["ff2"]:
             add(name, i, None, "ff2", w)
-    # any term of the bound the forward does not use is an error (norm gains and betas are read below)
-    assert not rows, f"terms in the bound the forward does not use: {sorted(rows)}"
     tensors = {
         k: v.to(torch.float64) for k, v in safetensors.torch.load_file(str(built.folder / "model.safetensors")).items()
     }
+    tables = []
+    for name in sorted(n for n in rows if rows[n]["kind"] == "emb"):
+        table = tensors[name]
+        if "position" in name or name.startswith("wpe"):
+            picked = torch.arange(TOKENS)
+        elif "token_type" in name:
+            picked = torch.zeros(TOKENS, dtype=torch.long)
+        else:
+            assert built.ids is not None, name
+            picked = built.ids
+        tables.append((len(mats), nn.functional.one_hot(picked, table.shape[0]).to(torch.float64)))
+        add(name, -1, None, "emb", table.numpy())
+    # any term of the bound the forward does not use is an error (norm gains and betas are read below)
+    assert not rows, f"terms in the bound the forward does not use: {sorted(rows)}"
     att, ffn, final, embed, eps = _NORMS[built.name]
     kind = net["norm"]["kind"]
     stems = tuple((att.format(i=i), ffn.format(i=i)) for i in range(ckpt.num_layers))
@@ -558,6 +591,7 @@ def network(built: Built, model: ModelSettings = FORWARD_MODEL) -> Network:
         eps=eps,
         rmsnorm=kind == "rmsnorm",
         num_layers=ckpt.num_layers,
+        tables=tuple(tables),
     )
 
 

@@ -22,7 +22,7 @@ Written from the mathematics, not from the code under test: it imports neither `
   indices the Lagrange conditions ``w_j(lam) = (p_j c_j eps^-p_j / lam)^(1/(1+p_j))`` and one
   bracketed ``mpmath.findroot`` on ``log lam`` for ``sum_j w_j = 1`` (terms with ``p_j = 0``
   add ``c_j``);
-* the rigorous numeric scheme numerics/bounds/theorem31.py's module docstring claims:
+* the rigorous numeric scheme the engine's modules state (numerics/bounds/tables.py, allocation.py, dudley.py):
   log factors at ``eps_j = alpha_min theta / (J rho_j)``, ``alpha_min = B_out / n``, the floor
   share ``w = theta/J + (1-theta) v`` costing ``(1-theta)^-p_j`` in ``c_j``; a matrix whose
   floor scale reaches its class radius (``s B^2`` for scores, ``s B`` for vectors) is covered

@@ -84,11 +84,19 @@ def comparable_tables(folder: Path) -> dict[str, Any]:
 STALE_DIGESTS: frozenset[str] = frozenset()
 
 
-def committed_tasks() -> list[Any]:
-    """The tasks with a committed digest, as pytest parameters (the stale ones marked as expected failures)."""
+#: Committed digests of a family the presets no longer define (trained before today's presets): they still hold every
+#: per-model value and recompute from them, but they are not the digests of today's families, so the test that they
+#: are is expected to fail until `./run claims --update-study TASK` rewrites them (then remove the task here).
+OLD_FAMILIES: frozenset[str] = frozenset({"modadd"})
+
+
+def committed_tasks(*, current: bool = False) -> list[Any]:
+    """The tasks with a committed digest, as pytest parameters (the stale ones marked as expected failures; with
+    ``current``, also the digests of a family the presets no longer define, :data:`OLD_FAMILIES`)."""
+    stale = STALE_DIGESTS | (OLD_FAMILIES if current else frozenset())
     return [
         pytest.param(t, marks=pytest.mark.xfail(strict=True, reason=f"the committed {t} digest predates this code"))
-        if t in STALE_DIGESTS
+        if t in stale
         else t
         for t in sorted(TASK_STUDIES)
     ]

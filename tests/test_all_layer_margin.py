@@ -22,7 +22,8 @@ from cliutil import run  # noqa: E402
 
 from numerics.analysis import analyze  # noqa: E402
 from numerics.bounds import all_layer, compiled  # noqa: E402
-from numerics.bounds.theorem31 import class_settings, posthoc  # noqa: E402
+from numerics.bounds.posthoc import posthoc  # noqa: E402
+from numerics.bounds.settings import class_settings  # noqa: E402
 from numerics.io.checkpoint import open_checkpoint  # noqa: E402
 from numerics.margin import attack, certify, data, network  # noqa: E402
 from theory import all_layer_margin as alm  # noqa: E402

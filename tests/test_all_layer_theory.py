@@ -265,7 +265,7 @@ def test_the_weighted_score_bound_dominates_its_gronwall_integral():
         if abs(2 * e - b) < 1e-3:
             continue
         value = float(integral.subs({S["eta_score"]: e, beta: b}))
-        quad = float(mpmath.quad(lambda s: mpmath.exp(2 * s * e + b * (1 - s)), [0, 1]))
+        quad = float(mpmath.quad(lambda s, e=e, b=b: mpmath.exp(2 * s * e + b * (1 - s)), [0, 1]))
         assert value == pytest.approx(quad, rel=1e-12) and value <= math.exp(max(2 * e, b)) * (1 + 1e-15)
 
 
@@ -293,11 +293,17 @@ def test_no_perturbation_moves_a_heads_score_part_by_more_than_the_weighted_boun
     q = np.linalg.norm(X[t] @ W[:, :N])
     s = np.linalg.norm(W[:N, :N], 2)
     eta = float(np.max(d[t] * (np.linalg.norm(k, axis=1) + s * d) + q * d))
-    bound = FORMS["alm.score_value_shift"](d.max(), d[t], eta, kappa.max(), q, s, float(a @ (kappa * nu)), float(a @ nu))
+    bound = FORMS["alm.score_value_shift"](
+        d.max(), d[t], eta, kappa.max(), q, s, float(a @ (kappa * nu)), float(a @ nu)
+    )
 
     def scaled(v: np.ndarray) -> np.ndarray:  # rows of norm at most d_u
         M = v.reshape(T, N)
-        return M * (d / np.maximum(np.linalg.norm(M, axis=1), 1e-300))[:, None] * np.tanh(np.linalg.norm(M, axis=1))[:, None]
+        return (
+            M
+            * (d / np.maximum(np.linalg.norm(M, axis=1), 1e-300))[:, None]
+            * np.tanh(np.linalg.norm(M, axis=1))[:, None]
+        )
 
     worst = max(score_part(scaled(rng.normal(size=T * N) * 5)) for _ in range(300))
     for _ in range(4):

@@ -89,11 +89,11 @@ def test_closest_squashes_separators_and_stays_silent_on_unrelated_names():
 
 def test_covers_are_called_by_their_registered_names_only():
     """Before: ``--covers theorem41`` (help, README) was an alias of the registered ``thm41``."""
-    from numerics.bounds import covers31
+    from numerics.bounds import covers as bound_covers
 
-    assert [c.name for c in covers31.resolve(["thm41", "effective_rank"])] == ["thm41", "effective_rank"]
+    assert [c.name for c in bound_covers.resolve(["thm41", "effective_rank"])] == ["thm41", "effective_rank"]
     with pytest.raises(ValueError, match="did you mean 'thm41'"):
-        covers31.resolve(["theorem41"])
+        bound_covers.resolve(["theorem41"])
     code, out, _ = run(["analyze", "--help"])
     assert code == 0 and "theorem41" not in out and "thm41" in out
 
@@ -123,7 +123,7 @@ def test_study_list_gives_every_preset_with_its_model_count():
 def test_study_help_counts_the_models_from_the_presets():
     code, out, _ = run(["study", "--help"])
     text = " ".join(out.split())
-    for name in ("smoke", "default", "full"):
+    for name in ("smoke", "default", "samples", "full"):
         assert f"{name} ({len(PRESETS[(name, 'modadd')].settings())} " in text, name
     assert "smoke test" in text
 

@@ -31,6 +31,9 @@ with 8 query heads over 1 and 2 key-value heads, 3-layer BERT), the input optimi
 starts along every term's top singular pair, and ``last``, an allocation aimed at the last layer (each of its
 matrices at its class radius). Two cases run in the suite; ``SPECBOUND_FUZZ_LONG=1`` runs every variant and allocation.
 
+The input tables (issue 29 item 5): with them covered, the forward reads the embeddings sum from the word, position
+and token-type tables, which the adversary perturbs with every other term (``tables``: each table at its class radius).
+
 ``centres`` missing from ``theorem_inputs`` means ``"free"`` (what main's bound implicitly claims): the adversary is
 then unconstrained and the tail cases exceed the budget (they were ``xfail(strict=True)`` on a bound without rule 1).
 The bound now evaluates ``K_j`` at ``eps_j / 2`` and says ``centres == "class"`` (issue 19 rule 1): the adversary is
@@ -47,6 +50,7 @@ import sympy as sp
 import torch
 from composition_forward import DEEP, FAMILIES, Network, attack, build, build_thin_layernorm, network
 
+from numerics.bounds import ModelSettings
 from theory import normlayers
 from theory.symbols import SYMBOLS
 
@@ -202,6 +206,62 @@ def test_the_stronger_search_at_length(networks, name: str, kind: str) -> None:
     )
     print(f"{name} {kind}: ratio {found.ratio:.6f} (restarts {[round(r, 6) for r in found.restarts]})")
     assert found.ratio <= 1 + _tolerance(net), (name, kind, found)
+
+
+# --------------------------------------------------------------------------- the input tables as terms (issue 29 item 5)
+
+#: The families whose forward starts from embedding tables (the torch encoder reads rows).
+TABLE_FAMILIES = ("bert", "gpt2", "llama")
+
+
+@pytest.fixture(scope="module")
+def table_networks(tmp_path_factory: pytest.TempPathFactory):
+    cache: dict[str, Network] = {}
+
+    def get(name: str) -> Network:
+        if name not in cache:
+            built = build(name, tmp_path_factory.mktemp(f"{name}-tables"), seed=0)
+            cache[name] = network(built, ModelSettings(embeddings=True))
+        return cache[name]
+
+    return get
+
+
+@pytest.mark.parametrize("name", TABLE_FAMILIES)
+def test_the_forward_from_the_tables_is_the_real_network(table_networks, name: str) -> None:
+    # with the tables covered (the default), the forward reads the embeddings sum from the table terms: it equals the
+    # transformers forward, and every table the model reads is a term (word, position, token type; BERT's three)
+    net = table_networks(name)
+    with torch.no_grad():
+        out = net.forward([m.w for m in net.terms])
+    assert torch.allclose(net.final(out), net.built.reference, rtol=0, atol=1e-10), name
+    tables = {net.matrices[j].name for j, _ in net.tables}
+    assert tables == set(net.analysis.model["network"]["embeddings"]["tables"]) and len(tables) == {"bert": 3}.get(
+        name, 2 if name == "gpt2" else 1
+    )
+
+
+def _table_allocation(net: Network, kind: str) -> list[float]:
+    """``tables``: every table at its class radius ``s_j B_j`` (a row of the embeddings sum may move by ``s_j`` per
+    table), every other term the tail's small share; ``small``: the first-order budget of :func:`allocation`."""
+    if kind == "small":
+        return allocation(net, "small")
+    return [
+        m.inputs["s"] * m.inputs["B"] if m.role == "emb" else 1e-4 * m.inputs["s"] * m.inputs["B"] / m.rho
+        for m in net.terms
+    ]
+
+
+@pytest.mark.parametrize("name", TABLE_FAMILIES)
+@pytest.mark.parametrize("kind", ["small", "tables"])
+def test_perturbed_tables_stay_within_the_composed_budget(table_networks, name: str, kind: str) -> None:
+    """A table's term (theory.embeddings: Theorem 4.1's vector cover on one-hot rows, input scale 1) promises that a
+    perturbation of size ``eps_j`` (the largest change of a row the model reads) moves the output by at most
+    ``rho_j eps_j``, with ``rho_j`` every block's constant (and the projection's, the embeddings norm's with real
+    norms). The adversary perturbs the tables with every other term, held in the class (``||W'||_2 <= s_j``)."""
+    net = table_networks(name)
+    found = attack(net, _table_allocation(net, kind), restarts=1, iterations=12, seed=0, starts=("singular+",))
+    assert found.ratio <= 1 + TOLERANCE.get(name, 1e-9), (name, kind, found)
 
 
 # --------------------------------------------------------------------------- the norm terms, locally

@@ -22,7 +22,8 @@ import numpy as np
 import pytest
 import sympy as sp
 
-from numerics.bounds import covers31
+from numerics.bounds import choice as cover_choice
+from numerics.bounds import covers as bound_covers
 from numerics.bounds.terms import MatrixTerm
 from numerics.bounds.theorem31 import BoundSettings, class_settings, posthoc, theorem41_coefficients
 from theory import registry
@@ -177,7 +178,7 @@ def test_thm41_table_is_the_form_at_half_the_scale_with_grid_values_above(which:
     X = t.input_scale ** (2 if t.cover_kind == "bilinear" else 1)
     radius = up(t.spectral_norm) * X
     eps_j = scales(radius)
-    got = covers31._thm41_table(t, p, np.log(eps_j), SETTINGS)
+    got = bound_covers.thm41_table(t, p, np.log(eps_j), SETTINGS)
     want = np.array([thm41_expected(t, p, at(e)) for e in eps_j])
     zero = want == 0
     assert np.array_equal(got[zero], want[zero]), (eps_j[zero], got[zero])
@@ -217,7 +218,7 @@ def test_effective_rank_tables_are_the_form_at_half_the_scale_with_grid_values_a
     s = up(t.spectral_norm)
     sv = np.sort(t.singular_values)[::-1]
     eps_j = np.unique(np.concatenate([scales(s * X), scales(2 * s * X), 4 * X * sv]))
-    options = covers31._registered_options(registry.get("effective_rank"), t, np.log(eps_j), SETTINGS)
+    options = bound_covers.registered_options(registry.get("effective_rank"), t, np.log(eps_j), SETTINGS)
     # the r_head the search tries (any is covered by the union, log min(a, b)): 1 .. 4, 6, 8, 12, ... and the limit
     tried = [r for r in (1, 2, 3, 4, 6, 8, 12) if r < t.rank_bound] + [t.rank_bound]
     assert [o.r_head for o in options] == tried
@@ -270,7 +271,7 @@ def union_written_out(terms, result, input_radii, settings, *, grid_size: int, k
     return total
 
 
-@pytest.mark.parametrize("choice", covers31.CHOICES)
+@pytest.mark.parametrize("choice", cover_choice.CHOICES)
 def test_the_union_of_the_composed_bound_counts_every_peeled_quantity(choice: str) -> None:
     terms = [
         term("q0", "qk", [1.7, 0.4, 0.09], (6, 6), rank_bound=3, input_scale=2.2, log_rho=1.0, group="layer0/qk"),
@@ -289,13 +290,13 @@ def test_the_union_of_the_composed_bound_counts_every_peeled_quantity(choice: st
     radii = [0.37, 3.1]  # a projection's s and b, say: peeled at the levels above them
     settings = BoundSettings(p_grid=(0.0, 1.0, 2.0), grid_points=48, n=10**9, B_out=1.3, gamma=0.7)
     post = posthoc(terms, settings, input_radii=radii)
-    covers = covers31.resolve(["thm41", "effective_rank"])
-    got = covers31.compose(terms, post, covers, settings, input_radii=radii, choice=choice)
+    covers = bound_covers.resolve(["thm41", "effective_rank"])
+    got = cover_choice.compose(terms, post, covers, settings, input_radii=radii, choice=choice)
     want = union_written_out(terms, got, radii, settings, grid_size=3, k=2, choice=choice)
     assert got.log_union == pytest.approx(want, rel=1e-12)
     # each cover alone: the same count with no choice of cover
     for name, alone in got.alone.items():
-        single = covers31.compose(terms, post, covers31.resolve([name]), settings, input_radii=radii)
+        single = cover_choice.compose(terms, post, bound_covers.resolve([name]), settings, input_radii=radii)
         assert single.log_union == pytest.approx(
             union_written_out(terms, single, radii, settings, grid_size=3, k=1, choice=choice), rel=1e-12
         )
@@ -303,7 +304,7 @@ def test_the_union_of_the_composed_bound_counts_every_peeled_quantity(choice: st
         # and its bound is that cover's alone: no other cover's allocation stands in for it
         assert alone["log_rademacher"] == pytest.approx(single.log_rademacher, rel=1e-12)
     # and the input radii are paid: without them the union is smaller by exactly their peeling cost
-    bare = covers31.compose(terms, posthoc(terms, settings), covers, settings, choice=choice)
+    bare = cover_choice.compose(terms, posthoc(terms, settings), covers, settings, choice=choice)
     if bare.per_matrix == got.per_matrix:
         assert got.log_union - bare.log_union == pytest.approx(peel(0.37) + peel(3.1), rel=1e-12)
 
@@ -335,7 +336,7 @@ def test_a_norm_layers_gain_is_counted_in_the_composed_bound() -> None:
     floor = math.log(min(4 * s.B_out, slope_end))
     post = posthoc(terms, settings)
     for names in (["effective_rank"], ["thm41", "effective_rank"]):
-        got = covers31.compose(terms, post, covers31.resolve(names), settings)
+        got = cover_choice.compose(terms, post, bound_covers.resolve(names), settings)
         assert got.log_rademacher >= floor, (names, got.log_rademacher, floor)
         for alone in got.alone.values():
             assert alone["log_rademacher"] >= floor
@@ -353,7 +354,7 @@ def electra(tmp_path_factory):
 
 def test_cli_covers_on_electra_pays_the_projections_radii(electra) -> None:
     """ELECTRA's layer 0 reads ``embeddings_project(LN(e))``: the projection's spectral norm and bias norm are read
-    after training and peeled (``terms._class_radius``). The composed bound's union, written out from the JSON's
+    after training and peeled (``blocks.class_radius``). The composed bound's union, written out from the JSON's
     own assignment and spectra, includes them; they are read here from the model itself."""
     from tests.cliutil import run
 

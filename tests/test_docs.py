@@ -102,9 +102,10 @@ def page(site, name: str) -> str:
 
 
 def math_blocks(text: str) -> set[str]:
-    """The LaTeX of every display formula on a page (MathJax's ``\\[...\\]`` as Sphinx writes it; Sphinx wraps a
-    formula holding line breaks in a ``split`` environment, which is taken off here)."""
-    found = re.findall(r'<div class="math[^"]*">\s*\\\[(.*?)\\\]\s*</div>', text, re.S)
+    """The LaTeX of every display formula on a page (MathJax's ``\\[...\\]`` as Sphinx writes it, kept in the
+    element's ``data-tex`` attribute, ``specbound_docs.readable_formulas``; Sphinx wraps a formula holding line
+    breaks in a ``split`` environment, which is taken off here)."""
+    found = re.findall(r'<div class="math [^"]*"[^>]*\bdata-tex="\\\[(.*?)\\\]"', text, re.S)
     out = set()
     for block in found:
         block = html.unescape(block).strip()
@@ -314,17 +315,22 @@ def test_a_page_that_no_longer_matches_the_code_fails_the_build(tmp_path, body, 
 
 
 class _Page(HTMLParser):
-    """A page's visible text outside math elements and scripts, its scripts' sources, its links and its ids."""
+    """A page's visible text outside scripts and code, its formulas' LaTeX (``data-tex``), its scripts' sources, its
+    links, its ids, and the text Sphinx's search shows in a result's snippet (:func:`search_removals`)."""
 
     _VOID = {"br", "img", "input", "meta", "link", "hr", "source", "col", "area", "base", "embed", "wbr", "track"}
 
-    def __init__(self) -> None:
+    def __init__(self, removed: tuple[str, ...] = (".headerlink", "script", "style")) -> None:
         super().__init__(convert_charrefs=True)
         self.text: list[str] = []
+        self.search: list[str] = []  # the text of the main element, as the search takes it, code excluded
+        self.formulas: list[str] = []
         self.scripts: list[str] = []
         self.links: list[str] = []
         self.ids: set[str] = set()
-        self._stack: list[bool] = []  # per open element: is its content hidden from the text check
+        self._removed = removed
+        # per open element: (hidden from the text check, removed by the search, inside the main element, code)
+        self._stack: list[tuple[bool, bool, bool, bool]] = []
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         a = dict(attrs)
@@ -336,81 +342,217 @@ class _Page(HTMLParser):
             self.links.append(a["href"] or "")
         if tag in ("link", "img") and (a.get("href") or a.get("src")):
             self.links.append(a.get("href") or a.get("src") or "")
+        if a.get("data-tex") is not None:
+            self.formulas.append(a["data-tex"] or "")
         if tag in self._VOID:
             return
         classes = (a.get("class") or "").split()
-        # math elements (MathJax typesets them), scripts, and code shown as code (a regex's ``\[`` is not LaTeX)
-        hidden = tag in ("script", "style", "template", "pre", "code") or "math" in classes
-        self._stack.append(hidden or (bool(self._stack) and self._stack[-1]))
+        outer = self._stack[-1] if self._stack else (False, False, False, False)
+        # scripts, and code shown as code (a regex's ``\[`` is not LaTeX); formulas show their readable text
+        code = tag in ("pre", "code")
+        hidden = tag in ("script", "style", "template") or code
+        removed = any(tag == r or (r.startswith(".") and r[1:] in classes) for r in self._removed)
+        self._stack.append(
+            (hidden or outer[0], removed or outer[1], a.get("role") == "main" or outer[2], code or outer[3])
+        )
 
     def handle_endtag(self, tag: str) -> None:
         if tag not in self._VOID and self._stack:
             self._stack.pop()
 
     def handle_data(self, data: str) -> None:
-        if not (self._stack and self._stack[-1]):
+        hidden, removed, main, code = self._stack[-1] if self._stack else (False, False, False, False)
+        if not hidden:
             self.text.append(data)
+        if main and not removed and not code:
+            self.search.append(data)
 
 
-def parsed(path: Path) -> _Page:
-    parser = _Page()
+def parsed(path: Path, removed: tuple[str, ...] = (".headerlink", "script", "style")) -> _Page:
+    parser = _Page(removed)
     parser.feed(path.read_text(encoding="utf-8"))
     return parser
 
 
-def test_math_renders_offline_from_the_served_mathjax_and_no_raw_latex_is_left_in_the_text(site):
+def search_removals(root: Path) -> tuple[str, ...]:
+    """What Sphinx's search removes from a fetched page before taking the text of its ``[role="main"]`` element for a
+    result's snippet, read from the served ``searchtools.js`` (so that a Sphinx that takes the snippet otherwise
+    fails here instead of passing unchecked)."""
+    js = (root / "_static" / "searchtools.js").read_text(encoding="utf-8")
+    assert "querySelector('[role=\"main\"]')" in js, "Sphinx's search no longer takes the text of [role=main]"
+    assert ".textContent" in js
+    found = re.search(r"for \(const removalQuery of \[([^\]]*)\]\)", js)
+    assert found, "Sphinx's search no longer lists what it removes from a page"
+    return tuple(re.findall(r'"([^"]+)"', found.group(1)))
+
+
+@pytest.fixture(scope="session")
+def pages(site) -> dict[Path, _Page]:
+    """Every page of the site, parsed once for the checks below (the search's removals those of the served
+    ``searchtools.js``)."""
+    removed = search_removals(site[0])
+    return {path: parsed(path, removed) for path in sorted(site[0].rglob("*.html"))}
+
+
+#: LaTeX in a text: a delimiter MathJax reads, or a command (a backslash and a name: ``\frac``, ``\varepsilon``).
+RAW_LATEX = re.compile(r"\\[(\[]|\\[a-zA-Z]{2,}")
+
+
+def _raw_latex(text: str) -> str | None:
+    found = RAW_LATEX.search(text)
+    return None if found is None else f"...{text[max(found.start() - 80, 0) : found.end() + 80]}..."
+
+
+def test_math_renders_offline_from_the_served_mathjax_and_no_raw_latex_is_left_in_the_text(site, pages):
     """Built with the network blocked (the ``site`` fixture): every page that holds math loads MathJax from
-    the site itself (the file is there), no page loads a script from another host, and no ``\\(`` or
-    ``\\[`` is left in any page's visible text (LaTeX appears only inside the math elements MathJax
-    typesets)."""
+    the site itself (the file is there), no page loads a script from another host, and no ``\\(``, ``\\[`` or
+    LaTeX command is left in any page's visible text, its formulas included: each formula shows readable text
+    (``docs/_ext/readable_math.py``) and keeps its LaTeX in ``data-tex``, which the inlined MathJax
+    configuration gives back to MathJax before it typesets the page."""
     root = site[0]
     mathjax = root / "_static" / "mathjax" / "tex-chtml.js"
     assert mathjax.is_file() and mathjax.stat().st_size > 100_000, "MathJax is not served from the site"
-    with_math = 0
-    for path in sorted(root.rglob("*.html")):
-        page_ = parsed(path)
+    with_math = formulas = 0
+    for path, page_ in pages.items():
         remote = [s for s in page_.scripts if re.match(r"^(https?:)?//", s)]
         assert not remote, f"{path.relative_to(root)} loads scripts from another host: {remote}"
-        text = "".join(page_.text)
-        for raw in ("\\(", "\\["):
-            assert raw not in text, (
-                f"{path.relative_to(root)}: raw {raw} in the visible text: ...{text[text.index(raw) - 80 : text.index(raw) + 80]}..."
-            )
-        if 'class="math' in path.read_text(encoding="utf-8"):
+        raw = _raw_latex("".join(page_.text))
+        assert raw is None, f"{path.relative_to(root)}: raw LaTeX in the visible text: {raw}"
+        content = path.read_text(encoding="utf-8")
+        if 'class="math' in content:
             with_math += 1
+            formulas += len(page_.formulas)
+            assert page_.formulas, f"{path.relative_to(root)}: formulas without their LaTeX in data-tex"
             served = [
                 s.partition("?")[0] for s in page_.scripts if s.partition("?")[0].endswith("mathjax/tex-chtml.js")
             ]
             assert served, f"{path.relative_to(root)} has math but does not load the served MathJax"
             assert (path.parent / served[0]).resolve() == mathjax.resolve()
+            # the configuration that gives MathJax the LaTeX back runs before MathJax loads
+            config = content.find('getAttribute("data-tex")')
+            assert 0 <= config < content.find("mathjax/tex-chtml.js"), path.relative_to(root)
     assert with_math >= 10  # the theory pages, the notebooks, the API of theory
+    assert formulas > 500
 
 
-def test_symbols_are_typeset_as_the_paper_writes_them(site):
-    """``eps`` is epsilon (not e.p.s), ``B_out`` a subscripted B, in the site and in ``derive --latex``."""
+def test_search_snippets_show_readable_math_not_raw_latex(site, pages):
+    """A search result's snippet is text of the result's page: Sphinx's search fetches the page, removes
+    ``search_removals`` and takes the ``textContent`` of its main element (the LaTeX of a formula is then its
+    text, unless the page holds readable text there). Before: ``\\[2 p^{- \\frac{p}{2}}...`` in the snippets of the
+    theory pages. Now no page's snippet text holds a delimiter or LaTeX command outside code, and the formulas'
+    readable text is what it shows (kappa(p) on the Theorem 4.1 page)."""
+    root = site[0]
+    assert set(search_removals(root)) >= {"script", "style"}
+    checked = 0
+    for path, page_ in pages.items():
+        if path.name in ("search.html", "genindex.html", "py-modindex.html"):
+            continue
+        text = "".join(page_.search)
+        if not text.strip():
+            continue
+        checked += 1
+        raw = _raw_latex(text)
+        assert raw is None, f"{path.relative_to(root)}: the search would show raw LaTeX: {raw}"
+    assert checked > 100
+    # the titles a result shows (pages and sections) come from the index: no LaTeX there either
+    index = (root / "searchindex.js").read_text(encoding="utf-8")
+    index = json.loads(index[index.index("(") + 1 : index.rindex(")")])
+    for title in [*index["titles"], *index["alltitles"]]:
+        assert _raw_latex(title) is None, f"a search result's title holds raw LaTeX: {title}"
+    thm41 = " ".join("".join(pages[root / "theory" / "thm41.html"].search).split())
+    assert "κ(p) = 2 p^(-p/2) (2 - p)^(p/2 - 1)" in thm41 or "κ(p)" in thm41
+    assert "ε" in thm41
+
+
+def test_the_mathjax_configuration_gives_mathjax_the_latex_back():
+    """``docs/_ext/mathjax-config.js`` run by Node.js on a stand-in page: before MathJax's own page-ready step, each
+    element's text is its ``data-tex`` again (skipped where Node.js is not installed)."""
+    node = shutil.which("node") or shutil.which("nodejs")
+    if node is None:
+        pytest.skip("no Node.js on this machine: the configuration script is checked in the browser test only")
+    script = (DOCS / "_ext" / "mathjax-config.js").read_text(encoding="utf-8")
+    harness = (
+        "const elements = [{tex: '\\\\(\\\\varepsilon\\\\)', textContent: 'ε'}, {tex: '\\\\[x^{2}\\\\]', textContent: 'x²'}];\n"
+        "elements.forEach((e) => { e.getAttribute = (name) => (name === 'data-tex' ? e.tex : null); });\n"
+        "globalThis.document = {querySelectorAll: (q) => (q === '[data-tex]' ? elements : [])};\n"
+        "globalThis.window = globalThis;\n"
+        f"{script}\n"
+        "let seen = null;\n"
+        "MathJax.startup.defaultPageReady = () => { seen = elements.map((e) => e.textContent); return 'typeset'; };\n"
+        "const result = MathJax.startup.pageReady();\n"
+        "console.log(JSON.stringify({result, seen}));\n"
+    )
+    done = subprocess.run([node, "-e", harness], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"result": "typeset", "seen": ["\\(\\varepsilon\\)", "\\[x^{2}\\]"]}
+
+
+@pytest.mark.parametrize(
+    ("latex", "expected"),
+    [
+        # SymPy's printer (theory.symbols.latex) for kappa(p) of Theorem 4.1
+        (
+            r"\kappa{\left(p \right)} = 2 p^{- \frac{p}{2}} \left(2 - p\right)^{\frac{p}{2} - 1}",
+            "κ(p) = 2 p^(-p/2) (2 - p)^(p/2 - 1)",
+        ),
+        (r"\(\varepsilon\)", "ε"),
+        (r"\[B_{\mathrm{out}}^{2}\]", "B_out²"),
+        (r"\left\|W\right\|_{S_p} \leq \sqrt{r} s", "‖W‖_(S_p) ≤ √r s"),
+        (r"\log{\left(\frac{18 B^{2} \sqrt{r} s}{\varepsilon} \right)}", "log((18 B² √r s)/ε)"),
+        (r"W \in \mathbb{R}^{a \times b}", "W ∈ ℝ^(a × b)"),
+        (r"\begin{split}a &\le b \\ &= c\end{split}", "a ≤ b; = c"),
+        (r"\sum_{j=1}^{L} \rho_{j}", "∑_(j=1)^L ρ_j"),
+        (r"\operatorname{unknown}\foo{x}", "unknownfoox"),  # a command it does not know: its name, no backslash
+    ],
+)
+def test_readable_math(latex, expected):
+    from readable_math import readable
+
+    assert readable(latex) == expected
+
+
+def test_every_formula_of_the_site_reads_without_a_backslash(pages):
+    from readable_math import readable
+
+    seen = 0
+    for path, page_ in pages.items():
+        for tex in page_.formulas:
+            text = readable(tex)
+            assert text.strip() and "\\" not in text, (path.name, tex, text)
+            seen += 1
+    assert seen > 500
+
+
+def test_symbols_are_typeset_as_the_paper_writes_them(site, pages):
+    """``eps`` is epsilon (not e.p.s), ``B_out`` a subscripted B, in the site and in ``derive --latex``, and in the
+    notebooks' SymPy output (notebook 01 showed ``eps`` before: IPython's default printer)."""
     text = html.unescape(page(site, "theory/derived.html"))
     assert "\\varepsilon" in text and "B_{\\mathrm{out}}" in text
-    assert not re.search(r"(?<![\\a-zA-Z_{])eps(?![a-zA-Z])", " ".join(math_blocks(page(site, "theory/derived.html"))))
+    eps = re.compile(r"(?<![\\a-zA-Z_{])eps(?![a-zA-Z])")
+    assert not eps.search(" ".join(math_blocks(page(site, "theory/derived.html"))))
+    notebook = " ".join(pages[site[0] / "_generated" / "notebooks" / "01_deriving_theorem_4_1.html"].formulas)
+    assert "\\varepsilon" in notebook and not eps.search(notebook), notebook[:500]
 
 
-def test_every_internal_link_resolves(site):
+def test_every_internal_link_resolves(site, pages):
     """Every link of every page to another page of the site (and every anchor it names) exists."""
     root = site[0]
-    pages = {path: parsed(path) for path in root.rglob("*.html")}
-    ids = {path.resolve(): p.ids for path, p in pages.items()}
+    files = {os.path.normpath(p) for p in root.rglob("*")}  # the site holds no symbolic link: paths compare as text
+    ids = {os.path.normpath(path): p.ids for path, p in pages.items()}
     broken = []
     checked = 0
     for path, p in pages.items():
+        folder = str(path.parent)
         for link in p.links:
             if re.match(r"^[a-z][a-z0-9+.-]*:", link) or link.startswith("//"):
                 continue  # another host (the paper), mailto:, data:
             target, _, anchor = link.partition("#")
             target = target.partition("?")[0]  # a cache-busting query (``furo.css?v=...``)
-            dest = (path.parent / target).resolve() if target else path.resolve()
+            dest = os.path.normpath(os.path.join(folder, target)) if target else os.path.normpath(path)
             checked += 1
-            if not dest.exists():
+            if dest not in files:
                 broken.append(f"{path.relative_to(root)} -> {link}")
-            elif anchor and dest.suffix == ".html" and anchor not in ids.get(dest, set()):
+            elif anchor and dest.endswith(".html") and anchor not in ids.get(dest, set()):
                 broken.append(f"{path.relative_to(root)} -> {link} (no such anchor)")
     assert checked > 1000
     assert not broken, broken[:20]
@@ -466,13 +608,34 @@ def test_the_glossary_lists_every_field_of_the_table(site):
         assert f.path in text, f.path
 
 
-def test_api_reference_is_split_by_subpackage(site):
+def test_api_reference_is_split_by_subpackage_with_a_page_per_object(site, pages):
+    """One page per subpackage of ``numerics`` (``theory`` has none: one page), and one page per public function and
+    class (as scikit-learn's reference has), linked from its subpackage's page."""
     root = site[0]
     parts = specbound_docs.api_parts("numerics")
     assert {"bounds", "io", "report", "study"} <= set(parts)
     for part in parts:
         assert (root / "api" / "numerics" / f"{part}.html").is_file(), part
     assert (root / "api" / "numerics.html").stat().st_size < 1_000_000  # was one 2.3 MB page
+    objects = specbound_docs.api_objects("numerics") + specbound_docs.api_objects("theory")
+    assert len(objects) > 400
+    assert ("numerics.bounds.theorem31", "BoundSettings") in objects and ("theory.thm41", "kappa") in objects
+    missing = []
+    for module, name in objects:
+        page_ = root / specbound_docs.API_FOLDER / f"{module}.{name}.html"
+        listing = root / f"{specbound_docs.api_part_of(module)}.html"
+        if not page_.is_file() or f"{module}.{name}" not in pages[page_].ids:
+            missing.append(f"{module}.{name}: no page of its own")
+            continue
+        linked = {
+            os.path.normpath(os.path.join(listing.parent, link.partition("#")[0])) for link in pages[listing].links
+        }
+        if os.path.normpath(page_) not in linked:
+            missing.append(f"{module}.{name}: not linked from {listing.relative_to(root)}")
+    assert not missing, missing[:10]
+    # the subpackage pages list their objects; their pages document them (a class with its methods)
+    text = html.unescape(page(site, "_generated/api/numerics.analysis.Analysis.html"))
+    assert 'id="numerics.analysis.Analysis.to_json"' in text
 
 
 def test_notebook_figures_render_and_no_cache_path_leaks(site):
@@ -622,10 +785,12 @@ def test_a_notebook_executed_by_the_build_leaves_nothing_in_tmpdir(tmp_path, mon
     nb.cells = [nbformat.v4.new_code_cell("import tempfile\nprint(tempfile.mkdtemp())")]  # never removed by the cell
     path = tmp_path / "leaky.ipynb"
     nbformat.write(nb, path)
-    specbound_docs.execute_notebook(path, tmp_path / "out.ipynb")
+    seen: list[tuple[int, int]] = []
+    specbound_docs.execute_notebook(path, tmp_path / "out.ipynb", lambda done, total: seen.append((done, total)))
     printed = nbformat.read(tmp_path / "out.ipynb", as_version=4).cells[0].outputs[0]["text"]
     assert printed.strip(), "the cell ran"
-    assert list(scratch.iterdir()) == [], sorted(p.name for p in scratch.iterdir())
+    assert list(scratch.iterdir()) == [], sorted(p.name for p in scratch.iterdir())  # its sockets too
+    assert seen == [(0, 1), (1, 1)]  # the progress of the docs build's bar: before the first cell, after each
 
 
 def test_the_notebooks_remove_their_temporary_folders():

@@ -128,11 +128,17 @@ def test_post_ln_factors_gain_every_later_norm_exactly(minilm_l6_folder, minilm_
     assert real.bounds["edelman2022"] == minilm_l6_analysis.bounds["edelman2022"]  # the baselines stay as published
 
 
-def test_pre_ln_norms_multiply_the_branch(tmp_path) -> None:
-    b = build("gpt2", tmp_path / "gpt2")
+@pytest.mark.parametrize(
+    ("name", "key", "eps"),
+    [("gpt2", "layer_norm_epsilon", 1e-5), ("llama", "rms_norm_eps", 1e-6)],
+    ids=["gpt2", "gated"],
+)
+def test_pre_ln_norms_multiply_the_branch(tmp_path, name, key, eps) -> None:
+    # LLaMA: a gated feedforward branch (theory.gated) and RMSNorm, the same rule on every block
+    b = build(name, tmp_path / name)
     ideal, real = (analyze(str(b.folder), processes=0, model=m) for m in (ModelSettings(), REAL))
     net = real.model["network"]
-    assert net["layernorm"]["eps_source"] == "config key layer_norm_epsilon" and net["layernorm"]["eps_ln"] == 1e-5
+    assert net["layernorm"]["eps_source"] == f"config key {key}" and net["layernorm"]["eps_ln"] == eps
     ln = _blocks(net)
     lips = zip(ideal.settings["log_lipschitz_attention"], ideal.settings["log_lipschitz_feedforward"])
     got = zip(real.settings["log_lipschitz_attention"], real.settings["log_lipschitz_feedforward"])

@@ -31,15 +31,14 @@ from hypothesis import strategies as st
 
 from numerics import montecarlo as mc
 from numerics.montecarlo.packing import (
-    greedy_cover_reference,
     greedy_cover_size,
     greedy_cover_sizes,
     greedy_packing,
     greedy_packing_indices,
-    greedy_packing_reference,
     greedy_packing_sizes,
     pairwise_distances,
 )
+from numerics.montecarlo.reference import greedy_cover_reference, greedy_packing_reference
 from numerics.report.mc_plots import plot_mc
 from numerics.report.tables import mc_rows_json, mc_table
 from numerics.spectra.stats import numerical_rank, schatten_power

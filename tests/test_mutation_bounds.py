@@ -14,7 +14,7 @@ FAST = BoundSettings(p_grid=(0.0, 1.0, 2.0), grid_points=48)
 
 
 def test_reported_complexity_is_the_rademacher_bound_without_dudleys_weight(tmp_path):
-    # Kills `post.log_rademacher - log_integral_weight(n)` -> `+` in numerics/analysis.py.
+    # Kills `post.log_rademacher - log_integral_weight(n)` -> `+` in numerics/analysis/report.py.
     # Reference: Rad <= (12 / sqrt(n)) * complexity, Dudley's entropy-integral weight 12/sqrt(n)
     # (Bartlett, Foster and Telgarsky 2017, Lemma A.5; theory/dudley.py, integral_weight), so
     # log complexity = log Rad - log 12 + log(n) / 2, computed here by hand.

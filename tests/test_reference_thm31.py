@@ -258,7 +258,7 @@ def test_rademacher_matches_the_reference_at_mixed_p(seed, layers, heads, s, pat
 @given(seed=st.integers(0, 2**32 - 1), pattern=st.integers(0, 2**32 - 1))
 @settings(max_examples=6)
 def test_the_interval_bound_of_the_dudley_scheme_holds(seed, pattern):
-    # numerics.bounds.theorem31's docstring: on [eps_i, eps_i+1], sqrt(G(eps)) <= sqrt(G(eps_i))
+    # numerics.bounds.dudley's docstring: on [eps_i, eps_i+1], sqrt(G(eps)) <= sqrt(G(eps_i))
     # (eps_i/eps)^(p_min/2), i.e. G(eps) eps^p_min is non-increasing. Checked with the exact
     # reference G at interior points, so the grid value bounds the exact Dudley integral.
     terms, refs = random_model(seed, layers=2, heads=1, N=6, F=12)

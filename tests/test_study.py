@@ -130,7 +130,7 @@ def test_settings_hash_ignores_int_versus_float_and_the_other_tasks_fields():
         ({"label_noise": 1.5}, "label_noise=1.5 must be a finite number in [0, 1]"),
         ({"label_noise": -0.1}, "label_noise=-0.1"),
         ({"heads": 3}, "heads=3 must divide width=16"),
-        ({"task": "cifar"}, "task='cifar' must be one of modadd, digits"),
+        ({"task": "cifar"}, "task='cifar' must be one of modadd, digits, needle"),
         ({"learning_rate": math.nan}, "learning_rate=nan"),
         ({"depth": 0}, "depth=0 must be a positive int"),
     ],
@@ -141,18 +141,19 @@ def test_bad_settings_are_refused(change, message):
 
 
 @pytest.mark.parametrize("task", TASKS)
-@pytest.mark.parametrize("name", ["default", "full"])
+@pytest.mark.parametrize("name", ["default", "samples", "full"])
 def test_every_axis_has_groups_of_at_least_three_models(name, task):
     # Granulated tau averages over groups that differ in one axis only; groups of two give tau = +-1 only.
     preset = get_preset(name, task)
     settings = preset.settings()
     assert len(settings) == len(set(settings))
-    for axis in AXES:
+    assert set(preset.axes) <= set(AXES)
+    for axis in preset.axes:  # every axis the preset varies (the main families hold the training fraction fixed)
         groups = axis_groups(settings, axis)
         assert groups, axis
         assert min(len(g) for g in groups) >= 3, (axis, [len(g) for g in groups])
-    if name == "default":
-        assert len(settings) >= 32
+    if name in ("default", "samples"):
+        assert len(settings) >= 150
     else:
         assert len(settings) >= 200
 
@@ -216,6 +217,8 @@ def test_the_record_holds_the_margin_and_parameter_count_the_measures_read(tmp_p
     # Lipschitz constant: reference values from the state dict by a plain loop
     folder = store(TINY, trained, tmp_path).folder
     inputs = bound_inputs(folder, record)
+    flat = inputs.pop("flatness")  # the PAC-Bayes flatness search (tests/test_study_families.py checks it)
+    assert flat["sigma"] > 0 and flat["sigma_magnitude"] > 0
     head = state["classifier.weight"].astype(np.float64)
     lipschitz = max(np.linalg.norm(head[i] - head[j]) for i in range(len(head)) for j in range(len(head)) if i != j)
     gain, shift = (
@@ -240,7 +243,7 @@ def test_the_record_holds_the_margin_and_parameter_count_the_measures_read(tmp_p
     # the measures read the record with those inputs
     analysis = analyze(str(folder), processes=0, settings=bound_settings(inputs))
     assert analysis.settings["n"] == data.num_train and analysis.settings["T"] == 3
-    full = {**record, **inputs}
+    full = {**record, **inputs, "flatness": flat}
     values = measures.evaluate(analysis, full)
     assert values["num_parameters"] == record["num_parameters"]
     assert values["bartlett2017"] == pytest.approx(
@@ -668,7 +671,7 @@ def test_a_worker_never_outlives_its_caller(tmp_path, how):
 @pytest.mark.parametrize(
     "argv, words",
     [
-        (["--preset", "huge"], "preset='huge' must be one of smoke, default, full"),
+        (["--preset", "huge"], "preset='huge' must be one of smoke, default, samples, full"),
         (["--preset", "smoke", "--task", "cifar"], "task='cifar' must be one of modadd, digits"),
         (["--preset", "smoke", "--axis", "depth="], "axis depth has no values"),
         (["--preset", "smoke", "--axis", "label_noise=0,1.5"], "label_noise=1.5 must be a finite number in [0, 1]"),

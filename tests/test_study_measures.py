@@ -44,6 +44,9 @@ RECORD = {
     "B_out": B_OUT,
     "settings": {**SETTINGS, "label_noise": 0.0},
     "distance_from_init": 2.5,
+    "T": 9,
+    "flatness": {"sigma": 0.05, "sigma_magnitude": 0.4},
+    "weightwatcher": {"alpha": 3.0, "alpha_weighted": 1.5, "layers": ["x"]},
 }
 #: what every margin-normalised log measure adds to its raw log complexity: -1/2 log n + log L_head - log gamma
 SHIFT = -0.5 * math.log(N_BOUND) + math.log(HEAD) - math.log(GAMMA)
@@ -204,6 +207,11 @@ def test_baselines_normalised_like_ours_and_the_reference_measures(analysis):
     assert values["ref:1/sqrt(n)"] == pytest.approx(-0.5 * math.log(N_BOUND), rel=1e-15)
     assert values["ref:sqrt(P/n)"] == pytest.approx(0.5 * math.log(12345 / N_BOUND), rel=1e-12)
     assert {k: values[f"axis:{k}"] for k in SETTINGS} == SETTINGS and values["axis:label_noise"] == 0.0
+    assert values["ref:log T"] == pytest.approx(math.log(9), rel=1e-15)
+    # Jiang et al.'s flatness measures, log 1/sigma'^2, and WeightWatcher's numbers as the package gave them
+    assert values["pacbayes_flatness"] == pytest.approx(-2 * math.log(0.05), rel=1e-15)
+    assert values["pacbayes_mag_flatness"] == pytest.approx(-2 * math.log(0.4), rel=1e-15)
+    assert (values["ww:alpha"], values["ww:alpha_weighted"]) == (3.0, 1.5)
     with pytest.raises(ValueError, match="B_out"):
         evaluate(analysis, {**RECORD, "B_out": None}, names=["norm:sum_spectral"])
 

@@ -105,9 +105,14 @@ def test_the_measures_are_those_of_the_saved_models_reloaded_through_analyze(smo
     # Reference: each saved model folder analysed again with analyze(), its record read back from the cache.
     out, _ = smoke
     table = {row["model"]: row for row in studyrun.read_csv(out / "measures.csv")}
+    # WeightWatcher runs once over the family after training (numerics.study.ww), not from a model's own record:
+    # its numbers are taken from the study's records (tests/test_study_families.py checks them against the package)
+    watched = {
+        m["model"]: m["record"].get("weightwatcher") for m in json.loads((out / "study.json").read_text())["models"]
+    }
     for row in studyrun.read_csv(out / "models.csv"):
         folder = Path(row["path"])
-        record = json.loads((folder / "record.json").read_text())
+        record = {**json.loads((folder / "record.json").read_text()), "weightwatcher": watched[row["model"]]}
         # at the model's own n, T and B_out, with its head's Lipschitz constant (what the study analyses at)
         inputs = bound_inputs(folder, record)
         assert (inputs["n"], int(row["n"])) == (record["task"]["num_train"], record["task"]["num_train"])
@@ -121,6 +126,13 @@ def test_the_measures_are_those_of_the_saved_models_reloaded_through_analyze(smo
             # dist_init rebuilds the initial weights here, unpinned, where the run rebuilt them with the CPU code
             # paths pinned (studyrun.env): torch's normal_ then differs in the last bits (5e-10 relative seen)
             rel = 1e-7 if name == "dist_init" else 1e-12
+            if name.startswith("pacbayes"):
+                # the flatness search's draws come from torch's generator, pinned in the run and unpinned here: a
+                # last-bit difference can flip one perturbed prediction and send the bisection into the neighbouring
+                # half (numerics.study.sharpness); both searches still end where the deviation is near 0.1, so a
+                # factor 2 in sigma' (2 log 2 in the measure) is allowed, not bit equality
+                assert got == pytest.approx(value, abs=2 * math.log(2) + 1e-9), (row["model"], name)
+                continue
             assert got == pytest.approx(value, rel=rel, nan_ok=True), (row["model"], name)
         assert number(table[row["model"]]["margin"]) == pytest.approx(record["margin"], rel=1e-15)
 
@@ -344,7 +356,7 @@ def test_c11_rules():
 
 @pytest.mark.claim("C10")
 @pytest.mark.claim("C11")
-@pytest.mark.parametrize("task", studyrun.committed_tasks())
+@pytest.mark.parametrize("task", studyrun.committed_tasks(current=True))
 def test_the_committed_default_results_are_current(task):
     # benchmarks/study_default.json (modadd) and study_digits.json must be the digests of today's default
     # families and their reruns: same preset, same code version, the same models (settings hashes) and
@@ -364,9 +376,16 @@ def test_the_committed_default_results_are_current(task):
         if timing is not None:
             assert timing["cpu_seconds"] >= 0 and timing["trained"] + timing["reused"] == len(block["models"])
     assert list(digest["measures"]) == list(measures.REGISTRY)
+    # the verdicts are decided on the main family's runs (n fixed); the sample-size family's are reported beside
+    main = [r for r in digest["runs"] if r["preset"] == claims.MAIN_PRESET]
+    assert len(main) >= 2 and [r["preset"] for r in digest["runs"]] == [r[1] for r in runs_spec]
     for claim in ("C10", "C11"):
-        per_run = [r[claim]["verdict"] for r in digest["runs"]]
-        assert digest[claim]["verdict"] == claims.combine(per_run)
+        assert digest[claim]["verdict"] == claims.combine([r[claim]["verdict"] for r in main])
+        assert digest[claim]["decided_on"] == [r["label"] for r in main]
+        assert set(digest[claim]["per_run"]) == {r["label"] for r in digest["runs"]}
+    # the main family holds n fixed: one training-set size per main run
+    for block in main:
+        assert len({m["n"] for m in block["models"]}) == 1
 
 
 def test_run_timing_states_the_cost_apart_from_the_load(monkeypatch):

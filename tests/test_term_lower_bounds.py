@@ -14,7 +14,7 @@ number at ``eps_j / 2``:
 * the volumetric bound of spectral and Frobenius balls inside the class in coordinate subspaces of rank at most the
   rank bound (:func:`numerics.montecarlo.volumetric.volumetric_candidates`).
 
-Both must lie at or below the ``K_j`` the bound evaluates: the ``--covers`` table (:mod:`numerics.bounds.covers31`,
+Both must lie at or below the ``K_j`` the bound evaluates: the ``--covers`` table (:mod:`numerics.bounds.covers`,
 Theorem 4.1 and the effective-rank cover, the external cover at ``eps_j / 2``) and the main bound's
 ``a_j(p) eps^-p`` (:func:`numerics.bounds.theorem31.theorem41_coefficients`, valid from ``eps_min``).
 """
@@ -26,7 +26,7 @@ import math
 import numpy as np
 import pytest
 
-from numerics.bounds import covers31
+from numerics.bounds import covers as bound_covers
 from numerics.bounds.terms import MatrixTerm
 from numerics.bounds.theorem31 import BoundSettings, class_settings, grid_values, log_eps_min, theorem41_coefficients
 from numerics.montecarlo.cells import packing_lower_bounds
@@ -154,7 +154,7 @@ def check_term(t: MatrixTerm, terms: list[MatrixTerm], j: int, p: float, **kw) -
     words, index, rank = thm41_class(t, p)
     lower = certified_lower(t, words=words, index=index, eps_j=eps_j, rank=rank, **kw)
     assert np.any(lower > 0), (t.name, lower)  # the check has something to say
-    table = covers31._thm41_table(t, p, np.log(eps_j), SETTINGS)
+    table = bound_covers.thm41_table(t, p, np.log(eps_j), SETTINGS)
     assert np.all(lower <= table), (t.name, p, eps_j[lower > table], lower[lower > table], table[lower > table])
     # the main bound: K_j(eps) <= a_j(p) eps^-p (log factors at eps_min), for eps >= eps_min
     log_a = float(theorem41_coefficients(terms, p, SETTINGS)[j])
@@ -171,7 +171,7 @@ def check_effective_rank(t: MatrixTerm, **kw) -> float:
     rank at most the rank bound."""
     eps_j = scales_of(t)
     worst = math.inf
-    for o in covers31._registered_options(registry.get("effective_rank"), t, np.log(eps_j), SETTINGS):
+    for o in bound_covers.registered_options(registry.get("effective_rank"), t, np.log(eps_j), SETTINGS):
         sv = np.sort(t.singular_values)[::-1]
         tail = math.sqrt(float(np.sum(sv[o.r_head :] ** 2)))
         words = {"spectral_norm": float(grid_values([t.spectral_norm])[0])}

@@ -159,7 +159,7 @@ def test_an_installed_user_cover_through_derive_mc_and_analyze(installed, tmp_pa
     exact = _closed_form_log_rad(rows, N, doc["settings"]["B_out"])
     got = cov["alone"][NAME]["log_rademacher"]
     # a feasible allocation on a grid of shares and a piecewise-constant Dudley integral: never below the exact
-    # minimum, within the grids' resolution of it (share and scale ratios about 1.09 each: tests/test_covers31.py)
+    # minimum, within the grids' resolution of it (share and scale ratios about 1.09 each: tests/test_cover_choice.py)
     assert exact <= got <= exact + math.log(1.12), (exact, got)
     # the choice: never above either cover alone; log 2 per tie group; what each group and matrix took, reported
     assert cov["enabled"] == ["thm41", NAME]

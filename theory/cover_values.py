@@ -4,7 +4,7 @@ A covering number is at least 1, so ``log N(eps) >= 0``; below the radius of the
 covers it, :func:`class_radius_value`) a form that is negative, NaN, ``-inf`` or complex states no covering number
 at all, and used as one it would lower a bound. :func:`check_form_values` is the one check, applied where a cover
 is registered (:func:`theory.registry.register`, on a grid of parameter points) and where it is evaluated
-(``analyze --covers``: :mod:`numerics.bounds.covers31`; ``mc --cover``: :mod:`numerics.montecarlo.covers`). It
+(``analyze --covers``: :mod:`numerics.bounds.choice`; ``mc --cover``: :mod:`numerics.montecarlo.covers`). It
 returns the values as real numbers, raised to 0 where negative above the class radius (``N = 1`` there, so a form
 that dips below 0 above it, e.g. ``r (a + b) log(9 s B / eps)``, is taken at its true value 0; a NaN there counts
 as ``+inf``, no bound claimed); a violation below the radius raises ``ValueError`` naming the cover, the value and

@@ -16,7 +16,9 @@ Directives:
   tests/test_claims_table.py checks it is current), and the tests marked with each claim.
 * ``specbound-cli``: the help of ``specbound`` and every subcommand, from its argument parser.
 * ``specbound-exports``: the table of the public names of ``numerics`` (its export list).
-* ``specbound-api``: ``automodule`` entries for every module of a package.
+* ``specbound-api``: every module of a package: its docstring, a table of its functions and classes, its
+  constants; ``specbound-api-part`` the same for one subpackage. Each public function and class gets a page of
+  its own (written into ``_generated/api`` before the build reads the sources, ``specbound_api_packages``).
 * ``specbound-run``: runs a ``specbound`` command and shows its output (the build fails on an
   exit code other than 0).
 * ``specbound-python``: runs a Python snippet and shows it with its printed output.
@@ -42,7 +44,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import typing
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +57,8 @@ from sphinx.application import Sphinx
 from sphinx.errors import ExtensionError
 from sphinx.util.docutils import SphinxDirective
 from sphinx.util.nodes import nested_parse_with_titles
+
+from numerics._util.progress import Bar, is_terminal, ticking
 
 ROOT = Path(__file__).resolve().parents[2]
 HOME = str(Path.home())
@@ -387,7 +393,10 @@ def claim_tests() -> dict[str, list[tuple[str, str]]]:
 
 
 def _cell(text: str) -> str:
-    return " ".join(str(text).split()).replace("|", "\\|")
+    """``text`` on one line, as reStructuredText for a table cell: a ``|`` outside an inline literal escaped (it
+    would start a substitution), one inside kept (a literal shows its backslash)."""
+    parts = " ".join(str(text).split()).split("``")
+    return "``".join(part if i % 2 else part.replace("|", "\\|") for i, part in enumerate(parts))
 
 
 class Claims(_Generated):
@@ -530,7 +539,89 @@ def defined_here(module: Any) -> list[str]:
     return out
 
 
+#: Where the page of each public function and class is written (under the source folder) and read from.
+API_FOLDER = Path("_generated") / "api"
+
+
+def api_objects(package: str) -> list[tuple[str, str]]:
+    """``[(module, name)]``: every public function and class of ``package``, in the module where it is defined
+    (:func:`defined_here`), each of which gets a page of its own."""
+    import importlib
+
+    out = []
+    for name in package_modules(package):
+        module = importlib.import_module(name)
+        for member in defined_here(module):
+            obj = getattr(module, member)
+            if inspect.isclass(obj) or _is_function(obj):
+                out.append((name, member))
+    return out
+
+
+def api_part_of(module: str) -> str:
+    """The docname of the API page listing ``module`` (its subpackage's page, or the package's own)."""
+    package, _, rest = module.partition(".")
+    part = rest.split(".")[0] if rest else ""
+    if package == "numerics" and part in api_parts("numerics"):
+        return f"api/numerics/{part}"
+    return f"api/{package}"
+
+
+def _summary(obj: Any) -> str:
+    """The first sentence of ``obj``'s docstring as one table cell (roles other than ``:math:`` as code: a name
+    relative to the docstring's module resolves nowhere else)."""
+    parts = " ".join((inspect.getdoc(obj) or "").split("\n\n")[0].split()).split("``")
+    for i in range(0, len(parts), 2):  # the first ". " followed by a capital outside an inline literal ends it
+        cut = re.search(r"\.\s+(?=[A-Z])", parts[i])
+        if cut:
+            parts = parts[:i] + [parts[i][: cut.start() + 1]]
+            break
+    first = re.sub(r":(?!math:)[a-z:]+:`~?([^`<]*?)(?: <[^>]*>)?`", r"``\1``", "``".join(parts))
+    return _cell(first)
+
+
+def api_stub(module: str, name: str) -> str:
+    """The page of one public function or class (reStructuredText): its name, where it lives, its autodoc entry."""
+    import importlib
+
+    obj = getattr(importlib.import_module(module), name)
+    kind = "class" if inspect.isclass(obj) else "function"
+    directive = "autoclass" if kind == "class" else "autofunction"
+    lines = [
+        ":orphan:",  # reached from its subpackage's page and every reference, not from the navigation tree
+        "",
+        *_heading(f"``{name}``", H1),
+        f"*A {kind} of* :py:mod:`{module}` *, listed on* :doc:`/{api_part_of(module)}` *.*",
+        "",
+        f".. {directive}:: {module}.{name}",
+        *(["   :members:"] if kind == "class" else []),
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _write_api_pages(app: Sphinx) -> None:
+    """One page per public function and class of each package in ``specbound_api_packages``, written into
+    ``_generated/api`` before the sources are read (only files an earlier build recorded writing are replaced,
+    :func:`claim_generated_folder`)."""
+    packages = list(app.config.specbound_api_packages)
+    if not packages:
+        return
+    target = Path(app.srcdir) / API_FOLDER
+    pages = {f"{m}.{n}.rst": api_stub(m, n) for package in packages for m, n in api_objects(package)}
+    claim_generated_folder(target, list(pages))
+    written: list[str] = []
+    try:
+        for file, text in pages.items():
+            (target / file).write_text(text, encoding="utf-8")
+            written.append(file)
+    finally:
+        write_record(target, written)
+
+
 def _api_lines(modules: list[str]) -> list[str]:
+    """Per module: its docstring, a table of its functions and classes (each name links to its own page, which
+    the build writes for the packages in ``specbound_api_packages``) and its constants."""
     import importlib
 
     out: list[str] = []
@@ -538,27 +629,34 @@ def _api_lines(modules: list[str]) -> list[str]:
         module = importlib.import_module(name)
         out += _heading(f"``{name}``", H2)
         out += [f".. automodule:: {name}", ""]
-        for member in defined_here(module):
-            obj = getattr(module, member)
-            if inspect.isclass(obj):
-                out += [f".. autoclass:: {name}.{member}", "   :members:", ""]
-            elif _is_function(obj):
-                out += [f".. autofunction:: {name}.{member}", ""]
-            else:
-                text = repr(obj)  # a long value, or one naming this machine's folders, is left out
-                hide = len(text) > 120 or str(ROOT) in text or HOME in text
-                out += [f".. autodata:: {name}.{member}", *(["   :no-value:"] if hide else []), ""]
+        members = defined_here(module)
+        code = [m for m in members if inspect.isclass(getattr(module, m)) or _is_function(getattr(module, m))]
+        if code:
+            out += [".. list-table::", "   :header-rows: 1", "   :widths: 30 10 60", ""]
+            out += ["   * - name", "     - kind", "     - summary"]
+            for member in code:
+                obj = getattr(module, member)
+                out += [
+                    f"   * - :py:obj:`{member} <{name}.{member}>`",
+                    f"     - {'class' if inspect.isclass(obj) else 'function'}",
+                    f"     - {_summary(obj) or ' '}",
+                ]
+            out.append("")
+        for member in members:
+            if member in code:
+                continue
+            text = repr(getattr(module, member))  # a long value, or one naming this machine's folders, is left out
+            hide = len(text) > 120 or str(ROOT) in text or HOME in text
+            out += [f".. autodata:: {name}.{member}", *(["   :no-value:"] if hide else []), ""]
     return out
 
 
 class Api(_Generated):
-    """``automodule`` for every public module of a package, each with the names of its ``__all__`` it
-    defines (a name a package re-exports is documented once, where it is defined)."""
+    """The modules of a package (:func:`_api_lines`): ``.. specbound-api:: theory``."""
 
     required_arguments = 1
 
     def lines(self) -> list[str]:
-
         return _api_lines(package_modules(self.arguments[0]))
 
 
@@ -801,21 +899,44 @@ class StudyRun(SphinxDirective):
 # --------------------------------------------------------------------------- notebooks and the study run
 
 
-def execute_notebook(path: Path, out: Path) -> None:
+def execute_notebook(path: Path, out: Path, progress: Callable[[int, int], None] | None = None) -> None:
     """Run ``path`` top to bottom in a temporary folder; write the executed notebook to ``out``.
 
     The kernel's ``$TMPDIR`` is a folder inside that temporary folder, so whatever a notebook leaves in
-    its temporary folder goes with it: nothing is left in the builder's ``$TMPDIR``.
+    its temporary folder goes with it: nothing is left in the builder's ``$TMPDIR``. The kernel talks to the
+    build over Unix sockets in that folder (``ipc``), where the system has them and the path is short enough,
+    else over local TCP (which the kernel warns about). ``progress(done, total)`` is called after each code cell.
     """
     import nbformat
     from nbclient import NotebookClient
+    from traitlets.config import Config
 
     nb = nbformat.read(path, as_version=4)
+    total = sum(1 for cell in nb.cells if cell.cell_type == "code")
+    done = 0
+
+    def executed(**_: Any) -> None:
+        nonlocal done
+        done += 1
+        if progress is not None:
+            progress(done, total)
+
+    if progress is not None:
+        progress(0, total)
     with _scratch("specbound-docs-nb-") as tmp:
         scratch = Path(tmp) / "tmp"
         scratch.mkdir()
         env = {**os.environ, "TMPDIR": str(scratch), "TEMP": str(scratch), "TMP": str(scratch)}
-        client = NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": tmp}})
+        config = Config()
+        config.KernelManager.connection_file = os.path.join(tmp, "kernel.json")
+        sockets = os.path.join(tmp, "kernel")  # the kernel's sockets: kernel-1 ... kernel-5
+        if os.name == "posix" and len(sockets) < 100:  # a Unix socket's path has at most 107 bytes
+            config.KernelManager.transport = "ipc"
+            config.KernelManager.ip = sockets
+        client = NotebookClient(
+            nb, config=config, timeout=600, kernel_name="python3", resources={"metadata": {"path": tmp}}
+        )
+        client.on_cell_executed = executed
         client.log.setLevel(logging.WARNING)  # the build names each notebook itself (_prepare)
         client.execute(env=env)  # passed on to the kernel process
     nbformat.write(nb, out)
@@ -932,8 +1053,13 @@ def _prepare(app: Sphinx) -> None:
                     raise ExtensionError(f"{src}: no executed copy of {path.name}")
                 shutil.copyfile(src, target / path.name)
             else:
-                _say(f"executing notebooks/{path.name} ({number} of {len(paths)})")
-                execute_notebook(path, target / path.name)
+                label = f"[docs] executing notebooks/{path.name} ({number} of {len(paths)})"
+                if not is_terminal():
+                    _say(label.removeprefix("[docs] "))
+                bar = Bar(label, unit="cells")
+                started = time.monotonic()
+                execute_notebook(path, target / path.name, lambda done, total, bar=bar: bar.update(done, total=total))
+                bar.close(f"{label}: {bar.total or 0:.0f} cells in {time.monotonic() - started:.0f} s")
             written.append(path.name)
             copy = target / path.name
             nb = nbformat.read(copy, as_version=4)
@@ -959,20 +1085,71 @@ def _prepare(app: Sphinx) -> None:
         tmp = Path(tempfile.mkdtemp(prefix="specbound-docs-study-"))
         app.connect("build-finished", lambda app, exc: _remove_tree(tmp))
         exe = Path(sys.executable).with_name("specbound")
-        done = subprocess.run(
-            [str(exe), "study", "--preset", "smoke", "--out", str(tmp / "out"), "--no-plots"],
-            cwd=tmp,
-            capture_output=True,
-            text=True,
-            timeout=600,
-            env={**os.environ, "SPECBOUND_CACHE": str(tmp / "cache")},
-        )
+        with ticking("[docs] specbound study --preset smoke"):
+            done = subprocess.run(
+                [str(exe), "study", "--preset", "smoke", "--out", str(tmp / "out"), "--no-plots"],
+                cwd=tmp,
+                capture_output=True,
+                text=True,
+                timeout=600,
+                env={**os.environ, "SPECBOUND_CACHE": str(tmp / "cache")},
+            )
         if done.returncode != 0:
             raise ExtensionError(
                 f"`specbound study --preset smoke` exited {done.returncode}: {done.stderr.strip()[-500:]}"
             )
         (tmp / "stdout.txt").write_text(done.stdout.replace(str(tmp / "out"), "specbound-study"), encoding="utf-8")
         app.config.specbound_study_dir = str(tmp)
+
+
+# --------------------------------------------------------------------------- math a reader can read without MathJax
+
+
+#: A formula as ``sphinx.ext.mathjax`` writes it: an element whose classes include ``math`` (and ``nohighlight``),
+#: perhaps an equation number, then the LaTeX between MathJax's delimiters (or, ``nowrap``, an environment alone).
+_MATH_ELEMENT = re.compile(
+    r'<(?P<tag>span|div) class="(?P<cls>(?:[^"]*\s)?math\s[^"]*\bnohighlight\b[^"]*)"(?P<attrs>[^>]*)>'
+    r'(?P<eqno>\s*<span class="eqno">.*?</span>)?'
+    r"(?P<tex>[^<]*?)"
+    r"</(?P=tag)>",
+    re.S,
+)
+
+
+def readable_formulas(page: str) -> str:
+    """``page`` (HTML) with each formula's text readable (:func:`readable_math.readable`) and its LaTeX moved into
+    the element's ``data-tex`` attribute, from which ``_ext/mathjax-config.js`` puts it back before MathJax
+    typesets the page.
+
+    What a page shows without MathJax, and what Sphinx's search shows in a result's snippet (it fetches the
+    page and takes the text of its main element), is then the readable text, never raw LaTeX. An element with
+    an equation number keeps it; the LaTeX then goes into an inner ``span``.
+    """
+    import html as html_module
+
+    from readable_math import readable
+
+    def swap(found: re.Match[str]) -> str:
+        tex = html_module.unescape(found["tex"]).strip()
+        if not tex:
+            return found[0]
+        attribute = html_module.escape(tex, quote=True)
+        text = html_module.escape(readable(tex), quote=False)
+        opening = f'<{found["tag"]} class="{found["cls"]}"{found["attrs"]}'
+        if found["eqno"]:
+            return f'{opening}>{found["eqno"]}<span data-tex="{attribute}">{text}</span></{found["tag"]}>'
+        return f'{opening} data-tex="{attribute}">{text}</{found["tag"]}>'
+
+    return _MATH_ELEMENT.sub(swap, page)
+
+
+def _readable_formulas_in_context(
+    app: Sphinx, pagename: str, templatename: str, context: dict[str, Any], doctree: Any
+) -> None:
+    """Every part of a page the theme writes (body, table of contents, navigation) through :func:`readable_formulas`."""
+    for key, value in list(context.items()):
+        if isinstance(value, str) and 'nohighlight"' in value and "math" in value:
+            context[key] = readable_formulas(value)
 
 
 # --------------------------------------------------------------------------- references
@@ -1093,6 +1270,7 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.add_config_value("specbound_executed_notebooks", "", "env")
     app.add_config_value("specbound_study_dir", "", "env")
     app.add_config_value("specbound_render_notebooks", True, "env")
+    app.add_config_value("specbound_api_packages", [], "env")
     for name, cls in (
         ("specbound-derived", Derived),
         ("specbound-statements", Statements),
@@ -1111,7 +1289,9 @@ def setup(app: Sphinx) -> dict[str, Any]:
     ):
         app.add_directive(name, cls)
     app.connect("builder-inited", _prepare)
+    app.connect("builder-inited", _write_api_pages)
     app.connect("builder-inited", _napoleon_for_code_only)
     app.connect("missing-reference", _existing_target)
     app.connect("autodoc-skip-member", _skip_documented_attribute)
+    app.connect("html-page-context", _readable_formulas_in_context, priority=900)
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True, "env_version": 1}

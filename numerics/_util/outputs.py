@@ -44,15 +44,23 @@ import errno
 import hashlib
 import json
 import os
-import re
 import stat
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from numerics._util import journal
 from numerics._util.cache import cache_root, make_private_dirs
+from numerics._util.marker import (
+    MARKER,
+    Survey,
+    file_digest,
+    kind_of,
+    marker_files,
+    refuse_survey,
+    survey,
+    write_marker,
+)
 from numerics._util.workdirs import is_mount_point, remove_abandoned, work_folder
 from numerics.errors import OutputError
 
@@ -71,16 +79,10 @@ __all__ = [
     "edit_text_file",
 ]
 
-#: The file at the top of every folder specbound writes; records each file's size and sha256.
-MARKER = ".specbound-report.json"
 #: The PNG ``tEXt`` ``Software`` value of every figure specbound writes (a label, not a proof).
 PNG_SOFTWARE = "specbound"
 
 _TMP_PREFIX = ".specbound-out-"  # the work folders beside destinations (see numerics._util.workdirs)
-_MARKER_FORMAT = 2
-_MARKER_MAX_BYTES = 16 << 20
-_SHA256 = re.compile(r"[0-9a-f]{64}")
-_CHUNK = 1 << 20
 _RECORDS = "written"  # folder of the cache holding what safe_output_file wrote outside report folders
 
 PathLike = str | os.PathLike[str]
@@ -94,22 +96,6 @@ def _absolute(dest: PathLike) -> Path:
     if path.name in ("", "..", "."):
         path = Path(os.path.realpath(path))
     return path
-
-
-def _kind(mode: int) -> str:
-    if stat.S_ISLNK(mode):
-        return "a symbolic link"
-    if stat.S_ISDIR(mode):
-        return "a folder"
-    if stat.S_ISREG(mode):
-        return "a file"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    return "not a regular file nor a folder"
 
 
 def _lstat(path: Path) -> os.stat_result | None:
@@ -131,7 +117,7 @@ def _check_parent(path: Path) -> None:
         if os.path.lexists(ancestor):
             if not ancestor.is_dir():
                 raise OutputError(
-                    ancestor, f"is {_kind(os.lstat(ancestor).st_mode)}, not a folder to write {path.name} in"
+                    ancestor, f"is {kind_of(os.lstat(ancestor).st_mode)}, not a folder to write {path.name} in"
                 )
             return
 
@@ -178,149 +164,6 @@ def _check_protected(path: Path, st: os.stat_result, protect: Iterable[PathLike]
             )
 
 
-# --------------------------------------------------------------------------- the marker
-
-
-def _digest(fd: int) -> tuple[int, str]:
-    """Size and hex sha256 of the open file ``fd``, read from its start."""
-    digest = hashlib.sha256()
-    size = 0
-    os.lseek(fd, 0, os.SEEK_SET)
-    while True:
-        chunk = os.read(fd, _CHUNK)
-        if not chunk:
-            return size, digest.hexdigest()
-        size += len(chunk)
-        digest.update(chunk)
-
-
-def _file_digest(path: Path) -> tuple[int, str] | None:
-    """Size and sha256 of the regular file ``path`` (not following a link), or ``None`` if it is not one."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
-    except OSError:
-        return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        return _digest(fd)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-
-
-def _valid_name(name: str) -> bool:
-    """A relative, normalised, ``/``-separated path with no ``.``/``..`` part (what :func:`_write_marker` writes)."""
-    parts = name.split("/")
-    return bool(name) and "\0" not in name and all(p not in ("", ".", "..") for p in parts) and name != MARKER
-
-
-def _marker_files(folder: Path) -> dict[str, tuple[int, str]] | None:
-    """``{file: (size, sha256)}`` recorded by ``folder/MARKER``, or ``None`` if it is not a marker specbound wrote."""
-    marker = folder / MARKER
-    try:
-        fd = os.open(marker, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
-    except OSError:
-        return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        with os.fdopen(os.dup(fd), "rb") as fh:
-            raw = fh.read(_MARKER_MAX_BYTES + 1)
-    finally:
-        os.close(fd)
-    try:
-        doc = json.loads(raw.decode("utf-8"))
-    except ValueError:
-        return None
-    if not isinstance(doc, dict) or doc.get("written_by") != "specbound" or doc.get("format") != _MARKER_FORMAT:
-        return None
-    files = doc.get("files")
-    if not isinstance(files, dict) or not files:
-        return None
-    out: dict[str, tuple[int, str]] = {}
-    for name, entry in files.items():
-        if not _valid_name(name) or not isinstance(entry, dict):
-            return None
-        size, sha = entry.get("size"), entry.get("sha256")
-        if type(size) is not int or size < 0 or not isinstance(sha, str) or not _SHA256.fullmatch(sha):
-            return None
-        out[name] = (size, sha)
-    return out
-
-
-def _write_marker(folder: Path, files: dict[str, tuple[int, str]]) -> None:
-    doc = {
-        "written_by": "specbound",
-        "format": _MARKER_FORMAT,
-        "note": "specbound writes into this folder again only while every file in it matches its record here",
-        "files": {name: {"size": size, "sha256": sha} for name, (size, sha) in sorted(files.items())},
-    }
-    (folder / MARKER).write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
-
-
-# --------------------------------------------------------------------------- what is in a destination
-
-
-@dataclass
-class _Survey:
-    """What an existing destination folder holds, against its marker."""
-
-    ours: list[str] = field(default_factory=list)  # files that match the marker exactly
-    dirs: set[str] = field(default_factory=set)  # real folders on the folder's own file system
-    foreign: list[tuple[str, str]] = field(default_factory=list)  # (entry, why): kept with force
-    blocking: list[tuple[str, str]] = field(default_factory=list)  # (entry, why): refused even with force
-
-
-def _survey(path: Path, root: os.stat_result, listed: dict[str, tuple[int, str]]) -> _Survey:
-    """Walk ``path`` (links never followed, never across a file system boundary) against ``listed``."""
-    found = _Survey()
-    listed_dirs = {"/".join(name.split("/")[:k]) for name in listed for k in range(1, name.count("/") + 1)}
-
-    def walk(folder: Path, rel: str) -> None:
-        with os.scandir(folder) as entries:
-            children = sorted(entries, key=lambda e: e.name)
-        for entry in children:
-            name = f"{rel}{entry.name}"
-            if not rel and entry.name == MARKER:
-                continue
-            st = entry.stat(follow_symlinks=False)
-            if st.st_dev != root.st_dev or is_mount_point(entry.path):  # bind mounts of the same file system too
-                found.blocking.append((name, "a mount point (another file system), which specbound never writes into"))
-            elif stat.S_ISDIR(st.st_mode) and name in listed_dirs:
-                found.dirs.add(name)
-                walk(Path(entry.path), f"{name}/")
-            elif stat.S_ISDIR(st.st_mode):  # a folder of the user's (kept whole with force, never looked into)
-                found.foreign.append((name, "a folder specbound did not write"))
-            elif name in listed:
-                now = _file_digest(Path(entry.path)) if stat.S_ISREG(st.st_mode) else None
-                if now == listed[name]:
-                    found.ours.append(name)
-                else:
-                    found.blocking.append((name, "changed since specbound wrote it"))
-            else:
-                kind = "" if stat.S_ISREG(st.st_mode) else f" ({_kind(st.st_mode)})"
-                found.foreign.append((name, f"which specbound did not write{kind}"))
-
-    walk(path, "")
-    return found
-
-
-def _refuse_survey(path: Path, found: _Survey, force: bool) -> None:
-    if found.blocking:
-        name, why = found.blocking[0]
-        more = f" and {len(found.blocking) - 1} more" if len(found.blocking) > 1 else ""
-        raise OutputError(path, f"holds {name!r}, {why}{more}; move it out of the folder to keep it, or delete it")
-    if found.foreign and not force:
-        if len(found.foreign) == 1:
-            what = f"{found.foreign[0][0]!r}, {found.foreign[0][1]}"
-        else:
-            more = f" and {len(found.foreign) - 3} more" if len(found.foreign) > 3 else ""
-            what = f"{', '.join(repr(name) for name, _ in found.foreign[:3])}{more}, which specbound did not write"
-        raise OutputError(path, f"holds {what} (--force, or force=True, writes the report beside them and keeps them)")
-
-
 def check_output_folder(dest: PathLike, *, force: bool = False, protect: Iterable[PathLike] = ()) -> Path:
     """Check that :func:`safe_output_folder` may write ``dest``; returns it as an absolute path.
 
@@ -342,7 +185,7 @@ def check_output_folder(dest: PathLike, *, force: bool = False, protect: Iterabl
 
 def _inspect_folder(
     dest: PathLike, *, force: bool, protect: Iterable[PathLike]
-) -> tuple[Path, _Survey | None, os.stat_result | None]:
+) -> tuple[Path, Survey | None, os.stat_result | None]:
     """:func:`check_output_folder`, also giving what the existing folder holds (``None`` if missing)."""
     path = _absolute(dest)
     _check_parent(path)
@@ -354,14 +197,14 @@ def _inspect_folder(
     if not stat.S_ISLNK(st.st_mode):
         _check_protected(path, st, protect)
     if not stat.S_ISDIR(st.st_mode):
-        raise OutputError(path, f"is {_kind(st.st_mode)}, not a folder specbound wrote")
+        raise OutputError(path, f"is {kind_of(st.st_mode)}, not a folder specbound wrote")
     if is_mount_point(path):
         raise OutputError(path, "is a mount point")
     with os.scandir(path) as entries:
         empty = next(entries, None) is None
     if empty:
-        return path, _Survey(), st
-    listed = _marker_files(path)
+        return path, Survey(), st
+    listed = marker_files(path)
     if listed is None:
         why = "is a folder specbound did not write (it holds no valid " + MARKER
         raise OutputError(
@@ -370,8 +213,8 @@ def _inspect_folder(
             if os.path.lexists(path / MARKER)
             else why + ")",
         )
-    found = _survey(path, st, listed)
-    _refuse_survey(path, found, force)
+    found = survey(path, st, listed)
+    refuse_survey(path, found, force)
     return path, found, st
 
 
@@ -385,9 +228,9 @@ def _new_files(out: Path) -> dict[str, tuple[int, str]]:
             mode = os.lstat(full).st_mode
             if stat.S_ISDIR(mode):
                 continue
-            digest = _file_digest(full)
+            digest = file_digest(full)
             if digest is None:
-                raise OutputError(full, f"is {_kind(mode)}: a report holds only files and folders")
+                raise OutputError(full, f"is {kind_of(mode)}: a report holds only files and folders")
             files[(rel / name).as_posix()] = digest
     return files
 
@@ -449,7 +292,7 @@ def safe_output_folder(dest: PathLike, *, force: bool = False, protect: Iterable
                 raise OutputError(path, "would hold no file")
             _, found, st = _inspect_folder(path, force=force, protect=protect)  # again, right before the move
             if found is None:
-                _write_marker(out, files)
+                write_marker(out, files)
                 try:
                     os.rename(out, path)  # fails, rather than replaces, if a non-empty folder appeared meanwhile
                 except OSError as exc:
@@ -465,7 +308,7 @@ def safe_output_folder(dest: PathLike, *, force: bool = False, protect: Iterable
 
 
 def _write_into(
-    path: Path, st: os.stat_result, out: Path, work: Path, files: dict[str, tuple[int, str]], found: _Survey
+    path: Path, st: os.stat_result, out: Path, work: Path, files: dict[str, tuple[int, str]], found: Survey
 ) -> None:
     """Move ``files`` from ``out`` into the existing folder ``path``, replacing the ``found.ours`` files."""
     kept = {name for name, _ in found.foreign}
@@ -482,8 +325,8 @@ def _write_into(
             )
     old = work / "old"
     old.mkdir()
-    listed = _marker_files(path) or {}
-    _write_marker(work, files)
+    listed = marker_files(path) or {}
+    write_marker(work, files)
     leaving = [*found.ours, MARKER] if os.path.lexists(path / MARKER) else list(found.ours)
     aside = [(path / name, old / str(k)) for k, name in enumerate(leaving)]
     entering: list[str] = []  # each new file, or the outermost new folder holding it, moved in whole
@@ -511,7 +354,7 @@ def _write_into(
                     raise OutputError(path, f"{rel.as_posix()!r} appeared while specbound was writing")
             journal.rename(source, target)
             name = leaving[k] if k < len(aside) else MARKER
-            if k < len(aside) and name != MARKER and _file_digest(target) != listed.get(name):
+            if k < len(aside) and name != MARKER and file_digest(target) != listed.get(name):
                 raise OutputError(path, f"{name!r} changed while specbound was writing")
     except BaseException:
         journal.recover(work)  # puts the old report back, from what is on disk
@@ -541,7 +384,7 @@ def record_written_file(path: PathLike) -> None:
     where = _absolute(path)
     with contextlib.suppress(OSError):
         st = os.lstat(where)
-        digest = _file_digest(where)
+        digest = file_digest(where)
         if digest is None:
             return
         record = _record_path(where)
@@ -570,7 +413,7 @@ def is_specbound_png(path: PathLike) -> bool:
         return False
     if doc.get("dev") != st.st_dev or doc.get("ino") != st.st_ino or doc.get("size") != st.st_size:
         return False
-    digest = _file_digest(where)
+    digest = file_digest(where)
     return digest is not None and digest[1] == doc.get("sha256")
 
 
@@ -588,7 +431,7 @@ def check_output_file(dest: PathLike, *, ours: Callable[[Path], bool] = is_specb
     if st is None:
         return path
     if not stat.S_ISREG(st.st_mode):
-        raise OutputError(path, f"is {_kind(st.st_mode)}, not a file specbound wrote")
+        raise OutputError(path, f"is {kind_of(st.st_mode)}, not a file specbound wrote")
     if not ours(path):
         why = "is a file specbound did not write there (or it was changed, or copied there, since)"
         raise OutputError(path, why)
@@ -671,7 +514,7 @@ def check_editable_file(path: PathLike) -> Path:
     if st is None:
         raise OutputError(where, "does not exist")
     if not stat.S_ISREG(st.st_mode):
-        raise OutputError(where, f"is {_kind(st.st_mode)}, not a regular file to edit")
+        raise OutputError(where, f"is {kind_of(st.st_mode)}, not a regular file to edit")
     return where
 
 
@@ -690,7 +533,7 @@ def edit_text_file(path: PathLike, edit: Callable[[str], str]) -> bool:
     with os.fdopen(fd, "rb") as fh:
         before = os.fstat(fh.fileno())
         if not stat.S_ISREG(before.st_mode):
-            raise OutputError(where, f"is {_kind(before.st_mode)}, not a regular file to edit")
+            raise OutputError(where, f"is {kind_of(before.st_mode)}, not a regular file to edit")
         try:
             text = fh.read().decode("utf-8")
         except UnicodeDecodeError:

@@ -4,7 +4,12 @@
   (generated into :mod:`numerics.bounds._derived_forms` by :mod:`~numerics.bounds.codegen` from the
   catalogue :mod:`~numerics.bounds.catalogue`, log-space rewrites in :mod:`~numerics.bounds.logspace`);
 * :mod:`~numerics.bounds.terms`: per-matrix statistics -> :class:`MatrixTerm` with propagation factors;
-* :mod:`~numerics.bounds.theorem31`: coefficients, the Dudley bound, the post hoc choice of indices;
+* :mod:`~numerics.bounds.engine`: Theorem 3.1, one walk through its steps (docs/engine.md): the covers each term is
+  covered by (:mod:`~numerics.bounds.covers`), the per-term coefficient tables (:mod:`~numerics.bounds.tables`), the
+  post hoc choice of indices (:mod:`~numerics.bounds.posthoc`) and of covers (:mod:`~numerics.bounds.choice`), the
+  allocation (:mod:`~numerics.bounds.allocation`), the Dudley step (:mod:`~numerics.bounds.dudley`) and the margin
+  bound (:mod:`~numerics.bounds.margin`), at the settings of :mod:`~numerics.bounds.settings`; its public names are
+  re-exported by :mod:`~numerics.bounds.theorem31`;
 * :mod:`~numerics.bounds.baselines`: Edelman et al. 2022 and Bartlett et al. 2017 on the same spectra;
 * :mod:`~numerics.bounds.proxies`: ``phi_sa`` and ``phi_edelman``;
 * :mod:`~numerics.bounds.rotary`: rotary heads' spectra over every offset against :mod:`theory.rope`'s bounds.

@@ -1,6 +1,6 @@
 """The all-layer margin bound (:mod:`theory.all_layer_margin`) on the terms of an analysis.
 
-The worst-case bound (:mod:`numerics.bounds.theorem31`) covers matrix ``j`` at scale ``eps_j`` with
+The worst-case bound (Theorem 3.1, :mod:`numerics.bounds.engine`) covers matrix ``j`` at scale ``eps_j`` with
 ``sum_j rho_j eps_j <= eps`` against the margin ``gamma``, where ``rho_j`` is the matrix's local factor times the
 product of every later block's worst-case Lipschitz constant. The all-layer margin bound keeps every per-matrix
 term, its post hoc index and its peeling, and changes three things (docs/theory/all-layer-margin.md):
@@ -11,13 +11,14 @@ term, its post hoc index and its peeling, and changes three things (docs/theory/
   :func:`theory.all_layer_margin.uniform_cover`): the lemma needs covers valid for every input, not the sample's;
 * the margin is the all-layer margin level ``gamma_m`` (``B_out = gamma_m``: the clipped class), peeled from below.
 
-Theorem 3.1's engine then enforces ``sum_b omega_b eps_b <= eps``, which implies the lemma's
+The composition engine (docs/engine.md) then enforces ``sum_b omega_b eps_b <= eps``, which implies the lemma's
 ``sum_b omega_b^2 eps_b^2 <= eps^2``: a valid bound, at most ``K^(p/2)`` above the lemma's own allocation
 (:func:`theory.all_layer_margin.relaxation_excess`).
 
 Everything here reads a finished :class:`numerics.analysis.Analysis` (its matrix rows, ``theorem_inputs``,
-``singular_values_upper`` and norm-parameter rows) and calls only the public API of the engine
-(:func:`~numerics.bounds.theorem31.posthoc`), so it does not depend on how the engine is organised inside.
+``singular_values_upper`` and norm-parameter rows) and hands the all-layer terms to the composition engine's post
+hoc choice (:func:`numerics.bounds.posthoc.posthoc`, which runs the engine's coefficient tables, allocation and
+Dudley step), so no step of the bound is computed a second time here.
 """
 
 from __future__ import annotations
@@ -31,8 +32,9 @@ import numpy as np
 
 from numerics.bounds._derived_forms import FORMS
 from numerics.bounds.peeling import grid_values
+from numerics.bounds.posthoc import PosthocResult, posthoc
+from numerics.bounds.settings import BoundSettings, class_settings
 from numerics.bounds.terms import MatrixTerm, log_after
-from numerics.bounds.theorem31 import BoundSettings, PosthocResult, class_settings, posthoc
 
 __all__ = [
     "EMBEDDINGS",
@@ -99,8 +101,8 @@ def terms_from_analysis(analysis: Any) -> tuple[list[MatrixTerm], list[int]]:
 
     Matrix rows with ``theorem_inputs`` (``s``, ``R`` at the grid, ``B``, ``log_rho``, ``group``) and the norm
     parameters of ``bounds.spectrum_adaptive``; the singular values are the analysis's upper values (what the
-    bound's ``S_p`` read). Running :func:`~numerics.bounds.theorem31.posthoc` on them reproduces the analysis's
-    bound (``tests/test_all_layer_bound.py``).
+    bound's ``S_p`` read). Running :func:`~numerics.bounds.posthoc.posthoc` on them reproduces the analysis's
+    bound (``tests/test_all_layer_margin.py``).
     """
     terms: list[MatrixTerm] = []
     blocks: list[int] = []
@@ -215,7 +217,7 @@ class AllLayerBound:
         log_complexity_over_margin: ``log(Rad / gamma_m)`` with the uncapped Rademacher bound (to compare bounds).
         relaxation: ``K^(p_max/2)``, the most the engine's ``l1`` allocation can exceed the lemma's.
         terms, settings: the all-layer terms and the class settings the engine evaluated (to score other indices,
-            e.g. :func:`numerics.bounds.theorem31.rademacher` at a common ``p``).
+            e.g. :func:`numerics.bounds.dudley.rademacher` at a common ``p``).
     """
 
     gamma_m: float
@@ -291,7 +293,7 @@ def _realised_logs(kappa: Mapping[int, float]) -> list[float]:
 
 
 def settings_of(analysis: Any) -> BoundSettings:
-    """The :class:`~numerics.bounds.theorem31.BoundSettings` an analysis was evaluated with (as given, not peeled)."""
+    """The :class:`~numerics.bounds.settings.BoundSettings` an analysis was evaluated with (as given, not peeled)."""
     s = analysis.settings
     return BoundSettings(
         n=s["n"],

@@ -24,9 +24,10 @@ import numpy as np
 
 from numerics._util.logmath import logsumexp
 from numerics.bounds import compiled
+from numerics.bounds.margin import smallest_sample_size
 from numerics.bounds.proxies import edelman_layers, log_phi_edelman
+from numerics.bounds.settings import BoundSettings
 from numerics.bounds.terms import MatrixTerm
-from numerics.bounds.theorem31 import BoundSettings, smallest_sample_size
 
 __all__ = ["edelman2022", "bartlett2017", "n_nonvacuous_p2"]
 
@@ -92,7 +93,7 @@ def _p2_summary(log_C_at: Callable[[BoundSettings], float], settings: BoundSetti
 
 def n_nonvacuous_p2(log_C_at: Callable[[BoundSettings], float], settings: BoundSettings) -> float | None:
     """The smallest ``n`` at which a baseline's bound says something (the definition of
-    :func:`numerics.bounds.theorem31.n_nonvacuous` with no post hoc choice, so no union cost).
+    :func:`numerics.bounds.margin.n_nonvacuous` with no post hoc choice, so no union cost).
 
     ``n`` enters through the Dudley step at ``p = 2`` (``12 / sqrt(n)`` and ``log(B_out sqrt(n) / (3 sqrt(C)))``)
     and, for Edelman et al., ``m = n T`` inside ``log(d m T)``. Without a union cost the condition

@@ -1,9 +1,8 @@
 """The peeling grid of the quantities read after training (:mod:`theory.margin`, docs/theory/peeling.md).
 
 ``v_k = PEEL_BASE * PEEL_RATIO^k`` with ``k`` any integer; :func:`peeling_levels` finds a value's level (the cell's
-upper end, or for the margin the grid value below) and :func:`grid_values` the grid value there. Used by
-:mod:`numerics.bounds.terms` (spectral norms and radii in the Lipschitz model) and
-:mod:`numerics.bounds.theorem31` (coefficients and the union cost).
+upper end, or for the margin the grid value below) and :func:`grid_values` the grid value there. :func:`peeling_cost` is what peeling costs in ``delta`` (the union cost). Used by :mod:`numerics.bounds.terms` (spectral norms and radii in the Lipschitz model), the coefficient
+tables and the union cost of the engine (docs/engine.md).
 """
 
 from __future__ import annotations
@@ -14,8 +13,9 @@ from collections.abc import Iterable
 import numpy as np
 
 from numerics._util.checks import short_repr
+from numerics.bounds import compiled
 
-__all__ = ["PEEL_RATIO", "PEEL_BASE", "peeling_levels", "grid_values"]
+__all__ = ["PEEL_RATIO", "PEEL_BASE", "peeling_levels", "grid_values", "peeling_cost"]
 
 #: The peeling grid ``v_k = PEEL_BASE * PEEL_RATIO^k``, ``k`` any integer (:data:`theory.margin.PEEL_RATIO` and
 #: :data:`theory.margin.PEEL_BASE`, repeated here because :mod:`theory` loads SymPy; a test checks they agree).
@@ -57,3 +57,15 @@ def grid_values(
     """The grid value ``base * ratio^k`` at each value's level (:func:`peeling_levels`)."""
     k = peeling_levels(values, upward=upward, ratio=ratio, base=base)
     return base * np.power(ratio, k.astype(np.float64))
+
+
+def peeling_cost(values: Iterable[float], *, upward: bool = True) -> float:
+    """``sum log(1/pi)`` over ``values``: ``log(1/pi(k))`` at the level ``k`` of each positive value
+    (:func:`theory.margin.peeling_cost`), ``log 2`` for each zero, which selects the zero class
+    (:func:`theory.margin.zero_peeling_cost`; docs/theory/peeling.md)."""
+    v = np.asarray(list(values), dtype=np.float64)
+    if v.size and not (v >= 0).all():
+        raise ValueError(f"peeled values must be non-negative; got {float(v[~(v >= 0)][0])!r}.")
+    k = peeling_levels(v[v > 0], upward=upward)
+    zeros = int(np.count_nonzero(v == 0))
+    return float(np.sum(compiled.peeling_cost(k))) + zeros * compiled.zero_peeling_cost()

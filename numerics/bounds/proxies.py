@@ -21,8 +21,8 @@ import numpy as np
 
 from numerics._util.logmath import logsumexp
 from numerics.bounds import compiled
+from numerics.bounds.settings import BoundSettings
 from numerics.bounds.terms import MatrixTerm, log_after, schatten_table
-from numerics.bounds.theorem31 import BoundSettings
 
 __all__ = ["log_phi_sa_by_common_p", "phi_sa", "edelman_layers", "log_phi_edelman"]
 

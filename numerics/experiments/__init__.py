@@ -9,6 +9,9 @@ from numerics.experiments import claims, scaling
 from numerics.experiments.claims import CLAIMS as CLAIMS
 from numerics.experiments.claims import DIGITS_RESULTS as DIGITS_RESULTS
 from numerics.experiments.claims import DIGITS_RUNS as DIGITS_RUNS
+from numerics.experiments.claims import MAIN_PRESET as MAIN_PRESET
+from numerics.experiments.claims import NEEDLE_RESULTS as NEEDLE_RESULTS
+from numerics.experiments.claims import NEEDLE_RUNS as NEEDLE_RUNS
 from numerics.experiments.claims import NORM_BASELINES as NORM_BASELINES
 from numerics.experiments.claims import README_BEGIN as README_BEGIN
 from numerics.experiments.claims import README_END as README_END

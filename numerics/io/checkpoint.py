@@ -56,8 +56,11 @@ from numerics.io.architectures import (
 from numerics.io.checkpoint_files import read_config, read_tensors, resolve_files
 from numerics.io.checkpoint_types import BlockInput as BlockInput
 from numerics.io.checkpoint_types import LayerWeights as LayerWeights
+from numerics.io.checkpoint_types import MatrixSource as MatrixSource
 from numerics.io.checkpoint_types import NormLayer as NormLayer
 from numerics.io.checkpoint_types import TensorStore as TensorStore
+from numerics.io.checkpoint_types import VectorSource as VectorSource
+from numerics.io.checkpoint_types import frozen, matrix_view
 from numerics.io.config_keys import split_config
 from numerics.io.safetensors_reader import TensorInfo, load_tensor
 
@@ -73,91 +76,6 @@ __all__ = [
     "open_checkpoint",
     "checkpoint_from_store",
 ]
-
-
-@dataclass(frozen=True)
-class VectorSource:
-    """Where one bias or norm vector comes from (a 1-D tensor, or a slice of a packed one)."""
-
-    path: Path
-    tensor: str
-    info: TensorInfo
-    columns: tuple[int, int] | None = None
-
-    def load(self) -> np.ndarray:
-        """The vector, float64, read-only (checked for NaN and Inf)."""
-        v = load_tensor(self.path, self.tensor, self.info)
-        if self.columns is not None:
-            v = v[self.columns[0] : self.columns[1]]
-        return _frozen(np.ascontiguousarray(v))
-
-
-@dataclass(frozen=True)
-class MatrixSource:
-    """Where one analysed matrix comes from, small enough to send to another process.
-
-    :meth:`load` reads the matrix from its file exactly as :meth:`Checkpoint.load_layer`
-    does (memory-mapped, widened to float64, checked for NaN and Inf), so a worker process
-    that receives a ``MatrixSource`` computes on the same numbers as the parent, without the
-    matrix being copied between the processes.
-
-    Attributes:
-      path: the safetensors file.
-      tensor: the tensor's name in that file.
-      info: its header entry.
-      transpose: whether the stored layout is ``[out, in]`` (transposed on load).
-      columns: ``(start, stop)`` for a matrix split from a packed tensor (after the
-        transpose), else ``None``.
-      role: what the matrix is in its layer: ``q``, ``k``, ``v``, ``o``, ``ff1`` or ``ff2``.
-      bias: the bias to fold in as one more row (``[W; b^T]``, :func:`theory.affine.fold_affine`),
-        or ``None``.
-      zero_row: without ``bias``, fold a zero bias (a matrix without a bias tensor, in a model
-        whose other biases are folded).
-    """
-
-    path: Path
-    tensor: str
-    info: TensorInfo
-    transpose: bool = False
-    columns: tuple[int, int] | None = None
-    role: str = ""
-    bias: VectorSource | None = None
-    zero_row: bool = False
-
-    @property
-    def shape(self) -> tuple[int, int]:
-        """The matrix's shape ``[in, out]`` (``[in + 1, out]`` with its bias folded), from the header."""
-        rows, cols = (
-            (self.info.shape[1], self.info.shape[0]) if self.transpose else (self.info.shape[0], self.info.shape[1])
-        )
-        if self.columns is not None:
-            cols = self.columns[1] - self.columns[0]
-        return (int(rows) + (self.bias is not None or self.zero_row), int(cols))
-
-    def load(self) -> np.ndarray:
-        """The matrix, float64, row-vector ``[in, out]`` (its bias appended as a last row if set), read-only.
-
-        Raises:
-          CheckpointError: the tensor contains NaN or Inf, or its file shrank.
-        """
-        w = self.view(load_tensor(self.path, self.tensor, self.info))
-        if self.bias is not None or self.zero_row:
-            row = self.bias.load() if self.bias is not None else np.zeros(w.shape[1])
-            return _frozen(np.concatenate([w, row[None, :]], axis=0))
-        return _frozen(w)
-
-    def view(self, w: np.ndarray) -> np.ndarray:
-        """This matrix within ``w``, the whole tensor as stored: transposed to ``[in, out]`` and
-        cut to its columns (a view, nothing is copied)."""
-        return _matrix_view(w, self.transpose, self.columns)
-
-
-def _matrix_view(w: np.ndarray, transpose: bool, columns: tuple[int, int] | None) -> np.ndarray:
-    if transpose:
-        w = w.T
-    if columns is not None:
-        w = w[:, columns[0] : columns[1]]
-    return w
 
 
 class SafetensorsFiles:
@@ -398,7 +316,7 @@ class Checkpoint:
                     if bias_path is not None:
                         bias_sources[name] = VectorSource(bias_path, bias_name, self._store.infos[bias_name])
                 if feedforward:
-                    w = _frozen(_matrix_view(self._store.read(name), transpose, None))
+                    w = frozen(matrix_view(self._store.read(name), transpose, None))
                     (ff1 if spec.role == "ff1" else ff2).append((name, w))
                 continue
             raw = self._store.read(name)
@@ -409,7 +327,7 @@ class Checkpoint:
             )
             packed = packed or spec.role == "qkv"
             for part, columns in parts:
-                mats[part], names[part] = _frozen(_matrix_view(raw, transpose, columns)), name
+                mats[part], names[part] = frozen(matrix_view(raw, transpose, columns)), name
                 if path is not None:
                     sources[part] = MatrixSource(path, name, info, transpose, columns, role=part)
                 if has_bias:
@@ -447,7 +365,7 @@ class Checkpoint:
             if tensor not in whole:
                 whole[tensor] = self._store.read(tensor)
             v = whole[tensor] if columns is None else whole[tensor][columns[0] : columns[1]]
-            out[key] = _frozen(np.ascontiguousarray(v))
+            out[key] = frozen(np.ascontiguousarray(v))
         return out
 
     def iter_layers(self, *, feedforward: bool = True) -> Iterator[LayerWeights]:
@@ -471,11 +389,6 @@ def _block_input_norm(layout: str, block: str, layer: int) -> str:
     if layout == "pre":
         return "own_pre_attention" if block == "attention" else "own_pre_feedforward"
     return _POST_LN[(block, layer == 0)]
-
-
-def _frozen(a: np.ndarray) -> np.ndarray:
-    a.setflags(write=False)
-    return a
 
 
 def open_checkpoint(

@@ -10,16 +10,22 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 import numpy as np
 
-from numerics.io.safetensors_reader import TensorInfo
+from numerics.io.safetensors_reader import TensorInfo, load_tensor
 
-if TYPE_CHECKING:
-    from numerics.io.checkpoint import MatrixSource, VectorSource
-
-__all__ = ["TensorStore", "LayerWeights", "NormLayer", "BlockInput"]
+__all__ = [
+    "TensorStore",
+    "VectorSource",
+    "MatrixSource",
+    "LayerWeights",
+    "NormLayer",
+    "BlockInput",
+    "frozen",
+    "matrix_view",
+]
 
 
 class TensorStore(Protocol):
@@ -52,6 +58,98 @@ class TensorStore(Protocol):
         ...
 
 
+def frozen(a: np.ndarray) -> np.ndarray:
+    """``a``, made read-only (in place)."""
+    a.setflags(write=False)
+    return a
+
+
+@dataclass(frozen=True)
+class VectorSource:
+    """Where one bias or norm vector comes from (a 1-D tensor, or a slice of a packed one)."""
+
+    path: Path
+    tensor: str
+    info: TensorInfo
+    columns: tuple[int, int] | None = None
+
+    def load(self) -> np.ndarray:
+        """The vector, float64, read-only (checked for NaN and Inf)."""
+        v = load_tensor(self.path, self.tensor, self.info)
+        if self.columns is not None:
+            v = v[self.columns[0] : self.columns[1]]
+        return frozen(np.ascontiguousarray(v))
+
+
+@dataclass(frozen=True)
+class MatrixSource:
+    """Where one analysed matrix comes from, small enough to send to another process.
+
+    :meth:`load` reads the matrix from its file exactly as :meth:`numerics.io.checkpoint.Checkpoint.load_layer`
+    does (memory-mapped, widened to float64, checked for NaN and Inf), so a worker process
+    that receives a ``MatrixSource`` computes on the same numbers as the parent, without the
+    matrix being copied between the processes.
+
+    Attributes:
+      path: the safetensors file.
+      tensor: the tensor's name in that file.
+      info: its header entry.
+      transpose: whether the stored layout is ``[out, in]`` (transposed on load).
+      columns: ``(start, stop)`` for a matrix split from a packed tensor (after the
+        transpose), else ``None``.
+      role: what the matrix is in its layer: ``q``, ``k``, ``v``, ``o``, ``ff1`` or ``ff2``.
+      bias: the bias to fold in as one more row (``[W; b^T]``, :func:`theory.affine.fold_affine`),
+        or ``None``.
+      zero_row: without ``bias``, fold a zero bias (a matrix without a bias tensor, in a model
+        whose other biases are folded).
+    """
+
+    path: Path
+    tensor: str
+    info: TensorInfo
+    transpose: bool = False
+    columns: tuple[int, int] | None = None
+    role: str = ""
+    bias: VectorSource | None = None
+    zero_row: bool = False
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """The matrix's shape ``[in, out]`` (``[in + 1, out]`` with its bias folded), from the header."""
+        rows, cols = (
+            (self.info.shape[1], self.info.shape[0]) if self.transpose else (self.info.shape[0], self.info.shape[1])
+        )
+        if self.columns is not None:
+            cols = self.columns[1] - self.columns[0]
+        return (int(rows) + (self.bias is not None or self.zero_row), int(cols))
+
+    def load(self) -> np.ndarray:
+        """The matrix, float64, row-vector ``[in, out]`` (its bias appended as a last row if set), read-only.
+
+        Raises:
+          CheckpointError: the tensor contains NaN or Inf, or its file shrank.
+        """
+        w = self.view(load_tensor(self.path, self.tensor, self.info))
+        if self.bias is not None or self.zero_row:
+            row = self.bias.load() if self.bias is not None else np.zeros(w.shape[1])
+            return frozen(np.concatenate([w, row[None, :]], axis=0))
+        return frozen(w)
+
+    def view(self, w: np.ndarray) -> np.ndarray:
+        """This matrix within ``w``, the whole tensor as stored: transposed to ``[in, out]`` and
+        cut to its columns (a view, nothing is copied)."""
+        return matrix_view(w, self.transpose, self.columns)
+
+
+def matrix_view(w: np.ndarray, transpose: bool, columns: tuple[int, int] | None) -> np.ndarray:
+    """``w`` as stored, transposed to ``[in, out]`` (``transpose``) and cut to ``columns`` (a view)."""
+    if transpose:
+        w = w.T
+    if columns is not None:
+        w = w[:, columns[0] : columns[1]]
+    return w
+
+
 @dataclass(frozen=True, eq=False)
 class LayerWeights:
     """The weight matrices of one Transformer layer, float64, row-vector ``[in, out]``.
@@ -71,7 +169,7 @@ class LayerWeights:
         three share one name).
       packed_qkv: whether q, k, v were split from one packed tensor.
       dtype: the least precise stored dtype among this layer's matrices (``"F32"``, ...).
-      sources: where each matrix was read from (:class:`~numerics.io.checkpoint.MatrixSource`), keyed by role for
+      sources: where each matrix was read from (:class:`MatrixSource`), keyed by role for
         ``q``, ``k``, ``v``, ``o`` and by tensor name for the ``ff1``/``ff2`` entries, in map
         order; empty for layers built by hand.
       feedforward_loaded: ``False`` when the layer was loaded with ``feedforward=False``:

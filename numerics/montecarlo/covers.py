@@ -308,26 +308,7 @@ def cover_mc(
                 at=values,
                 monotone=c.monotone,
             )
-            lower = np.maximum(packing, volumetric)
-            for j, e in enumerate(eps):
-                vkind = "volumetric" if volumetric[j] > packing[j] else "packing"
-                out.append(
-                    CoverRow(
-                        profile=prof.name,
-                        index=", ".join(f"{k}={v:g}" for k, v in index.items()),
-                        values=", ".join(f"{k}={v:.4g}" for k, v in values.items() if k not in index),
-                        eps=float(e),
-                        cover_scale=float(e / 2),
-                        packing_bound=float(packing[j]),
-                        volumetric_bound=float(volumetric[j]),
-                        volumetric_body=where[j],
-                        lower_bound=float(lower[j]),
-                        lower_kind=vkind,
-                        upper_bound=float(upper[j]),
-                        ratio=float(upper[j] / lower[j]) if lower[j] > 0 else math.inf,
-                        violated=bool(lower[j] > upper[j]),
-                    )
-                )
+            out += _rows(prof.name, index, values, eps, packing, volumetric, where, upper)
     settings = dict(
         kind=kind,
         a=a,
@@ -342,6 +323,41 @@ def cover_mc(
         profiles=[p.name for p in profiles],
     )
     return CoverMCResult(cover=c.name, kind=kind, metric=metric, rows=tuple(out), settings=settings)
+
+
+def _rows(
+    profile: str,
+    index: dict[str, float],
+    values: dict[str, float],
+    eps: np.ndarray,
+    packing: np.ndarray,
+    volumetric: np.ndarray,
+    where: list[str],
+    upper: np.ndarray,
+) -> list[CoverRow]:
+    """One cell's rows, one per separation ``eps``: the larger certified lower bound against the cover's value."""
+    lower = np.maximum(packing, volumetric)
+    out = []
+    for j, e in enumerate(eps):
+        vkind = "volumetric" if volumetric[j] > packing[j] else "packing"
+        out.append(
+            CoverRow(
+                profile=profile,
+                index=", ".join(f"{k}={v:g}" for k, v in index.items()),
+                values=", ".join(f"{k}={v:.4g}" for k, v in values.items() if k not in index),
+                eps=float(e),
+                cover_scale=float(e / 2),
+                packing_bound=float(packing[j]),
+                volumetric_bound=float(volumetric[j]),
+                volumetric_body=where[j],
+                lower_bound=float(lower[j]),
+                lower_kind=vkind,
+                upper_bound=float(upper[j]),
+                ratio=float(upper[j] / lower[j]) if lower[j] > 0 else math.inf,
+                violated=bool(lower[j] > upper[j]),
+            )
+        )
+    return out
 
 
 def cover_verdict(result: CoverMCResult) -> dict[str, Any]:

@@ -31,7 +31,7 @@ pairs. Memory is bounded by ``chunk`` (candidates per step) and ``block_bytes``
 (the ``rows x candidates x centres`` GEMM output). Because the expansion loses
 accuracy when two points nearly coincide, every pair whose expanded value lies
 within a rounding bound of ``eps^2`` is recomputed directly from the difference,
-so decisions are those of :func:`greedy_packing_reference`, the naive model the
+so decisions are those of :func:`numerics.montecarlo.reference.greedy_packing_reference`, the naive model the
 tests compare with. ``max_abs`` distances use :func:`scipy.spatial.distance.cdist`
 (Chebyshev), whose compiled loop performs exactly the naive operations.
 
@@ -62,11 +62,8 @@ __all__ = [
     "greedy_packing",
     "greedy_packing_indices",
     "greedy_packing_sizes",
-    "greedy_packing_reference",
-    "reference_accepts",
     "greedy_cover_size",
     "greedy_cover_sizes",
-    "greedy_cover_reference",
 ]
 
 Metric = Literal["rowmax_l2", "max_abs"]
@@ -452,46 +449,6 @@ def greedy_packing_sizes(
     return sizes
 
 
-def _naive_value(diff: np.ndarray, metric: Metric) -> float:
-    """The defining formula for one pair: ``max_i ||d_i||^2`` (``rowmax_l2``) or ``max_j |d_j|`` (``max_abs``)."""
-    if metric == "rowmax_l2":
-        return float(np.einsum("rd,rd->r", diff, diff).max())
-    return float(np.abs(diff).max())
-
-
-def reference_accepts(
-    points: np.ndarray, k: int, centres: Sequence[int], eps: float, *, metric: Metric = "rowmax_l2"
-) -> bool:
-    """One step of the naive greedy packing: is point ``k`` farther than ``eps`` from every centre?
-
-    ``points`` must already be in :func:`as_points` layout. Python loop over the
-    centres, stopping at the first one within ``eps``.
-    """
-    thr = eps * eps if metric == "rowmax_l2" else eps
-    for c in centres:  # noqa: SIM110 -- the explicit loop *is* the reference being modelled
-        if _naive_value(points[k] - points[c], metric) <= thr:
-            return False
-    return True
-
-
-def greedy_packing_reference(
-    points: np.ndarray, eps: float, *, metric: Metric = "rowmax_l2", row_dim: int | None = None
-) -> np.ndarray:
-    """Naive greedy packing (Python loops over candidate/centre pairs): the model for tests and benchmarks.
-
-    Same decisions as :func:`greedy_packing_indices`: a point is accepted iff
-    ``max_i sum_k (P_ik - C_ik)^2 > eps^2`` (``rowmax_l2``) or ``max_j |P_j - C_j| > eps``
-    (``max_abs``) for every earlier centre ``C`` (:func:`reference_accepts`).
-    """
-    eps = check_positive(eps, "eps")
-    pts = as_points(points, metric=metric, row_dim=row_dim)
-    centres: list[int] = []
-    for k in range(pts.shape[0]):
-        if reference_accepts(pts, k, centres, eps, metric=metric):
-            centres.append(k)
-    return np.asarray(centres, dtype=np.intp)
-
-
 def greedy_cover_sizes(
     points: np.ndarray,
     radii: Floats,
@@ -544,7 +501,7 @@ def _greedy_set_cover(adj: np.ndarray) -> int:
 
     Once the largest gain is 1, no ball holds two uncovered points: each remaining point costs one
     ball whichever order greedy takes them in, so the count is finished without the loop (the
-    same number as :func:`greedy_cover_reference`; at fine radii nearly every point is alone).
+    same number as :func:`numerics.montecarlo.reference.greedy_cover_reference`; at fine radii nearly every point is alone).
     """
     n = adj.shape[0]
     uncovered = np.ones(n, dtype=bool)
@@ -584,22 +541,3 @@ def greedy_cover_size(
             single_thread_blas=single_thread_blas,
         )[0]
     )
-
-
-def greedy_cover_reference(
-    points: np.ndarray, radius: float, *, metric: Metric = "rowmax_l2", row_dim: int | None = None
-) -> int:
-    """Naive greedy set cover (Python loops): the model for :func:`greedy_cover_size` in tests."""
-    radius = check_positive(radius, "radius")
-    pts = as_points(points, metric=metric, row_dim=row_dim)
-    n = pts.shape[0]
-    thr = radius * radius if metric == "rowmax_l2" else radius
-
-    balls = [{j for j in range(n) if _naive_value(pts[i] - pts[j], metric) <= thr} for i in range(n)]
-    uncovered = set(range(n))
-    size = 0
-    while uncovered:
-        best = max(range(n), key=lambda i: (len(balls[i] & uncovered), -i))
-        uncovered -= balls[best]
-        size += 1
-    return size

@@ -47,6 +47,7 @@ from numerics.report.tables import mc_table as mc_table
 from numerics.report.tables import model_name as model_name
 from numerics.report.tables import network_lines as network_lines
 from numerics.report.tables import registry_table as registry_table
+from numerics.report.tables import report_json as report_json
 from numerics.report.tables import summary_markdown as summary_markdown
 from numerics.report.tables import sweep_rows_json as sweep_rows_json
 from numerics.report.tables import sweep_table as sweep_table

@@ -1,9 +1,10 @@
 """Every field of the report's JSON (``report.json``, ``analyze --format json``) and CSV (``matrices.csv``):
 unit, log base and meaning, in one table.
 
-The documentation's glossary is generated from :data:`FIELDS`, and tests/test_glossary.py checks that every
-field an analysis emits (with ``--covers`` and ``--spectra`` too) has an entry, so the glossary and the
-writers cannot drift apart. A path is dotted; ``[]`` stands for every item of a list, ``*`` for any one key
+The documentation's glossary is generated from :data:`FIELDS`, and the writers read it: the JSON and CSV
+writers refuse a field it has no entry for (:func:`check_document`, :func:`check_columns`), and the printed
+table and summary take each logarithm's base and each cost's unit from it (:func:`in_log10`, :func:`unit`),
+so the glossary and the writers cannot drift apart (tests/test_glossary.py checks it on real reports). A path is dotted; ``[]`` stands for every item of a list, ``*`` for any one key
 (a group such as ``layer0/qk``, a Schatten index such as ``"0.5"``, a bound's or a cover's name). The CSV's
 columns are the per-matrix fields, ``matrices[].NAME``.
 
@@ -13,9 +14,22 @@ JSON is natural; the printed table shows some of them as ``log10`` and says so i
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 
-__all__ = ["Field", "FIELDS", "lookup", "leaf_paths"]
+__all__ = [
+    "Field",
+    "FIELDS",
+    "lookup",
+    "entry",
+    "leaf_paths",
+    "check_document",
+    "check_columns",
+    "in_log10",
+    "unit",
+    "json_log_base",
+]
 
 
 @dataclass(frozen=True)
@@ -87,6 +101,20 @@ FIELDS: tuple[Field, ...] = (
     Field(_IN + "width", "", "", "its width N"),
     Field(_N + "feedforward.gated", "", "", "whether the feedforward block is gated"),
     Field(_N + "feedforward.model", "", "", "the feedforward block as the bound models it"),
+    Field(_N + "feedforward.gate", "", "", "the gate matrix of a gated feedforward block (its name's suffix)"),
+    Field(_IN + "assumed", "", "", "whether the radius is assumed (sqrt(N): no norm layer feeds the block)"),
+    Field(_IN + "norm_radius", "norm of a row", "", "the norm layer's own output radius, before a projection"),
+    Field(_IN + "projection.spectral_norm", "", "", "the spectral norm of the projection after the norm (ELECTRA)"),
+    Field(_IN + "projection.bias_norm", "", "", "the l2 norm of that projection's bias"),
+    Field(_N + "rotary_diagnostic.base", "", "", "the rotary base theta, from the config"),
+    Field(
+        _N + "rotary_diagnostic.context", "tokens", "", "the context the offsets range over (max_position_embeddings)"
+    ),
+    Field(_N + "rotary_diagnostic.rope_type", "", "", "the config's rope_type (only the default angles are modelled)"),
+    Field(_N + "rotary_diagnostic.note", "", "", "what the rotary diagnostic reports, beside the certified bounds"),
+    Field(
+        _N + "rotary_diagnostic.layers", "", "", "per layer and head, s_1 and S_p of W_q^T R(Delta) W_k over offsets"
+    ),
     Field(_N + "lipschitz_model", "", "", "how the Lipschitz constants are modelled (norm layers as projections)"),
     Field(
         _N + "layernorm.model", "", "", "'projection' (default, an idealisation) or 'lipschitz' (--layernorm lipschitz)"
@@ -358,6 +386,16 @@ def _matches(pattern: str, path: str) -> bool:
     return all(w == h or (w == "*" and h) or (w.endswith("*") and h.startswith(w[:-1])) for w, h in zip(want, have))
 
 
+def _list_of_entries(path: str) -> bool:
+    """Whether ``path`` (a leaf: an empty list) is a list whose items have entries (``path[].x``)."""
+    have = (path + "[]").split(".")
+    for f in FIELDS:
+        want = f.path.split(".")
+        if len(want) > len(have) and _matches(".".join(want[: len(have)]), ".".join(have)):
+            return True
+    return False
+
+
 def lookup(path: str) -> Field | None:
     """The entry of ``path`` (a concrete path such as ``bounds.ours.p_by_group.layer0/qk``), or ``None``.
     A literal entry wins over one with ``*``."""
@@ -381,3 +419,68 @@ def leaf_paths(document: object, prefix: str = "") -> set[str]:
     else:
         out.add(prefix)
     return out
+
+
+def entry(path: str) -> Field:
+    """The entry of ``path`` (:func:`lookup`).
+
+    Raises:
+      ValueError: the table has no entry for ``path`` (a writer asked about a field the glossary does not describe).
+    """
+    found = lookup(path)
+    if found is None:
+        raise ValueError(f"field {path!r} has no entry in numerics.report.fields.FIELDS (the glossary)")
+    return found
+
+
+def check_document(document: object, *, what: str = "report.json") -> None:
+    """Refuse a report document holding a field the table has no entry for (the writers call this before writing).
+
+    Raises:
+      ValueError: naming ``what`` and the first such field.
+    """
+    missing = sorted(p for p in leaf_paths(document) if lookup(p) is None and not _list_of_entries(p))
+    if missing:
+        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+        raise ValueError(
+            f"{what}: field {missing[0]!r}{more} has no entry in numerics.report.fields.FIELDS (the glossary)"
+        )
+
+
+def check_columns(columns: Iterable[str], *, prefix: str = "matrices[].", what: str = "matrices.csv") -> None:
+    """Refuse a CSV column (a per-matrix field, ``prefix + column``) the table has no entry for.
+
+    Raises:
+      ValueError: naming ``what`` and the first such column.
+    """
+    for column in columns:
+        if lookup(prefix + column) is None:
+            raise ValueError(
+                f"{what}: column {column!r} has no entry {prefix + column!r} in numerics.report.fields.FIELDS"
+            )
+
+
+def in_log10(value: float | None, path: str) -> float | None:
+    """The value of the logarithm field ``path`` in base 10, converted from the base its entry declares.
+
+    Raises:
+      ValueError: ``path`` has no entry, or its entry declares no base (the field is not a logarithm).
+    """
+    base = entry(path).log
+    if base not in ("ln", "log10"):
+        raise ValueError(f"field {path!r} is not a logarithm (its entry in FIELDS declares no base)")
+    if value is None:
+        return None
+    return value / math.log(10) if base == "ln" else value
+
+
+def unit(path: str) -> str:
+    """The unit the entry of ``path`` declares (``""`` for a count, a name or a text)."""
+    return entry(path).unit
+
+
+def json_log_base() -> str:
+    """The base of every ``log_*`` field of the JSON, said in words: ``"natural (ln)"`` when the table declares
+    ``ln`` for each (it does), else the bases it declares."""
+    bases = sorted({f.log for f in FIELDS if f.path.rsplit(".", 1)[-1].startswith("log_")})
+    return "natural (ln)" if bases == ["ln"] else " or ".join(bases)

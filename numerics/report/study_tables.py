@@ -34,6 +34,7 @@ from numerics.study.settings import AXES
 from numerics.study.statistics import Interval
 from numerics.study.table import COLUMNS, model_rows
 from numerics.study.verdicts import c10_run, c11_run
+from numerics.study.ww import ww_note
 
 __all__ = [
     "RUN_DEPENDENT",
@@ -294,6 +295,7 @@ def _summary(result: StudyResult, found: Findings) -> dict[str, Any]:
     gaps = [m.record["gap"] for m in result.models]
     known = [g for g in gaps if g is not None]
     return {
+        "weightwatcher": ww_note([m.record for m in result.models]),
         "models": len(result.models),
         "trained": result.trained,
         "reused": len(result.models) - result.trained,
@@ -372,7 +374,12 @@ def study_markdown(result: StudyResult, found: Findings) -> str:
         f"models with the same training-set size n, and Psi over {', '.join(found.fixed_n_psi_axes)} (not the "
         "training fraction, which sets n). The reference measures (ref:, axis:, num_parameters) show what a "
         "trivial measure achieves. Natural logarithms (ln) of their quantity: "
-        f"{', '.join(m.name for m in found.measures if m.log) or 'none'}; the other measures are plain values.\n",
+        f"{', '.join(m.name for m in found.measures if m.log) or 'none'}; the other measures are plain values. "
+        + (
+            f"WeightWatcher's measures (ww:) are weightwatcher {s['weightwatcher']['version']}'s own fits.\n"
+            if s["weightwatcher"]["computed"]
+            else f"WeightWatcher's measures (ww:) are empty: {s['weightwatcher']['why']}.\n"
+        ),
     ]
     main = set(main_measures(found))
     corr = [
@@ -531,7 +538,8 @@ def preset_table() -> str:
     """``specbound study --list``: one line per (preset, task) with its model count and what it is for."""
     purpose = {
         "smoke": "a smoke test of the pipeline (seconds); its results mean nothing",
-        "default": "the family claims C10 and C11 are measured from",
+        "default": "the main family (n fixed): claims C10 and C11 are measured from modadd's",
+        "samples": "the sample-size family: n on its own axis, crossed with the label noise",
         "full": "hundreds of models, meant for --scheduler",
     }
     lines = [f"{'preset':8} {'task':7} {'models':>6}  what it is for"]

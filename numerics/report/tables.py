@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import math
 import os
 from collections.abc import Mapping
@@ -24,10 +25,12 @@ from numerics.experiments.claims import evaluate_c8
 from numerics.experiments.scaling import SweepResult
 from numerics.io.registry import REGISTRY
 from numerics.montecarlo.experiment import MCResult, c9_verdict, headroom, mc_report_rows, power_against_wrong_forms
+from numerics.report.fields import check_columns, check_document, in_log10, json_log_base, unit
 
 __all__ = [
     "TABLE_COLUMNS",
     "format_table",
+    "report_json",
     "network_lines",
     "to_csv",
     "summary_markdown",
@@ -127,18 +130,20 @@ def format_table(analysis: Any, *, max_name: int = 48) -> str:
     lines.append(f"{'settings':>18}: {settings_text(ours)}")
     for name, b in analysis.bounds.items():
         lines.append(
-            f"{name:>18}: complexity={_fmt(b.get('complexity'))}  log10 complexity={_log10(b.get('log_complexity'))}  "
+            f"{name:>18}: complexity={_fmt(b.get('complexity'))}  "
+            f"log10 complexity={_log10(b.get('log_complexity'), f'bounds.{name}.log_complexity')}  "
             f"Rad bound={_fmt(b.get('rademacher'))}{_capped(b)}  n_nonvacuous={_n_needed(b)}  [{b.get('status')}]"
         )
     lines.append(f"{'':>18}  {COMPLEXITY_NOTE}")
     lines.append(
-        f"{'union cost':>18}: +{_fmt(ours['union_cost'])} on the generalization gap bound (an error rate) for the "
-        f"post hoc choices: ln(delta/delta') = {_fmt(ours['log_union'])} nats"
+        f"{'union cost':>18}: +{_fmt(ours['union_cost'])} on the generalization gap bound "
+        f"(an {unit('bounds.spectrum_adaptive.union_cost')}) for the post hoc choices: ln(delta/delta') = "
+        f"{_fmt(ours['log_union'])} {unit('bounds.spectrum_adaptive.log_union')}"
     )
     p = analysis.proxies
     lines.append(
-        f"{'proxies':>18}: log10 phi_sa={_log10(p['log_phi_sa'])} (p={_fmt(p['phi_sa_common_p'])})  "
-        f"log10 phi_edelman={_log10(p['log_phi_edelman'])}"
+        f"{'proxies':>18}: log10 phi_sa={_log10(p['log_phi_sa'], 'proxies.log_phi_sa')} "
+        f"(p={_fmt(p['phi_sa_common_p'])})  log10 phi_edelman={_log10(p['log_phi_edelman'], 'proxies.log_phi_edelman')}"
     )
     lines += cover_lines(getattr(analysis, "covers", None))
     if analysis.skipped:
@@ -154,9 +159,10 @@ COMPLEXITY_NOTE = (
 )
 
 
-def _log10(value: float | None) -> str:
-    """A natural logarithm (as the JSON ``log_*`` fields hold them) printed in base 10."""
-    return "-" if value is None else _fmt(value / math.log(10))
+def _log10(value: float | None, path: str) -> str:
+    """The logarithm field ``path`` (its base the one :data:`numerics.report.fields.FIELDS` declares: natural for
+    the JSON's ``log_*`` fields) printed in base 10."""
+    return "-" if value is None else _fmt(in_log10(value, path))
 
 
 def _capped(bound: Mapping[str, Any]) -> str:
@@ -197,9 +203,10 @@ def cover_lines(covers: Mapping[str, Any] | None) -> list[str]:
     per = "matrix" if "per matrix" in covers["choice"] else "tie group"
     lines = [
         f"{'covers':>18}: {','.join(covers['enabled'])} (one per {per}, post hoc; choice cost "
-        f"{_fmt(covers['choice_cost'])} nats)  Rad bound={_fmt(covers['rademacher'])}  "
-        f"log10 Rad uncapped={_log10(covers['log_rademacher'])}  gap={_fmt(covers['generalization_gap'])}  "
-        f"union={_fmt(covers['log_union'])} nats  [{covers['method']}]"
+        f"{_fmt(covers['choice_cost'])} {unit('covers.choice_cost')})  Rad bound={_fmt(covers['rademacher'])}  "
+        f"log10 Rad uncapped={_log10(covers['log_rademacher'], 'covers.log_rademacher')}  "
+        f"gap={_fmt(covers['generalization_gap'])}  union={_fmt(covers['log_union'])} {unit('covers.log_union')}  "
+        f"[{covers['method']}]"
     ]
     chosen: dict[str, list[str]] = {}
     for group, name in covers["chosen_by_group"].items():
@@ -214,8 +221,10 @@ def cover_lines(covers: Mapping[str, Any] | None) -> list[str]:
             lines.append(f"{'alone ' + name:>18}: {row['why']}; no bound alone")
             continue
         lines.append(
-            f"{'alone ' + name:>18}: Rad bound={_fmt(row['rademacher'])}  log10 Rad uncapped={_log10(row['log_rademacher'])}  "
-            f"gap={_fmt(row['generalization_gap'])}  union={_fmt(row['log_union'])} nats  [{row['method']}]"
+            f"{'alone ' + name:>18}: Rad bound={_fmt(row['rademacher'])}  "
+            f"log10 Rad uncapped={_log10(row['log_rademacher'], f'covers.alone.{name}.log_rademacher')}  "
+            f"gap={_fmt(row['generalization_gap'])}  union={_fmt(row['log_union'])} "
+            f"{unit(f'covers.alone.{name}.log_union')}  [{row['method']}]"
         )
     return lines
 
@@ -292,6 +301,7 @@ def to_csv(analysis: Any, *, spectra: bool = False) -> str:
     keys = keys or list(TABLE_COLUMNS)
     if spectra:
         keys += ["singular_values", "singular_values_upper"]
+    check_columns(keys)  # every column is a field of the glossary's table
     w = csv.DictWriter(buf, fieldnames=keys, lineterminator="\n", restval="")
     w.writeheader()
     for r in analysis.matrices:
@@ -377,7 +387,8 @@ def summary_markdown(analysis: Any) -> str:
         lc = row.get("log_complexity")
         rad = "" if capped else f" {row.get('rademacher'):.4g} |"
         lines.append(
-            f"| {name} | {row.get('status')} | {lc / math.log(10):.2f} |{rad} {_n_needed(row)} |"
+            f"| {name} | {row.get('status')} | {in_log10(lc, f'bounds.{name}.log_complexity'):.2f} |{rad} "
+            f"{_n_needed(row)} |"
             if lc is not None and math.isfinite(lc)
             else f"| {name} | {row.get('status')} | - |{' - |' if not capped else ''} {_n_needed(row)} |"
         )
@@ -394,10 +405,11 @@ def summary_markdown(analysis: Any) -> str:
         + ", ".join(f"{k}: {v:.2f}" for k, v in sorted(frac.items()))
         + " (claim C7).",
         f"Union-bound cost of the post hoc choice: +{b['spectrum_adaptive']['union_cost']:.4g} on the generalization "
-        f"gap bound (an error rate), paid as ln(delta/delta') = {b['spectrum_adaptive']['log_union']:.1f} nats.",
+        f"gap bound (an {unit('bounds.spectrum_adaptive.union_cost')}), paid as ln(delta/delta') = "
+        f"{b['spectrum_adaptive']['log_union']:.1f} {unit('bounds.spectrum_adaptive.log_union')}.",
         *_network_statements(m.get("network") or {}),
         "",
-        COMPLEXITY_NOTE + ". Logarithms: log10 here; every log_* field of report.json is natural (ln).",
+        COMPLEXITY_NOTE + f". Logarithms: log10 here; every log_* field of report.json is {json_log_base()}.",
         "n at which it says something (n_nonvacuous): the smallest number of training sequences at which the margin",
         "bound, union cost paid, lies below the one built on the trivial Rademacher bound 4 B_out",
         "(numerics.bounds.theorem31.n_nonvacuous).",
@@ -407,6 +419,18 @@ def summary_markdown(analysis: Any) -> str:
         "Plots: spectra.png (singular values by type), p_star.png (p* by layer and type), bounds.png.",
     ]
     return "\n".join(lines) + "\n"
+
+
+def report_json(analysis: Any, *, spectra: bool = False) -> str:
+    """``report.json`` (and ``analyze --format json``): :meth:`numerics.analysis.Analysis.to_json`, indented, after
+    checking that every field it holds has an entry in the glossary's table (:func:`numerics.report.fields.check_document`).
+
+    Raises:
+      ValueError: a field has no entry (nothing is written).
+    """
+    document = analysis.to_json(spectra=spectra)
+    check_document(document)
+    return json.dumps(document, indent=2) + "\n"
 
 
 def sweep_rows_json(result: SweepResult) -> dict[str, Any]:

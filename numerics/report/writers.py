@@ -21,7 +21,7 @@ from typing import Any
 from numerics import analysis
 from numerics._util.cache import cache_root
 from numerics._util.outputs import check_output_file, check_output_folder, figure_format, safe_output_folder
-from numerics.bounds.covers31 import resolve
+from numerics.bounds.covers import resolve
 from numerics.bounds.terms import ModelSettings
 from numerics.bounds.theorem31 import BoundSettings
 from numerics.experiments.scaling import SweepResult, expand_grid, sweep
@@ -33,7 +33,7 @@ from numerics.report import study_tables, sweep_plots
 from numerics.report.mc_plots import plot_mc
 from numerics.report.plots import write_all
 from numerics.report.study_plots import write_study_plots
-from numerics.report.tables import format_table, summary_markdown, sweep_rows_json, to_csv
+from numerics.report.tables import format_table, report_json, summary_markdown, sweep_rows_json, to_csv
 from numerics.study.findings import Findings, compute_findings
 from numerics.study.measures import cover_measures
 from numerics.study.run import DEFAULT_JOBS, StudyResult, prepare_preset, run_study
@@ -91,9 +91,7 @@ def write_report(
     guard = (*protect, *_existing([analysis.model.get("source")]))
     with safe_output_folder(out_dir, force=force, protect=guard) as tmp:
         (tmp / "table.txt").write_text(format_table(analysis), encoding="utf-8")
-        (tmp / "report.json").write_text(
-            json.dumps(analysis.to_json(spectra=spectra), indent=2) + "\n", encoding="utf-8"
-        )
+        (tmp / "report.json").write_text(report_json(analysis, spectra=spectra), encoding="utf-8")
         (tmp / "matrices.csv").write_text(to_csv(analysis, spectra=spectra), encoding="utf-8")
         if plots:
             write_all(analysis, tmp)

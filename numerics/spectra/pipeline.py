@@ -116,32 +116,11 @@ def checkpoint_spectra(
         heads_jobs=3 if rotary else 2,
         extra=int(bias and checkpoint.has_output_bias),
     )
+    plan = dict(rank_rtol=rank_rtol, leading_k=leading_k, bias=bias, rotary=rotary, spectrum=spectrum)
+    plan.update(report_values=report_values, from_sources=whole_pool is not None)
     try:
         with blas.single_threaded_blas(single_threaded_blas):
-            for layer in checkpoint.iter_layers(feedforward=whole_pool is None):
-                run.submit(
-                    plan_layer_jobs(
-                        layer,
-                        num_heads=checkpoint.num_heads,
-                        num_kv_heads=checkpoint.num_kv_heads,
-                        head_dim=checkpoint.head_dim,
-                        dtype_eps=None,
-                        rank_rtol=rank_rtol,
-                        leading_k=leading_k,
-                        from_sources=whole_pool is not None,
-                        bias=bias,
-                        rotary=rotary,
-                        spectrum=spectrum,
-                        report_values=report_values,
-                    )
-                )
-                if on_layer is not None:
-                    on_layer(layer)
-                del layer  # the jobs hold what they need; the rest of the layer may go
-                while len(run.pending) >= layers_in_flight:
-                    run.drain_one()
-            while run.pending:
-                run.drain_one()
+            _stream(checkpoint, run, plan, layers_in_flight=layers_in_flight, on_layer=on_layer)
     except BaseException:
         run.cancel()
         raise
@@ -150,6 +129,30 @@ def checkpoint_spectra(
         if own:
             pool.shutdown(wait=True, cancel_futures=True)
     return run.results
+
+
+def _stream(
+    checkpoint: Checkpoint,
+    run: _Run,
+    plan: dict[str, Any],
+    *,
+    layers_in_flight: int,
+    on_layer: Callable[[Any], None] | None,
+) -> None:
+    """The streaming loop: each layer loaded, its jobs planned (:func:`numerics.spectra.jobs.plan_layer_jobs` with
+    ``plan``) and submitted, at most ``layers_in_flight`` layers pending; then every result drained."""
+    shape: dict[str, Any] = dict(
+        num_heads=checkpoint.num_heads, num_kv_heads=checkpoint.num_kv_heads, head_dim=checkpoint.head_dim
+    )
+    for layer in checkpoint.iter_layers(feedforward=not plan["from_sources"]):
+        run.submit(plan_layer_jobs(layer, dtype_eps=None, **shape, **plan))
+        if on_layer is not None:
+            on_layer(layer)
+        del layer  # the jobs hold what they need; the rest of the layer may go
+        while len(run.pending) >= layers_in_flight:
+            run.drain_one()
+    while run.pending:
+        run.drain_one()
 
 
 def _check_options(*, layers_in_flight: int, leading_k: int | None, processes: int | None) -> None:

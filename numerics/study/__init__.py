@@ -3,7 +3,8 @@
 Train a family of small Transformer encoders, tabulate their generalization, and rank every
 complexity measure against the measured gaps. The pipeline, one module per stage:
 
-* :mod:`.tasks`: the data (modular addition, scikit-learn's digits) and label noise;
+* :mod:`.tasks`: the data (modular addition, scikit-learn's digits, a needle among distractors at sequence
+  lengths 16 to 64) and label noise;
 * :mod:`.settings`: one model's hyperparameters and the hash that names it;
 * :mod:`.presets`: families of models (a base setting and axes varied around it);
 * :mod:`.model`, :mod:`.train`: the BERT-style encoder and its deterministic training (torch);
@@ -13,6 +14,8 @@ complexity measure against the measured gaps. The pipeline, one module per stage
 * :mod:`.run`: train or reuse a family, analyse each model and its trajectory checkpoints;
 * :mod:`.family`, :mod:`.table`: groups along one axis, and the table of models;
 * :mod:`.margins`: the training margins and ``gamma``, the same on the training and measuring sides;
+* :mod:`.initial`, :mod:`.sharpness`, :mod:`.ww`: the measures users know from other work (distance from
+  initialisation, Jiang et al.'s PAC-Bayes flatness, WeightWatcher's alpha through its own package);
 * :mod:`.measures`: the registry of complexity measures; :mod:`.statistics`: Kendall's tau,
   granulated tau, the bootstrap, the random-label check and log-log slopes;
 * :mod:`.inference`: the two-stage (clustered) bootstrap, simultaneous levels, the non-inferiority margin

@@ -16,7 +16,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .findings import AXES, DECOMPOSED, PROXY_COLUMNS, Findings, findings_from_rows, measure_row
+from .family import axis_values
+from .findings import DECOMPOSED, PROXY_COLUMNS, Findings, findings_from_rows, measure_row
 from .measures import REGISTRY, Measure
 from .verdicts import c10_run, c11_run, estimate_dict
 
@@ -33,6 +34,8 @@ RECORD_KEYS: tuple[str, ...] = (
     "head_lipschitz",
     "num_parameters",
     "distance_from_init",
+    "flatness",
+    "weightwatcher",
     "reached",
     "stop",
     "steps",
@@ -124,8 +127,8 @@ def rows_from_digest(models: Sequence[Mapping[str, Any]]) -> tuple[list[dict[str
             continue
         row: dict[str, Any] = {
             "model": m["model"],
-            **{a: m["settings"][a] for a in AXES},
-            **{k: m[k] for k in RECORD_KEYS},
+            **axis_values(m["settings"]),
+            **{k: m.get(k) for k in RECORD_KEYS},
             "n_train": m["n_train"],
             "p_star": dict(m["p_star"]),
             **{name: _number(v) for name, v in m["measures"].items()},

@@ -18,8 +18,8 @@ Each model is the model :func:`.train.train` would train, up to floating-point o
 * the same initialisation (:func:`.train.build_model`, seeded per model, then stacked);
 * AdamW with the same arithmetic as :class:`.train.AdamW`, per model learning rate and decay,
   decay on the weight matrices and embeddings only;
-* full-batch steps; the same stopping rule, per model: before each step, a model whose training
-  cross-entropy is below ``loss_target`` stops (``reached``), one whose loss is not finite stops
+* full-batch steps; the same stopping rule, per model: before each step (from step ``min_steps`` on), a model
+  whose training cross-entropy is below ``loss_target`` stops (``reached``), one whose loss is not finite stops
   (``diverged``), and at ``max_steps`` the rest stop (``step_cap``). A stopped model leaves the
   batch (its rows are dropped from every parameter and moment), so the others keep the same
   arithmetic and the batch gets cheaper as models finish;
@@ -59,7 +59,16 @@ from .settings import CODE_VERSION, TrainSettings
 from .tasks import TaskData
 from .train import build_model, deterministic, evaluate, folder_files, study_record, task_data, train
 
-__all__ = ["BATCHED_AXES", "MAX_BATCH", "batch_key", "batchable", "environment", "plan_batches", "train_batch"]
+__all__ = [
+    "BATCHED_AXES",
+    "MAX_BATCH",
+    "batch_key",
+    "batchable",
+    "environment",
+    "plan_batches",
+    "stacked_logits",
+    "train_batch",
+]
 
 # --------------------------------------------------------------------------- the batched forward pass
 
@@ -121,6 +130,20 @@ def _forward(
         h = _linear(h, p[f"{pre}output.dense.weight"], p[f"{pre}output.dense.bias"])
         x = _layer_norm(x + h, p[f"{pre}output.LayerNorm.weight"], p[f"{pre}output.LayerNorm.bias"], eps)
     return _linear(x[:, :, 0], p["classifier.weight"], p["classifier.bias"])
+
+
+def stacked_logits(params: dict[str, torch.Tensor], inputs: torch.Tensor, settings: TrainSettings) -> torch.Tensor:
+    """Logits ``[M, n, C]`` of ``M`` models of the shape ``settings`` gives, stacked along a leading axis of every
+    parameter (the names of :class:`~.model.StudyEncoder`): the batched forward pass training uses, for other
+    callers (:mod:`.sharpness` runs perturbed copies of one model through it)."""
+    return _forward(
+        params,
+        inputs,
+        depth=settings.depth,
+        heads=settings.heads,
+        eps=settings.layer_norm_eps,
+        patches=inputs.dtype.is_floating_point,
+    )
 
 
 # --------------------------------------------------------------------------- the batched loop
@@ -215,7 +238,7 @@ def _loop(
                 "diverged"
                 if not np.isfinite(value)
                 else "loss_target"
-                if value < base.loss_target
+                if value < base.loss_target and step >= base.min_steps
                 else "step_cap"
                 if step >= base.max_steps
                 else ""

@@ -8,17 +8,25 @@ by the trajectory flag do not split groups.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .settings import AXES, TrainSettings
 
-__all__ = ["axis_groups", "gap_spread"]
+__all__ = ["axis_groups", "axis_values", "gap_spread"]
+
+
+def axis_values(settings: TrainSettings | Mapping[str, Any]) -> dict[str, Any]:
+    """``{axis: value}`` over :data:`~.settings.AXES` of a setting (or of its :meth:`~.settings.TrainSettings.as_dict`),
+    ``None`` for an axis its task does not have (the needle task's length in a modadd model): the columns of every
+    table, so that no table shows a value a model was never trained with."""
+    values = settings.as_dict() if isinstance(settings, TrainSettings) else settings
+    return {axis: values.get(axis) for axis in AXES}
 
 
 def _key(settings: TrainSettings, axis: str) -> tuple[Any, ...]:
     values = settings.replace(trajectory=()).as_dict()
-    values.pop(axis)
+    values.pop(axis, None)  # an axis of another task (needle's length) is not in this task's settings
     return tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in values.items()))
 
 

@@ -43,6 +43,7 @@ import numpy as np
 from numerics._util.jsonsafe import FiniteDict
 
 from . import measures as measures_module
+from .family import axis_values
 from .inference import bonferroni_confidence, conditional_mutual_information
 from .measures import NORMALISED_BASELINES, REGISTRY, Measure
 from .settings import AXES
@@ -256,7 +257,7 @@ def measure_row(model: StudyModel, registry: Mapping[str, Measure]) -> dict[str,
     r, s = model.record, model.settings
     row: dict[str, Any] = {
         "model": r["settings_hash"],
-        **{axis: getattr(s, axis) for axis in AXES},
+        **axis_values(s),
         "reached": bool(r["reached"]),
         "train_error": r["train_error"],
         "test_error": r["test_error"],

@@ -39,26 +39,31 @@ correctly classified training point) makes a margin-normalised measure NaN, whic
 
 Built-in measures (``log``: the value is a natural log; ``/margin``: margin-normalised):
 
-===================  =====  =======  ===================================================
-name                 log    /margin  quantity
-===================  =====  =======  ===================================================
-spectrum_adaptive    yes    yes      specbound's post hoc bound, ``log(sqrt(n) Rad / 12)`` (``log(Rad / 12)`` after /margin)
-phi_sa@p=<p>         yes    yes      ``log phi_sa(p)`` at each common ``p`` of the grid
-phi_sa               yes    yes      ``min_p log phi_sa(p)`` (docs/theory/baselines.md's proxy)
-edelman2022          yes    yes      Edelman et al. 2022 (reconstructed), ``log sqrt(C)``
-bartlett2017         yes    yes      Bartlett et al. 2017, ``log sqrt(C)``
-num_parameters       no     no       ``record["num_parameters"]``
-sum_spectral         no     no       ``sum_j ||W_j||_2``
-log_prod_spectral    yes    no       ``sum_j log ||W_j||_2`` (log of the product)
-sum_frobenius        no     no       ``sum_j ||W_j||_F``
-sum_stable_rank      no     no       ``sum_j ||W_j||_F^2 / ||W_j||_2^2``
-log_lipschitz        yes    no       log of the network's Lipschitz bound (the model's)
-norm:<baseline>      yes    yes      ``sum_spectral``, ``log_prod_spectral``, ``sum_frobenius`` normalised like ours: times ``B_out``
-ref:1/sqrt(n)        yes    no       reference: ``-1/2 log n``
-ref:sqrt(P/n)        yes    no       reference: ``1/2 log(P / n)``, ``P`` the trained parameters
-axis:<axis>          no     no       reference: the hyperparameter itself (depth, width, ..., label_noise)
-dist_init            no     no       ``sum_j ||W_j - W_j^0||_F^2``, the distance from initialisation (:mod:`.initial`)
-===================  =====  =======  ===================================================
+=======================  =====  =======  ===================================================
+name                     log    /margin  quantity
+=======================  =====  =======  ===================================================
+spectrum_adaptive        yes    yes      specbound's post hoc bound, ``log(sqrt(n) Rad / 12)`` (``log(Rad / 12)`` after /margin)
+phi_sa@p=<p>             yes    yes      ``log phi_sa(p)`` at each common ``p`` of the grid
+phi_sa                   yes    yes      ``min_p log phi_sa(p)`` (docs/theory/baselines.md's proxy)
+edelman2022              yes    yes      Edelman et al. 2022 (reconstructed), ``log sqrt(C)``
+bartlett2017             yes    yes      Bartlett et al. 2017, ``log sqrt(C)``
+num_parameters           no     no       ``record["num_parameters"]``
+sum_spectral             no     no       ``sum_j ||W_j||_2``
+log_prod_spectral        yes    no       ``sum_j log ||W_j||_2`` (log of the product)
+sum_frobenius            no     no       ``sum_j ||W_j||_F``
+sum_stable_rank          no     no       ``sum_j ||W_j||_F^2 / ||W_j||_2^2``
+log_lipschitz            yes    no       log of the network's Lipschitz bound (the model's)
+norm:<baseline>          yes    yes      ``sum_spectral``, ``log_prod_spectral``, ``sum_frobenius`` normalised like ours: times ``B_out``
+ref:1/sqrt(n)            yes    no       reference: ``-1/2 log n``
+ref:sqrt(P/n)            yes    no       reference: ``1/2 log(P / n)``, ``P`` the trained parameters
+ref:log T                yes    no       reference: ``log T``, the sequence length
+axis:<axis>              no     no       reference: the hyperparameter itself (depth, width, ..., label_noise)
+dist_init                no     no       ``sum_j ||W_j - W_j^0||_F^2``, the distance from initialisation (:mod:`.initial`)
+pacbayes_flatness        yes    no       ``log 1/sigma'^2``, Jiang et al.'s PAC-Bayes flatness (:mod:`.sharpness`)
+pacbayes_mag_flatness    yes    no       ``log 1/sigma'^2`` of the magnitude-aware perturbation (:mod:`.sharpness`)
+ww:alpha                 no     no       WeightWatcher's mean ``alpha`` (:mod:`.ww`; NaN without the ``ww`` extra)
+ww:alpha_weighted        no     no       WeightWatcher's mean ``alpha log10 lambda_max``
+=======================  =====  =======  ===================================================
 
 The sums and the product run over the matrices that enter the bound
 (:func:`bound_matrices`): per layer the per-head products ``W_QK^h`` and ``W_VO^h`` and the
@@ -481,8 +486,9 @@ def _log_lipschitz(analysis: Analysis, record: Mapping[str, Any]) -> float:
 NORMALISED_FROM: tuple[str, ...] = ("sum_spectral", "log_prod_spectral", "sum_frobenius")
 
 #: The hyperparameter axes registered as measures (``axis:<name>``): what a trivial measure achieves. Every axis a
-#: study varies (:data:`numerics.study.settings.AXES`) but the seed.
-AXIS_MEASURES: tuple[str, ...] = tuple(axis for axis in AXES if axis != "seed")
+#: study varies (:data:`numerics.study.settings.AXES`) but the seed and the needle task's length, which
+#: ``ref:log T`` stands for (every task has a ``T``).
+AXIS_MEASURES: tuple[str, ...] = tuple(axis for axis in AXES if axis not in ("seed", "length"))
 
 
 def _b_out(record: Mapping[str, Any]) -> float:
@@ -549,6 +555,19 @@ def _sqrt_p_over_n(analysis: Analysis, record: Mapping[str, Any]) -> float:
     return 0.5 * math.log(_num_parameters(analysis, record)) + _inv_sqrt_n(analysis, record)
 
 
+@measure(
+    "ref:log T",
+    margin_normalised=False,
+    log=True,
+    description="reference: log T, the sequence length (all the spectrum-adaptive bound sees of it)",
+)
+def _log_t(analysis: Analysis, record: Mapping[str, Any]) -> float:
+    t = record.get("T")
+    if not (_number(t) and t >= 1):
+        raise ValueError(f"record['T']={t!r} must be a number >= 1 (the sequence length the bound covers).")
+    return math.log(float(t))
+
+
 def _axis(name: str) -> MeasureFunction:
     def value(analysis: Analysis, record: Mapping[str, Any]) -> float:
         found = (record.get("settings") or {}).get(name)
@@ -577,10 +596,68 @@ def _dist_init(analysis: Analysis, record: Mapping[str, Any]) -> float:
     return float(value)
 
 
+# --------------------------------------------------------------------------- the measures users know
+
+
+def _flatness(key: str) -> MeasureFunction:
+    def value(analysis: Analysis, record: Mapping[str, Any]) -> float:
+        found = (record.get("flatness") or {}).get(key)
+        if not (_number(found) and 0 < found < math.inf):
+            raise ValueError(
+                f"record['flatness'][{key!r}]={found!r} must be a positive number (numerics.study.sharpness)."
+            )
+        return -2.0 * math.log(float(found))
+
+    return value
+
+
+measure(
+    "pacbayes_flatness",
+    margin_normalised=False,
+    log=True,
+    description="PAC-Bayes flatness (Jiang et al. 2020): log 1/sigma'^2, sigma' the largest Gaussian weight "
+    "perturbation that moves the training accuracy by at most 0.1",
+)(_flatness("sigma"))
+measure(
+    "pacbayes_mag_flatness",
+    margin_normalised=False,
+    log=True,
+    description="magnitude-aware PAC-Bayes flatness (Jiang et al. 2020): log 1/sigma'^2 with each weight's "
+    "perturbation of variance sigma'^2 w^2 + 1e-6",
+)(_flatness("sigma_magnitude"))
+
+
+def _weightwatcher(key: str) -> MeasureFunction:
+    def value(analysis: Analysis, record: Mapping[str, Any]) -> float:
+        found = (record.get("weightwatcher") or {}).get(key)  # None: the ww extra is not installed
+        return float(found) if _number(found) and math.isfinite(found) else math.nan
+
+    return value
+
+
+measure(
+    "ww:alpha",
+    margin_normalised=False,
+    description="WeightWatcher's alpha: mean power-law exponent of the weight matrices' spectra (the weightwatcher "
+    "package; NaN without it)",
+)(_weightwatcher("alpha"))
+measure(
+    "ww:alpha_weighted",
+    margin_normalised=False,
+    description="WeightWatcher's alpha-weighted: mean of alpha log10(lambda_max) (the weightwatcher package; NaN "
+    "without it)",
+)(_weightwatcher("alpha_weighted"))
+
+
+#: The measures users know from other work, beside the bounds in every table: Jiang et al.'s distance from
+#: initialisation and PAC-Bayes flatness, and WeightWatcher's alpha.
+KNOWN: tuple[str, ...] = ("dist_init", "pacbayes_flatness", "pacbayes_mag_flatness", "ww:alpha", "ww:alpha_weighted")
+
 #: The reference measures every table shows beside the bounds: what a trivial measure achieves.
 REFERENCES: tuple[str, ...] = (
     "ref:1/sqrt(n)",
     "ref:sqrt(P/n)",
+    "ref:log T",
     "num_parameters",
     *(f"axis:{a}" for a in AXIS_MEASURES),
 )

@@ -38,7 +38,10 @@ from .initial import distance_from_init
 from .presets import Preset, get_preset
 from .records import TrainedModel
 from .settings import TrainSettings
+from .sharpness import flatness
 from .worker import Children, train_batch_isolated
+from .ww import available as ww_available
+from .ww import ww_metrics
 
 __all__ = [
     "CheckpointAnalysis",
@@ -239,7 +242,7 @@ def _train_family(
     return [r for r in result if r is not None]
 
 
-def bound_inputs(folder: Path, record: Mapping[str, Any]) -> dict[str, Any]:
+def bound_inputs(folder: Path, record: Mapping[str, Any], *, weights_measures: bool = True) -> dict[str, Any]:
     """What each model's bound is evaluated at, from its own data and weights.
 
     * ``n``: its training sequences (``record["task"]["num_train"]``), ``T``: its sequence length;
@@ -248,7 +251,9 @@ def bound_inputs(folder: Path, record: Mapping[str, Any]) -> dict[str, Any]:
       (docs/theory/normlayers.md: the normalised vector has norm at most ``sqrt(N)``);
     * ``head_lipschitz``: ``max_{i != j} ||w_i - w_j||_2`` over the rows of ``classifier.weight``, the
       Lipschitz constant of every margin ``(w_y - w_j)^T h + b_y - b_j`` in ``h``;
-    * ``distance_from_init`` (a record with ``settings``): :func:`.initial.distance_from_init`.
+    * ``distance_from_init`` (a record with ``settings``): :func:`.initial.distance_from_init`;
+    * ``flatness`` (a record with ``settings``, unless ``weights_measures`` is false): the PAC-Bayes flatness
+      search of :func:`.sharpness.flatness` (left out for trajectory checkpoints, which no measure ranks).
 
     Read from ``model.safetensors`` as data (numpy), nothing executed.
 
@@ -275,6 +280,8 @@ def bound_inputs(folder: Path, record: Mapping[str, Any]) -> dict[str, Any]:
     }
     if "settings" in record:  # a study model: how far training moved it (numerics.study.initial)
         out["distance_from_init"] = distance_from_init(folder, record["settings"])
+        if weights_measures:
+            out["flatness"] = flatness(folder, record["settings"])
     return out
 
 
@@ -350,13 +357,18 @@ def _cost(settings: Sequence[TrainSettings], batch: Sequence[int]) -> float:
 
 
 def _analyse(
-    folder: Path, record: Mapping[str, Any], covers: Sequence[str] | None = None, *, label: str | None = None
+    folder: Path,
+    record: Mapping[str, Any],
+    covers: Sequence[str] | None = None,
+    *,
+    label: str | None = None,
+    checkpoint: bool = False,
 ) -> tuple[Any, str | None, dict[str, Any] | None]:
     """Analyse one stored model (or trajectory checkpoint); a refusal becomes its one-line reason, naming the
     model by ``label`` (default: its folder's name) rather than by a path of this machine's cache, which
     ends up in shareable reports and the committed digest."""
     try:
-        inputs = bound_inputs(folder, record)
+        inputs = bound_inputs(folder, record, weights_measures=not checkpoint)
         return analyze(str(folder), processes=0, settings=bound_settings(inputs), covers=covers), None, inputs
     except ValueError as exc:  # CheckpointError included: e.g. NaN weights of a diverged model
         why = str(exc).replace(str(folder), label if label is not None else folder.name)
@@ -368,7 +380,9 @@ def _checkpoints(model: StoredModel, covers: Sequence[str] | None = None) -> tup
     out = []
     for point in model.record.get("trajectory") or ():
         folder = model.folder / point["path"]
-        analysis, error, inputs = _analyse(folder, model.record, covers, label=f"{model.folder.name}/{point['path']}")
+        analysis, error, inputs = _analyse(
+            folder, model.record, covers, label=f"{model.folder.name}/{point['path']}", checkpoint=True
+        )
         out.append(
             CheckpointAnalysis(
                 step=int(point["step"]),
@@ -406,10 +420,13 @@ def run_study(
             analysed[i] = (*_analyse(model.folder, model.record, covers), _checkpoints(model, covers))
 
     stored = train_family(settings, root=root, jobs=jobs, scheduler=scheduler, progress=progress, on_stored=on_stored)
+    watched = _weightwatcher([m.folder for m, _ in stored]) if analyse else [None] * len(stored)
     models = []
     for i, (s, (m, reused)) in enumerate(zip(settings, stored)):
         analysis, error, inputs, checkpoints = analysed.get(i, (None, None, None, ()))
         record = {**m.record, **(inputs or {})}
+        if analyse:
+            record["weightwatcher"] = watched[i]
         models.append(
             StudyModel(
                 settings=s,
@@ -439,6 +456,18 @@ def run_study(
         trained=trained,
         timing={**timing, "trained": trained, "reused": len(models) - trained},
     )
+
+
+def _weightwatcher(folders: Sequence[Path]) -> list[dict[str, Any] | None]:
+    """WeightWatcher's metrics of each model (:func:`.ww.ww_metrics`, one child process for the family); ``None`` for
+    each when the ``ww`` extra is not installed, and ``{"error": why}`` when the package failed (the measures read
+    NaN either way, and the study goes on)."""
+    if not ww_available():
+        return [None] * len(folders)
+    try:
+        return list(ww_metrics(folders))
+    except (RuntimeError, ValueError) as exc:
+        return [{"error": " ".join(str(exc).split())}] * len(folders)
 
 
 def prepare_preset(

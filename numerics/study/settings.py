@@ -32,6 +32,7 @@ AXES: tuple[str, ...] = (
     "weight_decay",
     "learning_rate",
     "label_noise",
+    "length",
     "seed",
 )
 
@@ -44,7 +45,15 @@ CODE_VERSION = 3  # 2: the record holds ``margin`` and ``num_parameters``; 3: ba
 #: 16 GB at this cap): larger sizes are refused before anything trains, not found out of memory later.
 MAX_PARAMETERS = 10**9
 
-_TASK_FIELDS: dict[str, tuple[str, ...]] = {"modadd": ("modulus",), "digits": ("patch", "test_fraction")}
+_TASK_FIELDS: dict[str, tuple[str, ...]] = {
+    "modadd": ("modulus",),
+    "digits": ("patch", "test_fraction"),
+    "needle": ("length", "needle_classes", "distractors"),
+}
+
+#: Fields added after models were cached, left out of :meth:`TrainSettings.as_dict` (and so of the hash) while they
+#: hold their default: a setting that does not use them keeps the hash, and so the cached model, it had before.
+_LATER_FIELDS: dict[str, Any] = {"min_steps": 0}
 
 
 def _is_int(value: Any) -> bool:
@@ -60,7 +69,7 @@ class TrainSettings:
     """Everything that determines one trained model.
 
     Attributes:
-      task: ``"modadd"`` or ``"digits"`` (:mod:`.tasks`).
+      task: ``"modadd"``, ``"digits"`` or ``"needle"`` (:mod:`.tasks`).
       depth: ``L``, encoder layers.
       width: ``N``, hidden size.
       heads: ``H``, attention heads (divides ``width``).
@@ -74,9 +83,14 @@ class TrainSettings:
       modulus: ``P`` (modadd only).
       patch: patch side in pixels (digits only).
       test_fraction: held-out fraction of each digit class (digits only).
+      length: ``L``, tokens per sequence after ``CLS`` (needle only; ``T = L + 1``).
+      needle_classes: ``C``, the needle tokens, one per class (needle only).
+      distractors: ``D``, the distractor tokens (needle only).
       split_seed: the train/test split and the order of the training pool.
       batch_size: examples per step; ``0`` for full batch.
       max_steps: the step cap of the stopping rule.
+      min_steps: the loss target is checked only from this step on (0: from the start); what lets an
+        algorithmic task train past memorisation into the regime where it generalises (Power et al. 2022).
       loss_target: stop once the training cross-entropy (on the labels trained on) is below it
         (Jiang et al. 2020: 0.01).
       init_std: standard deviation of the normal initialisation of weights and embeddings
@@ -102,9 +116,13 @@ class TrainSettings:
     modulus: int = 59
     patch: int = 2
     test_fraction: float = 0.4
+    length: int = 32
+    needle_classes: int = 8
+    distractors: int = 16
     split_seed: int = 0
     batch_size: int = 0
     max_steps: int = 2000
+    min_steps: int = 0
     loss_target: float = 0.01
     init_std: float = 0.02
     layer_norm_eps: float = 1e-12
@@ -116,14 +134,29 @@ class TrainSettings:
     def __post_init__(self) -> None:
         if self.task not in TASKS:
             raise ValueError(f"task={self.task!r} must be one of {', '.join(TASKS)}")
-        for name in ("depth", "width", "heads", "ff_ratio", "max_steps", "threads", "modulus"):
+        for name in (
+            "depth",
+            "width",
+            "heads",
+            "ff_ratio",
+            "max_steps",
+            "threads",
+            "modulus",
+            "length",
+            "needle_classes",
+            "distractors",
+        ):
             value = getattr(self, name)
             if not (_is_int(value) and value >= 1):
                 raise ValueError(f"{name}={value!r} must be a positive int")
-        for name in ("seed", "split_seed", "batch_size"):
+        for name in ("seed", "split_seed", "batch_size", "min_steps"):
             value = getattr(self, name)
             if not (_is_int(value) and value >= 0):
                 raise ValueError(f"{name}={value!r} must be an int >= 0")
+        if self.min_steps > self.max_steps:
+            raise ValueError(f"min_steps={self.min_steps!r} must be at most max_steps={self.max_steps!r}")
+        if self.needle_classes < 2:
+            raise ValueError(f"needle_classes={self.needle_classes!r} must be at least 2")
         if self.width % self.heads:
             raise ValueError(f"heads={self.heads!r} must divide width={self.width!r}")
         parameters = self.depth * (4 + 2 * self.ff_ratio) * self.width**2  # Q, K, V, O and the two feedforward maps
@@ -176,7 +209,9 @@ class TrainSettings:
 
     def as_dict(self) -> dict[str, Any]:
         """The fields that matter for this task, JSON-ready (``trajectory`` as a list)."""
-        skip = {f for task, fields in _TASK_FIELDS.items() if task != self.task for f in fields}
+        mine = set(_TASK_FIELDS.get(self.task, ()))
+        skip = {f for task, fields in _TASK_FIELDS.items() if task != self.task for f in fields} - mine
+        skip |= {name for name, default in _LATER_FIELDS.items() if getattr(self, name) == default}
         out: dict[str, Any] = {}
         for f in dataclasses.fields(self):
             if f.name not in skip:

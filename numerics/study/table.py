@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .family import axis_values
 from .records import MARGIN_LEVELS
 from .settings import AXES
 
@@ -70,7 +71,7 @@ def model_rows(result: StudyResult) -> list[dict[str, Any]]:
         row: dict[str, Any] = {
             "model": r["settings_hash"],
             "task": s.task,
-            **{axis: getattr(s, axis) for axis in AXES},
+            **axis_values(s),
             "intermediate_size": s.intermediate_size,
             "num_train": r["task"]["num_train"],
             "num_test": r["task"]["num_test"],

@@ -1,8 +1,8 @@
-"""The study's tasks as arrays: modular addition and scikit-learn's digits, with label noise.
+"""The study's tasks as arrays: modular addition, scikit-learn's digits and a needle in a sequence, with label noise.
 
-Both run offline (no download) and are small enough to train on CPU in seconds, yet give a
+All three run offline (no download) and are small enough to train on CPU in seconds, yet give a
 wide range of generalization gaps as the training-set size, the weight decay and the label
-noise change.
+noise change; the needle task also varies the sequence length ``T``.
 
 * ``modadd``: ``y = (a + b) mod P`` for ``a, b in {0..P-1}``. Every input is the token
   sequence ``[CLS, a, b]`` (``CLS`` is token ``P``), so the vocabulary has ``P + 1`` tokens
@@ -16,6 +16,14 @@ noise change.
   fixed by ``split_seed`` (nested again). Each image is a sequence of ``(8/p)^2`` patches of
   ``p x p`` pixels, row-major, after a ``CLS`` position that the model fills with a learned
   vector.
+* ``needle``: sequences of ``L`` tokens, each a distractor drawn uniformly from ``D`` distractor
+  tokens except one position, drawn uniformly, that holds a needle token ``y in {0..C-1}``; the class
+  is the needle (tokens ``0..C-1`` are the needles, ``C..C+D-1`` the distractors, ``C + D`` is
+  ``CLS``; inputs ``[CLS, x_1, ..., x_L]``, so ``T = L + 1``). The rule is one token wherever it sits,
+  so the same function is learnt at every ``L`` while the covered sequence grows (the bound sees ``T``
+  only through ``log T``). A pool of :data:`NEEDLE_POOL` sequences and a test set of
+  :data:`NEEDLE_TEST` are drawn from ``split_seed`` and ``L``; the training set is the first
+  ``round(train_fraction * NEEDLE_POOL)`` of the pool (nested in the fraction).
 
 Label noise (Zhang et al. 2017; Bartlett et al. 2017, Figure 1): a fraction ``q`` of the
 *training* labels, chosen uniformly without replacement, is replaced by labels drawn
@@ -46,11 +54,21 @@ __all__ = [
     "load_digits_arrays",
     "add_label_noise",
     "DIGITS_CLASS_SIZES",
+    "NEEDLE_POOL",
+    "NEEDLE_TEST",
+    "needle_split",
     "train_count",
 ]
 
 #: The tasks, by name.
-TASKS: tuple[str, ...] = ("modadd", "digits")
+TASKS: tuple[str, ...] = ("modadd", "digits", "needle")
+
+#: Sequences in the needle task's training pool, and in its test set.
+NEEDLE_POOL = 1024
+NEEDLE_TEST = 1024
+
+#: Entropy word of the needle task's data stream (with ``split_seed`` and ``L``).
+_NEEDLE_STREAM = 0x6E6565646C65  # "needle"
 
 #: Separate random streams derived from one seed (numpy ``SeedSequence`` entropy words).
 _NOISE_STREAM = 0x6E6F697365  # "noise"
@@ -67,7 +85,7 @@ class TaskData:
     """One task's training and test arrays.
 
     Attributes:
-      task: ``"modadd"`` or ``"digits"``.
+      task: ``"modadd"``, ``"digits"`` or ``"needle"``.
       kind: ``"tokens"`` (inputs are int64 token ids ``[n, T]``) or ``"patches"`` (float32
         ``[n, T - 1, p^2]``; position 0 is the model's ``CLS`` vector).
       train_inputs, test_inputs: the inputs.
@@ -76,7 +94,7 @@ class TaskData:
       test_labels: the clean test labels.
       num_classes: ``C``.
       seq_len: ``T``, positions per input including ``CLS``.
-      vocab_size: tokens (``P + 1`` for modadd; 1 for digits, the ``CLS`` token only).
+      vocab_size: tokens (``P + 1`` for modadd; 1 for digits, the ``CLS`` token only; ``C + D + 1`` for needle).
       patch_dim: features per patch (digits), else 0.
       labels_changed: training labels the noise actually changed.
     """
@@ -118,6 +136,8 @@ def train_count(task: str, train_fraction: float, *, modulus: int, test_fraction
     on), so settings that cannot be trained are refused before any training starts."""
     if task == "modadd":
         return _count(train_fraction, modulus * modulus, keep_one=True)
+    if task == "needle":
+        return _count(train_fraction, NEEDLE_POOL, keep_one=False)
     pool = sum(n - int(round(test_fraction * n)) for n in DIGITS_CLASS_SIZES)
     return _count(train_fraction, pool, keep_one=False)
 
@@ -206,6 +226,27 @@ def digits_split(
     return x[train], labels[train], x[test], labels[test]
 
 
+def needle_split(
+    length: int, train_fraction: float, *, classes: int, distractors: int, split_seed: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(train_inputs, train_labels, test_inputs, test_labels)`` of the needle task (see the module docstring).
+
+    Inputs are int64 ``[n, L + 1]``: ``CLS = classes + distractors``, then the ``L`` tokens.
+    """
+    for name, value, low in (("length", length, 1), ("classes", classes, 2), ("distractors", distractors, 1)):
+        if not (isinstance(value, int) and value >= low):
+            raise ValueError(f"{name}={value!r} must be an int >= {low}")
+    rng = np.random.default_rng([split_seed, _NEEDLE_STREAM, length])
+    total = NEEDLE_POOL + NEEDLE_TEST
+    tokens = classes + rng.integers(0, distractors, size=(total, length))
+    labels = rng.integers(0, classes, size=total)
+    tokens[np.arange(total), rng.integers(0, length, size=total)] = labels
+    inputs = np.concatenate([np.full((total, 1), classes + distractors), tokens], axis=1).astype(np.int64)
+    k = _count(train_fraction, NEEDLE_POOL, keep_one=False)
+    test = slice(NEEDLE_POOL, total)
+    return inputs[:k], labels[:k].astype(np.int64), inputs[test], labels[test].astype(np.int64)
+
+
 def add_label_noise(labels: np.ndarray, fraction: float, *, num_classes: int, seed: int) -> np.ndarray:
     """A copy of ``labels`` with ``round(fraction n)`` of them replaced by uniform random labels.
 
@@ -234,19 +275,23 @@ def make_task(
     modulus: int = 59,
     patch: int = 2,
     test_fraction: float = 0.4,
+    length: int = 32,
+    needle_classes: int = 8,
+    distractors: int = 16,
 ) -> TaskData:
     """The arrays of one task (see the module docstring).
 
     Args:
-      task: ``"modadd"`` or ``"digits"``.
+      task: ``"modadd"``, ``"digits"`` or ``"needle"``.
       train_fraction: modadd: fraction of all ``P^2`` pairs; digits: fraction of the pool
-        left after the test split.
+        left after the test split; needle: fraction of the pool of :data:`NEEDLE_POOL` sequences.
       label_noise: ``q``, fraction of training labels replaced by uniform random labels.
       seed: the run's seed (draws the label noise).
       split_seed: fixes the train/test split and the order of the training pool.
       modulus: ``P`` (modadd).
       patch: patch side ``p`` (digits).
       test_fraction: held-out fraction of each class (digits).
+      length, needle_classes, distractors: ``L``, ``C`` and ``D`` (needle).
     """
     kind: Literal["tokens", "patches"]
     if task == "modadd":
@@ -257,6 +302,17 @@ def make_task(
             train_fraction, patch=patch, test_fraction=test_fraction, split_seed=split_seed
         )
         classes, seq_len, vocab, patch_dim, kind = 10, x_tr.shape[1] + 1, 1, patch * patch, "patches"
+    elif task == "needle":
+        x_tr, y_tr, x_te, y_te = needle_split(
+            length, train_fraction, classes=needle_classes, distractors=distractors, split_seed=split_seed
+        )
+        classes, seq_len, vocab, patch_dim, kind = (
+            needle_classes,
+            length + 1,
+            needle_classes + distractors + 1,
+            0,
+            "tokens",
+        )
     else:
         raise ValueError(f"task={task!r} must be one of {', '.join(TASKS)}")
     noisy = add_label_noise(y_tr, label_noise, num_classes=classes, seed=seed)

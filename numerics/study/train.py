@@ -18,8 +18,8 @@ dimensions), not to biases and LayerNorm parameters. Full batch when ``batch_siz
 else minibatches of a fresh seeded permutation each epoch (the last one may be smaller).
 
 Stopping rule (Jiang et al. 2020, section 4): stop once the cross-entropy on the whole
-training set, on the labels trained on, is below ``loss_target``; otherwise at
-``max_steps`` steps. The record says which (``reached``). The training loss is checked
+training set, on the labels trained on, is below ``loss_target`` (checked from step ``min_steps`` on,
+0 by default); otherwise at ``max_steps`` steps. The record says which (``reached``). The training loss is checked
 before every step with full batches, and before each epoch with minibatches.
 
 Trajectories: training is deterministic, so the checkpoints at fractions of the final step
@@ -80,6 +80,9 @@ def task_data(settings: TrainSettings) -> TaskData:
         modulus=settings.modulus,
         patch=settings.patch,
         test_fraction=settings.test_fraction,
+        length=settings.length,
+        needle_classes=settings.needle_classes,
+        distractors=settings.distractors,
     )
 
 
@@ -259,7 +262,7 @@ def _run(
             whole = float(loss.detach()) if full else (_whole_loss(model, x, y) if position == 0 else None)
             if whole is not None and not np.isfinite(whole):
                 return step, "diverged", states
-            if whole is not None and whole < settings.loss_target:
+            if whole is not None and whole < settings.loss_target and step >= settings.min_steps:
                 return step, "loss_target", states
             if step >= settings.max_steps:
                 return step, "step_cap", states

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 from numerics._util.jsonsafe import FiniteDict
 
+from .family import axis_values
 from .measures import REGISTRY
-from .settings import AXES
 
 if TYPE_CHECKING:
     from .run import StudyResult
@@ -96,7 +96,7 @@ def trajectories(result: StudyResult) -> tuple[Trajectory, ...]:
         out.append(
             Trajectory(
                 model=m.record["settings_hash"],
-                settings={a: getattr(m.settings, a) for a in AXES},
+                settings=axis_values(m.settings),
                 head_dim=head_dim,
                 points=tuple(points),
             )

@@ -1,5 +1,5 @@
 """analyze --covers: registered covers composed through Theorem 3.1, one per tie group chosen post hoc
-(numerics.bounds.covers31), checked against independent computations."""
+(numerics.bounds.choice, numerics.bounds.covers), checked against independent computations."""
 
 import json
 import math
@@ -10,8 +10,10 @@ from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-from numerics.analysis import analyze
-from numerics.bounds import compiled, covers31
+from numerics.analysis import analyze, network_inputs
+from numerics.bounds import choice as cover_choice
+from numerics.bounds import compiled
+from numerics.bounds import covers as bound_covers
 from numerics.bounds.terms import MatrixTerm, ModelSettings, build_terms
 from numerics.bounds.theorem31 import BoundSettings, class_settings, grid_values, metric_points, posthoc
 from tests.covers_user.linear_cover import linear
@@ -134,7 +136,7 @@ def test_effective_rank_is_chosen_for_rank_one_heads_and_lowers_the_bound(tmp_pa
     t = next(t for t in terms if t.kind == "qk")
     s = float(grid_values([t.spectral_norm])[0])
     u = np.array([1e-3, 1e-2])
-    opts = covers31._registered_options(
+    opts = bound_covers.registered_options(
         registry.get("effective_rank"), t, np.log(u) - t.log_rho, class_settings(settings)
     )
     one = next(o for o in opts if o.r_head == 1)
@@ -178,8 +180,8 @@ def test_choosing_is_never_worse_than_the_best_single_cover_plus_the_choice_cost
     ]
     settings = BoundSettings(p_grid=(0.0, 1.0, 2.0), grid_points=48, n=10**9)
     post = posthoc(terms, settings)
-    covers = covers31.resolve(["thm41", "effective_rank"])
-    got = covers31.compose(terms, post, covers, settings)
+    covers = bound_covers.resolve(["thm41", "effective_rank"])
+    got = cover_choice.compose(terms, post, covers, settings)
     s = class_settings(settings)
     for name, alone in got.alone.items():
         bound = compiled.generalization_gap(
@@ -292,9 +294,9 @@ def test_one_cover_per_matrix_mixes_covers_inside_a_group_and_pays_log_k_per_mat
     terms = [term(0, [2.0] + [1e-9] * 15, (16, 16)), term(1, [0.01] * 64, (64, 64))]
     settings = BoundSettings(p_grid=(0.0, 1.0, 2.0), grid_points=48, n=10**9)
     post = posthoc(terms, settings)
-    covers = covers31.resolve(["thm41", "effective_rank"])
-    group = covers31.compose(terms, post, covers, settings)
-    matrix = covers31.compose(terms, post, covers, settings, choice="matrix")
+    covers = bound_covers.resolve(["thm41", "effective_rank"])
+    group = cover_choice.compose(terms, post, covers, settings)
+    matrix = cover_choice.compose(terms, post, covers, settings, choice="matrix")
     assert len(set(row["cover"] for row in group.per_matrix.values())) == 1
     tail_m0 = float(np.sqrt(15) * 1e-9)  # the 15 values 1e-9 left out of m0 at r_head = 1
     assert matrix.per_matrix["m1"] == {"cover": "thm41", "p": 0.0, "tail_paid": 0.0}
@@ -333,7 +335,7 @@ def test_one_cover_per_matrix_mixes_covers_inside_a_group_and_pays_log_k_per_mat
 
     assert matrix.log_union - own(matrix) == pytest.approx(group.log_union - own(group), rel=1e-12)
     with pytest.raises(ValueError, match="cover_choice='tensor'"):
-        covers31.compose(terms, post, covers, settings, choice="tensor")
+        cover_choice.compose(terms, post, covers, settings, choice="tensor")
 
 
 def test_cli_cover_choice(bert_folder):
@@ -364,8 +366,8 @@ def test_effective_rank_is_evaluated_from_the_generated_code(monkeypatch):
 
     cover = registry.get("effective_rank")
     reference = compile_cover(cover, "bilinear")
-    monkeypatch.setattr(covers31, "_compiled_form", refuse)
-    options = covers31._registered_options(cover, t, log_eps, settings)
+    monkeypatch.setattr(bound_covers, "_compiled_form", refuse)
+    options = bound_covers.registered_options(cover, t, log_eps, settings)
     assert [o.r_head for o in options] == [1, 2, 3, 4, 6]
     for o in options:
         tail = float(np.sqrt(np.sum(np.sort(t.singular_values)[::-1][o.r_head :] ** 2)))
@@ -464,3 +466,55 @@ def test_study_with_covers_that_analyse_no_model_fails_instead_of_exit_0(tmp_pat
     assert code == 2 and stdout == "" and len(lines) == 1, err
     assert "none of the" in lines[0] and "could be analysed (first: cover 'x' (vector): refused" in lines[0]
     assert not out.exists()
+
+
+def test_a_cover_declaring_its_exponent_is_allocated_exactly(bert_folder, user_cover):
+    """A registered cover of a ``c eps^-1`` shape that declares ``exponent = 1`` (theory.registry.Cover.exponent) gets
+    the exact allocation Theorem 4.1 has, with the same union cost. Independent value: ``a_j = K_j(eps_min) eps_min
+    = 2 c (a+b) s_j X_j`` (the form at eps/2, exactly), ``c_j = a_j rho_j / (1 - theta)`` (the floor share),
+    ``G(eps) = (sum_j sqrt(c_j))^2 / eps`` (Cauchy-Schwarz, exact) and the Dudley objective
+    ``4 alpha + 24 sqrt(C/n) (sqrt(B_out) - sqrt(alpha))``, exact interval by interval at one index, minimised over
+    the grid points below ``B_out``. The floor share is 0.01 here: at the default 0.1 its factor ``1/(1 - theta)``
+    costs this exact allocation more than the share grid costs the feasible one (by about 1% on this model), and the
+    smaller of the two is what is reported."""
+    c = 1e-8
+    at = BoundSettings(p_grid=(0.0, 1.0, 2.0), grid_points=160, floor_share=0.01)
+    declared = registry.register(
+        registry.Cover(**{**_fields(linear("user_linear_q1", c)), "exponent": {"bilinear": 1, "vector": 1}}),
+        replace=True,
+    )
+    try:
+        result = analyze(str(bert_folder), settings=at, model=IDEALISED, covers=[declared.name])
+        plain = analyze(str(bert_folder), settings=at, model=IDEALISED, covers=[user_cover.name])
+    finally:
+        registry.unregister(declared.name)
+    got, other = result.covers, plain.covers
+    assert got["method"] == "exact allocation (every chosen cover declares a c eps^-p shape)"
+    settings = class_settings(at)
+    # the terms the analysis composed: its statistics, and the network it read (GELU's slope from the config)
+    stats, inputs = stats_from_analysis(result), network_inputs(result.model)
+    terms, _ = build_terms(stats, num_layers=2, hidden_size=24, model=IDEALISED, **inputs)
+    total = 0.0
+    for t in terms:
+        X = t.input_scale ** (2 if t.cover_kind == "bilinear" else 1)
+        s = float(grid_values([t.spectral_norm])[0])
+        total += math.sqrt(2 * c * (t.shape[0] + t.shape[1]) * s * X * math.exp(t.log_rho) / (1 - settings.floor_share))
+    C = total**2
+    alphas = np.geomspace(settings.alpha_min, settings.B_out, settings.grid_points)[:-1]
+    objective = 4 * alphas + 24 * math.sqrt(C / settings.n) * (math.sqrt(settings.B_out) - np.sqrt(alphas))
+    assert got["log_rademacher"] == pytest.approx(math.log(float(objective.min())), rel=1e-9)
+    # the same assignment and union, a smaller Rademacher bound than its feasible allocation's
+    assert got["log_union"] == other["log_union"] and got["choice_cost"] == other["choice_cost"] == 0.0
+    assert got["log_rademacher"] < other["log_rademacher"]
+
+
+def _fields(cover):
+    return {f: getattr(cover, f) for f in ("name", "status", "kinds", "statistics", "forms", "summary")}
+
+
+def test_a_declared_exponent_the_form_does_not_have_is_refused():
+    """``exponent = 2`` on ``c / eps``: ``eps^2 c / eps`` rises with eps; refused where it is registered, naming it."""
+    with pytest.raises(ValueError, match="user_linear_q2.*rises"):
+        registry.register(registry.Cover(**{**_fields(linear("user_linear_q2", 1.0)), "exponent": {"vector": 2}}))
+    with pytest.raises(ValueError, match=r"exponent\['vector'\]=3"):
+        registry.Cover(**{**_fields(linear("user_linear_q3", 1.0)), "exponent": {"vector": 3}})
