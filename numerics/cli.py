@@ -311,11 +311,7 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
                 **_given(args, "heads"),
             )
     if args.format == "json":
-        if on_data is None:
-            sys.stdout.write(tables.report_json(analysis, spectra=args.spectra))
-        else:
-            doc = {**analysis.to_json(spectra=args.spectra), "all_layer_margin": on_data.to_json()}
-            print(json.dumps(doc, indent=2))
+        sys.stdout.write(tables.report_json(analysis, spectra=args.spectra, data=on_data))
     elif args.format == "csv":
         sys.stdout.write(tables.to_csv(analysis, spectra=args.spectra))
     else:

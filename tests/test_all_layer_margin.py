@@ -26,6 +26,7 @@ from numerics.bounds.posthoc import posthoc  # noqa: E402
 from numerics.bounds.settings import class_settings  # noqa: E402
 from numerics.io.checkpoint import open_checkpoint  # noqa: E402
 from numerics.margin import attack, certify, data, network  # noqa: E402
+from numerics.report.fields import leaf_paths, lookup  # noqa: E402
 from theory import all_layer_margin as alm  # noqa: E402
 from theory.symbols import SYMBOLS  # noqa: E402
 
@@ -256,6 +257,11 @@ def test_the_command_line_reports_both_bounds(bert, tmp_path):
     assert "all-layer margin on" in out and "layer1/feedforward" in out and "orders of magnitude" in out
     code, out, err = run(["analyze", str(built.folder), "--data", str(path), "--format", "json"])
     assert code == 0 and json.loads(out)["all_layer_margin"]["sequences"] == 2
+    # the writer checked every field against the glossary; the data part has fields of its own there
+    paths = {p for p in leaf_paths(json.loads(out)) if p.startswith("all_layer_margin.")}
+    assert len(paths) > 20 and all(
+        lookup(p) is not None and lookup(p).path.startswith("all_layer_margin.") for p in paths
+    )
     bad = tmp_path / "bad.json"
     bad.write_text("[[1, 1000000]]")
     code, out, err = run(["analyze", str(built.folder), "--data", str(bad)])

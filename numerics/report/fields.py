@@ -49,6 +49,7 @@ _NI = "bounds.spectrum_adaptive.norm_parameters[].theorem_inputs."
 _N = "model.network."
 _IN = _N + "input_norms[].*."
 _C = "covers."
+_A = "all_layer_margin."
 
 #: The table. Order: as the report lists the fields.
 FIELDS: tuple[Field, ...] = (
@@ -376,6 +377,68 @@ FIELDS: tuple[Field, ...] = (
     Field(_C + "alone.*.exact_allocation.*", "", "", "the same numbers with the exact allocation (thm41 alone)"),
     Field(_C + "centres", "", "", "'class': internal covers"),
     Field(_C + "cover_scale", "", "", "the fraction of its scale each cover is evaluated at"),
+    # analyze --data: the all-layer margin bound on a sample beside the worst-case one (numerics.margin.on_data)
+    Field(_A + "source", "", "", "the checkpoint the certificate ran, as given"),
+    Field(_A + "data", "", "", "the token-id file, as given"),
+    Field(_A + "sequences", "sequences", "", "how many sequences the file holds"),
+    Field(_A + "tokens", "tokens", "", "how many tokens they hold"),
+    Field(_A + "gamma", "", "", "the output margin the readout is assumed to have on every sequence (settings.gamma)"),
+    Field(
+        _A + "blocks[].block", "", "", "the block: -1 the input tables, 2l layer l's attention, 2l+1 its feedforward"
+    ),
+    Field(_A + "blocks[].name", "", "", "its name (embeddings, layer<l>/attention, layer<l>/feedforward)"),
+    Field(
+        _A + "blocks[].worst_case_log_factor", "", "ln", "ln of the product of every later block's worst-case constant"
+    ),
+    Field(
+        _A + "blocks[].log_kappa_clean",
+        "",
+        "ln",
+        "ln of the largest certified amplification from the block's output to the network output at the clean "
+        "point, over the sequences (what omega is peeled from)",
+    ),
+    Field(_A + "blocks[].log_kappa_max", "", "ln", "ln of the largest amplification at a sequence's certified radius"),
+    Field(_A + "blocks[].log_kappa_median", "", "ln", "ln of its median over the sequences"),
+    Field(_A + "blocks[].log_omega", "", "ln", "ln of the block's weight omega (the grid value above kappa_clean)"),
+    Field(
+        _A + "blocks[].effective_log_factor",
+        "",
+        "ln",
+        "ln omega + ln(gamma / gamma_m): what multiplies the block's cover scale against the margin gamma "
+        "(comparable to worst_case_log_factor)",
+    ),
+    Field(_A + "margins", "", "", "each sequence's certified lower bound on its all-layer margin"),
+    Field(_A + "attack", "", "", "each sequence's upper bound on it from the attack (null without --attack)"),
+    Field(
+        _A + "*.log_rademacher", "", "ln", "worst_case and data_dependent: ln of the bound's uncapped Rademacher bound"
+    ),
+    Field(_A + "*.log_complexity_over_margin", "", "ln", "ln(Rad / margin), what the two bounds are compared by"),
+    Field(_A + "*.generalization_gap", "error rate", "", "the bound's gap (the all-layer one with its margin risk)"),
+    Field(_A + "*.margin", "", "", "the margin it is evaluated at: gamma (worst case), gamma_m (all-layer)"),
+    Field(_A + "*.p_by_group.*", "", "", "the Schatten index chosen post hoc for each group"),
+    Field(_A + "*.any_positive_p", "", "", "whether some group's chosen index is above 0"),
+    Field(_A + "*.n_nonvacuous", "sequences", "", "smallest n at which the bound beats the trivial one (null: never)"),
+    Field(
+        _A + "data_dependent.gamma_m",
+        "",
+        "",
+        "the all-layer margin level: the grid value at or below the smallest certified margin",
+    ),
+    Field(_A + "data_dependent.margin_risk", "error rate", "", "the fraction of sequences certified below gamma_m"),
+    Field(
+        _A + "data_dependent.relaxation",
+        "",
+        "",
+        "K^(p_max/2): the most the engine's l1 allocation of the scale budget can exceed the lemma's l2 one",
+    ),
+    Field(_A + "data_dependent.peel", "nats", "ln", "sum of log(1/pi(k)) over every peeled quantity, omega included"),
+    Field(
+        _A + "orders_of_magnitude",
+        "",
+        "log10",
+        "log10 of the worst-case Rad / gamma over the all-layer Rad / gamma_m",
+    ),
+    Field(_A + "seconds.*", "seconds", "", "wall time of the profiles, the certificates and the attack"),
 )
 
 

@@ -421,14 +421,18 @@ def summary_markdown(analysis: Any) -> str:
     return "\n".join(lines) + "\n"
 
 
-def report_json(analysis: Any, *, spectra: bool = False) -> str:
+def report_json(analysis: Any, *, spectra: bool = False, data: Any = None) -> str:
     """``report.json`` (and ``analyze --format json``): :meth:`numerics.analysis.Analysis.to_json`, indented, after
     checking that every field it holds has an entry in the glossary's table (:func:`numerics.report.fields.check_document`).
+    With ``data`` (``analyze --data``: a :class:`numerics.margin.on_data.DataAnalysis`), its document under
+    ``all_layer_margin``, checked the same way.
 
     Raises:
       ValueError: a field has no entry (nothing is written).
     """
     document = analysis.to_json(spectra=spectra)
+    if data is not None:
+        document = {**document, "all_layer_margin": data.to_json()}
     check_document(document)
     return json.dumps(document, indent=2) + "\n"
 
