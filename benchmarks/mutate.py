@@ -497,10 +497,16 @@ def statement_lines(source: str, line: int) -> set[int]:
 # --------------------------------------------------------------------------- one mutant
 
 
+#: The packages whose modules can feed the generated forms: theory, and numerics.bounds (the catalogue and the
+#: log-space rewrites codegen renders).
+_FEEDING = ("theory", "numerics.bounds")
+
+
 def feeds_forms() -> set[str]:
-    """The theory files the generated forms are derived from: those ``numerics/bounds/codegen.py``
-    imports, and what they import, transitively (``theory/__init__.py`` imports nothing eagerly).
-    Only mutants of these files regenerate the forms."""
+    """The files the generated forms are derived from: the modules of :data:`_FEEDING` that
+    ``numerics/bounds/codegen.py`` imports (the catalogue of forms, ``numerics/bounds/catalogue.py``, imports the
+    theory modules), and what they import, transitively (``theory/__init__.py`` imports nothing eagerly). Only
+    mutants of these files regenerate the forms."""
 
     def imports(rel: str) -> set[str]:
         out: set[str] = set()
@@ -508,11 +514,11 @@ def feeds_forms() -> set[str]:
             names: list[str] = []
             if isinstance(node, ast.Import):
                 names = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "theory":
+            elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(_FEEDING):
                 names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
             for name in names:
                 path = name.replace(".", "/") + ".py"
-                if name.split(".")[0] == "theory" and (ROOT / path).is_file():
+                if name.startswith(_FEEDING) and (ROOT / path).is_file():
                     out.add(path)
         return out
 

@@ -78,3 +78,17 @@ def test_list_with_functions_mutates_only_those(project: Path, capsys: pytest.Ca
     listed = out.out.splitlines()
     assert listed and all(row.startswith("pkg/mod.py:16:") for row in listed)
     assert "in 1 files" in out.err
+
+
+def test_the_theory_the_generated_forms_come_from_regenerates_them() -> None:
+    # codegen.py renders the catalogue (numerics/bounds/catalogue.py), and the catalogue imports the theory modules:
+    # a mutant of any of them must regenerate numerics/bounds/_derived_forms.py, else the tests of the shipped forms
+    # never see it (before the catalogue's own module was followed, only symbols.py and vocabulary.py were)
+    feeds = mutate.feeds_forms()
+    assert {
+        "numerics/bounds/catalogue.py",
+        "theory/thm41.py",
+        "theory/margin.py",
+        "theory/all_layer_margin.py",
+    } <= feeds
+    assert all(path.startswith(("theory/", "numerics/bounds/")) for path in feeds), sorted(feeds)
