@@ -8,6 +8,7 @@ random and adversarial perturbations of the real blocks for the local factors; t
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -172,6 +173,26 @@ def test_local_factors_are_the_lipschitz_models(analysed):
             assert math.exp(loc) == pytest.approx(2 * t.input_scale * s_vo, rel=1e-9), t.name
 
 
+def test_each_term_belongs_to_the_block_its_group_names(analysed):
+    # A norm layer's gain and bias belong to the block the norm feeds (group layer<l>/vo: layer l's attention, block
+    # 2l; layer<l>/ff: its feedforward, 2l + 1), so their local factor is that block's own worst-case constant
+    # (settings.log_lipschitz_attention / _feedforward, what the analysis multiplied in after the norm)
+    assert all_layer.block_of("emb", "embeddings/emb", None) == -1 and all_layer.block_of("qk", "layer1/qk", 1) == 2
+    assert [all_layer.block_of(k, g, None) for k, g in [("gain", "layer1/vo"), ("beta", "layer1/ff")]] == [2, 3]
+    assert [all_layer.block_of(k, "layer0/x", 0) for k in ("vo", "rq", "rk", "bo", "ff1", "ff2")] == [0, 0, 0, 0, 1, 1]
+    for kind, layer, message in (("qk", None, "needs its layer"), ("ln", 0, "is not a kind of term")):
+        with pytest.raises(ValueError, match=message):
+            all_layer.block_of(kind, "layer0/qk", layer)
+    terms, blocks = all_layer.terms_from_analysis(analysed)
+    local = all_layer.local_log_factors(terms, blocks, all_layer.worst_case_log_factors(analysed))
+    lip = {"vo": analysed.settings["log_lipschitz_attention"], "ff": analysed.settings["log_lipschitz_feedforward"]}
+    norms = [(t, loc) for t, loc in zip(terms, local) if t.kind in ("gain", "beta")]
+    assert {t.kind for t, _ in norms} == {"gain", "beta"} and {t.group[-2:] for t, _ in norms} == {"vo", "ff"}
+    for t, loc in norms:
+        head, _, tail = t.group.partition("/")
+        assert loc == pytest.approx(lip[tail][int(head.removeprefix("layer"))], rel=1e-12, abs=1e-12), t.name
+
+
 def test_query_key_terms_are_covered_uniformly(analysed):
     terms, blocks = all_layer.terms_from_analysis(analysed)
     local = all_layer.local_log_factors(terms, blocks, all_layer.worst_case_log_factors(analysed))
@@ -191,6 +212,71 @@ def test_query_key_terms_are_covered_uniformly(analysed):
     symbolic = float(form.subs({SYMBOLS[k]: v for k, v in values.items()} | {SYMBOLS["B"]: qk_old.input_scale}))
     numeric = compiled.thm41_log_cover("vector", B=qk_new.input_scale, cap_by_rank=False, **values)
     assert numeric == pytest.approx(symbolic, rel=1e-12)
+
+
+def test_the_all_layer_bound_is_assembled_from_its_parts(analysed):
+    # Reference, built here step by step from the analysis: gamma_m = the power of 2 at or below the smallest margin
+    # (the peeling grid 2^k, PEEL_BASE = 1, PEEL_RATIO = 2), omega_b = the power of 2 at or above kappa_b, each term's
+    # log rho = its log rho less the worst-case product after its block plus log omega_b, query-key terms at B^2,
+    # the engine at B_out = gamma = gamma_m with the kappas peeled; then the bound's fields from that result. The
+    # grid holds p = 1 only, so the relaxation K^(p/2) is sqrt(K) (a grid with 0 would choose p* = 0, relaxation 1).
+    terms, blocks = all_layer.terms_from_analysis(analysed)
+    after = all_layer.worst_case_log_factors(analysed)
+    kappa = {b: 1.5 * 3.0 ** (b + 2) for b in sorted(set(blocks))}  # 1.5 * 3^k: never a power of 2
+    margins = [0.41, 0.23, 0.9]
+    base = dataclasses.replace(all_layer.settings_of(analysed), p_grid=(1.0,))
+    bound = all_layer.all_layer_bound(analysed, kappa=kappa, margins=margins, settings=base)
+    gamma_m = 2.0 ** math.floor(math.log2(min(margins)))
+    assert bound.gamma_m == gamma_m == 0.125 and bound.margin_risk == 0.0
+    log_omega = {b: math.log(2.0 ** math.ceil(math.log2(k))) for b, k in kappa.items()}
+    assert bound.log_omega == pytest.approx(log_omega, rel=1e-15)
+    expected = []
+    for t, b in zip(terms, blocks):
+        new = dataclasses.replace(t, log_rho=t.log_rho - after[b] + log_omega[b])
+        if t.kind == "qk":
+            new = dataclasses.replace(
+                new, kind="qk_uniform", input_scale=t.input_scale**2, input_scale_realised=t.input_scale_realised**2
+            )
+        expected.append(new)
+    assert [(t.name, t.kind, t.input_scale) for t in bound.terms] == [(t.name, t.kind, t.input_scale) for t in expected]
+    assert [t.log_rho for t in bound.terms] == pytest.approx([t.log_rho for t in expected], rel=1e-12, abs=1e-12)
+    settings = class_settings(dataclasses.replace(base, B_out=gamma_m, gamma=gamma_m))
+    post = posthoc(expected, settings, input_radii=[*analysed.settings["peeled_radii"], *kappa.values()])
+    assert bound.posthoc.log_rademacher == pytest.approx(post.log_rademacher, rel=1e-12)
+    assert set(post.p_by_group.values()) == {1.0}
+    assert bound.generalization_gap == pytest.approx(post.generalization_gap, rel=1e-12)
+    assert bound.log_complexity_over_margin == pytest.approx(post.log_rademacher - math.log(gamma_m), rel=1e-12)
+    assert bound.relaxation == pytest.approx(math.sqrt(len(kappa)), rel=1e-15)
+    assert float(alm.relaxation_excess().subs({SYMBOLS["K_blocks"]: len(kappa), SYMBOLS["p"]: 1})) == pytest.approx(
+        bound.relaxation, rel=1e-15
+    )
+
+
+@pytest.mark.parametrize(
+    "kappa, margins, message",
+    [
+        (2.0, [], "margins must be a non-empty list"),
+        (2.0, [0.3, -0.1], "margins must be a non-empty list"),
+        (2.0, [0.3, 0.0], "margins must be a non-empty list"),
+        (2.0, [0.3, math.inf], "margins must be a non-empty list"),
+        ({-1: 0.0}, [0.3], "kappa must be positive and finite"),
+        ({-1: -2.0}, [0.3], "kappa must be positive and finite"),
+        ({-1: math.inf}, [0.3], "kappa must be positive and finite"),
+        ({0: 2.0}, [0.3], r"kappa has no amplification for blocks \[-1, 1, 2, 3\]"),
+    ],
+)
+def test_bad_margins_and_amplifications_are_refused(analysed, kappa, margins, message):
+    if isinstance(kappa, float):  # the same amplification for every block (-1: the tables, 0 .. 3: the sublayers)
+        kappa = {b: kappa for b in range(-1, 4)}
+    with pytest.raises(ValueError, match=message):
+        all_layer.all_layer_bound(analysed, kappa=kappa, margins=margins)
+
+
+def test_form_gives_only_the_all_layer_forms():
+    assert all_layer.form("alm.softmax_shift")(1.0, 0.0) == 0.0  # no score moves: no probability moves
+    for key in ("thm41.vector.expr", "alm.no_such_form", "softmax_shift"):
+        with pytest.raises(ValueError, match="is not an all-layer margin form"):
+            all_layer.form(key)
 
 
 def test_the_data_dependent_bound_on_a_sample(bert, analysed, tmp_path):
