@@ -200,14 +200,31 @@ def test_the_score_shift_bounds_every_bilinear_change():
         assert change <= bound * (1 + 1e-12)
 
 
+def test_the_score_shift_is_attained_in_one_dimension():
+    # Reference: the bilinear form itself. With N = 1 and every entry, row and change positive, each triangle
+    # inequality behind the bound is an equality, so the change of x~ W y~ equals the bound (a pin of its value, where
+    # the test above only checks that it is not exceeded).
+    rng = np.random.default_rng(7)
+    for _ in range(20):
+        W = rng.uniform(0.1, 3.0, (2, 2))
+        x, y = np.array([rng.uniform(0.1, 2.0), 1.0]), np.array([rng.uniform(0.1, 2.0), 1.0])
+        dx, dy = rng.uniform(0.0, 2.0, 2)
+        change = (x + [dx, 0.0]) @ W @ (y + [dy, 0.0]) - x @ W @ y
+        bound = FORMS["alm.score_shift"](dy, dx, abs(W[0, :] @ y), abs(x @ W[:, 0]), abs(W[0, 0]))
+        assert bound == pytest.approx(change, rel=1e-13)
+
+
 def _softmax(s: np.ndarray) -> np.ndarray:
     z = np.exp(s - s.max())
     return z / z.sum()
 
 
-def test_the_softmax_shift_is_its_integral():
-    a, eta = 0.8, 0.3
+@pytest.mark.parametrize("a, eta", [(0.8, 0.3), (0.99, 0.1)])
+def test_the_softmax_shift_is_its_integral(a, eta):
+    # Reference: mpmath quadrature of the peaked row's bound; at (0.8, 0.3) the global bound eta is the smaller, at
+    # (0.99, 0.1) the integral is
     quad = mpmath.quad(lambda lam: 2 * eta * (1 - a**2 * mpmath.exp(-4 * lam * eta)), [0, 1])
+    assert (quad < eta) == (a == 0.99)  # each point exercises one side of the min
     assert FORMS["alm.softmax_shift"](a, eta) == pytest.approx(min(eta, float(quad)), rel=1e-14)
     assert FORMS["alm.softmax_shift"](0.1, eta) == pytest.approx(eta)  # a flat row: the global bound
 
@@ -267,6 +284,25 @@ def test_the_weighted_score_bound_dominates_its_gronwall_integral():
         value = float(integral.subs({S["eta_score"]: e, beta: b}))
         quad = float(mpmath.quad(lambda s, e=e, b=b: mpmath.exp(2 * s * e + b * (1 - s)), [0, 1]))
         assert value == pytest.approx(quad, rel=1e-12) and value <= math.exp(max(2 * e, b)) * (1 + 1e-15)
+
+
+@pytest.mark.parametrize(
+    "d_k, d_q, eta, k_range, q, s, w_kv, w_v",
+    [
+        (0.3, 0.2, 0.05, 1.7, 2.3, 0.9, 0.8, 1.1),  # beta = 1.084 > 2 eta: the exponent is beta
+        (0.01, 0.02, 0.9, 0.5, 0.4, 1.3, 0.6, 0.7),  # beta = 0.01426 < 2 eta
+    ],
+)
+def test_the_weighted_score_bound_is_its_closed_form(d_k, d_q, eta, k_range, q, s, w_kv, w_v):
+    # Reference: the closed form stated in theory.all_layer_margin.score_value_shift's docstring, in 40 digits
+    # (the adversarial test below checks the bound holds; this pins its value and each of its parts)
+    with mpmath.workdps(40):
+        D_k, D_q, E, K, Q, S_, W_kv, W_v = (mpmath.mpf(v) for v in (d_k, d_q, eta, k_range, q, s, w_kv, w_v))
+        beta = D_q * K + D_k * (Q + S_ * D_q)
+        ref = (D_q * W_kv + D_k * (Q + S_ * D_q) * W_v) * mpmath.exp(max(2 * E, beta))
+    assert FORMS["alm.score_value_shift"](d_k, d_q, eta, k_range, q, s, w_kv, w_v) == pytest.approx(
+        float(ref), rel=1e-14
+    )
 
 
 @pytest.mark.parametrize("seed", range(5))
