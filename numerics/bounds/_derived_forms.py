@@ -97,7 +97,7 @@ from typing import Any
 from numpy import abs, exp, greater_equal, log, log1p, maximum, minimum, nan, pi, select, sqrt
 from numpy import logaddexp as _LogAddExp
 from numerics._util.logmath import xlogy as _XLogY
-from scipy.special import erf
+from numerics._util.special import erf
 from functools import reduce
 
 __all__ = ["FORMS"]

@@ -33,10 +33,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import scipy.special
 import sympy as sp
 
-from numerics._util import logmath
+from numerics._util import logmath, special
 from numerics._util.outputs import edit_text_file, safe_output_file
 from numerics.bounds.catalogue import FORMS as FORMS
 from numerics.bounds.catalogue import Form as Form
@@ -95,7 +94,7 @@ def _argument(name: str) -> sp.Symbol:
 def lambdify_form(form: Form) -> Callable[..., Any]:
     """``sympy.lambdify`` of the freshly derived ``form`` (what the generated function must equal)."""
     args = [_argument(n) for n in form.args]
-    modules = [{"_LogAddExp": np.logaddexp, "_XLogY": logmath.xlogy, "erf": scipy.special.erf}, "numpy"]
+    modules = [{"_LogAddExp": np.logaddexp, "_XLogY": logmath.xlogy, "erf": special.erf}, "numpy"]
     return sp.lambdify(args, derive_forms()[form.key], modules=modules)
 
 
@@ -105,7 +104,7 @@ def lambdify_form(form: Form) -> Callable[..., Any]:
 _HELPERS = {
     "_LogAddExp": "from numpy import logaddexp as _LogAddExp",
     "_XLogY": "from numerics._util.logmath import xlogy as _XLogY",
-    "erf": "from scipy.special import erf",  # the erf GELU's slope (theory.all_layer_margin.gelu_slope)
+    "erf": "from numerics._util.special import erf",  # the erf GELU's slope (theory.all_layer_margin.gelu_slope)
     "reduce": "from functools import reduce",  # lambdify's Min/Max of several terms: reduce(minimum, [...])
 }
 
