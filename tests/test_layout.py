@@ -336,7 +336,6 @@ LONG_MODULES: dict[str, str] = {
 LONG_FUNCTIONS: dict[str, str] = {
     "numerics/cli.py:build_parser": "every subcommand's options in one parser (111 before formatting)",
     "numerics/report/study_tables.py:study_markdown": "the study's report, section by section (grew with formatting)",
-    "numerics/study/presets.py:_presets": "the table of study presets: data (grew with formatting)",
 }
 
 
