@@ -335,7 +335,6 @@ LONG_MODULES: dict[str, str] = {
 #: The functions above :data:`MAX_FUNCTION_LINES` (``path:name``), each with why.
 LONG_FUNCTIONS: dict[str, str] = {
     "numerics/cli.py:build_parser": "every subcommand's options in one parser (111 before formatting)",
-    "numerics/report/study_tables.py:study_markdown": "the study's report, section by section (grew with formatting)",
 }
 
 
