@@ -18,9 +18,8 @@ complexity measure against the measured gaps. The pipeline, one module per stage
   initialisation, Jiang et al.'s PAC-Bayes flatness, WeightWatcher's alpha through its own package);
 * :mod:`.measures`: the complexity measures, their registry (:mod:`.measures_registry`) and one module per
   family (:mod:`.measures_bounds`, :mod:`.measures_norms`, :mod:`.measures_references`, :mod:`.measures_known`);
-  :mod:`.statistics`: Kendall's tau and
-  granulated tau (:mod:`.tau`), the bootstrap (:mod:`.bootstrap`), the random-label check
-  (:mod:`.random_labels`) and log-log slopes (:mod:`.slopes`);
+  :mod:`.statistics`: Kendall's tau and granulated tau (:mod:`.tau`), the bootstrap (:mod:`.bootstrap`), the
+  random-label check (:mod:`.random_labels`) and log-log slopes (:mod:`.slopes`);
 * :mod:`.inference`: the two-stage (clustered) bootstrap, simultaneous levels, the non-inferiority margin
   and the exact permutation trend test;
 * :mod:`.findings`: all of it over a trained family (what the report and claims C10/C11 show);
