@@ -3,7 +3,7 @@
 
 Run: ``python -m benchmarks.probe_tolerance [--out FILE]`` (one training process at a time; about 15 s per
 configuration here). Writes ``benchmarks/probe_tolerance.json`` (committed): the configurations, each one's
-numbers, their spread and whether the pinned ones agree bit for bit; ``numerics.experiments.claims.TOLERANCE``
+numbers, their spread and whether the pinned ones agree bit for bit; ``numerics.experiments.study_claims.TOLERANCE``
 must cover the spread (tests/test_study_report.py checks it).
 """
 

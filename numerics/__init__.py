@@ -92,7 +92,7 @@ _EXPORTS: dict[str, str] = {
     "c9_verdict": "numerics.montecarlo.experiment",
     # experiments: the proxies across checkpoints (C8) and the claims C1-C9
     "sweep": "numerics.experiments.scaling",
-    "evaluate_c8": "numerics.experiments.claims",
+    "evaluate_c8": "numerics.experiments.paper_claims",
     # report: what specbound prints and writes
     "format_table": "numerics.report.tables",
     "summary_markdown": "numerics.report.tables",
@@ -114,7 +114,7 @@ if TYPE_CHECKING:  # the same names, for type checkers (tests/test_layout.py che
     from numerics.errors import OutputError as OutputError
     from numerics.errors import SchedulerError as SchedulerError
     from numerics.errors import SpecboundError as SpecboundError
-    from numerics.experiments.claims import evaluate_c8 as evaluate_c8
+    from numerics.experiments.paper_claims import evaluate_c8 as evaluate_c8
     from numerics.experiments.scaling import sweep as sweep
     from numerics.io.checkpoint import Checkpoint as Checkpoint
     from numerics.io.checkpoint import open_checkpoint as open_checkpoint

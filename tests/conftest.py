@@ -80,8 +80,8 @@ NOTEBOOKS_DIR = Path(__file__).resolve().parent.parent / "notebooks"
 @pytest.fixture(scope="session")
 def executed_notebooks(tmp_path_factory, minilm_l6_folder):
     """Every notebook of ``notebooks/`` run top to bottom once per session (each in its own temporary
-    folder): ``(folder of the executed copies, {name: error or None})``. tests/test_notebooks.py checks
-    that none failed; tests/test_docs.py renders these copies instead of running them again."""
+    folder): ``(folder of the executed copies, {name: error or None})``. tests/test_docs.py checks
+    that none failed, and renders these copies into the site instead of running them again."""
     import nbformat
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError
@@ -119,3 +119,26 @@ def _records_stay_out_of_the_users_cache(tmp_path_factory, monkeypatch):
         return cache.cache_root() if "SPECBOUND_CACHE" in os.environ else records
 
     monkeypatch.setattr(outputs, "cache_root", root)
+
+
+# --------------------------------------------------------------------------- parallel runs (pytest-xdist)
+
+#: Files that take minutes alone (``./run test --durations=20`` lists their tests): with ``--dist loadfile``
+#: (``./run test`` on a machine with 2 CPUs or more) each file runs on one worker, so these are sent first, and no
+#: worker starts one of them while the others have nothing left. tests/test_docs.py builds the site once; the
+#: audit recomputes every committed study digest.
+SLOWEST_FILES: tuple[str, ...] = ("test_study_audit.py", "test_docs.py")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """On an xdist worker: the files of :data:`SLOWEST_FILES` first, each file's tests in pytest's order (the
+    scheduler hands out files in the order collected). In one process nothing changes."""
+    if not hasattr(config, "workerinput"):
+        return
+
+    def rank(item: pytest.Item) -> int:
+        name = Path(str(item.fspath)).name
+        return SLOWEST_FILES.index(name) if name in SLOWEST_FILES else len(SLOWEST_FILES)
+
+    items.sort(key=rank)  # stable

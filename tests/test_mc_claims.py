@@ -1,4 +1,4 @@
-"""Claim C9's measurement (``numerics.experiments.claims``): what the claims table says about the Monte-Carlo check.
+"""Claim C9's measurement (``numerics.experiments.paper_claims``): what the claims table says about the Monte-Carlo check.
 
 The experiment is replaced by a small one (the default takes seconds per kind); every expected value below is
 computed from the Monte-Carlo module's own verdict, headroom and wrong-form results on that experiment, which
@@ -12,7 +12,7 @@ import functools
 import pytest
 
 from numerics import montecarlo as mc
-from numerics.experiments import claims
+from numerics.experiments import paper_claims
 
 
 @functools.cache
@@ -31,8 +31,8 @@ def _small(kind: str = "vector") -> mc.MCResult:
 
 @pytest.mark.claim("C9")
 def test_c9_measurement_reports_headroom_and_the_wrong_forms(monkeypatch):
-    monkeypatch.setattr(claims, "mc_experiment", lambda *, kind: _small(kind))
-    m = claims._c9()
+    monkeypatch.setattr(paper_claims, "mc_experiment", lambda *, kind: _small(kind))
+    m = paper_claims._c9()
     results = {k: _small(k) for k in ("vector", "bilinear")}
     assert m.status == "holds" and m.detail["violations"] == 0
     assert m.detail["cells"] == sum(len(r.rows) for r in results.values()) == 2 * 2 * 2 * 5

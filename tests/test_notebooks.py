@@ -1,4 +1,5 @@
-"""Notebooks run top to bottom against the current code, and are committed without outputs."""
+"""Notebooks are committed without outputs. That they run top to bottom against the current code is checked in
+tests/test_docs.py, beside the site that renders the executed copies (one file: a parallel run executes them once)."""
 
 from pathlib import Path
 
@@ -18,11 +19,3 @@ def test_committed_without_outputs(path):
     for cell in nb.cells:
         if cell.cell_type == "code":
             assert cell.outputs == [] and cell.execution_count is None, f"{path.name} has stale outputs: clear them"
-
-
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
-def test_runs_top_to_bottom(path, executed_notebooks):
-    # executed once per session (tests/conftest.py), shared with the documentation build (tests/test_docs.py)
-    folder, errors = executed_notebooks
-    assert errors[path.name] is None, f"{path.name}: {errors[path.name]}"
-    assert (folder / path.name).is_file()

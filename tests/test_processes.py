@@ -287,7 +287,10 @@ def test_ctrl_c_stops_the_cli_and_its_workers(tmp_path):
         synthetic.bert_state(layers=4, hidden=768, ff=3072),
         synthetic.bert_config(layers=4, hidden=768, heads=12, ff=3072),
     )
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    # the tag marks this run's processes (workers inherit the environment): a run of another test beside this one
+    # (pytest-xdist) has workers of its own, which are not this run's to stop
+    tag = f"SPECBOUND_TEST_RUN={tmp_path.name}-{os.getpid()}"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "SPECBOUND_TEST_RUN": tag.split("=", 1)[1]}
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -313,21 +316,23 @@ def test_ctrl_c_stops_the_cli_and_its_workers(tmp_path):
     assert proc.returncode == 130 and err.strip().splitlines() == ["specbound: interrupted"], err
     assert not (tmp_path / "never").exists()
     deadline = time.monotonic() + 10
-    while (left := _worker_processes()) and time.monotonic() < deadline:
+    while (left := _worker_processes(tag)) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert left == [], f"worker processes left behind: {left}"
 
 
-def _worker_processes() -> list[int]:
-    """Pids whose command line is a specbound worker's (read from /proc, no pgrep needed)."""
+def _worker_processes(tag: str) -> list[int]:
+    """Pids whose command line is a specbound worker's and whose environment holds ``tag`` (``NAME=value``;
+    read from /proc, no pgrep needed)."""
     found = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
                 cmdline = (entry / "cmdline").read_bytes()
+                environ = (entry / "environ").read_bytes().split(b"\0")
             except OSError:
                 continue
-            if b"numerics.parallel.workers import worker_main" in cmdline:
+            if b"numerics.parallel.workers import worker_main" in cmdline and tag.encode() in environ:
                 found.append(int(entry.name))
     return found
 

@@ -170,16 +170,16 @@ def test_a_registered_name_is_fetched_with_status_lines(monkeypatch, tmp_path):
 
 
 def test_claims_fetch_with_status_lines(monkeypatch, tmp_path):
-    from numerics.experiments import claims
+    from numerics.experiments import paper_claims
 
     seen = {}
-    monkeypatch.setattr(claims, "fetch", lambda name, **kwargs: seen.update(kwargs) or tmp_path)
-    monkeypatch.setattr(claims, "analyze", lambda source: source)
-    claims._registered_analysis.cache_clear()
+    monkeypatch.setattr(paper_claims, "fetch", lambda name, **kwargs: seen.update(kwargs) or tmp_path)
+    monkeypatch.setattr(paper_claims, "analyze", lambda source: source)
+    paper_claims._registered_analysis.cache_clear()
     try:
-        assert claims._registered_analysis("minilm-l6") == str(tmp_path)
+        assert paper_claims._registered_analysis("minilm-l6") == str(tmp_path)
     finally:
-        claims._registered_analysis.cache_clear()
+        paper_claims._registered_analysis.cache_clear()
     assert seen.get("progress", registry.print_status) is registry.print_status  # the default: status lines
 
 

@@ -114,7 +114,7 @@ def test_c6_on_mpnet_base_as_found(mpnet_base_analysis):
     Asserted: the claims module's verdict for this checkpoint is the one recomputed here
     from the report's rows and singular values, whichever way it goes.
     """
-    from numerics.experiments import claims
+    from numerics.experiments import paper_claims
 
     a = mpnet_base_analysis
     heads = [m for m in a.matrices if m["kind"] in ("qk", "vo")]
@@ -130,7 +130,7 @@ def test_c6_on_mpnet_base_as_found(mpnet_base_analysis):
         k: statistics.median(k90(a.singular_values[m["name"]]) for m in a.matrices if m["kind"] == k) for k in kinds
     }
     spreads_wider = all(min(v["ff1"], v["ff2"]) > max(v["qk"], v["vo"]) for v in (stable, energy))
-    verdict = claims._c6_one(a)
+    verdict = paper_claims._c6_one(a)
     assert verdict.status == ("holds" if spreads_wider else "fails")
     assert verdict.detail["median_stable_rank"] == pytest.approx(stable) and verdict.detail[
         "median_k90"

@@ -18,7 +18,7 @@ def least_squares(x: np.ndarray, y: np.ndarray) -> tuple[float, float, float]:
         \text{residual} = \Big(\tfrac{1}{n} \sum_i (y_i - a - b x_i)^2\Big)^{1/2}
 
     (``numpy.linalg.lstsq``). The one home of this fit: :func:`numerics.experiments.scaling.fit_slopes`,
-    :func:`numerics.study.statistics.loglog_slopes` and :func:`numerics.montecarlo.fit_slope`
+    :func:`numerics.study.slopes.loglog_slopes` and :func:`numerics.montecarlo.fit_slope`
     call it with ``x`` the logarithm of the axis value. Needs at least two distinct ``x`` for a
     unique slope (callers check).
     """

@@ -1,8 +1,10 @@
 """Stage 8: experiments over many checkpoints, and the paper's claims.
 
 * :mod:`~numerics.experiments.scaling`: the sweep of the proxies across checkpoints and their log-log slopes;
-* :mod:`~numerics.experiments.claims`: the claims C1-C11, measured, and their README table
-  (C10 and C11 from the committed results of the default study).
+* :mod:`~numerics.experiments.claims`: the claims C1-C11, the catalogue and its README table, measured by
+  :mod:`~numerics.experiments.paper_claims` (the paper's C1-C9) and :mod:`~numerics.experiments.study_claims`
+  (the study's C10 and C11, from the committed results of the default study), each giving a
+  :class:`~numerics.experiments.measurement.Measurement`.
 """
 
 from numerics.experiments import claims, scaling

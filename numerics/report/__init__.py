@@ -3,7 +3,8 @@
 * :mod:`~numerics.report.tables`: the text and JSON documents specbound prints;
 * :mod:`~numerics.report.writers`: report folders, written atomically and never over what
   specbound did not write;
-* :mod:`~numerics.report.study_tables`: ``specbound study``'s tables and documents;
+* :mod:`~numerics.report.study_tables`: ``specbound study``'s tables and documents, and
+  :mod:`~numerics.report.study_console`: what it prints;
 * :mod:`~numerics.report.plots`, :mod:`~numerics.report.sweep_plots`,
   :mod:`~numerics.report.mc_plots`, :mod:`~numerics.report.study_plots`: the figures
   (matplotlib loads when one is drawn).

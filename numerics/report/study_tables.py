@@ -11,9 +11,11 @@ and Markdown (:func:`markdown_table`), so both always agree:
 * :func:`trajectory_rows`: the bound, ``p*`` and per-head ranks along training (``trajectories.csv``).
 
 :func:`study_document` is ``study.json`` (everything, with every model's record) and
-:func:`study_markdown` the folder's ``summary.md``. :func:`study_table` and :func:`study_summary`
-are what the command prints. The numbers are computed by :mod:`numerics.study`; nothing here
-computes a statistic.
+:func:`study_markdown` the folder's ``summary.md``, section by section. What the command prints
+(:func:`~numerics.report.study_console.study_table`, :func:`~numerics.report.study_console.study_summary`,
+:func:`~numerics.report.study_console.preset_table`, :func:`~numerics.report.study_console.smoke_note`) is
+:mod:`numerics.report.study_console`'s, re-exported here. The numbers are computed by :mod:`numerics.study`; nothing
+here computes a statistic.
 """
 
 from __future__ import annotations
@@ -25,10 +27,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from numerics._util.jsonsafe import finite_json
+from numerics.report.study_console import preset_table as preset_table
+from numerics.report.study_console import smoke_note as smoke_note
+from numerics.report.study_console import study_summary as study_summary
+from numerics.report.study_console import study_table as study_table
 from numerics.study.family import gap_spread
 from numerics.study.findings import PROXY_COLUMNS, TARGETS, Findings
 from numerics.study.measures import REGISTRY
-from numerics.study.presets import PRESETS
 from numerics.study.run import StudyResult
 from numerics.study.settings import AXES
 from numerics.study.statistics import Interval
@@ -351,8 +356,8 @@ def study_document(result: StudyResult, found: Findings) -> dict[str, Any]:
     )
 
 
-def study_markdown(result: StudyResult, found: Findings) -> str:
-    """``summary.md``: the family, the rank correlations, ``psi_k`` per axis, the random-label check, C8, trajectories."""
+def _family_section(result: StudyResult, found: Findings) -> list[str]:
+    """``summary.md``'s title and first paragraph: the family, the models in the statistics, the intervals."""
     s = _summary(result, found)
     preset = result.preset
     parts = [
@@ -381,7 +386,12 @@ def study_markdown(result: StudyResult, found: Findings) -> str:
             else f"WeightWatcher's measures (ww:) are empty: {s['weightwatcher']['why']}.\n"
         ),
     ]
-    main = set(main_measures(found))
+    return parts
+
+
+def _correlation_section(found: Findings, main: set[str]) -> list[str]:
+    """The main measures' rank correlations with the gap and the test error, and their random-label counts."""
+    parts: list[str] = []
     corr = [
         {
             "measure": m.name,
@@ -403,6 +413,12 @@ def study_markdown(result: StudyResult, found: Findings) -> str:
         "## Rank correlation with the generalization gap\n",
         markdown_table(list(corr[0]) if corr else ["measure"], corr),
     ]
+    return parts
+
+
+def _psi_section(found: Findings, main: set[str]) -> list[str]:
+    """The main measures' granulated tau ``psi_k`` against the gap, per axis varied, and ``Psi``."""
+    parts: list[str] = []
     axes = list(found.axes_varied)
     psi = [
         {
@@ -414,6 +430,12 @@ def study_markdown(result: StudyResult, found: Findings) -> str:
         if m.name in main
     ]
     parts += ["## Granulated tau psi_k against the gap, per axis\n", markdown_table(["measure", *axes, "Psi"], psi)]
+    return parts
+
+
+def _decomposition_section(found: Findings) -> list[str]:
+    """The margin-normalised measures split into their complexity part and their ``1/gamma`` part."""
+    parts: list[str] = []
     if found.decomposition:
         dec = [
             {
@@ -432,6 +454,12 @@ def study_markdown(result: StudyResult, found: Findings) -> str:
             "## What moves the margin-normalised measures: complexity part and 1/gamma part (logs)\n",
             markdown_table(list(dec[0]), dec),
         ]
+    return parts
+
+
+def _paired_section(found: Findings) -> list[str]:
+    """Ours against each baseline on shared resamples, with this run's C10."""
+    parts: list[str] = []
     if found.paired:
         pair = [
             {
@@ -451,6 +479,13 @@ def study_markdown(result: StudyResult, found: Findings) -> str:
             f"C10: {c10['verdict']} at fixed n, {c10['pooled']['verdict']} pooled ({c10['rule']}).\n",
             markdown_table(list(pair[0]), pair),
         ]
+    return parts
+
+
+def _notes_section(found: Findings) -> list[str]:
+    """This run's C11, the sensitivity to the models short of the loss target, the clean-label test error and
+    the seed-to-seed variation of the gap."""
+    parts: list[str] = []
     c11 = c11_run(found)
     if c11.get("groups"):
         parts += [
@@ -478,6 +513,12 @@ def study_markdown(result: StudyResult, found: Findings) -> str:
             f"{_md(v['within_share_of_variance'])} of the gap's variance is within settings. Psi averages "
             f"{', '.join(found.psi_axes)} (not the seed).\n"
         ]
+    return parts
+
+
+def _c8_section(found: Findings) -> list[str]:
+    """Claim C8 on the trained grid: the log-log slopes in depth and width."""
+    parts: list[str] = []
     c8 = [
         {
             "axis": p.axis,
@@ -499,6 +540,12 @@ def study_markdown(result: StudyResult, found: Findings) -> str:
         if c8
         else "No group of models varies depth or width alone.\n",
     ]
+    return parts
+
+
+def _trajectory_section(found: Findings) -> list[str]:
+    """The bound, ``p*`` and the per-head ranks along training."""
+    parts: list[str] = []
     columns, trajectory = trajectory_rows(found)
     shown = [
         "model",
@@ -517,76 +564,20 @@ def study_markdown(result: StudyResult, found: Findings) -> str:
         "## Trajectories: the bound, p* and per-head ranks along training\n",
         markdown_table(shown, trajectory) if trajectory else "No model kept checkpoints.\n",
     ]
-    return "\n".join(parts)
+    return parts
 
 
-# --------------------------------------------------------------------------- what the command prints
-
-
-def smoke_note(preset: Any) -> str:
-    """The warning every output of a smoke preset carries (``""`` for the other presets)."""
-    if preset.name != "smoke":
-        return ""
-    return (
-        f"SMOKE TEST: preset smoke only checks that every stage of the pipeline runs (tiny models, "
-        f"{preset.base.max_steps} steps, a loose loss target of {preset.base.loss_target:g} nats, so 'reached' says "
-        "nothing about fit): its numbers and verdicts mean nothing. Use --preset default for results."
-    )
-
-
-def preset_table() -> str:
-    """``specbound study --list``: one line per (preset, task) with its model count and what it is for."""
-    purpose = {
-        "smoke": "a smoke test of the pipeline (seconds); its results mean nothing",
-        "default": "the main family (n fixed): claims C10 and C11 are measured from modadd's",
-        "samples": "the sample-size family: n on its own axis, crossed with the label noise",
-        "full": "hundreds of models, meant for --scheduler",
-    }
-    lines = [f"{'preset':8} {'task':7} {'models':>6}  what it is for"]
-    for (name, task), preset in PRESETS.items():
-        lines.append(f"{name:8} {task:7} {len(preset.settings()):6}  {purpose.get(name, '')}")
-    return "\n".join(lines) + "\n"
-
-
-def study_table(result: StudyResult) -> str:
-    """One line per trained model of a :class:`numerics.study.StudyResult`: settings, errors, gap, steps
-    (``reached``: whether it reached the preset's training loss target); a smoke preset's table starts with
-    :func:`smoke_note`."""
-
-    def num(value: Any, width: int) -> str:  # None: not finite (a diverged model)
-        return f"{value:{width}.3f}" if value is not None else f"{'-':>{width}}"
-
-    lines = [
-        f"{'model':16} {'L':>2} {'N':>4} {'H':>2} {'frac':>5} {'wd':>6} {'lr':>7} {'noise':>5} {'seed':>4} "
-        f"{'train err':>9} {'test err':>8} {'gap':>6} {'steps':>6} reached loss target"
+def study_markdown(result: StudyResult, found: Findings) -> str:
+    """``summary.md``: the family, the rank correlations, ``psi_k`` per axis, the random-label check, C8, trajectories."""
+    main = set(main_measures(found))
+    parts = [
+        *_family_section(result, found),
+        *_correlation_section(found, main),
+        *_psi_section(found, main),
+        *_decomposition_section(found),
+        *_paired_section(found),
+        *_notes_section(found),
+        *_c8_section(found),
+        *_trajectory_section(found),
     ]
-    if smoke_note(result.preset):
-        lines.insert(0, smoke_note(result.preset))
-    for m in result.models:
-        s, r = m.settings, m.record
-        lines.append(
-            f"{r['settings_hash']:16} {s.depth:2} {s.width:4} {s.heads:2} {s.train_fraction:5.2f} "
-            f"{s.weight_decay:6.3g} {s.learning_rate:7.2g} {s.label_noise:5.2f} {s.seed:4} "
-            f"{num(r['train_error'], 9)} {num(r['test_error'], 8)} {num(r['gap'], 6)} {r['steps']:6} "
-            f"{'yes' if r['reached'] else 'no'}"
-        )
-    return "\n".join(lines) + "\n"
-
-
-def study_summary(result: StudyResult, out: Any) -> str:
-    """The one line ``specbound study`` prints on stderr at the end."""
-    reached = sum(bool(m.record["reached"]) for m in result.models)
-    t = result.timing
-    cost = ""
-    if t.get("cpu_seconds") is not None:
-        cost = f" ({t['cpu_seconds']:.0f} CPU s"
-        if t.get("idle_wall_estimate_seconds") is not None:
-            cost += f"; about {t['idle_wall_estimate_seconds']:.0f} s on {t['cores_used']} idle cores, an estimate"
-        if t.get("load_average_start") and t.get("load_average_end"):
-            cost += f"; load average {t['load_average_start'][0]:.1f} -> {t['load_average_end'][0]:.1f}"
-        cost += ")"
-    note = f"\nspecbound: {smoke_note(result.preset)}" if smoke_note(result.preset) else ""
-    return (
-        f"specbound: {len(result.models)} models ({result.trained} trained, {len(result.models) - result.trained} "
-        f"reused; {reached} reached the loss target) in {result.seconds:.0f} s{cost}; report written to {out}{note}"
-    )
+    return "\n".join(parts)

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from numerics._util.jsonsafe import finite_json
-from numerics.experiments.claims import evaluate_c8
+from numerics.experiments.paper_claims import evaluate_c8
 from numerics.experiments.scaling import SweepResult
 from numerics.io.registry import REGISTRY
 from numerics.montecarlo.experiment import MCResult, c9_verdict, headroom, mc_report_rows, power_against_wrong_forms

@@ -16,8 +16,10 @@ complexity measure against the measured gaps. The pipeline, one module per stage
 * :mod:`.margins`: the training margins and ``gamma``, the same on the training and measuring sides;
 * :mod:`.initial`, :mod:`.sharpness`, :mod:`.ww`: the measures users know from other work (distance from
   initialisation, Jiang et al.'s PAC-Bayes flatness, WeightWatcher's alpha through its own package);
-* :mod:`.measures`: the registry of complexity measures; :mod:`.statistics`: Kendall's tau,
-  granulated tau, the bootstrap, the random-label check and log-log slopes;
+* :mod:`.measures`: the complexity measures, their registry (:mod:`.measures_registry`) and one module per
+  family (:mod:`.measures_bounds`, :mod:`.measures_norms`, :mod:`.measures_references`, :mod:`.measures_known`);
+  :mod:`.statistics`: Kendall's tau and granulated tau (:mod:`.tau`), the bootstrap (:mod:`.bootstrap`), the
+  random-label check (:mod:`.random_labels`) and log-log slopes (:mod:`.slopes`);
 * :mod:`.inference`: the two-stage (clustered) bootstrap, simultaneous levels, the non-inferiority margin
   and the exact permutation trend test;
 * :mod:`.findings`: all of it over a trained family (what the report and claims C10/C11 show);

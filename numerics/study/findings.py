@@ -9,15 +9,15 @@ target, every registered measure (:mod:`.measures`) and the two raw proxies ``lo
   Kendall's tau and tau-b over the family, the granulated tau ``psi_k`` of every axis and their
   mean ``Psi`` over the hyperparameter axes (:data:`PSI_AXES`: the seed keeps replicates apart in
   every group, and its ``psi_seed`` is reported, but it is not an axis of ``Psi``), with bootstrap
-  percentile intervals over models (:func:`~.statistics.bootstrap`);
+  percentile intervals over models (:func:`~.bootstrap.bootstrap`);
 * :data:`OURS` against each of :data:`BASELINES`: the paired bootstrap of ``tau(ours) - tau(b)`` and
-  of the ``Psi`` difference on shared resamples (:func:`~.statistics.paired_bootstrap`);
+  of the ``Psi`` difference on shared resamples (:func:`~.bootstrap.paired_bootstrap`);
 * every measure of :data:`DECOMPOSED` split into its complexity part and its ``1/gamma`` part
   (:meth:`~.measures.Measure.parts`), each ranked against the gap, with the range each spans;
 * per measure, the random-label check: at fixed other axes, does it increase with the
-  label-noise fraction ``q`` (:func:`~.statistics.random_label_check`)?
+  label-noise fraction ``q`` (:func:`~.random_labels.random_label_check`)?
 * claim C8 on the trained grid: the log-log slopes of ``Phi_SA`` and ``Phi_Edelman`` in depth
-  ``L`` and width ``N`` at fixed other axes (:func:`~.statistics.loglog_slopes`);
+  ``L`` and width ``N`` at fixed other axes (:func:`~.slopes.loglog_slopes`);
 * the trajectories: for each model with checkpoints, the bound, its margin-normalised value,
   ``p*`` per group and the per-head ranks at every checkpoint and at the end;
 * how much of the gap is seed-to-seed, and the clean-label test-error range of the family; per measure
@@ -384,7 +384,7 @@ def compute_findings(
       result: from :func:`~.run.run_study`.
       reached_only: leave out the models that did not reach the loss target (the default, as Jiang
         et al. do; the count is reported and :attr:`Findings.sensitivity` shows the other choice).
-      resamples, confidence, seed: the bootstrap (:func:`~.statistics.bootstrap`).
+      resamples, confidence, seed: the bootstrap (:func:`~.bootstrap.bootstrap`).
       registry: the measures (default :data:`~.measures.REGISTRY`).
     """
     chosen = REGISTRY if registry is None else registry

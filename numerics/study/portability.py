@@ -13,7 +13,7 @@ probe's 1 and 2 threads differ in the fourth digit of a margin), so the probe ke
 
 :func:`pinned` sets that environment for the worker processes that train (they read it when torch loads), and
 restores the caller's afterwards. The committed digest's probe is trained under it, and so is the test suite's
-smoke family, so the two are compared like for like; :data:`numerics.experiments.claims.TOLERANCE` is what
+smoke family, so the two are compared like for like; :data:`numerics.experiments.study_claims.TOLERANCE` is what
 is left for another torch build, derived from the spread over :data:`VARIED` (``python -m
 benchmarks.probe_tolerance``).
 """

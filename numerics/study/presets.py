@@ -130,235 +130,239 @@ def _star(name: str, base: TrainSettings, **axes: tuple[Any, ...]) -> Preset:
     return Preset(name=name, base=base, axes=axes)
 
 
-def _presets() -> dict[tuple[str, str], Preset]:
-    presets: dict[tuple[str, str], Preset] = {}
-    # smoke: four tiny models, every stage of the pipeline runs (a trajectory, and a depth pair for C8's slope)
-    presets[("smoke", "modadd")] = Preset(
-        name="smoke",
-        base=TrainSettings(
-            task="modadd",
-            modulus=13,
-            depth=1,
-            width=16,
-            heads=2,
-            train_fraction=0.5,
-            weight_decay=0.1,
-            learning_rate=1e-2,
-            max_steps=100,
-            loss_target=SMOKE_LOSS_TARGET,
-        ),
-        axes={"label_noise": (0.0, 1.0), "train_fraction": (0.5, 0.8), "depth": (1, 2)},
-    )
-    presets[("smoke", "digits")] = Preset(
-        name="smoke",
-        base=TrainSettings(
-            task="digits",
-            patch=4,
-            depth=1,
-            width=16,
-            heads=2,
-            train_fraction=0.1,
-            weight_decay=0.1,
-            learning_rate=1e-2,
-            max_steps=100,
-            loss_target=SMOKE_LOSS_TARGET,
-        ),
-        axes={"label_noise": (0.0, 1.0), "train_fraction": (0.1, 0.2)},
-    )
-    presets[("smoke", "needle")] = Preset(
-        name="smoke",
-        base=TrainSettings(
-            task="needle",
-            length=7,
-            depth=1,
-            width=16,
-            heads=2,
-            train_fraction=0.125,
-            weight_decay=0.1,
-            learning_rate=1e-2,
-            max_steps=100,
-            loss_target=SMOKE_LOSS_TARGET,
-        ),
-        axes={"label_noise": (0.0, 1.0), "length": (7, 15)},
-    )
-    # default: the main family of each task, n held fixed (the training fraction is not an axis): a star around a
-    # base that generalises, plus two factorial blocks on the axes that move the gap most, six seeds (26 settings
-    # x 6 = 156 models each). Every cell is one the models can fit: the widths and weight decays are ones at which
-    # random labels still reach the loss target, so no cell is left out wholesale by the stopping rule.
-    # modadd mod 23 on 60% of the pairs (n = 317): with weight decay the models first memorise, then generalise
-    # (grokking, Power et al. 2022); min_steps = 1500 trains past memorisation before the loss target is checked, so
-    # clean models generalise while random labels are memorised. The target, 0.1 nats, lies above the regularised
-    # loss floor of weight decay 1 (0.09 with one head), so the strongly regularised cells are not left out wholesale.
-    modadd = TrainSettings(
-        task="modadd",
-        modulus=23,
-        depth=1,
-        width=32,
-        heads=4,
-        train_fraction=0.6,
-        weight_decay=1.0,
-        learning_rate=1e-2,
-        min_steps=1500,
-        max_steps=3000,
-        loss_target=0.1,
-    )
-    presets[("default", "modadd")] = Preset(
-        name="default",
-        base=modadd,
-        axes={
-            "depth": (1, 2, 3),
-            "width": (32, 48, 64),
-            "heads": (1, 2, 4),
-            "weight_decay": (0.3, 0.6, 1.0),
-            "learning_rate": (7e-3, 1e-2, 1.5e-2),
-            "label_noise": (0.0, 0.25, 0.5, 1.0),
-            "seed": (0, 1, 2, 3, 4, 5),
-        },
-        crosses=(("label_noise", "weight_decay"), ("label_noise", "width")),
-    )
-    # the sample-size family: n on its own axis (five training fractions, n = 212 to 423) crossed with the label
-    # noise, plus the weight decay, seven seeds (22 settings x 7 = 154 models)
-    presets[("samples", "modadd")] = Preset(
-        name="samples",
-        base=modadd,
-        axes={
-            "train_fraction": (0.4, 0.5, 0.6, 0.7, 0.8),
-            "weight_decay": (0.3, 0.6, 1.0),
-            "label_noise": (0.0, 0.25, 0.5, 1.0),
-            "seed": (0, 1, 2, 3, 4, 5, 6),
-        },
-        crosses=(("train_fraction", "label_noise"),),
-    )
-    # digits on half of the training pool (n = 539): widths from 32, weight decays up to 0.1 and learning rates from
-    # 0.003, at which random labels still reach the loss target (width 16, weight decay 0.3 or more and learning
-    # rate 0.001 do not within the step cap, which left whole cells out of the earlier family)
-    digits = TrainSettings(
-        task="digits",
-        patch=4,
-        depth=1,
-        width=32,
-        heads=4,
-        train_fraction=0.5,
-        weight_decay=0.1,
-        learning_rate=3e-3,
-        max_steps=2000,
-    )
-    presets[("default", "digits")] = Preset(
-        name="default",
-        base=digits,
-        axes={
-            "depth": (1, 2, 3),
-            "width": (32, 48, 64),
-            "heads": (1, 2, 4),
-            "weight_decay": (0.0, 0.03, 0.1),
-            "learning_rate": (3e-3, 6e-3, 1e-2),
-            "label_noise": (0.0, 0.25, 0.5, 1.0),
-            "seed": (0, 1, 2, 3, 4, 5),
-        },
-        crosses=(("label_noise", "weight_decay"), ("label_noise", "learning_rate")),
-    )
-    presets[("samples", "digits")] = Preset(
-        name="samples",
-        base=digits,
-        axes={
-            "train_fraction": (0.1, 0.25, 0.5, 0.75, 1.0),
-            "weight_decay": (0.0, 0.03, 0.1),
-            "label_noise": (0.0, 0.25, 0.5, 1.0),
-            "seed": (0, 1, 2, 3, 4, 5, 6),
-        },
-        crosses=(("train_fraction", "label_noise"),),
-    )
-    # needle: which of 8 needle tokens hides among 15, 31 or 63 distractors (T = 16, 32, 64), n = 128 sequences;
-    # the length is crossed with the label noise and the learning rate
-    needle = TrainSettings(
-        task="needle",
-        length=31,
-        depth=1,
-        width=32,
-        heads=4,
-        train_fraction=0.125,
-        weight_decay=0.1,
-        learning_rate=1e-2,
-        max_steps=1000,
-    )
-    presets[("default", "needle")] = Preset(
-        name="default",
-        base=needle,
-        axes={
-            "depth": (1, 2, 3),
-            "width": (16, 32, 64),
-            "heads": (1, 2, 4),
-            "weight_decay": (0.01, 0.1, 1.0),
-            "learning_rate": (3e-3, 1e-2, 3e-2),
-            "label_noise": (0.0, 0.25, 0.5, 1.0),
-            "length": (15, 31, 63),
-            "seed": (0, 1, 2, 3, 4, 5),
-        },
-        crosses=(("length", "label_noise"), ("length", "learning_rate")),
-    )
-    presets[("samples", "needle")] = Preset(
-        name="samples",
-        base=needle,
-        axes={
-            "train_fraction": (0.0625, 0.125, 0.25, 0.5, 1.0),
-            "weight_decay": (0.01, 0.1, 1.0),
-            "label_noise": (0.0, 0.25, 0.5, 1.0),
-            "seed": (0, 1, 2, 3, 4, 5, 6),
-        },
-        crosses=(("train_fraction", "label_noise"),),
-    )
-    # full: five values per axis, five seeds, and crosses of the axes that move the gap most
-    presets[("full", "modadd")] = Preset(
-        name="full",
-        base=modadd.replace(max_steps=3000),
-        axes={
-            "depth": (1, 2, 3, 4),
-            "width": (16, 32, 48, 64, 96),
-            "heads": (1, 2, 4, 8),
-            "train_fraction": (0.2, 0.3, 0.4, 0.5, 0.6, 0.8, 0.9),
-            "weight_decay": (0.0, 0.03, 0.1, 0.3, 1.0),
-            "learning_rate": (5e-4, 1e-3, 3e-3, 1e-2),
-            "label_noise": (0.0, 0.25, 0.5, 1.0),
-            "seed": (0, 1, 2, 3, 4),
-        },
-        crosses=(("train_fraction", "weight_decay"), ("label_noise", "width")),
-    )
-    presets[("full", "digits")] = Preset(
-        name="full",
-        base=digits.replace(max_steps=4000),
-        axes={
-            "depth": (1, 2, 3, 4),
-            "width": (16, 32, 48, 64, 96),
-            "heads": (1, 2, 4, 8),
-            "train_fraction": (0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 1.0),
-            "weight_decay": (0.0, 0.03, 0.1, 0.3, 1.0),
-            "learning_rate": (5e-4, 1e-3, 3e-3, 1e-2),
-            "label_noise": (0.0, 0.25, 0.5, 1.0),
-            "seed": (0, 1, 2, 3, 4),
-        },
-        crosses=(("train_fraction", "label_noise"), ("weight_decay", "width")),
-    )
-    presets[("full", "needle")] = Preset(
-        name="full",
-        base=needle.replace(max_steps=2000),
-        axes={
-            "depth": (1, 2, 3, 4),
-            "width": (16, 32, 48, 64),
-            "heads": (1, 2, 4, 8),
-            "train_fraction": (0.0625, 0.125, 0.25, 0.5),
-            "weight_decay": (0.0, 0.01, 0.1, 0.3, 1.0),
-            "learning_rate": (1e-3, 3e-3, 1e-2, 3e-2),
-            "label_noise": (0.0, 0.25, 0.5, 1.0),
-            "length": (15, 31, 47, 63),
-            "seed": (0, 1, 2, 3, 4),
-        },
-        crosses=(("length", "label_noise"), ("length", "width")),
-    )
-    return presets
+# The base settings the default, samples and full presets of each task vary their axes around.
+
+# modadd mod 23 on 60% of the pairs (n = 317): with weight decay the models first memorise, then generalise
+# (grokking, Power et al. 2022); min_steps = 1500 trains past memorisation before the loss target is checked, so
+# clean models generalise while random labels are memorised. The target, 0.1 nats, lies above the regularised
+# loss floor of weight decay 1 (0.09 with one head), so the strongly regularised cells are not left out wholesale.
+_MODADD = TrainSettings(
+    task="modadd",
+    modulus=23,
+    depth=1,
+    width=32,
+    heads=4,
+    train_fraction=0.6,
+    weight_decay=1.0,
+    learning_rate=1e-2,
+    min_steps=1500,
+    max_steps=3000,
+    loss_target=0.1,
+)
+
+# digits on half of the training pool (n = 539): widths from 32, weight decays up to 0.1 and learning rates from
+# 0.003, at which random labels still reach the loss target (width 16, weight decay 0.3 or more and learning
+# rate 0.001 do not within the step cap, which left whole cells out of the earlier family)
+_DIGITS = TrainSettings(
+    task="digits",
+    patch=4,
+    depth=1,
+    width=32,
+    heads=4,
+    train_fraction=0.5,
+    weight_decay=0.1,
+    learning_rate=3e-3,
+    max_steps=2000,
+)
+
+# needle: which of 8 needle tokens hides among 15, 31 or 63 distractors (T = 16, 32, 64), n = 128 sequences;
+# the length is crossed with the label noise and the learning rate
+_NEEDLE = TrainSettings(
+    task="needle",
+    length=31,
+    depth=1,
+    width=32,
+    heads=4,
+    train_fraction=0.125,
+    weight_decay=0.1,
+    learning_rate=1e-2,
+    max_steps=1000,
+)
 
 
 #: ``{(preset name, task): Preset}``.
-PRESETS: Mapping[tuple[str, str], Preset] = MappingProxyType(_presets())
+PRESETS: Mapping[tuple[str, str], Preset] = MappingProxyType(
+    {
+        # smoke: four tiny models, every stage of the pipeline runs (a trajectory, and a depth pair for C8's slope)
+        ("smoke", "modadd"): Preset(
+            name="smoke",
+            base=TrainSettings(
+                task="modadd",
+                modulus=13,
+                depth=1,
+                width=16,
+                heads=2,
+                train_fraction=0.5,
+                weight_decay=0.1,
+                learning_rate=1e-2,
+                max_steps=100,
+                loss_target=SMOKE_LOSS_TARGET,
+            ),
+            axes={"label_noise": (0.0, 1.0), "train_fraction": (0.5, 0.8), "depth": (1, 2)},
+        ),
+        ("smoke", "digits"): Preset(
+            name="smoke",
+            base=TrainSettings(
+                task="digits",
+                patch=4,
+                depth=1,
+                width=16,
+                heads=2,
+                train_fraction=0.1,
+                weight_decay=0.1,
+                learning_rate=1e-2,
+                max_steps=100,
+                loss_target=SMOKE_LOSS_TARGET,
+            ),
+            axes={"label_noise": (0.0, 1.0), "train_fraction": (0.1, 0.2)},
+        ),
+        ("smoke", "needle"): Preset(
+            name="smoke",
+            base=TrainSettings(
+                task="needle",
+                length=7,
+                depth=1,
+                width=16,
+                heads=2,
+                train_fraction=0.125,
+                weight_decay=0.1,
+                learning_rate=1e-2,
+                max_steps=100,
+                loss_target=SMOKE_LOSS_TARGET,
+            ),
+            axes={"label_noise": (0.0, 1.0), "length": (7, 15)},
+        ),
+        # default: the main family of each task, n held fixed (the training fraction is not an axis): a star around a
+        # base that generalises, plus two factorial blocks on the axes that move the gap most, six seeds (26 settings
+        # x 6 = 156 models each). Every cell is one the models can fit: the widths and weight decays are ones at which
+        # random labels still reach the loss target, so no cell is left out wholesale by the stopping rule.
+        ("default", "modadd"): Preset(
+            name="default",
+            base=_MODADD,
+            axes={
+                "depth": (1, 2, 3),
+                "width": (32, 48, 64),
+                "heads": (1, 2, 4),
+                "weight_decay": (0.3, 0.6, 1.0),
+                "learning_rate": (7e-3, 1e-2, 1.5e-2),
+                "label_noise": (0.0, 0.25, 0.5, 1.0),
+                "seed": (0, 1, 2, 3, 4, 5),
+            },
+            crosses=(("label_noise", "weight_decay"), ("label_noise", "width")),
+        ),
+        # the sample-size family: n on its own axis (five training fractions, n = 212 to 423) crossed with the label
+        # noise, plus the weight decay, seven seeds (22 settings x 7 = 154 models)
+        ("samples", "modadd"): Preset(
+            name="samples",
+            base=_MODADD,
+            axes={
+                "train_fraction": (0.4, 0.5, 0.6, 0.7, 0.8),
+                "weight_decay": (0.3, 0.6, 1.0),
+                "label_noise": (0.0, 0.25, 0.5, 1.0),
+                "seed": (0, 1, 2, 3, 4, 5, 6),
+            },
+            crosses=(("train_fraction", "label_noise"),),
+        ),
+        ("default", "digits"): Preset(
+            name="default",
+            base=_DIGITS,
+            axes={
+                "depth": (1, 2, 3),
+                "width": (32, 48, 64),
+                "heads": (1, 2, 4),
+                "weight_decay": (0.0, 0.03, 0.1),
+                "learning_rate": (3e-3, 6e-3, 1e-2),
+                "label_noise": (0.0, 0.25, 0.5, 1.0),
+                "seed": (0, 1, 2, 3, 4, 5),
+            },
+            crosses=(("label_noise", "weight_decay"), ("label_noise", "learning_rate")),
+        ),
+        ("samples", "digits"): Preset(
+            name="samples",
+            base=_DIGITS,
+            axes={
+                "train_fraction": (0.1, 0.25, 0.5, 0.75, 1.0),
+                "weight_decay": (0.0, 0.03, 0.1),
+                "label_noise": (0.0, 0.25, 0.5, 1.0),
+                "seed": (0, 1, 2, 3, 4, 5, 6),
+            },
+            crosses=(("train_fraction", "label_noise"),),
+        ),
+        ("default", "needle"): Preset(
+            name="default",
+            base=_NEEDLE,
+            axes={
+                "depth": (1, 2, 3),
+                "width": (16, 32, 64),
+                "heads": (1, 2, 4),
+                "weight_decay": (0.01, 0.1, 1.0),
+                "learning_rate": (3e-3, 1e-2, 3e-2),
+                "label_noise": (0.0, 0.25, 0.5, 1.0),
+                "length": (15, 31, 63),
+                "seed": (0, 1, 2, 3, 4, 5),
+            },
+            crosses=(("length", "label_noise"), ("length", "learning_rate")),
+        ),
+        ("samples", "needle"): Preset(
+            name="samples",
+            base=_NEEDLE,
+            axes={
+                "train_fraction": (0.0625, 0.125, 0.25, 0.5, 1.0),
+                "weight_decay": (0.01, 0.1, 1.0),
+                "label_noise": (0.0, 0.25, 0.5, 1.0),
+                "seed": (0, 1, 2, 3, 4, 5, 6),
+            },
+            crosses=(("train_fraction", "label_noise"),),
+        ),
+        # full: five values per axis, five seeds, and crosses of the axes that move the gap most
+        ("full", "modadd"): Preset(
+            name="full",
+            base=_MODADD.replace(max_steps=3000),
+            axes={
+                "depth": (1, 2, 3, 4),
+                "width": (16, 32, 48, 64, 96),
+                "heads": (1, 2, 4, 8),
+                "train_fraction": (0.2, 0.3, 0.4, 0.5, 0.6, 0.8, 0.9),
+                "weight_decay": (0.0, 0.03, 0.1, 0.3, 1.0),
+                "learning_rate": (5e-4, 1e-3, 3e-3, 1e-2),
+                "label_noise": (0.0, 0.25, 0.5, 1.0),
+                "seed": (0, 1, 2, 3, 4),
+            },
+            crosses=(("train_fraction", "weight_decay"), ("label_noise", "width")),
+        ),
+        ("full", "digits"): Preset(
+            name="full",
+            base=_DIGITS.replace(max_steps=4000),
+            axes={
+                "depth": (1, 2, 3, 4),
+                "width": (16, 32, 48, 64, 96),
+                "heads": (1, 2, 4, 8),
+                "train_fraction": (0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 1.0),
+                "weight_decay": (0.0, 0.03, 0.1, 0.3, 1.0),
+                "learning_rate": (5e-4, 1e-3, 3e-3, 1e-2),
+                "label_noise": (0.0, 0.25, 0.5, 1.0),
+                "seed": (0, 1, 2, 3, 4),
+            },
+            crosses=(("train_fraction", "label_noise"), ("weight_decay", "width")),
+        ),
+        ("full", "needle"): Preset(
+            name="full",
+            base=_NEEDLE.replace(max_steps=2000),
+            axes={
+                "depth": (1, 2, 3, 4),
+                "width": (16, 32, 48, 64),
+                "heads": (1, 2, 4, 8),
+                "train_fraction": (0.0625, 0.125, 0.25, 0.5),
+                "weight_decay": (0.0, 0.01, 0.1, 0.3, 1.0),
+                "learning_rate": (1e-3, 3e-3, 1e-2, 3e-2),
+                "label_noise": (0.0, 0.25, 0.5, 1.0),
+                "length": (15, 31, 47, 63),
+                "seed": (0, 1, 2, 3, 4),
+            },
+            crosses=(("length", "label_noise"), ("length", "width")),
+        ),
+    }
+)
 
 
 def get_preset(name: str, task: str) -> Preset:
