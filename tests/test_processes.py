@@ -308,7 +308,12 @@ def test_ctrl_c_stops_the_cli_and_its_workers(tmp_path):
         text=True,
         env=env,
     )
-    time.sleep(1.5)  # past the imports and the workers' start, inside the SVDs
+    # past the imports and the workers' start, inside the SVDs: wait for this run's workers (a fixed sleep was too
+    # short on a loaded machine, where the interrupt then reached the interpreter before its handlers existed)
+    deadline = time.monotonic() + 120
+    while not _worker_processes(tag) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.5)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
     if proc.returncode == 0:
