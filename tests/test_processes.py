@@ -289,8 +289,9 @@ def test_ctrl_c_stops_the_cli_and_its_workers(tmp_path):
     )
     # the tag marks this run's processes (workers inherit the environment): a run of another test beside this one
     # (pytest-xdist) has workers of its own, which are not this run's to stop
-    tag = f"SPECBOUND_TEST_RUN={tmp_path.name}-{os.getpid()}"
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "SPECBOUND_TEST_RUN": tag.split("=", 1)[1]}
+    run = f"{tmp_path.name}-{os.getpid()}"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "SPECBOUND_TEST_RUN": run}
+    tag = f"SPECBOUND_TEST_RUN={run}"
     proc = subprocess.Popen(
         [
             sys.executable,
