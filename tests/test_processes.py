@@ -289,8 +289,9 @@ def test_ctrl_c_stops_the_cli_and_its_workers(tmp_path):
     )
     # the tag marks this run's processes (workers inherit the environment): a run of another test beside this one
     # (pytest-xdist) has workers of its own, which are not this run's to stop
-    tag = f"SPECBOUND_TEST_RUN={tmp_path.name}-{os.getpid()}"
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "SPECBOUND_TEST_RUN": tag.split("=", 1)[1]}
+    run = f"{tmp_path.name}-{os.getpid()}"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "SPECBOUND_TEST_RUN": run}
+    tag = f"SPECBOUND_TEST_RUN={run}"
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -308,7 +309,12 @@ def test_ctrl_c_stops_the_cli_and_its_workers(tmp_path):
         text=True,
         env=env,
     )
-    time.sleep(1.5)  # past the imports and the workers' start, inside the SVDs
+    # past the imports and the workers' start, inside the SVDs: wait for this run's workers (a fixed sleep was too
+    # short on a loaded machine, where the interrupt then reached the interpreter before its handlers existed)
+    deadline = time.monotonic() + 120
+    while not _worker_processes(tag) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.5)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
     if proc.returncode == 0:

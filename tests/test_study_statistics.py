@@ -401,3 +401,30 @@ def test_paired_bootstrap_shares_the_resamples():
     # a NaN in either measure removes that model from both
     rows[0]["b"] = math.nan
     assert paired_bootstrap(rows, "a", "b", "gap", resamples=10).num_models == len(rows) - 1
+
+
+@given(st.data())
+def test_group_taus_is_each_group_alone_number_by_number(data):
+    # The batched form the bootstrap uses (numerics.study._ranks.group_taus, groups padded to the largest) against
+    # Pairs.taus of each group alone: every sum is of integers, so equality is exact, tau-b ties and NaNs included.
+    from numerics.study._ranks import Pairs, group_taus
+
+    size = data.draw(st.integers(2, 14))
+    x = np.asarray(data.draw(st.lists(st.integers(0, 3), min_size=size, max_size=size)), dtype=float)
+    y = np.asarray(data.draw(st.lists(st.integers(0, 3), min_size=size, max_size=size)), dtype=float)
+    groups = data.draw(
+        st.lists(st.lists(st.integers(0, size - 1), min_size=2, max_size=6, unique=True), min_size=1, max_size=5)
+    )
+    counts = np.asarray(
+        data.draw(st.lists(st.lists(st.integers(0, 3), min_size=size, max_size=size), min_size=1, max_size=4))
+    )
+    tau, tau_b = group_taus(x, y, groups, counts)
+    for g, members in enumerate(groups):
+        a, b = Pairs(x[members], y[members]).taus(counts[:, members])
+        np.testing.assert_array_equal(tau[:, g], a)
+        np.testing.assert_array_equal(tau_b[:, g], b)
+    # columns of counts other than the models' own indices (the bootstrap's resampled columns)
+    shift = [[(i + 1) % size for i in m] for m in groups]
+    tau, _ = group_taus(x, y, groups, counts, shift)
+    for g, members in enumerate(groups):
+        np.testing.assert_array_equal(tau[:, g], Pairs(x[members], y[members]).taus(counts[:, shift[g]])[0])

@@ -24,6 +24,7 @@ __all__ = [
     "check_variant",
     "signs",
     "Pairs",
+    "group_taus",
     "label_codes",
     "groups_along",
     "psi_axis_set",
@@ -147,6 +148,50 @@ class Pairs:
         ok = (free_x > 0) & (free_y > 0)
         np.divide(num, np.sqrt(np.where(ok, free_x * free_y, 1.0)), out=tau_b, where=ok)
         return tau, tau_b
+
+
+def group_taus(
+    x: np.ndarray,
+    y: np.ndarray,
+    groups: Sequence[Sequence[int]],
+    counts: np.ndarray,
+    columns: Sequence[Sequence[int]] | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(tau, tau_b)`` of every group (one column each) for every row of multiplicities ``counts``, at once.
+
+    Group ``g`` holds the models ``groups[g]`` (indices into ``x`` and ``y``) whose multiplicities are the columns
+    ``columns[g]`` of ``counts`` (``groups`` itself by default). The value for each group is :meth:`Pairs.taus` of
+    that group alone: the groups are padded to the largest with multiplicity 0, which adds nothing to any sum, and
+    every sum is of integers, so the result is the same number by number.
+    """
+    columns = groups if columns is None else columns
+    size = max(len(g) for g in groups)
+    index = np.zeros((len(groups), size), dtype=np.intp)
+    where = np.zeros((len(groups), size), dtype=np.intp)
+    real = np.zeros((len(groups), size), dtype=bool)
+    for g, (members, cols) in enumerate(zip(groups, columns)):
+        index[g, : len(members)], where[g, : len(cols)], real[g, : len(members)] = members, cols, True
+    xv, yv = x[index], y[index]
+    sx = (xv[:, :, None] > xv[:, None, :]).astype(np.float64) - (xv[:, :, None] < xv[:, None, :])
+    sy = (yv[:, :, None] > yv[:, None, :]).astype(np.float64) - (yv[:, :, None] < yv[:, None, :])
+    off = real[:, :, None] & real[:, None, :] & ~np.eye(size, dtype=bool)
+    s = np.where(off, sx * sy, 0.0)
+    tx, ty = (off & (sx == 0)).astype(np.float64), (off & (sy == 0)).astype(np.float64)
+    # (groups, resamples, size): one stack of matrix products per group
+    c = (np.asarray(counts, dtype=np.float64)[:, where] * real).transpose(1, 0, 2)
+
+    def form(m: np.ndarray) -> np.ndarray:
+        return ((c @ m) * c).sum(axis=2).T
+
+    num = form(s)
+    pairs = (c.sum(axis=2) ** 2 - (c * c).sum(axis=2)).T
+    free_x, free_y = pairs - form(tx), pairs - form(ty)
+    tau = np.full(num.shape, math.nan)
+    np.divide(num, pairs, out=tau, where=pairs > 0)
+    tau_b = np.full(num.shape, math.nan)
+    ok = (free_x > 0) & (free_y > 0)
+    np.divide(num, np.sqrt(np.where(ok, free_x * free_y, 1.0)), out=tau_b, where=ok)
+    return tau, tau_b
 
 
 def label_codes(values: Sequence[Hashable]) -> list[int]:

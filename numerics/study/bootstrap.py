@@ -40,6 +40,7 @@ from ._ranks import (
     axis_values,
     check_variant,
     column,
+    group_taus,
     groups_along,
     label_codes,
     mean_defined,
@@ -147,16 +148,11 @@ def _psi_intervals(
     strata_axes = psi_axis_set(axes, psi_axes_strata) if psi_axes_strata is not None else set()
     for k, axis in enumerate(axes):
         result = family.axes[k]
-        group_draws = []
-        for members in groups_along(keys, usable, k).values():
-            if len(members) < 2:
-                continue
-            cols = [position[i] for i in members]
-            a, b = Pairs(x[members], y[members]).taus(counts[:, cols])
-            group_draws.append(a if variant == "a" else b)
         if result.psi is None:
             continue
-        draws = mean_defined(np.stack(group_draws, axis=1), axis=1)
+        members = [m for m in groups_along(keys, usable, k).values() if len(m) >= 2]
+        a, b = group_taus(x, y, members, counts, [[position[i] for i in m] for m in members])
+        draws = mean_defined(a if variant == "a" else b, axis=1)
         psi[axis] = _interval(result.psi, draws, confidence, result.num_models)
         if axis in family.axes_used:
             psi_draws.append(draws)
@@ -301,11 +297,9 @@ def _Psi_draws(
     for k, axis in enumerate(axes):
         if axis not in psi_axes:
             continue
-        draws = [
-            Pairs(x[m], y[m]).taus(counts[:, m])[0] for m in groups_along(keys, everyone, k).values() if len(m) >= 2
-        ]
-        if draws:
-            per_axis.append(mean_defined(np.stack(draws, axis=1), axis=1))
+        members = [m for m in groups_along(keys, everyone, k).values() if len(m) >= 2]
+        if members:
+            per_axis.append(mean_defined(group_taus(x, y, members, counts)[0], axis=1))
     if not per_axis:
         return np.full(counts.shape[0], math.nan)
     return mean_defined(np.stack(per_axis, axis=1), axis=1)

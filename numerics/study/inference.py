@@ -250,9 +250,9 @@ def conditional_mutual_information(
         labels: dict[tuple[Hashable, ...], int] = {}
         code = np.asarray([labels.setdefault(tuple(settings[i][a] for a in axes), len(labels)) for i in keep])
         u = (code[:, None] * len(labels) + code[None, :])[off]  # both models' values on S, as one cell number
-        _, cell = np.unique(u, return_inverse=True)
-        joint = np.zeros((int(cell.max()) + 1, 3, 3))
-        np.add.at(joint, (cell, vm, vg), 1.0)
+        # the pairs counted per cell and sign pair; the cells no pair falls in dropped (the cells in order of u)
+        joint = np.bincount(u * 9 + vm * 3 + vg, minlength=len(labels) ** 2 * 9).reshape(-1, 3, 3).astype(np.float64)
+        joint = joint[joint.sum(axis=(1, 2)) > 0]
         size = joint.sum(axis=(1, 2))
         p = joint / size[:, None, None]
         pm, pg = p.sum(axis=2), p.sum(axis=1)

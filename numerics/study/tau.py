@@ -47,6 +47,7 @@ from ._ranks import (
     groups_along,
     label_codes,
     psi_axis_set,
+    signs,
     vector,
 )
 
@@ -101,19 +102,24 @@ def tau_record(x: np.ndarray, y: np.ndarray) -> Tau:
     removes the model): what the bootstrap and the random-label check take their point estimates from."""
     keep = ~(np.isnan(x) | np.isnan(y))
     x, y = x[keep], y[keep]
-    pairs = Pairs(x, y)
-    tau, tau_b = pairs.taus(np.ones(x.size))
     k = int(x.size)
+    # Pairs(x, y).taus(ones) by counts: every sum is of integers (twice the pairs), so the values are the same
+    sx, sy = signs(x), signs(y)
+    s = sx * sy
+    concordant, discordant = int((s > 0).sum()) // 2, int((s < 0).sum()) // 2
+    ties_x, ties_y = (int((sx == 0).sum()) - k) // 2, (int((sy == 0).sum()) - k) // 2
+    num, pairs = float(2 * (concordant - discordant)), float(k * k - k)
+    free_x, free_y = pairs - 2 * ties_x, pairs - 2 * ties_y
     return Tau(
-        tau=float(tau[0]),
-        tau_b=float(tau_b[0]),
+        tau=num / pairs if pairs > 0 else math.nan,
+        tau_b=num / math.sqrt(free_x * free_y) if free_x > 0 and free_y > 0 else math.nan,
         num_models=k,
         num_excluded=int((~keep).sum()),
         num_pairs=k * (k - 1) // 2,
-        concordant=int((pairs.s > 0).sum()) // 2,
-        discordant=int((pairs.s < 0).sum()) // 2,
-        ties_x=int(pairs.tx.sum()) // 2,
-        ties_y=int(pairs.ty.sum()) // 2,
+        concordant=concordant,
+        discordant=discordant,
+        ties_x=ties_x,
+        ties_y=ties_y,
     )
 
 
