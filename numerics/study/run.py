@@ -335,9 +335,10 @@ def run_timing(
     """
     cores = _cores()
     used = max(1, min(cores, jobs * threads))
+    cpu = round(cpu, 2)  # the estimate below from the number written, so the JSON recomputes it
     return {
         "wall_seconds": round(wall, 2),
-        "cpu_seconds": round(cpu, 2),
+        "cpu_seconds": cpu,
         "cpu_counts": "this process only (training ran on a cluster)" if remote else "this process and its workers",
         "load_average_start": load_start,
         "load_average_end": load_end,
