@@ -84,6 +84,18 @@ def test_peeling_levels_are_the_smallest_power_of_two_above():
         assert peeling_levels([v])[0] == k, v
 
 
+def test_a_negative_peeled_value_is_refused_and_named():
+    # numerics.bounds.peeling.peeling_cost: values are norms, so a negative one is a caller's bug, refused by the first
+    # negative value (a value in (-1, 0) included, which must not pass as "nothing to peel"); a zero selects the zero
+    # class, log 2 each (theory.margin.zero_peeling_cost)
+    from numerics.bounds.peeling import peeling_cost
+
+    for values, named in (([1.0, -0.5, -3.0], "-0.5"), ([0.0, 2.0, -7.0, -0.25], "-7.0"), ([2.0, -0.5], "-0.5")):
+        with pytest.raises(ValueError, match=f"non-negative; got {named}[.]"):
+            peeling_cost(values)
+    assert peeling_cost([0.0, 0.0]) == pytest.approx(2 * math.log(2), rel=1e-15)
+
+
 def test_smallest_sample_size_bisects_a_monotone_predicate():
     # Exact integer threshold below 2^53, relative 1e-9 above, None past the largest n, 1 when it holds at once.
     assert smallest_sample_size(lambda n: n >= 12345, T=128) == 12345
