@@ -897,7 +897,3 @@ def _on_sigterm(handler: Any) -> Any:
     if handler is None or threading.current_thread() is not threading.main_thread():
         return None
     return signal.signal(signal.SIGTERM, handler)
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
