@@ -13,8 +13,8 @@ import pytest
 import synthetic
 from cliutil import run
 
-from numerics import cli
 from numerics.bounds.terms import GROUP_OF_KIND
+from numerics.cli import options as cli_options
 from numerics.io.registry import REGISTRY
 from numerics.montecarlo.experiment import mc_experiment
 from numerics.study.presets import PRESETS, get_preset
@@ -138,7 +138,7 @@ def test_fetch_list_still_lists():
 
 def test_derive_and_mc_share_one_kind_default():
     """Before: ``derive thm41`` defaulted to bilinear, ``mc`` to vector."""
-    assert cli._DEFAULT_KIND == thm41.DEFAULT_KIND == inspect.signature(mc_experiment).parameters["kind"].default
+    assert cli_options.DEFAULT_KIND == thm41.DEFAULT_KIND == inspect.signature(mc_experiment).parameters["kind"].default
     code, default, _ = run(["derive", "thm41", "--json"])
     assert code == 0 and json.loads(default)["kind"] == thm41.DEFAULT_KIND
     assert default == run(["derive", "thm41", "--kind", thm41.DEFAULT_KIND, "--json"])[1]

@@ -25,6 +25,8 @@ import pytest
 from numerics.io import registry, resolve
 
 cli = importlib.import_module("numerics.cli")
+cli_analyze = importlib.import_module("numerics.cli.analyze")
+cli_common = importlib.import_module("numerics.cli.common")
 
 
 def test_the_download_counter_reports_the_bytes_in_the_folder(tmp_path, capsys):
@@ -141,7 +143,7 @@ def test_the_spectra_bar_ends_with_the_status_of_the_work_after_it_then_ticks_un
     monkeypatch.setattr(progress, "PERIOD", 0.01)
     err = io.StringIO()
     monkeypatch.setattr(sys, "stderr", err)
-    with cli._Progress("spectra", enabled=True, after="composing the covers thm41,effective_rank ...") as bar:
+    with cli_common.Progress("spectra", enabled=True, after="composing the covers thm41,effective_rank ...") as bar:
         bar(1, 2, "a")
         assert "composing" not in err.getvalue()
         bar(2, 2, "b")
@@ -152,8 +154,8 @@ def test_the_spectra_bar_ends_with_the_status_of_the_work_after_it_then_ticks_un
 
 def test_analyze_covers_announces_the_allocation():
     args = cli.build_parser().parse_args(["analyze", "x", "--covers", "thm41,effective_rank"])
-    assert "thm41,effective_rank" in cli._composing(args) and "several seconds" in cli._composing(args)
-    assert cli._composing(cli.build_parser().parse_args(["analyze", "x"])) is None
+    assert "thm41,effective_rank" in cli_analyze._composing(args) and "several seconds" in cli_analyze._composing(args)
+    assert cli_analyze._composing(cli.build_parser().parse_args(["analyze", "x"])) is None
 
 
 def test_a_registered_name_is_fetched_with_status_lines(monkeypatch, tmp_path):
