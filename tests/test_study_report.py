@@ -358,9 +358,9 @@ def test_c11_rules():
 @pytest.mark.claim("C11")
 @pytest.mark.parametrize("task", studyrun.committed_tasks(current=True))
 def test_the_committed_default_results_are_current(task):
-    # benchmarks/study_default.json (modadd) and study_digits.json must be the digests of today's default
-    # families and their reruns: same preset, same code version, the same models (settings hashes) and
-    # measures, verdicts recorded. Rewrite them with `./run claims --update-study [digits]`.
+    # benchmarks/study_default.json (modadd), study_digits.json and study_needle.json must be the digests of today's
+    # default families and their reruns: same preset, same code version, the same models (settings hashes) and
+    # measures, verdicts recorded. Rewrite them with `./run claims --update-study [digits|needle]`.
     runs_spec, path = claims.TASK_STUDIES[task]
     digest = claims.read_study_digest(path)
     assert digest is not None, f"no committed results in {path.name}: run `./run claims --update-study {task}`"

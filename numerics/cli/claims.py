@@ -24,8 +24,8 @@ def _arguments(c: argparse.ArgumentParser) -> None:
         default=None,
         choices=["modadd", "digits", "needle"],
         metavar="TASK",
-        help="first train or reuse the task's main family (n fixed, as two runs of three seeds each) and, for modadd "
-        "and digits, its sample-size family (cached: from cached models only the analysis runs), and rewrite "
+        help="first train or reuse the task's main family (n fixed, as two runs of three seeds each) and its "
+        "sample-size family (cached: from cached models only the analysis runs), and rewrite "
         "benchmarks/study_default.json, which C10 and C11 are measured from; `--update-study digits` or "
         "`needle` rewrites benchmarks/study_digits.json or study_needle.json instead",
     )

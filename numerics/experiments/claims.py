@@ -277,8 +277,9 @@ def claims_report(
         (:func:`~numerics.experiments.study_claims.update_study_results`; ``progress`` as for
         :func:`numerics.study.run.train_family`).
       study_task: which default study ``update_study`` rewrites: ``modadd``
-        (:data:`~numerics.experiments.study_claims.STUDY_RESULTS`, which C10 and C11 read) or ``digits``
-        (:data:`~numerics.experiments.study_claims.DIGITS_RESULTS`).
+        (:data:`~numerics.experiments.study_claims.STUDY_RESULTS`, which C10 and C11 read), ``digits``
+        (:data:`~numerics.experiments.study_claims.DIGITS_RESULTS`) or ``needle``
+        (:data:`~numerics.experiments.study_claims.NEEDLE_RESULTS`).
 
     Raises:
       ValueError: an unknown claim id; the README has no markers; ``update_study`` outside a

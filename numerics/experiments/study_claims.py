@@ -100,8 +100,8 @@ STUDY_RUNS: tuple[tuple[str, str, tuple[int, ...] | None, int], ...] = (
 #: The digits task's families: the same design as modadd's (a task where small Transformers generalise quickly).
 DIGITS_RUNS: tuple[tuple[str, str, tuple[int, ...] | None, int], ...] = STUDY_RUNS
 
-#: The needle task's main family, which varies the sequence length T (no sample-size family).
-NEEDLE_RUNS: tuple[tuple[str, str, tuple[int, ...] | None, int], ...] = STUDY_RUNS[:2]
+#: The needle task's families: the same design again, its main family varying the sequence length T.
+NEEDLE_RUNS: tuple[tuple[str, str, tuple[int, ...] | None, int], ...] = STUDY_RUNS
 
 #: The digest of the digits family, beside :data:`STUDY_RESULTS` (written by ``--update-study digits``).
 DIGITS_RESULTS = STUDY_RESULTS.with_name("study_digits.json")
@@ -306,7 +306,7 @@ def update_study_results(
     runs: int | None = None,
 ) -> dict[str, Any]:
     """Train or reuse the default families of ``task``'s runs (:data:`TASK_STUDIES`: :data:`STUDY_RUNS` for
-    modadd, :data:`DIGITS_RUNS` for digits) and the probe (the task's smoke family) in the cache ``root``,
+    modadd, :data:`DIGITS_RUNS` for digits, :data:`NEEDLE_RUNS` for needle) and the probe (the task's smoke family) in the cache ``root``,
     analyse them, and write their digest to ``path``. Models already in the cache are only analysed.
 
     ``path`` must be new or a file this function wrote (checked before any training); it is
