@@ -465,6 +465,7 @@ def _cmd_study(args: argparse.Namespace) -> int:
         plots=not args.no_plots,
         reached_only=not args.include_unreached,
         covers=_covers(args),
+        all_layer=args.all_layer,
     )
     sys.stdout.write(study_tables.study_table(result))
     print(study_tables.study_summary(result, out), file=sys.stderr)
@@ -803,6 +804,12 @@ def build_parser() -> argparse.ArgumentParser:
         "one measure per cover (cover:NAME) and the choice among them (covers) beside the others",
     )
     _add_entry_points_option(st)
+    st.add_argument(
+        "--all-layer",
+        action="store_true",
+        help="also rank the all-layer margin bound on each model's own training set (measure all_layer: every "
+        "training sample's certified all-layer margin; torch, tens of seconds a model; modadd and needle only)",
+    )
     st.add_argument(
         "--include-unreached",
         action="store_true",
