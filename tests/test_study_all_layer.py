@@ -86,6 +86,42 @@ def test_the_readout_is_the_models_own_classifier(model):
     assert np.allclose(margins, training_margins(reference, data.train_labels), rtol=0, atol=1e-9)
 
 
+def _hand_readout(extra: tuple[list[float], float] | None = None):
+    """``N = 4``, three classes (a fourth ``extra = (row, bias)`` if given), ``eps = 0.5`` so that the row
+    ``[1, 2, 3, 6]`` has ``sigma = sqrt(3.5 + 0.5) = 2`` and normalised row ``[-1, -0.5, 0, 1.5]``."""
+    W = [[1.0, 0.0, 0.0, 1.0], [0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0]]
+    b = [1.0, 0.0, 0.0]
+    if extra is not None:
+        W, b = [*W, extra[0]], [*b, extra[1]]
+    gain, beta = np.array([1.0, 2.0, 1.0, 1.0]), np.array([0.0, 0.0, 1.0, 0.0])
+    return study_all_layer.Readout(np.array(W), np.array(b), gain, beta, 0.5)
+
+
+def test_the_readout_margin_by_hand():
+    # g * n + beta = [-1, -1, 1, 1.5]: logits [0.5 + 1, -1, 1] = [1.5, -1, 1]; for label 0 the margins are 2.5 and
+    # 0.5, the folded differences (w_0 - w_j) * g are [1, -2, 0, 1] and [1, 0, -1, 1], of norms sqrt 6 and sqrt 3
+    row = np.array([1.0, 2.0, 3.0, 6.0])
+    readout = _hand_readout()
+    assert readout.logits(row) == pytest.approx([1.5, -1.0, 1.0], rel=1e-15)
+    M, c, sigma = readout.margin(row, 0)
+    assert (M, sigma) == (0.5, 2.0) and c == pytest.approx(min(2.5 / math.sqrt(6), 0.5 / math.sqrt(3)), rel=1e-15)
+    M, c, _ = readout.margin(row, 1)  # wrong: label 1 trails both others
+    assert M == -2.5 and c == pytest.approx(-2.5 / math.sqrt(6), rel=1e-15)
+    # a fourth class equal to class 0 after the gain: no output move changes that margin; it is 0 here (the readout
+    # already errs, c = -inf) or, with its bias 0.5 lower, 0.5 (c from the other classes)
+    M, c, _ = _hand_readout(([1.0, 0.0, 0.0, 1.0], 1.0)).margin(row, 0)
+    assert M == 0.0 and c == -math.inf
+    M, c, _ = _hand_readout(([1.0, 0.0, 0.0, 1.0], 0.5)).margin(row, 0)
+    assert M == 0.5 and c == pytest.approx(0.5 / math.sqrt(3), rel=1e-15)
+    M, c, _ = _hand_readout(([1.0, 0.0, 0.0, 1.0], 2.0)).margin(row, 0)  # the equal class leads: wrong, -inf
+    assert M == -1.0 and c == -math.inf
+    # the budget: sigma sqrt N (1 - e^(-c / sqrt N)), shrunk by 1e-12, against the same written with exp
+    budget = study_all_layer.readout_budget(np.array([0.3, 2e-9]), np.array([2.0, 0.5]), 4)
+    expected = [2.0 * 2.0 * (1 - math.exp(-0.3 / 2)), 0.5 * 2.0 * 1e-9]  # the second: first order, c sigma
+    assert budget == pytest.approx(np.array(expected) * (1 - 1e-12), rel=1e-9)
+    assert np.all(budget < np.array(expected))
+
+
 def test_no_move_of_the_output_below_the_budget_flips_the_readout(model):
     # the budget inverts the SymPy LayerNorm modulus (unit gain) at c: the generated form gives c back; and an attack
     # on the CLS row of u_K through the model's own final norm and classifier, moves of norm up to the budget, never

@@ -78,19 +78,20 @@ class Readout:
     beta: np.ndarray
     eps: float
 
-    def logits(self, row: np.ndarray) -> np.ndarray:
-        """The logits of one ``CLS`` row of ``u_K``."""
+    def _logits(self, row: np.ndarray) -> tuple[np.ndarray, float]:
         centred = row - row.mean()
         sigma = math.sqrt(float(np.mean(centred**2)) + self.eps)
-        return self.weight @ (self.gain * centred / sigma + self.beta) + self.bias
+        return self.weight @ (self.gain * centred / sigma + self.beta) + self.bias, sigma
+
+    def logits(self, row: np.ndarray) -> np.ndarray:
+        """The logits of one ``CLS`` row of ``u_K``."""
+        return self._logits(row)[0]
 
     def margin(self, row: np.ndarray, label: int) -> tuple[float, float, float]:
         """``(M, c, sigma)`` at one ``CLS`` row: the margin ``min_j logit_y - logit_j``, ``c = min_j M_j / ||(w_y - w_j)
         * g||`` (``inf`` for a class no output move can reach: equal folded rows; ``-inf`` then if ``M_j <= 0``) and
         the row's normaliser ``sigma``."""
-        centred = row - row.mean()
-        sigma = math.sqrt(float(np.mean(centred**2)) + self.eps)
-        logits = self.weight @ (self.gain * centred / sigma + self.beta) + self.bias
+        logits, sigma = self._logits(row)
         others = np.delete(np.arange(self.weight.shape[0]), int(label))
         margins = logits[int(label)] - logits[others]
         lipschitz = np.linalg.norm((self.weight[int(label)] - self.weight[others]) * self.gain, axis=1)
