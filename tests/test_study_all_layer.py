@@ -73,19 +73,6 @@ def _torch_margin(net, u_cls: torch.Tensor, label: int) -> torch.Tensor:
     return logits[label] - others.max()
 
 
-def test_the_readout_is_the_models_own_classifier(model):
-    m, net, data, encoder, readout = model
-    rows = _cls_rows(encoder, data.train_inputs)
-    with torch.no_grad():
-        reference = net(torch.from_numpy(data.train_inputs)).numpy()
-    ours = np.stack([readout.logits(r) for r in rows])
-    assert np.allclose(ours, reference, rtol=0, atol=1e-10 * np.abs(reference).max())
-    margins = np.array([readout.margin(r, int(y))[0] for r, y in zip(rows, data.train_labels)])
-    from numerics.study.margins import training_margins
-
-    assert np.allclose(margins, training_margins(reference, data.train_labels), rtol=0, atol=1e-9)
-
-
 def _hand_readout(extra: tuple[list[float], float] | None = None):
     """``N = 4``, three classes (a fourth ``extra = (row, bias)`` if given), ``eps = 0.5`` so that the row
     ``[1, 2, 3, 6]`` has ``sigma = sqrt(3.5 + 0.5) = 2`` and normalised row ``[-1, -0.5, 0, 1.5]``."""
@@ -120,6 +107,19 @@ def test_the_readout_margin_by_hand():
     expected = [2.0 * 2.0 * (1 - math.exp(-0.3 / 2)), 0.5 * 2.0 * 1e-9]  # the second: first order, c sigma
     assert budget == pytest.approx(np.array(expected) * (1 - 1e-12), rel=1e-9)
     assert np.all(budget < np.array(expected))
+
+
+def test_the_readout_is_the_models_own_classifier(model):
+    m, net, data, encoder, readout = model
+    rows = _cls_rows(encoder, data.train_inputs)
+    with torch.no_grad():
+        reference = net(torch.from_numpy(data.train_inputs)).numpy()
+    ours = np.stack([readout.logits(r) for r in rows])
+    assert np.allclose(ours, reference, rtol=0, atol=1e-10 * np.abs(reference).max())
+    margins = np.array([readout.margin(r, int(y))[0] for r, y in zip(rows, data.train_labels)])
+    from numerics.study.margins import training_margins
+
+    assert np.allclose(margins, training_margins(reference, data.train_labels), rtol=0, atol=1e-9)
 
 
 def test_no_move_of_the_output_below_the_budget_flips_the_readout(model):
