@@ -292,6 +292,9 @@ def test_the_margin_level_at_a_quantile_counts_the_samples_below_it(analysed):
     assert low.gamma_m == 2.0**-5 and low.margin_risk == pytest.approx(2 / 13, rel=1e-15)
     assert at.generalization_gap == pytest.approx(at.margin_risk + at.posthoc.generalization_gap, rel=1e-15)
     assert at.log_complexity_over_margin == pytest.approx(at.posthoc.log_rademacher - math.log(0.25), rel=1e-15)
+    # a margin on the level itself is not below it: 0.25 is a grid value, so gamma_m = 0.25 and no sample counts
+    on = all_layer.all_layer_bound(analysed, kappa=kappa, margins=[0.25, 0.5, 0.6])
+    assert on.gamma_m == 0.25 and on.margin_risk == 0.0
 
 
 def test_form_gives_only_the_all_layer_forms():
