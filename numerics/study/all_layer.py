@@ -6,7 +6,7 @@ embeddings sum and every sublayer's output, the last of which, ``u_K``, is what 
 read. The readout is the model's own: with ``n = (u - mean(u)) / sigma`` the final norm's normalised ``CLS`` row
 (``sigma = sqrt(var + eps_ln)``), gain ``g`` and the classifier's rows ``w_c``,
 
-.. math:: M(u_K, y) = \min_{j \ne y}\; (w_y - w_j)^\top (g \odot n(u_{K,0})) + \beta\text{-terms} + b_y - b_j ,
+.. math:: M(u_K, y) = \min_{j \ne y}\; (w_y - w_j)^\top \big(g \odot n(u_{K,0}) + \beta\big) + b_y - b_j ,
 
 an error when ``M <= 0``. The lemma behind the bound needs nothing of the readout; the certified lower bound on each
 sample's all-layer margin needs how far ``u_K`` may move without ``M`` reaching 0. When the ``CLS`` row moves by
@@ -16,9 +16,11 @@ against class ``j`` by at most ``||(w_y - w_j) * g||_2`` times that. So no outpu
 
 .. math:: \gamma_x = \sigma\sqrt N\,\big(1 - e^{-c/\sqrt N}\big), \qquad c = \min_{j \ne y} \frac{M_j(x)}{\lVert (w_y - w_j)\odot g\rVert_2},
 
-makes the readout err (the modulus at ``gamma_x`` is exactly ``c``: solved from the SymPy form, and checked against
-it here at every sample), and :func:`numerics.margin.certify.certify` at ``gamma = gamma_x`` certifies the sample's
-all-layer margin. A sample the float64 network already gets wrong (``M <= 0``) has all-layer margin 0.
+makes the readout err (``gamma_x`` inverts the modulus, which is exactly ``c`` there: checked against the generated
+SymPy form at every sample), and :func:`numerics.margin.certify.certify` at ``gamma = gamma_x`` certifies the sample's
+all-layer margin. A sample the float64 network already gets wrong (``M <= 0``) has all-layer margin 0. Everything is
+the model evaluated in float64 (the study trained it in float32), and, as for the study's other bound measures, the
+bound is conditional on the head and the final norm, which no cover counts.
 
 :func:`all_layer_margin` runs it on every training sample (the labels trained on, noisy ones included), peels the
 weights ``omega_b`` from the largest certified clean amplification per block, and evaluates
