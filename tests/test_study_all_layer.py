@@ -107,6 +107,10 @@ def test_the_readout_margin_by_hand():
     expected = [2.0 * 2.0 * (1 - math.exp(-0.3 / 2)), 0.5 * 2.0 * 1e-9]  # the second: first order, c sigma
     assert budget == pytest.approx(np.array(expected) * (1 - 1e-12), rel=1e-9)
     assert np.all(budget < np.array(expected))
+    # per row: the budget at c = 0.5 / sqrt 3, sigma = 2, N = 4; 0 where the readout already errs (label 1)
+    c = 0.5 / math.sqrt(3)
+    assert readout.budget(row, 0) == pytest.approx(4.0 * (1 - math.exp(-c / 2)) * (1 - 1e-12), rel=1e-12)
+    assert readout.budget(row, 1) == 0.0
 
 
 def test_the_readout_is_the_models_own_classifier(model):

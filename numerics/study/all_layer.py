@@ -47,9 +47,16 @@ from typing import Any
 
 import numpy as np
 
+from numerics.bounds.all_layer import all_layer_bound, block_names, form, weights
+from numerics.io.checkpoint import open_checkpoint
+
 from .margins import MARGIN_QUANTILE
+from .settings import TrainSettings
 
 __all__ = ["Readout", "read_readout", "readout_budget", "all_layer_margin"]
+
+#: How far a LayerNorm row can move (:func:`theory.all_layer_margin.layernorm_modulus`, generated).
+_MODULUS = form("alm.layernorm_modulus")
 
 
 def readout_budget(margin_over_lipschitz: np.ndarray, sigma: np.ndarray, N: int) -> np.ndarray:
@@ -101,6 +108,36 @@ class Readout:
             ratios = np.where(lipschitz > 0, margins / lipschitz, np.where(margins > 0, np.inf, -np.inf))
         return float(margins.min()), float(ratios.min()), sigma
 
+    def budget(self, row: np.ndarray, label: int) -> float:
+        """``gamma_x`` at one ``CLS`` row (:func:`readout_budget`), 0 where the readout already errs; checked against
+        the generated SymPy modulus, which must not exceed ``c`` there."""
+        _, c, sigma = self.margin(row, label)
+        if c <= 0:
+            return 0.0
+        value = float(readout_budget(np.array([c]), np.array([sigma]), row.size)[0])
+        if not _MODULUS(value, 1.0, row.size, sigma) <= c:
+            raise AssertionError(f"readout budget {value!r} exceeds the margin {c!r} through the final norm")
+        return value
+
+
+def _weights(kappa_clean: np.ndarray, covered: bool) -> tuple[dict[int, float], np.ndarray]:
+    """``(kappa by block, omega by block output)`` from the largest clean amplification of each block output ``o = 0
+    .. K`` (:func:`numerics.bounds.all_layer.weights`); the embeddings sum is unperturbed (``inf``) unless the tables
+    are covered."""
+    kappa = {o - 1: float(k) for o, k in enumerate(kappa_clean) if o > 0 or covered}
+    log_omega = weights(kappa)
+    omega = np.array(
+        [math.exp(log_omega[o - 1]) if (o - 1) in log_omega else math.inf for o in range(kappa_clean.size)]
+    )
+    return kappa, omega
+
+
+def _spread(values: np.ndarray) -> dict[str, float]:
+    """The smallest, median and largest of ``values`` (NaN for none)."""
+    if not values.size:
+        return {"min": math.nan, "median": math.nan, "max": math.nan}
+    return {"min": float(values.min()), "median": float(np.median(values)), "max": float(values.max())}
+
 
 def read_readout(ckpt: Any) -> Readout:
     """The :class:`Readout` of a study checkpoint (opened by :func:`numerics.io.checkpoint.open_checkpoint`).
@@ -150,14 +187,12 @@ def all_layer_margin(
     Raises:
       ValueError: a task whose inputs are not token ids (digits), or a model the all-layer chain does not map.
     """
-    import torch  # optional: the margin extra
+    # optional: torch (the margin extra): the certificate, the network and the training code import it
+    import torch
 
-    from numerics.bounds.all_layer import all_layer_bound, block_names, form, weights
-    from numerics.io.checkpoint import open_checkpoint
     from numerics.margin.certify import certify, clean_amplification, constants, profiles
     from numerics.margin.network import forward, load_encoder, torch_threads
 
-    from .settings import TrainSettings
     from .train import task_data
 
     start = time.perf_counter()
@@ -170,9 +205,7 @@ def all_layer_margin(
     ckpt = open_checkpoint(str(folder))
     encoder = load_encoder(ckpt)
     readout = read_readout(ckpt)
-    N = int(encoder.hidden)
     labels = np.asarray(data.train_labels)
-    modulus = form("alm.layernorm_modulus")
     covered = bool((analysis.model.get("network") or {}).get("embeddings", {}).get("covered", False))
     with torch_threads(threads):
         consts = constants(encoder)
@@ -183,21 +216,8 @@ def all_layer_margin(
             profs.append(prof)
             clean.append(clean_amplification(prof, consts))
             with torch.no_grad():
-                row = forward(encoder, ids_t)[-1][0].numpy()  # u_K's CLS row
-            _, c, sigma = readout.margin(row, int(y))
-            if c <= 0:
-                budgets.append(0.0)
-                continue
-            budget = float(readout_budget(np.array([c]), np.array([sigma]), N)[0])
-            if not modulus(budget, 1.0, N, sigma) <= c:  # the form at the budget: the readout cannot err below it
-                raise AssertionError(f"readout budget {budget!r} exceeds the margin {c!r} through the final norm")
-            budgets.append(budget)
-        kappa_clean = np.max(np.stack(clean), axis=0)  # per block output o = 0 .. K
-        kappa = {o - 1: float(k) for o, k in enumerate(kappa_clean) if o > 0 or covered}
-        log_omega = weights(kappa)
-        omega = np.array(
-            [math.exp(log_omega[o - 1]) if (o - 1) in log_omega else math.inf for o in range(kappa_clean.size)]
-        )
+                budgets.append(readout.budget(forward(encoder, ids_t)[-1][0].numpy(), int(y)))  # u_K's CLS row
+        kappa, omega = _weights(np.max(np.stack(clean), axis=0), covered)
         certified, uncertified = [], 0
         for prof, budget in zip(profs, budgets):
             if budget <= 0:
@@ -230,10 +250,6 @@ def all_layer_margin(
         "samples": int(margins_arr.size),
         "wrong": int(margins_arr.size - right.size),
         "uncertified": uncertified,
-        "margins": {
-            "min": float(right.min()) if right.size else math.nan,
-            "median": float(np.median(right)) if right.size else math.nan,
-            "max": float(right.max()) if right.size else math.nan,
-        },
+        "margins": _spread(right),
         "seconds": time.perf_counter() - start,
     }
