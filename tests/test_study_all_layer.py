@@ -113,6 +113,16 @@ def test_the_readout_margin_by_hand():
     assert readout.budget(row, 1) == 0.0
 
 
+def test_a_budget_beyond_the_margin_is_refused(monkeypatch):
+    # the guard behind every budget: the generated modulus at it must not exceed c; a budget twice the inverse (as a
+    # wrong closed form would give) moves the normalised row by more than c, and is refused rather than used
+    row, readout = np.array([1.0, 2.0, 3.0, 6.0]), _hand_readout()
+    exact = study_all_layer.readout_budget
+    monkeypatch.setattr(study_all_layer, "readout_budget", lambda c, sigma, N: 2.0 * exact(c, sigma, N))
+    with pytest.raises(AssertionError, match="exceeds the margin"):
+        readout.budget(row, 0)
+
+
 def test_the_readout_is_the_models_own_classifier(model):
     m, net, data, encoder, readout = model
     rows = _cls_rows(encoder, data.train_inputs)
