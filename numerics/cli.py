@@ -808,7 +808,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--all-layer",
         action="store_true",
         help="also rank the all-layer margin bound on each model's own training set (measure all_layer: every "
-        "training sample's certified all-layer margin; torch, tens of seconds a model; token inputs only: digits models get NaN)",
+        "training sample's certified all-layer margin; torch, tens of seconds a model; token inputs only: "
+        "digits models get NaN)",
     )
     st.add_argument(
         "--include-unreached",
