@@ -68,7 +68,19 @@ from numerics.bounds import BoundSettings, ModelSettings
 from numerics.io.checkpoint import open_checkpoint
 from numerics.spectra.jobs import feedforward_matrices, head_factors
 
-__all__ = ["FAMILIES", "DEEP", "Built", "Network", "build", "build_thin_layernorm", "network", "attack", "Attack"]
+__all__ = [
+    "FAMILIES",
+    "DEEP",
+    "Built",
+    "Network",
+    "build",
+    "build_thin_layernorm",
+    "network",
+    "attack",
+    "Attack",
+    "clip_to_class",
+    "outside_class",
+]
 
 #: The families the fuzzer runs: name -> (norm layout, causal, rotary, gated, activation).
 FAMILIES = ("bert", "gpt2", "llama", "torch-encoder")
@@ -457,6 +469,55 @@ class Network:
             x = self._norm(out, ff_norm, ws, use, record) if self.layout == "post" else out
         return out
 
+    # ------------------------------------------------------------------ the all-layer chain (post-LN BERT)
+
+    def block_stem(self, b: int) -> str:
+        """The norm layer that starts block ``b`` of the all-layer chain (:mod:`numerics.margin.network`): layer
+        ``l``'s attention (``b = 2l``) starts with the embeddings norm (``l = 0``) or layer ``l - 1``'s output norm,
+        its feedforward (``b = 2l + 1``) with layer ``l``'s attention-output norm."""
+        if self.layout != "post" or self.embed_stem is None:
+            raise ValueError(f"{self.built.name}: the all-layer chain maps post-LN BERT encoders only.")
+        layer, feedforward = divmod(b, 2)
+        if feedforward:
+            return self.norm_stems[layer][0]
+        return self.embed_stem if layer == 0 else self.norm_stems[layer - 1][1]
+
+    def run_block(self, b: int, ws: Sequence[torch.Tensor], u: torch.Tensor) -> torch.Tensor:
+        """Block ``b`` of the all-layer chain on rows ``u``, with the terms ``ws``: ``z + Branch(z)``, ``z`` the norm
+        :meth:`block_stem` of ``u`` (its gain and beta taken from ``ws``)."""
+        layer, feedforward = divmod(b, 2)
+        z = self._norm(u, self.block_stem(b), ws)
+        one = torch.ones(u.shape[0], 1, dtype=u.dtype)
+        zt = torch.cat([z, one], dim=1)
+        roles = self.by_layer()[layer]
+        if feedforward:
+            hidden = self.activation(zt @ ws[roles["ff1"][0]])
+            return z + torch.cat([hidden, one], dim=1) @ ws[roles["ff2"][0]]
+        out = one @ ws[roles["bo"][0]] if "bo" in roles else torch.zeros_like(z)
+        for jq, jv in zip(roles["qk"], roles["vo"]):
+            out = out + torch.softmax(zt @ ws[jq] @ zt.T, dim=-1) @ (zt @ ws[jv])
+        return z + out
+
+    def run_blocks(
+        self,
+        ws: Sequence[torch.Tensor],
+        deltas: Sequence[torch.Tensor | None] | None = None,
+        inputs: torch.Tensor | None = None,
+    ) -> list[torch.Tensor]:
+        """Every output ``[u_0, ..., u_K]`` of the all-layer chain with the terms ``ws``, ``deltas[o]`` added to output
+        ``o`` (``u_0`` the embeddings sum, :attr:`start`, or ``inputs``); ``u_K`` is :meth:`forward`'s output."""
+        u = self.start if inputs is None else inputs
+        deltas = list(deltas) if deltas is not None else [None] * (2 * self.num_layers + 1)
+        if deltas[0] is not None:
+            u = u + deltas[0]
+        out = [u]
+        for b, delta in enumerate(deltas[1:]):
+            u = self.run_block(b, ws, u)
+            if delta is not None:
+                u = u + delta
+            out.append(u)
+        return out
+
     def final(self, out: torch.Tensor) -> torch.Tensor:
         """The model's last hidden state from :meth:`forward`'s output (its final norm applied, if any)."""
         if self.layout == "post":
@@ -627,7 +688,7 @@ def _raw_size(
     return (rows @ d).norm(dim=1).max() / excess, excess
 
 
-def _clip(w: torch.Tensor, s: float) -> torch.Tensor:
+def clip_to_class(w: torch.Tensor, s: float) -> torch.Tensor:
     """A point of the class ``||w||_2 <= s`` (a gain ``[N]``: ``||w||_inf <= s``): ``w`` itself inside it, else
     ``w`` scaled onto its boundary. (Not the nearest point, ``U min(Sigma, s) V^T``: the backward of a full SVD is
     ``nan`` where singular values repeat, as the zero ones of a folded low-rank product do, and a ``nan`` reaching the
@@ -639,7 +700,7 @@ def _clip(w: torch.Tensor, s: float) -> torch.Tensor:
     return w * torch.clamp(s / norm, max=1.0)
 
 
-def _outside(w: torch.Tensor, s: float) -> bool:
+def outside_class(w: torch.Tensor, s: float) -> bool:
     """Whether ``w`` lies outside the class ``||w||_2 <= s`` (a gain: ``||w||_inf <= s``)."""
     with torch.no_grad():
         return bool((w.abs().max() if w.ndim == 1 else torch.linalg.matrix_norm(w, 2)) > s)
@@ -715,10 +776,10 @@ def attack(
             d = theta[cuts[j] : cuts[j + 1]].reshape(shapes[j])
             size, excess = _raw_size(m, d, rows, allowed)
             d = d * (eps[j] / size)
-            if (centres or m.centres) == "class" and _outside(w + d, m.inputs["s"]):
+            if (centres or m.centres) == "class" and outside_class(w + d, m.inputs["s"]):
                 # only where the class is left: inside it, w + d - w can round to 0 when eps_j is far below ||w||
                 # (a 0 size's gradient is nan, and nan_to_num would blind the search in every coordinate it reaches)
-                d = _clip(w + d, m.inputs["s"]) - w
+                d = clip_to_class(w + d, m.inputs["s"]) - w
                 size, excess = _raw_size(m, d, rows, allowed)
                 if float(size.detach()) > 0:
                     d = d * torch.clamp(eps[j] / size, max=1.0)

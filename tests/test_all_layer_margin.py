@@ -257,8 +257,8 @@ def test_the_all_layer_bound_is_assembled_from_its_parts(analysed):
     [
         (2.0, [], "margins must be a non-empty list"),
         (2.0, [0.3, -0.1], "margins must be a non-empty list"),
-        (2.0, [0.3, 0.0], "margins must be a non-empty list"),
         (2.0, [0.3, math.inf], "margins must be a non-empty list"),
+        (2.0, [0.0, 0.0], "margins must hold a positive certified lower bound"),
         ({-1: 0.0}, [0.3], "kappa must be positive and finite"),
         ({-1: -2.0}, [0.3], "kappa must be positive and finite"),
         ({-1: math.inf}, [0.3], "kappa must be positive and finite"),
@@ -270,6 +270,31 @@ def test_bad_margins_and_amplifications_are_refused(analysed, kappa, margins, me
         kappa = {b: kappa for b in range(-1, 4)}
     with pytest.raises(ValueError, match=message):
         all_layer.all_layer_bound(analysed, kappa=kappa, margins=margins)
+
+
+@pytest.mark.parametrize("quantile", [-0.1, 1.0, 1.5, True, "0.1", math.nan])
+def test_a_bad_margin_quantile_is_refused(analysed, quantile):
+    kappa = {b: 2.0 for b in range(-1, 4)}
+    with pytest.raises(ValueError, match="quantile=.* must be a number in \\[0, 1\\)"):
+        all_layer.all_layer_bound(analysed, kappa=kappa, margins=[0.3], quantile=quantile)
+
+
+def test_the_margin_level_at_a_quantile_counts_the_samples_below_it(analysed):
+    # Reference, by hand: the positive margins 0.05, 0.3, 0.31, ..., 0.39 (11 of them) and two wrong samples (0): the
+    # 10% quantile of the positive ones by numpy's linear interpolation sits at position 0.1 * (11 - 1) = 1 of the
+    # sorted values, 0.3 exactly, so gamma_m is the power of 2 at or below it, 0.25; below it: the two zeros and
+    # 0.05, 3 of 13. The default (the smallest positive margin, 0.05) gives 2^-5 and counts the zeros only.
+    kappa = {b: 3.0 for b in range(-1, 4)}
+    margins = [0.0, 0.05, *(0.3 + 0.01 * k for k in range(10)), 0.0]
+    at = all_layer.all_layer_bound(analysed, kappa=kappa, margins=margins, quantile=0.1)
+    assert at.gamma_m == 0.25 and at.margin_risk == pytest.approx(3 / 13, rel=1e-15)
+    low = all_layer.all_layer_bound(analysed, kappa=kappa, margins=margins)
+    assert low.gamma_m == 2.0**-5 and low.margin_risk == pytest.approx(2 / 13, rel=1e-15)
+    assert at.generalization_gap == pytest.approx(at.margin_risk + at.posthoc.generalization_gap, rel=1e-15)
+    assert at.log_complexity_over_margin == pytest.approx(at.posthoc.log_rademacher - math.log(0.25), rel=1e-15)
+    # a margin on the level itself is not below it: 0.25 is a grid value, so gamma_m = 0.25 and no sample counts
+    on = all_layer.all_layer_bound(analysed, kappa=kappa, margins=[0.25, 0.5, 0.6])
+    assert on.gamma_m == 0.25 and on.margin_risk == 0.0
 
 
 def test_form_gives_only_the_all_layer_forms():

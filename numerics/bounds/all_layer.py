@@ -209,8 +209,10 @@ class AllLayerBound:
     """The all-layer margin bound at one margin level, beside what it is made of.
 
     Attributes:
-        gamma_m: the all-layer margin level (a grid value: the largest at or below the smallest certified margin).
-        margin_risk: the fraction of samples whose certified margin is below ``gamma_m`` (0 by the choice above).
+        gamma_m: the all-layer margin level (a grid value: the largest at or below the chosen quantile of the positive
+            certified margins; by default the smallest).
+        margin_risk: the fraction of samples whose certified margin is below ``gamma_m`` (0 at the default quantile
+            when every margin is positive).
         log_omega: per block, ``log omega_b`` (grid values above the certified amplifications).
         posthoc: the engine's result on the all-layer terms (indices per group, Rademacher bound, union cost).
         generalization_gap: ``margin_risk + (2/gamma_m) min(Rad, 4 gamma_m) + 3 sqrt(log(2/delta')/(2n))``.
@@ -237,6 +239,7 @@ def all_layer_bound(
     kappa: Mapping[int, float],
     margins: Sequence[float],
     settings: BoundSettings | None = None,
+    quantile: float = 0.0,
 ) -> AllLayerBound:
     """The all-layer margin bound from an analysis, the certified amplifications and the certified margins.
 
@@ -245,12 +248,21 @@ def all_layer_bound(
         kappa: per block, the largest certified amplification from its output to the network output over the
             samples (what the weights ``omega_b`` are peeled from; the margins must have been certified with
             ``omega_b`` = the grid value above it, :func:`weights`).
-        margins: each sample's certified lower bound on its all-layer margin.
+        margins: each sample's certified lower bound on its all-layer margin (``0`` for a sample the network already
+            gets wrong: its all-layer margin is 0 by definition).
         settings: the bound's settings (default: the analysis's ``n``, ``T``, ``delta``, grid and tie).
+        quantile: where the margin level ``gamma_m`` is taken: the grid value at or below this quantile (numpy's
+            linear interpolation) of the positive margins. ``0`` (the default) is the smallest, so no sample counts
+            in ``margin_risk``; the study takes 0.1 (Jiang et al.'s convention, :mod:`numerics.study.margins`), and
+            the samples below ``gamma_m``, wrong ones included, make up ``margin_risk``.
     """
     margins_arr = np.asarray(list(margins), dtype=np.float64)
-    if margins_arr.size == 0 or not np.all(margins_arr > 0) or not np.all(np.isfinite(margins_arr)):
-        raise ValueError("margins must be a non-empty list of positive finite certified lower bounds.")
+    if margins_arr.size == 0 or not np.all(margins_arr >= 0) or not np.all(np.isfinite(margins_arr)):
+        raise ValueError("margins must be a non-empty list of non-negative finite certified lower bounds.")
+    if not np.any(margins_arr > 0):
+        raise ValueError("margins must hold a positive certified lower bound (every one is 0: no margin level).")
+    if not (isinstance(quantile, (int, float)) and not isinstance(quantile, bool) and 0 <= quantile < 1):
+        raise ValueError(f"quantile={quantile!r} must be a number in [0, 1).")
     terms, blocks = terms_from_analysis(analysis)
     after = worst_case_log_factors(analysis)
     local = local_log_factors(terms, blocks, after)
@@ -259,7 +271,8 @@ def all_layer_bound(
     if missing:
         raise ValueError(f"kappa has no amplification for blocks {missing}.")
     base = settings if settings is not None else settings_of(analysis)
-    gamma_m = float(grid_values([float(margins_arr.min())], upward=False)[0])
+    level = float(np.quantile(margins_arr[margins_arr > 0], quantile))
+    gamma_m = float(grid_values([level], upward=False)[0])
     risk = float(np.mean(margins_arr < gamma_m))
     bound_settings = class_settings(replace(base, B_out=gamma_m, gamma=gamma_m))
     new_terms = all_layer_terms(terms, blocks, local, log_omega)

@@ -57,6 +57,13 @@ def _arguments(st: argparse.ArgumentParser) -> None:
     )
     add_entry_points_option(st)
     st.add_argument(
+        "--all-layer",
+        action="store_true",
+        help="also rank the all-layer margin bound on each model's own training set (measure all_layer: every "
+        "training sample's certified all-layer margin; torch, tens of seconds a model; token inputs only: "
+        "digits models get NaN)",
+    )
+    st.add_argument(
         "--include-unreached",
         action="store_true",
         help="keep the models that did not reach the training loss target in the statistics; by default "
@@ -103,6 +110,7 @@ def _run(args: argparse.Namespace) -> int:
         plots=not args.no_plots,
         reached_only=not args.include_unreached,
         covers=covers(args),
+        all_layer=args.all_layer,
     )
     sys.stdout.write(study_tables.study_table(result))
     print(study_tables.study_summary(result, out), file=sys.stderr)

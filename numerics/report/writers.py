@@ -12,6 +12,7 @@ refused destination costs nothing), run it, and write the result.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 from collections.abc import Callable, Iterable, Sequence
@@ -35,7 +36,7 @@ from numerics.report.plots import write_all
 from numerics.report.study_plots import write_study_plots
 from numerics.report.tables import format_table, report_json, summary_markdown, sweep_rows_json, to_csv
 from numerics.study.findings import Findings, compute_findings
-from numerics.study.measures import cover_measures
+from numerics.study.measures import all_layer_measures, cover_measures
 from numerics.study.run import DEFAULT_JOBS, StudyResult, prepare_preset, run_study
 from numerics.study.table import COLUMNS, model_rows
 
@@ -319,6 +320,7 @@ def study_report(
     resamples: int = 1000,
     seed: int = 0,
     covers: Sequence[str] | None = None,
+    all_layer: bool = False,
 ) -> tuple[StudyResult, Findings]:
     """``specbound study``: check everything, train or reuse the family, analyse it, compute the
     statistics, write the report folder ``out`` (:func:`write_study_report`).
@@ -332,6 +334,8 @@ def study_report(
       reached_only, resamples, seed: :func:`numerics.study.findings.compute_findings`'s.
       covers: registered covers each model's analysis composes (``analyze --covers``); the measures then hold one
         column per cover (``cover:<name>``) and ``covers`` (:func:`numerics.study.measures.cover_measures`).
+      all_layer: also every model's all-layer margin bound on its own training set, ranked as the measure
+        ``all_layer`` (:func:`numerics.study.measures.all_layer_measures`; needs torch, the ``margin`` extra).
 
     Raises:
       ValueError: an unknown preset, task or axis, an empty axis, a value out of range, a bad ``jobs``.
@@ -351,9 +355,15 @@ def study_report(
                 )
         # one measure per cover that bounds a study model alone (both kinds), and the choice among them all
         registry = cover_measures([c.name for c in resolved if {"bilinear", "vector"} <= set(c.kinds)])
+    if all_layer:
+        if importlib.util.find_spec("torch") is None:
+            raise ImportError("study --all-layer runs each model in torch: pip install 'specbound[margin]'")
+        registry = all_layer_measures(registry=registry)
     cache = Path(root) if root is not None else cache_root()
     check_output_folder(out, force=force, protect=(cache,))
-    result = run_study(chosen, root=root, jobs=jobs, scheduler=scheduler, progress=progress, covers=covers)
+    result = run_study(
+        chosen, root=root, jobs=jobs, scheduler=scheduler, progress=progress, covers=covers, all_layer=all_layer
+    )
     failed = [m.analysis_error for m in result.models if m.analysis is None]
     if covers is not None and result.models and len(failed) == len(result.models):
         raise ValueError(  # the models stay in the cache; a report with no analysed model would say nothing

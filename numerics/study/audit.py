@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from .family import axis_values
 from .findings import DECOMPOSED, PROXY_COLUMNS, Findings, findings_from_rows, measure_row
-from .measures import REGISTRY, Measure
+from .measures import REGISTRY, Measure, all_layer_measures
 from .verdicts import c10_run, c11_run, estimate_dict
 
 if TYPE_CHECKING:
@@ -146,11 +146,13 @@ def _number(value: Any) -> float:
 
 
 def _registry(names: Sequence[str]) -> dict[str, Measure]:
-    """The registered measures named in a digest, in its order (a digest's measure unknown here is refused)."""
-    unknown = [n for n in names if n not in REGISTRY]
+    """The registered measures named in a digest, in its order, the opt-in all-layer measure included
+    (:func:`~.measures.all_layer_measures`; a digest's measure unknown here is refused)."""
+    known = all_layer_measures()
+    unknown = [n for n in names if n not in known]
     if unknown:
         raise ValueError(f"the digest names measures this specbound does not register: {unknown}")
-    return {n: REGISTRY[n] for n in names}
+    return {n: known[n] for n in names}
 
 
 def recompute_run(

@@ -110,6 +110,8 @@ from __future__ import annotations
 
 from .margins import margin_at_quantile as margin_at_quantile
 from .margins import training_margins as training_margins
+from .measures_bounds import ALL_LAYER as ALL_LAYER
+from .measures_bounds import all_layer_measures as all_layer_measures
 from .measures_bounds import cover_measures as cover_measures
 from .measures_bounds import register_common_p_measures as register_common_p_measures
 from .measures_known import KNOWN as KNOWN

@@ -1,6 +1,7 @@
 """The bounds as study measures: specbound's post hoc bound, the proxy ``phi_sa`` at each common ``p`` and its
-minimum, the baselines of Edelman et al. 2022 and Bartlett et al. 2017, each margin-normalised and in logs; and,
-for ``study --covers``, the bound with each registered cover alone (:func:`cover_measures`).
+minimum, the baselines of Edelman et al. 2022 and Bartlett et al. 2017, each margin-normalised and in logs; for
+``study --covers``, the bound with each registered cover alone (:func:`cover_measures`); and, opt-in, the all-layer
+margin bound on the model's own training set (:func:`all_layer_measures`).
 
 Registered in :data:`numerics.study.measures_registry.REGISTRY` when imported, first of the families
 (:mod:`numerics.study.measures` says in which order and why the per-``p`` measures read the proxy).
@@ -8,6 +9,7 @@ Registered in :data:`numerics.study.measures_registry.REGISTRY` when imported, f
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -17,7 +19,10 @@ from numerics.bounds.theorem31 import DEFAULT_P_GRID
 
 from .measures_registry import REGISTRY, Measure, MeasureFunction, measure
 
-__all__ = ["register_common_p_measures", "cover_measures"]
+__all__ = ["ALL_LAYER", "register_common_p_measures", "cover_measures", "all_layer_measures"]
+
+#: The all-layer margin measure's name (opt-in: :func:`all_layer_measures`).
+ALL_LAYER = "all_layer"
 
 
 @measure(
@@ -132,4 +137,37 @@ def cover_measures(names: Sequence[str], *, registry: Mapping[str, Measure] | No
         registry=out,
         description="the bound with one of the enabled covers chosen per tie group: log(sqrt(n) Rad / 12) over the margin",
     )(reader(None))
+    return out
+
+
+def _all_layer(analysis: Analysis, record: Mapping[str, Any]) -> float:
+    found = record.get("all_layer")
+    if found is None:
+        raise ValueError(
+            "record has no 'all_layer': compute it with numerics.study.all_layer.all_layer_margin "
+            "(study --all-layer) before ranking the all-layer measure."
+        )
+    value = found.get("measure") if isinstance(found, Mapping) else None
+    # a model the all-layer chain does not map ({"error": why}, e.g. the digits task's patches) has no value
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
+
+
+def all_layer_measures(*, registry: Mapping[str, Measure] | None = None) -> dict[str, Measure]:
+    """``registry`` (default :data:`~.measures_registry.REGISTRY`) plus :data:`ALL_LAYER`: the all-layer margin bound
+    on the model's own training set, ``log(Rad / 12)`` over the 10% quantile of its certified all-layer margins
+    (:func:`numerics.study.all_layer.all_layer_margin`, read from ``record["all_layer"]``; NaN where the chain does not
+    map the model). Opt-in, not in :data:`~.measures_registry.REGISTRY`: it needs torch and every training sample's
+    certificate (tens of seconds per model), and the committed digests are computed without it.
+
+    It is normalised by its own margin (the all-layer margin, whose readout holds the head), so it is registered with
+    ``margin_normalised=False``: the registry's ``1/gamma`` of the output margin and ``L_head`` do not apply to it."""
+    out = dict(REGISTRY if registry is None else registry)
+    measure(
+        ALL_LAYER,
+        margin_normalised=False,
+        log=True,
+        registry=out,
+        description="the all-layer margin bound on the model's own training set: log(Rad / 12) over the 10% quantile "
+        "of the certified all-layer margins",
+    )(_all_layer)
     return out

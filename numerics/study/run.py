@@ -364,16 +364,27 @@ def _analyse(
     *,
     label: str | None = None,
     checkpoint: bool = False,
+    all_layer: bool = False,
 ) -> tuple[Any, str | None, dict[str, Any] | None]:
     """Analyse one stored model (or trajectory checkpoint); a refusal becomes its one-line reason, naming the
     model by ``label`` (default: its folder's name) rather than by a path of this machine's cache, which
-    ends up in shareable reports and the committed digest."""
+    ends up in shareable reports and the committed digest. ``all_layer``: also the all-layer margin bound on the
+    model's own training set (:func:`.all_layer.all_layer_margin`, in ``inputs["all_layer"]``; ``{"error": why}`` where
+    the all-layer chain does not map the model)."""
+    name = label if label is not None else folder.name
     try:
         inputs = bound_inputs(folder, record, weights_measures=not checkpoint)
-        return analyze(str(folder), processes=0, settings=bound_settings(inputs), covers=covers), None, inputs
+        analysis = analyze(str(folder), processes=0, settings=bound_settings(inputs), covers=covers)
     except ValueError as exc:  # CheckpointError included: e.g. NaN weights of a diverged model
-        why = str(exc).replace(str(folder), label if label is not None else folder.name)
-        return None, " ".join(why.split()), None
+        return None, " ".join(str(exc).replace(str(folder), name).split()), None
+    if all_layer and not checkpoint:
+        from .all_layer import all_layer_margin  # optional: torch (the margin extra)
+
+        try:
+            inputs["all_layer"] = all_layer_margin(folder, record, analysis)
+        except ValueError as exc:  # the digits task's patches, or a model the chain does not map
+            inputs["all_layer"] = {"error": " ".join(str(exc).replace(str(folder), name).split())}
+    return analysis, None, inputs
 
 
 def _checkpoints(model: StoredModel, covers: Sequence[str] | None = None) -> tuple[CheckpointAnalysis, ...]:
@@ -405,12 +416,15 @@ def run_study(
     progress: Progress | None = None,
     analyse: bool = True,
     covers: Sequence[str] | None = None,
+    all_layer: bool = False,
 ) -> StudyResult:
     """Train or reuse every model of ``preset`` and analyse each with :func:`numerics.analysis.analyze`.
 
     Each model (and each of its trajectory checkpoints) is analysed as soon as it is available,
     while the others train. ``analyse=False`` only trains. ``covers``: registered covers every analysis composes
-    (:func:`numerics.analysis.analyze`'s ``covers``).
+    (:func:`numerics.analysis.analyze`'s ``covers``). ``all_layer``: also each model's all-layer margin bound on its
+    own training set (``record["all_layer"]``, what the opt-in measure
+    :func:`numerics.study.measures.all_layer_measures` reads; torch, tens of seconds a model).
     """
     start, cpu_start, load_start = time.perf_counter(), cpu_seconds(), _load()
     settings = preset.settings()
@@ -418,7 +432,10 @@ def run_study(
 
     def on_stored(i: int, model: StoredModel, reused: bool) -> None:
         if analyse:
-            analysed[i] = (*_analyse(model.folder, model.record, covers), _checkpoints(model, covers))
+            analysed[i] = (
+                *_analyse(model.folder, model.record, covers, all_layer=all_layer),
+                _checkpoints(model, covers),
+            )
 
     stored = train_family(settings, root=root, jobs=jobs, scheduler=scheduler, progress=progress, on_stored=on_stored)
     watched = _weightwatcher([m.folder for m, _ in stored]) if analyse else [None] * len(stored)
