@@ -230,7 +230,7 @@ def all_layer_margin(
                 uncertified += 1
     margins_arr = np.array(certified)
     right = margins_arr[np.array(budgets) > 0]
-    bound = all_layer_bound(analysis, kappa=kappa, margins=margins_arr, quantile=quantile)
+    bound = all_layer_bound(analysis, kappa=kappa, margins=certified, quantile=quantile)
     gamma_q = float(np.quantile(margins_arr[margins_arr > 0], quantile))
     complexity = bound.posthoc.log_rademacher - math.log(12.0)
     names = block_names(int(analysis.model["num_layers"]), embeddings=covered)
