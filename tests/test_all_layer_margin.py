@@ -414,3 +414,45 @@ def test_the_committed_sentences_are_minilm_token_ids():
     assert len(rows) == len(lines) == 64 and sum(r.size for r in rows) == 777
     assert all(r[0] == 101 and r[-1] == 102 and 4 <= r.size <= 40 for r in rows)  # [CLS] ... [SEP]
     data.check_ids(rows, vocab=30522, positions=512, where="sentences_minilm_ids.json")
+
+
+def _gelu_slope(x: np.ndarray) -> np.ndarray:
+    # Reference: the exact GELU x Phi(x) differentiated by hand, Phi(x) + x phi(x), through scipy (not the generated form)
+    from scipy.stats import norm
+
+    return norm.cdf(x) + x * norm.pdf(x)
+
+
+@pytest.mark.parametrize(
+    "centre, half",
+    # (-2.84, 2.0) and (2.84, 2.0): the range is set by a stationary point, not by the ends (found by a scan)
+    [
+        (-1.45, 0.2),
+        (1.3, 0.25),
+        (0.0, 2.0),
+        (-3.0, 0.5),
+        (2.5, 0.01),
+        (-1.0, 0.8),
+        (0.7, 0.3),
+        (-2.84, 2.0),
+        (2.84, 2.0),
+    ],
+)
+def test_the_slope_deviation_is_the_slopes_range_on_the_interval(centre, half):
+    # certify._slope_deviation bounds max |sigma'(x) - sigma'(h)| over [h - w, h + w] from above, and by no more than its
+    # rounding allowance: a dense grid (with the stationary points -sqrt 2 and +sqrt 2 added where inside) is the
+    # reference. The intervals hold the negative stationary point alone, the positive one alone, both, or neither.
+    grid = np.linspace(centre - half, centre + half, 200_001)
+    inside = [c for c in (-math.sqrt(2), math.sqrt(2)) if centre - half < c < centre + half]
+    grid = np.concatenate([grid, np.array(inside)])
+    brute = float(np.max(np.abs(_gelu_slope(grid) - _gelu_slope(np.array(centre)))))
+    got = float(certify._slope_deviation(np.array([centre]), np.array([half]))[0])
+    assert got >= brute - 1e-15
+    assert got <= brute + 1e-9
+
+
+@pytest.mark.parametrize("gamma", [0.0, -1.0, -0.5, math.inf, math.nan])
+def test_certify_refuses_a_margin_that_is_not_positive_and_finite(gamma):
+    # certify.certify's docstring: gamma, the margin to keep, must be positive and finite
+    with pytest.raises(ValueError, match="must be positive and finite"):
+        certify.certify([], [], [1.0], gamma)
