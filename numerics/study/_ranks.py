@@ -105,8 +105,9 @@ def check_variant(variant: str) -> None:
 
 
 def signs(v: np.ndarray) -> np.ndarray:
-    """``sign(v_i - v_j)`` as a matrix, by comparisons: infinities are ordered, ``inf`` ties ``inf``."""
-    col, row = v[:, None], v[None, :]
+    """``sign(v_i - v_j)`` as a matrix over the last axis (one per leading index), by comparisons: infinities are
+    ordered, ``inf`` ties ``inf``."""
+    col, row = v[..., :, None], v[..., None, :]
     return (col > row).astype(np.float64) - (col < row).astype(np.float64)
 
 
@@ -142,12 +143,7 @@ class Pairs:
             pairs = np.einsum("bi,bi->b", c @ self.w, c)
         free_x = pairs - np.einsum("bi,bi->b", c @ self.tx, c)
         free_y = pairs - np.einsum("bi,bi->b", c @ self.ty, c)
-        tau = np.full(c.shape[0], math.nan)
-        np.divide(num, pairs, out=tau, where=pairs > 0)
-        tau_b = np.full(c.shape[0], math.nan)
-        ok = (free_x > 0) & (free_y > 0)
-        np.divide(num, np.sqrt(np.where(ok, free_x * free_y, 1.0)), out=tau_b, where=ok)
-        return tau, tau_b
+        return _ratios(num, pairs, free_x, free_y)
 
 
 def group_taus(
@@ -172,8 +168,7 @@ def group_taus(
     for g, (members, cols) in enumerate(zip(groups, columns)):
         index[g, : len(members)], where[g, : len(cols)], real[g, : len(members)] = members, cols, True
     xv, yv = x[index], y[index]
-    sx = (xv[:, :, None] > xv[:, None, :]).astype(np.float64) - (xv[:, :, None] < xv[:, None, :])
-    sy = (yv[:, :, None] > yv[:, None, :]).astype(np.float64) - (yv[:, :, None] < yv[:, None, :])
+    sx, sy = signs(xv), signs(yv)
     off = real[:, :, None] & real[:, None, :] & ~np.eye(size, dtype=bool)
     s = np.where(off, sx * sy, 0.0)
     tx, ty = (off & (sx == 0)).astype(np.float64), (off & (sy == 0)).astype(np.float64)
@@ -185,7 +180,14 @@ def group_taus(
 
     num = form(s)
     pairs = (c.sum(axis=2) ** 2 - (c * c).sum(axis=2)).T
-    free_x, free_y = pairs - form(tx), pairs - form(ty)
+    return _ratios(num, pairs, pairs - form(tx), pairs - form(ty))
+
+
+def _ratios(
+    num: np.ndarray, pairs: np.ndarray, free_x: np.ndarray, free_y: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """``tau = num / pairs`` and ``tau_b = num / sqrt(free_x free_y)`` elementwise, NaN where undefined (no pair;
+    a constant measure or target)."""
     tau = np.full(num.shape, math.nan)
     np.divide(num, pairs, out=tau, where=pairs > 0)
     tau_b = np.full(num.shape, math.nan)
