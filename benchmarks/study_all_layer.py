@@ -1,9 +1,10 @@
-"""The all-layer margin bound as a study measure on the modadd families, beside every baseline (issue 34).
+"""The all-layer margin bound as a study measure on the modadd and needle families, beside every baseline (issue 34).
 
 What it runs (``python -m benchmarks.study_all_layer``; writes ``benchmarks/study_all_layer.json``):
 
 1. reads the committed digest ``benchmarks/study_default.json`` (``specbound claims --update-study``: the main family
-   as two runs of three seeds each and the sample-size family) and, for every model it holds with measures, loads the
+   as two runs of three seeds each and the sample-size family; ``--task needle``: ``benchmarks/study_needle.json``,
+   written to ``benchmarks/study_all_layer_needle.json``; digits embeds image patches, which the chain does not map) and, for every model it holds with measures, loads the
    trained model from specbound's study cache (:func:`numerics.study.cache.load_stored`, which verifies the manifest;
    its ``model.safetensors`` must have the digest's sha256): nothing is trained, a missing or different model stops
    the run;
@@ -20,10 +21,10 @@ What it runs (``python -m benchmarks.study_all_layer``; writes ``benchmarks/stud
    ``tau(all_layer) - tau(baseline)`` at fixed ``n``, simultaneous over the baselines (Bonferroni), and C10's rule
    applied to them; and the decomposition of ``all_layer`` into its complexity and margin parts.
 
-The per-model work (about 20 to 60 s a model on one thread) is kept in ``benchmarks/study_all_layer.partial.json`` as
-it goes, so an interrupted run resumes where it stopped (``--resume``); the file is removed when the run completes.
-Options: ``--runs LABEL ...`` (default: every run of the digest), ``--resume``, ``--root`` (the cache folder, default
-specbound's).
+The per-model work (seconds to a minute a model on one thread) is kept in ``<output>.partial.json`` as it goes, so an
+interrupted run resumes where it stopped (``--resume``); the file is removed when the run completes. Options:
+``--task modadd|needle``, ``--runs LABEL ...`` (default: every run of the digest), ``--resume``, ``--root`` (the cache
+folder, default specbound's), ``--jobs J`` (models in parallel, one thread each; default 1).
 """
 
 from __future__ import annotations
@@ -37,9 +38,11 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-DIGEST = HERE / "study_default.json"
-OUT = HERE / "study_all_layer.json"
-PARTIAL = OUT.with_suffix(".partial.json")
+#: Per task with token inputs: the committed digest read and the file written (digits embeds patches: not mapped).
+TASKS = {
+    "modadd": (HERE / "study_default.json", HERE / "study_all_layer.json"),
+    "needle": (HERE / "study_needle.json", HERE / "study_all_layer_needle.json"),
+}
 
 #: How far the re-analysed ``spectrum_adaptive`` may be from the digest's (the same code and weights: rounding only).
 REPRODUCED = 1e-9
@@ -172,46 +175,59 @@ def _statistics(block: dict[str, Any], values: dict[str, dict[str, Any]]) -> dic
     }
 
 
+def _one(job: tuple[str, dict[str, Any], str | None]) -> tuple[str, dict[str, Any]]:
+    key, entry, root = job
+    return key, _model_values(entry, root)
+
+
 def main(argv: list[str] | None = None) -> int:
+    from concurrent.futures import ProcessPoolExecutor
+
     from numerics._util.jsonsafe import finite_json
 
     parser = argparse.ArgumentParser(prog="python -m benchmarks.study_all_layer", description=__doc__.split("\n")[0])
+    parser.add_argument("--task", choices=sorted(TASKS), default="modadd", help="the family (default modadd)")
     parser.add_argument("--runs", nargs="*", default=None, help="run labels of the digest (default: every run)")
     parser.add_argument("--resume", action="store_true", help="reuse the per-model values of an interrupted run")
     parser.add_argument("--root", default=None, help="the cache folder (default: specbound's)")
+    parser.add_argument("--jobs", type=int, default=1, help="models analysed in parallel, one thread each")
     args = parser.parse_args(argv)
-    digest = json.loads(DIGEST.read_text(encoding="utf-8"))
+    if args.jobs < 1:
+        raise SystemExit(f"--jobs {args.jobs}: must be at least 1")
+    digest_path, out_path = TASKS[args.task]
+    partial = out_path.with_suffix(".partial.json")
+    digest = json.loads(digest_path.read_text(encoding="utf-8"))
     blocks = [b for b in digest["runs"] if args.runs is None or b["label"] in args.runs]
     if not blocks:
         raise SystemExit(f"--runs {args.runs}: the digest's runs are {[b['label'] for b in digest['runs']]}")
     values: dict[str, dict[str, Any]] = {}
-    if args.resume and PARTIAL.exists():
-        values = json.loads(PARTIAL.read_text(encoding="utf-8"))
+    if args.resume and partial.exists():
+        values = json.loads(partial.read_text(encoding="utf-8"))
     entries = {m["model"]: m for b in blocks for m in b["models"] if "measures" in m}
+    todo = [(key, entry, args.root) for key, entry in entries.items() if key not in values]
     start = time.perf_counter()
-    for k, (key, entry) in enumerate(entries.items()):
-        if key in values:
-            continue
-        values[key] = _model_values(entry, args.root)
-        PARTIAL.write_text(json.dumps(finite_json(values)) + "\n", encoding="utf-8")
-        v = values[key]
-        print(
-            f"[study_all_layer] {k + 1}/{len(entries)} {key}: all_layer {v['measure']:.3f} "
-            f"(gamma_q {v['gamma_q']:.3g}, risk {v['margin_risk']:.3f}, {v['seconds']:.0f} s)",
-            file=sys.stderr,
-        )
+    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+        for key, v in pool.map(_one, todo):
+            values[key] = v
+            partial.write_text(json.dumps(finite_json(values)) + "\n", encoding="utf-8")
+            print(
+                f"[study_all_layer] {len(values)}/{len(entries)} {key}: all_layer {v['measure']:.3f} "
+                f"(gamma_q {v['gamma_q']:.3g}, risk {v['margin_risk']:.3f}, {v['seconds']:.0f} s)",
+                file=sys.stderr,
+            )
     out = {
         "what": __doc__.split("\n\n")[0],
-        "digest": DIGEST.name,
+        "digest": digest_path.name,
         "preset": digest["preset"],
         "bootstrap": digest["bootstrap"],
         "runs": [_statistics(b, values) for b in blocks],
         "models": values,
         "seconds": time.perf_counter() - start,
+        "jobs": args.jobs,
     }
-    OUT.write_text(json.dumps(finite_json(out), indent=1) + "\n", encoding="utf-8")
-    PARTIAL.unlink(missing_ok=True)
-    print(f"wrote {OUT.name}", file=sys.stderr)
+    out_path.write_text(json.dumps(finite_json(out), indent=1) + "\n", encoding="utf-8")
+    partial.unlink(missing_ok=True)
+    print(f"wrote {out_path.name}", file=sys.stderr)
     return 0
 
 
