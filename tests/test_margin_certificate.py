@@ -138,6 +138,7 @@ def test_vector_norms_are_padded_upwards():
     assert got.shape == (3,)
     assert np.all(got > 5.0) and np.allclose(got, 5.0 * (1 + 4 * U), rtol=1e-15, atol=0)
     cols = certify._norm_up(np.array([[3.0, 0.0, 1.0], [4.0, 5.0, 0.0]]), axis=0)
+    assert certify._norm_up(np.array([3.0, 4.0])) == pytest.approx(5.0 * (1 + 4 * U), rel=1e-15)  # one vector
     assert cols.shape == (3,) and np.all(cols > [5.0, 5.0, 1.0])
 
 

@@ -349,7 +349,7 @@ def certify(
     the tables are fixed).
 
     Raises:
-      ValueError: no radius down to ``1e-12`` of the first-order estimate could be certified.
+      ValueError: no radius down to ``2^-60`` (about ``1e-18``) of the first-order estimate could be certified.
     """
     omega_arr = np.asarray(list(omega), dtype=np.float64)
     if omega_arr.size != len(prof) + 1 or not np.all(omega_arr > 0):
