@@ -496,6 +496,16 @@ def test_skip_reasons(tmp_path: Path) -> None:
     assert skip_reason("encoder.relative_attention_bias.weight").startswith("relative position bias")  # MPNet, T5
     assert skip_reason("lm_head.weight") == "task head outside the layer stack"
     assert skip_reason("wte.weight").startswith("embedding table")
+    # a patch projection is a trained map named as fixed, neither a lookup table nor a bias the bound folds:
+    # the study's digits models, HF ViT and timm exports
+    for key in (
+        "embeddings.patch_embeddings.weight",
+        "embeddings.patch_embeddings.bias",
+        "vit.embeddings.patch_embeddings.projection.weight",
+        "patch_embed.proj.bias",
+    ):
+        assert skip_reason(key).startswith("patch projection") and "fixed, not covered" in skip_reason(key), key
+    assert skip_reason("embeddings.dispatch_embeddings.weight").startswith("embedding table")
     assert skip_reason("something.else") == "not part of the architecture map"
 
 

@@ -275,6 +275,23 @@ def test_a_patch_task_is_refused_in_one_line(tmp_path):
     assert "\n" not in str(info.value)
 
 
+def test_a_patch_models_analysis_names_its_patch_projection_as_fixed(tmp_path):
+    """The digits models' patch projection is a trained linear map no cover counts: the analysis lists its weight
+    and bias as fixed, not covered (not as a lookup table, nor as a bias the bound folds in)."""
+    import json
+
+    from numerics.analysis import analyze
+    from numerics.study.model import encoder_config
+
+    settings = TrainSettings(task="digits", patch=4, depth=1, width=16, heads=2, train_fraction=0.1)
+    net = build_model(settings, task_data(settings))
+    safetensors.torch.save_file({k: v.contiguous() for k, v in net.state_dict().items()}, tmp_path / "model.safetensors")
+    (tmp_path / "config.json").write_text(json.dumps(encoder_config(net)))
+    reasons = {row["name"]: row["reason"] for row in analyze(str(tmp_path)).skipped}
+    for name in ("embeddings.patch_embeddings.weight", "embeddings.patch_embeddings.bias"):
+        assert reasons[name].startswith("patch projection") and "fixed, not covered" in reasons[name]
+
+
 def test_study_all_layer_on_the_command_line_ranks_it_in_every_table(study, tmp_path, monkeypatch):
     import csv
     import json

@@ -401,6 +401,13 @@ SKIP_RULES: tuple[tuple[str, str], ...] = (
         "buffer, not a trained parameter",
     ),
     (
+        # before the bias and table rules: a patch projection (its weight and its bias) is a trained linear map of
+        # the input patches, not a lookup table, and no map covers it (the study's digits models, ViT exports)
+        r"(^|\.)patch_embed(dings?)?(\.|$)",
+        "patch projection (a trained linear map of the input patches, not a lookup): fixed, not covered; the bound "
+        "is conditional on its values",
+    ),
+    (
         r"(?i)(layer_?norm|(^|\.)ln_[^.]*\.|(^|\.)ln[0-9]*\.|(^|\.)norm[0-9]*\.|_norm\.)",
         "normalisation parameter (LayerNorm modelled as a 1-Lipschitz projection)",
     ),
