@@ -1,10 +1,13 @@
-"""The all-layer margin bound as a study measure on the modadd and needle families, beside every baseline (issue 34).
+"""The all-layer margin bound as a study measure on the modadd, needle and digits families, beside every baseline
+(issue 34).
 
 What it runs (``python -m benchmarks.study_all_layer``; writes ``benchmarks/study_all_layer.json``):
 
 1. reads the committed digest ``benchmarks/study_default.json`` (``specbound claims --update-study``: the main family
    as two runs of three seeds each and the sample-size family; ``--task needle``: ``benchmarks/study_needle.json``,
-   written to ``benchmarks/study_all_layer_needle.json``; digits embeds image patches, which the chain does not map) and, for every model it holds with measures, loads the
+   written to ``benchmarks/study_all_layer_needle.json``; ``--task digits``: ``benchmarks/study_digits.json`` to
+   ``benchmarks/study_all_layer_digits.json``, the patch projection held at its values) and, for every model it holds
+   with measures, loads the
    trained model from specbound's study cache (:func:`numerics.study.cache.load_stored`, which verifies the manifest;
    its ``model.safetensors`` must have the digest's sha256): nothing is trained, a missing or different model stops
    the run;
@@ -23,7 +26,7 @@ What it runs (``python -m benchmarks.study_all_layer``; writes ``benchmarks/stud
 
 The per-model work (seconds to a minute a model on one thread) is kept in ``<output>.partial.json`` as it goes, so an
 interrupted run resumes where it stopped (``--resume``); the file is removed when the run completes. Options:
-``--task modadd|needle``, ``--runs LABEL ...`` (default: every run of the digest), ``--resume``, ``--root`` (the cache
+``--task modadd|needle|digits``, ``--runs LABEL ...`` (default: every run of the digest), ``--resume``, ``--root`` (the cache
 folder, default specbound's), ``--jobs J`` (models in parallel, one thread each; default 1).
 """
 
@@ -38,10 +41,11 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-#: Per task with token inputs: the committed digest read and the file written (digits embeds patches: not mapped).
+#: Per task: the committed digest read and the file written.
 TASKS = {
     "modadd": (HERE / "study_default.json", HERE / "study_all_layer.json"),
     "needle": (HERE / "study_needle.json", HERE / "study_all_layer_needle.json"),
+    "digits": (HERE / "study_digits.json", HERE / "study_all_layer_digits.json"),
 }
 
 #: How far the re-analysed ``spectrum_adaptive`` may be from the digest's (the same code and weights: rounding only).

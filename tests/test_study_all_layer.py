@@ -32,6 +32,9 @@ from numerics.study.train import build_model, task_data  # noqa: E402
 
 #: Two smoke models (modadd, P = 13, one layer of width 16, 84 training samples), clean and all-noise labels.
 AXES = {"label_noise": (0.0, 1.0), "train_fraction": (0.5,), "depth": (1,)}
+#: Per task, the smoke preset's axes for two models, clean and all-noise labels: modadd's above; digits (patches of
+#: 4 x 4 pixels, T = 5, one layer of width 16, 108 training samples), whose patch projection the chain holds fixed.
+TASK_AXES = {"modadd": AXES, "digits": {"label_noise": (0.0, 1.0), "train_fraction": (0.1,)}}
 
 
 @pytest.fixture(autouse=True)
@@ -41,14 +44,30 @@ def one_thread():
         yield
 
 
+_STUDIES: dict = {}
+
+
+def _smoke_study(task: str, tmp_path_factory):
+    """The two smoke models of ``task`` with the all-layer measure, trained once per session."""
+    if task not in _STUDIES:
+        chosen = prepare_preset("smoke", task=task, axes=TASK_AXES[task], jobs=1)
+        _STUDIES[task] = run_study(chosen, root=tmp_path_factory.mktemp("cache"), jobs=1, all_layer=True)
+    return _STUDIES[task]
+
+
+@pytest.fixture(scope="module", params=sorted(TASK_AXES))
+def study_of_task(request, tmp_path_factory):
+    return _smoke_study(request.param, tmp_path_factory)
+
+
 @pytest.fixture(scope="module")
 def study(tmp_path_factory):
-    chosen = prepare_preset("smoke", axes=AXES, jobs=1)
-    return run_study(chosen, root=tmp_path_factory.mktemp("cache"), jobs=1, all_layer=True)
+    return _smoke_study("modadd", tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
-def model(study):
+def model(study_of_task):
+    study = study_of_task
     """The clean-label model: its stored model, its float64 torch copy, its data, encoder and readout."""
     m = study.models[0]
     settings = TrainSettings.from_dict(dict(m.record["settings"]))
@@ -60,9 +79,14 @@ def model(study):
     return m, net, data, margin_network.load_encoder(ckpt), study_all_layer.read_readout(ckpt)
 
 
+def _input(x: np.ndarray) -> torch.Tensor:
+    """One training input as the chain reads it: token ids, or a digits model's patches in float64."""
+    return torch.from_numpy(x.astype(np.float64) if np.issubdtype(x.dtype, np.floating) else x)
+
+
 def _cls_rows(encoder, inputs) -> np.ndarray:
     with torch.no_grad():
-        return np.stack([margin_network.forward(encoder, torch.from_numpy(x))[-1][0].numpy() for x in inputs])
+        return np.stack([margin_network.forward(encoder, _input(x))[-1][0].numpy() for x in inputs])
 
 
 def _torch_margin(net, u_cls: torch.Tensor, label: int) -> torch.Tensor:
@@ -127,7 +151,7 @@ def test_the_readout_is_the_models_own_classifier(model):
     m, net, data, encoder, readout = model
     rows = _cls_rows(encoder, data.train_inputs)
     with torch.no_grad():
-        reference = net(torch.from_numpy(data.train_inputs)).numpy()
+        reference = net(_input(data.train_inputs)).numpy()
     ours = np.stack([readout.logits(r) for r in rows])
     assert np.allclose(ours, reference, rtol=0, atol=1e-10 * np.abs(reference).max())
     margins = np.array([readout.margin(r, int(y))[0] for r, y in zip(rows, data.train_labels)])
@@ -183,7 +207,7 @@ def test_each_certified_all_layer_margin_holds_through_the_real_readout(model):
     gen = torch.Generator().manual_seed(1)
     attacked = 0
     for x, y in zip(data.train_inputs, data.train_labels):
-        ids = torch.from_numpy(x)
+        ids = _input(x)
         row = margin_network.forward(encoder, ids)[-1][0].detach().numpy()
         M, c, sigma = readout.margin(row, int(y))
         if M <= 0:
@@ -191,7 +215,8 @@ def test_each_certified_all_layer_margin_holds_through_the_real_readout(model):
         budget = float(study_all_layer.readout_budget(np.array([c]), np.array([sigma]), encoder.hidden)[0])
         r = certify.certify(certify.profiles(encoder, ids), consts, omega, budget, iterations=20).radius
         v = torch.ones(omega.size, dtype=torch.float64, requires_grad=True)
-        Y = torch.randn(omega.size, x.size, encoder.hidden, dtype=torch.float64, generator=gen, requires_grad=True)
+        T = len(margin_network.forward(encoder, ids)[0])  # rows of u_0: the tokens, or CLS and the patches
+        Y = torch.randn(omega.size, T, encoder.hidden, dtype=torch.float64, generator=gen, requires_grad=True)
         opt = torch.optim.Adam([v, Y], lr=0.05)
         lowest = math.inf
         for _ in range(40):
@@ -216,7 +241,7 @@ def test_the_record_is_the_bound_reassembled_from_its_public_pieces(model):
     m, net, data, encoder, readout = model
     record = m.record[ALL_LAYER]
     consts = certify.constants(encoder)
-    profs = [certify.profiles(encoder, torch.from_numpy(x)) for x in data.train_inputs]
+    profs = [certify.profiles(encoder, _input(x)) for x in data.train_inputs]
     clean = np.max([certify.clean_amplification(p, consts) for p in profs], axis=0)
     kappa = {o - 1: float(k) for o, k in enumerate(clean)}  # the study covers the tables: output 0 perturbed
     log_omega = weights(kappa)
@@ -255,7 +280,7 @@ def test_the_measure_is_opt_in_and_reads_the_record(study):
     assert measure.log and not measure.margin_normalised
     m = study.models[0]
     assert measure(m.analysis, m.record) == m.record[ALL_LAYER]["measure"]
-    assert math.isnan(measure(m.analysis, {"all_layer": {"error": "task 'digits' embeds patches"}}))
+    assert math.isnan(measure(m.analysis, {"all_layer": {"error": "not mapped"}}))
     with pytest.raises(ValueError, match="record has no 'all_layer'"):
         measure(m.analysis, {})
     subset = all_layer_measures(registry={"spectrum_adaptive": REGISTRY["spectrum_adaptive"]})
@@ -268,11 +293,45 @@ def test_the_measure_is_opt_in_and_reads_the_record(study):
     assert ALL_LAYER not in {x.name for x in compute_findings(study, resamples=20).measures}
 
 
-def test_a_patch_task_is_refused_in_one_line(tmp_path):
-    settings = TrainSettings(task="digits", patch=4, depth=1, width=16, heads=2, train_fraction=0.1)
-    with pytest.raises(ValueError, match="task 'digits' embeds patches") as info:
-        study_all_layer.all_layer_margin(tmp_path, {"settings": settings.as_dict()}, None)
-    assert "\n" not in str(info.value)
+def test_a_patch_models_embedding_sum_is_its_own_and_its_inputs_are_checked(tmp_path_factory):
+    # u_0 of a digits model: CLS (word 0) then each patch's x W + b, plus the positions: the model's own embeddings
+    # module before its LayerNorm; a token model refuses patches and a patch model ids or patches of the wrong width
+    (m,) = [m for m in _smoke_study("digits", tmp_path_factory).models if m.record["settings"]["label_noise"] == 0]
+    settings = TrainSettings.from_dict(dict(m.record["settings"]))
+    data = task_data(settings)
+    net = build_model(settings, data)
+    net.load_state_dict(safetensors.torch.load_file(str(m.folder / "model.safetensors")))
+    net = net.double()
+    encoder = margin_network.load_encoder(open_checkpoint(str(m.folder)))
+    assert encoder.patch is not None and tuple(encoder.patch[0].shape) == (16, 16)
+    x = torch.from_numpy(data.train_inputs[:3].astype(np.float64))
+    emb = net.embeddings
+    with torch.no_grad():
+        cls = emb.word_embeddings.weight[0].expand(3, 1, -1)
+        reference = torch.cat([cls, emb.patch_embeddings(x)], dim=1) + emb.position_embeddings.weight[:5]
+        ours = torch.stack([margin_network.embed(encoder, row) for row in x])
+    assert torch.allclose(ours, reference, rtol=0, atol=1e-12)
+    with pytest.raises(ValueError, match="float patches"):
+        margin_network.embed(encoder, torch.zeros(4, dtype=torch.int64))
+    with pytest.raises(ValueError, match="float patches"):
+        margin_network.embed(encoder, torch.zeros(4, 9, dtype=torch.float64))
+    with pytest.raises(ValueError, match="longer than the 5 positions"):
+        margin_network.embed(encoder, torch.zeros(5, 16, dtype=torch.float64))
+    assert np.isfinite(m.record[ALL_LAYER]["measure"]) and m.record[ALL_LAYER]["samples"] == len(data.train_labels)
+
+
+def test_analyze_data_refuses_a_patch_model_in_one_line(tmp_path_factory, tmp_path):
+    import json
+
+    from cliutil import run
+
+    m = _smoke_study("digits", tmp_path_factory).models[0]
+    ids = tmp_path / "ids.json"
+    ids.write_text(json.dumps([[0, 0, 0]]))
+    code, out, err = run(["analyze", str(m.folder), "--data", str(ids)])
+    assert code != 0 and out == ""
+    assert "embeds image patches" in err and "embeddings.patch_embeddings.weight" in err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
 
 
 def test_a_patch_models_analysis_names_its_patch_projection_as_fixed(tmp_path):

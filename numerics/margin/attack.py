@@ -102,9 +102,9 @@ def attack(
         raise ValueError(f"start_radius={start_radius!r}, gamma={gamma!r} must be positive and growth={growth!r} > 1.")
     inv_omega = torch.from_numpy(np.where(np.isfinite(omega_arr), 1.0 / omega_arr, 0.0))
     gen = torch.Generator().manual_seed(seed)
-    T, N = int(ids.shape[0]), encoder.hidden
     with torch.no_grad():
         clean = forward(encoder, ids)[-1]
+    T, N = int(clean.shape[0]), encoder.hidden  # rows of the output (a patch model's: the patches and CLS)
     state = (
         torch.ones(omega_arr.size, dtype=torch.float64),
         torch.randn(omega_arr.size, T, N, dtype=torch.float64, generator=gen),

@@ -9,7 +9,11 @@ norm (the output :mod:`theory.thm31` bounds). :func:`forward` runs it with a per
 
 Read with :func:`load_encoder` from a checkpoint opened by :func:`numerics.io.checkpoint.open_checkpoint`:
 the ``bert`` architecture map with ``model_type`` ``bert`` (absolute positions from 0, token type 0, post-LN,
-the erf GELU); anything else is refused with one line naming the checkpoint. ``tests/test_all_layer_margin.py``
+the erf GELU); anything else is refused with one line naming the checkpoint. A checkpoint holding
+``embeddings.patch_embeddings`` (the study's digits models) embeds image patches instead of tokens: the ``CLS``
+row (word 0) at position 0, then each patch's ``x W + b``; the chain from ``u_0`` on is the same, and the patch
+projection, like every trained tensor the analysis names as fixed, is held at its values (the bound is conditional
+on it). ``tests/test_all_layer_margin.py``
 checks :func:`forward` against ``transformers``' own ``BertModel`` on random checkpoints.
 
 torch is an optional dependency (``pip install 'specbound[margin]'``), imported when this module is.
@@ -84,6 +88,8 @@ class Encoder:
     token_type: torch.Tensor | None
     blocks: tuple[Block, ...]
     hidden: int
+    #: the patch projection ``(W [p^2, N], b [N])`` of a patch model (rows ``x W + b``), else ``None``
+    patch: tuple[torch.Tensor, torch.Tensor] | None = None
 
     @property
     def num_blocks(self) -> int:
@@ -152,6 +158,7 @@ def load_encoder(ckpt: Any) -> Encoder:
                 blocks.append(Block(index, kind, norm, w))
     token_type = names.get("token_type_embeddings")
     return Encoder(
+        patch=_patch(ckpt, int(ckpt.hidden_size)),
         source=str(where),
         word=_tensor(ckpt, names["word_embeddings"]),
         position=_tensor(ckpt, names["position_embeddings"]),
@@ -159,6 +166,32 @@ def load_encoder(ckpt: Any) -> Encoder:
         blocks=tuple(blocks),
         hidden=int(ckpt.hidden_size),
     )
+
+
+#: Where a patch model keeps its patch projection (``nn.Linear``, stored ``[N, p^2]``), after the key prefix.
+PATCH_STEM = "embeddings.patch_embeddings"
+
+
+def _patch(ckpt: Any, width: int) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """The patch projection ``(W, b)`` in the row convention (``W`` transposed to ``[p^2, N]``), or ``None``."""
+    infos, stem = ckpt.store.infos, ckpt.prefix + PATCH_STEM
+    if stem + ".weight" not in infos:
+        return None
+    weight = _tensor(ckpt, stem + ".weight")
+    if weight.ndim != 2 or weight.shape[0] != width:
+        raise CheckpointError(
+            ckpt.source, f"has a patch projection of shape {tuple(weight.shape)}; expected [{width}, p^2]",
+            tensor=stem + ".weight",
+        )
+    if stem + ".bias" in infos:
+        bias = _tensor(ckpt, stem + ".bias")
+        if tuple(bias.shape) != (width,):
+            raise CheckpointError(
+                ckpt.source, f"has a patch bias of shape {tuple(bias.shape)}; expected [{width}]", tensor=stem + ".bias"
+            )
+    else:
+        bias = torch.zeros(width, dtype=torch.float64)
+    return weight.T.contiguous(), bias
 
 
 def _bias(biases: Any, key: str, width: int) -> torch.Tensor:
@@ -197,11 +230,23 @@ def feedforward(z: torch.Tensor, block: Block) -> tuple[torch.Tensor, torch.Tens
 
 
 def embed(encoder: Encoder, ids: torch.Tensor) -> torch.Tensor:
-    """``u_0``: word + position (from 0) + token type 0 rows, before the embeddings norm."""
-    T = ids.shape[0]
+    """``u_0``: word + position (from 0) + token type 0 rows, before the embeddings norm. For a patch model ``ids``
+    are the patches (float, ``[T - 1, p^2]``): the ``CLS`` row (word 0), then each patch's ``x W + b``."""
+    if encoder.patch is not None:
+        weight, bias = encoder.patch
+        if ids.ndim != 2 or ids.shape[1] != weight.shape[0] or not ids.is_floating_point():
+            raise ValueError(
+                f"a patch model reads float patches [T - 1, {weight.shape[0]}]; got {ids.dtype} {tuple(ids.shape)}."
+            )
+        rows = torch.cat([encoder.word[0][None, :], ids.to(torch.float64) @ weight + bias])
+    else:
+        if ids.is_floating_point():
+            raise ValueError(f"a token model reads integer ids; got {ids.dtype} {tuple(ids.shape)}.")
+        rows = encoder.word[ids]
+    T = rows.shape[0]
     if T > encoder.position.shape[0]:
         raise ValueError(f"a sequence of {T} tokens is longer than the {encoder.position.shape[0]} positions.")
-    u = encoder.word[ids] + encoder.position[:T]
+    u = rows + encoder.position[:T]
     return u + encoder.token_type[0] if encoder.token_type is not None else u
 
 

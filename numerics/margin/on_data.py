@@ -31,6 +31,7 @@ import torch  # optional: torch (the margin extra)
 from numerics._util.jsonsafe import finite_json
 from numerics.bounds.all_layer import all_layer_bound, block_names, weights, worst_case_log_factors
 from numerics.bounds.margin import n_nonvacuous
+from numerics.errors import CheckpointError
 from numerics.io.checkpoint import open_checkpoint
 from numerics.io.resolve import resolve_source
 from numerics.margin.attack import attack as search
@@ -197,7 +198,8 @@ def analyze_data(
         progress: called with ``(done, total, label)`` after each sequence.
 
     Raises:
-      CheckpointError: the checkpoint is not a BERT encoder the margin maps (:func:`numerics.margin.network.load_encoder`).
+      CheckpointError: the checkpoint is not a BERT encoder the margin maps (:func:`numerics.margin.network.load_encoder`),
+        or one that embeds patches (its inputs are not token ids).
       ValueError: a token-id file that cannot be read, or an id the model does not have; an analysis of another
         network (``--no-bias``, ``--input-norm``, ``--layernorm lipschitz``).
     """
@@ -206,6 +208,13 @@ def analyze_data(
     rows = load_token_ids(data) if isinstance(data, (str, os.PathLike)) else [np.asarray(r, np.int64) for r in data]
     ckpt = open_checkpoint(resolve_source(source) if isinstance(source, str) else source, heads=heads)
     encoder = load_encoder(ckpt)
+    if encoder.patch is not None:
+        raise CheckpointError(
+            ckpt.source,
+            "embeds image patches (embeddings.patch_embeddings); --data reads token ids: the patch models' all-layer "
+            "margin is computed by study --all-layer on their own training sets",
+            tensor=ckpt.prefix + "embeddings.patch_embeddings.weight",
+        )
     check_ids(rows, vocab=int(encoder.word.shape[0]), positions=int(encoder.position.shape[0]), where=where)
     gamma = float(analysis.bounds["spectrum_adaptive"]["gamma_realised"])
     covered = bool((analysis.model.get("network") or {}).get("embeddings", {}).get("covered", False))

@@ -31,7 +31,9 @@ included) are the bound's empirical term ``margin_risk``. Its ``measure`` is rea
 margin the raw quantile ``gamma_q`` (as every margin-normalised measure divides by the raw quantile of the output
 margins); no head constant enters, the head being inside the readout.
 
-Token inputs only: the digits task embeds patches with a learned projection, which the all-layer chain does not map.
+The digits task embeds patches with a learned projection (:func:`numerics.margin.network.embed`): the chain from the
+embedding sum on is the same, and the projection is held at its values, as in the worst-case analysis, which names it
+as fixed (the bound is conditional on it, as on the head).
 torch is needed (the ``margin`` extra): this module imports :mod:`numerics.margin` when called, and the package does
 not import this module.
 """
@@ -185,7 +187,7 @@ def all_layer_margin(
       median and largest certified margin of the samples the network gets right.
 
     Raises:
-      ValueError: a task whose inputs are not token ids (digits), or a model the all-layer chain does not map.
+      ValueError: a model the all-layer chain does not map.
     """
     # optional: torch (the margin extra): the certificate, the network and the training code import it
     import torch
@@ -198,10 +200,6 @@ def all_layer_margin(
     start = time.perf_counter()
     settings = TrainSettings.from_dict(dict(record["settings"]))
     data = task_data(settings)
-    if data.kind != "tokens":
-        raise ValueError(
-            f"task {settings.task!r} embeds patches with a learned projection; the all-layer margin maps token inputs"
-        )
     ckpt = open_checkpoint(str(folder))
     encoder = load_encoder(ckpt)
     readout = read_readout(ckpt)
@@ -210,8 +208,9 @@ def all_layer_margin(
     with torch_threads(threads):
         consts = constants(encoder)
         profs, clean, budgets = [], [], []
+        dtype = np.int64 if data.kind == "tokens" else np.float64  # token ids, or a digits model's patches
         for ids, y in zip(data.train_inputs, labels):
-            ids_t = torch.from_numpy(np.asarray(ids, dtype=np.int64))
+            ids_t = torch.from_numpy(np.asarray(ids, dtype=dtype))
             prof = profiles(encoder, ids_t)
             profs.append(prof)
             clean.append(clean_amplification(prof, consts))

@@ -148,7 +148,7 @@ def _all_layer(analysis: Analysis, record: Mapping[str, Any]) -> float:
             "(study --all-layer) before ranking the all-layer measure."
         )
     value = found.get("measure") if isinstance(found, Mapping) else None
-    # a model the all-layer chain does not map ({"error": why}, e.g. the digits task's patches) has no value
+    # a model the all-layer chain does not map ({"error": why}) has no value
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
 
 
