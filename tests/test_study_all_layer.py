@@ -33,8 +33,9 @@ from numerics.study.train import build_model, task_data  # noqa: E402
 #: Two smoke models (modadd, P = 13, one layer of width 16, 84 training samples), clean and all-noise labels.
 AXES = {"label_noise": (0.0, 1.0), "train_fraction": (0.5,), "depth": (1,)}
 #: Per task, the smoke preset's axes for two models, clean and all-noise labels: modadd's above; digits (patches of
-#: 4 x 4 pixels, T = 5, one layer of width 16, 108 training samples), whose patch projection the chain holds fixed.
-TASK_AXES = {"modadd": AXES, "digits": {"label_noise": (0.0, 1.0), "train_fraction": (0.1,)}}
+#: 4 x 4 pixels, T = 5, one layer of width 32, 108 training samples), whose patch projection the chain holds fixed
+#: (16 x 32: not square, so that a transposed read of it is caught).
+TASK_AXES = {"modadd": AXES, "digits": {"label_noise": (0.0, 1.0), "train_fraction": (0.1,), "width": (32,)}}
 
 
 @pytest.fixture(autouse=True)
@@ -53,6 +54,12 @@ def _smoke_study(task: str, tmp_path_factory):
         chosen = prepare_preset("smoke", task=task, axes=TASK_AXES[task], jobs=1)
         _STUDIES[task] = run_study(chosen, root=tmp_path_factory.mktemp("cache"), jobs=1, all_layer=True)
     return _STUDIES[task]
+
+
+def _wide_digits(tmp_path_factory):
+    """The clean digits smoke model of width 32 (its patch projection 16 x 32)."""
+    models = _smoke_study("digits", tmp_path_factory).models
+    return next(m for m in models if m.record["settings"]["label_noise"] == 0 and m.record["settings"]["width"] == 32)
 
 
 @pytest.fixture(scope="module", params=sorted(TASK_AXES))
@@ -296,14 +303,14 @@ def test_the_measure_is_opt_in_and_reads_the_record(study):
 def test_a_patch_models_embedding_sum_is_its_own_and_its_inputs_are_checked(tmp_path_factory):
     # u_0 of a digits model: CLS (word 0) then each patch's x W + b, plus the positions: the model's own embeddings
     # module before its LayerNorm; a token model refuses patches and a patch model ids or patches of the wrong width
-    (m,) = [m for m in _smoke_study("digits", tmp_path_factory).models if m.record["settings"]["label_noise"] == 0]
+    m = _wide_digits(tmp_path_factory)
     settings = TrainSettings.from_dict(dict(m.record["settings"]))
     data = task_data(settings)
     net = build_model(settings, data)
     net.load_state_dict(safetensors.torch.load_file(str(m.folder / "model.safetensors")))
     net = net.double()
     encoder = margin_network.load_encoder(open_checkpoint(str(m.folder)))
-    assert encoder.patch is not None and tuple(encoder.patch[0].shape) == (16, 16)
+    assert encoder.patch is not None and tuple(encoder.patch[0].shape) == (16, 32)
     x = torch.from_numpy(data.train_inputs[:3].astype(np.float64))
     emb = net.embeddings
     with torch.no_grad():
@@ -311,13 +318,53 @@ def test_a_patch_models_embedding_sum_is_its_own_and_its_inputs_are_checked(tmp_
         reference = torch.cat([cls, emb.patch_embeddings(x)], dim=1) + emb.position_embeddings.weight[:5]
         ours = torch.stack([margin_network.embed(encoder, row) for row in x])
     assert torch.allclose(ours, reference, rtol=0, atol=1e-12)
-    with pytest.raises(ValueError, match="float patches"):
+    with pytest.raises(ValueError, match=r"float patches \[T - 1, 16\]; got torch.int64 \(4,\)"):
         margin_network.embed(encoder, torch.zeros(4, dtype=torch.int64))
-    with pytest.raises(ValueError, match="float patches"):
-        margin_network.embed(encoder, torch.zeros(4, 9, dtype=torch.float64))
+    for width in (9, 32):  # 32: rows as wide as the model, not the patches
+        with pytest.raises(ValueError, match=r"float patches \[T - 1, 16\]"):
+            margin_network.embed(encoder, torch.zeros(4, width, dtype=torch.float64))
     with pytest.raises(ValueError, match="longer than the 5 positions"):
         margin_network.embed(encoder, torch.zeros(5, 16, dtype=torch.float64))
     assert np.isfinite(m.record[ALL_LAYER]["measure"]) and m.record[ALL_LAYER]["samples"] == len(data.train_labels)
+
+
+@pytest.mark.parametrize(
+    "name, shape, message",
+    [
+        ("weight", (16, 32), r"patch projection of shape \(16, 32\); expected \[32, p\^2\]"),  # transposed
+        ("weight", (33, 16), r"patch projection of shape \(33, 16\)"),
+        ("weight", (32, 16, 1), r"patch projection of shape \(32, 16, 1\)"),
+        ("weight", (32,), r"patch projection of shape \(32,\)"),
+        ("bias", (31,), r"patch bias of shape \(31,\); expected \[32\]"),
+    ],
+)
+def test_a_patch_projection_of_the_wrong_shape_is_refused_naming_it(tmp_path_factory, tmp_path, name, shape, message):
+    import shutil
+
+    m = _wide_digits(tmp_path_factory)
+    folder = tmp_path / "model"
+    shutil.copytree(m.folder, folder)
+    state = safetensors.torch.load_file(str(folder / "model.safetensors"))
+    state[f"embeddings.patch_embeddings.{name}"] = torch.zeros(shape, dtype=torch.float32)
+    safetensors.torch.save_file(state, str(folder / "model.safetensors"))
+    with pytest.raises(Exception, match=message) as info:
+        margin_network.load_encoder(open_checkpoint(str(folder)))
+    assert f"embeddings.patch_embeddings.{name}" in str(info.value) and "\n" not in str(info.value)
+
+
+def test_a_patch_model_without_a_patch_bias_reads_it_as_zero(tmp_path_factory, tmp_path):
+    import shutil
+
+    m = _wide_digits(tmp_path_factory)
+    folder = tmp_path / "model"
+    shutil.copytree(m.folder, folder)
+    state = safetensors.torch.load_file(str(folder / "model.safetensors"))
+    del state["embeddings.patch_embeddings.bias"]
+    safetensors.torch.save_file(state, str(folder / "model.safetensors"))
+    encoder = margin_network.load_encoder(open_checkpoint(str(folder)))
+    full = margin_network.load_encoder(open_checkpoint(str(m.folder)))
+    assert torch.equal(encoder.patch[1], torch.zeros(32, dtype=torch.float64))
+    assert torch.equal(encoder.patch[0], full.patch[0]) and not torch.equal(full.patch[1], encoder.patch[1])
 
 
 def test_analyze_data_refuses_a_patch_model_in_one_line(tmp_path_factory, tmp_path):
