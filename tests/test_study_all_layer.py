@@ -352,6 +352,29 @@ def test_a_patch_projection_of_the_wrong_shape_is_refused_naming_it(tmp_path_fac
     assert f"embeddings.patch_embeddings.{name}" in str(info.value) and "\n" not in str(info.value)
 
 
+def test_a_patch_models_first_row_is_the_cls_tokens_of_a_larger_table(tmp_path_factory, tmp_path):
+    # the study's patch models have one word (CLS, id 0); with a second row in the table, u_0's first row is still
+    # word 0 plus position 0, and the patch rows do not read the table
+    import json
+    import shutil
+
+    m = _wide_digits(tmp_path_factory)
+    folder = tmp_path / "model"
+    shutil.copytree(m.folder, folder)
+    state = safetensors.torch.load_file(str(folder / "model.safetensors"))
+    word = state["embeddings.word_embeddings.weight"]
+    state["embeddings.word_embeddings.weight"] = torch.cat([word, word + 1.0])
+    safetensors.torch.save_file(state, str(folder / "model.safetensors"))
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "vocab_size": 2}))
+    encoder = margin_network.load_encoder(open_checkpoint(str(folder)))
+    original = margin_network.load_encoder(open_checkpoint(str(m.folder)))
+    x = torch.rand(4, 16, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    u = margin_network.embed(encoder, x)
+    assert torch.equal(u[0], encoder.word[0] + encoder.position[0])
+    assert torch.equal(u, margin_network.embed(original, x))
+
+
 def test_a_patch_model_without_a_patch_bias_reads_it_as_zero(tmp_path_factory, tmp_path):
     import shutil
 

@@ -60,8 +60,8 @@ def _arguments(st: argparse.ArgumentParser) -> None:
         "--all-layer",
         action="store_true",
         help="also rank the all-layer margin bound on each model's own training set (measure all_layer: every "
-        "training sample's certified all-layer margin; torch, tens of seconds a model; token inputs only: "
-        "digits models get NaN)",
+        "training sample's certified all-layer margin; torch, seconds to a minute a model; on digits models the "
+        "patch projection is held fixed, as in the worst-case bound)",
     )
     st.add_argument(
         "--include-unreached",

@@ -388,7 +388,7 @@ def _analyse(
 
         try:
             inputs["all_layer"] = all_layer_margin(folder, record, analysis)
-        except ValueError as exc:  # the digits task's patches, or a model the chain does not map
+        except ValueError as exc:  # a model the chain does not map
             inputs["all_layer"] = {"error": " ".join(str(exc).replace(str(folder), name).split())}
     return analysis, None, inputs
 
