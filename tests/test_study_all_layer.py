@@ -414,7 +414,9 @@ def test_a_patch_models_analysis_names_its_patch_projection_as_fixed(tmp_path):
 
     settings = TrainSettings(task="digits", patch=4, depth=1, width=16, heads=2, train_fraction=0.1)
     net = build_model(settings, task_data(settings))
-    safetensors.torch.save_file({k: v.contiguous() for k, v in net.state_dict().items()}, tmp_path / "model.safetensors")
+    safetensors.torch.save_file(
+        {k: v.contiguous() for k, v in net.state_dict().items()}, tmp_path / "model.safetensors"
+    )
     (tmp_path / "config.json").write_text(json.dumps(encoder_config(net)))
     reasons = {row["name"]: row["reason"] for row in analyze(str(tmp_path)).skipped}
     for name in ("embeddings.patch_embeddings.weight", "embeddings.patch_embeddings.bias"):

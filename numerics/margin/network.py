@@ -180,7 +180,8 @@ def _patch(ckpt: Any, width: int) -> tuple[torch.Tensor, torch.Tensor] | None:
     weight = _tensor(ckpt, stem + ".weight")
     if weight.ndim != 2 or weight.shape[0] != width:
         raise CheckpointError(
-            ckpt.source, f"has a patch projection of shape {tuple(weight.shape)}; expected [{width}, p^2]",
+            ckpt.source,
+            f"has a patch projection of shape {tuple(weight.shape)}; expected [{width}, p^2]",
             tensor=stem + ".weight",
         )
     if stem + ".bias" in infos:

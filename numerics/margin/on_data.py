@@ -173,6 +173,18 @@ def _worst(analysis: Any) -> dict[str, Any]:
     }
 
 
+def _check_inputs(ckpt: Any, encoder: Any, rows: list[np.ndarray], where: str) -> None:
+    """Token ids the encoder has, in sequences its positions reach; a patch model (its inputs are no ids) refused."""
+    if encoder.patch is not None:
+        raise CheckpointError(
+            ckpt.source,
+            "embeds image patches (embeddings.patch_embeddings); --data reads token ids: the patch models' all-layer "
+            "margin is computed by study --all-layer on their own training sets",
+            tensor=ckpt.prefix + "embeddings.patch_embeddings.weight",
+        )
+    check_ids(rows, vocab=int(encoder.word.shape[0]), positions=int(encoder.position.shape[0]), where=where)
+
+
 def analyze_data(
     analysis: Any,
     source: str | os.PathLike[str],
@@ -208,14 +220,7 @@ def analyze_data(
     rows = load_token_ids(data) if isinstance(data, (str, os.PathLike)) else [np.asarray(r, np.int64) for r in data]
     ckpt = open_checkpoint(resolve_source(source) if isinstance(source, str) else source, heads=heads)
     encoder = load_encoder(ckpt)
-    if encoder.patch is not None:
-        raise CheckpointError(
-            ckpt.source,
-            "embeds image patches (embeddings.patch_embeddings); --data reads token ids: the patch models' all-layer "
-            "margin is computed by study --all-layer on their own training sets",
-            tensor=ckpt.prefix + "embeddings.patch_embeddings.weight",
-        )
-    check_ids(rows, vocab=int(encoder.word.shape[0]), positions=int(encoder.position.shape[0]), where=where)
+    _check_inputs(ckpt, encoder, rows, where)
     gamma = float(analysis.bounds["spectrum_adaptive"]["gamma_realised"])
     covered = bool((analysis.model.get("network") or {}).get("embeddings", {}).get("covered", False))
     seconds: dict[str, float] = {}
