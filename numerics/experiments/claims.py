@@ -339,8 +339,13 @@ def markdown_table(rows: list[tuple[Claim, Measurement]], tests: dict[str, str] 
     return "\n".join(lines) + "\n"
 
 
-def run_claim_tests(ids: list[str] | None = None, *, extra_args: tuple[str, ...] = ()) -> dict[str, str]:
+def run_claim_tests(
+    ids: list[str] | None = None, *, extra_args: tuple[str, ...] = (), paths: tuple[str, ...] = ("tests",)
+) -> dict[str, str]:
     """Run the pytest tests marked ``claim("Cn")`` from this checkout; ``{id: "N passed, ..."}``.
+
+    ``paths``: where pytest collects, relative to the checkout (default the whole ``tests/`` folder; a file
+    holding the claim's tests collects only that file).
 
     Runs pytest in a subprocess (rooted at the repository, with the project's settings:
     warnings are errors) with the plugin ``tests/claims_plugin.py`` selecting and
@@ -358,7 +363,7 @@ def run_claim_tests(ids: list[str] | None = None, *, extra_args: tuple[str, ...]
         # isolated (-I) with only the checkout on its path, and killed with specbound (PR_SET_PDEATHSIG)
         subprocess.run(
             child_python_command(
-                ["-m", "pytest", "tests", "-q", "-p", "no:cacheprovider", "-p", "tests.claims_plugin", *extra_args],
+                ["-m", "pytest", *paths, "-q", "-p", "no:cacheprovider", "-p", "tests.claims_plugin", *extra_args],
                 path=(str(root),),
             ),
             cwd=root,
