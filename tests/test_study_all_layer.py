@@ -62,6 +62,22 @@ def _wide_digits(tmp_path_factory):
     return next(m for m in models if m.record["settings"]["label_noise"] == 0 and m.record["settings"]["width"] == 32)
 
 
+def _edited_copy(m, folder, edit, config=None):
+    """A copy of model ``m``'s folder at ``folder`` with ``edit(state)`` applied to its tensors (and ``config``'s keys
+    to its ``config.json``)."""
+    import json
+    import shutil
+
+    shutil.copytree(m.folder, folder)
+    state = safetensors.torch.load_file(str(folder / "model.safetensors"))
+    edit(state)
+    safetensors.torch.save_file(state, str(folder / "model.safetensors"))
+    if config:
+        written = json.loads((folder / "config.json").read_text())
+        (folder / "config.json").write_text(json.dumps({**written, **config}))
+    return folder
+
+
 @pytest.fixture(scope="module", params=sorted(TASK_AXES))
 def study_of_task(request, tmp_path_factory):
     return _smoke_study(request.param, tmp_path_factory)
@@ -339,14 +355,10 @@ def test_a_patch_models_embedding_sum_is_its_own_and_its_inputs_are_checked(tmp_
     ],
 )
 def test_a_patch_projection_of_the_wrong_shape_is_refused_naming_it(tmp_path_factory, tmp_path, name, shape, message):
-    import shutil
+    def wrong(state):
+        state[f"embeddings.patch_embeddings.{name}"] = torch.zeros(shape, dtype=torch.float32)
 
-    m = _wide_digits(tmp_path_factory)
-    folder = tmp_path / "model"
-    shutil.copytree(m.folder, folder)
-    state = safetensors.torch.load_file(str(folder / "model.safetensors"))
-    state[f"embeddings.patch_embeddings.{name}"] = torch.zeros(shape, dtype=torch.float32)
-    safetensors.torch.save_file(state, str(folder / "model.safetensors"))
+    folder = _edited_copy(_wide_digits(tmp_path_factory), tmp_path / "model", wrong)
     with pytest.raises(Exception, match=message) as info:
         margin_network.load_encoder(open_checkpoint(str(folder)))
     assert f"embeddings.patch_embeddings.{name}" in str(info.value) and "\n" not in str(info.value)
@@ -355,18 +367,12 @@ def test_a_patch_projection_of_the_wrong_shape_is_refused_naming_it(tmp_path_fac
 def test_a_patch_models_first_row_is_the_cls_tokens_of_a_larger_table(tmp_path_factory, tmp_path):
     # the study's patch models have one word (CLS, id 0); with a second row in the table, u_0's first row is still
     # word 0 plus position 0, and the patch rows do not read the table
-    import json
-    import shutil
+    def second_word(state):
+        word = state["embeddings.word_embeddings.weight"]
+        state["embeddings.word_embeddings.weight"] = torch.cat([word, word + 1.0])
 
     m = _wide_digits(tmp_path_factory)
-    folder = tmp_path / "model"
-    shutil.copytree(m.folder, folder)
-    state = safetensors.torch.load_file(str(folder / "model.safetensors"))
-    word = state["embeddings.word_embeddings.weight"]
-    state["embeddings.word_embeddings.weight"] = torch.cat([word, word + 1.0])
-    safetensors.torch.save_file(state, str(folder / "model.safetensors"))
-    config = json.loads((folder / "config.json").read_text())
-    (folder / "config.json").write_text(json.dumps({**config, "vocab_size": 2}))
+    folder = _edited_copy(m, tmp_path / "model", second_word, config={"vocab_size": 2})
     encoder = margin_network.load_encoder(open_checkpoint(str(folder)))
     original = margin_network.load_encoder(open_checkpoint(str(m.folder)))
     x = torch.rand(4, 16, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
@@ -376,14 +382,8 @@ def test_a_patch_models_first_row_is_the_cls_tokens_of_a_larger_table(tmp_path_f
 
 
 def test_a_patch_model_without_a_patch_bias_reads_it_as_zero(tmp_path_factory, tmp_path):
-    import shutil
-
     m = _wide_digits(tmp_path_factory)
-    folder = tmp_path / "model"
-    shutil.copytree(m.folder, folder)
-    state = safetensors.torch.load_file(str(folder / "model.safetensors"))
-    del state["embeddings.patch_embeddings.bias"]
-    safetensors.torch.save_file(state, str(folder / "model.safetensors"))
+    folder = _edited_copy(m, tmp_path / "model", lambda state: state.pop("embeddings.patch_embeddings.bias"))
     encoder = margin_network.load_encoder(open_checkpoint(str(folder)))
     full = margin_network.load_encoder(open_checkpoint(str(m.folder)))
     assert torch.equal(encoder.patch[1], torch.zeros(32, dtype=torch.float64))

@@ -158,13 +158,13 @@ def load_encoder(ckpt: Any) -> Encoder:
                 blocks.append(Block(index, kind, norm, w))
     token_type = names.get("token_type_embeddings")
     return Encoder(
-        patch=_patch(ckpt, int(ckpt.hidden_size)),
         source=str(where),
         word=_tensor(ckpt, names["word_embeddings"]),
         position=_tensor(ckpt, names["position_embeddings"]),
         token_type=_tensor(ckpt, token_type) if token_type else None,
         blocks=tuple(blocks),
         hidden=int(ckpt.hidden_size),
+        patch=_patch(ckpt, int(ckpt.hidden_size)),
     )
 
 

@@ -37,7 +37,7 @@ from numerics.io.resolve import resolve_source
 from numerics.margin.attack import attack as search
 from numerics.margin.certify import Certificate, certify, clean_amplification, constants, profiles
 from numerics.margin.data import check_ids, load_token_ids
-from numerics.margin.network import load_encoder, torch_threads
+from numerics.margin.network import PATCH_STEM, load_encoder, torch_threads
 
 __all__ = ["DataAnalysis", "analyze_data"]
 
@@ -178,9 +178,9 @@ def _check_inputs(ckpt: Any, encoder: Any, rows: list[np.ndarray], where: str) -
     if encoder.patch is not None:
         raise CheckpointError(
             ckpt.source,
-            "embeds image patches (embeddings.patch_embeddings); --data reads token ids: the patch models' all-layer "
+            f"embeds image patches ({PATCH_STEM}); --data reads token ids: the patch models' all-layer "
             "margin is computed by study --all-layer on their own training sets",
-            tensor=ckpt.prefix + "embeddings.patch_embeddings.weight",
+            tensor=ckpt.prefix + PATCH_STEM + ".weight",
         )
     check_ids(rows, vocab=int(encoder.word.shape[0]), positions=int(encoder.position.shape[0]), where=where)
 
